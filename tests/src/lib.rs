@@ -1,0 +1,1 @@
+//! Integration tests for Lockstep live in `tests/tests/`; this library is empty.
