@@ -1,0 +1,1 @@
+//! The sequential model of the dependency-aware scheduler (SPEC Part A). Being written.
