@@ -1,1 +1,557 @@
-//! placeholder
+//! A fixed-size work-stealing thread pool with a draining shutdown (SPEC Part B).
+//!
+//! ```
+//! use lockstep_pool::{Pool, PoolState};
+//!
+//! let pool = Pool::new(4)?;
+//! let sum = pool.submit(|ctx| {
+//!     // A running task may spawn children; they run on any worker.
+//!     let parts: Vec<_> = (1..=10u64)
+//!         .map(|i| ctx.spawn(move |_| i * i).expect("children are always accepted"))
+//!         .collect();
+//!     parts.len()
+//! })?;
+//! assert_eq!(sum.join(), Ok(10));
+//! pool.shutdown();
+//! pool.await_termination();
+//! assert_eq!(pool.state(), PoolState::Terminated);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Queues
+//!
+//! Each of the N workers owns a deque from `lockstep_deque` (the locked baseline by default;
+//! the pool is generic over a [`DequeFamily`]). A worker pushes the children of its running
+//! task onto the bottom of its own deque and pops from the bottom (LIFO: depth first, warm
+//! caches); idle workers steal bounded batches from the top (FIFO: the oldest, usually the
+//! biggest, work).
+//!
+//! **Root submissions go to a per-worker inbox**, a `Mutex<VecDeque>` beside each deque,
+//! never to a deque. The reason is the deque contract: only a deque's owner may push onto
+//! it (a Chase–Lev owner writes its bottom index without synchronisation), and `submit` runs
+//! on a thread that owns no deque. The inbox is chosen by the "power of two choices"
+//! (Mitzenmacher 2001): of two workers picked at random, the one whose deque plus inbox is
+//! shorter. One global injector would be simpler, but every submitter and every idle worker
+//! would contend on its one lock (SPEC Part C lists "one global queue" as a bug).
+//!
+//! A worker looks for work in this order: its own deque (bottom), its own inbox (front),
+//! then one attempt per other worker, starting at a random victim (`lockstep_sync::rng_u64`):
+//! that victim's deque top (a batch of at most `steal_batch`, half of the victim's deque
+//! rounded up; the extras land on the thief's own deque), else that victim's inbox front.
+//!
+//! **Claim uniqueness (B2).** A task runs only after one pop or steal removed it; the removal
+//! is one critical section (marked `LINEARIZATION POINT (B2.remove-once)`). The remover then
+//! moves the task's cell `Queued -> Running` under the cell's lock, which orders it against
+//! [`JoinHandle::cancel`] (`B4.cancel-unclaimed`): a cancelled task is dropped, not run.
+//!
+//! # The outstanding count and the lifecycle
+//!
+//! One atomic word holds `outstanding * 2 + draining`. A root is accepted by one
+//! compare-and-swap that checks "not draining" and adds one (`B3.root-accept`), so a submit
+//! can never slip past a concurrent `shutdown`. A child is counted with one add before it is
+//! pushed, while its parent runs and is still counted (`B3.register-before-decrement`); a
+//! task is uncounted after its function returned or panicked, or when its cancelled husk is
+//! removed from a queue. So `outstanding` counts every task in a queue, in a thief's hands, or
+//! running, and once the pool is draining with `outstanding == 0` nothing can ever be added:
+//! roots are refused and only a running task can spawn.
+//!
+//! # Parking: why no wake-up is lost
+//!
+//! Idle workers park on one condition variable (`sleep.rs`), with an `epoch` counter and a
+//! `sleepers` count (both SeqCst atomics) and the condition variable's mutex.
+//!
+//! A publisher (submit, spawn):
+//! * P1. pushes the task (inbox or deque, under that queue's lock);
+//! * P2. `epoch += 1`, then reads `sleepers`; if it is non-zero, takes the mutex and
+//!   notifies one.
+//!
+//! A worker that found nothing:
+//! * S1. reads `seen = epoch` **before** its last search of every queue;
+//! * S2. searches; finds nothing; the exit condition does not hold; backoff is spent;
+//! * S3. takes the mutex, `sleepers += 1`, re-reads `epoch`: if it differs from `seen`,
+//!   `sleepers -= 1` and it searches again; otherwise it waits on the condition variable
+//!   (which releases the mutex atomically) and on waking does `sleepers -= 1` and searches.
+//!
+//! Suppose a task was pushed (P1) and the worker parked without seeing it. If P2's `epoch`
+//! increment came before S1's read, the push happened before the search (the increment
+//! follows the push, the search follows the read), so the search saw the task:
+//! contradiction. So the increment came after S1. The SeqCst order puts P2's `sleepers` read
+//! and S3's `sleepers` increment in some order. If the read came after the increment, the
+//! publisher saw `sleepers > 0` and took the mutex; the worker held the mutex from its
+//! increment until it was waiting, so the notify reached a waiting worker (or one already
+//! woken, which searches after the push). If the read came before the increment, then P2's
+//! `epoch` increment (before its read) came before S3's `epoch` re-read (after its
+//! increment), so S3 saw a changed epoch and did not park. Either way the task is found.
+//! Events that may let workers exit (the first `shutdown`, the last task of a draining pool
+//! finishing) bump the epoch and `notify_all` under the mutex unconditionally.
+//!
+//! There is no sleep-polling: a parked worker waits without timeout. Before parking a worker
+//! spins, then yields, for a bounded number of rounds (exponential backoff, SPEC B5).
+//!
+//! # Shutdown: the protocol
+//!
+//! 1. [`Pool::shutdown`] sets the draining flag in the lifecycle word (idempotent: later calls
+//!    change nothing). From then on `submit` fails with [`PoolError::ShutDown`].
+//! 2. The first call bumps the epoch and wakes every worker, so that idle workers re-check.
+//! 3. Workers go on running everything queued. Running tasks may still spawn children; the
+//!    children are counted before their parent is uncounted, pushed, and run (drain, not
+//!    cancel).
+//! 4. A worker exits only when it found nothing and the pool is draining, `outstanding == 0`
+//!    and every deque and inbox is empty (SPEC B3). That state is permanent (see above), so a
+//!    worker that saw it can never leave work behind.
+//! 5. The task whose completion brings a draining pool to `outstanding == 0` bumps the epoch
+//!    and wakes every parked worker, which then exit by step 4.
+//! 6. The last worker to exit marks the pool [`PoolState::Terminated`] and wakes
+//!    [`Pool::await_termination`]. After that `submit` fails with [`PoolError::Terminated`].
+//!
+//! Dropping a [`Pool`] runs steps 1–6 and waits for them.
+//!
+//! # Panics and blocking
+//!
+//! A task's panic is caught at the worker (`catch_unwind`), stored in its handle as
+//! [`TaskError::Panicked`], counted in [`PoolMetrics`], and the worker goes on.
+//!
+//! Blocking inside a task (waiting on a lock, on I/O, or on another task's [`JoinHandle`])
+//! blocks its worker. Work queued behind blocked workers runs once they unblock; if every
+//! worker blocks on something that only queued work can release, the pool deadlocks. This pool
+//! has no blocking compensation yet (SPEC B4 asks for a blocking pool or counted
+//! compensation; it is planned).
+//!
+//! # Costs
+//! `submit` O(1) (two queue-length reads, one push); `spawn` O(1) amortised; a steal
+//! attempt O(batch); space O(tasks + workers).
+//!
+//! # Checkers
+//! Every primitive comes from `lockstep_sync`, so the pool builds under `--cfg loom` (keep it
+//! to one or two workers) and `--cfg shuttle`; see `tests/tests/{loom,shuttle}_pool.rs`.
+
+#![forbid(unsafe_code)]
+
+mod context;
+mod engine;
+mod handle;
+mod metrics;
+mod sleep;
+#[doc(hidden)]
+pub mod step;
+mod worker;
+
+pub use context::WorkerContext;
+pub use handle::{JoinHandle, TaskId};
+pub use lockstep_contract::{PoolError, PoolState, TaskError};
+pub use lockstep_deque::{DequeFamily, Locked};
+pub use metrics::{PoolMetrics, WorkerMetrics};
+
+use crate::engine::{Shared, build};
+use lockstep_sync::{Arc, Mutex, thread};
+use std::fmt;
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+/// The steal batch limit a pool gets unless [`PoolBuilder::steal_batch`] says otherwise.
+pub const DEFAULT_STEAL_BATCH: usize = 16;
+
+/// Why a pool could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PoolBuildError {
+    /// The pool was asked for zero workers; it needs at least one.
+    #[error("a pool needs at least one worker, but 0 were requested")]
+    NoWorkers,
+    /// The steal batch limit was zero; a steal must be allowed to take at least one task.
+    #[error("the steal batch limit must be at least 1, but 0 was given")]
+    ZeroStealBatch,
+    /// The operating system refused to start a worker thread. The workers already started
+    /// were shut down and joined.
+    #[error("could not start worker thread {worker}: {message}")]
+    Spawn {
+        /// The index of the worker that failed to start.
+        worker: usize,
+        /// The operating system's error message.
+        message: String,
+    },
+}
+
+/// Configures and builds a [`Pool`].
+///
+/// ```
+/// use lockstep_pool::{PoolBuilder, PoolBuildError};
+///
+/// let pool = PoolBuilder::new(3).steal_batch(4).build()?;
+/// assert_eq!(pool.worker_count(), 3);
+/// assert_eq!(PoolBuilder::new(0).build().err(), Some(PoolBuildError::NoWorkers));
+/// assert_eq!(
+///     PoolBuilder::new(2).steal_batch(0).build().err(),
+///     Some(PoolBuildError::ZeroStealBatch)
+/// );
+/// # Ok::<(), PoolBuildError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolBuilder {
+    workers: usize,
+    steal_batch: usize,
+}
+
+impl PoolBuilder {
+    /// A builder for a pool of `workers` threads (checked by `build`).
+    pub fn new(workers: usize) -> Self {
+        PoolBuilder {
+            workers,
+            steal_batch: DEFAULT_STEAL_BATCH,
+        }
+    }
+
+    /// The most tasks one steal may take from a victim's deque (checked by `build`; default
+    /// [`DEFAULT_STEAL_BATCH`]). A steal takes half the victim's deque, rounded up, at most
+    /// this many.
+    #[must_use]
+    pub fn steal_batch(mut self, limit: usize) -> Self {
+        self.steal_batch = limit;
+        self
+    }
+
+    /// Starts the pool's threads over the locked baseline deque.
+    ///
+    /// # Errors
+    /// [`PoolBuildError::NoWorkers`] for zero workers, [`PoolBuildError::ZeroStealBatch`]
+    /// for a zero batch limit, [`PoolBuildError::Spawn`] if a thread cannot be started.
+    pub fn build(self) -> Result<Pool<Locked>, PoolBuildError> {
+        self.build_with::<Locked>()
+    }
+
+    /// Starts the pool's threads over the deque family `D`.
+    ///
+    /// # Errors
+    /// As [`PoolBuilder::build`].
+    pub fn build_with<D: DequeFamily>(self) -> Result<Pool<D>, PoolBuildError> {
+        let workers = NonZeroUsize::new(self.workers).ok_or(PoolBuildError::NoWorkers)?;
+        let batch = NonZeroUsize::new(self.steal_batch).ok_or(PoolBuildError::ZeroStealBatch)?;
+        let (shared, locals) = build::<D>(workers, batch);
+        let shared = Arc::new(shared);
+        // Unique while the pool lives: the shared state's address.
+        let thread_prefix = format!("lockstep-pool-{:x}-w", Arc::as_ptr(&shared) as usize);
+        let mut threads = Vec::with_capacity(workers.get());
+        for local in locals {
+            let index = local.index;
+            let sh = Arc::clone(&shared);
+            let spawned = thread::spawn_named(format!("{thread_prefix}{index}"), move || {
+                worker::worker_main(sh, local);
+            });
+            match spawned {
+                Ok(h) => threads.push(h),
+                Err(e) => {
+                    // Nothing was submitted: the started workers see a drained pool and exit.
+                    shared.shutdown();
+                    for h in threads {
+                        let _ = h.join();
+                    }
+                    return Err(PoolBuildError::Spawn {
+                        worker: index,
+                        message: e.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(Pool {
+            shared,
+            threads: Mutex::new(threads),
+            thread_prefix,
+        })
+    }
+}
+
+/// A fixed-size work-stealing pool. See the crate documentation for its queues, parking and
+/// shutdown protocols.
+///
+/// `Pool` is `Send + Sync`: share it by reference or in an `Arc`. Dropping it shuts it down
+/// and waits until every accepted task (and every child they spawn) has run.
+pub struct Pool<D: DequeFamily = Locked> {
+    shared: Arc<Shared<D>>,
+    threads: Mutex<Vec<thread::JoinHandle<()>>>,
+    thread_prefix: String,
+}
+
+impl Pool<Locked> {
+    /// Starts a pool of `workers` threads over the locked baseline deque, with the default
+    /// steal batch. Same as `PoolBuilder::new(workers).build()`.
+    ///
+    /// # Errors
+    /// [`PoolBuildError::NoWorkers`] if `workers == 0`; [`PoolBuildError::Spawn`] if a
+    /// thread cannot be started.
+    pub fn new(workers: usize) -> Result<Self, PoolBuildError> {
+        PoolBuilder::new(workers).build()
+    }
+}
+
+impl<D: DequeFamily> Pool<D> {
+    /// Submits a root task. It goes to the inbox of a lightly loaded worker, is counted as
+    /// outstanding, and one sleeping worker is woken. O(1).
+    ///
+    /// # Errors
+    /// [`PoolError::ShutDown`] after [`Pool::shutdown`]; [`PoolError::Terminated`] once the
+    /// pool has terminated. A rejected task is dropped without running.
+    ///
+    /// ```
+    /// use lockstep_pool::{Pool, PoolError};
+    ///
+    /// let pool = Pool::new(1)?;
+    /// pool.shutdown();
+    /// assert_eq!(pool.submit(|_| ()).err(), Some(PoolError::ShutDown));
+    /// pool.await_termination();
+    /// assert_eq!(pool.submit(|_| ()).err(), Some(PoolError::Terminated));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn submit<F, T>(&self, f: F) -> Result<JoinHandle<T>, PoolError>
+    where
+        F: FnOnce(&WorkerContext<'_>) -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let target = self.shared.choose_target();
+        self.shared.submit_root(target, f)
+    }
+
+    /// Stops accepting root tasks and lets the pool drain: queued tasks run, running tasks
+    /// may still spawn children (which run), and the workers exit once nothing is left.
+    /// Idempotent. Does not wait; see [`Pool::await_termination`].
+    pub fn shutdown(&self) {
+        self.shared.shutdown();
+    }
+
+    /// `Accepting`, `Draining` (after `shutdown`, until every worker exited), or
+    /// `Terminated`.
+    pub fn state(&self) -> PoolState {
+        self.shared.state()
+    }
+
+    /// Accepted tasks not yet finished: queued, claimed or running (a snapshot).
+    pub fn outstanding(&self) -> usize {
+        self.shared.outstanding()
+    }
+
+    /// The number of workers.
+    pub fn worker_count(&self) -> usize {
+        self.shared.workers()
+    }
+
+    /// A snapshot of the pool's counters; exact once the pool has terminated.
+    pub fn metrics(&self) -> PoolMetrics {
+        self.shared.metrics()
+    }
+
+    /// Blocks until the pool has terminated: [`Pool::shutdown`] was called (by anyone) and
+    /// every worker exited after draining. Joins the worker threads. Without a shutdown this
+    /// waits for one.
+    ///
+    /// # Panics
+    /// If called from one of this pool's own tasks (it would wait for itself forever; the
+    /// panic is caught and stored in that task's handle like any other). Also re-raises the
+    /// panic of a worker thread that died of a bug in this crate.
+    pub fn await_termination(&self) {
+        assert!(
+            !self.on_own_worker(),
+            "Pool::await_termination called from one of the pool's own tasks: it would wait for itself"
+        );
+        self.shared.wait_terminated(None);
+        self.join_threads(true);
+    }
+
+    /// Like [`Pool::await_termination`] but gives up after `timeout`: true if the pool has
+    /// terminated. Called from one of the pool's own tasks it returns false at once (the
+    /// pool cannot terminate while that task runs). Under loom and shuttle time does not
+    /// pass, so this waits until termination.
+    pub fn await_termination_timeout(&self, timeout: Duration) -> bool {
+        if self.on_own_worker() {
+            return false;
+        }
+        let done = self.shared.wait_terminated(Some(timeout));
+        if done {
+            self.join_threads(true);
+        }
+        done
+    }
+
+    fn on_own_worker(&self) -> bool {
+        thread::current()
+            .name()
+            .is_some_and(|n| n.starts_with(&self.thread_prefix))
+    }
+
+    fn join_threads(&self, propagate: bool) {
+        let threads = std::mem::take(&mut *self.threads.lock());
+        for h in threads {
+            if let Err(p) = h.join()
+                && propagate
+            {
+                std::panic::resume_unwind(p);
+            }
+        }
+    }
+}
+
+impl<D: DequeFamily> Drop for Pool<D> {
+    /// Shuts down and waits for the drain, unless the last reference is dropped inside one of
+    /// the pool's own tasks: then it only shuts down, and the workers finish on their own.
+    fn drop(&mut self) {
+        self.shared.shutdown();
+        if self.on_own_worker() {
+            return;
+        }
+        self.shared.wait_terminated(None);
+        // A worker that died of a bug has nowhere to report from here; the panic was printed.
+        self.join_threads(false);
+    }
+}
+
+impl<D: DequeFamily> fmt::Debug for Pool<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pool")
+            .field("workers", &self.worker_count())
+            .field("state", &self.state())
+            .field("outstanding", &self.outstanding())
+            .finish()
+    }
+}
+
+#[cfg(all(test, not(any(loom, shuttle))))]
+mod tests {
+    use super::step::{StepFound, StepPool, StepRun};
+    use super::*;
+    use std::sync::Arc as StdArc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn step_core_lifo_owner_fifo_thief_and_batches() {
+        let mut p = StepPool::new(2, 2).expect("valid sizes");
+        // A root that spawns four children onto worker 0's deque.
+        let root = p
+            .submit_to(0, |ctx| {
+                for i in 0..4u64 {
+                    ctx.spawn(move |_| i).expect("spawn");
+                }
+                7u64
+            })
+            .expect("accepting");
+        assert_eq!(p.inbox_len(0), 1);
+        assert_eq!(p.take(0), StepFound::Claimed(TaskId(0)));
+        assert_eq!(
+            p.run(0),
+            Some(StepRun {
+                task: TaskId(0),
+                panicked: false
+            })
+        );
+        assert_eq!(root.join(), Ok(7));
+        assert_eq!(p.deque_len(0), 4);
+        assert_eq!(p.outstanding(), 4);
+        // Thief takes half of four (two, limit 2): runs the oldest, keeps the next.
+        assert_eq!(p.steal(1, 0), StepFound::Claimed(TaskId(1)));
+        assert_eq!(p.deque_len(1), 1);
+        assert_eq!(p.deque_len(0), 2);
+        // Owner pops its newest.
+        assert_eq!(p.take(0), StepFound::Claimed(TaskId(4)));
+        assert_eq!(p.metrics().workers[1].steals, 1);
+        assert!(p.run(0).is_some() && p.run(1).is_some());
+        assert_eq!(p.take(1), StepFound::Claimed(TaskId(2)), "the stolen extra");
+        assert_eq!(p.take(0), StepFound::Claimed(TaskId(3)));
+        assert_eq!(p.run(0).map(|r| r.task), Some(TaskId(3)));
+        assert_eq!(p.steal(0, 1), StepFound::Empty);
+        assert_eq!(p.metrics().workers[0].failed_steals, 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "already holds a claimed task")]
+    fn step_core_refuses_a_second_claim() {
+        let mut p = StepPool::new(1, 1).expect("valid sizes");
+        let _h = p.submit_to(0, |_| ()).expect("accepting");
+        let _h2 = p.submit_to(0, |_| ()).expect("accepting");
+        assert_eq!(p.take(0), StepFound::Claimed(TaskId(0)));
+        let _ = p.take(0);
+    }
+
+    #[test]
+    fn step_core_cancel_discard_shutdown_exit() {
+        let mut p = StepPool::new(2, 4).expect("valid sizes");
+        let a = p.submit_to(1, |_| 1).expect("accepting");
+        let b = p.submit_to(1, |_| 2).expect("accepting");
+        assert!(a.cancel());
+        assert_eq!(a.join(), Err(TaskError::Cancelled));
+        assert_eq!(p.outstanding(), 2, "the husk is still queued");
+        p.shutdown();
+        p.shutdown();
+        assert_eq!(p.state(), PoolState::Draining);
+        assert_eq!(p.submit_to(0, |_| 3).err(), Some(PoolError::ShutDown));
+        assert!(!p.try_exit(0), "work is outstanding");
+        assert_eq!(p.steal(0, 1), StepFound::Discarded(TaskId(0)));
+        assert_eq!(p.steal(0, 1), StepFound::Claimed(TaskId(1)));
+        assert!(!b.cancel(), "claimed work cannot be cancelled");
+        assert!(!p.try_exit(0), "worker 0 holds a task");
+        p.run(0);
+        assert_eq!(b.join(), Ok(2));
+        assert!(p.try_exit(0));
+        assert_eq!(p.state(), PoolState::Draining);
+        assert!(p.try_exit(1));
+        assert_eq!(p.state(), PoolState::Terminated);
+        assert_eq!(p.submit_to(0, |_| 4).err(), Some(PoolError::Terminated));
+        let m = p.metrics();
+        assert_eq!(m.workers[0].discarded, 1);
+        assert_eq!(m.roots_accepted, 2);
+        assert_eq!(m.roots_rejected, 2);
+    }
+
+    #[test]
+    fn build_errors_are_typed() {
+        assert_eq!(Pool::new(0).err(), Some(PoolBuildError::NoWorkers));
+        assert_eq!(
+            StepPool::new(1, 0).err().map(|e| e.to_string()),
+            Some("the steal batch limit must be at least 1, but 0 was given".to_string())
+        );
+    }
+
+    #[test]
+    fn await_termination_timeout_is_false_while_accepting() {
+        let pool = Pool::new(2).expect("pool");
+        assert!(!pool.await_termination_timeout(Duration::from_millis(20)));
+        pool.shutdown();
+        assert!(pool.await_termination_timeout(Duration::from_secs(60)));
+        assert_eq!(pool.state(), PoolState::Terminated);
+    }
+
+    #[test]
+    fn awaiting_from_inside_is_a_reported_panic_and_dropping_inside_does_not_hang() {
+        let pool = StdArc::new(Pool::new(2).expect("pool"));
+        let p2 = StdArc::clone(&pool);
+        let h = pool
+            .submit(move |_| p2.await_termination())
+            .expect("accepting");
+        match h.join() {
+            Err(TaskError::Panicked { message }) => assert!(message.contains("wait for itself")),
+            other => panic!("expected a caught panic, got {other:?}"),
+        }
+        let p3 = StdArc::clone(&pool);
+        let h = pool
+            .submit(move |_| p3.await_termination_timeout(Duration::from_secs(5)))
+            .expect("accepting");
+        assert_eq!(h.join(), Ok(false));
+
+        // The last reference dropped inside a task: the pool shuts down without waiting for
+        // itself, and the other tasks still run.
+        let ran = StdArc::new(AtomicUsize::new(0));
+        let r2 = StdArc::clone(&ran);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p4 = StdArc::clone(&pool);
+        drop(pool);
+        let h = p4
+            .clone()
+            .submit(move |ctx| {
+                let child = ctx
+                    .spawn(move |_| r2.fetch_add(1, Ordering::SeqCst))
+                    .expect("spawn");
+                drop(p4);
+                tx.send(child).expect("send");
+            })
+            .expect("accepting");
+        let child = rx.recv().expect("the task ran");
+        assert_eq!(child.join(), Ok(0));
+        assert_eq!(h.join(), Ok(()));
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+    }
+}

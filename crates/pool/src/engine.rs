@@ -1,0 +1,391 @@
+//! The pool's machinery without threads: shared state, one worker's local side, and the
+//! single steps (take, steal, run, exit) that both the threaded workers and the
+//! deterministic stepping core are made of.
+
+use crate::context::{ChildSink, WorkerContext};
+use crate::handle::{JoinHandle, Task, TaskId, new_task};
+use crate::metrics::{PoolCounters, PoolMetrics, WorkerCounters, bump};
+use crate::sleep::Sleep;
+use lockstep_contract::{PoolError, PoolState};
+use lockstep_deque::{DequeFamily, Owner, Steal, Thief, ThiefOf};
+use lockstep_sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use lockstep_sync::{Condvar, Mutex, rng_u64};
+use std::collections::VecDeque;
+use std::num::NonZeroUsize;
+
+/// The draining flag in [`Lifecycle::word`].
+const DRAINING: u64 = 1;
+/// One outstanding task in [`Lifecycle::word`].
+const ONE: u64 = 2;
+
+/// `accepting -> draining -> terminated` and the outstanding count, in one atomic word so
+/// that "is the pool accepting?" and "count one more root" are one indivisible step.
+///
+/// `word = outstanding * 2 + draining`. `terminated` is set when the last worker exits.
+#[derive(Debug, Default)]
+pub(crate) struct Lifecycle {
+    word: AtomicU64,
+    terminated: AtomicBool,
+}
+
+impl Lifecycle {
+    /// Counts one more root task, unless the pool is draining or terminated.
+    fn register_root(&self) -> Result<(), PoolError> {
+        let mut cur = self.word.load(SeqCst);
+        loop {
+            if cur & DRAINING != 0 {
+                return Err(if self.terminated.load(SeqCst) {
+                    PoolError::Terminated
+                } else {
+                    PoolError::ShutDown
+                });
+            }
+            // LINEARIZATION POINT (B3.root-accept): the check "still accepting" and the
+            // increment of `outstanding` are one CAS; `shutdown` cannot slip in between.
+            match self.word.compare_exchange(cur, cur + ONE, SeqCst, SeqCst) {
+                Ok(_) => return Ok(()),
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Counts one more child. Called only by a running (hence counted) task, so the count is
+    /// at least one and the pool cannot be terminated.
+    fn register_child(&self) {
+        self.word.fetch_add(ONE, SeqCst);
+    }
+
+    /// Uncounts one finished or discarded task. True if this made a draining pool idle for
+    /// good (nothing outstanding, and nothing can be added any more).
+    fn finish_one(&self) -> bool {
+        let prev = self.word.fetch_sub(ONE, SeqCst);
+        debug_assert!(prev >= ONE, "outstanding underflow");
+        prev == ONE | DRAINING
+    }
+
+    /// Sets the draining flag. True on the first call.
+    fn shutdown(&self) -> bool {
+        self.word.fetch_or(DRAINING, SeqCst) & DRAINING == 0
+    }
+
+    /// Draining and nothing outstanding: permanent, because roots are refused and only a
+    /// running (counted) task can spawn a child.
+    fn is_drained(&self) -> bool {
+        self.word.load(SeqCst) == DRAINING
+    }
+
+    fn outstanding(&self) -> usize {
+        usize::try_from(self.word.load(SeqCst) / ONE).unwrap_or(usize::MAX)
+    }
+
+    fn state(&self) -> PoolState {
+        if self.terminated.load(SeqCst) {
+            PoolState::Terminated
+        } else if self.word.load(SeqCst) & DRAINING != 0 {
+            PoolState::Draining
+        } else {
+            PoolState::Accepting
+        }
+    }
+}
+
+/// What one attempt to find work produced.
+pub(crate) enum Found {
+    /// A claimed task (removed from a queue and moved `Queued -> Running`): run it.
+    Task(Task),
+    /// A cancelled task was removed and dropped; worth searching again at once.
+    Discarded(TaskId),
+    /// Nothing there.
+    Empty,
+    /// A lock-free deque lost a race; try again.
+    Retry,
+}
+
+/// Everything the workers share.
+pub(crate) struct Shared<D: DequeFamily> {
+    /// Thieves' handles of every worker's deque, by worker index.
+    thieves: Box<[ThiefOf<D, Task>]>,
+    /// Every worker's inbox of root tasks (FIFO), by worker index.
+    inboxes: Box<[Mutex<VecDeque<Task>>]>,
+    pub(crate) lifecycle: Lifecycle,
+    pub(crate) sleep: Sleep,
+    counters: Box<[WorkerCounters]>,
+    pool_counters: PoolCounters,
+    next_id: AtomicU64,
+    steal_batch: NonZeroUsize,
+    /// How many workers have exited; `term_cv` is notified when it reaches `workers()`.
+    exited: Mutex<usize>,
+    term_cv: Condvar,
+}
+
+/// One worker's own side: its index and its deque's owner handle.
+pub(crate) struct Local<D: DequeFamily> {
+    pub(crate) index: usize,
+    owner: D::Owner<Task>,
+}
+
+/// Builds the shared state and every worker's local side.
+pub(crate) fn build<D: DequeFamily>(
+    workers: NonZeroUsize,
+    steal_batch: NonZeroUsize,
+) -> (Shared<D>, Vec<Local<D>>) {
+    let n = workers.get();
+    let locals: Vec<Local<D>> = (0..n)
+        .map(|index| Local {
+            index,
+            owner: <D::Owner<Task> as Owner<Task>>::new(),
+        })
+        .collect();
+    let shared = Shared {
+        thieves: locals.iter().map(|l| l.owner.stealer()).collect(),
+        inboxes: (0..n).map(|_| Mutex::new(VecDeque::new())).collect(),
+        lifecycle: Lifecycle::default(),
+        sleep: Sleep::default(),
+        counters: (0..n).map(|_| WorkerCounters::default()).collect(),
+        pool_counters: PoolCounters::default(),
+        next_id: AtomicU64::new(0),
+        steal_batch,
+        exited: Mutex::new(0),
+        term_cv: Condvar::new(),
+    };
+    (shared, locals)
+}
+
+impl<D: DequeFamily> Shared<D> {
+    pub(crate) fn workers(&self) -> usize {
+        self.thieves.len()
+    }
+
+    /// Accepts a root task into worker `target`'s inbox and wakes a sleeper.
+    pub(crate) fn submit_root<F, T>(&self, target: usize, f: F) -> Result<JoinHandle<T>, PoolError>
+    where
+        F: FnOnce(&WorkerContext<'_>) -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        if let Err(e) = self.lifecycle.register_root() {
+            bump(&self.pool_counters.roots_rejected);
+            return Err(e);
+        }
+        let id = TaskId(self.next_id.fetch_add(1, SeqCst));
+        let (task, handle) = new_task(id, f);
+        self.inboxes[target].lock().push_back(task);
+        bump(&self.pool_counters.roots_accepted);
+        // After the push: a worker that read the epoch before this bump will see it moved.
+        self.sleep.new_work();
+        Ok(handle)
+    }
+
+    /// A lightly loaded worker for a root task: the less loaded of two chosen at random
+    /// ("the power of two choices", Mitzenmacher 2001), load = deque length + inbox length.
+    pub(crate) fn choose_target(&self) -> usize {
+        let n = self.workers();
+        if n == 1 {
+            return 0;
+        }
+        let pick = || usize::try_from(rng_u64() % n as u64).unwrap_or(0);
+        let (a, b) = (pick(), pick());
+        if self.load(b) < self.load(a) { b } else { a }
+    }
+
+    fn load(&self, w: usize) -> usize {
+        self.thieves[w].len() + self.inboxes[w].lock().len()
+    }
+
+    /// Uncounts one task; if that drained the pool for good, wakes every worker to exit.
+    fn finish_one(&self) {
+        if self.lifecycle.finish_one() {
+            self.sleep.wake_all();
+        }
+    }
+
+    /// Stops accepting roots (idempotent) and wakes every worker so that idle ones re-check
+    /// whether they may exit.
+    pub(crate) fn shutdown(&self) {
+        if self.lifecycle.shutdown() {
+            self.sleep.wake_all();
+        }
+    }
+
+    /// A worker may exit only when the pool is draining, nothing is outstanding, and every
+    /// deque and inbox is empty (SPEC B3). The emptiness scan is implied by the count
+    /// (every queued task is counted) and is kept as the contract's literal condition.
+    pub(crate) fn may_exit(&self) -> bool {
+        self.lifecycle.is_drained()
+            && self.thieves.iter().all(Thief::is_empty)
+            && self.inboxes.iter().all(|i| i.lock().is_empty())
+    }
+
+    /// Records that one worker exited; the last one marks the pool terminated.
+    pub(crate) fn worker_exited(&self) {
+        let mut exited = self.exited.lock();
+        *exited += 1;
+        if *exited == self.workers() {
+            self.lifecycle.terminated.store(true, SeqCst);
+            self.term_cv.notify_all();
+        }
+    }
+
+    /// Waits until every worker exited, or until `timeout` passed (then false).
+    pub(crate) fn wait_terminated(&self, timeout: Option<std::time::Duration>) -> bool {
+        let start = lockstep_sync::time::Instant::now();
+        let mut exited = self.exited.lock();
+        while *exited < self.workers() {
+            match timeout {
+                None => exited = self.term_cv.wait(exited),
+                Some(t) => {
+                    let left = t.saturating_sub(start.elapsed());
+                    if left.is_zero() {
+                        return false;
+                    }
+                    exited = self.term_cv.wait_timeout(exited, left).0;
+                }
+            }
+        }
+        true
+    }
+
+    pub(crate) fn state(&self) -> PoolState {
+        self.lifecycle.state()
+    }
+
+    pub(crate) fn outstanding(&self) -> usize {
+        self.lifecycle.outstanding()
+    }
+
+    pub(crate) fn metrics(&self) -> PoolMetrics {
+        self.pool_counters.snapshot(&self.counters)
+    }
+
+    pub(crate) fn deque_len(&self, w: usize) -> usize {
+        self.thieves[w].len()
+    }
+
+    pub(crate) fn inbox_len(&self, w: usize) -> usize {
+        self.inboxes[w].lock().len()
+    }
+
+    pub(crate) fn count_park(&self, w: usize) {
+        bump(&self.counters[w].parks);
+    }
+}
+
+impl<D: DequeFamily> Local<D> {
+    /// Looks for work at home: the bottom of the own deque (newest first), then the front of
+    /// the own inbox (oldest root first).
+    pub(crate) fn take_local(&self, shared: &Shared<D>) -> Found {
+        // LINEARIZATION POINT (B2.remove-once): inside the deque's `pop`.
+        if let Some(t) = self.owner.pop() {
+            return self.claim(shared, t);
+        }
+        // LINEARIZATION POINT (B2.remove-once): check and removal in one critical section.
+        let from_inbox = shared.inboxes[self.index].lock().pop_front();
+        match from_inbox {
+            Some(t) => self.claim(shared, t),
+            None => Found::Empty,
+        }
+    }
+
+    /// One steal attempt on `victim`: a bounded batch from the top of its deque (extras land
+    /// on the bottom of this worker's deque), else one root from the front of its inbox.
+    pub(crate) fn steal_from(&self, shared: &Shared<D>, victim: usize) -> Found {
+        let counters = &shared.counters[self.index];
+        // LINEARIZATION POINT (B2.remove-once): inside the deque's `steal_batch_and_pop`.
+        let stolen = shared.thieves[victim].steal_batch_and_pop(&self.owner, shared.steal_batch);
+        let retry = match stolen {
+            Steal::Success(t) => {
+                bump(&counters.steals);
+                return self.claim(shared, t);
+            }
+            Steal::Retry => true,
+            Steal::Empty => false,
+        };
+        // LINEARIZATION POINT (B2.remove-once): check and removal in one critical section.
+        let from_inbox = shared.inboxes[victim].lock().pop_front();
+        if let Some(t) = from_inbox {
+            bump(&counters.steals);
+            return self.claim(shared, t);
+        }
+        bump(&counters.failed_steals);
+        if retry { Found::Retry } else { Found::Empty }
+    }
+
+    /// One full search as a threaded worker does it: home first, then every other worker
+    /// once, starting at a random victim (SPEC B5: no single favourite victim).
+    pub(crate) fn find_task(&self, shared: &Shared<D>) -> Found {
+        match self.take_local(shared) {
+            Found::Empty => {}
+            other => return other,
+        }
+        let n = shared.workers();
+        let start = usize::try_from(rng_u64() % n as u64).unwrap_or(0);
+        let mut retry = false;
+        for k in 0..n {
+            let victim = (start + k) % n;
+            if victim == self.index {
+                continue;
+            }
+            match self.steal_from(shared, victim) {
+                Found::Empty => {}
+                Found::Retry => retry = true,
+                other => return other,
+            }
+        }
+        if retry { Found::Retry } else { Found::Empty }
+    }
+
+    /// Moves a removed task `Queued -> Running`, or drops it if its handle cancelled it.
+    fn claim(&self, shared: &Shared<D>, task: Task) -> Found {
+        if task.claim() {
+            return Found::Task(task);
+        }
+        let id = task.id();
+        drop(task);
+        bump(&shared.counters[self.index].discarded);
+        shared.finish_one();
+        Found::Discarded(id)
+    }
+
+    /// Runs a claimed task on this worker; children it spawns go to this worker's deque.
+    /// Returns true if the task panicked (the panic is in its handle).
+    pub(crate) fn run(&self, shared: &Shared<D>, task: Task) -> bool {
+        let sink = Sink {
+            local: self,
+            shared,
+        };
+        let ctx = WorkerContext::new(self.index, shared.workers(), &sink);
+        let panicked = task.run(&ctx);
+        let counters = &shared.counters[self.index];
+        bump(&counters.tasks_run);
+        if panicked {
+            bump(&counters.panics);
+        }
+        // The parent's own decrement, after every child it spawned was registered.
+        shared.finish_one();
+        panicked
+    }
+
+    /// True if this worker's own deque is empty (the drain check when a worker stops).
+    pub(crate) fn deque_is_empty(&self) -> bool {
+        self.owner.is_empty()
+    }
+}
+
+/// The child sink of one running task: this worker's deque, this pool's counters.
+struct Sink<'a, D: DequeFamily> {
+    local: &'a Local<D>,
+    shared: &'a Shared<D>,
+}
+
+impl<D: DequeFamily> ChildSink for Sink<'_, D> {
+    fn register_child(&self) -> TaskId {
+        // B3.register-before-decrement: counted before it is pushed, while the parent counts.
+        self.shared.lifecycle.register_child();
+        bump(&self.shared.pool_counters.children_spawned);
+        TaskId(self.shared.next_id.fetch_add(1, SeqCst))
+    }
+
+    fn push_child(&self, task: Task) {
+        self.local.owner.push(task);
+        self.shared.sleep.new_work();
+    }
+}

@@ -1,0 +1,110 @@
+//! Counters a pool keeps while it runs (SPEC B4 "counted in metrics", B5 "expose steal counts").
+//!
+//! Every counter is a relaxed atomic bumped by the thread that did the work: the numbers are
+//! exact once the pool has terminated, and a consistent-enough snapshot while it runs (two
+//! counters read one after the other may disagree by the work done in between).
+
+use lockstep_sync::atomic::{AtomicU64, Ordering};
+
+/// What one worker did, as counted so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct WorkerMetrics {
+    /// Tasks this worker ran to the end (returned or panicked).
+    pub tasks_run: u64,
+    /// Of those, tasks that panicked (the panic is stored in the task's handle).
+    pub panics: u64,
+    /// Successful steal operations: a task taken from another worker's deque or inbox. A batch
+    /// steal counts once.
+    pub steals: u64,
+    /// Steal attempts on a victim (its deque, then its inbox) that found nothing or had to be
+    /// retried.
+    pub failed_steals: u64,
+    /// Times this worker parked on the pool's condition variable.
+    pub parks: u64,
+    /// Cancelled tasks this worker removed from a queue and dropped without running.
+    pub discarded: u64,
+}
+
+impl WorkerMetrics {
+    fn add(&mut self, o: &WorkerMetrics) {
+        self.tasks_run += o.tasks_run;
+        self.panics += o.panics;
+        self.steals += o.steals;
+        self.failed_steals += o.failed_steals;
+        self.parks += o.parks;
+        self.discarded += o.discarded;
+    }
+}
+
+/// A snapshot of a pool's counters: one entry per worker plus pool-wide submission counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct PoolMetrics {
+    /// Per worker, indexed by worker number (`0..workers`).
+    pub workers: Vec<WorkerMetrics>,
+    /// Root tasks accepted by `submit`.
+    pub roots_accepted: u64,
+    /// Root tasks rejected by `submit` because the pool was shut down or terminated.
+    pub roots_rejected: u64,
+    /// Child tasks accepted by `WorkerContext::spawn`.
+    pub children_spawned: u64,
+}
+
+impl PoolMetrics {
+    /// The sum over all workers. O(workers).
+    pub fn total(&self) -> WorkerMetrics {
+        let mut t = WorkerMetrics::default();
+        for w in &self.workers {
+            t.add(w);
+        }
+        t
+    }
+}
+
+/// The live counters of one worker.
+#[derive(Debug, Default)]
+pub(crate) struct WorkerCounters {
+    pub(crate) tasks_run: AtomicU64,
+    pub(crate) panics: AtomicU64,
+    pub(crate) steals: AtomicU64,
+    pub(crate) failed_steals: AtomicU64,
+    pub(crate) parks: AtomicU64,
+    pub(crate) discarded: AtomicU64,
+}
+
+/// Adds one to a counter. Relaxed: counters order nothing; they are read after the work they
+/// count has been synchronised by other means (a join, or the pool's termination).
+pub(crate) fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+impl WorkerCounters {
+    pub(crate) fn snapshot(&self) -> WorkerMetrics {
+        WorkerMetrics {
+            tasks_run: self.tasks_run.load(Ordering::Relaxed),
+            panics: self.panics.load(Ordering::Relaxed),
+            steals: self.steals.load(Ordering::Relaxed),
+            failed_steals: self.failed_steals.load(Ordering::Relaxed),
+            parks: self.parks.load(Ordering::Relaxed),
+            discarded: self.discarded.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The live pool-wide counters.
+#[derive(Debug, Default)]
+pub(crate) struct PoolCounters {
+    pub(crate) roots_accepted: AtomicU64,
+    pub(crate) roots_rejected: AtomicU64,
+    pub(crate) children_spawned: AtomicU64,
+}
+
+impl PoolCounters {
+    pub(crate) fn snapshot(&self, workers: &[WorkerCounters]) -> PoolMetrics {
+        PoolMetrics {
+            workers: workers.iter().map(WorkerCounters::snapshot).collect(),
+            roots_accepted: self.roots_accepted.load(Ordering::Relaxed),
+            roots_rejected: self.roots_rejected.load(Ordering::Relaxed),
+            children_spawned: self.children_spawned.load(Ordering::Relaxed),
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! The threaded worker loop: search, run, back off, park, exit.
+
+use crate::engine::{Found, Local, Shared};
+use lockstep_deque::DequeFamily;
+use lockstep_sync::{Arc, thread};
+
+/// Failed rounds spent spinning or yielding before a worker parks. Under loom every extra
+/// round multiplies the interleavings, so a loom worker parks at once; under shuttle one
+/// round keeps the path covered.
+#[cfg(loom)]
+const SNOOZE_LIMIT: u32 = 0;
+#[cfg(shuttle)]
+const SNOOZE_LIMIT: u32 = 1;
+#[cfg(not(any(loom, shuttle)))]
+const SNOOZE_LIMIT: u32 = 8;
+
+/// Rounds below this spin `2^round` times; later ones yield the thread.
+const SPIN_LIMIT: u32 = 4;
+
+/// Exponential backoff after a round of failed steals (SPEC B5), bounded: after
+/// `SNOOZE_LIMIT` rounds the worker parks instead (no sleep-polling, SPEC B4).
+#[derive(Debug, Default)]
+struct Backoff {
+    round: u32,
+}
+
+impl Backoff {
+    /// Waits a little and returns true, or returns false when it is time to park.
+    fn snooze(&mut self) -> bool {
+        if self.round >= SNOOZE_LIMIT {
+            return false;
+        }
+        if self.round < SPIN_LIMIT {
+            for _ in 0..(1u32 << self.round) {
+                std::hint::spin_loop();
+            }
+        } else {
+            thread::yield_now();
+        }
+        self.round += 1;
+        true
+    }
+
+    fn reset(&mut self) {
+        self.round = 0;
+    }
+}
+
+/// Marks the worker as exited however its loop ends.
+struct ExitGuard<'a, D: DequeFamily>(&'a Shared<D>);
+
+impl<D: DequeFamily> Drop for ExitGuard<'_, D> {
+    fn drop(&mut self) {
+        self.0.worker_exited();
+    }
+}
+
+/// The body of one worker thread.
+pub(crate) fn worker_main<D: DequeFamily>(shared: Arc<Shared<D>>, local: Local<D>) {
+    let _exit = ExitGuard(&shared);
+    let mut backoff = Backoff::default();
+    loop {
+        // Read the epoch BEFORE the search (crate docs, parking step S1).
+        let seen = shared.sleep.epoch();
+        match local.find_task(&shared) {
+            Found::Task(task) => {
+                local.run(&shared, task);
+                backoff.reset();
+                continue;
+            }
+            Found::Discarded(_) => continue,
+            Found::Retry => {
+                thread::yield_now();
+                continue;
+            }
+            Found::Empty => {}
+        }
+        if shared.may_exit() {
+            break;
+        }
+        if backoff.snooze() {
+            continue;
+        }
+        if shared.sleep.park(seen) {
+            shared.count_park(local.index);
+        }
+        backoff.reset();
+    }
+    // The drain check (rayon style): a worker only stops with its own deque empty.
+    debug_assert!(local.deque_is_empty(), "worker exited with queued work");
+}
