@@ -1,1 +1,234 @@
-fn main() {}
+//! `lockstep`: check and run task graphs on the Lockstep scheduler and pool.
+//!
+//! ```text
+//! lockstep check FILE [GRAPH OPTIONS]
+//! lockstep run FILE [-j N] [--dry-run] [--simulate MS] [--log-dir DIR] [GRAPH OPTIONS]
+//! ```
+//!
+//! Exit status: 0 the graph can run / every task succeeded; 1 the graph cannot run
+//! (`check`) / some task failed, was blocked or cancelled (`run`); 2 unreadable input
+//! (missing file, parse error) and, for `run`, a graph that cannot run.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use lockstep_cli::graph::{self, EdgeMatch, Format, ReadOptions, TaskGraph};
+use lockstep_cli::run::{self, RunError, RunOptions};
+use lockstep_cli::validate;
+
+/// Check and run dependency graphs of tasks on the Lockstep scheduler and pool.
+#[derive(Debug, Parser)]
+#[command(name = "lockstep", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Validate a graph: duplicate ids, unknown dependencies, self-dependencies, cycles.
+    ///
+    /// Prints a summary (tasks, edges, roots), then one line per problem; each cycle as
+    /// `cycle: A -> B -> C -> A` (one per strongly connected component, the scheduler's
+    /// canonical form). Exit 0 when the graph can run, 1 when it cannot, 2 when the file
+    /// cannot be read or parsed.
+    Check {
+        #[command(flatten)]
+        graph: GraphArgs,
+    },
+    /// Run a graph: each task's command (`sh -c`) once its dependencies succeeded.
+    ///
+    /// Output of each task is printed when it ends, prefixed with `[ID] ` (or written to
+    /// --log-dir). A failure blocks the task's descendants; they are listed with their
+    /// cause. Exit 0 only if every task succeeded, 1 otherwise, 2 for unreadable input or
+    /// a graph that cannot run.
+    Run {
+        #[command(flatten)]
+        graph: GraphArgs,
+        /// Run at most N tasks at once [default: the number of CPUs].
+        #[arg(short = 'j', long = "jobs", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+        jobs: Option<u32>,
+        /// Print the order tasks would be claimed in (completions simulated in claim order),
+        /// without running anything.
+        #[arg(long)]
+        dry_run: bool,
+        /// Run each task as a sleep of about MS milliseconds instead of its command.
+        #[arg(long, value_name = "MS")]
+        simulate: Option<u64>,
+        /// Write each task's output to DIR/NNNN-ID.log instead of printing it.
+        #[arg(long, value_name = "DIR")]
+        log_dir: Option<PathBuf>,
+        /// Never draw a progress bar (one is drawn only when standard error is a terminal).
+        #[arg(long)]
+        no_progress: bool,
+    },
+}
+
+/// Options shared by every command that reads a graph.
+#[derive(Debug, Args)]
+struct GraphArgs {
+    /// The graph file: .toml (task file), .dot/.gv (Graphviz), .json (cargo metadata).
+    file: PathBuf,
+    /// Read FILE as this format instead of guessing from the extension:
+    /// toml, dot (plain DOT, no apt-cache detection), apt-dotty, cargo-metadata.
+    #[arg(long, value_name = "FORMAT")]
+    format: Option<Format>,
+    /// Flip every edge (for DOT graphs drawn from a dependency to its dependents).
+    #[arg(long)]
+    reverse: bool,
+    /// DOT: leave out edges whose attribute KEY equals VALUE (repeatable), e.g.
+    /// `--exclude-edges color=blue`.
+    #[arg(long, value_name = "KEY=VALUE")]
+    exclude_edges: Vec<EdgeMatch>,
+    /// DOT: keep the edges the format leaves out by default (apt-cache dotty's
+    /// color=springgreen Conflicts/Breaks/Obsoletes edges).
+    #[arg(long)]
+    all_edges: bool,
+    /// Remove this task and every edge to it after reading (repeatable), e.g. to treat a
+    /// package as already installed.
+    #[arg(long, value_name = "ID")]
+    exclude_task: Vec<String>,
+    /// cargo metadata: also count dev-dependencies as edges.
+    #[arg(long)]
+    dev_deps: bool,
+}
+
+impl GraphArgs {
+    fn read(&self) -> Result<TaskGraph, graph::ReadError> {
+        let opts = ReadOptions {
+            format: self.format,
+            reverse: self.reverse,
+            exclude_edges: self.exclude_edges.clone(),
+            all_edges: self.all_edges,
+            exclude_tasks: self.exclude_task.clone(),
+            dev_deps: self.dev_deps,
+        };
+        let g = graph::read_file(&self.file, &opts)?;
+        for n in &g.notes {
+            eprintln!("note: {n}");
+        }
+        Ok(g)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::Check { graph } => check(&graph),
+        Cmd::Run {
+            graph,
+            jobs,
+            dry_run,
+            simulate,
+            log_dir,
+            no_progress,
+        } => {
+            let jobs = jobs.map_or_else(default_jobs, |j| j as usize);
+            let opts = RunOptions {
+                jobs,
+                simulate: simulate.map(Duration::from_millis),
+                log_dir,
+                progress: !no_progress && !dry_run && std::io::stderr().is_terminal(),
+                handle_interrupt: true,
+            };
+            run_cmd(&graph, &opts, dry_run)
+        }
+    }
+}
+
+/// Prints to standard output, ignoring write errors (a closed pipe, as in `| head`, must
+/// not turn into a panic).
+fn emit(text: &str) {
+    use std::io::Write;
+    let stdout = std::io::stdout();
+    let mut lock = stdout.lock();
+    let _ = lock.write_all(text.as_bytes());
+    let _ = lock.flush();
+}
+
+macro_rules! emitln {
+    ($($arg:tt)*) => {
+        emit(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn check(args: &GraphArgs) -> ExitCode {
+    let g = match args.read() {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let report = match validate::validate(&g) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: internal: the scheduler refused a valid submission: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    emit(&report.to_string());
+    if report.is_runnable() {
+        emitln!("ok: the graph can run");
+        ExitCode::SUCCESS
+    } else {
+        emitln!(
+            "error: the graph cannot run ({} problem(s))",
+            report.problem_lines().len()
+        );
+        ExitCode::from(1)
+    }
+}
+
+fn run_cmd(args: &GraphArgs, opts: &RunOptions, dry_run: bool) -> ExitCode {
+    let g = match args.read() {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = if dry_run {
+        run::dry_run(&g, opts.jobs).map(|order| {
+            emitln!(
+                "dry run: {} task(s) in claim order with -j {} (completions simulated in claim order)",
+                order.len(),
+                opts.jobs
+            );
+            for (i, id) in order.iter().enumerate() {
+                emitln!("{:>6}  {id}", i + 1);
+            }
+            true
+        })
+    } else {
+        run::run(&g, opts).map(|report| {
+            for line in report.lines() {
+                emitln!("{line}");
+            }
+            report.all_succeeded()
+        })
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(RunError::Invalid(report)) => {
+            emit(&report.to_string());
+            emitln!(
+                "error: the graph cannot run ({} problem(s)); nothing was run",
+                report.problem_lines().len()
+            );
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

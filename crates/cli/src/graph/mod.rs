@@ -1,0 +1,512 @@
+//! The in-memory task graph and its readers.
+//!
+//! Every input format is read into one [`TaskGraph`]: a list of [`TaskSpec`]s in the order
+//! the file defines them, each naming the ids it depends on ("A depends on B" is an edge
+//! A -> B, as in `docs/semantics.md`). Readers never panic and never hang on any input;
+//! every failure is a [`ReadError`] naming the file, what was wrong and, where the parser
+//! gives it, the line and column.
+//!
+//! | format | chosen by | reader |
+//! |--------|-----------|--------|
+//! | our task file | `.toml`, `--format toml` | [`toml_file`] |
+//! | Graphviz DOT digraph | `.dot`, `.gv`, `--format dot` | [`dot`] |
+//! | `apt-cache dotty` output | auto-detected in DOT input, `--format apt-dotty` | [`dot`] |
+//! | `cargo metadata --format-version 1` | `.json`, `--format cargo-metadata` | [`cargo_metadata`] |
+//!
+//! Readers only report what the file says. Graph problems that a well-formed file can still
+//! have (duplicate task ids, duplicate dependencies, unknown dependencies, self-dependencies,
+//! cycles) are found by [`crate::validate`], so that `lockstep check` can list them all.
+
+pub mod cargo_metadata;
+pub mod dot;
+mod location;
+pub mod toml_file;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+pub use location::Location;
+
+/// One task as read from a graph file.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TaskSpec {
+    /// The task id; unique within a valid graph.
+    pub id: String,
+    /// The shell command (`sh -c COMMAND`), or `None` for a task that only orders others.
+    pub command: Option<String>,
+    /// The ids this task depends on, in the file's order.
+    pub deps: Vec<String>,
+    /// The working directory of the command. Relative paths in a task file are resolved
+    /// against the directory of that file when it is read, so this is either absolute or
+    /// relative to the directory `lockstep` was started in. `None`: inherit.
+    pub cwd: Option<PathBuf>,
+    /// Environment variables set for the command, on top of the inherited environment.
+    pub env: BTreeMap<String, String>,
+    /// The 1-based line where the task was defined, when the format has lines.
+    pub line: Option<usize>,
+}
+
+impl TaskSpec {
+    /// A task with an id and dependencies and nothing else.
+    pub fn new(id: impl Into<String>, deps: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        TaskSpec {
+            id: id.into(),
+            deps: deps.into_iter().map(Into::into).collect(),
+            ..TaskSpec::default()
+        }
+    }
+}
+
+/// A task graph: tasks in the order the file defines them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TaskGraph {
+    /// The tasks, in file order. A graph read from a task file may hold the same id more
+    /// than once; [`crate::validate`] reports that.
+    pub tasks: Vec<TaskSpec>,
+    /// Human-readable notes on choices the reader made (a detected profile, edges it left
+    /// out, ids it renamed), printed by the command before its results.
+    pub notes: Vec<String>,
+}
+
+impl TaskGraph {
+    /// The number of dependency edges (sum of the dependency list lengths).
+    pub fn edge_count(&self) -> usize {
+        self.tasks.iter().map(|t| t.deps.len()).sum()
+    }
+
+    /// Flips every edge: afterwards B depends on A wherever A depended on B. Task order is
+    /// kept; each new dependency list is in the order of the original dependents. O(V + E).
+    pub fn reverse(&mut self) {
+        let mut reversed: HashMap<&str, Vec<String>> = HashMap::new();
+        for task in &self.tasks {
+            for dep in &task.deps {
+                reversed
+                    .entry(dep.as_str())
+                    .or_default()
+                    .push(task.id.clone());
+            }
+        }
+        let mut new_deps: Vec<Vec<String>> = Vec::with_capacity(self.tasks.len());
+        let mut taken: HashSet<&str> = HashSet::new();
+        for task in &self.tasks {
+            // A repeated id (an invalid graph, reported later) gets the edges once.
+            if taken.insert(task.id.as_str()) {
+                new_deps.push(reversed.remove(task.id.as_str()).unwrap_or_default());
+            } else {
+                new_deps.push(Vec::new());
+            }
+        }
+        // An edge to an id that is not a task (an unknown dependency) has no task to hang
+        // the flipped edge on; adding a task for it would invent work, so it is dropped and
+        // the number dropped is noted.
+        let dangling: usize = reversed.values().map(Vec::len).sum();
+        for (task, deps) in self.tasks.iter_mut().zip(new_deps) {
+            task.deps = deps;
+        }
+        if dangling > 0 {
+            self.notes.push(format!(
+                "--reverse: {dangling} edge(s) to ids that are not tasks were dropped"
+            ));
+        }
+    }
+
+    /// Removes the named tasks and every edge to them ("assume these are already done").
+    ///
+    /// # Errors
+    /// [`ReadError::NoSuchTask`] naming the first id that is not a task; the graph is
+    /// unchanged.
+    pub fn exclude_tasks(&mut self, ids: &[String], path: &Path) -> Result<(), ReadError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let present: HashSet<&str> = self.tasks.iter().map(|t| t.id.as_str()).collect();
+        if let Some(missing) = ids.iter().find(|id| !present.contains(id.as_str())) {
+            return Err(ReadError::NoSuchTask {
+                path: path.to_path_buf(),
+                id: missing.clone(),
+            });
+        }
+        let drop: HashSet<&str> = ids.iter().map(String::as_str).collect();
+        let before_edges = self.edge_count();
+        let before_tasks = self.tasks.len();
+        self.tasks.retain(|t| !drop.contains(t.id.as_str()));
+        for task in &mut self.tasks {
+            task.deps.retain(|d| !drop.contains(d.as_str()));
+        }
+        self.notes.push(format!(
+            "--exclude-task: removed {} task(s) and {} edge(s)",
+            before_tasks - self.tasks.len(),
+            before_edges - self.edge_count()
+        ));
+        Ok(())
+    }
+}
+
+/// The input formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// Our task file (`[[task]]` tables), see [`toml_file`].
+    Toml,
+    /// A Graphviz DOT digraph; `apt-cache dotty` output is detected and read as
+    /// [`Format::AptDotty`].
+    Dot,
+    /// `apt-cache dotty` output: a DOT digraph whose `color=springgreen` edges
+    /// (Conflicts, Breaks, Obsoletes) are not dependencies and are left out by default.
+    AptDotty,
+    /// The JSON printed by `cargo metadata --format-version 1`.
+    CargoMetadata,
+}
+
+impl Format {
+    /// The format's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Toml => "toml",
+            Format::Dot => "dot",
+            Format::AptDotty => "apt-dotty",
+            Format::CargoMetadata => "cargo-metadata",
+        }
+    }
+
+    /// The format implied by a file name's extension: `.toml`, `.dot`/`.gv`, `.json`.
+    pub fn from_path(path: &Path) -> Option<Format> {
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        match ext.as_str() {
+            "toml" => Some(Format::Toml),
+            "dot" | "gv" => Some(Format::Dot),
+            "json" => Some(Format::CargoMetadata),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Format {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "toml" => Ok(Format::Toml),
+            "dot" | "gv" => Ok(Format::Dot),
+            "apt-dotty" => Ok(Format::AptDotty),
+            "cargo-metadata" | "json" => Ok(Format::CargoMetadata),
+            other => Err(format!(
+                "unknown format {other:?}: expected toml, dot, apt-dotty or cargo-metadata"
+            )),
+        }
+    }
+}
+
+/// An edge attribute test `KEY=VALUE`, as given to `--exclude-edges`.
+///
+/// It matches an edge whose attribute `KEY` (after the scope's `edge [...]` defaults and the
+/// edge's own list, quotes removed) equals `VALUE` exactly.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct EdgeMatch {
+    /// The attribute name.
+    pub key: String,
+    /// The attribute value, without quotes.
+    pub value: String,
+}
+
+impl FromStr for EdgeMatch {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.split_once('=') {
+            Some((key, value)) if !key.trim().is_empty() => Ok(EdgeMatch {
+                key: key.trim().to_string(),
+                value: value.trim().trim_matches('"').to_string(),
+            }),
+            _ => Err(format!("expected KEY=VALUE, got {s:?}")),
+        }
+    }
+}
+
+impl fmt::Display for EdgeMatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={}", self.key, self.value)
+    }
+}
+
+/// How to read a graph file.
+#[derive(Debug, Clone, Default)]
+pub struct ReadOptions {
+    /// The format; `None` picks it from the extension (and detects `apt-cache dotty`).
+    pub format: Option<Format>,
+    /// Flip every edge after reading (`--reverse`).
+    pub reverse: bool,
+    /// DOT: edges matching any of these are not dependencies (`--exclude-edges`), in
+    /// addition to the format's defaults.
+    pub exclude_edges: Vec<EdgeMatch>,
+    /// DOT: drop the format's default edge exclusions (`--all-edges`).
+    pub all_edges: bool,
+    /// Tasks to remove with their edges after reading (`--exclude-task`).
+    pub exclude_tasks: Vec<String>,
+    /// cargo metadata: also count dev-dependencies (`--dev-deps`).
+    pub dev_deps: bool,
+}
+
+/// Every way reading a graph file can fail. Each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The file could not be read.
+    #[error("{}: cannot read: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The file is not UTF-8.
+    #[error("{}: not UTF-8 text (first bad byte at offset {offset})", path.display())]
+    NotUtf8 {
+        /// The file.
+        path: PathBuf,
+        /// The byte offset of the first invalid byte.
+        offset: usize,
+    },
+    /// No `--format` was given and the extension names none.
+    #[error(
+        "{}: cannot tell the format from the extension; use .toml, .dot, .gv or .json, or --format",
+        path.display()
+    )]
+    UnknownFormat {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The task file is not valid TOML or does not fit the schema.
+    #[error("{}:{at}: {message}", path.display())]
+    Toml {
+        /// The file.
+        path: PathBuf,
+        /// Where the parser stopped.
+        at: Location,
+        /// What was wrong.
+        message: String,
+    },
+    /// A task in a task file has an empty id.
+    #[error("{}:{line}: task id is empty", path.display())]
+    EmptyId {
+        /// The file.
+        path: PathBuf,
+        /// The line of the `id` value.
+        line: usize,
+    },
+    /// The DOT text does not parse.
+    #[error("{}:{at}: DOT syntax error: {message}", path.display())]
+    DotSyntax {
+        /// The file.
+        path: PathBuf,
+        /// Where the parser stopped (line 1, column 1 when the parser gave no position).
+        at: Location,
+        /// The parser's message.
+        message: String,
+    },
+    /// Subgraphs nest deeper than the reader allows.
+    #[error(
+        "{}:{at}: subgraphs nest deeper than {limit} levels; refusing to parse",
+        path.display()
+    )]
+    DotTooDeep {
+        /// The file.
+        path: PathBuf,
+        /// The opening brace that went past the limit.
+        at: Location,
+        /// The limit.
+        limit: usize,
+    },
+    /// The DOT graph is undirected (`graph`, `--`), so it names no dependency direction.
+    #[error("{}: an undirected graph has no dependency direction; use `digraph` and `->`", path.display())]
+    UndirectedDot {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The JSON does not parse or does not have the fields `cargo metadata` prints.
+    #[error("{}:{at}: not cargo metadata JSON: {message}", path.display())]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// Where the parser stopped.
+        at: Location,
+        /// What was wrong.
+        message: String,
+    },
+    /// The cargo metadata has no dependency resolution (`cargo metadata --no-deps`).
+    #[error("{}: cargo metadata has no \"resolve\" section (was it made with --no-deps?)", path.display())]
+    NoResolve {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A resolve node or dependency names a package id that `packages` does not list.
+    #[error("{}: resolve names package id {id:?}, which \"packages\" does not list", path.display())]
+    UnknownPackageId {
+        /// The file.
+        path: PathBuf,
+        /// The package id.
+        id: String,
+    },
+    /// `--exclude-task` named an id that is not a task of the graph.
+    #[error("{}: --exclude-task {id:?}: no such task", path.display())]
+    NoSuchTask {
+        /// The file.
+        path: PathBuf,
+        /// The id.
+        id: String,
+    },
+}
+
+/// Reads a graph file in the format given by `opts` or by its extension.
+///
+/// # Errors
+/// Any [`ReadError`]: the file cannot be read, is not UTF-8, has an unknown extension, does
+/// not parse, or `--exclude-task` names an unknown id.
+pub fn read_file(path: &Path, opts: &ReadOptions) -> Result<TaskGraph, ReadError> {
+    let format = match opts.format {
+        Some(f) => f,
+        None => Format::from_path(path).ok_or_else(|| ReadError::UnknownFormat {
+            path: path.to_path_buf(),
+        })?,
+    };
+    let bytes = std::fs::read(path).map_err(|source| ReadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let text = String::from_utf8(bytes).map_err(|e| ReadError::NotUtf8 {
+        path: path.to_path_buf(),
+        offset: e.utf8_error().valid_up_to(),
+    })?;
+    let mut graph = read_str(&text, path, format, opts)?;
+    if opts.reverse {
+        graph.reverse();
+        graph.notes.push("--reverse: every edge was flipped".to_string());
+    }
+    graph.exclude_tasks(&opts.exclude_tasks, path)?;
+    Ok(graph)
+}
+
+/// Reads graph text that came from `path` (used in messages and to resolve relative `cwd`)
+/// in the given format. Does not apply `reverse` or `exclude_tasks`.
+///
+/// # Errors
+/// The parse errors of the chosen reader.
+pub fn read_str(
+    text: &str,
+    path: &Path,
+    format: Format,
+    opts: &ReadOptions,
+) -> Result<TaskGraph, ReadError> {
+    match format {
+        Format::Toml => toml_file::parse(text, path),
+        Format::Dot => dot::parse(text, path, &dot::DotOptions::from_read(opts, None)),
+        Format::AptDotty => dot::parse(
+            text,
+            path,
+            &dot::DotOptions::from_read(opts, Some(dot::Profile::AptDotty)),
+        ),
+        Format::CargoMetadata => cargo_metadata::parse(text, path, opts.dev_deps),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(g: &TaskGraph) -> Vec<(&str, Vec<&str>)> {
+        g.tasks
+            .iter()
+            .map(|t| (t.id.as_str(), t.deps.iter().map(String::as_str).collect()))
+            .collect()
+    }
+
+    #[test]
+    fn format_from_extension() {
+        assert_eq!(Format::from_path(Path::new("a.toml")), Some(Format::Toml));
+        assert_eq!(Format::from_path(Path::new("a.DOT")), Some(Format::Dot));
+        assert_eq!(Format::from_path(Path::new("a.gv")), Some(Format::Dot));
+        assert_eq!(
+            Format::from_path(Path::new("x/meta.json")),
+            Some(Format::CargoMetadata)
+        );
+        assert_eq!(Format::from_path(Path::new("a.txt")), None);
+        assert_eq!(Format::from_path(Path::new("noext")), None);
+    }
+
+    #[test]
+    fn edge_match_parses_key_value() {
+        let m: EdgeMatch = "color=\"springgreen\"".parse().unwrap();
+        assert_eq!(m.key, "color");
+        assert_eq!(m.value, "springgreen");
+        assert!("color".parse::<EdgeMatch>().is_err());
+        assert!("=red".parse::<EdgeMatch>().is_err());
+    }
+
+    #[test]
+    fn reverse_flips_edges_in_dependent_order() {
+        let mut g = TaskGraph {
+            tasks: vec![
+                TaskSpec::new("a", ["b", "c"]),
+                TaskSpec::new("b", ["c"]),
+                TaskSpec::new("c", Vec::<String>::new()),
+            ],
+            notes: vec![],
+        };
+        g.reverse();
+        assert_eq!(
+            ids(&g),
+            vec![("a", vec![]), ("b", vec!["a"]), ("c", vec!["a", "b"])]
+        );
+    }
+
+    #[test]
+    fn exclude_tasks_drops_nodes_and_edges_or_names_the_unknown_one() {
+        let mut g = TaskGraph {
+            tasks: vec![
+                TaskSpec::new("a", ["b", "c"]),
+                TaskSpec::new("b", ["a"]),
+                TaskSpec::new("c", Vec::<String>::new()),
+            ],
+            notes: vec![],
+        };
+        let before = g.clone();
+        let err = g
+            .exclude_tasks(&["zz".to_string()], Path::new("g.dot"))
+            .unwrap_err();
+        assert!(matches!(err, ReadError::NoSuchTask { ref id, .. } if id == "zz"));
+        assert_eq!(g, before, "a refused exclusion changes nothing");
+        g.exclude_tasks(&["b".to_string()], Path::new("g.dot"))
+            .unwrap();
+        assert_eq!(ids(&g), vec![("a", vec!["c"]), ("c", vec![])]);
+    }
+
+    #[test]
+    fn missing_file_is_an_io_error_naming_it() {
+        let err = read_file(Path::new("/nonexistent/x.toml"), &ReadOptions::default())
+            .unwrap_err();
+        assert!(matches!(err, ReadError::Io { .. }));
+        assert!(err.to_string().starts_with("/nonexistent/x.toml: cannot read"));
+    }
+
+    #[test]
+    fn unknown_extension_is_refused_before_reading() {
+        let err = read_file(Path::new("/nonexistent/x.txt"), &ReadOptions::default())
+            .unwrap_err();
+        assert!(matches!(err, ReadError::UnknownFormat { .. }));
+    }
+
+    #[test]
+    fn non_utf8_is_a_typed_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("bad.toml");
+        std::fs::write(&p, b"[[task]]\nid = \"\xff\"\n").unwrap();
+        let err = read_file(&p, &ReadOptions::default()).unwrap_err();
+        assert!(matches!(err, ReadError::NotUtf8 { offset: 15, .. }), "{err:?}");
+    }
+}

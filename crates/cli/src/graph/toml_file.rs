@@ -1,0 +1,216 @@
+//! Our own task file, in TOML.
+//!
+//! ```toml
+//! [[task]]
+//! id = "fetch"                       # required, non-empty, unique
+//! command = "curl -o src.tar https://example.invalid/src.tar"   # optional: sh -c COMMAND
+//!
+//! [[task]]
+//! id = "build"
+//! command = "make"
+//! deps = ["fetch"]                   # optional: ids this task needs, each at most once
+//! cwd = "src"                        # optional: relative to this file's directory
+//! env = { CFLAGS = "-O2" }           # optional: added to the inherited environment
+//! ```
+//!
+//! The only top-level key is `task`, an array of tables; each table takes exactly the keys
+//! above (unknown keys are an error, so a misspelt `dep = [...]` is not silently ignored).
+//! A task without `command` succeeds as soon as it runs (it only orders others).
+//! Duplicate ids and duplicate dependencies are not reader errors: the graph keeps them
+//! and `lockstep check` reports every one with its line.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::{Location, ReadError, TaskGraph, TaskSpec};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    task: Vec<RawTask>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTask {
+    id: Spanned<String>,
+    #[serde(default)]
+    command: Option<String>,
+    #[serde(default)]
+    deps: Vec<String>,
+    #[serde(default)]
+    cwd: Option<PathBuf>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+}
+
+/// Parses a task file's text; `path` names it in errors and anchors relative `cwd`s.
+///
+/// O(size of the text).
+///
+/// # Errors
+/// * [`ReadError::Toml`] for TOML syntax errors and schema errors (unknown key, wrong type,
+///   missing `id`), with the line and column the TOML parser reports;
+/// * [`ReadError::EmptyId`] for `id = ""`.
+pub fn parse(text: &str, path: &Path) -> Result<TaskGraph, ReadError> {
+    let file: File = toml::from_str(text).map_err(|e| ReadError::Toml {
+        path: path.to_path_buf(),
+        at: e
+            .span()
+            .map_or(Location::START, |s| Location::of_offset(text, s.start)),
+        message: e.message().trim().to_string(),
+    })?;
+    let base = path.parent().unwrap_or_else(|| Path::new(""));
+    let mut tasks = Vec::with_capacity(file.task.len());
+    for raw in file.task {
+        let line = Location::of_offset(text, raw.id.span().start).line;
+        let id = raw.id.into_inner();
+        if id.is_empty() {
+            return Err(ReadError::EmptyId {
+                path: path.to_path_buf(),
+                line,
+            });
+        }
+        tasks.push(TaskSpec {
+            id,
+            command: raw.command,
+            deps: raw.deps,
+            cwd: raw.cwd.map(|c| base.join(c)),
+            env: raw.env,
+            line: Some(line),
+        });
+    }
+    Ok(TaskGraph {
+        tasks,
+        notes: Vec::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p() -> &'static Path {
+        Path::new("dir/tasks.toml")
+    }
+
+    #[test]
+    fn reads_every_field() {
+        let g = parse(
+            r#"
+[[task]]
+id = "fetch"
+
+[[task]]
+id = "build"
+command = "make all"
+deps = ["fetch"]
+cwd = "src"
+env = { CFLAGS = "-O2", X = "1" }
+"#,
+            p(),
+        )
+        .unwrap();
+        assert_eq!(g.tasks.len(), 2);
+        assert_eq!(g.tasks[0], {
+            let mut t = TaskSpec::new("fetch", Vec::<String>::new());
+            t.line = Some(3);
+            t
+        });
+        let b = &g.tasks[1];
+        assert_eq!(b.id, "build");
+        assert_eq!(b.command.as_deref(), Some("make all"));
+        assert_eq!(b.deps, vec!["fetch"]);
+        assert_eq!(b.cwd.as_deref(), Some(Path::new("dir/src")));
+        assert_eq!(b.env.get("CFLAGS").map(String::as_str), Some("-O2"));
+        assert_eq!(b.line, Some(6));
+    }
+
+    #[test]
+    fn absolute_cwd_is_kept() {
+        let g = parse("[[task]]\nid = \"a\"\ncwd = \"/tmp\"\n", p()).unwrap();
+        assert_eq!(g.tasks[0].cwd.as_deref(), Some(Path::new("/tmp")));
+    }
+
+    #[test]
+    fn empty_file_is_an_empty_graph() {
+        assert!(parse("", p()).unwrap().tasks.is_empty());
+        assert!(parse("# nothing\n", p()).unwrap().tasks.is_empty());
+    }
+
+    #[test]
+    fn duplicates_are_kept_for_the_validator() {
+        let g = parse(
+            "[[task]]\nid = \"a\"\ndeps = [\"b\", \"b\"]\n[[task]]\nid = \"a\"\n",
+            p(),
+        )
+        .unwrap();
+        assert_eq!(g.tasks.len(), 2);
+        assert_eq!(g.tasks[0].deps, vec!["b", "b"]);
+        assert_eq!(g.tasks[1].line, Some(5));
+    }
+
+    fn toml_err(text: &str) -> (Location, String) {
+        match parse(text, p()) {
+            Err(ReadError::Toml { at, message, path }) => {
+                assert_eq!(path, p());
+                (at, message)
+            }
+            other => panic!("expected a TOML error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn unknown_key_is_an_error_with_its_line() {
+        let (at, msg) = toml_err("[[task]]\nid = \"a\"\ndep = [\"b\"]\n");
+        assert_eq!(at.line, 3, "{msg}");
+        assert!(msg.contains("unknown field `dep`"), "{msg}");
+        let (at, msg) = toml_err("tasks = []\n");
+        assert_eq!(at.line, 1);
+        assert!(msg.contains("unknown field `tasks`"), "{msg}");
+    }
+
+    #[test]
+    fn syntax_error_has_line_and_column() {
+        let (at, _) = toml_err("[[task]]\nid = \"a\n");
+        assert_eq!(at.line, 2);
+        let (at, _) = toml_err("[[task]]\nid = \"a\"\ndeps = [\"b\",, ]\n");
+        assert_eq!(at.line, 3);
+        assert!(at.column > 1);
+    }
+
+    #[test]
+    fn wrong_types_and_missing_id_are_errors() {
+        let (_, msg) = toml_err("[[task]]\nid = 3\n");
+        assert!(msg.contains("string"), "{msg}");
+        let (_, msg) = toml_err("[[task]]\ncommand = \"x\"\n");
+        assert!(msg.contains("missing field `id`"), "{msg}");
+        let (_, msg) = toml_err("[[task]]\nid = \"a\"\ndeps = \"b\"\n");
+        assert!(msg.contains("sequence") || msg.contains("array"), "{msg}");
+        let (_, msg) = toml_err("[[task]]\nid = \"a\"\nenv = { K = 1 }\n");
+        assert!(msg.contains("string"), "{msg}");
+        let (_, _) = toml_err("task = 5\n");
+    }
+
+    #[test]
+    fn empty_id_is_refused() {
+        let err = parse("[[task]]\nid = \"x\"\n[[task]]\nid = \"\"\n", p()).unwrap_err();
+        assert!(matches!(err, ReadError::EmptyId { line: 4, .. }), "{err:?}");
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic() {
+        // A cheap deterministic fuzz: every prefix of a valid file, and some junk.
+        let valid = "[[task]]\nid = \"a\"\ncommand = \"echo hi\"\ndeps = [\"b\"]\nenv = { K = \"V\" }\n";
+        for end in 0..=valid.len() {
+            let _ = parse(&valid[..end], p());
+        }
+        for junk in ["[[[[", "]]", "=", "[[task]]\n[[task]]", "\u{0}", "a.b.c = 1", "[task]\nid=\"a\""] {
+            let _ = parse(junk, p());
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! The `lockstep` command as a library: graph readers, `check` and `run`.
+//!
+//! The binary (`src/main.rs`) only parses the command line and maps results to exit codes;
+//! everything it does is here so that it can be tested without spawning processes.
+//!
+//! * [`graph`]: one in-memory [`graph::TaskGraph`] read from our TOML task file, Graphviz
+//!   DOT (including `apt-cache dotty` output) or `cargo metadata` JSON;
+//! * [`validate`]: `lockstep check`, which asks the scheduler's own `check()` for
+//!   unknown dependencies and cycles so that the command and the library agree;
+//! * [`run`]: `lockstep run`, which drives a `lockstep_dag::TaskScheduler` from the main
+//!   thread and runs the claimed tasks on a `lockstep_pool::Pool`.
+//!
+//! Exit codes of the command: 0 the graph can run / every task succeeded; 1 the graph
+//! cannot run (`check`) / some task did not succeed (`run`); 2 unreadable input (missing
+//! file, parse error) and, for `run`, an invalid graph.
+
+pub mod graph;
+pub mod run;
+pub mod validate;

@@ -1,0 +1,692 @@
+//! `lockstep run`: run a task graph on the scheduler and the pool.
+//!
+//! # Architecture
+//! The main thread owns the loop and is the only caller of the scheduler:
+//!
+//! 1. `sched.ready()` claims up to `-j N` versions (the scheduler's limit, SPEC A4);
+//! 2. each claim is submitted to a [`Pool`] of N workers; the pool task runs the command
+//!    and sends `(id, generation, result, duration)` back over a channel;
+//! 3. main receives one message, calls `complete` or `fail` with the claim's generation
+//!    (which releases or blocks the dependents, SPEC A5), and goes back to 1;
+//! 4. the loop ends when nothing is running and nothing can be claimed.
+//!
+//! A task without a command (DOT and cargo metadata graphs) and without `--simulate`
+//! succeeds at once on the main thread, with duration zero.
+//!
+//! # Commands and output
+//! A command runs as `sh -c COMMAND` in the task's `cwd` (else lockstep's own), with the
+//! task's `env` added to the inherited environment and standard input closed. Its standard
+//! output and standard error go to one pipe (so their lines keep their order) and are
+//! printed when the task ends, each line prefixed with `[ID] `, so that the output of
+//! tasks running at once never interleaves. With `--log-dir DIR` they go instead to
+//! `DIR/NNNN-ID.log` (NNNN: the task's position in the file; unsafe characters of the id
+//! become `_`) and nothing of them is printed. Exit status 0 is success; anything else
+//! (non-zero status, killed by a signal, `sh` not startable) is a failure with that reason.
+//!
+//! # Interrupts
+//! On Ctrl-C (SIGINT) the loop stops claiming: [`TaskScheduler::close`] cancels every
+//! queued task, and every running version's cancellation token is set with
+//! [`TaskScheduler::cancel`]. Running commands got the terminal's SIGINT themselves; a
+//! `--simulate` sleep polls its token and stops early. lockstep waits for every running
+//! task to return (a second Ctrl-C exits at once with status 130).
+//!
+//! # Critical path
+//! The longest path through the graph where each task weighs its measured duration: for
+//! tasks in claim order (a topological order, since a task is claimed only after its
+//! dependencies succeeded), `finish(t) = duration(t) + max(finish(d))` over its
+//! dependencies `d`. It is what the wall time could shrink to with unlimited workers.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::io::{Read, Write};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use lockstep_contract::{BlockCause, PoolError, SchedulerError, TaskState};
+use lockstep_dag::{CancelToken, TaskScheduler};
+use lockstep_pool::Pool;
+
+use crate::graph::TaskGraph;
+use crate::validate::{self, Report};
+
+/// What a task runs: the part of a [`crate::graph::TaskSpec`] the pool needs.
+#[derive(Debug, Clone, Default)]
+pub struct TaskPayload {
+    /// The task's position in the file (0-based), for log file names.
+    pub index: usize,
+    /// The shell command, if any.
+    pub command: Option<String>,
+    /// Working directory.
+    pub cwd: Option<PathBuf>,
+    /// Extra environment variables.
+    pub env: BTreeMap<String, String>,
+}
+
+/// How to run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// At most this many tasks at once (`-j`); also the pool's worker count. At least 1.
+    pub jobs: usize,
+    /// Run each task as a sleep of this long instead of its command (`--simulate MS`).
+    pub simulate: Option<Duration>,
+    /// Write each task's output to a file in this directory instead of printing it.
+    pub log_dir: Option<PathBuf>,
+    /// Draw a progress bar on standard error (the caller checks that it is a terminal).
+    pub progress: bool,
+    /// Listen for Ctrl-C (only the binary sets this: the handler is process-wide).
+    pub handle_interrupt: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            jobs: 1,
+            simulate: None,
+            log_dir: None,
+            progress: false,
+            handle_interrupt: false,
+        }
+    }
+}
+
+/// The end state of one task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskRecord {
+    /// The task id.
+    pub id: String,
+    /// Its final state.
+    pub state: TaskState,
+    /// How long it ran, for tasks that ran.
+    pub duration: Option<Duration>,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Why it is blocked: the root failed or cancelled task.
+    pub blocked_by: Option<BlockCause<String>>,
+}
+
+/// What a run did.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// Every task, in file order.
+    pub tasks: Vec<TaskRecord>,
+    /// How many tasks ended in each state, in [`TaskState::ALL`] order.
+    pub counts: Vec<(TaskState, usize)>,
+    /// Wall time from the first claim to the last result.
+    pub wall: Duration,
+    /// The critical path's length (sum of its measured durations).
+    pub critical_time: Duration,
+    /// The critical path, from the first task to run to the last.
+    pub critical_path: Vec<String>,
+    /// Ctrl-C stopped the run.
+    pub interrupted: bool,
+}
+
+impl RunReport {
+    /// True when every task succeeded (an empty graph counts).
+    pub fn all_succeeded(&self) -> bool {
+        !self.interrupted && self.tasks.iter().all(|t| t.state == TaskState::Succeeded)
+    }
+
+    /// The lines printed after a run: one per task that did not succeed
+    /// (`failed: ID: REASON`, `blocked: ID (cause: X failed)`, `cancelled: ID`), then
+    /// `summary: ...` with the counts, wall time and critical path.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for t in &self.tasks {
+            match t.state {
+                TaskState::Succeeded => {}
+                TaskState::Failed => out.push(format!(
+                    "failed: {}: {}",
+                    t.id,
+                    t.error.as_deref().unwrap_or("failed")
+                )),
+                TaskState::Blocked => match &t.blocked_by {
+                    Some(c) => out.push(format!("blocked: {} (cause: {} {})", t.id, c.task, c.state)),
+                    None => out.push(format!("blocked: {}", t.id)),
+                },
+                other => out.push(format!("{other}: {}", t.id)),
+            }
+        }
+        let counts: Vec<String> = self
+            .counts
+            .iter()
+            .filter(|(s, n)| *n > 0 || s.is_terminal())
+            .map(|(s, n)| format!("{n} {s}"))
+            .collect();
+        out.push(format!(
+            "summary: {}; wall time {}; critical path {}{}",
+            counts.join(", "),
+            secs(self.wall),
+            secs(self.critical_time),
+            if self.critical_path.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", self.critical_path.join(" -> "))
+            }
+        ));
+        if self.interrupted {
+            out.push("interrupted: queued tasks were cancelled".to_string());
+        }
+        out
+    }
+}
+
+/// Why a run could not start or go on.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The graph cannot run (duplicates, unknown dependencies, cycles).
+    #[error("the graph cannot run")]
+    Invalid(Report),
+    /// The scheduler refused an operation the runner made valid: a bug.
+    #[error("scheduler: {0}")]
+    Scheduler(#[from] SchedulerError<String>),
+    /// The pool could not be created or refused work.
+    #[error("pool: {0}")]
+    Pool(String),
+}
+
+impl From<PoolError> for RunError {
+    fn from(e: PoolError) -> Self {
+        RunError::Pool(e.to_string())
+    }
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.3} s", d.as_secs_f64())
+}
+
+/// Validates the graph and builds a scheduler holding it (not started).
+fn build(
+    graph: &TaskGraph,
+    jobs: usize,
+) -> Result<(TaskScheduler<String, TaskPayload>, Vec<String>), RunError> {
+    let report = validate::validate(graph)?;
+    if !report.is_runnable() {
+        return Err(RunError::Invalid(report));
+    }
+    // Valid: ids are unique and dependency lists have no repeats.
+    let sched = TaskScheduler::new(jobs);
+    let mut ids = Vec::with_capacity(graph.tasks.len());
+    for (index, t) in graph.tasks.iter().enumerate() {
+        let payload = TaskPayload {
+            index,
+            command: t.command.clone(),
+            cwd: t.cwd.clone(),
+            env: t.env.clone(),
+        };
+        sched.submit(t.id.clone(), t.deps.iter().cloned(), payload)?;
+        ids.push(t.id.clone());
+    }
+    Ok((sched, ids))
+}
+
+/// `--dry-run`: the order in which tasks would be claimed with `jobs` slots, if every task
+/// completed in the order it was claimed. Nothing runs. O(V + E) plus O(log V) per claim.
+///
+/// # Errors
+/// [`RunError::Invalid`] for a graph that cannot run.
+pub fn dry_run(graph: &TaskGraph, jobs: usize) -> Result<Vec<String>, RunError> {
+    let (sched, _) = build(graph, jobs.max(1))?;
+    let mut order = Vec::with_capacity(graph.tasks.len());
+    let mut running = std::collections::VecDeque::new();
+    loop {
+        for c in sched.ready()? {
+            order.push(c.id.clone());
+            running.push_back((c.id, c.generation));
+        }
+        // Complete the oldest claim, then refill the freed slot.
+        let Some((id, g)) = running.pop_front() else {
+            break;
+        };
+        sched.complete(&id, g)?;
+    }
+    Ok(order)
+}
+
+/// The result a pool task sends back.
+struct Done {
+    id: String,
+    generation: lockstep_contract::Generation,
+    result: Result<Vec<u8>, (String, Vec<u8>)>,
+    duration: Duration,
+}
+
+enum Msg {
+    Done(Done),
+    Interrupt,
+}
+
+/// Where per-task lines go: plain standard output, or above a progress bar.
+enum Out {
+    Plain,
+    Bar(ProgressBar),
+}
+
+impl Out {
+    fn line(&self, s: &str) {
+        let print = || {
+            let stdout = std::io::stdout();
+            let mut lock = stdout.lock();
+            let _ = writeln!(lock, "{s}");
+            let _ = lock.flush();
+        };
+        match self {
+            Out::Plain => print(),
+            Out::Bar(pb) => pb.suspend(print),
+        }
+    }
+
+    fn tick(&self, running: &[String]) {
+        if let Out::Bar(pb) = self {
+            pb.inc(1);
+            pb.set_message(running.join(" "));
+        }
+    }
+
+    fn set_running(&self, running: &[String]) {
+        if let Out::Bar(pb) = self {
+            pb.set_message(running.join(" "));
+        }
+    }
+
+    fn finish(&self) {
+        if let Out::Bar(pb) = self {
+            pb.finish_and_clear();
+        }
+    }
+}
+
+/// Runs the graph. Blocks until every task reached a terminal state (or, after Ctrl-C,
+/// until every running task returned).
+///
+/// # Errors
+/// [`RunError::Invalid`] before anything runs when the graph cannot run;
+/// [`RunError::Pool`] when the pool cannot be created; [`RunError::Scheduler`] only on a
+/// bug (the runner calls the scheduler with valid arguments only).
+pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> {
+    let jobs = opts.jobs.max(1);
+    let (sched, ids) = build(graph, jobs)?;
+    if let Some(dir) = &opts.log_dir {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| RunError::Pool(format!("cannot create log dir {}: {e}", dir.display())))?;
+    }
+    let pool = Pool::new(jobs).map_err(|e| RunError::Pool(e.to_string()))?;
+    let (tx, rx) = mpsc::channel::<Msg>();
+    if opts.handle_interrupt {
+        install_interrupt(tx.clone());
+    }
+    let out = if opts.progress {
+        let pb = ProgressBar::new(ids.len() as u64);
+        pb.set_style(
+            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {wide_msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        pb.enable_steady_tick(Duration::from_millis(120));
+        Out::Bar(pb)
+    } else {
+        Out::Plain
+    };
+
+    let started = Instant::now();
+    let mut durations: HashMap<String, Duration> = HashMap::new();
+    let mut claim_order: Vec<String> = Vec::with_capacity(ids.len());
+    let mut running: Vec<String> = Vec::new();
+    let mut interrupted = false;
+    loop {
+        let mut claimed_any = false;
+        if !interrupted {
+            for claim in sched.ready()? {
+                claimed_any = true;
+                claim_order.push(claim.id.clone());
+                let needs_worker = opts.simulate.is_some() || claim.payload.command.is_some();
+                if !needs_worker {
+                    // No command, no simulation: succeeds at once.
+                    sched.complete(&claim.id, claim.generation)?;
+                    durations.insert(claim.id.clone(), Duration::ZERO);
+                    out.line(&format!("ok      {} (no command)", claim.id));
+                    out.tick(&running);
+                    continue;
+                }
+                let tx = tx.clone();
+                let simulate = opts.simulate;
+                let log_dir = opts.log_dir.clone();
+                let id = claim.id.clone();
+                let generation = claim.generation;
+                let submitted = pool.submit(move |_ctx| {
+                    let start = Instant::now();
+                    let result = catch_unwind(AssertUnwindSafe(|| {
+                        execute(&claim.id, &claim.payload, simulate, log_dir.as_deref(), &claim.token)
+                    }))
+                    .unwrap_or_else(|_| Err(("the runner panicked".to_string(), Vec::new())));
+                    let _ = tx.send(Msg::Done(Done {
+                        id: claim.id,
+                        generation: claim.generation,
+                        result,
+                        duration: start.elapsed(),
+                    }));
+                });
+                match submitted {
+                    Ok(_handle) => running.push(id),
+                    Err(e) => {
+                        sched.fail(&id, generation, format!("the pool refused the task: {e}"))?;
+                        out.line(&format!("FAILED  {id}: the pool refused the task: {e}"));
+                        out.tick(&running);
+                    }
+                }
+            }
+            out.set_running(&running);
+        }
+        if running.is_empty() {
+            if claimed_any && !interrupted {
+                continue; // tasks completed inline may have released others
+            }
+            break;
+        }
+        let Ok(msg) = rx.recv() else { break };
+        match msg {
+            Msg::Interrupt => {
+                if !interrupted {
+                    interrupted = true;
+                    sched.close();
+                    for id in &running {
+                        let _ = sched.cancel(id);
+                    }
+                    out.line("interrupted: cancelling queued tasks, waiting for running ones");
+                }
+            }
+            Msg::Done(done) => {
+                running.retain(|r| *r != done.id);
+                durations.insert(done.id.clone(), done.duration);
+                let took = secs(done.duration);
+                let (output, line) = match done.result {
+                    Ok(output) => {
+                        sched.complete(&done.id, done.generation)?;
+                        (output, format!("ok      {} ({took})", done.id))
+                    }
+                    Err((reason, output)) => {
+                        sched.fail(&done.id, done.generation, reason.clone())?;
+                        (output, format!("FAILED  {}: {reason} ({took})", done.id))
+                    }
+                };
+                let text = String::from_utf8_lossy(&output);
+                let mut block = String::new();
+                for l in text.lines() {
+                    block.push_str(&format!("[{}] {l}\n", done.id));
+                }
+                block.push_str(&line);
+                out.line(&block);
+                out.tick(&running);
+            }
+        }
+    }
+    let wall = started.elapsed();
+    out.finish();
+    sched.close();
+    pool.shutdown();
+    pool.await_termination();
+
+    let mut counts: BTreeMap<TaskState, usize> = BTreeMap::new();
+    let mut tasks = Vec::with_capacity(ids.len());
+    for (id, status) in sched.snapshot() {
+        *counts.entry(status.state).or_default() += 1;
+        tasks.push(TaskRecord {
+            duration: durations.get(&id).copied(),
+            id,
+            state: status.state,
+            error: status.error,
+            blocked_by: status.blocked_by,
+        });
+    }
+    let (critical_time, critical_path) = critical_path(graph, &claim_order, &durations);
+    Ok(RunReport {
+        tasks,
+        counts: TaskState::ALL
+            .iter()
+            .map(|s| (*s, counts.get(s).copied().unwrap_or(0)))
+            .collect(),
+        wall,
+        critical_time,
+        critical_path,
+        interrupted,
+    })
+}
+
+/// The longest path by measured duration among the tasks that ran, iterating in claim
+/// order (a topological order of them). O(V + E), no recursion.
+pub fn critical_path(
+    graph: &TaskGraph,
+    claim_order: &[String],
+    durations: &HashMap<String, Duration>,
+) -> (Duration, Vec<String>) {
+    let deps: HashMap<&str, &[String]> = graph
+        .tasks
+        .iter()
+        .map(|t| (t.id.as_str(), t.deps.as_slice()))
+        .collect();
+    let mut finish: HashMap<&str, (Duration, Option<&str>)> = HashMap::new();
+    let mut best: Option<(&str, Duration)> = None;
+    for id in claim_order {
+        let Some(&own) = durations.get(id) else { continue };
+        let mut via: Option<(&str, Duration)> = None;
+        for d in deps.get(id.as_str()).copied().unwrap_or(&[]) {
+            if let Some(&(f, _)) = finish.get(d.as_str())
+                && via.is_none_or(|(_, v)| f > v)
+            {
+                via = Some((d.as_str(), f));
+            }
+        }
+        let total = own + via.map_or(Duration::ZERO, |(_, f)| f);
+        finish.insert(id.as_str(), (total, via.map(|(d, _)| d)));
+        if best.is_none_or(|(_, b)| total > b) {
+            best = Some((id.as_str(), total));
+        }
+    }
+    let Some((mut at, total)) = best else {
+        return (Duration::ZERO, Vec::new());
+    };
+    let mut path = vec![at.to_string()];
+    while let Some(&(_, Some(prev))) = finish.get(at) {
+        path.push(prev.to_string());
+        at = prev;
+    }
+    path.reverse();
+    (total, path)
+}
+
+fn install_interrupt(tx: mpsc::Sender<Msg>) {
+    let tx = std::sync::Mutex::new(tx);
+    let mut count = 0u32;
+    // Only one handler per process; a second call (never made by the binary) fails and the
+    // run simply has no Ctrl-C handling.
+    let _ = ctrlc::set_handler(move || {
+        count += 1;
+        if count > 1 {
+            std::process::exit(130);
+        }
+        if let Ok(tx) = tx.lock() {
+            let _ = tx.send(Msg::Interrupt);
+        }
+    });
+}
+
+/// A file name for a task's log: `NNNN-ID.log` with characters other than ASCII letters,
+/// digits, `.`, `_`, `-`, `@`, `+` replaced by `_`.
+pub fn log_file_name(index: usize, id: &str) -> String {
+    let safe: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '@' | '+') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{index:04}-{safe}.log")
+}
+
+/// Runs one task on a pool worker. `Ok(output)` on success, `Err((reason, output))` on
+/// failure; output is empty when it went to a log file.
+fn execute(
+    id: &str,
+    payload: &TaskPayload,
+    simulate: Option<Duration>,
+    log_dir: Option<&Path>,
+    token: &CancelToken,
+) -> Result<Vec<u8>, (String, Vec<u8>)> {
+    if let Some(total) = simulate {
+        let deadline = Instant::now() + total;
+        loop {
+            if token.is_cancelled() {
+                return Err(("cancelled".to_string(), Vec::new()));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(Vec::new());
+            }
+            std::thread::sleep((deadline - now).min(Duration::from_millis(20)));
+        }
+    }
+    let Some(command) = &payload.command else {
+        return Ok(Vec::new());
+    };
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(command).stdin(Stdio::null()).envs(&payload.env);
+    if let Some(cwd) = &payload.cwd {
+        cmd.current_dir(cwd);
+    }
+    let fail = |what: String| Err((what, Vec::new()));
+    let status = match log_dir {
+        Some(dir) => {
+            let path = dir.join(log_file_name(payload.index, id));
+            let file = match std::fs::File::create(&path) {
+                Ok(f) => f,
+                Err(e) => return fail(format!("cannot create log {}: {e}", path.display())),
+            };
+            let err = match file.try_clone() {
+                Ok(f) => f,
+                Err(e) => return fail(format!("cannot create log {}: {e}", path.display())),
+            };
+            cmd.stdout(file).stderr(err);
+            match cmd.status() {
+                Ok(s) => (s, Vec::new()),
+                Err(e) => return fail(format!("cannot start sh: {e}")),
+            }
+        }
+        None => {
+            let (mut reader, writer) = match std::io::pipe() {
+                Ok(p) => p,
+                Err(e) => return fail(format!("cannot create a pipe: {e}")),
+            };
+            let err = match writer.try_clone() {
+                Ok(w) => w,
+                Err(e) => return fail(format!("cannot create a pipe: {e}")),
+            };
+            cmd.stdout(writer).stderr(err);
+            let mut child = match cmd.spawn() {
+                Ok(c) => c,
+                Err(e) => return fail(format!("cannot start sh: {e}")),
+            };
+            // Our copies of the write end must close, or the read below never ends.
+            drop(cmd);
+            let mut output = Vec::new();
+            let read = reader.read_to_end(&mut output);
+            let status = match child.wait() {
+                Ok(s) => s,
+                Err(e) => return Err((format!("cannot wait for sh: {e}"), output)),
+            };
+            if let Err(e) = read {
+                return Err((format!("cannot read output: {e}"), output));
+            }
+            (status, output)
+        }
+    };
+    let (status, output) = status;
+    if status.success() {
+        Ok(output)
+    } else {
+        Err((describe(status), output))
+    }
+}
+
+fn describe(status: ExitStatus) -> String {
+    if let Some(code) = status.code() {
+        return format!("exit status {code}");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(sig) = status.signal() {
+            return format!("killed by signal {sig}");
+        }
+    }
+    status.to_string()
+}
+
+impl fmt::Display for TaskRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.id, self.state)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::TaskSpec;
+
+    fn graph(tasks: &[(&str, &[&str])]) -> TaskGraph {
+        TaskGraph {
+            tasks: tasks
+                .iter()
+                .map(|(id, deps)| TaskSpec::new(*id, deps.iter().copied()))
+                .collect(),
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn dry_run_claims_in_submission_order_with_fifo_completions() {
+        let g = graph(&[("d", &["b", "c"]), ("b", &["a"]), ("c", &["a"]), ("a", &[]), ("e", &[])]);
+        // -j 1: a; its completion readies b and c, which precede e in submission order.
+        assert_eq!(dry_run(&g, 1).unwrap(), vec!["a", "b", "c", "d", "e"]);
+        // -j 2: a and e at once; a's completion frees one slot (b), e's the next (c).
+        assert_eq!(dry_run(&g, 2).unwrap(), vec!["a", "e", "b", "c", "d"]);
+        assert_eq!(dry_run(&g, 8).unwrap(), vec!["a", "e", "b", "c", "d"]);
+    }
+
+    #[test]
+    fn dry_run_refuses_a_cycle() {
+        let g = graph(&[("a", &["b"]), ("b", &["a"])]);
+        match dry_run(&g, 2) {
+            Err(RunError::Invalid(r)) => {
+                assert_eq!(r.problem_lines(), vec!["cycle: a -> b -> a"]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn critical_path_follows_the_heaviest_chain() {
+        let g = graph(&[("a", &[]), ("b", &["a"]), ("c", &["a"]), ("d", &["b", "c"])]);
+        let ms = Duration::from_millis;
+        let durations: HashMap<String, Duration> = [("a", 10), ("b", 5), ("c", 30), ("d", 1)]
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), ms(*v)))
+            .collect();
+        let order: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| s.to_string()).collect();
+        let (t, path) = critical_path(&g, &order, &durations);
+        assert_eq!(t, ms(41));
+        assert_eq!(path, vec!["a", "c", "d"]);
+        assert_eq!(critical_path(&g, &[], &HashMap::new()), (Duration::ZERO, vec![]));
+    }
+
+    #[test]
+    fn log_names_are_safe_and_unique_by_index() {
+        assert_eq!(log_file_name(3, "a/b c"), "0003-a_b_c.log");
+        assert_eq!(log_file_name(12, "syn@2.0.1"), "0012-syn@2.0.1.log");
+    }
+}
