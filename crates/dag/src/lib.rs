@@ -1,1 +1,528 @@
-//! placeholder
+//! A thread-safe, dependency-aware task scheduler with generations, blocking causes and
+//! concrete cycle paths: the production side of SPEC Part A.
+//!
+//! The rules are those of `docs/semantics.md` Part A, and the sequential reference model
+//! `lockstep_models::dag::SchedulerModel` states them in code; for every sequence of
+//! operations this scheduler returns exactly what the model returns (the tests in `tests/`
+//! compare them with `==`). What this crate adds is that every operation takes `&self` and
+//! may be called from many worker threads at once.
+//!
+//! # A tour
+//!
+//! Build a graph (edges point at what a task needs), then let workers claim, run and report.
+//!
+//! ```
+//! use lockstep_dag::{BlockCause, CallbackOutcome, Effect, TaskScheduler, TaskState};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // At most two versions run at once. The payload type is `()` here; a real user would
+//! // store the function to run, or a description of it.
+//! let s: TaskScheduler<&str> = TaskScheduler::new(2);
+//!
+//! // 1. Submit. Forward references are fine while building; the first submission of an id
+//! //    is generation 1.
+//! s.submit("report", ["parse"], ())?;
+//! s.submit("parse", ["fetch"], ())?;
+//! s.submit("fetch", [], ())?;
+//! s.submit("lint", [], ())?;
+//! assert_eq!(s.state(&"report"), Some(TaskState::Pending));
+//!
+//! // 2. Claim. The first `ready()` validates the graph (unknown ids, cycles) and starts
+//! //    scheduling; it claims as many ready versions as there are free slots, in submission
+//! //    order, and each claim is handed to exactly one caller.
+//! let claims = s.ready()?;
+//! let ids: Vec<&str> = claims.iter().map(|c| c.id).collect();
+//! assert_eq!(ids, ["fetch", "lint"]);
+//! assert!(s.ready()?.is_empty()); // both slots are taken
+//!
+//! // 3. Report. Completing `fetch` releases its waiter `parse` (and frees a slot).
+//! let fetch = &claims[0];
+//! assert_eq!(
+//!     s.complete(&fetch.id, fetch.generation)?,
+//!     CallbackOutcome::Applied(Effect { ready: 1, blocked: 0 })
+//! );
+//! // A repeated callback is recognised and releases nothing twice.
+//! assert_eq!(
+//!     s.complete(&fetch.id, fetch.generation)?,
+//!     CallbackOutcome::Duplicate(TaskState::Succeeded)
+//! );
+//!
+//! // 4. A failure blocks every descendant, with the root cause recorded.
+//! let parse = s.ready()?.pop().expect("parse is ready");
+//! assert_eq!(parse.id, "parse");
+//! s.fail(&parse.id, parse.generation, "unexpected end of input")?;
+//! assert_eq!(s.state(&"report"), Some(TaskState::Blocked));
+//! assert_eq!(
+//!     s.blocked_by(&"report"),
+//!     Some(BlockCause { task: "parse", generation: parse.generation, state: TaskState::Failed })
+//! );
+//!
+//! // 5. Close: nothing new is claimed; `lint` still runs and may still report.
+//! let report = s.close();
+//! assert_eq!(report.running, 1);
+//! s.complete(&"lint", claims[1].generation)?;
+//! assert!(s.wait_idle(None));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # How it works
+//!
+//! All state sits behind one mutex, and every public operation is one critical section:
+//! `ready()` computes the free slots, takes versions off the ready queue and marks them
+//! running without letting go of the lock, which is what makes a claim happen at most once
+//! per `(id, generation)` (SPEC A4). Inside, it is Kahn's algorithm run incrementally: each
+//! version counts the dependencies it still waits on, each id keeps the list of versions
+//! waiting on it (reverse edges), and a success visits only that list (SPEC A5). Failure and
+//! cancellation walk the reverse edges with an explicit worklist, so a chain of a million
+//! tasks needs no deep stack. Cycles are found with Tarjan's strongly-connected-components
+//! algorithm (iterative) and reported as concrete paths in the canonical form of
+//! `docs/semantics.md`.
+//!
+//! | operation | cost |
+//! |---|---|
+//! | `submit` (building) | O(d) for d dependencies, amortised hashing |
+//! | `submit` (new version after start) | O(d) plus O(part of the graph reachable from its dependencies) for the cycle check |
+//! | `start` / `check` | O(V + E) |
+//! | `ready` claiming k | O((k + 1) log V) |
+//! | `complete` | O(direct waiters) |
+//! | `fail` / `cancel` | O(edges of the blocked descendants) |
+//! | `close` | O(V + E) the first time |
+//!
+//! The whole run is O(V + E) plus O(log V) per claim; space is O(V + E).
+//!
+//! Sources: Kahn, "Topological sorting of large networks", CACM 5(11), 1962; Tarjan,
+//! "Depth-first search and linear graph algorithms", SIAM J. Comput. 1(2), 1972;
+//! `docs/semantics.md` Part A for every decision the SPEC left open.
+//!
+//! # Payloads and locks
+//!
+//! No user code ever runs while the lock is held. Payloads that can no longer run (a
+//! replaced version's, a blocked or cancelled one's) are dropped after the lock is released,
+//! so a payload with an expensive `Drop` does not stall other workers.
+
+mod claim;
+mod core;
+mod graph;
+
+use std::fmt;
+use std::time::Duration;
+
+use lockstep_sync::{Condvar, Mutex, MutexGuard, time};
+
+pub use crate::claim::{CancelToken, Claim};
+pub use lockstep_contract::{
+    BlockCause, CallbackOutcome, CancelOutcome, CancelReason, CloseReport, Cycle, Effect,
+    Generation, GraphReport, MissingDependency, SchedulerError, TaskKey, TaskState, TaskStatus,
+    VersionRef,
+};
+
+use crate::core::Core;
+
+/// How many current versions are in each state (one count per [`TaskState`]).
+///
+/// Returned by [`TaskScheduler::counts`]; only current versions count (a replaced version is
+/// gone), so `total()` is the number of submitted ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct StateCounts {
+    /// Versions in [`TaskState::Pending`].
+    pub pending: usize,
+    /// Versions in [`TaskState::Ready`].
+    pub ready: usize,
+    /// Versions in [`TaskState::Running`].
+    pub running: usize,
+    /// Versions in [`TaskState::Succeeded`].
+    pub succeeded: usize,
+    /// Versions in [`TaskState::Failed`].
+    pub failed: usize,
+    /// Versions in [`TaskState::Blocked`].
+    pub blocked: usize,
+    /// Versions in [`TaskState::Cancelled`].
+    pub cancelled: usize,
+}
+
+impl StateCounts {
+    /// The count for one state. O(1).
+    pub fn get(&self, state: TaskState) -> usize {
+        match state {
+            TaskState::Pending => self.pending,
+            TaskState::Ready => self.ready,
+            TaskState::Running => self.running,
+            TaskState::Succeeded => self.succeeded,
+            TaskState::Failed => self.failed,
+            TaskState::Blocked => self.blocked,
+            TaskState::Cancelled => self.cancelled,
+        }
+    }
+
+    /// The number of submitted ids (the sum of all seven counts). O(1).
+    pub fn total(&self) -> usize {
+        TaskState::ALL.iter().map(|&s| self.get(s)).sum()
+    }
+}
+
+/// The dependency-aware task scheduler (SPEC Part A), safe to share between threads.
+///
+/// `K` is the task id; `P` is a payload stored with each version and handed to whoever
+/// claims it (the function to run, typically). `TaskScheduler<K, P>` is `Send + Sync` when
+/// `P: Send`; share it with an `Arc`.
+///
+/// Every method is one critical section on one internal mutex, so each is atomic with respect
+/// to the others, and the observable behaviour is that of the sequential model
+/// `lockstep_models::dag::SchedulerModel` applied in the order the critical sections ran.
+/// No method panics on any input; refused operations return a [`SchedulerError`] and change
+/// nothing.
+///
+/// See the [crate documentation](crate) for a tour.
+pub struct TaskScheduler<K: TaskKey, P = ()> {
+    core: Mutex<Core<K, P>>,
+    /// Notified whenever the number of running versions drops to zero.
+    idle: Condvar,
+}
+
+impl<K: TaskKey, P> TaskScheduler<K, P> {
+    /// An empty scheduler, building, allowing at most `max_concurrency` versions to run at
+    /// once. Zero is legal: such a scheduler validates and starts, but never claims anything.
+    ///
+    /// O(1).
+    pub fn new(max_concurrency: usize) -> Self {
+        Self {
+            core: Mutex::new(Core::new(max_concurrency)),
+            idle: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Core<K, P>> {
+        self.core.lock()
+    }
+
+    /// Submits a version of task `id` that needs every id in `deps` to succeed first, with the
+    /// payload to hand to whoever claims it. Returns its generation: 1 for a new id, else the
+    /// current generation plus one (the old version is replaced).
+    ///
+    /// The new version's state follows the dependency snapshot of `docs/semantics.md`: a
+    /// dependency whose current version succeeded is satisfied; one that failed, was
+    /// cancelled or is blocked makes this version `Blocked` at once (the first such in list
+    /// order gives the cause); otherwise it waits. It is `Ready` when it waits on nothing.
+    /// Versions that waited on the replaced version keep waiting, now on this one.
+    ///
+    /// # Errors
+    /// Checked in this order; a refused submission changes nothing:
+    /// 1. [`SchedulerError::Closed`] after [`close`](Self::close);
+    /// 2. [`SchedulerError::DuplicateDependency`]: `deps` names an id twice (the first repeat
+    ///    in list order);
+    /// 3. [`SchedulerError::Running`]: the current version of `id` is running (SPEC A2: a
+    ///    running version is never replaced);
+    /// 4. after scheduling started: [`SchedulerError::NewTaskAfterStart`] for an id never
+    ///    submitted, [`SchedulerError::UnknownDependency`] listing every dependency never
+    ///    submitted, [`SchedulerError::Cycles`] if the new edges would close a cycle (the
+    ///    cycles in canonical form).
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// O(d) for `d` dependencies while building; after start, plus the cycle check, which
+    /// visits the part of the graph reachable from `deps` (and O(V + E) more only when it
+    /// finds a cycle, to report it in canonical form).
+    pub fn submit(
+        &self,
+        id: K,
+        deps: impl IntoIterator<Item = K>,
+        payload: P,
+    ) -> Result<Generation, SchedulerError<K>> {
+        let deps: Vec<K> = deps.into_iter().collect();
+        let mut garbage = Vec::new();
+        let result = self.lock().submit(id, deps, payload, &mut garbage);
+        drop(garbage); // outside the lock
+        result
+    }
+
+    /// Validates the current versions and starts scheduling; idempotent once started.
+    /// `ready` calls it implicitly.
+    ///
+    /// # Errors
+    /// [`SchedulerError::UnknownDependency`] listing every `(task, missing id)` pair (ordered
+    /// by the task's submission sequence, then list order), else [`SchedulerError::Cycles`]
+    /// with one canonical cycle per strongly connected component that has one. On error the
+    /// scheduler stays in the building phase, unchanged, so the graph can be fixed by
+    /// resubmitting.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// O(V + E) the first time (Tarjan 1972), O(1) once started.
+    pub fn start(&self) -> Result<(), SchedulerError<K>> {
+        self.lock().start()
+    }
+
+    /// What [`start`](Self::start) would report, without starting: every missing dependency
+    /// and the canonical cycles of the current versions. Empty when the graph is runnable.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// O(V + E).
+    pub fn check(&self) -> GraphReport<K> {
+        self.lock().check()
+    }
+
+    /// Claims as many ready versions as there are free slots (`max_concurrency - running`),
+    /// in ascending submission order; each becomes `Running` and is returned to this caller
+    /// only. Starts scheduling first if needed.
+    ///
+    /// # Errors
+    /// [`SchedulerError::Closed`] after [`close`](Self::close); the validation errors of
+    /// [`start`](Self::start) if this call starts scheduling and the graph is not runnable.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// O((k + 1) log V) for `k` claims (plus [`start`](Self::start)'s cost the first time).
+    pub fn ready(&self) -> Result<Vec<Claim<K, P>>, SchedulerError<K>> {
+        self.ready_at_most(usize::MAX)
+    }
+
+    /// Like [`ready`](Self::ready), but claims at most `n` versions: `min(n, free slots,
+    /// ready versions)`. Asking for more than is free returns what is free; it never raises
+    /// the concurrency limit (SPEC A4).
+    ///
+    /// # Errors
+    /// As [`ready`](Self::ready).
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// O((k + 1) log V) for `k` claims.
+    pub fn ready_at_most(&self, n: usize) -> Result<Vec<Claim<K, P>>, SchedulerError<K>> {
+        // LINEARIZATION POINT (A4.claim-once): inside `Core::claim`, in this one critical
+        // section: free slots computed, versions popped from the ready queue, marked running.
+        self.lock().claim(n)
+    }
+
+    /// Reports that the running version `(id, generation)` succeeded: frees its slot and
+    /// releases its waiters (those that now wait on nothing become ready).
+    ///
+    /// Returns `Applied(effect)` with `effect.ready` the number of versions made ready, or
+    /// `Duplicate(Succeeded)` if this version already succeeded (nothing changes; dependents
+    /// are never released twice). Accepted after [`close`](Self::close).
+    ///
+    /// # Errors
+    /// [`SchedulerError::UnknownTask`] for an id never submitted;
+    /// [`SchedulerError::StaleGeneration`] if `generation` is not the current one (a late
+    /// worker; nothing is released); [`SchedulerError::Conflict`] if the version is in any
+    /// other state (pending, ready, blocked, cancelled, or failed).
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// O(1 + waiters of `id`) plus O(log V) per version made ready.
+    pub fn complete(
+        &self,
+        id: &K,
+        generation: Generation,
+    ) -> Result<CallbackOutcome, SchedulerError<K>> {
+        let mut core = self.lock();
+        let result = core.complete(id, generation);
+        let idle = core.running() == 0;
+        drop(core);
+        if idle && matches!(result, Ok(CallbackOutcome::Applied(_))) {
+            self.idle.notify_all();
+        }
+        result
+    }
+
+    /// Reports that the running version `(id, generation)` failed with `error`: frees its slot
+    /// and blocks every transitive waiter, recording this version as their root cause.
+    ///
+    /// Returns `Applied(effect)` with `effect.blocked` the number of versions blocked, or
+    /// `Duplicate(Failed)` if this version already failed (nothing changes).
+    /// Accepted after [`close`](Self::close).
+    ///
+    /// # Errors
+    /// As [`complete`](Self::complete): `UnknownTask`, `StaleGeneration`, or `Conflict` for
+    /// any other state (including a late `fail` after `complete`).
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// O(1 + edges of the blocked descendants), iterative.
+    pub fn fail(
+        &self,
+        id: &K,
+        generation: Generation,
+        error: impl Into<String>,
+    ) -> Result<CallbackOutcome, SchedulerError<K>> {
+        let error = error.into();
+        let mut garbage = Vec::new();
+        let mut core = self.lock();
+        let result = core.fail(id, generation, error, &mut garbage);
+        let idle = core.running() == 0;
+        drop(core);
+        drop(garbage);
+        if idle && matches!(result, Ok(CallbackOutcome::Applied(_))) {
+            self.idle.notify_all();
+        }
+        result
+    }
+
+    /// Cancels the current version of `id`.
+    ///
+    /// * pending or ready: it becomes `Cancelled` (reason `User`) and every transitive waiter
+    ///   is blocked with it as the cause: `Cancelled(effect)`;
+    /// * running: its [`CancelToken`] is set and it stays running until its callback
+    ///   arrives (never stopped by force): `Requested`;
+    /// * terminal: nothing changes: `AlreadyTerminal(state)`.
+    ///
+    /// # Errors
+    /// [`SchedulerError::UnknownTask`] for an id never submitted.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// O(log V + edges of the blocked descendants), iterative.
+    pub fn cancel(&self, id: &K) -> Result<CancelOutcome, SchedulerError<K>> {
+        let mut garbage = Vec::new();
+        let result = self.lock().cancel(id, &mut garbage);
+        drop(garbage);
+        result
+    }
+
+    /// Closes the scheduler; idempotent. Later `submit` and `ready` return `Closed`; every
+    /// pending and ready version is cancelled with reason `Closed` (cancelled, not blocked:
+    /// nothing failed); running versions keep their slots, and their callbacks are still
+    /// accepted. Returns how many were cancelled and how many are still running; a second
+    /// call returns `{ cancelled: 0, running }`. Use [`wait_idle`](Self::wait_idle) to wait
+    /// for the running ones.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// O(V + E) the first time, O(V) after.
+    pub fn close(&self) -> CloseReport {
+        let mut garbage = Vec::new();
+        let report = self.lock().close(&mut garbage);
+        drop(garbage);
+        report
+    }
+
+    /// Blocks until no version is running, or until `timeout` has passed. Returns `true` when
+    /// nothing is running. `None` waits without a deadline; `Some(Duration::ZERO)` only looks.
+    ///
+    /// Running versions end only through `complete` or `fail`; call this after
+    /// [`close`](Self::close) so that no new claims can start. Under loom and shuttle time
+    /// does not pass, so there the call returns only once idle.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// O(1) per wake-up; woken (condition variable) when the running count drops to zero.
+    pub fn wait_idle(&self, timeout: Option<Duration>) -> bool {
+        let started = time::Instant::now();
+        let mut core = self.lock();
+        loop {
+            if core.running() == 0 {
+                return true;
+            }
+            match timeout {
+                None => core = self.idle.wait(core),
+                Some(limit) => {
+                    let elapsed = started.elapsed();
+                    if elapsed >= limit {
+                        return false;
+                    }
+                    core = self.idle.wait_timeout(core, limit - elapsed).0;
+                }
+            }
+        }
+    }
+
+    /// Everything observable about the current version of `id`, or `None` for an id never
+    /// submitted (a dependency named but not submitted is not known). O(1).
+    pub fn status(&self, id: &K) -> Option<TaskStatus<K>> {
+        self.lock().status(id)
+    }
+
+    /// The state of the current version of `id`, or `None` if never submitted. O(1).
+    pub fn state(&self, id: &K) -> Option<TaskState> {
+        self.lock().state(id)
+    }
+
+    /// The current generation of `id`, or `None` if never submitted. O(1).
+    pub fn generation(&self, id: &K) -> Option<Generation> {
+        self.lock().generation(id)
+    }
+
+    /// The root cause recorded on the current version of `id`: `Some` exactly when it is
+    /// blocked. The cause names a failed or cancelled version. O(1).
+    pub fn blocked_by(&self, id: &K) -> Option<BlockCause<K>> {
+        self.lock().blocked_by(id)
+    }
+
+    /// True if [`cancel`](Self::cancel) was called while the current version of `id` was
+    /// running (so its [`CancelToken`] was set); stays true after the version settles, until
+    /// `id` is resubmitted. False for ids never submitted. O(1).
+    ///
+    /// The same answer as the sequential model's `cancel_requested`.
+    pub fn cancel_requested(&self, id: &K) -> bool {
+        self.lock().cancel_requested(id)
+    }
+
+    /// The status of every submitted id, in the order of its **first** submission
+    /// (resubmissions do not move an id). One consistent cut: taken in one critical section.
+    ///
+    /// # Complexity
+    /// O(V).
+    pub fn snapshot(&self) -> Vec<(K, TaskStatus<K>)> {
+        self.lock().snapshot()
+    }
+
+    /// How many versions are running (holding a slot). O(1).
+    pub fn running(&self) -> usize {
+        self.lock().running()
+    }
+
+    /// The concurrency limit given to [`new`](Self::new). O(1).
+    pub fn max_concurrency(&self) -> usize {
+        self.lock().max_concurrency()
+    }
+
+    /// True once [`start`](Self::start) (or the first `ready`) succeeded. O(1).
+    pub fn is_started(&self) -> bool {
+        self.lock().is_started()
+    }
+
+    /// True once [`close`](Self::close) was called. O(1).
+    pub fn is_closed(&self) -> bool {
+        self.lock().is_closed()
+    }
+
+    /// How many current versions are in each state, in one consistent cut. O(1).
+    pub fn counts(&self) -> StateCounts {
+        self.lock().counts()
+    }
+}
+
+impl<K: TaskKey, P> fmt::Debug for TaskScheduler<K, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let core = self.lock();
+        f.debug_struct("TaskScheduler")
+            .field("max_concurrency", &core.max_concurrency())
+            .field("started", &core.is_started())
+            .field("closed", &core.is_closed())
+            .field("counts", &core.counts())
+            .finish()
+    }
+}
+
+#[cfg(all(test, not(any(loom, shuttle))))]
+mod tests;

@@ -1,0 +1,639 @@
+//! Unit tests of the scheduler: each rule of `docs/semantics.md` Part A, the representation
+//! invariants under random operation sequences, and a chain of a million tasks.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::*;
+use crate::core::Core;
+
+type S = TaskScheduler<&'static str>;
+
+fn g(n: u64) -> Generation {
+    Generation(n)
+}
+
+fn ids<P>(claims: &[Claim<&'static str, P>]) -> Vec<&'static str> {
+    claims.iter().map(|c| c.id).collect()
+}
+
+fn cycle(path: &[&'static str]) -> Cycle<&'static str> {
+    Cycle {
+        path: path.to_vec(),
+    }
+}
+
+fn applied(ready: usize, blocked: usize) -> CallbackOutcome {
+    CallbackOutcome::Applied(Effect { ready, blocked })
+}
+
+#[test]
+fn submit_checks_closed_first_then_duplicates_then_running() {
+    let s = S::new(1);
+    s.submit("a", [], ()).unwrap();
+    assert_eq!(
+        s.submit("b", ["a", "c", "a", "c"], ()),
+        Err(SchedulerError::DuplicateDependency {
+            task: "b",
+            dependency: "a"
+        })
+    );
+    let c = s.ready().unwrap();
+    assert_eq!(ids(&c), ["a"]);
+    // Duplicate beats Running.
+    assert_eq!(
+        s.submit("a", ["x", "x"], ()),
+        Err(SchedulerError::DuplicateDependency {
+            task: "a",
+            dependency: "x"
+        })
+    );
+    assert_eq!(
+        s.submit("a", [], ()),
+        Err(SchedulerError::Running {
+            id: "a",
+            generation: g(1)
+        })
+    );
+    s.close();
+    // Closed beats everything.
+    assert_eq!(s.submit("a", ["x", "x"], ()), Err(SchedulerError::Closed));
+    assert_eq!(s.snapshot().len(), 1, "refused submissions change nothing");
+}
+
+#[test]
+fn first_duplicate_uses_list_order_for_long_lists() {
+    let s: TaskScheduler<u32> = TaskScheduler::new(1);
+    let mut deps: Vec<u32> = (0..40).collect();
+    deps.push(30);
+    deps.push(5);
+    assert_eq!(
+        s.submit(100, deps, ()),
+        Err(SchedulerError::DuplicateDependency {
+            task: 100,
+            dependency: 30
+        })
+    );
+}
+
+#[test]
+fn after_start_new_ids_unknown_deps_and_cycles_are_refused() {
+    let s = S::new(4);
+    s.submit("a", [], ()).unwrap();
+    s.submit("b", ["a"], ()).unwrap();
+    s.submit("c", ["b"], ()).unwrap();
+    s.start().unwrap();
+    assert!(s.is_started());
+    assert_eq!(
+        s.submit("z", [], ()),
+        Err(SchedulerError::NewTaskAfterStart { id: "z" })
+    );
+    assert_eq!(
+        s.submit("a", ["q", "b", "r"], ()),
+        Err(SchedulerError::UnknownDependency {
+            missing: vec![
+                MissingDependency {
+                    task: "a",
+                    dependency: "q"
+                },
+                MissingDependency {
+                    task: "a",
+                    dependency: "r"
+                },
+            ]
+        })
+    );
+    // a -> c -> b -> a. The hypothetical new version of a has the next (largest) sequence,
+    // so the smallest-sequence member is b.
+    assert_eq!(
+        s.submit("a", ["c"], ()),
+        Err(SchedulerError::Cycles {
+            cycles: vec![cycle(&["b", "a", "c", "b"])]
+        })
+    );
+    assert_eq!(
+        s.submit("a", ["a"], ()),
+        Err(SchedulerError::Cycles {
+            cycles: vec![cycle(&["a", "a"])]
+        })
+    );
+    assert_eq!(s.generation(&"a"), Some(g(1)));
+    assert_eq!(s.submit("c", ["a"], ()), Ok(g(2)));
+}
+
+#[test]
+fn start_reports_missing_before_cycles_and_stays_building() {
+    let s = S::new(1);
+    s.submit("b", ["x"], ()).unwrap();
+    s.submit("a", ["a"], ()).unwrap();
+    s.submit("c", ["y", "b", "w"], ()).unwrap();
+    let err = s.start().unwrap_err();
+    assert_eq!(
+        err,
+        SchedulerError::UnknownDependency {
+            missing: vec![
+                MissingDependency {
+                    task: "b",
+                    dependency: "x"
+                },
+                MissingDependency {
+                    task: "c",
+                    dependency: "y"
+                },
+                MissingDependency {
+                    task: "c",
+                    dependency: "w"
+                },
+            ]
+        }
+    );
+    assert!(!s.is_started());
+    let report = s.check();
+    assert_eq!(report.missing.len(), 3);
+    assert_eq!(report.cycles, vec![cycle(&["a", "a"])]);
+    // Resubmitting b moves it after c in sequence: the missing list follows.
+    s.submit("b", ["v"], ()).unwrap();
+    let report = s.check();
+    assert_eq!(
+        report
+            .missing
+            .iter()
+            .map(|m| (m.task, m.dependency))
+            .collect::<Vec<_>>(),
+        [("c", "y"), ("c", "w"), ("b", "v")]
+    );
+    for id in ["x", "y", "w", "v"] {
+        s.submit(id, [], ()).unwrap();
+    }
+    assert_eq!(
+        s.ready().map(|c| ids(&c)),
+        Err(SchedulerError::Cycles {
+            cycles: vec![cycle(&["a", "a"])]
+        })
+    );
+    assert!(!s.is_started());
+    s.submit("a", [], ()).unwrap();
+    assert!(s.check().is_runnable());
+    assert_eq!(ids(&s.ready().unwrap()), ["x"]);
+}
+
+#[test]
+fn canonical_cycles_follow_sequence_and_list_order() {
+    let s = S::new(1);
+    // Component {p, q, r}: p -> q -> r -> p and a chord p -> r listed first.
+    s.submit("p", ["r", "q"], ()).unwrap();
+    s.submit("q", ["r"], ()).unwrap();
+    s.submit("r", ["p"], ()).unwrap();
+    // Component {m, n}.
+    s.submit("m", ["n"], ()).unwrap();
+    s.submit("n", ["m"], ()).unwrap();
+    assert_eq!(
+        s.check().cycles,
+        vec![cycle(&["p", "r", "p"]), cycle(&["m", "n", "m"])]
+    );
+    // Resubmitting p gives it the largest sequence: q is now the smallest member.
+    s.submit("p", ["r", "q"], ()).unwrap();
+    assert_eq!(
+        s.check().cycles,
+        vec![cycle(&["q", "r", "p", "q"]), cycle(&["m", "n", "m"])]
+    );
+}
+
+#[test]
+fn snapshot_rule_for_each_dependency_state() {
+    let s = S::new(4);
+    for id in ["ok", "bad", "gone", "slow"] {
+        s.submit(id, [], ()).unwrap();
+    }
+    s.submit("dep_of_bad", ["bad"], ()).unwrap();
+    s.cancel(&"gone").unwrap();
+    let c = s.ready().unwrap();
+    assert_eq!(ids(&c), ["ok", "bad", "slow"]);
+    s.complete(&"ok", g(1)).unwrap();
+    assert_eq!(s.fail(&"bad", g(1), "boom"), Ok(applied(0, 1)));
+
+    // Succeeded dependency: satisfied at once.
+    assert_eq!(s.submit("ok", [], ()), Ok(g(2)));
+    s.submit("slow", ["ok"], ()).unwrap_err(); // slow is running: Running error
+    // New version of dep_of_bad that needs ok (g2 pending->ready) and slow (running).
+    assert_eq!(s.submit("dep_of_bad", ["slow"], ()), Ok(g(2)));
+    assert_eq!(s.state(&"dep_of_bad"), Some(TaskState::Pending));
+    // Failed, cancelled, blocked dependencies: blocked at once, first in list order.
+    s.submit("ok", ["gone", "bad"], ()).unwrap();
+    assert_eq!(
+        s.blocked_by(&"ok"),
+        Some(BlockCause {
+            task: "gone",
+            generation: g(1),
+            state: TaskState::Cancelled
+        })
+    );
+    s.cancel(&"dep_of_bad").unwrap();
+    let st = s.status(&"dep_of_bad").unwrap();
+    assert_eq!(st.state, TaskState::Cancelled);
+    assert_eq!(st.cancelled_by, Some(CancelReason::User));
+    // A blocked dependency passes on its own root cause.
+    assert_eq!(s.submit("dep_of_bad", ["ok"], ()), Ok(g(3)));
+    assert_eq!(
+        s.blocked_by(&"dep_of_bad"),
+        Some(BlockCause {
+            task: "gone",
+            generation: g(1),
+            state: TaskState::Cancelled
+        })
+    );
+}
+
+#[test]
+fn replacing_a_pending_version_removes_its_old_edges() {
+    let s = S::new(4);
+    s.submit("b", [], ()).unwrap();
+    s.submit("a", ["b"], ()).unwrap();
+    assert_eq!(s.state(&"a"), Some(TaskState::Pending));
+    s.submit("a", [], ()).unwrap();
+    assert_eq!(s.state(&"a"), Some(TaskState::Ready));
+    assert_eq!(ids(&s.ready().unwrap()), ["b", "a"]);
+    // b's success must not touch a's new version (no stale edge).
+    assert_eq!(s.complete(&"b", g(1)), Ok(applied(0, 0)));
+    assert_eq!(s.state(&"a"), Some(TaskState::Running));
+}
+
+#[test]
+fn waiters_of_a_replaced_version_wait_for_the_new_one() {
+    let s = S::new(4);
+    s.submit("d", [], ()).unwrap();
+    s.submit("w", ["d"], ()).unwrap();
+    // d was ready; the new version leaves and re-enters the queue with a new sequence.
+    s.submit("x", [], ()).unwrap();
+    assert_eq!(s.submit("d", [], ()), Ok(g(2)));
+    let c = s.ready().unwrap();
+    assert_eq!(ids(&c), ["x", "d"]);
+    assert_eq!(c[1].generation, g(2));
+    assert_eq!(s.state(&"w"), Some(TaskState::Pending));
+    assert_eq!(
+        s.complete(&"d", g(1)),
+        Err(SchedulerError::StaleGeneration {
+            id: "d",
+            given: g(1),
+            current: g(2)
+        })
+    );
+    assert_eq!(s.complete(&"d", g(2)), Ok(applied(1, 0)));
+    assert_eq!(s.state(&"w"), Some(TaskState::Ready));
+}
+
+#[test]
+fn a_replacement_blocked_at_once_blocks_the_ids_waiters() {
+    let s = S::new(4);
+    s.submit("gone", [], ()).unwrap();
+    s.submit("d", [], ()).unwrap();
+    s.submit("w", ["d"], ()).unwrap();
+    s.submit("v", ["w"], ()).unwrap();
+    s.cancel(&"gone").unwrap();
+    s.submit("d", ["gone"], ()).unwrap();
+    let cause = Some(BlockCause {
+        task: "gone",
+        generation: g(1),
+        state: TaskState::Cancelled,
+    });
+    assert_eq!(s.blocked_by(&"d"), cause);
+    assert_eq!(s.blocked_by(&"w"), cause);
+    assert_eq!(s.blocked_by(&"v"), cause);
+    assert_eq!(s.counts().blocked, 3);
+}
+
+#[test]
+fn claims_follow_submission_order_and_capacity() {
+    let s = S::new(3);
+    for id in ["a", "b", "c", "d", "e"] {
+        s.submit(id, [], ()).unwrap();
+    }
+    assert_eq!(ids(&s.ready_at_most(1).unwrap()), ["a"]);
+    assert_eq!(ids(&s.ready_at_most(0).unwrap()), Vec::<&str>::new());
+    assert_eq!(ids(&s.ready_at_most(10).unwrap()), ["b", "c"]);
+    assert!(s.ready().unwrap().is_empty());
+    assert_eq!(s.running(), 3);
+    s.complete(&"b", g(1)).unwrap();
+    assert_eq!(ids(&s.ready().unwrap()), ["d"]);
+    assert_eq!(s.counts().ready, 1);
+}
+
+#[test]
+fn zero_capacity_starts_but_claims_nothing() {
+    let s = S::new(0);
+    s.submit("a", [], ()).unwrap();
+    assert!(s.ready().unwrap().is_empty());
+    assert!(s.is_started());
+    assert_eq!(s.state(&"a"), Some(TaskState::Ready));
+    assert_eq!(s.max_concurrency(), 0);
+}
+
+#[test]
+fn callbacks_check_id_generation_then_state() {
+    let s = S::new(2);
+    s.submit("a", [], ()).unwrap();
+    s.submit("b", ["a"], ()).unwrap();
+    assert_eq!(
+        s.complete(&"nope", g(1)),
+        Err(SchedulerError::UnknownTask { id: "nope" })
+    );
+    assert_eq!(
+        s.complete(&"b", g(1)),
+        Err(SchedulerError::Conflict {
+            id: "b",
+            generation: g(1),
+            state: TaskState::Pending
+        })
+    );
+    assert_eq!(
+        s.fail(&"a", g(1), "x"),
+        Err(SchedulerError::Conflict {
+            id: "a",
+            generation: g(1),
+            state: TaskState::Ready
+        })
+    );
+    s.ready().unwrap();
+    assert_eq!(
+        s.complete(&"a", g(7)),
+        Err(SchedulerError::StaleGeneration {
+            id: "a",
+            given: g(7),
+            current: g(1)
+        })
+    );
+    assert_eq!(s.complete(&"a", g(1)), Ok(applied(1, 0)));
+    assert_eq!(
+        s.complete(&"a", g(1)),
+        Ok(CallbackOutcome::Duplicate(TaskState::Succeeded))
+    );
+    assert_eq!(
+        s.fail(&"a", g(1), "late"),
+        Err(SchedulerError::Conflict {
+            id: "a",
+            generation: g(1),
+            state: TaskState::Succeeded
+        })
+    );
+    s.ready().unwrap();
+    assert_eq!(s.fail(&"b", g(1), "e"), Ok(applied(0, 0)));
+    assert_eq!(
+        s.fail(&"b", g(1), "again"),
+        Ok(CallbackOutcome::Duplicate(TaskState::Failed))
+    );
+    assert_eq!(s.status(&"b").unwrap().error.as_deref(), Some("e"));
+}
+
+#[test]
+fn cancel_outcomes_and_the_token() {
+    let s = S::new(1);
+    s.submit("r", [], ()).unwrap();
+    s.submit("p", ["r"], ()).unwrap();
+    s.submit("q", ["p"], ()).unwrap();
+    let c = s.ready().unwrap();
+    assert!(!c[0].token.is_cancelled());
+    assert_eq!(s.cancel(&"r"), Ok(CancelOutcome::Requested));
+    assert!(c[0].token.is_cancelled());
+    assert_eq!(s.state(&"r"), Some(TaskState::Running));
+    assert_eq!(
+        s.cancel(&"p"),
+        Ok(CancelOutcome::Cancelled(Effect {
+            ready: 0,
+            blocked: 1
+        }))
+    );
+    assert_eq!(
+        s.cancel(&"q"),
+        Ok(CancelOutcome::AlreadyTerminal(TaskState::Blocked))
+    );
+    assert_eq!(
+        s.cancel(&"zz"),
+        Err(SchedulerError::UnknownTask { id: "zz" })
+    );
+    assert_eq!(s.complete(&"r", g(1)), Ok(applied(0, 0)));
+}
+
+#[test]
+fn close_cancels_queued_work_and_keeps_running_work() {
+    let s = S::new(1);
+    s.submit("a", [], ()).unwrap();
+    s.submit("b", [], ()).unwrap();
+    s.submit("c", ["a"], ()).unwrap();
+    let c = s.ready().unwrap();
+    assert_eq!(
+        s.close(),
+        CloseReport {
+            cancelled: 2,
+            running: 1
+        }
+    );
+    assert_eq!(
+        s.close(),
+        CloseReport {
+            cancelled: 0,
+            running: 1
+        }
+    );
+    assert!(s.is_closed());
+    assert_eq!(s.ready().map(|c| c.len()), Err(SchedulerError::Closed));
+    assert_eq!(s.submit("a", [], ()), Err(SchedulerError::Closed));
+    assert_eq!(
+        s.status(&"c").unwrap().cancelled_by,
+        Some(CancelReason::Closed)
+    );
+    assert!(!s.wait_idle(Some(Duration::ZERO)));
+    assert_eq!(s.fail(&"a", c[0].generation, "late"), Ok(applied(0, 0)));
+    assert!(s.wait_idle(Some(Duration::ZERO)));
+    assert_eq!(
+        s.close(),
+        CloseReport {
+            cancelled: 0,
+            running: 0
+        }
+    );
+}
+
+#[test]
+fn wait_idle_wakes_when_the_last_callback_arrives() {
+    let s = lockstep_sync::Arc::new(S::new(2));
+    s.submit("a", [], ()).unwrap();
+    s.submit("b", [], ()).unwrap();
+    let claims = s.ready().unwrap();
+    s.close();
+    let waiter = {
+        let s = lockstep_sync::Arc::clone(&s);
+        std::thread::spawn(move || s.wait_idle(None))
+    };
+    for c in claims {
+        s.complete(&c.id, c.generation).unwrap();
+    }
+    assert!(waiter.join().unwrap());
+}
+
+#[test]
+fn snapshot_is_in_first_submission_order() {
+    let s = S::new(1);
+    s.submit("b", ["a"], ()).unwrap();
+    s.submit("c", [], ()).unwrap();
+    s.submit("a", [], ()).unwrap();
+    s.submit("b", [], ()).unwrap();
+    let order: Vec<_> = s.snapshot().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(order, ["b", "c", "a"]);
+    // A dependency that was named but never submitted is not known.
+    s.submit("c", ["ghost"], ()).unwrap();
+    assert_eq!(s.status(&"ghost"), None);
+    assert_eq!(s.snapshot().len(), 3);
+    assert_eq!(s.counts().total(), 3);
+}
+
+struct Counted(std::sync::Arc<AtomicUsize>);
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn payloads_that_cannot_run_are_dropped() {
+    let drops = std::sync::Arc::new(AtomicUsize::new(0));
+    let p = || Counted(std::sync::Arc::clone(&drops));
+    let s: TaskScheduler<&str, Counted> = TaskScheduler::new(1);
+    s.submit("a", [], p()).unwrap();
+    s.submit("b", ["a"], p()).unwrap();
+    s.submit("c", ["b"], p()).unwrap();
+    s.submit("d", [], p()).unwrap();
+    s.submit("d", [], p()).unwrap(); // replaced
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    let claim = s.ready().unwrap().pop().unwrap();
+    assert_eq!(claim.id, "a");
+    s.fail(&"a", g(1), "x").unwrap(); // blocks b and c
+    assert_eq!(drops.load(Ordering::SeqCst), 3);
+    s.close(); // cancels d
+    assert_eq!(drops.load(Ordering::SeqCst), 4);
+    drop(claim);
+    assert_eq!(drops.load(Ordering::SeqCst), 5);
+}
+
+#[test]
+fn scheduler_is_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<TaskScheduler<String, Box<dyn FnOnce() + Send>>>();
+    assert_send_sync::<Claim<String, u8>>();
+}
+
+/// xorshift64*: deterministic pseudo-random numbers for the invariant test.
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n
+    }
+}
+
+#[test]
+fn representation_invariants_hold_under_random_operations() {
+    for seed in 1..=300u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let mut core: Core<u8, ()> = Core::new(1 + rng.below(3));
+        let mut garbage = Vec::new();
+        let mut claimed: Vec<(u8, Generation)> = Vec::new();
+        for _ in 0..60 {
+            let id = rng.below(6) as u8;
+            match rng.below(9) {
+                0..=2 => {
+                    let n = rng.below(4);
+                    let deps: Vec<u8> = (0..n).map(|_| rng.below(7) as u8).collect();
+                    let _ = core.submit(id, deps, (), &mut garbage);
+                }
+                3 | 4 => {
+                    if let Ok(c) = core.claim(1 + rng.below(2)) {
+                        claimed.extend(c.into_iter().map(|c| (c.id, c.generation)));
+                    }
+                }
+                5 if !claimed.is_empty() => {
+                    let (k, gen_) = claimed.swap_remove(rng.below(claimed.len()));
+                    let _ = core.complete(&k, gen_);
+                }
+                6 if !claimed.is_empty() => {
+                    let (k, gen_) = claimed.swap_remove(rng.below(claimed.len()));
+                    let _ = core.fail(&k, gen_, "e".into(), &mut garbage);
+                }
+                7 => {
+                    let _ = core.cancel(&id, &mut garbage);
+                }
+                8 if rng.below(10) == 0 => {
+                    core.close(&mut garbage);
+                }
+                _ => {
+                    let _ = core.start();
+                }
+            }
+            core.assert_invariants();
+            assert!(core.running() <= core.max_concurrency());
+            // No pending version whose dependencies all succeeded.
+            for (k, st) in core.snapshot() {
+                if st.state == TaskState::Blocked {
+                    let cause = st.blocked_by.expect("blocked has a cause");
+                    assert!(matches!(
+                        cause.state,
+                        TaskState::Failed | TaskState::Cancelled
+                    ));
+                    // Only an older version of the same id can be the cause (a self-dependency
+                    // submitted while building, against a cancelled old version).
+                    assert!(cause.task != k || cause.generation < st.generation);
+                }
+            }
+        }
+    }
+}
+
+/// SPEC A9 "long chain": a million tasks, each needing the previous one. Submission, start
+/// (Tarjan), the run and the failure propagation are all iterative.
+#[test]
+fn million_task_chain_runs_and_a_root_failure_blocks_it_all() {
+    const N: u64 = 1_000_000;
+    let s: TaskScheduler<u64> = TaskScheduler::new(4);
+    s.submit(0, [], ()).unwrap();
+    for i in 1..N {
+        s.submit(i, [i - 1], ()).unwrap();
+    }
+    let mut done = 0;
+    loop {
+        let claims = s.ready().unwrap();
+        if claims.is_empty() {
+            break;
+        }
+        assert_eq!(claims.len(), 1, "a chain has one ready task at a time");
+        let c = &claims[0];
+        assert_eq!(c.id, done);
+        s.complete(&c.id, c.generation).unwrap();
+        done += 1;
+    }
+    assert_eq!(done, N);
+    assert_eq!(s.counts().succeeded, N as usize);
+
+    // Second chain in a fresh scheduler: fail the root.
+    let s: TaskScheduler<u64> = TaskScheduler::new(4);
+    for i in 0..N {
+        let deps = if i == 0 { None } else { Some(i - 1) };
+        s.submit(i, deps, ()).unwrap();
+    }
+    let root = s.ready().unwrap();
+    assert_eq!(root.len(), 1);
+    assert_eq!(
+        s.fail(&0, root[0].generation, "root failed"),
+        Ok(applied(0, N as usize - 1))
+    );
+    let counts = s.counts();
+    assert_eq!(counts.blocked, N as usize - 1);
+    assert_eq!(counts.pending + counts.ready + counts.running, 0);
+    assert_eq!(
+        s.blocked_by(&(N - 1)),
+        Some(BlockCause {
+            task: 0,
+            generation: g(1),
+            state: TaskState::Failed
+        })
+    );
+}
