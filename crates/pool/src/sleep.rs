@@ -42,20 +42,20 @@ impl Sleep {
     }
 
     /// Parks the caller unless the epoch moved since `seen` (read before the caller's last
-    /// search). Returns true if it actually waited. Spurious wake-ups are fine: the caller
-    /// searches again either way.
-    pub(crate) fn park(&self, seen: u64) -> bool {
+    /// search). `on_park` runs just before the caller waits (to count the park). Spurious
+    /// wake-ups are fine: the caller searches again either way.
+    pub(crate) fn park(&self, seen: u64, on_park: impl FnOnce()) {
         let g = self.lock.lock();
         self.sleepers.fetch_add(1, SeqCst);
         if self.epoch.load(SeqCst) != seen {
             self.sleepers.fetch_sub(1, SeqCst);
-            return false;
+            return;
         }
         // The lock is held from the sleepers increment until `wait` releases it atomically:
         // a notifier that needs this lock therefore notifies only once we are waiting.
+        on_park();
         let g = self.cv.wait(g);
         self.sleepers.fetch_sub(1, SeqCst);
         drop(g);
-        true
     }
 }

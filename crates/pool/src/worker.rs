@@ -81,9 +81,7 @@ pub(crate) fn worker_main<D: DequeFamily>(shared: Arc<Shared<D>>, local: Local<D
         if backoff.snooze() {
             continue;
         }
-        if shared.sleep.park(seen) {
-            shared.count_park(local.index);
-        }
+        shared.sleep.park(seen, || shared.count_park(local.index));
         backoff.reset();
     }
     // The drain check (rayon style): a worker only stops with its own deque empty.

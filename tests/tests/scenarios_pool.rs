@@ -1,0 +1,628 @@
+//! Scenario tests of the production work-stealing pool on real threads (SPEC B6).
+//!
+//! Each test is named after the behaviour it shows. No test asserts a timing: waits are for
+//! events, with generous deadlines only to turn a hang into a failure.
+
+#![cfg(not(any(loom, shuttle)))]
+
+use lockstep_pool::{JoinHandle, Pool, PoolBuilder, PoolError, PoolState, TaskError};
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::SeqCst};
+use std::sync::mpsc;
+use std::sync::{Arc, Barrier, Condvar, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Turns a hang into a failure; never an assertion about speed.
+const DEADLINE: Duration = Duration::from_secs(120);
+
+fn counters(n: usize) -> Arc<Vec<AtomicU32>> {
+    Arc::new((0..n).map(|_| AtomicU32::new(0)).collect())
+}
+
+fn assert_each_exactly_once(c: &[AtomicU32]) {
+    for (i, v) in c.iter().enumerate() {
+        assert_eq!(v.load(SeqCst), 1, "task {i} ran {} times", v.load(SeqCst));
+    }
+}
+
+/// A gate that tasks wait on until the test opens it.
+#[derive(Default)]
+struct Gate {
+    open: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Gate {
+    fn wait(&self) {
+        let mut g = self.open.lock().unwrap();
+        while !*g {
+            g = self.cv.wait(g).unwrap();
+        }
+    }
+    fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.cv.notify_all();
+    }
+}
+
+/// Waits for `cond` with a deadline (the test fails instead of hanging).
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < DEADLINE, "gave up waiting for: {what}");
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn pool_of_four_root_pushes_100k_children_while_three_steal() {
+    const N: usize = 100_000;
+    let pool = Pool::new(4).expect("pool");
+    let c = counters(N);
+    let c2 = Arc::clone(&c);
+    let root = pool
+        .submit(move |ctx| {
+            let mut handles = Vec::with_capacity(N);
+            for i in 0..N {
+                let c = Arc::clone(&c2);
+                let h = ctx
+                    .spawn(move |_| {
+                        c[i].fetch_add(1, SeqCst);
+                        i
+                    })
+                    .expect("a running task can spawn");
+                handles.push(h);
+            }
+            (ctx.worker_index(), handles)
+        })
+        .expect("accepting");
+    let (root_worker, handles) = root.join().expect("root returns its handles");
+    pool.shutdown();
+    pool.await_termination();
+    assert_eq!(pool.state(), PoolState::Terminated);
+    assert_eq!(pool.outstanding(), 0);
+    assert_each_exactly_once(&c);
+    for (i, h) in handles.into_iter().enumerate() {
+        assert!(h.is_finished(), "handle {i} resolved");
+        assert_eq!(h.join(), Ok(i));
+    }
+    let m = pool.metrics();
+    let total = m.total();
+    assert_eq!(total.tasks_run, N as u64 + 1);
+    assert_eq!(m.children_spawned, N as u64);
+    assert_eq!(total.panics, 0);
+    let stolen_by_others: u64 = m
+        .workers
+        .iter()
+        .enumerate()
+        .filter(|(w, _)| *w != root_worker)
+        .map(|(_, w)| w.steals)
+        .sum();
+    let run_by_others: u64 = m
+        .workers
+        .iter()
+        .enumerate()
+        .filter(|(w, _)| *w != root_worker)
+        .map(|(_, w)| w.tasks_run)
+        .sum();
+    assert!(stolen_by_others > 0, "real stealing observed: {m:?}");
+    assert!(run_by_others > 0, "thieves ran children: {m:?}");
+}
+
+#[test]
+fn short_and_long_tasks_released_together_by_a_barrier() {
+    const WORKERS: usize = 4;
+    const TASKS: usize = 400;
+    let pool = Pool::new(WORKERS).expect("pool");
+    // WORKERS holders occupy every worker until the test joins the barrier: meanwhile the
+    // mixed tasks pile up in the queues, and all workers are released at the same moment.
+    let barrier = Arc::new(Barrier::new(WORKERS + 1));
+    let holders: Vec<_> = (0..WORKERS)
+        .map(|_| {
+            let b = Arc::clone(&barrier);
+            pool.submit(move |_| {
+                b.wait();
+            })
+            .expect("accepting")
+        })
+        .collect();
+    let c = counters(TASKS);
+    let handles: Vec<JoinHandle<u64>> = (0..TASKS)
+        .map(|i| {
+            let c = Arc::clone(&c);
+            pool.submit(move |_| {
+                c[i].fetch_add(1, SeqCst);
+                // Every tenth task is long: a real computation, not a sleep.
+                let rounds: u64 = if i % 10 == 0 { 200_000 } else { 10 };
+                (0..rounds).fold(i as u64, |a, x| a.wrapping_mul(31).wrapping_add(x))
+            })
+            .expect("accepting")
+        })
+        .collect();
+    assert_eq!(
+        c.iter().map(|v| v.load(SeqCst)).sum::<u32>(),
+        0,
+        "nothing ran while held"
+    );
+    barrier.wait();
+    for h in holders {
+        assert_eq!(h.join(), Ok(()));
+    }
+    for (i, h) in handles.into_iter().enumerate() {
+        let rounds: u64 = if i % 10 == 0 { 200_000 } else { 10 };
+        let want = (0..rounds).fold(i as u64, |a, x| a.wrapping_mul(31).wrapping_add(x));
+        assert_eq!(h.join(), Ok(want));
+    }
+    pool.shutdown();
+    pool.await_termination();
+    assert_each_exactly_once(&c);
+    let m = pool.metrics();
+    assert_eq!(m.total().tasks_run, (TASKS + WORKERS) as u64);
+    assert!(
+        m.workers.iter().filter(|w| w.tasks_run > 1).count() > 1,
+        "the work spread over several workers: {m:?}"
+    );
+}
+
+#[test]
+fn panics_are_reported_exactly_once_and_workers_go_on() {
+    let pool = Pool::new(3).expect("pool");
+    let handles: Vec<_> = (0..60u32)
+        .map(|i| {
+            pool.submit(move |ctx| {
+                // Children of panicking parents are still accepted and run.
+                let child = ctx
+                    .spawn(move |_| {
+                        if i % 6 == 0 {
+                            panic!("child {i}");
+                        }
+                        i
+                    })
+                    .expect("spawn");
+                if i % 5 == 0 {
+                    std::panic::panic_any(format!("root {i}"));
+                }
+                child
+            })
+            .expect("accepting")
+        })
+        .collect();
+    let mut root_panics = 0;
+    let mut child_panics = 0;
+    let mut children = Vec::new();
+    for (i, h) in handles.into_iter().enumerate() {
+        match h.join() {
+            Ok(child) => children.push((i, child)),
+            Err(TaskError::Panicked { message }) => {
+                assert_eq!(message, format!("root {i}"));
+                assert_eq!(i % 5, 0);
+                root_panics += 1;
+            }
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+    for (i, child) in children {
+        match child.join() {
+            Ok(v) => assert_eq!(v as usize, i),
+            Err(TaskError::Panicked { message }) => {
+                assert_eq!(message, format!("child {i}"));
+                child_panics += 1;
+            }
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+    // A non-string payload gets the placeholder message.
+    let odd = pool
+        .submit(|_| std::panic::panic_any(17u8))
+        .expect("accepting");
+    assert_eq!(
+        odd.join(),
+        Err::<(), _>(TaskError::Panicked {
+            message: "<non-string panic payload>".into()
+        })
+    );
+    pool.shutdown();
+    pool.await_termination();
+    assert_eq!(root_panics, 12);
+    // Children of the 12 panicking roots were spawned too; we could only join the others'.
+    assert_eq!(
+        child_panics,
+        (0..60).filter(|i| i % 6 == 0 && i % 5 != 0).count()
+    );
+    let m = pool.metrics().total();
+    let all_child_panics = (0..60).filter(|i| i % 6 == 0).count() as u64;
+    assert_eq!(
+        m.panics,
+        12 + all_child_panics + 1,
+        "each panic counted once"
+    );
+    assert_eq!(m.tasks_run, 121);
+}
+
+#[test]
+fn queues_drain_after_shutdown() {
+    let pool = Pool::new(3).expect("pool");
+    const ROOTS: usize = 500;
+    const DEPTH: u32 = 6; // each root grows a binary tree of 2^7 - 1 = 127 tasks
+    let ran = Arc::new(AtomicUsize::new(0));
+    fn grow(ctx: &lockstep_pool::WorkerContext<'_>, depth: u32, ran: Arc<AtomicUsize>) {
+        ran.fetch_add(1, SeqCst);
+        if depth == 0 {
+            return;
+        }
+        for _ in 0..2 {
+            let r = Arc::clone(&ran);
+            ctx.spawn(move |ctx| grow(ctx, depth - 1, r))
+                .expect("spawn while draining");
+        }
+    }
+    for _ in 0..ROOTS {
+        let r = Arc::clone(&ran);
+        pool.submit(move |ctx| grow(ctx, DEPTH, r))
+            .expect("accepting");
+    }
+    // Shut down at once: nothing queued may be lost.
+    pool.shutdown();
+    assert_eq!(pool.submit(|_| ()).err(), Some(PoolError::ShutDown));
+    pool.await_termination();
+    assert_eq!(ran.load(SeqCst), ROOTS * 127);
+    assert_eq!(pool.outstanding(), 0);
+    assert_eq!(pool.metrics().total().tasks_run, (ROOTS * 127) as u64);
+}
+
+#[test]
+fn children_created_during_shutdown_are_accepted_and_run() {
+    let pool = Arc::new(Pool::new(2).expect("pool"));
+    let gate = Arc::new(Gate::default());
+    let c = counters(200);
+    let seen_state = Arc::new(Mutex::new(None));
+    let (g2, c2, p2, s2) = (
+        Arc::clone(&gate),
+        Arc::clone(&c),
+        Arc::clone(&pool),
+        Arc::clone(&seen_state),
+    );
+    let root = pool
+        .submit(move |ctx| {
+            g2.wait(); // opened only after shutdown()
+            *s2.lock().unwrap() = Some(p2.state());
+            let mut accepted = 0;
+            for i in 0..100 {
+                let c = Arc::clone(&c2);
+                let r = ctx.spawn(move |ctx| {
+                    c[i].fetch_add(1, SeqCst);
+                    let c = Arc::clone(&c);
+                    // a grandchild, spawned during the drain too
+                    ctx.spawn(move |_| c[100 + i].fetch_add(1, SeqCst))
+                        .expect("grandchild accepted while draining");
+                });
+                accepted += usize::from(r.is_ok());
+            }
+            accepted
+        })
+        .expect("accepting");
+    pool.shutdown();
+    assert_eq!(pool.state(), PoolState::Draining);
+    assert_eq!(pool.submit(|_| ()).err(), Some(PoolError::ShutDown));
+    gate.open();
+    assert_eq!(root.join(), Ok(100));
+    pool.await_termination();
+    assert_eq!(*seen_state.lock().unwrap(), Some(PoolState::Draining));
+    assert_each_exactly_once(&c);
+    assert_eq!(pool.metrics().children_spawned, 200);
+}
+
+#[test]
+fn shutdown_while_stealing_loses_nothing() {
+    const N: usize = 20_000;
+    for round in 0..5 {
+        let pool = Pool::new(4).expect("pool");
+        let c = counters(N);
+        let (tx, rx) = mpsc::channel();
+        let c2 = Arc::clone(&c);
+        pool.submit(move |ctx| {
+            for i in 0..N {
+                if i == N / 10 {
+                    tx.send(()).expect("test is listening");
+                }
+                let c = Arc::clone(&c2);
+                ctx.spawn(move |_| {
+                    // a little work so that the thieves overlap with the shutdown
+                    let x = (0..50u64).fold(i as u64, |a, b| a ^ b.rotate_left(7));
+                    c[i].fetch_add(1, SeqCst);
+                    x
+                })
+                .expect("spawn while draining");
+            }
+        })
+        .expect("accepting");
+        rx.recv().expect("root started pushing");
+        pool.shutdown(); // while the thieves are stealing from the root's deque
+        pool.await_termination();
+        assert_each_exactly_once(&c);
+        let m = pool.metrics();
+        assert_eq!(m.total().tasks_run, N as u64 + 1, "round {round}");
+        assert_eq!(m.children_spawned, N as u64);
+    }
+}
+
+#[test]
+fn blocked_workers_and_queued_tasks_complete_once_they_unblock() {
+    // The documented limit: with every worker blocked nothing else runs (no compensation
+    // yet, planned in issue 4); once the workers unblock, every queued task completes.
+    const WORKERS: usize = 2;
+    let pool = Pool::new(WORKERS).expect("pool");
+    let gate = Arc::new(Gate::default());
+    let started = Arc::new(AtomicUsize::new(0));
+    let blockers: Vec<_> = (0..WORKERS)
+        .map(|_| {
+            let (g, s) = (Arc::clone(&gate), Arc::clone(&started));
+            pool.submit(move |ctx| {
+                s.fetch_add(1, SeqCst);
+                g.wait();
+                ctx.worker_index()
+            })
+            .expect("accepting")
+        })
+        .collect();
+    wait_until("every worker is blocked", || {
+        started.load(SeqCst) == WORKERS
+    });
+    let ran = Arc::new(AtomicUsize::new(0));
+    let queued: Vec<_> = (0..50)
+        .map(|_| {
+            let r = Arc::clone(&ran);
+            pool.submit(move |_| r.fetch_add(1, SeqCst))
+                .expect("accepting")
+        })
+        .collect();
+    // Every worker is inside a blocker, so no queued task can have been claimed.
+    assert_eq!(ran.load(SeqCst), 0);
+    assert_eq!(pool.outstanding(), WORKERS + 50);
+    gate.open();
+    let mut workers: Vec<usize> = blockers
+        .into_iter()
+        .map(|h| h.join().expect("blocker"))
+        .collect();
+    workers.sort_unstable();
+    assert_eq!(workers, vec![0, 1], "each worker held one blocker");
+    for h in queued {
+        assert!(h.join().is_ok());
+    }
+    assert_eq!(ran.load(SeqCst), 50);
+    pool.shutdown();
+    pool.await_termination();
+}
+
+#[test]
+fn repeated_shutdown_is_idempotent() {
+    let pool = Arc::new(Pool::new(3).expect("pool"));
+    let ran = Arc::new(AtomicUsize::new(0));
+    for _ in 0..100 {
+        let r = Arc::clone(&ran);
+        pool.submit(move |_| r.fetch_add(1, SeqCst))
+            .expect("accepting");
+    }
+    let callers: Vec<_> = (0..4)
+        .map(|_| {
+            let p = Arc::clone(&pool);
+            thread::spawn(move || {
+                for _ in 0..10 {
+                    p.shutdown();
+                }
+            })
+        })
+        .collect();
+    for t in callers {
+        t.join().expect("shutdown caller");
+    }
+    pool.shutdown();
+    pool.await_termination();
+    pool.shutdown();
+    pool.await_termination();
+    assert!(pool.await_termination_timeout(Duration::from_millis(1)));
+    assert_eq!(pool.state(), PoolState::Terminated);
+    assert_eq!(ran.load(SeqCst), 100);
+    assert_eq!(pool.metrics().total().tasks_run, 100);
+}
+
+#[test]
+fn submit_after_shutdown_is_rejected_with_shut_down() {
+    let pool = Pool::new(2).expect("pool");
+    let ok = pool.submit(|_| 1).expect("accepting");
+    pool.shutdown();
+    let ran = Arc::new(AtomicBool::new(false));
+    let r = Arc::clone(&ran);
+    assert_eq!(
+        pool.submit(move |_| r.store(true, SeqCst)).err(),
+        Some(PoolError::ShutDown)
+    );
+    assert_eq!(ok.join(), Ok(1));
+    pool.await_termination();
+    assert_eq!(pool.submit(|_| ()).err(), Some(PoolError::Terminated));
+    assert!(!ran.load(SeqCst), "a rejected task never runs");
+    let m = pool.metrics();
+    assert_eq!((m.roots_accepted, m.roots_rejected), (1, 2));
+}
+
+#[test]
+fn cancel_before_claim_means_it_never_runs() {
+    let pool = Pool::new(1).expect("pool");
+    let gate = Arc::new(Gate::default());
+    let (tx, rx) = mpsc::channel();
+    let g = Arc::clone(&gate);
+    let blocker = pool
+        .submit(move |_| {
+            tx.send(()).expect("listening");
+            g.wait();
+        })
+        .expect("accepting");
+    rx.recv().expect("the only worker is now busy");
+    let ran = counters(10);
+    let handles: Vec<_> = (0..10)
+        .map(|i| {
+            let r = Arc::clone(&ran);
+            pool.submit(move |_| r[i].fetch_add(1, SeqCst))
+                .expect("accepting")
+        })
+        .collect();
+    for (i, h) in handles.iter().enumerate() {
+        if i % 2 == 1 {
+            assert!(h.cancel(), "task {i} was unclaimed");
+            assert!(h.is_finished());
+            assert!(!h.cancel(), "cancel answers true only once");
+        }
+    }
+    gate.open();
+    assert_eq!(blocker.join(), Ok(()));
+    for (i, h) in handles.into_iter().enumerate() {
+        if i % 2 == 1 {
+            assert_eq!(h.join(), Err(TaskError::Cancelled));
+        } else {
+            assert_eq!(h.join(), Ok(0));
+        }
+    }
+    // A finished task cannot be cancelled.
+    let done = pool.submit(|_| 5).expect("accepting");
+    while !done.is_finished() {
+        thread::yield_now();
+    }
+    assert!(!done.cancel());
+    assert_eq!(done.join(), Ok(5));
+    pool.shutdown();
+    pool.await_termination();
+    for (i, r) in ran.iter().enumerate() {
+        assert_eq!(r.load(SeqCst), u32::from(i % 2 == 0), "task {i}");
+    }
+    let m = pool.metrics().total();
+    assert_eq!(m.discarded, 5);
+    assert_eq!(m.tasks_run, 1 + 5 + 1);
+}
+
+#[test]
+fn dropping_the_pool_drains_it() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    {
+        let pool = PoolBuilder::new(2).steal_batch(1).build().expect("pool");
+        for _ in 0..200 {
+            let r = Arc::clone(&ran);
+            pool.submit(move |ctx| {
+                let r2 = Arc::clone(&r);
+                ctx.spawn(move |_| r2.fetch_add(1, SeqCst)).expect("spawn");
+                r.fetch_add(1, SeqCst)
+            })
+            .expect("accepting");
+        }
+    }
+    assert_eq!(ran.load(SeqCst), 400);
+}
+
+#[test]
+fn parked_workers_wake_for_new_work() {
+    let pool = Pool::new(3).expect("pool");
+    // Each round waits until every worker has parked (counted when it starts waiting), then
+    // submits: the task must still run, so the wake-up was not lost.
+    let mut parks_before = 0;
+    for round in 0..20u64 {
+        wait_until("every idle worker parks", || {
+            pool.metrics().workers.iter().all(|w| w.parks > 0)
+                && pool.metrics().total().parks > parks_before
+        });
+        parks_before = pool.metrics().total().parks;
+        let h = pool.submit(move |_| round * 2).expect("accepting");
+        assert_eq!(h.join_timeout(DEADLINE).ok(), Some(Ok(round * 2)));
+    }
+    pool.shutdown();
+    pool.await_termination();
+}
+
+/// A waker that unparks the polling thread.
+struct Unpark(thread::Thread);
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+fn block_on<F: Future>(f: F) -> (F::Output, usize) {
+    let waker = Waker::from(Arc::new(Unpark(thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = pin!(f);
+    let mut pending = 0;
+    loop {
+        match f.as_mut().poll(&mut cx) {
+            Poll::Ready(v) => return (v, pending),
+            Poll::Pending => {
+                pending += 1;
+                thread::park();
+            }
+        }
+    }
+}
+
+#[test]
+fn join_handle_is_a_future_woken_by_the_worker() {
+    let pool = Pool::new(2).expect("pool");
+    let gate = Arc::new(Gate::default());
+    let g = Arc::clone(&gate);
+    let h = pool
+        .submit(move |_| {
+            g.wait();
+            "done"
+        })
+        .expect("accepting");
+    let opener = {
+        let g = Arc::clone(&gate);
+        thread::spawn(move || {
+            thread::sleep(Duration::from_millis(20));
+            g.open();
+        })
+    };
+    let (out, pending) = block_on(h);
+    assert_eq!(out, Ok("done"));
+    assert!(
+        pending >= 1,
+        "the first poll found it running and stored the waker"
+    );
+    opener.join().expect("opener");
+    // A cancelled handle resolves as a future too.
+    let gate2 = Arc::new(Gate::default());
+    let (tx, rx) = mpsc::channel();
+    let g2 = Arc::clone(&gate2);
+    let pool1 = Pool::new(1).expect("pool");
+    let blocker = pool1
+        .submit(move |_| {
+            tx.send(()).expect("listening");
+            g2.wait();
+        })
+        .expect("accepting");
+    rx.recv().expect("busy");
+    let victim = pool1.submit(|_| 1).expect("accepting");
+    assert!(victim.cancel());
+    assert_eq!(block_on(victim).0, Err(TaskError::Cancelled));
+    gate2.open();
+    assert_eq!(blocker.join(), Ok(()));
+}
+
+#[test]
+fn join_timeout_gives_the_handle_back() {
+    let pool = Pool::new(1).expect("pool");
+    let gate = Arc::new(Gate::default());
+    let g = Arc::clone(&gate);
+    let h = pool
+        .submit(move |_| {
+            g.wait();
+            9
+        })
+        .expect("accepting");
+    let h = match h.join_timeout(Duration::from_millis(5)) {
+        Err(h) => h,
+        Ok(r) => panic!("the gate is closed, yet the task finished: {r:?}"),
+    };
+    assert!(!h.is_finished());
+    gate.open();
+    assert_eq!(h.join_timeout(DEADLINE).ok(), Some(Ok(9)));
+}
