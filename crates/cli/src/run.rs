@@ -145,7 +145,9 @@ impl RunReport {
                     t.error.as_deref().unwrap_or("failed")
                 )),
                 TaskState::Blocked => match &t.blocked_by {
-                    Some(c) => out.push(format!("blocked: {} (cause: {} {})", t.id, c.task, c.state)),
+                    Some(c) => {
+                        out.push(format!("blocked: {} (cause: {} {})", t.id, c.task, c.state))
+                    }
                     None => out.push(format!("blocked: {}", t.id)),
                 },
                 other => out.push(format!("{other}: {}", t.id)),
@@ -180,7 +182,7 @@ impl RunReport {
 pub enum RunError {
     /// The graph cannot run (duplicates, unknown dependencies, cycles).
     #[error("the graph cannot run")]
-    Invalid(Report),
+    Invalid(Box<Report>),
     /// The scheduler refused an operation the runner made valid: a bug.
     #[error("scheduler: {0}")]
     Scheduler(#[from] SchedulerError<String>),
@@ -206,7 +208,7 @@ fn build(
 ) -> Result<(TaskScheduler<String, TaskPayload>, Vec<String>), RunError> {
     let report = validate::validate(graph)?;
     if !report.is_runnable() {
-        return Err(RunError::Invalid(report));
+        return Err(RunError::Invalid(Box::new(report)));
     }
     // Valid: ids are unique and dependency lists have no repeats.
     let sched = TaskScheduler::new(jobs);
@@ -322,8 +324,10 @@ pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> 
     let out = if opts.progress {
         let pb = ProgressBar::new(ids.len() as u64);
         pb.set_style(
-            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {wide_msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {wide_msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         pb.enable_steady_tick(Duration::from_millis(120));
         Out::Bar(pb)
@@ -359,7 +363,13 @@ pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> 
                 let submitted = pool.submit(move |_ctx| {
                     let start = Instant::now();
                     let result = catch_unwind(AssertUnwindSafe(|| {
-                        execute(&claim.id, &claim.payload, simulate, log_dir.as_deref(), &claim.token)
+                        execute(
+                            &claim.id,
+                            &claim.payload,
+                            simulate,
+                            log_dir.as_deref(),
+                            &claim.token,
+                        )
                     }))
                     .unwrap_or_else(|_| Err(("the runner panicked".to_string(), Vec::new())));
                     let _ = tx.send(Msg::Done(Done {
@@ -470,7 +480,9 @@ pub fn critical_path(
     let mut finish: HashMap<&str, (Duration, Option<&str>)> = HashMap::new();
     let mut best: Option<(&str, Duration)> = None;
     for id in claim_order {
-        let Some(&own) = durations.get(id) else { continue };
+        let Some(&own) = durations.get(id) else {
+            continue;
+        };
         let mut via: Option<(&str, Duration)> = None;
         for d in deps.get(id.as_str()).copied().unwrap_or(&[]) {
             if let Some(&(f, _)) = finish.get(d.as_str())
@@ -555,7 +567,10 @@ fn execute(
         return Ok(Vec::new());
     };
     let mut cmd = Command::new("sh");
-    cmd.arg("-c").arg(command).stdin(Stdio::null()).envs(&payload.env);
+    cmd.arg("-c")
+        .arg(command)
+        .stdin(Stdio::null())
+        .envs(&payload.env);
     if let Some(cwd) = &payload.cwd {
         cmd.current_dir(cwd);
     }
@@ -650,7 +665,13 @@ mod tests {
 
     #[test]
     fn dry_run_claims_in_submission_order_with_fifo_completions() {
-        let g = graph(&[("d", &["b", "c"]), ("b", &["a"]), ("c", &["a"]), ("a", &[]), ("e", &[])]);
+        let g = graph(&[
+            ("d", &["b", "c"]),
+            ("b", &["a"]),
+            ("c", &["a"]),
+            ("a", &[]),
+            ("e", &[]),
+        ]);
         // -j 1: a; its completion readies b and c, which precede e in submission order.
         assert_eq!(dry_run(&g, 1).unwrap(), vec!["a", "b", "c", "d", "e"]);
         // -j 2: a and e at once; a's completion frees one slot (b), e's the next (c).
@@ -681,7 +702,10 @@ mod tests {
         let (t, path) = critical_path(&g, &order, &durations);
         assert_eq!(t, ms(41));
         assert_eq!(path, vec!["a", "c", "d"]);
-        assert_eq!(critical_path(&g, &[], &HashMap::new()), (Duration::ZERO, vec![]));
+        assert_eq!(
+            critical_path(&g, &[], &HashMap::new()),
+            (Duration::ZERO, vec![])
+        );
     }
 
     #[test]

@@ -76,7 +76,10 @@ impl Report {
             out.push(s);
         }
         for d in &self.duplicate_deps {
-            let mut s = format!("duplicate dependency: {} lists {} more than once", d.task, d.dep);
+            let mut s = format!(
+                "duplicate dependency: {} lists {} more than once",
+                d.task, d.dep
+            );
             if let Some(l) = d.line {
                 let _ = write!(s, " (line {l})");
             }
@@ -144,6 +147,7 @@ pub fn validate(graph: &TaskGraph) -> Result<Report, SchedulerError<String>> {
     let mut first: HashMap<&str, usize> = HashMap::new();
     let mut duplicate_deps = Vec::new();
     let mut self_deps = Vec::new();
+    let mut self_seen = HashSet::new();
     for t in &graph.tasks {
         match first.get(t.id.as_str()) {
             Some(&i) => {
@@ -171,7 +175,7 @@ pub fn validate(graph: &TaskGraph) -> Result<Report, SchedulerError<String>> {
                 });
             }
         }
-        if t.deps.iter().any(|d| *d == t.id) && !self_deps.contains(&t.id) {
+        if t.deps.contains(&t.id) && self_seen.insert(t.id.as_str()) {
             self_deps.push(t.id.clone());
         }
     }
@@ -268,7 +272,11 @@ mod tests {
                 .map(|i| {
                     TaskSpec::new(
                         format!("t{i}"),
-                        if i + 1 < n { vec![format!("t{}", i + 1)] } else { vec![] },
+                        if i + 1 < n {
+                            vec![format!("t{}", i + 1)]
+                        } else {
+                            vec![]
+                        },
                     )
                 })
                 .collect(),

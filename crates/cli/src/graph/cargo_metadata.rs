@@ -95,7 +95,11 @@ pub fn parse(text: &str, path: &Path, dev_deps: bool) -> Result<TaskGraph, ReadE
     // package id when that repeats too.
     let mut nodes_pkgs = Vec::with_capacity(resolve.nodes.len());
     for node in &resolve.nodes {
-        nodes_pkgs.push(*by_id.get(node.id.as_str()).ok_or_else(|| unknown(&node.id))?);
+        nodes_pkgs.push(
+            *by_id
+                .get(node.id.as_str())
+                .ok_or_else(|| unknown(&node.id))?,
+        );
     }
     let mut name_count: HashMap<&str, usize> = HashMap::new();
     let mut name_version_count: HashMap<(&str, &str), usize> = HashMap::new();
@@ -263,7 +267,13 @@ mod tests {
           "resolve": {"nodes": [{"id": "reg#a@1.0.0", "dependencies": ["git#a@1.0.0"]},
                                 {"id": "git#a@1.0.0"}]}}"#;
         let g = parse(text, p(), false).unwrap();
-        assert_eq!(shape(&g), vec![("reg#a@1.0.0", vec!["git#a@1.0.0"]), ("git#a@1.0.0", vec![])]);
+        assert_eq!(
+            shape(&g),
+            vec![
+                ("reg#a@1.0.0", vec!["git#a@1.0.0"]),
+                ("git#a@1.0.0", vec![])
+            ]
+        );
     }
 
     #[test]
@@ -281,7 +291,10 @@ mod tests {
             false,
         )
         .unwrap_err();
-        assert!(matches!(err, ReadError::UnknownPackageId { ref id, .. } if id == "zz"), "{err:?}");
+        assert!(
+            matches!(err, ReadError::UnknownPackageId { ref id, .. } if id == "zz"),
+            "{err:?}"
+        );
         let err = parse(
             r#"{"packages": [], "resolve": {"nodes": [{"id": "ghost"}]}}"#,
             p(),
@@ -301,16 +314,28 @@ mod tests {
         let err = parse(r#"{"packages": [{"name": 1}]}"#, p(), false).unwrap_err();
         assert!(matches!(err, ReadError::Json { .. }), "{err:?}");
         let err = parse(r#"{"resolve": null}"#, p(), false).unwrap_err();
-        assert!(err.to_string().contains("missing field `packages`"), "{err}");
+        assert!(
+            err.to_string().contains("missing field `packages`"),
+            "{err}"
+        );
         let err = parse("", p(), false).unwrap_err();
-        assert!(matches!(err, ReadError::Json { at: Location { line: 1, .. }, .. }));
+        assert!(matches!(
+            err,
+            ReadError::Json {
+                at: Location { line: 1, .. },
+                ..
+            }
+        ));
     }
 
     #[test]
     fn truncations_never_panic() {
         for end in (0..META.len()).step_by(7) {
             let r = parse(&META[..end], p(), false);
-            assert!(matches!(r, Err(ReadError::Json { .. })), "prefix {end}: {r:?}");
+            assert!(
+                matches!(r, Err(ReadError::Json { .. })),
+                "prefix {end}: {r:?}"
+            );
         }
     }
 }

@@ -167,7 +167,10 @@ pub fn parse(text: &str, path: &Path, opts: &DotOptions) -> Result<TaskGraph, Re
         && !opts.all_edges
     {
         for m in p.default_exclusions() {
-            filters.push((m, "apt-cache dotty Conflicts/Breaks/Obsoletes; --all-edges keeps them"));
+            filters.push((
+                m,
+                "apt-cache dotty Conflicts/Breaks/Obsoletes; --all-edges keeps them",
+            ));
         }
     }
     for m in &opts.exclude_edges {
@@ -205,9 +208,7 @@ pub fn parse(text: &str, path: &Path, opts: &DotOptions) -> Result<TaskGraph, Re
 }
 
 fn looks_like_apt_dotty(name: &Id, stmts: &[Stmt]) -> bool {
-    let is = |s: Option<&Stmt>, key: &str, value: &str| {
-        matches!(s, Some(Stmt::Attribute(Attribute(k, v))) if id_text(k) == key && id_text(v) == value)
-    };
+    let is = |s: Option<&Stmt>, key: &str, value: &str| matches!(s, Some(Stmt::Attribute(Attribute(k, v))) if id_text(k) == key && id_text(v) == value);
     id_text(name) == "packages"
         && is(stmts.first(), "concentrate", "true")
         && is(stmts.get(1), "size", "30,40")
@@ -356,7 +357,11 @@ fn prepare<'a>(text: &'a str, path: &Path) -> Result<Prepared<'a>, ReadError> {
             let kw = ["graph", "digraph", "subgraph"]
                 .iter()
                 .any(|k| w.eq_ignore_ascii_case(k));
-            push(if kw { Tok::Keyword } else { Tok::Id }, &mut prev, &mut prev2);
+            push(
+                if kw { Tok::Keyword } else { Tok::Id },
+                &mut prev,
+                &mut prev2,
+            );
             state = S::Code;
         }
         if let S::Slash = state {
@@ -631,7 +636,12 @@ mod tests {
         );
         assert_eq!(
             shape(&g),
-            vec![s("a", &["b", "c"]), s("b", &["c"]), s("c", &[]), s("d", &[])]
+            vec![
+                s("a", &["b", "c"]),
+                s("b", &["c"]),
+                s("c", &[]),
+                s("d", &[])
+            ]
         );
         assert_eq!(g.tasks[2].command.as_deref(), Some("echo hi"));
     }
@@ -797,16 +807,28 @@ size="30,40";
     fn syntax_errors_have_line_and_column() {
         let err = parse("digraph {\n  a -> ;\n}", p(), &DotOptions::default()).unwrap_err();
         match err {
-            ReadError::DotSyntax { at, ref message, .. } => {
+            ReadError::DotSyntax {
+                at, ref message, ..
+            } => {
                 assert_eq!(at.line, 2, "{err}");
                 assert!(at.column > 1);
                 assert!(!message.is_empty());
             }
             other => panic!("expected a syntax error, got {other:?}"),
         }
-        for bad in ["", "digraph", "digraph {", "digraph { a -> b", "}", "digraph { [ }"] {
+        for bad in [
+            "",
+            "digraph",
+            "digraph {",
+            "digraph { a -> b",
+            "}",
+            "digraph { [ }",
+        ] {
             let err = parse(bad, p(), &DotOptions::default()).unwrap_err();
-            assert!(matches!(err, ReadError::DotSyntax { .. }), "{bad:?}: {err:?}");
+            assert!(
+                matches!(err, ReadError::DotSyntax { .. }),
+                "{bad:?}: {err:?}"
+            );
         }
     }
 
@@ -820,10 +842,20 @@ size="30,40";
         let prepared = prepare("strict digraph { \"x\" }", p()).unwrap();
         assert!(prepared.inserted.is_empty());
         // The error is at the `;` in column 26 of the original line 2, after an insertion.
-        let err = parse("digraph {\n  a -> { b } -> { c } -> ;\n}", p(), &DotOptions::default())
-            .unwrap_err();
+        let err = parse(
+            "digraph {\n  a -> { b } -> { c } -> ;\n}",
+            p(),
+            &DotOptions::default(),
+        )
+        .unwrap_err();
         match err {
-            ReadError::DotSyntax { at, .. } => assert_eq!(at, Location { line: 2, column: 26 }),
+            ReadError::DotSyntax { at, .. } => assert_eq!(
+                at,
+                Location {
+                    line: 2,
+                    column: 26
+                }
+            ),
             other => panic!("{other:?}"),
         }
     }
@@ -831,10 +863,20 @@ size="30,40";
     #[test]
     fn deep_nesting_is_refused_without_parsing() {
         let depth = MAX_NESTING + 1;
-        let text = format!("digraph {}{}", "{ subgraph ".repeat(depth), "}".repeat(depth));
+        let text = format!(
+            "digraph {}{}",
+            "{ subgraph ".repeat(depth),
+            "}".repeat(depth)
+        );
         let err = parse(&text, p(), &DotOptions::default()).unwrap_err();
         assert!(
-            matches!(err, ReadError::DotTooDeep { limit: MAX_NESTING, .. }),
+            matches!(
+                err,
+                ReadError::DotTooDeep {
+                    limit: MAX_NESTING,
+                    ..
+                }
+            ),
             "{err:?}"
         );
         // A million-deep input is refused just as fast, without touching the stack.
@@ -882,7 +924,10 @@ size="30,40";
         let n = 100_000;
         let text = format!(
             "digraph {{ {} }}",
-            (0..n).map(|i| format!("n{i}")).collect::<Vec<_>>().join(" -> ")
+            (0..n)
+                .map(|i| format!("n{i}"))
+                .collect::<Vec<_>>()
+                .join(" -> ")
         );
         let g = read(&text);
         assert_eq!(g.tasks.len(), n);

@@ -386,7 +386,9 @@ pub fn read_file(path: &Path, opts: &ReadOptions) -> Result<TaskGraph, ReadError
     let mut graph = read_str(&text, path, format, opts)?;
     if opts.reverse {
         graph.reverse();
-        graph.notes.push("--reverse: every edge was flipped".to_string());
+        graph
+            .notes
+            .push("--reverse: every edge was flipped".to_string());
     }
     graph.exclude_tasks(&opts.exclude_tasks, path)?;
     Ok(graph)
@@ -488,16 +490,17 @@ mod tests {
 
     #[test]
     fn missing_file_is_an_io_error_naming_it() {
-        let err = read_file(Path::new("/nonexistent/x.toml"), &ReadOptions::default())
-            .unwrap_err();
+        let err = read_file(Path::new("/nonexistent/x.toml"), &ReadOptions::default()).unwrap_err();
         assert!(matches!(err, ReadError::Io { .. }));
-        assert!(err.to_string().starts_with("/nonexistent/x.toml: cannot read"));
+        assert!(
+            err.to_string()
+                .starts_with("/nonexistent/x.toml: cannot read")
+        );
     }
 
     #[test]
     fn unknown_extension_is_refused_before_reading() {
-        let err = read_file(Path::new("/nonexistent/x.txt"), &ReadOptions::default())
-            .unwrap_err();
+        let err = read_file(Path::new("/nonexistent/x.txt"), &ReadOptions::default()).unwrap_err();
         assert!(matches!(err, ReadError::UnknownFormat { .. }));
     }
 
@@ -507,6 +510,9 @@ mod tests {
         let p = dir.path().join("bad.toml");
         std::fs::write(&p, b"[[task]]\nid = \"\xff\"\n").unwrap();
         let err = read_file(&p, &ReadOptions::default()).unwrap_err();
-        assert!(matches!(err, ReadError::NotUtf8 { offset: 15, .. }), "{err:?}");
+        assert!(
+            matches!(err, ReadError::NotUtf8 { offset: 15, .. }),
+            "{err:?}"
+        );
     }
 }

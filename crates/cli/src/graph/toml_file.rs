@@ -205,11 +205,20 @@ env = { CFLAGS = "-O2", X = "1" }
     #[test]
     fn arbitrary_bytes_never_panic() {
         // A cheap deterministic fuzz: every prefix of a valid file, and some junk.
-        let valid = "[[task]]\nid = \"a\"\ncommand = \"echo hi\"\ndeps = [\"b\"]\nenv = { K = \"V\" }\n";
+        let valid =
+            "[[task]]\nid = \"a\"\ncommand = \"echo hi\"\ndeps = [\"b\"]\nenv = { K = \"V\" }\n";
         for end in 0..=valid.len() {
             let _ = parse(&valid[..end], p());
         }
-        for junk in ["[[[[", "]]", "=", "[[task]]\n[[task]]", "\u{0}", "a.b.c = 1", "[task]\nid=\"a\""] {
+        for junk in [
+            "[[[[",
+            "]]",
+            "=",
+            "[[task]]\n[[task]]",
+            "\u{0}",
+            "a.b.c = 1",
+            "[task]\nid=\"a\"",
+        ] {
             let _ = parse(junk, p());
         }
     }

@@ -1,0 +1,546 @@
+//! End-to-end tests of the `lockstep` binary: exit codes, the exact report lines, and the
+//! concurrency limit observed from the outside (tasks log their own start and end).
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::cargo::cargo_bin_cmd;
+use predicates::prelude::*;
+
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name)
+}
+
+fn lockstep() -> assert_cmd::Command {
+    cargo_bin_cmd!("lockstep")
+}
+
+fn stdout_of(out: &std::process::Output) -> String {
+    String::from_utf8(out.stdout.clone()).expect("stdout is UTF-8")
+}
+
+fn lines_starting<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
+    text.lines().filter(|l| l.starts_with(prefix)).collect()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+// ---------------------------------------------------------------- check
+
+#[test]
+fn check_valid_task_file_exits_0_with_summary() {
+    lockstep()
+        .args(["check"])
+        .arg(example("pipeline.toml"))
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(
+            "9 task(s), 11 edge(s), 1 root(s) (tasks with no dependencies)",
+        ))
+        .stdout(predicate::str::contains("ok: the graph can run"));
+}
+
+#[test]
+fn check_real_apt_graph_prints_each_cycle_exactly_and_exits_1() {
+    let out = lockstep()
+        .arg("check")
+        .arg(example("apt-ruby.dot"))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("detected apt-cache dotty output"))
+        .get_output()
+        .clone();
+    let stdout = stdout_of(&out);
+    assert_eq!(
+        lines_starting(&stdout, "cycle: "),
+        vec![
+            "cycle: libruby -> libruby3.1 -> ruby-sdbm -> libruby",
+            "cycle: libc6 -> libgcc-s1 -> libc6",
+        ]
+    );
+    assert!(
+        stdout.starts_with("133 task(s), 81 edge(s), 95 root(s)"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn check_apt_graph_with_conflict_edges_finds_the_extra_cycle() {
+    let out = lockstep()
+        .args(["check", "--all-edges"])
+        .arg(example("apt-ruby.dot"))
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    assert_eq!(
+        lines_starting(&stdout_of(&out), "cycle: "),
+        vec![
+            "cycle: ruby -> ruby-rubygems -> ruby",
+            "cycle: libruby -> libruby3.1 -> ruby-sdbm -> libruby",
+            "cycle: libc6 -> libgcc-s1 -> libc6",
+        ]
+    );
+}
+
+#[test]
+fn check_apt_git_is_runnable_once_the_installed_base_is_excluded() {
+    let out = lockstep()
+        .arg("check")
+        .arg(example("apt-git.dot"))
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    assert_eq!(
+        lines_starting(&stdout_of(&out), "cycle: "),
+        vec!["cycle: libc6 -> libgcc-s1 -> libc6"]
+    );
+    lockstep()
+        .arg("check")
+        .arg(example("apt-git.dot"))
+        .args(["--exclude-task", "libc6", "--exclude-task", "libgcc-s1"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("288 task(s)"));
+}
+
+#[test]
+fn check_cargo_metadata_example_is_runnable() {
+    lockstep()
+        .arg("check")
+        .arg(example("cargo-metadata-criterion.json"))
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(
+            "98 task(s), 158 edge(s), 39 root(s)",
+        ))
+        .stderr(predicate::str::contains("named NAME@VERSION"));
+}
+
+#[test]
+fn check_lists_every_problem_of_a_task_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "bad.toml",
+        r#"
+[[task]]
+id = "a"
+deps = ["b", "ghost", "b"]
+
+[[task]]
+id = "b"
+deps = ["a"]
+
+[[task]]
+id = "me"
+deps = ["me"]
+
+[[task]]
+id = "a"
+"#,
+    );
+    let out = lockstep()
+        .arg("check")
+        .arg(&f)
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let stdout = stdout_of(&out);
+    let problems: Vec<&str> = stdout.lines().skip(1).collect();
+    assert_eq!(
+        problems,
+        vec![
+            "duplicate task: a is defined 2 times (lines 3, 15)",
+            "duplicate dependency: a lists b more than once (line 3)",
+            "unknown dependency: a needs unknown ghost",
+            "self-dependency: me",
+            "cycle: a -> b -> a",
+            "cycle: me -> me",
+            "error: the graph cannot run (6 problem(s))",
+        ]
+    );
+}
+
+#[test]
+fn check_dot_with_subgraphs_quotes_and_reverse() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "g.gv",
+        "digraph { \"app\" -> { lib1 lib2 }; lib2 -> lib1 [color=red]; }\n",
+    );
+    lockstep()
+        .arg("check")
+        .arg(&f)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("3 task(s), 3 edge(s), 1 root(s)"));
+    lockstep()
+        .args(["check", "--exclude-edges", "color=red"])
+        .arg(&f)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("3 task(s), 2 edge(s), 2 root(s)"));
+    // Reversed, `app` is the only task with no dependencies.
+    lockstep()
+        .args(["check", "--reverse"])
+        .arg(&f)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("3 task(s), 3 edge(s), 1 root(s)"));
+}
+
+#[test]
+fn unreadable_input_exits_2_naming_file_and_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.toml");
+    lockstep()
+        .arg("check")
+        .arg(&missing)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("missing.toml: cannot read"));
+
+    let bad_toml = write(
+        dir.path(),
+        "bad.toml",
+        "[[task]]\nid = \"a\"\ndep = [\"b\"]\n",
+    );
+    lockstep()
+        .arg("check")
+        .arg(&bad_toml)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "bad.toml:3:1: unknown field `dep`",
+        ));
+
+    let bad_dot = write(dir.path(), "bad.dot", "digraph {\n  a -> ;\n}\n");
+    lockstep()
+        .arg("check")
+        .arg(&bad_dot)
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("bad.dot:2:")
+                .and(predicate::str::contains("DOT syntax error")),
+        );
+
+    let undirected = write(dir.path(), "u.dot", "graph { a -- b }\n");
+    lockstep()
+        .arg("check")
+        .arg(&undirected)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("undirected"));
+
+    let bad_json = write(dir.path(), "m.json", "{\"packages\": [}\n");
+    lockstep()
+        .arg("check")
+        .arg(&bad_json)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("m.json:1:"));
+
+    let unknown = write(dir.path(), "graph.txt", "a -> b\n");
+    lockstep()
+        .arg("check")
+        .arg(&unknown)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cannot tell the format"));
+    // ... unless the format is named.
+    let dot_txt = write(dir.path(), "graph2.txt", "digraph { a -> b }\n");
+    lockstep()
+        .args(["check", "--format", "dot"])
+        .arg(&dot_txt)
+        .assert()
+        .code(0);
+
+    lockstep()
+        .args(["run", "--simulate", "1"])
+        .arg(&missing)
+        .assert()
+        .code(2);
+    lockstep()
+        .args(["check", "--exclude-task", "nope"])
+        .arg(example("pipeline.toml"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "--exclude-task \"nope\": no such task",
+        ));
+}
+
+// ---------------------------------------------------------------- run
+
+#[test]
+fn run_success_honours_order_cwd_and_env() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("work")).unwrap();
+    let f = write(
+        dir.path(),
+        "ok.toml",
+        r#"
+[[task]]
+id = "make"
+cwd = "work"
+command = "echo made > made.txt"
+
+[[task]]
+id = "use"
+deps = ["make"]
+cwd = "work"
+env = { GREETING = "hello from env" }
+command = "cat made.txt && echo \"$GREETING\" && echo to-stderr >&2"
+
+[[task]]
+id = "group"
+deps = ["use"]
+"#,
+    );
+    lockstep()
+        .args(["run", "-j", "2"])
+        .arg(&f)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("[use] made"))
+        .stdout(predicate::str::contains("[use] hello from env"))
+        .stdout(predicate::str::contains("[use] to-stderr"))
+        .stdout(predicate::str::contains("ok      group (no command)"))
+        .stdout(predicate::str::contains(
+            "summary: 3 succeeded, 0 failed, 0 blocked, 0 cancelled",
+        ));
+    assert!(dir.path().join("work/made.txt").exists());
+}
+
+#[test]
+fn run_with_a_failure_blocks_descendants_and_names_the_cause() {
+    let out = lockstep()
+        .args(["run", "-j", "2", "--no-progress"])
+        .arg(example("pipeline.toml"))
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let stdout = stdout_of(&out);
+    assert!(
+        stdout.contains("[plugins] plugins/foo.c: missing header foo.h"),
+        "{stdout}"
+    );
+    assert_eq!(
+        lines_starting(&stdout, "failed: "),
+        vec!["failed: plugins: exit status 1"]
+    );
+    assert_eq!(
+        lines_starting(&stdout, "blocked: "),
+        vec![
+            "blocked: link (cause: plugins failed)",
+            "blocked: test (cause: plugins failed)",
+            "blocked: package (cause: plugins failed)",
+        ]
+    );
+    // Unrelated branches still ran.
+    for ok in ["fetch", "configure", "core", "docs", "lint"] {
+        assert!(
+            stdout.contains(&format!("ok      {ok} (")),
+            "{ok} did not run: {stdout}"
+        );
+    }
+    let summary = lines_starting(&stdout, "summary: ");
+    assert_eq!(summary.len(), 1);
+    assert!(
+        summary[0]
+            .starts_with("summary: 5 succeeded, 1 failed, 3 blocked, 0 cancelled; wall time ")
+    );
+    assert!(summary[0].contains("; critical path "));
+}
+
+#[test]
+fn run_refuses_an_invalid_graph_with_exit_2_and_the_cycles() {
+    lockstep()
+        .args(["run", "--simulate", "1"])
+        .arg(example("apt-ruby.dot"))
+        .assert()
+        .code(2)
+        .stdout(predicate::str::contains(
+            "cycle: libruby -> libruby3.1 -> ruby-sdbm -> libruby\n",
+        ))
+        .stdout(predicate::str::contains(
+            "cycle: libc6 -> libgcc-s1 -> libc6\n",
+        ))
+        .stdout(predicate::str::contains("nothing was run"));
+}
+
+#[test]
+fn dry_run_prints_the_claim_order() {
+    let out = lockstep()
+        .args(["run", "--dry-run", "-j", "2"])
+        .arg(example("pipeline.toml"))
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    let stdout = stdout_of(&out);
+    let order: Vec<&str> = stdout
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().nth(1).unwrap())
+        .collect();
+    // -j 2, completions in claim order: fetch; then configure and lint; configure's
+    // completion readies core, plugins, docs (one slot free: core); lint's frees the next.
+    assert_eq!(
+        order,
+        vec![
+            "fetch",
+            "configure",
+            "lint",
+            "core",
+            "plugins",
+            "docs",
+            "link",
+            "test",
+            "package"
+        ]
+    );
+    // Nothing ran: the failing task printed nothing.
+    assert!(!stdout.contains("[plugins]"));
+    // With one slot the order follows submission order among ready tasks.
+    let out = lockstep()
+        .args(["run", "--dry-run", "-j", "1"])
+        .arg(example("pipeline.toml"))
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    let order: Vec<String> = stdout_of(&out)
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().nth(1).unwrap().to_string())
+        .collect();
+    assert_eq!(
+        order,
+        vec![
+            "fetch",
+            "configure",
+            "core",
+            "plugins",
+            "docs",
+            "lint",
+            "link",
+            "test",
+            "package"
+        ]
+    );
+}
+
+#[test]
+fn simulate_runs_the_cargo_metadata_example() {
+    lockstep()
+        .args(["run", "--simulate", "5", "-j", "2"])
+        .arg(example("cargo-metadata-criterion.json"))
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(
+            "summary: 98 succeeded, 0 failed, 0 blocked, 0 cancelled",
+        ))
+        .stdout(predicate::str::contains("-> criterion)"));
+}
+
+#[test]
+fn tasks_without_commands_succeed_at_once() {
+    lockstep()
+        .args(["run", "-j", "3"])
+        .arg(example("apt-git.dot"))
+        .args(["--exclude-task", "libc6", "--exclude-task", "libgcc-s1"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("ok      git (no command)"))
+        .stdout(predicate::str::contains("summary: 288 succeeded"));
+}
+
+/// Six independent tasks, each logging `start ID` and `end ID` around a sleep. The
+/// scheduler holds a slot from claim to completion, which encloses each task's logged
+/// interval, so at no point in the log may more than N tasks be between start and end.
+fn max_overlap(jobs: u32) -> usize {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("events.log");
+    let mut toml = String::new();
+    for i in 0..6 {
+        toml.push_str(&format!(
+            "[[task]]\nid = \"t{i}\"\ncommand = \"echo start t{i} >> '{log}'; sleep 0.15; echo end t{i} >> '{log}'\"\n\n",
+            log = log.display()
+        ));
+    }
+    let f = write(dir.path(), "par.toml", &toml);
+    lockstep()
+        .args(["run", "-j", &jobs.to_string()])
+        .arg(&f)
+        .assert()
+        .code(0);
+    let events = std::fs::read_to_string(&log).unwrap();
+    let mut inside = 0usize;
+    let mut max = 0usize;
+    let mut starts = 0;
+    for e in events.lines() {
+        if e.starts_with("start ") {
+            inside += 1;
+            starts += 1;
+            max = max.max(inside);
+        } else {
+            assert!(e.starts_with("end "), "{e}");
+            inside -= 1;
+        }
+    }
+    assert_eq!(starts, 6, "{events}");
+    assert_eq!(inside, 0);
+    max
+}
+
+#[test]
+fn jobs_limit_bounds_the_overlap_of_running_commands() {
+    for jobs in [1, 2, 3] {
+        let max = max_overlap(jobs);
+        assert!(max <= jobs as usize, "-j {jobs}: {max} tasks overlapped");
+    }
+}
+
+#[test]
+fn log_dir_receives_each_tasks_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    lockstep()
+        .args(["run", "-j", "2", "--log-dir"])
+        .arg(&logs)
+        .arg(example("pipeline.toml"))
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("[plugins]").not());
+    let plugins = std::fs::read_to_string(logs.join("0003-plugins.log")).unwrap();
+    assert_eq!(
+        plugins,
+        "compiling plugins\nplugins/foo.c: missing header foo.h\n"
+    );
+    assert!(logs.join("0000-fetch.log").exists());
+    assert!(
+        !logs.join("0006-link.log").exists(),
+        "blocked tasks never ran"
+    );
+}
+
+#[test]
+fn jobs_zero_is_refused_by_the_command_line() {
+    lockstep()
+        .args(["run", "-j", "0"])
+        .arg(example("pipeline.toml"))
+        .assert()
+        .code(2);
+}
