@@ -257,13 +257,10 @@ impl<K: TaskKey> SchedulerModel<K> {
         let mut waiting_on = Vec::new();
         let mut blocked_by = None;
         for d in &deps {
-            if *d == id {
-                // Semantics "Submit" (self-dependency): `id` names the version being
-                // submitted, which cannot satisfy itself: it waits on itself (and `start` or
-                // the after-start check reports the self-loop `[id, id]`).
-                waiting_on.push(d.clone());
-                continue;
-            }
+            // Semantics "Submit" (self-dependency): `self.tasks` still holds the version
+            // being replaced, so a dependency on `id` itself is judged against that old
+            // version like any other (a pending or ready old version, or none: wait). The
+            // self-loop is a cycle that `start` or the after-start check reports as `[id, id]`.
             match self.tasks.get(d) {
                 // Snapshot: a dependency that already succeeded is satisfied for good; a later
                 // resubmission of it does not affect this version.
@@ -326,8 +323,10 @@ impl<K: TaskKey> SchedulerModel<K> {
     /// Starts scheduling: validates every current version's dependencies and, if the graph
     /// is runnable, moves from building to started. Idempotent once started.
     ///
+    /// `close()` does not prevent starting (it stops claims and submissions, not validation):
+    /// a closed scheduler still validates and may become started, with nothing left to claim.
+    ///
     /// # Errors
-    /// * [`SchedulerError::Closed`] after `close()` (checked first, even if already started);
     /// * [`SchedulerError::UnknownDependency`]: every (task, missing dependency) pair, ordered
     ///   by the task's submission sequence then list order;
     /// * [`SchedulerError::Cycles`]: one canonical cycle per cyclic strongly connected
@@ -336,11 +335,8 @@ impl<K: TaskKey> SchedulerModel<K> {
     /// On error nothing changes and the scheduler stays in building (semantics "Phases").
     /// Complexity O(V + E) the first time, O(1) afterwards.
     pub fn start(&mut self) -> Result<(), SchedulerError<K>> {
-        // Semantics "Phases" (start after close): closed is checked first, as in `submit` and
-        // `ready`: a closed scheduler begins no work.
-        if self.closed {
-            return Err(SchedulerError::Closed);
-        }
+        // Semantics "Close": close rejects `submit` and `ready`, not `start`; starting a closed
+        // scheduler validates as usual and claims nothing (every queued version is cancelled).
         if self.started {
             return Ok(());
         }
@@ -618,7 +614,7 @@ impl<K: TaskKey> SchedulerModel<K> {
         }
     }
 
-    /// Closes the scheduler: later `submit`, `start`, `ready` and `ready_at_most` return
+    /// Closes the scheduler: later `submit`, `ready` and `ready_at_most` return
     /// [`SchedulerError::Closed`]; every pending and ready version is cancelled with reason
     /// [`CancelReason::Closed`] (cancelled, not blocked: nothing failed). Running versions
     /// keep their slots; their callbacks are still accepted.
@@ -1114,7 +1110,7 @@ mod tests {
     fn self_loop_is_a_cycle() {
         let mut m = M::new(1);
         m.submit("a", vec!["a"]).unwrap();
-        // The self-dependency names the new version itself: it waits on itself.
+        // "a" was not yet submitted when its dependency was judged: it waits on itself.
         assert_eq!(m.state(&"a"), Some(Pending));
         let expected = vec![cycle(&["a", "a"])];
         assert_eq!(m.check().cycles, expected);
@@ -1364,7 +1360,8 @@ mod tests {
         assert_eq!(m.submit("q", vec![]), Err(SchedulerError::Closed));
         assert_eq!(m.ready(), Err(SchedulerError::Closed));
         assert_eq!(m.ready_at_most(0), Err(SchedulerError::Closed));
-        assert_eq!(m.start(), Err(SchedulerError::Closed));
+        // Starting is still allowed (it is already started here: idempotent).
+        assert_eq!(m.start(), Ok(()));
         // Running work finishes after close.
         assert_eq!(m.complete(&"r", g(1)), applied(0, 0));
         assert_eq!(
@@ -1375,6 +1372,49 @@ mod tests {
             }
         );
         assert!(m.is_closed());
+    }
+
+    #[test]
+    fn start_after_close_validates_and_claims_nothing() {
+        let mut m = M::new(1);
+        m.submit("a", vec!["ghost"]).unwrap();
+        m.close();
+        // close() does not forbid starting; validation still applies.
+        assert_eq!(
+            m.start(),
+            Err(SchedulerError::UnknownDependency {
+                missing: vec![MissingDependency {
+                    task: "a",
+                    dependency: "ghost"
+                }]
+            })
+        );
+        assert!(!m.is_started());
+        let mut m = M::new(1);
+        m.submit("a", vec![]).unwrap();
+        m.close();
+        assert_eq!(m.start(), Ok(()));
+        assert!(m.is_started());
+        assert_eq!(m.ready(), Err(SchedulerError::Closed));
+        assert_eq!(m.state(&"a"), Some(Cancelled));
+    }
+
+    #[test]
+    fn self_dependency_is_judged_against_the_version_it_replaces() {
+        let mut m = M::new(1);
+        m.submit("a", vec![]).unwrap();
+        m.submit("w", vec!["a"]).unwrap();
+        // Pending/ready old version: the new one waits (on its own id).
+        assert_eq!(m.submit("a", vec!["a"]), Ok(g(2)));
+        assert_eq!(m.state(&"a"), Some(Pending));
+        assert_eq!(m.state(&"w"), Some(Pending));
+        // Cancelled old version: the new one is blocked at once by the old one, and so is
+        // "w", which waited on "a".
+        m.cancel(&"a").unwrap();
+        assert_eq!(m.blocked_by(&"w"), Some(cause("a", 2, Cancelled)));
+        assert_eq!(m.submit("a", vec!["a"]), Ok(g(3)));
+        assert_eq!(m.blocked_by(&"a"), Some(cause("a", 2, Cancelled)));
+        assert_eq!(m.check().cycles, vec![cycle(&["a", "a"])]);
     }
 
     #[test]
