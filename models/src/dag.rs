@@ -1418,6 +1418,23 @@ mod tests {
     }
 
     #[test]
+    fn ready_at_most_zero_still_starts_and_validates() {
+        let mut m = M::new(1);
+        m.submit("a", vec!["a"]).unwrap();
+        assert_eq!(
+            m.ready_at_most(0),
+            Err(SchedulerError::Cycles {
+                cycles: vec![cycle(&["a", "a"])]
+            })
+        );
+        assert!(!m.is_started());
+        m.submit("a", vec![]).unwrap();
+        assert_eq!(m.ready_at_most(0), Ok(vec![]));
+        assert!(m.is_started());
+        assert_eq!(m.state(&"a"), Some(Ready));
+    }
+
+    #[test]
     fn zero_capacity_claims_nothing() {
         let mut m = M::new(0);
         m.submit("a", vec![]).unwrap();
@@ -1567,6 +1584,7 @@ mod tests {
         m.submit("b", vec!["a"]).unwrap();
         m.ready().unwrap();
         assert!(!m.cancel_requested(&"a"));
+        assert_eq!(m.cancel(&"a"), Ok(CancelOutcome::Requested));
         assert_eq!(m.cancel(&"a"), Ok(CancelOutcome::Requested));
         assert_eq!(m.state(&"a"), Some(Running));
         assert!(m.cancel_requested(&"a"));
