@@ -203,13 +203,24 @@ env = { CFLAGS = "-O2", X = "1" }
     }
 
     #[test]
-    fn arbitrary_bytes_never_panic() {
-        // A cheap deterministic fuzz: every prefix of a valid file, and some junk.
+    fn truncations_and_junk_are_typed_errors_with_positions_inside_the_text() {
+        // Every prefix of a valid file either parses or is a typed error whose location is
+        // inside the prefix; never a panic.
         let valid =
             "[[task]]\nid = \"a\"\ncommand = \"echo hi\"\ndeps = [\"b\"]\nenv = { K = \"V\" }\n";
+        let mut parsed = 0;
         for end in 0..=valid.len() {
-            let _ = parse(&valid[..end], p());
+            let text = &valid[..end];
+            match parse(text, p()) {
+                Ok(_) => parsed += 1,
+                Err(ReadError::Toml { at, .. }) => {
+                    assert!(at.line <= text.lines().count() + 1, "prefix {end}: {at}");
+                }
+                Err(ReadError::EmptyId { .. }) => {}
+                Err(other) => panic!("prefix {end}: unexpected {other:?}"),
+            }
         }
+        assert!(parsed >= 2, "the empty prefix and the whole file parse");
         for junk in [
             "[[[[",
             "]]",
@@ -219,7 +230,10 @@ env = { CFLAGS = "-O2", X = "1" }
             "a.b.c = 1",
             "[task]\nid=\"a\"",
         ] {
-            let _ = parse(junk, p());
+            assert!(
+                matches!(parse(junk, p()), Err(ReadError::Toml { .. })),
+                "{junk:?} should be refused"
+            );
         }
     }
 }
