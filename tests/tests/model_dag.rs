@@ -679,11 +679,25 @@ fn generated_sequences_cover_every_state_error_and_outcome() {
             .expect("strategy generates")
             .current();
         for op in &ops {
+            let blocked = |m: &SchedulerModel<String>| {
+                m.snapshot()
+                    .iter()
+                    .filter(|(_, st)| st.state == TaskState::Blocked)
+                    .count()
+            };
+            let blocked_before = blocked(&state.model);
             state = <DagMachine<SmallPool> as ReferenceStateMachine>::apply(state, op);
             for (_, st) in state.model.snapshot() {
                 seen.insert(format!("state {:?}", st.state));
             }
+            if matches!(op, Op::Submit(..)) && blocked(&state.model) > blocked_before + 1 {
+                // A replacement born blocked blocked those waiting on its id.
+                seen.insert("submit blocks waiters".into());
+            }
             let label = match state.last.as_ref().expect("set by apply") {
+                Output::Submit(Err(SchedulerError::Cycles { .. })) => {
+                    "submit closes a cycle".into()
+                }
                 Output::Submit(Err(e))
                 | Output::Start(Err(e))
                 | Output::Claims(Err(e))
@@ -724,6 +738,8 @@ fn generated_sequences_cover_every_state_error_and_outcome() {
             "cancel AlreadyTerminal",
             "claims several",
             "check cycles",
+            "submit closes a cycle",
+            "submit blocks waiters",
         ]
         .map(String::from),
     ) {
