@@ -329,6 +329,39 @@ mod tests {
     }
 
     #[test]
+    fn deep_nesting_in_ignored_fields_is_an_error_not_a_stack_overflow() {
+        // Unclosed: an EOF error at the end.
+        let text = format!("{{\"x\": {}", "[".repeat(200_000));
+        let err = parse(&text, p(), false).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ReadError::Json {
+                    at: Location {
+                        line: 1,
+                        column: 200_006
+                    },
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        // Closed: skipped without recursion, then the missing fields are reported.
+        let text = format!("{{\"x\": {}{}}}", "[".repeat(200_000), "]".repeat(200_000));
+        let err = parse(&text, p(), false).unwrap_err();
+        assert!(
+            err.to_string().contains("missing field `packages`"),
+            "{err}"
+        );
+        // Nested where a typed struct is expected: serde_json's recursion limit.
+        let text = format!("{{\"packages\": [{}", "{\"a\": ".repeat(200_000));
+        assert!(matches!(
+            parse(&text, p(), false),
+            Err(ReadError::Json { .. })
+        ));
+    }
+
+    #[test]
     fn truncations_never_panic() {
         for end in (0..META.len()).step_by(7) {
             let r = parse(&META[..end], p(), false);

@@ -197,6 +197,14 @@ env = { CFLAGS = "-O2", X = "1" }
     }
 
     #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let text = format!("[[task]]\nid = \"a\"\ndeps = {}\n", "[".repeat(200_000));
+        let (at, msg) = toml_err(&text);
+        assert_eq!(at.line, 3);
+        assert!(msg.contains("recurs"), "{msg}");
+    }
+
+    #[test]
     fn empty_id_is_refused() {
         let err = parse("[[task]]\nid = \"x\"\n[[task]]\nid = \"\"\n", p()).unwrap_err();
         assert!(matches!(err, ReadError::EmptyId { line: 4, .. }), "{err:?}");
