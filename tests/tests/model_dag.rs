@@ -321,16 +321,19 @@ fn deps_strategy<K: TaskKey>(id: &K, known: &[K], pool: &[K], ghost: &K) -> Boxe
         .collect();
     let mut with_ghost = pool.to_vec();
     with_ghost.push(ghost.clone());
+    // Wider lists for wider pools (the large pool reaches five).
+    let width = (pool.len() / 3).max(3);
     let mut anything = with_ghost.clone();
     anything.push(id.clone());
     weighted(vec![
-        (8, prefix(earlier, 3)),
-        (4, prefix(pool.to_vec(), 3)),
+        (8, prefix(earlier, width)),
+        (4, prefix(pool.to_vec(), width)),
         (1, prefix(with_ghost.clone(), 2)),
-        // Free draws: self-loops and duplicates.
+        // Free draws (`id` twice in the urn): self-loops and duplicates, in lists up to longer
+        // than the pool itself (the large pool's reach past sixteen entries).
         (
             1,
-            proptest::collection::vec(select(anything), 1..=4).boxed(),
+            proptest::collection::vec(select(anything), 1..=pool.len() + 2).boxed(),
         ),
     ])
 }
