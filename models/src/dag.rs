@@ -43,7 +43,7 @@
 //!
 //! # The data
 //!
-//! The model keeps, for each task id, only its **current version** ([`Version`]): the
+//! The model keeps, for each task id, only its **current version** (the private `Version`): the
 //! generation, the global submission sequence number, the dependency list as given, the state,
 //! the set of ids it still waits on, and the terminal details (`blocked_by`, `cancelled_by`,
 //! `error`). A dependency edge points at an **id**, never at a particular version: a task
