@@ -1,0 +1,485 @@
+//! The production pool against its sequential model (SPEC Part B), step by step.
+//!
+//! proptest-state-machine generates a sequence of steps from the model
+//! (`lockstep_models::pool::PoolModel`); each step is applied to the model and to the
+//! production pool's deterministic stepping core (`lockstep_pool::step::StepPool`, the same
+//! take/steal/run/exit functions the threaded workers call, minus the threads), and every
+//! returned value is compared, then every observable: lifecycle state, outstanding count,
+//! each worker's deque and inbox length and claimed task, every counter, and the result of
+//! every task handle as soon as it resolves.
+//!
+//! `PROPTEST_CASES=n` changes the number of cases (default below).
+
+#![cfg(not(any(loom, shuttle)))]
+
+use lockstep_models::pool::{Found, Outcome, PoolModel, Program};
+use lockstep_pool::step::{StepFound, StepPool};
+use lockstep_pool::{JoinHandle, TaskId, WorkerContext};
+use proptest::prelude::*;
+use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state_machine};
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex, Once};
+
+/// Panic messages of generated tasks start with this; the test's panic hook keeps them quiet.
+const PANIC_PREFIX: &str = "model-panic ";
+
+#[derive(Debug, Clone)]
+enum Step {
+    Submit {
+        worker: usize,
+        program: Program,
+    },
+    Take(usize),
+    Steal {
+        thief: usize,
+        victim: usize,
+    },
+    Run(usize),
+    /// Cancel one known task: the pick modulo the number of tasks.
+    Cancel(usize),
+    Shutdown,
+    Exit(usize),
+}
+
+fn program_strategy() -> impl Strategy<Value = Program> {
+    let outcome = prop_oneof![
+        4 => any::<u8>().prop_map(|v| Outcome::Return(u64::from(v))),
+        1 => any::<u8>().prop_map(|v| Outcome::Panic(format!("{PANIC_PREFIX}{v}"))),
+    ];
+    let leaf = outcome.clone().prop_map(|outcome| Program {
+        children: vec![],
+        outcome,
+    });
+    leaf.prop_recursive(3, 12, 3, move |inner| {
+        (prop::collection::vec(inner, 0..4), outcome.clone())
+            .prop_map(|(children, outcome)| Program { children, outcome })
+    })
+}
+
+struct PoolMachine;
+
+impl ReferenceStateMachine for PoolMachine {
+    type State = PoolModel;
+    type Transition = Step;
+
+    fn init_state() -> BoxedStrategy<PoolModel> {
+        (1usize..=3, 1usize..=3)
+            .prop_map(|(w, b)| {
+                PoolModel::new(
+                    NonZeroUsize::new(w).expect("1..=3"),
+                    NonZeroUsize::new(b).expect("1..=3"),
+                )
+            })
+            .boxed()
+    }
+
+    fn transitions(state: &PoolModel) -> BoxedStrategy<Step> {
+        let n = state.worker_count();
+        let worker = 0..n;
+        let steal = if n > 1 {
+            (0..n, 1..n)
+                .prop_map(move |(thief, off)| Step::Steal {
+                    thief,
+                    victim: (thief + off) % n,
+                })
+                .boxed()
+        } else {
+            worker.clone().prop_map(Step::Take).boxed()
+        };
+        prop_oneof![
+            3 => (worker.clone(), program_strategy())
+                .prop_map(|(worker, program)| Step::Submit { worker, program }),
+            4 => worker.clone().prop_map(Step::Take),
+            3 => steal,
+            4 => worker.clone().prop_map(Step::Run),
+            1 => any::<usize>().prop_map(Step::Cancel),
+            1 => Just(Step::Shutdown),
+            1 => worker.prop_map(Step::Exit),
+        ]
+        .boxed()
+    }
+
+    fn preconditions(state: &PoolModel, step: &Step) -> bool {
+        let idle = |w: usize| !state.workers()[w].exited && state.workers()[w].current.is_none();
+        match step {
+            Step::Take(w) => idle(*w),
+            Step::Steal { thief, .. } => idle(*thief),
+            Step::Cancel(_) => !state.tasks().is_empty(),
+            Step::Submit { .. } | Step::Run(_) | Step::Shutdown | Step::Exit(_) => true,
+        }
+    }
+
+    fn apply(mut state: PoolModel, step: &Step) -> PoolModel {
+        apply_to_model(&mut state, step);
+        state
+    }
+}
+
+/// What a step returned, in a form both sides can produce.
+#[derive(Debug, PartialEq, Eq)]
+enum Answer {
+    Submitted(Result<u64, lockstep_contract::PoolError>),
+    Found(Found),
+    Ran(Option<(u64, bool, Vec<u64>)>),
+    Cancelled(bool),
+    Nothing,
+    Exited(bool),
+}
+
+fn cancel_target(model: &PoolModel, pick: usize) -> u64 {
+    (pick % model.tasks().len()) as u64
+}
+
+fn apply_to_model(m: &mut PoolModel, step: &Step) -> Answer {
+    match step {
+        Step::Submit { worker, program } => Answer::Submitted(m.submit(*worker, program.clone())),
+        Step::Take(w) => Answer::Found(m.take(*w)),
+        Step::Steal { thief, victim } => Answer::Found(m.steal(*thief, *victim)),
+        Step::Run(w) => Answer::Ran(m.run(*w).map(|r| (r.task, r.panicked, r.children))),
+        Step::Cancel(pick) => {
+            let no = cancel_target(m, *pick);
+            Answer::Cancelled(m.cancel(no))
+        }
+        Step::Shutdown => {
+            m.shutdown();
+            Answer::Nothing
+        }
+        Step::Exit(w) => Answer::Exited(m.try_exit(*w)),
+    }
+}
+
+/// Child handles, as the running closures hand them over.
+type Registry = Arc<Mutex<Vec<JoinHandle<u64>>>>;
+
+/// The production closure for a program: spawn each child (recording its handle), then
+/// return or panic.
+fn task_for(
+    program: Program,
+    registry: Registry,
+) -> impl FnOnce(&WorkerContext<'_>) -> u64 + Send + 'static {
+    move |ctx| {
+        for child in program.children {
+            let h = ctx
+                .spawn(task_for(child, Arc::clone(&registry)))
+                .expect("a running task can always spawn");
+            registry.lock().expect("registry").push(h);
+        }
+        match program.outcome {
+            Outcome::Return(v) => v,
+            Outcome::Panic(message) => std::panic::panic_any(message),
+        }
+    }
+}
+
+struct Sut {
+    pool: StepPool,
+    /// The model as this side sees it, to know each step's expected answer.
+    model: PoolModel,
+    /// Handles by task number; `None` once joined.
+    handles: Vec<Option<JoinHandle<u64>>>,
+    registry: Registry,
+    /// Children spawned by the step being applied, in order.
+    last_children: Vec<u64>,
+}
+
+impl Sut {
+    fn adopt_children(&mut self) {
+        self.last_children.clear();
+        let new: Vec<_> = self.registry.lock().expect("registry").drain(..).collect();
+        for h in new {
+            let TaskId(no) = h.id();
+            assert_eq!(
+                no as usize,
+                self.handles.len(),
+                "children are numbered in order"
+            );
+            self.last_children.push(no);
+            self.handles.push(Some(h));
+        }
+    }
+
+    fn apply_to_pool(&mut self, step: &Step) -> Answer {
+        let found = |f: StepFound| match f {
+            StepFound::Empty => Found::Empty,
+            StepFound::Claimed(TaskId(n)) => Found::Claimed(n),
+            StepFound::Discarded(TaskId(n)) => Found::Discarded(n),
+            StepFound::Retry => panic!("the locked deque never asks for a retry"),
+        };
+        match step {
+            Step::Submit { worker, program } => {
+                let r = self.pool.submit_to(
+                    *worker,
+                    task_for(program.clone(), Arc::clone(&self.registry)),
+                );
+                Answer::Submitted(r.map(|h| {
+                    let TaskId(no) = h.id();
+                    assert_eq!(no as usize, self.handles.len());
+                    self.handles.push(Some(h));
+                    no
+                }))
+            }
+            Step::Take(w) => Answer::Found(found(self.pool.take(*w))),
+            Step::Steal { thief, victim } => Answer::Found(found(self.pool.steal(*thief, *victim))),
+            Step::Run(w) => {
+                let ran = self.pool.run(*w);
+                self.adopt_children();
+                Answer::Ran(ran.map(|r| (r.task.0, r.panicked, self.last_children.clone())))
+            }
+            Step::Cancel(pick) => {
+                let no = cancel_target(&self.model, *pick) as usize;
+                // A joined handle is gone; its task is finished, so cancel must say false.
+                Answer::Cancelled(self.handles[no].as_ref().is_some_and(JoinHandle::cancel))
+            }
+            Step::Shutdown => {
+                self.pool.shutdown();
+                Answer::Nothing
+            }
+            Step::Exit(w) => Answer::Exited(self.pool.try_exit(*w)),
+        }
+    }
+
+    /// Every observable, production against model.
+    fn compare(&mut self) {
+        let (p, m) = (&self.pool, &self.model);
+        assert_eq!(p.state(), m.state(), "state");
+        assert_eq!(p.outstanding(), m.outstanding(), "outstanding");
+        let metrics = p.metrics();
+        assert_eq!(metrics.roots_accepted, m.roots_accepted(), "roots accepted");
+        assert_eq!(metrics.roots_rejected, m.roots_rejected(), "roots rejected");
+        assert_eq!(metrics.children_spawned, m.children_spawned(), "children");
+        for (w, mw) in m.workers().iter().enumerate() {
+            assert_eq!(p.deque_len(w), mw.deque.len(), "worker {w} deque length");
+            assert_eq!(p.inbox_len(w), mw.inbox.len(), "worker {w} inbox length");
+            assert_eq!(
+                p.current(w).map(|t| t.0),
+                mw.current,
+                "worker {w} claimed task"
+            );
+            let pw = metrics.workers[w];
+            let c = mw.counts;
+            assert_eq!(
+                (
+                    pw.tasks_run,
+                    pw.panics,
+                    pw.steals,
+                    pw.failed_steals,
+                    pw.discarded
+                ),
+                (
+                    c.tasks_run,
+                    c.panics,
+                    c.steals,
+                    c.failed_steals,
+                    c.discarded
+                ),
+                "worker {w} counters (run, panics, steals, failed, discarded)"
+            );
+            assert_eq!(pw.parks, 0, "the stepping core never parks");
+        }
+        assert_eq!(
+            self.handles.len(),
+            m.tasks().len(),
+            "every task has a handle"
+        );
+        for (no, slot) in self.handles.iter_mut().enumerate() {
+            let want = m.result(no as u64);
+            let Some(h) = slot else {
+                assert!(want.is_some(), "task {no} was joined, so it is finished");
+                continue;
+            };
+            assert_eq!(h.is_finished(), want.is_some(), "task {no} finished?");
+            if let Some(want) = want {
+                let h = slot.take().expect("present");
+                assert_eq!(&h.join(), want, "task {no} result");
+            }
+        }
+    }
+}
+
+impl StateMachineTest for PoolMachine {
+    type SystemUnderTest = Sut;
+    type Reference = PoolMachine;
+
+    fn init_test(model: &PoolModel) -> Sut {
+        quiet_generated_panics();
+        Sut {
+            pool: StepPool::new(model.worker_count(), model.steal_batch())
+                .expect("sizes from the model are valid"),
+            model: model.clone(),
+            handles: Vec::new(),
+            registry: Arc::new(Mutex::new(Vec::new())),
+            last_children: Vec::new(),
+        }
+    }
+
+    fn apply(mut sut: Sut, ref_after: &PoolModel, step: Step) -> Sut {
+        let want = apply_to_model(&mut sut.model, &step);
+        assert_eq!(
+            &sut.model, ref_after,
+            "the test's model copy follows the reference"
+        );
+        let got = sut.apply_to_pool(&step);
+        assert_eq!(got, want, "step {step:?}");
+        sut.compare();
+        sut
+    }
+
+    fn teardown(mut sut: Sut, model: PoolModel) {
+        // Drive what is left to the end: shutdown, then every worker takes, steals and runs
+        // until all can exit; the two sides must agree on the way.
+        let n = model.worker_count();
+        let mut steps = vec![Step::Shutdown];
+        for _ in 0..10_000 {
+            if sut.model.workers().iter().all(|w| w.exited) {
+                break;
+            }
+            steps.clear();
+            for w in 0..n {
+                let mw = &sut.model.workers()[w];
+                if mw.exited {
+                    continue;
+                }
+                if mw.current.is_some() {
+                    steps.push(Step::Run(w));
+                    continue;
+                }
+                steps.push(Step::Take(w));
+                for v in (0..n).filter(|v| *v != w) {
+                    steps.push(Step::Steal {
+                        thief: w,
+                        victim: v,
+                    });
+                }
+                steps.push(Step::Exit(w));
+            }
+            steps.insert(0, Step::Shutdown);
+            for step in &steps {
+                let w = match step {
+                    Step::Take(w) | Step::Exit(w) | Step::Run(w) => Some(*w),
+                    Step::Steal { thief, .. } => Some(*thief),
+                    _ => None,
+                };
+                if let Some(w) = w {
+                    let mw = &sut.model.workers()[w];
+                    let idle = !mw.exited && mw.current.is_none();
+                    if matches!(step, Step::Take(_) | Step::Steal { .. }) && !idle {
+                        continue;
+                    }
+                }
+                let want = apply_to_model(&mut sut.model, step);
+                let got = sut.apply_to_pool(step);
+                assert_eq!(got, want, "teardown step {step:?}");
+                sut.compare();
+            }
+        }
+        assert_eq!(
+            sut.model.state(),
+            lockstep_contract::PoolState::Terminated,
+            "the drain finished"
+        );
+        assert!(
+            sut.handles.iter().all(Option::is_none),
+            "every handle resolved"
+        );
+    }
+}
+
+/// Generated tasks panic on purpose; keep the default hook for every other panic.
+fn quiet_generated_panics() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let generated = info
+                .payload()
+                .downcast_ref::<String>()
+                .is_some_and(|s| s.starts_with(PANIC_PREFIX));
+            if !generated {
+                default(info);
+            }
+        }));
+    });
+}
+
+prop_state_machine! {
+    #![proptest_config(ProptestConfig {
+        cases: 512,
+        max_shrink_iters: 4096,
+        .. ProptestConfig::default()
+    })]
+
+    /// Random step sequences: production and model answer every step alike.
+    #[test]
+    fn pool_matches_model_step_by_step(sequential 1..80 => PoolMachine);
+}
+
+/// A fixed sequence through the interesting corners, so that they are covered on every run
+/// whatever the generator draws: children during the drain, a cancelled husk taken by a
+/// batch steal, a panicking parent, exit refused while work is outstanding, rejected roots.
+#[test]
+fn pool_matches_model_on_a_scripted_drain() {
+    let leaf = |v| Program {
+        children: vec![],
+        outcome: Outcome::Return(v),
+    };
+    let parent = Program {
+        children: vec![leaf(1), leaf(2), leaf(3), leaf(4)],
+        outcome: Outcome::Panic(format!("{PANIC_PREFIX}parent")),
+    };
+    let model = PoolModel::new(
+        NonZeroUsize::new(2).expect("2"),
+        NonZeroUsize::new(3).expect("3"),
+    );
+    let mut sut = <PoolMachine as StateMachineTest>::init_test(&model);
+    let script = vec![
+        Step::Submit {
+            worker: 0,
+            program: parent,
+        },
+        Step::Submit {
+            worker: 1,
+            program: leaf(10),
+        },
+        Step::Take(0),
+        Step::Shutdown,
+        Step::Submit {
+            worker: 0,
+            program: leaf(11),
+        },
+        Step::Run(0),    // spawns 2, 3, 4, 5 during the drain, then panics
+        Step::Cancel(2), // the oldest child, at the top of worker 0's deque
+        Step::Exit(1),
+        Step::Steal {
+            thief: 1,
+            victim: 0,
+        },
+        Step::Run(1),
+        Step::Take(1),
+        Step::Take(0),
+        Step::Run(0),
+        Step::Run(1),
+        Step::Take(1), // worker 1's deque is empty: its inbox root
+        Step::Take(0),
+        Step::Exit(0), // refused: worker 0 holds a task
+        Step::Run(0),
+        Step::Run(1),
+        Step::Steal {
+            thief: 0,
+            victim: 1,
+        },
+        Step::Exit(0),
+    ];
+    let mut model = model;
+    for step in script {
+        model = <PoolMachine as ReferenceStateMachine>::apply(model, &step);
+        sut = <PoolMachine as StateMachineTest>::apply(sut, &model, step);
+    }
+    let m = &sut.model;
+    assert_eq!(m.roots_rejected(), 1);
+    assert_eq!(m.children_spawned(), 4);
+    assert!(
+        m.workers().iter().map(|w| w.counts.discarded).sum::<u64>() >= 1,
+        "the cancelled child was discarded: {m:?}"
+    );
+    <PoolMachine as StateMachineTest>::teardown(sut, model);
+}
