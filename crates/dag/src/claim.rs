@@ -32,7 +32,7 @@ impl CancelToken {
 
     /// True once `cancel` was called for the version this token belongs to.
     ///
-    /// O(1), lock-free, never blocks.
+    /// O(1), lock-free, never blocks, never panics.
     pub fn is_cancelled(&self) -> bool {
         self.0.load(Ordering::Acquire)
     }
@@ -67,7 +67,7 @@ pub struct Claim<K, P> {
 impl<K: Clone, P> Claim<K, P> {
     /// The claimed version as a [`VersionRef`], the form the sequential model returns.
     ///
-    /// O(1) plus one clone of the id.
+    /// O(1) plus one clone of the id; never panics.
     pub fn version(&self) -> VersionRef<K> {
         VersionRef {
             id: self.id.clone(),

@@ -263,14 +263,15 @@ impl<K: TaskKey, P> Core<K, P> {
             .collect()
     }
 
-    /// `submit`, checks in the order of `docs/semantics.md` "Submit". Payloads that can no
-    /// longer run (the replaced version's, or this one's if it is blocked at once) go to
-    /// `garbage`, to be dropped outside the lock.
+    /// `submit`, checks in the order of `docs/semantics.md` "Submit". The payload is taken out
+    /// of `payload` only if the submission is accepted (a refused one leaves it for the caller
+    /// to drop outside the lock). Payloads that can no longer run (the replaced version's, or
+    /// this one's if it is blocked at once) go to `garbage`, to be dropped outside the lock.
     pub(crate) fn submit(
         &mut self,
         id: K,
         deps: Vec<K>,
-        payload: P,
+        payload: &mut Option<P>,
         garbage: &mut Vec<P>,
     ) -> Result<Generation, SchedulerError<K>> {
         // 1. closed
@@ -429,9 +430,9 @@ impl<K: TaskKey, P> Core<K, P> {
         if let Some(c) = &cause {
             ver.state = TaskState::Blocked;
             ver.detail = Some(Box::new(Detail::Blocked(c.clone())));
-            garbage.push(payload);
+            garbage.extend(payload.take());
         } else {
-            ver.payload = Some(payload);
+            ver.payload = payload.take();
             if ver.remaining == 0 {
                 ver.state = TaskState::Ready;
                 self.ready.insert(seq, n);

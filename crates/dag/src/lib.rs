@@ -142,7 +142,7 @@ pub struct StateCounts {
 }
 
 impl StateCounts {
-    /// The count for one state. O(1).
+    /// The count for one state. O(1); never panics.
     pub fn get(&self, state: TaskState) -> usize {
         match state {
             TaskState::Pending => self.pending,
@@ -155,7 +155,7 @@ impl StateCounts {
         }
     }
 
-    /// The number of submitted ids (the sum of all seven counts). O(1).
+    /// The number of submitted ids (the sum of all seven counts). O(1); never panics.
     pub fn total(&self) -> usize {
         TaskState::ALL.iter().map(|&s| self.get(s)).sum()
     }
@@ -184,7 +184,7 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
     /// An empty scheduler, building, allowing at most `max_concurrency` versions to run at
     /// once. Zero is legal: such a scheduler validates and starts, but never claims anything.
     ///
-    /// O(1).
+    /// O(1); never panics.
     pub fn new(max_concurrency: usize) -> Self {
         Self {
             core: Mutex::new(Core::new(max_concurrency)),
@@ -232,9 +232,12 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
         payload: P,
     ) -> Result<Generation, SchedulerError<K>> {
         let deps: Vec<K> = deps.into_iter().collect();
+        let mut payload = Some(payload);
         let mut garbage = Vec::new();
-        let result = self.lock().submit(id, deps, payload, &mut garbage);
-        drop(garbage); // outside the lock
+        let result = self.lock().submit(id, deps, &mut payload, &mut garbage);
+        // Outside the lock: a refused submission's payload, and any that can no longer run.
+        drop(payload);
+        drop(garbage);
         result
     }
 
@@ -447,30 +450,33 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
     }
 
     /// Everything observable about the current version of `id`, or `None` for an id never
-    /// submitted (a dependency named but not submitted is not known). O(1).
+    /// submitted (a dependency named but not submitted is not known). O(1) expected (one hash
+    /// lookup); never panics.
     pub fn status(&self, id: &K) -> Option<TaskStatus<K>> {
         self.lock().status(id)
     }
 
-    /// The state of the current version of `id`, or `None` if never submitted. O(1).
+    /// The state of the current version of `id`, or `None` if never submitted. O(1) expected;
+    /// never panics.
     pub fn state(&self, id: &K) -> Option<TaskState> {
         self.lock().state(id)
     }
 
-    /// The current generation of `id`, or `None` if never submitted. O(1).
+    /// The current generation of `id`, or `None` if never submitted. O(1) expected; never
+    /// panics.
     pub fn generation(&self, id: &K) -> Option<Generation> {
         self.lock().generation(id)
     }
 
     /// The root cause recorded on the current version of `id`: `Some` exactly when it is
-    /// blocked. The cause names a failed or cancelled version. O(1).
+    /// blocked. The cause names a failed or cancelled version. O(1) expected; never panics.
     pub fn blocked_by(&self, id: &K) -> Option<BlockCause<K>> {
         self.lock().blocked_by(id)
     }
 
     /// True if [`cancel`](Self::cancel) was called while the current version of `id` was
     /// running (so its [`CancelToken`] was set); stays true after the version settles, until
-    /// `id` is resubmitted. False for ids never submitted. O(1).
+    /// `id` is resubmitted. False for ids never submitted. O(1) expected; never panics.
     ///
     /// The same answer as the sequential model's `cancel_requested`.
     pub fn cancel_requested(&self, id: &K) -> bool {
@@ -481,32 +487,33 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
     /// (resubmissions do not move an id). One consistent cut: taken in one critical section.
     ///
     /// # Complexity
-    /// O(V).
+    /// O(V); never panics.
     pub fn snapshot(&self) -> Vec<(K, TaskStatus<K>)> {
         self.lock().snapshot()
     }
 
-    /// How many versions are running (holding a slot). O(1).
+    /// How many versions are running (holding a slot). O(1); never panics.
     pub fn running(&self) -> usize {
         self.lock().running()
     }
 
-    /// The concurrency limit given to [`new`](Self::new). O(1).
+    /// The concurrency limit given to [`new`](Self::new). O(1); never panics.
     pub fn max_concurrency(&self) -> usize {
         self.lock().max_concurrency()
     }
 
-    /// True once [`start`](Self::start) (or the first `ready`) succeeded. O(1).
+    /// True once [`start`](Self::start) (or the first `ready`) succeeded. O(1); never panics.
     pub fn is_started(&self) -> bool {
         self.lock().is_started()
     }
 
-    /// True once [`close`](Self::close) was called. O(1).
+    /// True once [`close`](Self::close) was called. O(1); never panics.
     pub fn is_closed(&self) -> bool {
         self.lock().is_closed()
     }
 
-    /// How many current versions are in each state, in one consistent cut. O(1).
+    /// How many current versions are in each state, in one consistent cut. O(1) (kept up to
+    /// date on every transition); never panics.
     pub fn counts(&self) -> StateCounts {
         self.lock().counts()
     }

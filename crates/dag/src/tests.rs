@@ -513,6 +513,53 @@ fn payloads_that_cannot_run_are_dropped() {
     assert_eq!(drops.load(Ordering::SeqCst), 5);
 }
 
+/// A payload whose `Drop` calls back into the scheduler: if any payload were dropped while
+/// the scheduler's lock is held, this would deadlock.
+struct Reentrant {
+    scheduler: std::sync::Weak<TaskScheduler<&'static str, Reentrant>>,
+    drops: std::sync::Arc<AtomicUsize>,
+}
+
+impl Drop for Reentrant {
+    fn drop(&mut self) {
+        if let Some(s) = self.scheduler.upgrade() {
+            let _ = s.running();
+        }
+        self.drops.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn payloads_are_never_dropped_under_the_lock() {
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let drops = std::sync::Arc::new(AtomicUsize::new(0));
+        let s = std::sync::Arc::new(TaskScheduler::<&str, Reentrant>::new(1));
+        let p = || Reentrant {
+            scheduler: std::sync::Arc::downgrade(&s),
+            drops: std::sync::Arc::clone(&drops),
+        };
+        s.submit("a", [], p()).unwrap();
+        s.submit("b", ["a"], p()).unwrap();
+        s.submit("c", [], p()).unwrap();
+        s.submit("c", [], p()).unwrap(); // the replaced version's payload
+        s.submit("d", ["d", "d"], p()).unwrap_err(); // a refused submission's payload
+        let claim = s.ready().unwrap().pop().unwrap();
+        s.submit("a", [], p()).unwrap_err(); // running: refused
+        s.cancel(&"c").unwrap(); // a cancelled version's payload
+        s.fail(&"a", claim.generation, "x").unwrap(); // b blocked: its payload
+        s.submit("e", ["a"], p()).unwrap_err(); // after start: new id refused
+        s.submit("b", ["a"], p()).unwrap(); // blocked at once (old b's payload already gone)
+        s.close();
+        drop(claim);
+        done_tx.send(drops.load(Ordering::SeqCst)).unwrap();
+    });
+    let drops = done_rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("a payload was dropped while the scheduler's lock was held (deadlock)");
+    assert_eq!(drops, 8, "every payload dropped exactly once");
+}
+
 #[test]
 fn scheduler_is_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
@@ -544,7 +591,7 @@ fn representation_invariants_hold_under_random_operations() {
                 0..=2 => {
                     let n = rng.below(4);
                     let deps: Vec<u8> = (0..n).map(|_| rng.below(7) as u8).collect();
-                    let _ = core.submit(id, deps, (), &mut garbage);
+                    let _ = core.submit(id, deps, &mut Some(()), &mut garbage);
                 }
                 3 | 4 => {
                     if let Ok(c) = core.claim(1 + rng.below(2)) {
