@@ -626,3 +626,45 @@ fn join_timeout_gives_the_handle_back() {
     gate.open();
     assert_eq!(h.join_timeout(DEADLINE).ok(), Some(Ok(9)));
 }
+
+/// Panics in user `Drop` code that runs on a worker (a detached result, a cancelled task's
+/// closure) are contained too: the pool still drains and terminates.
+#[test]
+fn panicking_drops_on_workers_do_not_kill_them() {
+    struct Bomb;
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            panic!("bomb dropped");
+        }
+    }
+    let pool = Pool::new(1).expect("pool");
+    let gate = Arc::new(Gate::default());
+    let (tx, rx) = mpsc::channel();
+    let g = Arc::clone(&gate);
+    let blocker = pool
+        .submit(move |_| {
+            tx.send(()).expect("listening");
+            g.wait();
+        })
+        .expect("accepting");
+    rx.recv().expect("the only worker is busy");
+    // A detached handle (dropped before the task can run): the worker drops the result, and
+    // the result's Drop panics.
+    drop(pool.submit(|_| Bomb).expect("accepting"));
+    // A cancelled task: the worker drops its closure, which owns a Bomb.
+    let bomb = Bomb;
+    let victim = pool
+        .submit(move |_| {
+            let _keep = &bomb;
+        })
+        .expect("accepting");
+    assert!(victim.cancel());
+    gate.open();
+    assert_eq!(blocker.join(), Ok(()));
+    let after = pool.submit(|_| "still working").expect("accepting");
+    assert_eq!(after.join_timeout(DEADLINE).ok(), Some(Ok("still working")));
+    pool.shutdown();
+    pool.await_termination();
+    let m = pool.metrics().total();
+    assert_eq!((m.tasks_run, m.discarded), (3, 1));
+}

@@ -12,6 +12,7 @@ use lockstep_sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use lockstep_sync::{Condvar, Mutex, rng_u64};
 use std::collections::VecDeque;
 use std::num::NonZeroUsize;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 
 /// The draining flag in [`Lifecycle::word`].
 const DRAINING: u64 = 1;
@@ -339,7 +340,8 @@ impl<D: DequeFamily> Local<D> {
             return Found::Task(task);
         }
         let id = task.id();
-        drop(task);
+        // Dropping the husk drops the user's closure; its Drop must not escape the worker.
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(task)));
         bump(&shared.counters[self.index].discarded);
         shared.finish_one();
         Found::Discarded(id)

@@ -293,19 +293,22 @@ where
         let Job { f, cell, .. } = *self;
         // User code runs here, with no Lockstep lock held (SPEC B4: a panic is caught,
         // stored in the handle, and the worker goes on).
-        match catch_unwind(AssertUnwindSafe(|| f(ctx))) {
-            Ok(v) => {
-                cell.settle(Ok(v));
-                false
-            }
+        let (result, panicked) = match catch_unwind(AssertUnwindSafe(|| f(ctx))) {
+            Ok(v) => (Ok(v), false),
             Err(payload) => {
                 let message = panic_message(payload.as_ref());
                 // A payload whose own Drop panics must not escape the worker either.
                 let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
-                cell.settle(Err(TaskError::Panicked { message }));
-                true
+                (Err(TaskError::Panicked { message }), true)
             }
-        }
+        };
+        // Storing the result and dropping this reference to the cell can run user code too:
+        // the handle's waker, and the value's Drop if the handle was already dropped.
+        let _ = catch_unwind(AssertUnwindSafe(move || {
+            cell.settle(result);
+            drop(cell);
+        }));
+        panicked
     }
 }
 
