@@ -58,32 +58,35 @@
 //! # Parking: why no wake-up is lost
 //!
 //! Idle workers park on one condition variable (`sleep.rs`), with an `epoch` counter and a
-//! `sleepers` count (both SeqCst atomics) and the condition variable's mutex.
+//! `sleepers` count (atomics) and the condition variable's mutex.
 //!
 //! A publisher (submit, spawn):
 //! * P1. pushes the task (inbox or deque, under that queue's lock);
-//! * P2. `epoch += 1`, then reads `sleepers`; if it is non-zero, takes the mutex and
-//!   notifies one.
+//! * P2. `epoch += 1`, `fence(SeqCst)`, then reads `sleepers`; if it is non-zero, takes the
+//!   mutex and notifies one.
 //!
 //! A worker that found nothing:
 //! * S1. reads `seen = epoch` **before** its last search of every queue;
 //! * S2. searches; finds nothing; the exit condition does not hold; backoff is spent;
-//! * S3. takes the mutex, `sleepers += 1`, re-reads `epoch`: if it differs from `seen`,
-//!   `sleepers -= 1` and it searches again; otherwise it waits on the condition variable
-//!   (which releases the mutex atomically) and on waking does `sleepers -= 1` and searches.
+//! * S3. takes the mutex, `sleepers += 1`, `fence(SeqCst)`, re-reads `epoch`: if it differs
+//!   from `seen`, `sleepers -= 1` and it searches again; otherwise it waits on the condition
+//!   variable (which releases the mutex atomically) and on waking does `sleepers -= 1` and
+//!   searches.
 //!
 //! Suppose a task was pushed (P1) and the worker parked without seeing it. If P2's `epoch`
-//! increment came before S1's read, the push happened before the search (the increment
-//! follows the push, the search follows the read), so the search saw the task:
-//! contradiction. So the increment came after S1. The SeqCst order puts P2's `sleepers` read
-//! and S3's `sleepers` increment in some order. If the read came after the increment, the
-//! publisher saw `sleepers > 0` and took the mutex; the worker held the mutex from its
-//! increment until it was waiting, so the notify reached a waiting worker (or one already
-//! woken, which searches after the push). If the read came before the increment, then P2's
-//! `epoch` increment (before its read) came before S3's `epoch` re-read (after its
-//! increment), so S3 saw a changed epoch and did not park. Either way the task is found.
+//! increment came before S1's read (the read saw it), the push happened before the search
+//! (release/acquire through `epoch`), so the search saw the task: contradiction. So S1 read
+//! an older epoch. The two SeqCst fences are ordered one way or the other. If P2's fence came
+//! first, S3's re-read of `epoch` (after S3's fence) sees P2's increment, and the worker does
+//! not park. If S3's fence came first, P2's read of `sleepers` (after P2's fence) sees the
+//! worker's increment, so the publisher takes the mutex; the worker held the mutex from its
+//! increment until it was waiting, so the notify reaches a waiting worker (or one already
+//! woken, which searches after the push). Either way the task is found. (This is the
+//! store-buffering litmus test; the fences are what C11 needs for it, and what loom can
+//! check: loom models SeqCst accesses as AcqRel.)
 //! Events that may let workers exit (the first `shutdown`, the last task of a draining pool
-//! finishing) bump the epoch and `notify_all` under the mutex unconditionally.
+//! finishing) bump the epoch and `notify_all` under the mutex unconditionally, so their
+//! argument needs only the mutex and the epoch's release/acquire.
 //!
 //! There is no sleep-polling: a parked worker waits without timeout. Before parking a worker
 //! spins, then yields, for a bounded number of rounds (exponential backoff, SPEC B5).
