@@ -20,9 +20,9 @@ use lockstep_pool::{Pool, PoolError, PoolState};
 use lockstep_sync::{Arc, Mutex, thread};
 
 /// Random schedules per scenario.
-const RANDOM_ITERATIONS: usize = 1000;
+const RANDOM_ITERATIONS: usize = 5000;
 /// PCT schedules per scenario.
-const PCT_ITERATIONS: usize = 1000;
+const PCT_ITERATIONS: usize = 5000;
 /// PCT bug depth (number of priority change points + 1).
 const PCT_DEPTH: usize = 3;
 
@@ -36,20 +36,20 @@ fn iterations(default: usize) -> usize {
 /// Runs `f` under both schedulers and checks that every requested schedule was executed.
 fn random_and_pct(name: &str, f: fn()) {
     use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-    static EXECUTIONS: AtomicUsize = AtomicUsize::new(0);
-    fn counted(f: fn()) -> impl Fn() + Send + Sync + 'static {
+    let executions = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = |f: fn()| {
+        let e = std::sync::Arc::clone(&executions);
         move || {
-            EXECUTIONS.fetch_add(1, Relaxed);
+            e.fetch_add(1, Relaxed);
             f();
         }
-    }
+    };
     let (random, pct) = (iterations(RANDOM_ITERATIONS), iterations(PCT_ITERATIONS));
-    let before = EXECUTIONS.load(Relaxed);
     shuttle::check_random(counted(f), random);
     shuttle::check_pct(counted(f), pct, PCT_DEPTH);
-    let ran = EXECUTIONS.load(Relaxed) - before;
+    let ran = executions.load(Relaxed);
     eprintln!("{name}: {random} random + {pct} PCT(depth {PCT_DEPTH}) schedules, {ran} executed");
-    assert!(ran >= random + pct, "{name}: only {ran} schedules ran");
+    assert_eq!(ran, random + pct, "{name}: every requested schedule ran");
 }
 
 const ROOTS: usize = 3;
