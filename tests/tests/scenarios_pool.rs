@@ -668,3 +668,27 @@ fn panicking_drops_on_workers_do_not_kill_them() {
     let m = pool.metrics().total();
     assert_eq!((m.tasks_run, m.discarded), (3, 1));
 }
+
+/// A chain of a million tasks, each spawning the next: no recursion anywhere, so no stack
+/// grows with the chain.
+#[test]
+fn a_chain_of_a_million_children_runs_without_deep_stacks() {
+    const LINKS: u32 = 1_000_000;
+    fn link(ctx: &lockstep_pool::WorkerContext<'_>, left: u32, ran: Arc<AtomicUsize>) {
+        ran.fetch_add(1, SeqCst);
+        if left > 0 {
+            // The handle is dropped: the child is detached and still runs.
+            ctx.spawn(move |ctx| link(ctx, left - 1, ran))
+                .expect("spawn");
+        }
+    }
+    let pool = Pool::new(2).expect("pool");
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = Arc::clone(&ran);
+    pool.submit(move |ctx| link(ctx, LINKS - 1, r))
+        .expect("accepting");
+    pool.shutdown();
+    pool.await_termination();
+    assert_eq!(ran.load(SeqCst), LINKS as usize);
+    assert_eq!(pool.metrics().total().tasks_run, u64::from(LINKS));
+}
