@@ -23,6 +23,12 @@
 //!   deadline must also be correct when the deadline never passes.
 //! * Randomness: [`rng_u64`] draws from `shuttle::rand` under shuttle (so schedules replay
 //!   deterministically), a fixed sequence under loom, and `fastrand` otherwise.
+//!
+//! It also holds the switch of the **bug zoo** (SPEC Part C, `docs/bug-zoo.md`): [`BUGS`]
+//! lists every seeded bug, and [`seeded_bug!`] guards each seeded line. The seeds exist only
+//! in builds with `RUSTFLAGS="--cfg lockstep_bug"` (one extra build for the whole zoo), where
+//! the environment variable `LOCKSTEP_BUG=<name>` picks one at run time; in every other build
+//! the switch is the constant `false`. `cargo xtask zoo` runs the suites against each bug.
 
 #![cfg_attr(not(any(loom, shuttle)), forbid(unsafe_code))]
 
@@ -220,6 +226,175 @@ pub fn rng_u64() -> u64 {
     }
 }
 
+/// Every seeded bug of the bug zoo (SPEC Part C): `(name, one-line description)`.
+///
+/// The one list of names: [`seeded_bug!`] refuses (at compile time) a name that is not here,
+/// the switch refuses (at run time) a `LOCKSTEP_BUG` value that is not here, and
+/// `cargo xtask zoo` runs exactly these. `docs/bug-zoo.md` explains each one for a learner.
+///
+/// Seeds are compiled in only with `RUSTFLAGS="--cfg lockstep_bug"`; in every other build
+/// [`seeded_bug!`] is the constant `false`.
+pub const BUGS: &[(&str, &str)] = &[
+    // The scheduler (SPEC Part A).
+    (
+        "static_order",
+        "scheduler: a static order instead of live counts: every version is queued at submission, whatever its dependencies",
+    ),
+    (
+        "rescan_all",
+        "scheduler: every completion rescans every task instead of visiting its reverse edges",
+    ),
+    (
+        "cycle_without_path",
+        "scheduler: a cycle is reported as a bogus path (`X -> X` from some member) instead of a real one",
+    ),
+    (
+        "stale_generation",
+        "scheduler: callbacks do not check the generation: a stale worker settles the current version",
+    ),
+    (
+        "failed_dep_as_success",
+        "scheduler: a failure is treated as a success: the version succeeds and releases its dependents",
+    ),
+    (
+        "forced_cancel",
+        "scheduler: cancel marks a running version cancelled (and frees its slot) while its function still runs",
+    ),
+    (
+        "exceed_limit",
+        "scheduler: ready() claims the whole ready backlog, raising concurrency above the limit",
+    ),
+    (
+        "retry_flips_failed",
+        "scheduler: resubmitting a failed version flips it back to ready, with no new generation",
+    ),
+    (
+        "stale_edges",
+        "scheduler: replacing a version leaves its old reverse edges in its dependencies' waiter lists",
+    ),
+    (
+        "double_release",
+        "scheduler: a repeated complete() is applied again and decrements the dependents a second time",
+    ),
+    (
+        "claim_two_sections",
+        "scheduler: ready() reads the free slots in one critical section and claims in another",
+    ),
+    // The pool and its deque (SPEC Part B).
+    (
+        "global_queue",
+        "pool: roots and children all go to one shared FIFO queue (worker 0's inbox), not the worker's own deque",
+    ),
+    (
+        "check_then_pop",
+        "deque: pop checks `not empty` in one critical section and removes in another",
+    ),
+    (
+        "exit_when_empty",
+        "pool: a draining worker exits when the queues look empty, ignoring tasks still running",
+    ),
+    (
+        "panic_escapes",
+        "pool: a task is run without catch_unwind, so its panic unwinds through the worker loop",
+    ),
+    (
+        "parent_decrement_first",
+        "pool: a task is uncounted when it is claimed, before it runs and registers its children",
+    ),
+    (
+        "single_victim",
+        "pool: a thief only ever tries one victim (its right-hand neighbour)",
+    ),
+    (
+        "sleep_polling",
+        "pool: an idle worker polls with a timed wait instead of the epoch/sleepers protocol",
+    ),
+];
+
+/// True when `name` is listed in [`BUGS`]. A `const fn`, so that [`seeded_bug!`] can refuse
+/// an unlisted name at compile time. O(total length of the names).
+pub const fn is_listed_bug(name: &str) -> bool {
+    let mut i = 0;
+    while i < BUGS.len() {
+        let (a, b) = (BUGS[i].0.as_bytes(), name.as_bytes());
+        if a.len() == b.len() {
+            let mut j = 0;
+            while j < a.len() && a[j] == b[j] {
+                j += 1;
+            }
+            if j == a.len() {
+                return true;
+            }
+        }
+        i += 1;
+    }
+    false
+}
+
+/// The run-time side of [`seeded_bug!`], compiled only with `--cfg lockstep_bug`.
+#[cfg(lockstep_bug)]
+#[doc(hidden)]
+pub mod zoo {
+    use std::sync::OnceLock;
+
+    /// The index in [`BUGS`](super::BUGS) of the bug named by `LOCKSTEP_BUG`, read once.
+    static ACTIVE: OnceLock<Option<usize>> = OnceLock::new();
+
+    /// True when `LOCKSTEP_BUG` names `name`.
+    ///
+    /// # Panics
+    /// If `LOCKSTEP_BUG` is set to a name not listed in [`BUGS`](super::BUGS) (only seeded
+    /// builds read it; `cargo xtask zoo` checks the name before it runs anything).
+    pub fn active(name: &str) -> bool {
+        let active = ACTIVE.get_or_init(|| {
+            let value = std::env::var("LOCKSTEP_BUG").unwrap_or_default();
+            if value.is_empty() {
+                return None;
+            }
+            let found = super::BUGS.iter().position(|(n, _)| *n == value);
+            if found.is_none() {
+                let names: Vec<&str> = super::BUGS.iter().map(|(n, _)| *n).collect();
+                panic!(
+                    "LOCKSTEP_BUG={value:?} names no seeded bug; known: {}",
+                    names.join(", ")
+                );
+            }
+            found
+        });
+        active.is_some_and(|i| super::BUGS[i].0 == name)
+    }
+}
+
+/// The switch of one seeded bug: `seeded_bug!("stale_generation")` is `true` exactly when the
+/// build has `--cfg lockstep_bug` **and** the environment variable `LOCKSTEP_BUG` names this
+/// bug (read once per process). In every other build it is the constant `false`, so the
+/// seeded line is dead code that the compiler removes.
+///
+/// The name must be listed in [`BUGS`]; an unlisted name is a compile error.
+///
+/// ```
+/// // Not a seeded build: the switch is off whatever the environment says.
+/// assert!(!lockstep_sync::seeded_bug!("stale_generation"));
+/// ```
+///
+/// ```compile_fail
+/// let _ = lockstep_sync::seeded_bug!("no_such_bug");
+/// ```
+#[macro_export]
+macro_rules! seeded_bug {
+    ($name:literal) => {{
+        const _: () = ::core::assert!(
+            $crate::is_listed_bug($name),
+            "seeded_bug!: the name is not listed in lockstep_sync::BUGS"
+        );
+        #[cfg(lockstep_bug)]
+        let on = $crate::zoo::active($name);
+        #[cfg(not(lockstep_bug))]
+        let on = false;
+        on
+    }};
+}
+
 #[cfg(all(test, not(any(loom, shuttle))))]
 mod tests {
     use super::*;
@@ -243,5 +418,24 @@ mod tests {
         let c = Condvar::new();
         let (_g, timed_out) = c.wait_timeout(m.lock(), Duration::from_millis(5));
         assert!(timed_out);
+    }
+
+    #[test]
+    fn bug_names_are_unique_listed_and_described() {
+        let mut names: Vec<&str> = BUGS.iter().map(|(n, _)| *n).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), BUGS.len(), "duplicate bug names");
+        for (name, what) in BUGS {
+            assert!(is_listed_bug(name));
+            assert!(
+                name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+                "{name}: snake_case names only"
+            );
+            assert!(!what.is_empty());
+        }
+        assert!(!is_listed_bug("stale_generatio"));
+        assert!(!is_listed_bug("stale_generationx"));
+        assert!(!is_listed_bug(""));
     }
 }
