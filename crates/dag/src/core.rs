@@ -31,6 +31,7 @@ use lockstep_contract::{
 
 use crate::graph::{self, DepGraph};
 use crate::{CancelToken, Claim, StateCounts};
+use lockstep_sync::seeded_bug;
 
 /// Marks "not waiting on this dependency" in `Edge::slot`.
 const NONE: usize = usize::MAX;
@@ -119,6 +120,9 @@ pub(crate) struct Core<K, P> {
     max_concurrency: usize,
     started: bool,
     closed: bool,
+    /// Versions and reverse edges looked at by callbacks (`complete`, `fail`, `cancel`), for
+    /// [`crate::SchedulerStats`]: a whole run keeps it within V + E [A7].
+    visits: u64,
 }
 
 /// Moves `ver` to state `to`, keeping the per-state counts exact.
@@ -219,6 +223,7 @@ impl<K: TaskKey, P> Core<K, P> {
             max_concurrency,
             started: false,
             closed: false,
+            visits: 0,
         }
     }
 
@@ -331,6 +336,18 @@ impl<K: TaskKey, P> Core<K, P> {
         }
 
         // Accepted: from here on nothing can fail.
+        // SEEDED BUG (retry_flips_failed): the failed version goes back to ready, same generation.
+        if let Some(n) = existing.filter(|_| seeded_bug!("retry_flips_failed"))
+            && let Some(ver) = self.nodes[n]
+                .version
+                .as_mut()
+                .filter(|v| v.state == TaskState::Failed)
+        {
+            transition(&mut self.counts, ver, TaskState::Ready);
+            self.ready.insert(ver.seq, n);
+            ver.payload = payload.take();
+            return Ok(ver.generation);
+        }
         let n = match existing {
             Some(n) => n,
             None => self.intern(id),
@@ -389,7 +406,10 @@ impl<K: TaskKey, P> Core<K, P> {
                 if old.state == TaskState::Ready {
                     self.ready.remove(&old.seq);
                 }
-                unregister(&mut self.nodes, &mut old);
+                // SEEDED BUG (stale_edges): the old version's reverse edges stay behind.
+                if !seeded_bug!("stale_edges") {
+                    unregister(&mut self.nodes, &mut old);
+                }
                 garbage.extend(old.payload.take());
                 old.generation.next()
             }
@@ -433,7 +453,8 @@ impl<K: TaskKey, P> Core<K, P> {
             garbage.extend(payload.take());
         } else {
             ver.payload = payload.take();
-            if ver.remaining == 0 {
+            // SEEDED BUG (static_order): queued in submission order, whatever it waits on.
+            if ver.remaining == 0 || seeded_bug!("static_order") {
                 ver.state = TaskState::Ready;
                 self.ready.insert(seq, n);
             }
@@ -456,6 +477,7 @@ impl<K: TaskKey, P> Core<K, P> {
         let mut blocked = 0;
         while let Some(x) = work.pop() {
             let list = std::mem::take(&mut self.nodes[x].waiters);
+            self.visits += 1 + list.len() as u64;
             for w in list {
                 let Some(mut ver) = self.nodes[w.node].version.take() else {
                     continue;
@@ -540,6 +562,13 @@ impl<K: TaskKey, P> Core<K, P> {
         }
         self.start()?;
         let free = self.max_concurrency.saturating_sub(self.running());
+        // SEEDED BUG (exceed_limit): the whole backlog is claimed, whatever the limit.
+        // SEEDED BUG (claim_two_sections): trusts free slots checked in an earlier section.
+        let free = if seeded_bug!("exceed_limit") || seeded_bug!("claim_two_sections") {
+            usize::MAX
+        } else {
+            free
+        };
         let take = limit.min(free).min(self.ready.len());
         let mut claims = Vec::with_capacity(take);
         while claims.len() < take {
@@ -581,7 +610,8 @@ impl<K: TaskKey, P> Core<K, P> {
             .version
             .as_ref()
             .map_or(Generation::FIRST, |v| v.generation);
-        if generation != current {
+        // SEEDED BUG (stale_generation): any generation settles the current version.
+        if generation != current && !seeded_bug!("stale_generation") {
             return Err(SchedulerError::StaleGeneration {
                 id: id.clone(),
                 given: generation,
@@ -604,6 +634,8 @@ impl<K: TaskKey, P> Core<K, P> {
         };
         match ver.state {
             TaskState::Running => {}
+            // SEEDED BUG (double_release): a repeated completion is applied again.
+            TaskState::Succeeded if seeded_bug!("double_release") => {}
             TaskState::Succeeded => return Ok(CallbackOutcome::Duplicate(TaskState::Succeeded)),
             state => {
                 return Err(SchedulerError::Conflict {
@@ -618,7 +650,22 @@ impl<K: TaskKey, P> Core<K, P> {
         transition(&mut self.counts, ver, TaskState::Succeeded);
         ver.token = None;
         let mut effect = Effect::default();
-        for w in std::mem::take(&mut self.nodes[n].waiters) {
+        // SEEDED BUG (double_release): the reverse edges are kept, so a repeat finds them again.
+        let waiters = if seeded_bug!("double_release") {
+            self.nodes[n].waiters.clone()
+        } else {
+            std::mem::take(&mut self.nodes[n].waiters)
+        };
+        self.visits += 1 + waiters.len() as u64;
+        // SEEDED BUG (rescan_all): every task is looked at after each completion.
+        if seeded_bug!("rescan_all") {
+            self.visits += self
+                .nodes
+                .iter()
+                .map(|x| u64::from(x.version.is_some()))
+                .sum::<u64>();
+        }
+        for w in waiters {
             let Some(waiter) = self.nodes[w.node].version.as_mut() else {
                 continue;
             };
@@ -656,6 +703,10 @@ impl<K: TaskKey, P> Core<K, P> {
                     state,
                 });
             }
+        }
+        // SEEDED BUG (failed_dep_as_success): the failure is settled as a success.
+        if seeded_bug!("failed_dep_as_success") {
+            return self.complete(id, generation);
         }
         // LINEARIZATION POINT (A5.callback-once): running -> failed happens once per version.
         transition(&mut self.counts, ver, TaskState::Failed);
@@ -700,6 +751,11 @@ impl<K: TaskKey, P> Core<K, P> {
                 self.nodes[n].version = Some(ver);
                 let blocked = self.block_waiters(n, &cause, garbage);
                 return Ok(CancelOutcome::Cancelled(Effect { ready: 0, blocked }));
+            }
+            // SEEDED BUG (forced_cancel): a running version is marked cancelled, its slot freed.
+            TaskState::Running if seeded_bug!("forced_cancel") => {
+                transition(&mut self.counts, &mut ver, TaskState::Cancelled);
+                CancelOutcome::Cancelled(Effect::default())
             }
             TaskState::Running => {
                 // Cooperative only: the function confirms by returning [A1].
@@ -804,6 +860,10 @@ impl<K: TaskKey, P> Core<K, P> {
 
     pub(crate) fn is_closed(&self) -> bool {
         self.closed
+    }
+
+    pub(crate) fn visits(&self) -> u64 {
+        self.visits
     }
 
     pub(crate) fn counts(&self) -> StateCounts {

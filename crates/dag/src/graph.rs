@@ -125,6 +125,10 @@ fn shortest_cycle<G: DepGraph>(
     in_comp: &[bool],
     parent: &mut [usize],
 ) -> Vec<usize> {
+    // SEEDED BUG (cycle_without_path): "there is a cycle at s", with no real path.
+    if lockstep_sync::seeded_bug!("cycle_without_path") {
+        return vec![s, s];
+    }
     let mut queue = std::collections::VecDeque::new();
     let mut touched = vec![s];
     queue.push_back(s);

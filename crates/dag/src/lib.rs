@@ -161,6 +161,21 @@ impl StateCounts {
     }
 }
 
+/// Cost counters of a [`TaskScheduler`], returned by [`TaskScheduler::stats`].
+///
+/// They make the cost rule of SPEC A7 testable without timing anything: a success visits
+/// only the version's direct waiters, and failure or cancellation only the descendants it
+/// blocks, so over a whole run `callback_visits` stays within `V + E` (versions plus
+/// dependency edges). A scheduler that rescans every task after each completion shows up
+/// here as `V * completions`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct SchedulerStats {
+    /// Versions and reverse edges looked at by `complete`, `fail` and `cancel` since
+    /// [`TaskScheduler::new`]: one for the settled (or cancelled) version and for every
+    /// version it blocks, plus one per waiter entry visited.
+    pub callback_visits: u64,
+}
+
 /// The dependency-aware task scheduler (SPEC Part A), safe to share between threads.
 ///
 /// `K` is the task id; `P` is a payload stored with each version and handed to whoever
@@ -302,6 +317,14 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
     /// # Complexity
     /// O((k + 1) log V) for `k` claims.
     pub fn ready_at_most(&self, n: usize) -> Result<Vec<Claim<K, P>>, SchedulerError<K>> {
+        // SEEDED BUG (claim_two_sections): the free slots are read in a critical section of
+        // their own; the claim below trusts them.
+        let n = if lockstep_sync::seeded_bug!("claim_two_sections") {
+            let core = self.lock();
+            n.min(core.max_concurrency().saturating_sub(core.running()))
+        } else {
+            n
+        };
         // LINEARIZATION POINT (A4.claim-once): inside `Core::claim`, in this one critical
         // section: free slots computed, versions popped from the ready queue, marked running.
         self.lock().claim(n)
@@ -516,6 +539,13 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
     /// date on every transition); never panics.
     pub fn counts(&self) -> StateCounts {
         self.lock().counts()
+    }
+
+    /// The cost counters (see [`SchedulerStats`]), in one consistent cut. O(1); never panics.
+    pub fn stats(&self) -> SchedulerStats {
+        SchedulerStats {
+            callback_visits: self.lock().visits(),
+        }
     }
 }
 
