@@ -90,6 +90,11 @@ impl<T> Worker<T> {
 
     /// Removes and returns the newest task, or `None` if the deque is empty. O(1).
     pub fn pop(&self) -> Option<T> {
+        // SEEDED BUG (check_then_pop): "not empty" is checked in one critical section and the
+        // task removed in another; a thief can take it in between.
+        if lockstep_sync::seeded_bug!("check_then_pop") && !self.is_empty() {
+            return Some(self.inner.lock().pop_back().expect("checked: not empty"));
+        }
         // LINEARIZATION POINT (B2.remove-once): the emptiness check and the removal are one
         // critical section; no other pop or steal can return this task.
         self.inner.lock().pop_back()

@@ -9,7 +9,7 @@ use crate::sleep::Sleep;
 use lockstep_contract::{PoolError, PoolState};
 use lockstep_deque::{DequeFamily, Owner, Steal, Thief, ThiefOf};
 use lockstep_sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
-use lockstep_sync::{Condvar, Mutex, rng_u64};
+use lockstep_sync::{Condvar, Mutex, rng_u64, seeded_bug};
 use std::collections::VecDeque;
 use std::num::NonZeroUsize;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -180,7 +180,8 @@ impl<D: DequeFamily> Shared<D> {
     /// ("the power of two choices", Mitzenmacher 2001), load = deque length + inbox length.
     pub(crate) fn choose_target(&self) -> usize {
         let n = self.workers();
-        if n == 1 {
+        // SEEDED BUG (global_queue): every root goes to one shared queue.
+        if n == 1 || seeded_bug!("global_queue") {
             return 0;
         }
         let pick = || usize::try_from(rng_u64() % n as u64).unwrap_or(0);
@@ -211,7 +212,9 @@ impl<D: DequeFamily> Shared<D> {
     /// deque and inbox is empty (SPEC B3). The emptiness scan is implied by the count
     /// (every queued task is counted) and is kept as the contract's literal condition.
     pub(crate) fn may_exit(&self) -> bool {
-        self.lifecycle.is_drained()
+        // SEEDED BUG (exit_when_empty): draining with empty-looking queues is taken as done.
+        (self.lifecycle.is_drained()
+            || (seeded_bug!("exit_when_empty") && self.state() == PoolState::Draining))
             && self.thieves.iter().all(Thief::is_empty)
             && self.inboxes.iter().all(|i| i.lock().is_empty())
     }
@@ -322,7 +325,10 @@ impl<D: DequeFamily> Local<D> {
         let mut retry = false;
         for k in 0..n {
             let victim = (start + k) % n;
-            if victim == self.index {
+            // SEEDED BUG (single_victim): only the right-hand neighbour is ever tried.
+            if victim == self.index
+                || (seeded_bug!("single_victim") && victim != (self.index + 1) % n)
+            {
                 continue;
             }
             match self.steal_from(shared, victim) {
@@ -337,6 +343,10 @@ impl<D: DequeFamily> Local<D> {
     /// Moves a removed task `Queued -> Running`, or drops it if its handle cancelled it.
     fn claim(&self, shared: &Shared<D>, task: Task) -> Found {
         if task.claim() {
+            // SEEDED BUG (parent_decrement_first): uncounted before it runs and spawns.
+            if seeded_bug!("parent_decrement_first") {
+                shared.finish_one();
+            }
             return Found::Task(task);
         }
         let id = task.id();
@@ -362,7 +372,9 @@ impl<D: DequeFamily> Local<D> {
             bump(&counters.panics);
         }
         // The parent's own decrement, after every child it spawned was registered.
-        shared.finish_one();
+        if !seeded_bug!("parent_decrement_first") {
+            shared.finish_one();
+        }
         panicked
     }
 
@@ -387,7 +399,12 @@ impl<D: DequeFamily> ChildSink for Sink<'_, D> {
     }
 
     fn push_child(&self, task: Task) {
-        self.local.owner.push(task);
+        // SEEDED BUG (global_queue): children go to the one shared FIFO queue too.
+        if seeded_bug!("global_queue") {
+            self.shared.inboxes[0].lock().push_back(task);
+        } else {
+            self.local.owner.push(task);
+        }
         self.shared.sleep.new_work();
     }
 }

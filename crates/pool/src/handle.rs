@@ -293,7 +293,13 @@ where
         let Job { f, cell, .. } = *self;
         // User code runs here, with no Lockstep lock held (SPEC B4: a panic is caught,
         // stored in the handle, and the worker goes on).
-        let (result, panicked) = match catch_unwind(AssertUnwindSafe(|| f(ctx))) {
+        // SEEDED BUG (panic_escapes): the function is called without catch_unwind.
+        let caught = if lockstep_sync::seeded_bug!("panic_escapes") {
+            Ok(f(ctx))
+        } else {
+            catch_unwind(AssertUnwindSafe(|| f(ctx)))
+        };
+        let (result, panicked) = match caught {
             Ok(v) => (Ok(v), false),
             Err(payload) => {
                 let message = panic_message(payload.as_ref());

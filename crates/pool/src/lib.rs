@@ -460,6 +460,40 @@ mod tests {
         assert_eq!(p.metrics().workers[0].failed_steals, 1);
     }
 
+    /// B5: a search tries every other worker (from a random start), so an idle worker finds
+    /// work wherever it is queued: in any other worker's deque or inbox.
+    #[test]
+    fn a_search_tries_every_other_worker() {
+        const N: usize = 4;
+        for holder in 0..N {
+            for searcher in (0..N).filter(|&s| s != holder) {
+                let mut p = StepPool::new(N, 1).expect("valid sizes");
+                // A child on the holder's deque: its root ran there.
+                let _root = p
+                    .submit_to(holder, |ctx| ctx.spawn(|_| ()).expect("spawn"))
+                    .expect("accepting");
+                assert_eq!(p.take(holder), StepFound::Claimed(TaskId(0)));
+                assert!(p.run(holder).is_some());
+                assert_eq!(p.deque_len(holder), 1);
+                assert_eq!(
+                    p.search(searcher),
+                    StepFound::Claimed(TaskId(1)),
+                    "worker {searcher} finds the task on worker {holder}'s deque"
+                );
+                assert!(p.run(searcher).is_some());
+                // A root in the holder's inbox.
+                let _leaf = p.submit_to(holder, |_| ()).expect("accepting");
+                assert_eq!(
+                    p.search(searcher),
+                    StepFound::Claimed(TaskId(2)),
+                    "worker {searcher} finds the root in worker {holder}'s inbox"
+                );
+                // Each search tried each other worker at most once.
+                assert!(p.metrics().workers[searcher].failed_steals <= 2 * (N as u64 - 2));
+            }
+        }
+    }
+
     #[test]
     #[should_panic(expected = "already holds a claimed task")]
     fn step_core_refuses_a_second_claim() {

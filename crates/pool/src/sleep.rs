@@ -59,6 +59,13 @@ impl Sleep {
     /// Spurious wake-ups are fine: the caller searches again either way.
     pub(crate) fn park(&self, seen: u64, on_park: impl FnOnce()) {
         let g = self.lock.lock();
+        // SEEDED BUG (sleep_polling): nap for a millisecond and look again, outside the
+        // epoch/sleepers protocol (no publisher knows this worker is asleep).
+        if lockstep_sync::seeded_bug!("sleep_polling") {
+            on_park();
+            drop(self.cv.wait_timeout(g, std::time::Duration::from_millis(1)));
+            return;
+        }
         self.sleepers.fetch_add(1, SeqCst);
         // Dekker pair with `new_work`: sleepers store | fence | epoch load.
         fence(SeqCst);

@@ -136,6 +136,17 @@ impl<D: DequeFamily> StepPool<D> {
         self.keep(thief, found)
     }
 
+    /// Worker `worker` makes one full search as a threaded worker does: its own deque and
+    /// inbox, then one attempt on every other worker, starting at a random victim.
+    ///
+    /// # Panics
+    /// As [`StepPool::take`].
+    pub fn search(&mut self, worker: usize) -> StepFound {
+        self.check_idle(worker);
+        let found = self.locals[worker].find_task(&self.shared);
+        self.keep(worker, found)
+    }
+
     /// Worker `worker` runs its claimed task, if it holds one.
     ///
     /// # Panics
