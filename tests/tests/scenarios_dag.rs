@@ -425,6 +425,71 @@ fn long_chain_of_one_million_runs_and_its_failure_blocks_everything() {
     );
 }
 
+/// SPEC A5/A7 "never rescan every task": a whole run, successes, one failure and one
+/// cancellation included, has its callbacks look at no more than `V + E` versions and reverse
+/// edges (`SchedulerStats::callback_visits`): each success visits its direct waiters only,
+/// each failure or cancellation only the descendants it blocks. A count of work done, not a
+/// timing: a scheduler that rescans every task after each completion needs about `V` visits
+/// per completion, millions here.
+#[test]
+fn a_whole_run_visits_each_version_and_edge_at_most_once() {
+    const N: u64 = 3000;
+    let s: TaskScheduler<u64> = TaskScheduler::new(4);
+    let mut edges = 0u64;
+    // A ladder: task i needs i - 1 and i - 2 (two edges each, a long critical path)...
+    for i in 0..N {
+        let deps: Vec<u64> = (1..=2).filter(|d| *d <= i).map(|d| i - d).collect();
+        edges += deps.len() as u64;
+        s.submit(i, deps, ()).unwrap();
+    }
+    // ...a fan of 500 waiters on one task, a branch that fails and one that is cancelled.
+    for (root, size) in [(N, 500), (N + 1000, 200), (N + 2000, 200)] {
+        s.submit(root, [N - 1], ()).unwrap();
+        edges += 1;
+        for j in 1..=size {
+            let dep = if root == N { root } else { root + j - 1 };
+            s.submit(root + j, [dep], ()).unwrap();
+            edges += 1;
+        }
+    }
+    let versions = s.counts().total() as u64;
+    assert_eq!(
+        s.cancel(&(N + 2000)),
+        Ok(CancelOutcome::Cancelled(Effect {
+            ready: 0,
+            blocked: 200
+        }))
+    );
+    loop {
+        let claims = s.ready().unwrap();
+        if claims.is_empty() {
+            break;
+        }
+        for c in claims {
+            if c.id == N + 1000 {
+                s.fail(&c.id, c.generation, "this branch fails").unwrap();
+            } else {
+                s.complete(&c.id, c.generation).unwrap();
+            }
+        }
+    }
+    let counts = s.counts();
+    assert_eq!(counts.succeeded as u64, N + 501);
+    assert_eq!(
+        (counts.failed, counts.cancelled, counts.blocked),
+        (1, 1, 400)
+    );
+    let visits = s.stats().callback_visits;
+    assert!(
+        visits >= N + 501,
+        "every settled version is counted: {visits} visits"
+    );
+    assert!(
+        visits <= versions + edges,
+        "A7: {visits} visits for {versions} versions and {edges} edges"
+    );
+}
+
 /// SPEC A3: an unknown dependency is never treated as done: starting names every missing id
 /// and changes nothing; after start it is refused at submission.
 #[test]
