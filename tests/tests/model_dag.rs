@@ -506,13 +506,18 @@ impl<P: IdPool> StateMachineTest for DagMachine<P> {
 
 /// The proptest configuration: the defaults (so `PROPTEST_CASES` etc. still apply), with
 /// failures persisted to `tests/proptest-regressions/model_dag.txt` (cargo runs integration
-/// tests in the package directory).
+/// tests in the package directory), unless `PROPTEST_DISABLE_FAILURE_PERSISTENCE` is set
+/// (`cargo xtask zoo` sets it: a seeded bug's failures must not land in the committed file).
 fn config() -> ProptestConfig {
+    let defaults = ProptestConfig::default();
+    if defaults.failure_persistence.is_none() {
+        return defaults;
+    }
     ProptestConfig {
         failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
             "proptest-regressions/model_dag.txt",
         ))),
-        ..ProptestConfig::default()
+        ..defaults
     }
 }
 
