@@ -352,7 +352,7 @@ fn shutdown_while_stealing_loses_nothing() {
 #[test]
 fn blocked_workers_and_queued_tasks_complete_once_they_unblock() {
     // The documented limit: with every worker blocked nothing else runs (no compensation
-    // yet, planned in issue 4); once the workers unblock, every queued task completes.
+    // yet; a spare-worker compensation is planned); once the workers unblock, every queued task completes.
     const WORKERS: usize = 2;
     let pool = Pool::new(WORKERS).expect("pool");
     let gate = Arc::new(Gate::default());

@@ -20,7 +20,7 @@
 //!   and the edges' `slot`s are its exact inverse. Versions leave every list when they stop being pending
 //!   (ready, blocked, cancelled, replaced).
 //! * Ready versions sit in `ready`, a `BTreeMap` keyed by submission sequence, so claims come
-//!   out in submission order in O(log V) each [A4].
+//!   out in submission order in O(log V) each (A4).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -121,7 +121,7 @@ pub(crate) struct Core<K, P> {
     started: bool,
     closed: bool,
     /// Versions and reverse edges looked at by callbacks (`complete`, `fail`, `cancel`), for
-    /// [`crate::SchedulerStats`]: a whole run keeps it within V + E [A7].
+    /// [`crate::SchedulerStats`]: a whole run keeps it within V + E (A7).
     visits: u64,
 }
 
@@ -301,7 +301,7 @@ impl<K: TaskKey, P> Core<K, P> {
                 generation: ver.generation,
             });
         }
-        // 4. after start: new id, unknown dependencies, cycles [A3]
+        // 4. after start: new id, unknown dependencies, cycles (A3)
         if self.started {
             let Some(n) = existing else {
                 return Err(SchedulerError::NewTaskAfterStart { id });
@@ -471,7 +471,7 @@ impl<K: TaskKey, P> Core<K, P> {
     /// Blocks every pending waiter of `root`, and transitively theirs, with `cause`; returns
     /// how many became blocked. `root` must already be out of every waiter list.
     ///
-    /// An explicit worklist, no recursion [A5]; O(edges visited).
+    /// An explicit worklist, no recursion (A5); O(edges visited).
     fn block_waiters(&mut self, root: usize, cause: &BlockCause<K>, garbage: &mut Vec<P>) -> usize {
         let mut work = vec![root];
         let mut blocked = 0;
@@ -622,7 +622,7 @@ impl<K: TaskKey, P> Core<K, P> {
     }
 
     /// `complete(id, generation)`: settles a running version as succeeded and releases the
-    /// waiters that now wait on nothing [A5]. Visits only the reverse edges.
+    /// waiters that now wait on nothing (A5). Visits only the reverse edges.
     pub(crate) fn complete(
         &mut self,
         id: &K,
@@ -681,7 +681,7 @@ impl<K: TaskKey, P> Core<K, P> {
     }
 
     /// `fail(id, generation, error)`: settles a running version as failed and blocks every
-    /// transitive waiter with this version as the root cause [A5].
+    /// transitive waiter with this version as the root cause (A5).
     pub(crate) fn fail(
         &mut self,
         id: &K,
@@ -758,7 +758,7 @@ impl<K: TaskKey, P> Core<K, P> {
                 CancelOutcome::Cancelled(Effect::default())
             }
             TaskState::Running => {
-                // Cooperative only: the function confirms by returning [A1].
+                // Cooperative only: the function confirms by returning (A1).
                 if let Some(token) = &ver.token {
                     token.set();
                 }

@@ -4,7 +4,7 @@
 //! critical section, so each operation is atomic and the deque is linearizable with the
 //! obvious sequential specification (a double-ended queue: owner at the back, thieves at the
 //! front). It is slower than a lock-free deque under contention, which is the point: it is
-//! the reference the Chase–Lev deque is compared against.
+//! the reference the planned Chase–Lev deque will be compared against.
 //!
 //! Algorithm source: the owner/thief split and the API shape follow Chase & Lev, "Dynamic
 //! Circular Work-Stealing Deque" (SPAA 2005) and the `crossbeam-deque` crate; the

@@ -4,14 +4,15 @@
 //! use lockstep_pool::{Pool, PoolState};
 //!
 //! let pool = Pool::new(4)?;
-//! let sum = pool.submit(|ctx| {
+//! let parent = pool.submit(|ctx| {
 //!     // A running task may spawn children; they run on any worker.
-//!     let parts: Vec<_> = (1..=10u64)
+//!     (1..=10u64)
 //!         .map(|i| ctx.spawn(move |_| i * i).expect("children are always accepted"))
-//!         .collect();
-//!     parts.len()
+//!         .collect::<Vec<_>>()
 //! })?;
-//! assert_eq!(sum.join(), Ok(10));
+//! // The parent's result is its children's handles; each resolves to the child's value.
+//! let sum: u64 = parent.join()?.into_iter().map(|h| h.join()).sum::<Result<u64, _>>()?;
+//! assert_eq!(sum, 385);
 //! pool.shutdown();
 //! pool.await_termination();
 //! assert_eq!(pool.state(), PoolState::Terminated);

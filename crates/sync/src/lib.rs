@@ -14,7 +14,7 @@
 //! Build each flavour in its own target directory (`CARGO_TARGET_DIR=target-loom`, ...)
 //! so that they do not rebuild each other.
 //!
-//! Two seams exist because the checkers lack them:
+//! Three seams exist because the checkers lack them:
 //! * [`Mutex`] hides lock poisoning: a panic while holding one of our locks is a bug in
 //!   Lockstep (user code never runs under our locks), so a poisoned lock is recovered
 //!   rather than propagated.
