@@ -31,6 +31,35 @@ impl Location {
     }
 }
 
+/// The line starts of one text, for many offset-to-line lookups: O(n) to build once, then
+/// O(log lines) per [`LineIndex::line`] (where [`Location::of_offset`] is O(offset) per call,
+/// quadratic when called once per task of a large file).
+#[derive(Debug, Clone)]
+pub struct LineIndex {
+    /// The byte offset where each line starts; `starts[0] == 0`.
+    starts: Vec<usize>,
+}
+
+impl LineIndex {
+    /// Indexes `text`. O(n); never panics.
+    pub fn new(text: &str) -> Self {
+        let mut starts = vec![0];
+        starts.extend(
+            text.bytes()
+                .enumerate()
+                .filter(|&(_, b)| b == b'\n')
+                .map(|(i, _)| i + 1),
+        );
+        LineIndex { starts }
+    }
+
+    /// The 1-based line of byte `offset`: the same as `Location::of_offset(text, offset).line`
+    /// for the indexed text (an offset past the end is on the last line). O(log lines).
+    pub fn line(&self, offset: usize) -> usize {
+        self.starts.partition_point(|&s| s <= offset).max(1)
+    }
+}
+
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.line, self.column)
@@ -52,5 +81,19 @@ mod tests {
         assert_eq!(Location::of_offset(t, 7), Location { line: 2, column: 4 });
         assert_eq!(Location::of_offset(t, 8), Location { line: 3, column: 1 });
         assert_eq!(Location::of_offset(t, 999), Location { line: 3, column: 2 });
+    }
+
+    #[test]
+    fn the_line_index_agrees_with_of_offset() {
+        for t in ["", "\n", "ab\ncdé\nf", "\n\nx\n", "no newline"] {
+            let index = LineIndex::new(t);
+            for offset in 0..t.len() + 3 {
+                assert_eq!(
+                    index.line(offset),
+                    Location::of_offset(t, offset).line,
+                    "{t:?} at {offset}"
+                );
+            }
+        }
     }
 }
