@@ -1,0 +1,39 @@
+//! Lockstep's development tasks, run as `cargo xtask <task>` (the alias is in
+//! `.cargo/config.toml`).
+//!
+//! * `cargo xtask zoo` — the bug zoo (SPEC Part C, `docs/bug-zoo.md`): builds the seeded
+//!   variants once per checker flavour, runs the suites against every seeded bug, and prints
+//!   which suites catch which bug, how fast, and how to replay the failure.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod zoo;
+
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", about = "Lockstep's development tasks")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Debug, Subcommand)]
+enum Task {
+    /// Run the suites against every seeded bug of the bug zoo (docs/bug-zoo.md).
+    Zoo(zoo::ZooArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.task {
+        Task::Zoo(args) => zoo::run(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

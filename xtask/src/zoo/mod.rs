@@ -1,0 +1,514 @@
+//! `cargo xtask zoo`: every seeded bug of `lockstep_sync::BUGS` against the suites.
+//!
+//! 1. Builds the seeded test binaries once per checker flavour (normal, shuttle, loom; each
+//!    in its own target directory, `RUSTFLAGS` with `--cfg lockstep_bug`).
+//! 2. Runs every selected suite once with no bug (the baseline); any failure there stops the
+//!    zoo with a non-zero exit, since a suite that fails without a bug proves nothing.
+//!    Suites run in their nominal order of cost (unit tests, model comparisons, scenarios,
+//!    shuttle, loom); the baseline's times are printed beside it.
+//! 3. For each bug, runs the suites of its part with `LOCKSTEP_BUG=<bug>`, each with a
+//!    timeout (four times its baseline plus 30 s, at most `--timeout`), and records which
+//!    caught it, the time from the start of the binary to its first `FAILED` line, the
+//!    failing test, and the replay artifact (the proptest seed, the shuttle schedule, or the
+//!    test itself for loom and deterministic tests). With `--first` it stops at the first
+//!    suite that catches the bug (CI mode); otherwise it runs the full matrix.
+//! 4. Prints the tables (and with `--write-doc` puts them into `docs/bug-zoo.md` between the
+//!    generated-section markers), and exits non-zero if any bug was caught by no suite.
+//!
+//! Full logs, with the command that replays each failure, go to
+//! `target-zoo/zoo/<bug>/<suite>.log`.
+
+mod plan;
+mod report;
+mod run;
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use plan::{Binary, BugPlan, Flavour, PLANS, SUITES, Suite};
+use run::{Built, Ending, RunOutput};
+
+/// Arguments of `cargo xtask zoo`.
+#[derive(Debug, clap::Args)]
+pub struct ZooArgs {
+    /// Run only this bug (repeatable). Default: `LOCKSTEP_BUG` if set, else every bug.
+    #[arg(long = "bug", value_name = "NAME")]
+    bugs: Vec<String>,
+    /// Run only this suite (repeatable). Default: every suite.
+    #[arg(long = "suite", value_name = "NAME")]
+    suites: Vec<String>,
+    /// CI mode: for each bug, stop at the first suite that catches it.
+    #[arg(long)]
+    first: bool,
+    /// Write the tables into docs/bug-zoo.md (only for a full matrix: no --first, --bug or
+    /// --suite).
+    #[arg(long)]
+    write_doc: bool,
+    /// The longest any one run may take, in seconds.
+    #[arg(long, default_value_t = 300, value_name = "SECS")]
+    timeout: u64,
+    /// The PROPTEST_RNG_SEED given to every run, so that the model comparisons are
+    /// deterministic and their failures replay.
+    #[arg(long, default_value_t = 1, value_name = "SEED")]
+    proptest_seed: u64,
+    /// List the bugs and the suites, and exit.
+    #[arg(long)]
+    list: bool,
+}
+
+/// After a test has failed, how long the binary may go on (its failure report is printed
+/// when every test has finished) before it is killed and the failing test rerun alone.
+const GRACE: Duration = Duration::from_secs(15);
+/// The same in `--first` mode, where time matters more than the rest of the binary.
+const GRACE_FIRST: Duration = Duration::from_secs(3);
+
+/// The result of one suite against one bug.
+#[derive(Debug, Clone)]
+pub struct SuiteResult {
+    /// The suite.
+    pub suite: &'static Suite,
+    /// How the run ended.
+    pub ending: Ending,
+    /// Time to the first failure (or the whole run, or the timeout).
+    pub time: Duration,
+    /// The first panic message of the failing test.
+    pub message: Option<String>,
+    /// How to replay the failure, short form (for the table).
+    pub artifact: Option<String>,
+}
+
+impl SuiteResult {
+    /// True if the suite noticed the bug: a failed test, a crash or a hang.
+    pub fn caught(&self) -> bool {
+        !matches!(self.ending, Ending::Passed)
+    }
+}
+
+/// Everything the zoo found about one bug.
+#[derive(Debug, Clone)]
+pub struct BugResult {
+    /// The bug.
+    pub plan: &'static BugPlan,
+    /// Every suite run against it, in the order run.
+    pub results: Vec<SuiteResult>,
+}
+
+impl BugResult {
+    /// The first suite (in the order run) that caught it.
+    pub fn first_catch(&self) -> Option<&SuiteResult> {
+        self.results.iter().find(|r| r.caught())
+    }
+
+    /// The cheapest suite (in `ordered`) that caught it with a failure or a crash, else the
+    /// cheapest that hung: a failing test says what went wrong, a hang only that something did.
+    pub fn best_catch(&self, ordered: &[&Suite]) -> Option<&SuiteResult> {
+        let cost = |r: &&SuiteResult| {
+            (
+                matches!(r.ending, Ending::TimedOut),
+                ordered.iter().position(|s| s.name == r.suite.name),
+            )
+        };
+        self.results.iter().filter(|r| r.caught()).min_by_key(cost)
+    }
+}
+
+/// Runs `cargo xtask zoo`.
+///
+/// # Errors
+/// When a build fails, a binary cannot be started, or a file cannot be read or written.
+pub fn run(args: &ZooArgs) -> Result<ExitCode> {
+    plan::check_plans().map_err(anyhow::Error::msg)?;
+    if args.list {
+        print_list();
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut names = args.bugs.clone();
+    if names.is_empty()
+        && let Ok(v) = std::env::var("LOCKSTEP_BUG")
+        && !v.is_empty()
+    {
+        names.push(v);
+    }
+    for n in &names {
+        if !lockstep_sync::is_listed_bug(n) {
+            eprintln!(
+                "error: there is no seeded bug called {n:?} (from --bug or LOCKSTEP_BUG).\n\
+                 Known bugs (cargo xtask zoo --list): {}",
+                PLANS.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+            );
+            return Ok(ExitCode::from(2));
+        }
+    }
+    for s in &args.suites {
+        if plan::suite(s).is_none() {
+            eprintln!(
+                "error: there is no suite called {s:?}. Known suites: {}",
+                SUITES.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
+            );
+            return Ok(ExitCode::from(2));
+        }
+    }
+    let full_matrix = names.is_empty() && args.suites.is_empty() && !args.first;
+    if args.write_doc && !full_matrix {
+        bail!("--write-doc needs the full matrix: no --first, --bug, --suite or LOCKSTEP_BUG");
+    }
+    let bugs: Vec<&'static BugPlan> = if names.is_empty() {
+        PLANS.iter().collect()
+    } else {
+        PLANS
+            .iter()
+            .filter(|p| names.iter().any(|n| n == p.name))
+            .collect()
+    };
+    let suites: Vec<&'static Suite> = SUITES
+        .iter()
+        .filter(|s| args.suites.is_empty() || args.suites.iter().any(|n| n == s.name))
+        .filter(|s| bugs.iter().any(|b| b.part == s.part))
+        .collect();
+    if suites.is_empty() {
+        bail!("no suite tests the part of the selected bugs");
+    }
+
+    let root = workspace_root();
+    let started = Instant::now();
+    let built = build_all(&root, &suites)?;
+    let build_time = started.elapsed();
+
+    // The baseline: every suite once, with no bug.
+    println!("::: zoo: baseline (no bug seeded)");
+    let max = Duration::from_secs(args.timeout);
+    let mut baseline: HashMap<&str, Duration> = HashMap::new();
+    let mut baseline_ok = true;
+    for s in &suites {
+        let out = run::run(&built[s.name], &[], &env(None, args), max, GRACE)?;
+        let log = log_path(&root, "baseline", s.name);
+        write_log(&log, s, None, args, &out)?;
+        match &out.ending {
+            Ending::Passed => println!("  {:<15} passed in {}", s.name, secs(out.time)),
+            other => {
+                baseline_ok = false;
+                println!(
+                    "  {:<15} FAILS WITH NO BUG SEEDED: {other:?} ({})",
+                    s.name,
+                    log.display()
+                );
+            }
+        }
+        baseline.insert(s.name, out.time);
+    }
+    if !baseline_ok {
+        eprintln!(
+            "error: a suite fails with no bug seeded; the zoo proves nothing until it passes"
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    // Nominal cost order (unit, model, scenarios, shuttle, loom): the measured baseline is too
+    // noisy on a shared machine to order by, but it is printed beside it.
+    let ordered = suites.clone();
+
+    let mut results = Vec::new();
+    for b in &bugs {
+        println!("::: zoo: {} ({})", b.name, plan::description(b.name));
+        let mut order: Vec<&'static Suite> = ordered
+            .iter()
+            .copied()
+            .filter(|s| s.part == b.part)
+            .collect();
+        if args.first
+            && let Some(i) = order.iter().position(|s| s.name == b.first_try)
+        {
+            let s = order.remove(i);
+            order.insert(0, s);
+        }
+        let mut bug = BugResult {
+            plan: b,
+            results: Vec::new(),
+        };
+        for s in order {
+            let limit = (baseline[s.name] * 4 + Duration::from_secs(30)).min(max);
+            let r = run_suite(&root, &built[s.name], s, b.name, args, limit)?;
+            println!("  {:<15} {}", s.name, report::cell(&r, false));
+            let caught = r.caught();
+            bug.results.push(r);
+            if caught && args.first {
+                break;
+            }
+        }
+        if bug.first_catch().is_none() {
+            println!("  NOT CAUGHT by any suite");
+        }
+        results.push(bug);
+    }
+
+    let total = started.elapsed();
+    let command = if args.write_doc {
+        "cargo xtask zoo --write-doc".to_string()
+    } else {
+        std::iter::once("cargo xtask zoo".to_string())
+            .chain(std::env::args().skip(2))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let tables = report::tables(&results, &ordered, &baseline, build_time, total, &command);
+    println!("\n{tables}");
+    if args.write_doc {
+        let doc = root.join("docs/bug-zoo.md");
+        report::write_doc(&doc, &tables)?;
+        println!("::: zoo: tables written to {}", doc.display());
+    }
+    let missed: Vec<&str> = results
+        .iter()
+        .filter(|r| r.first_catch().is_none())
+        .map(|r| r.plan.name)
+        .collect();
+    println!("::: zoo: {} bugs in {}", results.len(), secs(total));
+    if missed.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("error: caught by no suite: {}", missed.join(", "));
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+/// Runs suite `s` against `bug`; reruns the failing test alone if the report was cut off.
+fn run_suite(
+    root: &Path,
+    built: &Built,
+    s: &'static Suite,
+    bug: &str,
+    args: &ZooArgs,
+    limit: Duration,
+) -> Result<SuiteResult> {
+    let env = env(Some(bug), args);
+    let grace = if args.first { GRACE_FIRST } else { GRACE };
+    let mut out = run::run(built, &[], &env, limit, grace)?;
+    let mut section = None;
+    if let Ending::Crashed { .. } = out.ending
+        && let Some((test, message)) = run::crash_panic(&out.stderr, &out.stdout)
+    {
+        // A crash (say, a panic while unwinding, which aborts) names its test in the panic.
+        out.ending = Ending::Failed { test };
+        section = Some(message);
+    }
+    if let Ending::Failed { test } = &out.ending
+        && section.is_none()
+    {
+        section = run::failure_section(&out.stdout, test).map(str::to_string);
+        if section.is_none() {
+            // Killed before the report: the failing test alone, to get its output.
+            let again = run::run(
+                built,
+                &["--exact".to_string(), test.clone()],
+                &env,
+                limit,
+                limit,
+            )?;
+            section = run::failure_section(&again.stdout, test).map(str::to_string);
+            write_log(
+                &log_path(root, bug, &format!("{}.rerun", s.name)),
+                s,
+                Some(bug),
+                args,
+                &again,
+            )?;
+        }
+    }
+    write_log(&log_path(root, bug, s.name), s, Some(bug), args, &out)?;
+    let message = section.as_deref().and_then(run::panic_message);
+    let artifact = match &out.ending {
+        Ending::Passed => None,
+        Ending::TimedOut => Some("hang: rerun the suite".to_string()),
+        Ending::Crashed { status } => Some(format!("crash ({status}): rerun the suite")),
+        Ending::Failed { test } => Some(artifact(s, test, section.as_deref(), args)),
+    };
+    Ok(SuiteResult {
+        suite: s,
+        ending: out.ending,
+        time: out.time,
+        message,
+        artifact,
+    })
+}
+
+/// The short replay artifact of a failed test.
+fn artifact(s: &Suite, test: &str, section: Option<&str>, args: &ZooArgs) -> String {
+    if let Some(schedule) = section.and_then(run::shuttle_schedule) {
+        let head: String = schedule.chars().take(12).collect();
+        return format!(
+            "shuttle schedule `{head}…` ({} chars, in the log; `shuttle::replay`)",
+            schedule.len()
+        );
+    }
+    if let Some(input) = section.and_then(run::proptest_minimal_input) {
+        return format!(
+            "`PROPTEST_RNG_SEED={}` (shrunk input, {} chars, in the log)",
+            args.proptest_seed,
+            input.len()
+        );
+    }
+    let _ = test;
+    match s.flavour {
+        Flavour::Loom => "the test (loom is exhaustive: it replays as is)".to_string(),
+        Flavour::Shuttle => "the test (no schedule printed)".to_string(),
+        Flavour::Normal => "the test (command in the log)".to_string(),
+    }
+}
+
+/// The environment of a run: the bug (or none), a fixed proptest seed, no proptest
+/// persistence (a seeded bug's failure must not land in a committed regression file), the
+/// loom bound CI uses, short panics.
+fn env(bug: Option<&str>, args: &ZooArgs) -> Vec<(&'static str, Option<String>)> {
+    vec![
+        ("LOCKSTEP_BUG", bug.map(str::to_string)),
+        ("PROPTEST_RNG_SEED", Some(args.proptest_seed.to_string())),
+        (
+            "PROPTEST_DISABLE_FAILURE_PERSISTENCE",
+            Some("1".to_string()),
+        ),
+        (
+            "LOOM_MAX_PREEMPTIONS",
+            Some(std::env::var("LOOM_MAX_PREEMPTIONS").unwrap_or_else(|_| "2".to_string())),
+        ),
+        ("RUST_BACKTRACE", Some("0".to_string())),
+    ]
+}
+
+/// Builds every flavour that has a selected suite.
+fn build_all(root: &Path, suites: &[&'static Suite]) -> Result<HashMap<String, Built>> {
+    let mut built = HashMap::new();
+    for flavour in Flavour::ALL {
+        let these: Vec<&Suite> = suites
+            .iter()
+            .copied()
+            .filter(|s| s.flavour == flavour)
+            .collect();
+        if these.is_empty() {
+            continue;
+        }
+        let t = Instant::now();
+        println!(
+            "::: zoo: building the {flavour} flavour (RUSTFLAGS=\"{}\", {})",
+            flavour.rustflags(),
+            flavour.target_dir()
+        );
+        built.extend(run::build(root, flavour, &these)?);
+        println!(
+            "::: zoo: built the {flavour} flavour in {}",
+            secs(t.elapsed())
+        );
+    }
+    Ok(built)
+}
+
+/// The workspace root: the parent of this package's directory.
+fn workspace_root() -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.parent().unwrap_or(here).to_path_buf()
+}
+
+fn log_path(root: &Path, bug: &str, suite: &str) -> PathBuf {
+    root.join(Flavour::Normal.target_dir())
+        .join("zoo")
+        .join(bug)
+        .join(format!("{suite}.log"))
+}
+
+/// The command that reruns `suite` (optionally one test of it) against `bug` with Cargo.
+pub fn replay_command(s: &Suite, bug: Option<&str>, test: Option<&str>, args: &ZooArgs) -> String {
+    let mut c = String::new();
+    if let Some(b) = bug {
+        let _ = write!(c, "LOCKSTEP_BUG={b} ");
+    }
+    let _ = write!(
+        c,
+        "PROPTEST_RNG_SEED={} PROPTEST_DISABLE_FAILURE_PERSISTENCE=1 ",
+        args.proptest_seed
+    );
+    if s.flavour == Flavour::Loom {
+        c.push_str("LOOM_MAX_PREEMPTIONS=2 ");
+    }
+    let _ = write!(
+        c,
+        "RUSTFLAGS=\"{}\" CARGO_TARGET_DIR={} cargo test {}-p {} ",
+        s.flavour.rustflags(),
+        s.flavour.target_dir(),
+        if s.flavour.release() {
+            "--release "
+        } else {
+            ""
+        },
+        s.package
+    );
+    match s.binary {
+        Binary::Lib(_) => c.push_str("--lib"),
+        Binary::Test(t) => {
+            let _ = write!(c, "--test {t}");
+        }
+    }
+    if let Some(t) = test {
+        let _ = write!(c, " -- --exact {t}");
+    }
+    c
+}
+
+fn write_log(
+    path: &Path,
+    s: &Suite,
+    bug: Option<&str>,
+    args: &ZooArgs,
+    out: &RunOutput,
+) -> Result<()> {
+    let test = match &out.ending {
+        Ending::Failed { test } => Some(test.as_str()),
+        _ => None,
+    };
+    let text = format!(
+        "replay: {}\nending: {:?} after {}\n\n===== stdout =====\n{}\n\n===== stderr =====\n{}\n",
+        replay_command(s, bug, test, args),
+        out.ending,
+        secs(out.time),
+        out.stdout,
+        out.stderr
+    );
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+/// A duration in seconds, for humans.
+pub fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s < 10.0 {
+        format!("{s:.2} s")
+    } else {
+        format!("{s:.0} s")
+    }
+}
+
+fn print_list() {
+    println!("Bugs (LOCKSTEP_BUG=<name>, --bug <name>):");
+    for p in PLANS {
+        println!(
+            "  {:<24} {:<9} {}",
+            p.name,
+            p.part,
+            plan::description(p.name)
+        );
+    }
+    println!("\nSuites (--suite <name>):");
+    for s in SUITES {
+        println!(
+            "  {:<15} {:<9} {:<8} {}",
+            s.name, s.part, s.flavour, s.package
+        );
+    }
+    println!(
+        "\nPending (not seeded yet): lock-free code without memory-ordering rules (needs the Chase–Lev deque)."
+    );
+}

@@ -1,0 +1,273 @@
+//! What the zoo runs: the suites (test binaries, by checker flavour) and, for every bug of
+//! `lockstep_sync::BUGS`, which part of Lockstep it lives in.
+
+use std::fmt;
+
+/// The part of Lockstep a bug is seeded in. A scheduler bug cannot change the pool's
+/// behaviour (the pool does not use the scheduler) and the other way round, so each bug runs
+/// only against the suites of its own part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Part {
+    /// `crates/dag` (SPEC Part A).
+    Scheduler,
+    /// `crates/pool` and `crates/deque` (SPEC Part B).
+    Pool,
+}
+
+impl fmt::Display for Part {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Part::Scheduler => "scheduler",
+            Part::Pool => "pool",
+        })
+    }
+}
+
+/// A checker flavour: one `RUSTFLAGS` value, one target directory, one build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Flavour {
+    /// Plain std primitives: unit tests, model comparisons, scenarios (debug, like `cargo test`).
+    Normal,
+    /// `--cfg shuttle` (release).
+    Shuttle,
+    /// `--cfg loom` with debug assertions (release).
+    Loom,
+}
+
+impl Flavour {
+    /// Every flavour, in build order.
+    pub const ALL: [Flavour; 3] = [Flavour::Normal, Flavour::Shuttle, Flavour::Loom];
+
+    /// The `RUSTFLAGS` of this flavour's seeded build.
+    pub fn rustflags(self) -> &'static str {
+        match self {
+            Flavour::Normal => "--cfg lockstep_bug",
+            Flavour::Shuttle => "--cfg shuttle --cfg lockstep_bug",
+            Flavour::Loom => "--cfg loom --cfg lockstep_bug -C debug-assertions",
+        }
+    }
+
+    /// The target directory of this flavour's seeded build (relative to the workspace root).
+    pub fn target_dir(self) -> &'static str {
+        match self {
+            Flavour::Normal => "target-zoo",
+            Flavour::Shuttle => "target-zoo-shuttle",
+            Flavour::Loom => "target-zoo-loom",
+        }
+    }
+
+    /// Whether this flavour is built with `--release`.
+    pub fn release(self) -> bool {
+        !matches!(self, Flavour::Normal)
+    }
+}
+
+impl fmt::Display for Flavour {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Flavour::Normal => "normal",
+            Flavour::Shuttle => "shuttle",
+            Flavour::Loom => "loom",
+        })
+    }
+}
+
+/// Which test binary of a package a suite is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Binary {
+    /// The package's unit tests (`--lib`); the target name is the crate name.
+    Lib(&'static str),
+    /// An integration test (`--test NAME`).
+    Test(&'static str),
+}
+
+/// One suite: one test binary of one flavour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Suite {
+    /// The name used on the command line and in the tables.
+    pub name: &'static str,
+    /// The flavour it is built in.
+    pub flavour: Flavour,
+    /// The Cargo package that holds it.
+    pub package: &'static str,
+    /// The test binary.
+    pub binary: Binary,
+    /// The part it tests.
+    pub part: Part,
+}
+
+/// Every suite the zoo knows, in a nominal order of cost (the run orders them by the
+/// baseline's measured time instead).
+pub const SUITES: &[Suite] = &[
+    Suite {
+        name: "unit_deque",
+        flavour: Flavour::Normal,
+        package: "lockstep-deque",
+        binary: Binary::Lib("lockstep_deque"),
+        part: Part::Pool,
+    },
+    Suite {
+        name: "unit_pool",
+        flavour: Flavour::Normal,
+        package: "lockstep-pool",
+        binary: Binary::Lib("lockstep_pool"),
+        part: Part::Pool,
+    },
+    Suite {
+        name: "unit_dag",
+        flavour: Flavour::Normal,
+        package: "lockstep-dag",
+        binary: Binary::Lib("lockstep_dag"),
+        part: Part::Scheduler,
+    },
+    Suite {
+        name: "model_pool",
+        flavour: Flavour::Normal,
+        package: "lockstep-tests",
+        binary: Binary::Test("model_pool"),
+        part: Part::Pool,
+    },
+    Suite {
+        name: "model_dag",
+        flavour: Flavour::Normal,
+        package: "lockstep-tests",
+        binary: Binary::Test("model_dag"),
+        part: Part::Scheduler,
+    },
+    Suite {
+        name: "scenarios_pool",
+        flavour: Flavour::Normal,
+        package: "lockstep-tests",
+        binary: Binary::Test("scenarios_pool"),
+        part: Part::Pool,
+    },
+    Suite {
+        name: "scenarios_dag",
+        flavour: Flavour::Normal,
+        package: "lockstep-tests",
+        binary: Binary::Test("scenarios_dag"),
+        part: Part::Scheduler,
+    },
+    Suite {
+        name: "shuttle_dag",
+        flavour: Flavour::Shuttle,
+        package: "lockstep-tests",
+        binary: Binary::Test("shuttle_dag"),
+        part: Part::Scheduler,
+    },
+    Suite {
+        name: "shuttle_pool",
+        flavour: Flavour::Shuttle,
+        package: "lockstep-tests",
+        binary: Binary::Test("shuttle_pool"),
+        part: Part::Pool,
+    },
+    Suite {
+        name: "loom_pool",
+        flavour: Flavour::Loom,
+        package: "lockstep-tests",
+        binary: Binary::Test("loom_pool"),
+        part: Part::Pool,
+    },
+];
+
+/// How the zoo treats one seeded bug.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BugPlan {
+    /// The name, as listed in `lockstep_sync::BUGS`.
+    pub name: &'static str,
+    /// The part it is seeded in.
+    pub part: Part,
+    /// In `--first` mode, the suite to try before the others (which follow cheapest first):
+    /// the cheapest suite that caught it in the last full run (`docs/bug-zoo.md`). It only
+    /// saves time; the full matrix (`cargo xtask zoo`) ignores it and runs every suite.
+    pub first_try: &'static str,
+}
+
+/// Every seeded bug, in the order of `lockstep_sync::BUGS` (checked by a test and at start).
+pub const PLANS: &[BugPlan] = &[
+    plan("static_order", Part::Scheduler, "unit_dag"),
+    plan("rescan_all", Part::Scheduler, "scenarios_dag"),
+    plan("cycle_without_path", Part::Scheduler, "unit_dag"),
+    plan("stale_generation", Part::Scheduler, "unit_dag"),
+    plan("failed_dep_as_success", Part::Scheduler, "unit_dag"),
+    plan("forced_cancel", Part::Scheduler, "unit_dag"),
+    plan("exceed_limit", Part::Scheduler, "unit_dag"),
+    plan("retry_flips_failed", Part::Scheduler, "model_dag"),
+    plan("stale_edges", Part::Scheduler, "unit_dag"),
+    plan("double_release", Part::Scheduler, "unit_dag"),
+    plan("claim_two_sections", Part::Scheduler, "shuttle_dag"),
+    plan("global_queue", Part::Pool, "unit_pool"),
+    plan("check_then_pop", Part::Pool, "loom_pool"),
+    plan("exit_when_empty", Part::Pool, "model_pool"),
+    plan("panic_escapes", Part::Pool, "model_pool"),
+    plan("parent_decrement_first", Part::Pool, "model_pool"),
+    plan("single_victim", Part::Pool, "unit_pool"),
+    plan("sleep_polling", Part::Pool, "shuttle_pool"),
+];
+
+const fn plan(name: &'static str, part: Part, first_try: &'static str) -> BugPlan {
+    BugPlan {
+        name,
+        part,
+        first_try,
+    }
+}
+
+/// The suite called `name`.
+pub fn suite(name: &str) -> Option<&'static Suite> {
+    SUITES.iter().find(|s| s.name == name)
+}
+
+/// Checks that [`PLANS`] covers exactly `lockstep_sync::BUGS`, in order, and names only
+/// suites of the bug's own part.
+pub fn check_plans() -> Result<(), String> {
+    let listed: Vec<&str> = lockstep_sync::BUGS.iter().map(|(n, _)| *n).collect();
+    let planned: Vec<&str> = PLANS.iter().map(|p| p.name).collect();
+    if listed != planned {
+        return Err(format!(
+            "xtask's bug plans {planned:?} do not match lockstep_sync::BUGS {listed:?}"
+        ));
+    }
+    for p in PLANS {
+        match suite(p.first_try) {
+            Some(s) if s.part == p.part => {}
+            _ => {
+                return Err(format!(
+                    "bug {}: first_try {:?} is not a {} suite",
+                    p.name, p.first_try, p.part
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The one-line description of a bug, from `lockstep_sync::BUGS`.
+pub fn description(name: &str) -> &'static str {
+    lockstep_sync::BUGS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or("", |(_, d)| d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_match_the_bug_list() {
+        assert_eq!(check_plans(), Ok(()));
+    }
+
+    #[test]
+    fn suite_names_are_unique_and_every_part_has_suites() {
+        let mut names: Vec<&str> = SUITES.iter().map(|s| s.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), SUITES.len());
+        for part in [Part::Scheduler, Part::Pool] {
+            assert!(SUITES.iter().any(|s| s.part == part));
+        }
+    }
+}
