@@ -30,6 +30,12 @@
 //! `--simulate` sleep polls its token and stops early. lockstep waits for every running
 //! task to return (a second Ctrl-C exits at once with status 130).
 //!
+//! The terminal sends SIGINT to lockstep and to the running commands at once, and a command
+//! may die of it before lockstep's handler has run. So, following the usual convention for
+//! programs that run commands (a caller whose child was killed by SIGINT acts as if it got
+//! SIGINT itself), a command killed by SIGINT also counts as a Ctrl-C: otherwise its freed
+//! slot would start queued work the user had just interrupted.
+//!
 //! # Critical path
 //! The longest path through the graph where each task weighs its measured duration: for
 //! tasks in claim order (a topological order, since a task is claimed only after its
@@ -254,6 +260,8 @@ struct Done {
     id: String,
     generation: lockstep_contract::Generation,
     result: Result<Vec<u8>, (String, Vec<u8>)>,
+    /// The command was killed by SIGINT (taken as the user's Ctrl-C, see the module docs).
+    sigint: bool,
     duration: Duration,
 }
 
@@ -362,6 +370,7 @@ pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> 
                 let generation = claim.generation;
                 let submitted = pool.submit(move |_ctx| {
                     let start = Instant::now();
+                    let mut sigint = false;
                     let result = catch_unwind(AssertUnwindSafe(|| {
                         execute(
                             &claim.id,
@@ -369,6 +378,7 @@ pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> 
                             simulate,
                             log_dir.as_deref(),
                             &claim.token,
+                            &mut sigint,
                         )
                     }))
                     .unwrap_or_else(|_| Err(("the runner panicked".to_string(), Vec::new())));
@@ -376,6 +386,7 @@ pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> 
                         id: claim.id,
                         generation: claim.generation,
                         result,
+                        sigint,
                         duration: start.elapsed(),
                     }));
                 });
@@ -397,18 +408,10 @@ pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> 
             break;
         }
         let Ok(msg) = rx.recv() else { break };
-        match msg {
-            Msg::Interrupt => {
-                if !interrupted {
-                    interrupted = true;
-                    sched.close();
-                    for id in &running {
-                        let _ = sched.cancel(id);
-                    }
-                    out.line("interrupted: cancelling queued tasks, waiting for running ones");
-                }
-            }
+        let interrupt = match msg {
+            Msg::Interrupt => true,
             Msg::Done(done) => {
+                let sigint = done.sigint;
                 running.retain(|r| *r != done.id);
                 durations.insert(done.id.clone(), done.duration);
                 let took = secs(done.duration);
@@ -430,7 +433,16 @@ pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> 
                 block.push_str(&line);
                 out.line(&block);
                 out.tick(&running);
+                sigint && opts.handle_interrupt
             }
+        };
+        if interrupt && !interrupted {
+            interrupted = true;
+            sched.close();
+            for id in &running {
+                let _ = sched.cancel(id);
+            }
+            out.line("interrupted: cancelling queued tasks, waiting for running ones");
         }
     }
     let wall = started.elapsed();
@@ -542,13 +554,15 @@ pub fn log_file_name(index: usize, id: &str) -> String {
 }
 
 /// Runs one task on a pool worker. `Ok(output)` on success, `Err((reason, output))` on
-/// failure; output is empty when it went to a log file.
+/// failure; output is empty when it went to a log file. Sets `sigint` when the command was
+/// killed by SIGINT.
 fn execute(
     id: &str,
     payload: &TaskPayload,
     simulate: Option<Duration>,
     log_dir: Option<&Path>,
     token: &CancelToken,
+    sigint: &mut bool,
 ) -> Result<Vec<u8>, (String, Vec<u8>)> {
     if let Some(total) = simulate {
         let deadline = Instant::now() + total;
@@ -621,6 +635,14 @@ fn execute(
         }
     };
     let (status, output) = status;
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        // SIGINT is 2 on every Unix.
+        *sigint = status.signal() == Some(2);
+    }
+    #[cfg(not(unix))]
+    let _ = sigint;
     if status.success() {
         Ok(output)
     } else {

@@ -544,3 +544,104 @@ fn jobs_zero_is_refused_by_the_command_line() {
         .assert()
         .code(2);
 }
+
+// ---------------------------------------------------------------- Ctrl-C
+
+/// Starts `lockstep run -j 1 FILE` in its own process group (as a shell starts a job), with
+/// standard output and error captured.
+#[cfg(unix)]
+fn spawn_in_own_group(file: &Path) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    std::process::Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["run", "-j", "1", "--no-progress"])
+        .arg(file)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until `path` exists (the first task writes it when it starts) and returns its text.
+fn wait_for_file(path: &Path) -> String {
+    for _ in 0..3000 {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && text.ends_with('\n')
+        {
+            return text;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("{} never appeared", path.display());
+}
+
+/// `kill -INT TARGET` (a pid, or `-PGID` for a whole process group).
+fn sigint(target: &str) {
+    let status = std::process::Command::new("kill")
+        .args(["-INT", "--", target])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -INT {target}");
+}
+
+/// A running task and one queued behind it (`-j 1`); the running one writes its pid to
+/// `pid` and then waits a minute.
+fn interrupt_fixture(dir: &Path) -> (PathBuf, PathBuf) {
+    let pid = dir.join("pid");
+    let f = write(
+        dir,
+        "int.toml",
+        &format!(
+            "[[task]]\nid = \"long\"\ncommand = \"echo $$ > '{}'; exec sleep 60\"\n\n\
+             [[task]]\nid = \"queued\"\ncommand = \"echo queued-ran\"\n",
+            pid.display()
+        ),
+    );
+    (f, pid)
+}
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_on_the_process_group_cancels_queued_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let (f, pid) = interrupt_fixture(dir.path());
+    let child = spawn_in_own_group(&f);
+    wait_for_file(&pid);
+    // What the terminal does on Ctrl-C: SIGINT to every process of the foreground group.
+    sigint(&format!("-{}", child.id()));
+    let out = child.wait_with_output().unwrap();
+    let stdout = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("failed: long: killed by signal 2"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("cancelled: queued"), "{stdout}");
+    assert!(!stdout.contains("queued-ran"), "{stdout}");
+    assert!(
+        stdout.contains("interrupted: queued tasks were cancelled"),
+        "{stdout}"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_task_killed_by_sigint_counts_as_ctrl_c() {
+    // The terminal's SIGINT reaches the running command and lockstep at once, in either order:
+    // when the command's death is seen first, its freed slot must not start queued work.
+    // Here only the command gets the signal, which is that order made certain.
+    let dir = tempfile::tempdir().unwrap();
+    let (f, pid) = interrupt_fixture(dir.path());
+    let child = spawn_in_own_group(&f);
+    let task_pid = wait_for_file(&pid);
+    sigint(task_pid.trim());
+    let out = child.wait_with_output().unwrap();
+    let stdout = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("failed: long: killed by signal 2"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("cancelled: queued"), "{stdout}");
+    assert!(!stdout.contains("queued-ran"), "{stdout}");
+}
