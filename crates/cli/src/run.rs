@@ -21,7 +21,8 @@
 //! tasks running at once never interleaves. With `--log-dir DIR` they go instead to
 //! `DIR/NNNN-ID.log` (NNNN: the task's position in the file; unsafe characters of the id
 //! become `_`) and nothing of them is printed. Exit status 0 is success; anything else
-//! (non-zero status, killed by a signal, `sh` not startable) is a failure with that reason.
+//! (non-zero status, killed by a signal, `sh` not startable, e.g. in a missing `cwd`) is a
+//! failure with that reason.
 //!
 //! # Interrupts
 //! On Ctrl-C (SIGINT) the loop stops claiming: [`TaskScheduler::close`] cancels every
@@ -589,6 +590,12 @@ fn execute(
         cmd.current_dir(cwd);
     }
     let fail = |what: String| Err((what, Vec::new()));
+    // A missing working directory also fails the spawn with "No such file or directory":
+    // name the directory, so that it is not read as `sh` missing.
+    let cannot_start = |e: std::io::Error| match &payload.cwd {
+        Some(cwd) => fail(format!("cannot start sh in {}: {e}", cwd.display())),
+        None => fail(format!("cannot start sh: {e}")),
+    };
     let status = match log_dir {
         Some(dir) => {
             let path = dir.join(log_file_name(payload.index, id));
@@ -603,7 +610,7 @@ fn execute(
             cmd.stdout(file).stderr(err);
             match cmd.status() {
                 Ok(s) => (s, Vec::new()),
-                Err(e) => return fail(format!("cannot start sh: {e}")),
+                Err(e) => return cannot_start(e),
             }
         }
         None => {
@@ -618,7 +625,7 @@ fn execute(
             cmd.stdout(writer).stderr(err);
             let mut child = match cmd.spawn() {
                 Ok(c) => c,
-                Err(e) => return fail(format!("cannot start sh: {e}")),
+                Err(e) => return cannot_start(e),
             };
             // Our copies of the write end must close, or the read below never ends.
             drop(cmd);

@@ -323,6 +323,26 @@ deps = ["use"]
 }
 
 #[test]
+fn run_with_a_missing_cwd_names_the_directory_not_sh() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "cwd.toml",
+        "[[task]]\nid = \"a\"\ncwd = \"no-such-dir\"\ncommand = \"true\"\n",
+    );
+    let missing = dir.path().join("no-such-dir");
+    lockstep()
+        .args(["run"])
+        .arg(&f)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(format!(
+            "failed: a: cannot start sh in {}: No such file or directory",
+            missing.display()
+        )));
+}
+
+#[test]
 fn run_with_a_failure_blocks_descendants_and_names_the_cause() {
     let out = lockstep()
         .args(["run", "-j", "2", "--no-progress"])
