@@ -97,9 +97,11 @@
 //!
 //! # Payloads and locks
 //!
-//! No user code ever runs while the lock is held. Payloads that can no longer run (a
-//! replaced version's, a blocked or cancelled one's) are dropped after the lock is released,
-//! so a payload with an expensive `Drop` does not stall other workers.
+//! No payload code runs while the lock is held: payloads that can no longer run (a replaced
+//! version's, a blocked or cancelled one's) are dropped after the lock is released, so a
+//! payload with an expensive `Drop` does not stall other workers. The id type's own `Hash`,
+//! `Eq`, `Clone` and `Drop` do run under the lock (the id lookups need them): keep them
+//! cheap, and never call back into the scheduler from them.
 
 mod claim;
 mod core;
