@@ -20,9 +20,9 @@
 //! printed when the task ends, each line prefixed with `[ID] `, so that the output of
 //! tasks running at once never interleaves. With `--log-dir DIR` they go instead to
 //! `DIR/NNNN-ID.log` (NNNN: the task's position in the file; unsafe characters of the id
-//! become `_`) and nothing of them is printed. Exit status 0 is success; anything else
-//! (non-zero status, killed by a signal, `sh` not startable, e.g. in a missing `cwd`) is a
-//! failure with that reason.
+//! become `_`, and a long id is cut to 200 characters) and nothing of them is printed.
+//! Exit status 0 is success; anything else (non-zero status, killed by a signal, `sh` not
+//! startable, e.g. in a missing `cwd`) is a failure with that reason.
 //!
 //! # Interrupts
 //! On Ctrl-C (SIGINT) the loop stops claiming: [`TaskScheduler::close`] cancels every
@@ -538,11 +538,18 @@ fn install_interrupt(tx: mpsc::Sender<Msg>) {
     });
 }
 
+/// The most characters of the id kept in a log file name (each becomes one byte), so that the
+/// whole name stays within the usual 255-byte limit (the index prefix keeps names of
+/// truncated ids unique).
+const LOG_NAME_ID_CHARS: usize = 200;
+
 /// A file name for a task's log: `NNNN-ID.log` with characters other than ASCII letters,
-/// digits, `.`, `_`, `-`, `@`, `+` replaced by `_`.
+/// digits, `.`, `_`, `-`, `@`, `+` replaced by `_`, and the id cut to its first 200
+/// characters (the name must fit the file system's limit of 255 bytes).
 pub fn log_file_name(index: usize, id: &str) -> String {
     let safe: String = id
         .chars()
+        .take(LOG_NAME_ID_CHARS)
         .map(|c| {
             if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '@' | '+') {
                 c
@@ -741,5 +748,21 @@ mod tests {
     fn log_names_are_safe_and_unique_by_index() {
         assert_eq!(log_file_name(3, "a/b c"), "0003-a_b_c.log");
         assert_eq!(log_file_name(12, "syn@2.0.1"), "0012-syn@2.0.1.log");
+    }
+
+    #[test]
+    fn log_names_of_long_ids_fit_a_file_name() {
+        // 255 bytes is the usual limit on a file name (ext4, xfs, btrfs, tmpfs, APFS).
+        let long = "é".repeat(400);
+        let name = log_file_name(7, &long);
+        assert!(name.len() <= 255, "{} bytes", name.len());
+        assert!(
+            name.starts_with("0007-__") && name.ends_with(".log"),
+            "{name}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(&name), "ok").unwrap();
+        // Still unique by index.
+        assert_ne!(name, log_file_name(8, &long));
     }
 }
