@@ -71,8 +71,8 @@ struct DepKind {
 /// * [`ReadError::Json`] when the text is not JSON or lacks the fields used (`packages`
 ///   with `name`/`version`/`id`, `resolve.nodes` with `id`), with line and column;
 /// * [`ReadError::NoResolve`] when `resolve` is `null` (made with `--no-deps`);
-/// * [`ReadError::UnknownPackageId`] when a resolve node or dependency names an id that
-///   `packages` does not list.
+/// * [`ReadError::UnknownPackageId`] when a resolve node names an id that `packages` does not
+///   list, or a dependency names one that has no node in `resolve.nodes`.
 pub fn parse(text: &str, path: &Path, dev_deps: bool) -> Result<TaskGraph, ReadError> {
     let meta: Metadata = serde_json::from_str(text).map_err(|e| ReadError::Json {
         path: path.to_path_buf(),
@@ -302,6 +302,24 @@ mod tests {
         )
         .unwrap_err();
         assert!(matches!(err, ReadError::UnknownPackageId { ref id, .. } if id == "ghost"));
+        // Listed in `packages` but not resolved: the message must not claim it is unlisted.
+        let err = parse(
+            r#"{"packages": [{"name": "a", "version": "1", "id": "a1"},
+                             {"name": "b", "version": "1", "id": "b1"}],
+                "resolve": {"nodes": [{"id": "a1", "dependencies": ["b1"]}]}}"#,
+            p(),
+            false,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, ReadError::UnknownPackageId { ref id, .. } if id == "b1"),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "meta.json: resolve names package id \"b1\", which is not in \"packages\" or \
+             has no node in \"resolve.nodes\""
+        );
     }
 
     #[test]

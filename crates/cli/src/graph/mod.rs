@@ -345,8 +345,12 @@ pub enum ReadError {
         /// The file.
         path: PathBuf,
     },
-    /// A resolve node or dependency names a package id that `packages` does not list.
-    #[error("{}: resolve names package id {id:?}, which \"packages\" does not list", path.display())]
+    /// A resolve node names a package id that `packages` does not list, or a dependency names
+    /// one that is not a resolved package (not listed, or without a node in `resolve.nodes`).
+    #[error(
+        "{}: resolve names package id {id:?}, which is not in \"packages\" or has no node in \"resolve.nodes\"",
+        path.display()
+    )]
     UnknownPackageId {
         /// The file.
         path: PathBuf,
