@@ -196,6 +196,14 @@ pub enum RunError {
     /// The pool could not be created or refused work.
     #[error("pool: {0}")]
     Pool(String),
+    /// `--log-dir` could not be created (it names a file, or a place that cannot be written).
+    #[error("cannot create log dir {}: {source}", dir.display())]
+    LogDir {
+        /// The directory.
+        dir: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
 }
 
 impl From<PoolError> for RunError {
@@ -316,14 +324,17 @@ impl Out {
 ///
 /// # Errors
 /// [`RunError::Invalid`] before anything runs when the graph cannot run;
-/// [`RunError::Pool`] when the pool cannot be created; [`RunError::Scheduler`] only on a
-/// bug (the runner calls the scheduler with valid arguments only).
+/// [`RunError::LogDir`] when `--log-dir` cannot be created; [`RunError::Pool`] when the pool
+/// cannot be created; [`RunError::Scheduler`] only on a bug (the runner calls the scheduler
+/// with valid arguments only).
 pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> {
     let jobs = opts.jobs.max(1);
     let (sched, ids) = build(graph, jobs)?;
     if let Some(dir) = &opts.log_dir {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| RunError::Pool(format!("cannot create log dir {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir).map_err(|source| RunError::LogDir {
+            dir: dir.clone(),
+            source,
+        })?;
     }
     let pool = Pool::new(jobs).map_err(|e| RunError::Pool(e.to_string()))?;
     let (tx, rx) = mpsc::channel::<Msg>();

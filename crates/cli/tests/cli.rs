@@ -557,6 +557,23 @@ fn log_dir_receives_each_tasks_output() {
 }
 
 #[test]
+fn a_log_dir_that_is_a_file_exits_2_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "not-a-dir", "");
+    lockstep()
+        .args(["run", "--log-dir"])
+        .arg(&file)
+        .arg(example("pipeline.toml"))
+        .assert()
+        .code(2)
+        .stdout(predicate::str::is_empty())
+        .stderr(predicate::str::starts_with(format!(
+            "error: cannot create log dir {}: ",
+            file.display()
+        )));
+}
+
+#[test]
 fn jobs_zero_is_refused_by_the_command_line() {
     lockstep()
         .args(["run", "-j", "0"])
