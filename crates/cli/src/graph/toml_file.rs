@@ -46,7 +46,7 @@ struct RawTask {
     #[serde(default)]
     cwd: Option<PathBuf>,
     #[serde(default)]
-    env: BTreeMap<String, String>,
+    env: BTreeMap<Spanned<String>, String>,
 }
 
 /// Parses a task file's text; `path` names it in errors and anchors relative `cwd`s.
@@ -56,7 +56,9 @@ struct RawTask {
 /// # Errors
 /// * [`ReadError::Toml`] for TOML syntax errors and schema errors (unknown key, wrong type,
 ///   missing `id`), with the line and column the TOML parser reports;
-/// * [`ReadError::EmptyId`] for `id = ""`.
+/// * [`ReadError::EmptyId`] for `id = ""`;
+/// * [`ReadError::Toml`] also for an `env` name no process environment can hold (empty, or
+///   containing `=` or NUL), at that name.
 pub fn parse(text: &str, path: &Path) -> Result<TaskGraph, ReadError> {
     let file: File = toml::from_str(text).map_err(|e| ReadError::Toml {
         path: path.to_path_buf(),
@@ -77,12 +79,32 @@ pub fn parse(text: &str, path: &Path) -> Result<TaskGraph, ReadError> {
                 line,
             });
         }
+        let mut env = BTreeMap::new();
+        for (name, value) in raw.env {
+            let why = if name.as_ref().is_empty() {
+                Some("is empty")
+            } else if name.as_ref().contains('=') {
+                Some("contains '='")
+            } else if name.as_ref().contains('\0') {
+                Some("contains NUL")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(ReadError::Toml {
+                    path: path.to_path_buf(),
+                    at: Location::of_offset(text, name.span().start),
+                    message: format!("environment variable name {:?} {why}", name.as_ref()),
+                });
+            }
+            env.insert(name.into_inner(), value);
+        }
         tasks.push(TaskSpec {
             id,
             command: raw.command,
             deps: raw.deps,
             cwd: raw.cwd.map(|c| base.join(c)),
-            env: raw.env,
+            env,
             line: Some(line),
         });
     }
@@ -224,6 +246,20 @@ env = { CFLAGS = "-O2", X = "1" }
         assert_eq!(g.tasks[0].line, Some(2));
         assert_eq!(g.tasks[n - 1].line, Some(3 * (n - 1) + 2));
         assert_eq!(g.tasks[n - 1].deps, vec![format!("t{n}")]);
+    }
+
+    #[test]
+    fn env_names_a_process_cannot_have_are_refused_with_their_line() {
+        // `A=B` would silently set `A` to `B=...` in the command's environment; an empty name
+        // or a NUL cannot be passed at all.
+        for (name, why) in [("A=B", "'='"), ("", "empty"), ("A\\u0000", "NUL")] {
+            let text =
+                format!("[[task]]\nid = \"a\"\nenv = {{ OK = \"1\", \"{name}\" = \"x\" }}\n");
+            let (at, msg) = toml_err(&text);
+            assert_eq!(at.line, 3, "{name:?}: {msg}");
+            assert!(msg.contains("environment variable name"), "{msg}");
+            assert!(msg.contains(why), "{name:?}: {msg}");
+        }
     }
 
     #[test]
