@@ -59,7 +59,8 @@ fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
 
 #[test]
 fn pool_of_four_root_pushes_100k_children_while_three_steal() {
-    const N: usize = 100_000;
+    // Miri interprets every step: it runs the same test on 400 children.
+    const N: usize = if cfg!(miri) { 400 } else { 100_000 };
     let pool = Pool::new(4).expect("pool");
     let c = counters(N);
     let c2 = Arc::clone(&c);
@@ -115,7 +116,9 @@ fn pool_of_four_root_pushes_100k_children_while_three_steal() {
 #[test]
 fn short_and_long_tasks_released_together_by_a_barrier() {
     const WORKERS: usize = 4;
-    const TASKS: usize = 400;
+    // Miri: fewer and shorter tasks (it interprets every step).
+    const TASKS: usize = if cfg!(miri) { 40 } else { 400 };
+    const LONG: u64 = if cfg!(miri) { 2_000 } else { 200_000 };
     let pool = Pool::new(WORKERS).expect("pool");
     // WORKERS holders occupy every worker until the test joins the barrier: meanwhile the
     // mixed tasks pile up in the queues, and all workers are released at the same moment.
@@ -136,7 +139,7 @@ fn short_and_long_tasks_released_together_by_a_barrier() {
             pool.submit(move |_| {
                 c[i].fetch_add(1, SeqCst);
                 // Every tenth task is long: a real computation, not a sleep.
-                let rounds: u64 = if i % 10 == 0 { 200_000 } else { 10 };
+                let rounds: u64 = if i % 10 == 0 { LONG } else { 10 };
                 (0..rounds).fold(i as u64, |a, x| a.wrapping_mul(31).wrapping_add(x))
             })
             .expect("accepting")
@@ -152,7 +155,7 @@ fn short_and_long_tasks_released_together_by_a_barrier() {
         assert_eq!(h.join(), Ok(()));
     }
     for (i, h) in handles.into_iter().enumerate() {
-        let rounds: u64 = if i % 10 == 0 { 200_000 } else { 10 };
+        let rounds: u64 = if i % 10 == 0 { LONG } else { 10 };
         let want = (0..rounds).fold(i as u64, |a, x| a.wrapping_mul(31).wrapping_add(x));
         assert_eq!(h.join(), Ok(want));
     }
@@ -245,7 +248,7 @@ fn panics_are_reported_exactly_once_and_workers_go_on() {
 #[test]
 fn queues_drain_after_shutdown() {
     let pool = Pool::new(3).expect("pool");
-    const ROOTS: usize = 500;
+    const ROOTS: usize = if cfg!(miri) { 8 } else { 500 }; // Miri: fewer roots
     const DEPTH: u32 = 6; // each root grows a binary tree of 2^7 - 1 = 127 tasks
     let ran = Arc::new(AtomicUsize::new(0));
     fn grow(ctx: &lockstep_pool::WorkerContext<'_>, depth: u32, ran: Arc<AtomicUsize>) {
@@ -317,8 +320,10 @@ fn children_created_during_shutdown_are_accepted_and_run() {
 
 #[test]
 fn shutdown_while_stealing_loses_nothing() {
-    const N: usize = 20_000;
-    for round in 0..5 {
+    // Miri: fewer children and rounds (it interprets every step).
+    const N: usize = if cfg!(miri) { 300 } else { 20_000 };
+    const ROUNDS: usize = if cfg!(miri) { 2 } else { 5 };
+    for round in 0..ROUNDS {
         let pool = Pool::new(4).expect("pool");
         let c = counters(N);
         let (tx, rx) = mpsc::channel();
@@ -673,7 +678,7 @@ fn panicking_drops_on_workers_do_not_kill_them() {
 /// grows with the chain.
 #[test]
 fn a_chain_of_a_million_children_runs_without_deep_stacks() {
-    const LINKS: u32 = 1_000_000;
+    const LINKS: u32 = if cfg!(miri) { 2_000 } else { 1_000_000 }; // Miri: a shorter chain
     fn link(ctx: &lockstep_pool::WorkerContext<'_>, left: u32, ran: Arc<AtomicUsize>) {
         ran.fetch_add(1, SeqCst);
         if left > 0 {
