@@ -408,6 +408,13 @@ fn prepare<'a>(text: &'a str, path: &Path) -> Result<Prepared<'a>, ReadError> {
                 }
                 b if b.is_ascii_whitespace() => {}
                 b if is_word(b) => state = S::Word(i),
+                // A negative numeral (`-2`, `-.5`) is one id, not `-` and a word.
+                b'-' if bytes
+                    .get(i + 1)
+                    .is_some_and(|&n| n.is_ascii_digit() || n == b'.') =>
+                {
+                    state = S::Word(i)
+                }
                 _ => push(Tok::Punct, &mut prev, &mut prev2),
             },
             S::Word(_) | S::Slash => {}
@@ -858,6 +865,23 @@ size="30,40";
             ),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn negative_numerals_are_ids_before_a_brace() {
+        // `-2` is one DOT id (a numeral); read as `-` and `2`, the brace after it looked
+        // anonymous and got a second `subgraph` keyword, which turned `subgraph` and `-2` into
+        // tasks and lost the edge.
+        let g = read("digraph -1 { x -> subgraph -2 { a } -> -3.5; subgraph -.5 { b } }");
+        assert_eq!(
+            shape(&g),
+            vec![
+                s("x", &["a"]),
+                s("a", &["-3.5"]),
+                s("-3.5", &[]),
+                s("b", &[])
+            ]
+        );
     }
 
     #[test]
