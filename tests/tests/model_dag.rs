@@ -650,6 +650,201 @@ fn scripted_sequence_gives_known_answers_on_both_sides() {
     );
 }
 
+/// Runs `ops` on both sides with the same capacity, asserting after every step that they
+/// returned the same value and agree on every observation; returns the outputs.
+fn agree(capacity: usize, ops: &[Op<String>]) -> Vec<Output<String>> {
+    let ids = ["a", "b", "c", "f", "x", "y", "ghost"].map(s).to_vec();
+    run_both(capacity, capacity, ops, &ids)
+        .into_iter()
+        .enumerate()
+        .map(|(i, (model, production, diff))| {
+            assert_eq!(model, production, "step {i}: {:?}", ops[i]);
+            assert_eq!(diff, Ok(()), "step {i}: {:?}", ops[i]);
+            model
+        })
+        .collect()
+}
+
+/// Hand-written sequences at the edges of the rules, which random generation reaches only
+/// rarely: both sides must agree at every step, and give the answers written here.
+#[test]
+fn hand_written_edge_sequences_agree() {
+    use lockstep_contract::{Cycle, Effect};
+    let one = |id: &str, n: u64| VersionRef {
+        id: s(id),
+        generation: g(n),
+    };
+    let self_loop = |id: &str| {
+        Output::Submit(Err(SchedulerError::Cycles {
+            cycles: vec![Cycle {
+                path: vec![s(id), s(id)],
+            }],
+        }))
+    };
+
+    // Resubmitting an id that others wait on, after start: they wait for the new version.
+    let out = agree(
+        1,
+        &[
+            Op::Submit(s("a"), vec![]),
+            Op::Submit(s("b"), vec![s("a")]),
+            Op::Submit(s("c"), vec![s("b")]),
+            Op::Ready,
+            Op::Submit(s("b"), vec![s("a")]),
+            Op::Complete(s("a"), g(1)),
+            Op::Ready,
+            Op::Complete(s("b"), g(1)),
+            Op::Complete(s("b"), g(2)),
+        ],
+    );
+    assert_eq!(out[4], Output::Submit(Ok(g(2))));
+    assert_eq!(
+        out[5],
+        Output::Callback(Ok(CallbackOutcome::Applied(Effect {
+            ready: 1,
+            blocked: 0
+        })))
+    );
+    assert_eq!(out[6], Output::Claims(Ok(vec![one("b", 2)])));
+    assert!(matches!(
+        out[7],
+        Output::Callback(Err(SchedulerError::StaleGeneration { .. }))
+    ));
+    assert_eq!(
+        out[8],
+        Output::Callback(Ok(CallbackOutcome::Applied(Effect {
+            ready: 1,
+            blocked: 0
+        })))
+    );
+
+    // Cancelling the other dependency of an already blocked task: it keeps its first cause.
+    let out = agree(
+        1,
+        &[
+            Op::Submit(s("a"), vec![]),
+            Op::Submit(s("b"), vec![]),
+            Op::Submit(s("c"), vec![s("a"), s("b")]),
+            Op::Ready,
+            Op::Fail(s("a"), g(1), "boom"),
+            Op::Cancel(s("b")),
+            Op::Cancel(s("c")),
+        ],
+    );
+    assert_eq!(
+        out[5],
+        Output::Cancel(Ok(CancelOutcome::Cancelled(Effect::default())))
+    );
+    assert_eq!(
+        out[6],
+        Output::Cancel(Ok(CancelOutcome::AlreadyTerminal(TaskState::Blocked)))
+    );
+
+    // A self-dependency after start is a cycle, whatever the state of the version it names.
+    let out = agree(
+        1,
+        &[
+            Op::Submit(s("a"), vec![]),
+            Op::Start,
+            Op::Submit(s("a"), vec![s("a")]),
+            Op::Ready,
+            Op::Complete(s("a"), g(1)),
+            Op::Submit(s("a"), vec![s("a")]),
+            Op::Submit(s("a"), vec![]),
+        ],
+    );
+    assert_eq!(out[2], self_loop("a"));
+    assert_eq!(out[5], self_loop("a"));
+    assert_eq!(out[6], Output::Submit(Ok(g(2))));
+
+    // Close, then the callbacks of the version still running, then everything after close.
+    let out = agree(
+        2,
+        &[
+            Op::Submit(s("a"), vec![]),
+            Op::Submit(s("b"), vec![s("a")]),
+            Op::Ready,
+            Op::Close,
+            Op::Cancel(s("a")),
+            Op::Complete(s("a"), g(1)),
+            Op::Fail(s("a"), g(1), "late"),
+            Op::Cancel(s("a")),
+            Op::Close,
+            Op::ReadyAtMost(0),
+            Op::Start,
+            Op::Submit(s("b"), vec![]),
+        ],
+    );
+    assert_eq!(
+        out[3],
+        Output::Close(CloseReport {
+            cancelled: 1,
+            running: 1
+        })
+    );
+    assert_eq!(out[4], Output::Cancel(Ok(CancelOutcome::Requested)));
+    assert_eq!(
+        out[5],
+        Output::Callback(Ok(CallbackOutcome::Applied(Effect::default())))
+    );
+    assert_eq!(
+        out[7],
+        Output::Cancel(Ok(CancelOutcome::AlreadyTerminal(TaskState::Succeeded)))
+    );
+    assert_eq!(
+        out[8],
+        Output::Close(CloseReport {
+            cancelled: 0,
+            running: 0
+        })
+    );
+    assert_eq!(out[9], Output::Claims(Err(SchedulerError::Closed)));
+    assert_eq!(out[10], Output::Start(Ok(())));
+    assert_eq!(out[11], Output::Submit(Err(SchedulerError::Closed)));
+
+    // Before start: a self-dependent replacement of a blocked version is blocked at once (with
+    // the root cause), and the self-loop is still a cycle for `check` and `start`.
+    let cycle_x = vec![Cycle {
+        path: vec![s("x"), s("x")],
+    }];
+    let out = agree(
+        1,
+        &[
+            Op::Submit(s("f"), vec![]),
+            Op::Submit(s("x"), vec![s("f")]),
+            Op::Submit(s("y"), vec![s("x")]),
+            Op::Cancel(s("f")),
+            Op::Submit(s("x"), vec![s("x")]),
+            Op::Check,
+            Op::Start,
+            Op::Submit(s("x"), vec![]),
+            Op::Submit(s("y"), vec![s("x")]),
+            Op::Ready,
+        ],
+    );
+    assert_eq!(
+        out[3],
+        Output::Cancel(Ok(CancelOutcome::Cancelled(Effect {
+            ready: 0,
+            blocked: 2
+        })))
+    );
+    assert_eq!(out[4], Output::Submit(Ok(g(2))));
+    assert_eq!(
+        out[5],
+        Output::Check(GraphReport {
+            missing: vec![],
+            cycles: cycle_x.clone(),
+        })
+    );
+    assert_eq!(
+        out[6],
+        Output::Start(Err(SchedulerError::Cycles { cycles: cycle_x }))
+    );
+    assert_eq!(out[7], Output::Submit(Ok(g(3))));
+    assert_eq!(out[9], Output::Claims(Ok(vec![one("x", 3)])));
+}
+
 /// The observation check reports a real difference: two schedulers given different
 /// capacities diverge on the second claim, and `observe_diff` says so.
 #[test]
