@@ -280,6 +280,33 @@ fn unreadable_input_exits_2_naming_file_and_position() {
         ));
 }
 
+#[test]
+fn a_missing_file_without_extension_is_unreadable_not_of_unknown_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nosuch");
+    lockstep()
+        .arg("check")
+        .arg(&missing)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(format!(
+            "{}: cannot read: No such file or directory",
+            missing.display()
+        )))
+        .stderr(predicate::str::contains("cannot tell the format").not());
+    // A directory is not a graph file either, whatever its name says.
+    lockstep()
+        .arg("check")
+        .arg(dir.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(format!(
+            "{}: cannot read: ",
+            dir.path().display()
+        )))
+        .stderr(predicate::str::contains("cannot tell the format").not());
+}
+
 // ---------------------------------------------------------------- run
 
 #[test]

@@ -369,20 +369,30 @@ pub enum ReadError {
 
 /// Reads a graph file in the format given by `opts` or by its extension.
 ///
+/// The file is opened before its name is looked at, so a missing, unreadable or directory
+/// path is reported as such ([`ReadError::Io`]) even when its extension names no format.
+///
 /// # Errors
-/// Any [`ReadError`]: the file cannot be read, is not UTF-8, has an unknown extension, does
-/// not parse, or `--exclude-task` names an unknown id.
+/// Any [`ReadError`]: the file cannot be opened or read (or is a directory), has an unknown
+/// extension, is not UTF-8, does not parse, or `--exclude-task` names an unknown id.
 pub fn read_file(path: &Path, opts: &ReadOptions) -> Result<TaskGraph, ReadError> {
+    use std::io::Read as _;
+    let io = |source| ReadError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    if file.metadata().map_err(io)?.is_dir() {
+        return Err(io(std::io::Error::from(std::io::ErrorKind::IsADirectory)));
+    }
     let format = match opts.format {
         Some(f) => f,
         None => Format::from_path(path).ok_or_else(|| ReadError::UnknownFormat {
             path: path.to_path_buf(),
         })?,
     };
-    let bytes = std::fs::read(path).map_err(|source| ReadError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(io)?;
     let text = String::from_utf8(bytes).map_err(|e| ReadError::NotUtf8 {
         path: path.to_path_buf(),
         offset: e.utf8_error().valid_up_to(),
@@ -503,9 +513,19 @@ mod tests {
     }
 
     #[test]
-    fn unknown_extension_is_refused_before_reading() {
-        let err = read_file(Path::new("/nonexistent/x.txt"), &ReadOptions::default()).unwrap_err();
-        assert!(matches!(err, ReadError::UnknownFormat { .. }));
+    fn a_missing_file_is_unreadable_whatever_its_extension() {
+        for name in ["/nonexistent/x.txt", "/nonexistent/nosuch"] {
+            let err = read_file(Path::new(name), &ReadOptions::default()).unwrap_err();
+            assert!(matches!(err, ReadError::Io { .. }), "{name}: {err:?}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let err = read_file(dir.path(), &ReadOptions::default()).unwrap_err();
+        assert!(matches!(err, ReadError::Io { .. }), "{err:?}");
+        // An existing file with an unknown extension: the format is the problem.
+        let p = dir.path().join("graph.txt");
+        std::fs::write(&p, "digraph { a }").unwrap();
+        let err = read_file(&p, &ReadOptions::default()).unwrap_err();
+        assert!(matches!(err, ReadError::UnknownFormat { .. }), "{err:?}");
     }
 
     #[test]
