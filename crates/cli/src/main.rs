@@ -94,6 +94,10 @@ struct GraphArgs {
     /// cargo metadata: also count dev-dependencies as edges.
     #[arg(long)]
     dev_deps: bool,
+    /// Refuse input longer than BYTES bytes (exit 2), so that input that never ends
+    /// (/dev/zero, a runaway pipe) cannot hang lockstep or fill memory.
+    #[arg(long, value_name = "BYTES", default_value_t = graph::DEFAULT_MAX_INPUT_BYTES)]
+    max_input_bytes: u64,
 }
 
 impl GraphArgs {
@@ -106,7 +110,7 @@ impl GraphArgs {
             exclude_tasks: self.exclude_task.clone(),
             dev_deps: self.dev_deps,
         };
-        let g = graph::read_file(&self.file, &opts)?;
+        let g = graph::read_input(&self.file, &opts, self.max_input_bytes)?;
         for n in &g.notes {
             eprintln!("note: {n}");
         }

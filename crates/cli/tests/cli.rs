@@ -307,6 +307,45 @@ fn a_missing_file_without_extension_is_unreadable_not_of_unknown_format() {
         .stderr(predicate::str::contains("cannot tell the format").not());
 }
 
+#[test]
+fn input_past_the_byte_limit_is_refused_naming_file_and_limit() {
+    // A stream that never ends must not hang or fill memory.
+    lockstep()
+        .args(["check", "--format", "dot", "--max-input-bytes", "1000"])
+        .arg("/dev/zero")
+        .assert()
+        .code(2)
+        .stdout(predicate::str::is_empty())
+        .stderr(predicate::str::contains(
+            "error: /dev/zero: more than 1000 bytes (--max-input-bytes)",
+        ));
+    // A regular file: refused when it is one byte over the limit, read when it is at it.
+    let dir = tempfile::tempdir().unwrap();
+    let text = "digraph { a -> b }\n";
+    let f = write(dir.path(), "g.dot", text);
+    let n = text.len();
+    lockstep()
+        .args(["check", "--max-input-bytes", &(n - 1).to_string()])
+        .arg(&f)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(format!(
+            "{}: more than {} bytes",
+            f.display(),
+            n - 1
+        )));
+    lockstep()
+        .args(["check", "--max-input-bytes", &n.to_string()])
+        .arg(&f)
+        .assert()
+        .code(0);
+    lockstep()
+        .args(["run", "--dry-run", "--max-input-bytes", "5"])
+        .arg(&f)
+        .assert()
+        .code(2);
+}
+
 // ---------------------------------------------------------------- run
 
 #[test]

@@ -265,6 +265,15 @@ pub enum ReadError {
         /// The operating system's error.
         source: std::io::Error,
     },
+    /// The input holds more bytes than the limit (`--max-input-bytes`); reading stopped at
+    /// the first byte past it.
+    #[error("{}: more than {limit} bytes (--max-input-bytes); refusing to read it", path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit, in bytes.
+        limit: u64,
+    },
     /// The file is not UTF-8.
     #[error("{}: not UTF-8 text (first bad byte at offset {offset})", path.display())]
     NotUtf8 {
@@ -367,22 +376,47 @@ pub enum ReadError {
     },
 }
 
-/// Reads a graph file in the format given by `opts` or by its extension.
+/// The default limit on the bytes read from one input (`--max-input-bytes`): 1 GiB. Real
+/// graphs are far smaller (the largest example, `apt-git.dot`, is 30 KB); the limit only
+/// stops input that never ends (`/dev/zero`, a pipe from a runaway program) from filling
+/// memory.
+pub const DEFAULT_MAX_INPUT_BYTES: u64 = 1 << 30;
+
+/// [`read_input`] with the default limit of [`DEFAULT_MAX_INPUT_BYTES`].
+///
+/// # Errors
+/// As [`read_input`].
+pub fn read_file(path: &Path, opts: &ReadOptions) -> Result<TaskGraph, ReadError> {
+    read_input(path, opts, DEFAULT_MAX_INPUT_BYTES)
+}
+
+/// Reads a graph file in the format given by `opts` or by its extension, reading at most
+/// `max_bytes` bytes of it.
 ///
 /// The file is opened before its name is looked at, so a missing, unreadable or directory
 /// path is reported as such ([`ReadError::Io`]) even when its extension names no format.
+/// A regular file longer than `max_bytes` is refused before any of it is read; any other
+/// input (a device, a pipe) is read until it ends or passes the limit, so memory stays
+/// within `max_bytes` plus 64 KiB and input that never ends is refused, not waited for.
+///
+/// Cost: O(input size) to read, then the reader's own cost.
 ///
 /// # Errors
-/// Any [`ReadError`]: the file cannot be opened or read (or is a directory), has an unknown
-/// extension, is not UTF-8, does not parse, or `--exclude-task` names an unknown id.
-pub fn read_file(path: &Path, opts: &ReadOptions) -> Result<TaskGraph, ReadError> {
-    use std::io::Read as _;
+/// Any [`ReadError`]: the file cannot be opened or read (or is a directory), holds more
+/// than `max_bytes` bytes ([`ReadError::TooLarge`]), has an unknown extension, is not
+/// UTF-8, does not parse, or `--exclude-task` names an unknown id.
+pub fn read_input(path: &Path, opts: &ReadOptions, max_bytes: u64) -> Result<TaskGraph, ReadError> {
     let io = |source| ReadError::Io {
         path: path.to_path_buf(),
         source,
     };
+    let too_large = || ReadError::TooLarge {
+        path: path.to_path_buf(),
+        limit: max_bytes,
+    };
     let mut file = std::fs::File::open(path).map_err(io)?;
-    if file.metadata().map_err(io)?.is_dir() {
+    let meta = file.metadata().map_err(io)?;
+    if meta.is_dir() {
         return Err(io(std::io::Error::from(std::io::ErrorKind::IsADirectory)));
     }
     let format = match opts.format {
@@ -391,8 +425,15 @@ pub fn read_file(path: &Path, opts: &ReadOptions) -> Result<TaskGraph, ReadError
             path: path.to_path_buf(),
         })?,
     };
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).map_err(io)?;
+    // A regular file's length is known: refuse a long one without reading it. (Devices
+    // and pipes report 0 and are caught while reading.)
+    if meta.is_file() && meta.len() > max_bytes {
+        return Err(too_large());
+    }
+    let hint = if meta.is_file() { meta.len() } else { 0 };
+    let bytes = read_capped(&mut file, max_bytes, hint)
+        .map_err(io)?
+        .ok_or_else(too_large)?;
     let text = String::from_utf8(bytes).map_err(|e| ReadError::NotUtf8 {
         path: path.to_path_buf(),
         offset: e.utf8_error().valid_up_to(),
@@ -406,6 +447,41 @@ pub fn read_file(path: &Path, opts: &ReadOptions) -> Result<TaskGraph, ReadError
     }
     graph.exclude_tasks(&opts.exclude_tasks, path)?;
     Ok(graph)
+}
+
+/// Size of the buffer [`read_capped`] reads through.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Reads `r` to its end, or stops and returns `Ok(None)` as soon as more than `limit` bytes
+/// came. `hint` is the expected length (0 when unknown). The buffer never holds more than
+/// `limit` bytes (capacity is grown by doubling, capped at `limit`), plus one 64 KiB chunk.
+/// O(bytes read).
+fn read_capped(
+    r: &mut dyn std::io::Read,
+    limit: u64,
+    hint: u64,
+) -> std::io::Result<Option<Vec<u8>>> {
+    let cap = usize::try_from(limit).unwrap_or(usize::MAX);
+    let first = usize::try_from(hint.min(limit)).unwrap_or(cap);
+    let mut out: Vec<u8> = Vec::with_capacity(first);
+    let mut chunk = vec![0u8; READ_CHUNK];
+    loop {
+        let n = match r.read(&mut chunk) {
+            Ok(0) => return Ok(Some(out)),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let len = out.len().saturating_add(n);
+        if len > cap {
+            return Ok(None);
+        }
+        if len > out.capacity() {
+            let want = out.capacity().saturating_mul(2).clamp(len, cap);
+            out.reserve_exact(want - out.len());
+        }
+        out.extend_from_slice(&chunk[..n]);
+    }
 }
 
 /// Reads graph text that came from `path` (used in messages and to resolve relative `cwd`)
@@ -526,6 +602,47 @@ mod tests {
         std::fs::write(&p, "digraph { a }").unwrap();
         let err = read_file(&p, &ReadOptions::default()).unwrap_err();
         assert!(matches!(err, ReadError::UnknownFormat { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn reading_stops_at_the_limit_of_a_stream_that_never_ends() {
+        let mut zeros = std::io::repeat(0);
+        assert!(read_capped(&mut zeros, 100_000, 0).unwrap().is_none());
+        // Exactly at the limit is fine; one past is not.
+        let text = b"0123456789";
+        let read = |limit| read_capped(&mut &text[..], limit, 0).unwrap();
+        assert_eq!(read(10).as_deref(), Some(&text[..]));
+        assert_eq!(read(9), None);
+        assert_eq!(read(0), None);
+        assert_eq!(read_capped(&mut &b""[..], 0, 0).unwrap(), Some(Vec::new()));
+        // Growing by doubling never reserves past the limit.
+        let big = vec![7u8; 300_000];
+        let got = read_capped(&mut &big[..], 300_000, 0).unwrap().unwrap();
+        assert_eq!(got, big);
+        assert!(got.capacity() <= 300_000, "{}", got.capacity());
+    }
+
+    #[test]
+    fn a_file_longer_than_the_limit_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("g.dot");
+        std::fs::write(&p, "digraph { a -> b }").unwrap();
+        let err = read_input(&p, &ReadOptions::default(), 17).unwrap_err();
+        assert!(
+            matches!(err, ReadError::TooLarge { limit: 17, .. }),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .starts_with(&format!("{}: more than 17 bytes", p.display()))
+        );
+        assert_eq!(
+            read_input(&p, &ReadOptions::default(), 18)
+                .unwrap()
+                .tasks
+                .len(),
+            2
+        );
     }
 
     #[test]
