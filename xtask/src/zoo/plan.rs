@@ -179,8 +179,9 @@ pub struct BugPlan {
     /// The part it is seeded in.
     pub part: Part,
     /// In `--first` mode, the suite to try before the others (which follow cheapest first):
-    /// the cheapest suite that caught it in the last full run (`docs/bug-zoo.md`). It only
-    /// saves time; the full matrix (`cargo xtask zoo`) ignores it and runs every suite.
+    /// the cheapest suite that caught it in the last full run (`docs/bug-zoo.md`), or for a
+    /// race, the checker that catches the race itself deterministically. It only saves time;
+    /// the full matrix (`cargo xtask zoo`) ignores it and runs every suite.
     pub first_try: &'static str,
 }
 
