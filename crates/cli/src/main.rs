@@ -1,7 +1,7 @@
 //! `lockstep`: check and run task graphs on the Lockstep scheduler and pool.
 //!
 //! ```text
-//! lockstep check FILE [GRAPH OPTIONS]
+//! lockstep check FILE [GRAPH OPTIONS]          (FILE `-`: standard input, with --format)
 //! lockstep run FILE [-j N] [--dry-run] [--simulate MS] [--log-dir DIR] [GRAPH OPTIONS]
 //! ```
 //!
@@ -70,7 +70,8 @@ enum Cmd {
 /// Options shared by every command that reads a graph.
 #[derive(Debug, Args)]
 struct GraphArgs {
-    /// The graph file: .toml (task file), .dot/.gv (Graphviz), .json (cargo metadata).
+    /// The graph file: .toml (task file), .dot/.gv (Graphviz), .json (cargo metadata);
+    /// `-` reads standard input (then --format is required).
     file: PathBuf,
     /// Read FILE as this format instead of guessing from the extension:
     /// toml, dot (plain DOT, no apt-cache detection), apt-dotty, cargo-metadata.

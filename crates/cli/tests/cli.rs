@@ -346,6 +346,51 @@ fn input_past_the_byte_limit_is_refused_naming_file_and_limit() {
         .code(2);
 }
 
+#[test]
+fn dash_reads_standard_input_in_the_named_format() {
+    lockstep()
+        .args(["check", "--format", "dot", "-"])
+        .write_stdin("digraph { a -> b; b -> c }\n")
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("3 task(s), 2 edge(s), 1 root(s)"));
+    lockstep()
+        .args(["run", "--format", "toml", "-"])
+        .write_stdin("[[task]]\nid = \"hi\"\ncommand = \"echo from-stdin\"\n")
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("[hi] from-stdin"));
+    // Errors name standard input, with the position.
+    lockstep()
+        .args(["check", "--format", "toml", "-"])
+        .write_stdin("[[task]]\nid = \"a\"\ndep = []\n")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "error: <stdin>:3:1: unknown field `dep`",
+        ));
+    // The limit applies to standard input too.
+    lockstep()
+        .args(["check", "--format", "dot", "--max-input-bytes", "4", "-"])
+        .write_stdin("digraph { a }")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("<stdin>: more than 4 bytes"));
+}
+
+#[test]
+fn dash_without_format_is_refused_with_a_clear_error() {
+    lockstep()
+        .args(["check", "-"])
+        .write_stdin("digraph { a }")
+        .assert()
+        .code(2)
+        .stdout(predicate::str::is_empty())
+        .stderr(predicate::str::contains(
+            "error: standard input (-) needs --format",
+        ));
+}
+
 // ---------------------------------------------------------------- run
 
 #[test]

@@ -282,6 +282,12 @@ pub enum ReadError {
         /// The byte offset of the first invalid byte.
         offset: usize,
     },
+    /// The input is standard input (`-`) and no `--format` was given: there is no file name
+    /// to tell the format from.
+    #[error(
+        "standard input (-) needs --format: toml, dot, apt-dotty or cargo-metadata (there is no file name to tell it from)"
+    )]
+    StdinNeedsFormat,
     /// No `--format` was given and the extension names none.
     #[error(
         "{}: cannot tell the format from the extension; use .toml, .dot, .gv or .json, or --format",
@@ -390,8 +396,18 @@ pub fn read_file(path: &Path, opts: &ReadOptions) -> Result<TaskGraph, ReadError
     read_input(path, opts, DEFAULT_MAX_INPUT_BYTES)
 }
 
+/// The path that means standard input: `-`.
+pub const STDIN_PATH: &str = "-";
+
+/// The name standard input goes by in messages (`<stdin>:3:1: ...`).
+pub const STDIN_NAME: &str = "<stdin>";
+
 /// Reads a graph file in the format given by `opts` or by its extension, reading at most
 /// `max_bytes` bytes of it.
+///
+/// A `path` of `-` ([`STDIN_PATH`]) reads standard input instead: `opts.format` is then
+/// required, messages name it `<stdin>`, and relative `cwd`s of a task file are relative to
+/// the current directory.
 ///
 /// The file is opened before its name is looked at, so a missing, unreadable or directory
 /// path is reported as such ([`ReadError::Io`]) even when its extension names no format.
@@ -404,8 +420,23 @@ pub fn read_file(path: &Path, opts: &ReadOptions) -> Result<TaskGraph, ReadError
 /// # Errors
 /// Any [`ReadError`]: the file cannot be opened or read (or is a directory), holds more
 /// than `max_bytes` bytes ([`ReadError::TooLarge`]), has an unknown extension, is not
-/// UTF-8, does not parse, or `--exclude-task` names an unknown id.
+/// UTF-8, does not parse, or `--exclude-task` names an unknown id; for standard input
+/// without `opts.format`, [`ReadError::StdinNeedsFormat`] (before anything is read).
 pub fn read_input(path: &Path, opts: &ReadOptions, max_bytes: u64) -> Result<TaskGraph, ReadError> {
+    if path == Path::new(STDIN_PATH) {
+        let format = opts.format.ok_or(ReadError::StdinNeedsFormat)?;
+        let name = Path::new(STDIN_NAME);
+        let bytes = read_capped(&mut std::io::stdin().lock(), max_bytes, 0)
+            .map_err(|source| ReadError::Io {
+                path: name.to_path_buf(),
+                source,
+            })?
+            .ok_or_else(|| ReadError::TooLarge {
+                path: name.to_path_buf(),
+                limit: max_bytes,
+            })?;
+        return read_bytes(bytes, name, format, opts);
+    }
     let io = |source| ReadError::Io {
         path: path.to_path_buf(),
         source,
@@ -434,6 +465,17 @@ pub fn read_input(path: &Path, opts: &ReadOptions, max_bytes: u64) -> Result<Tas
     let bytes = read_capped(&mut file, max_bytes, hint)
         .map_err(io)?
         .ok_or_else(too_large)?;
+    read_bytes(bytes, path, format, opts)
+}
+
+/// Decodes and parses the bytes read from `path`, then applies `reverse` and
+/// `exclude_tasks`.
+fn read_bytes(
+    bytes: Vec<u8>,
+    path: &Path,
+    format: Format,
+    opts: &ReadOptions,
+) -> Result<TaskGraph, ReadError> {
     let text = String::from_utf8(bytes).map_err(|e| ReadError::NotUtf8 {
         path: path.to_path_buf(),
         offset: e.utf8_error().valid_up_to(),
