@@ -318,6 +318,14 @@ fn run_suite(
             )?;
         }
     }
+    if let Ending::Failed { .. } = out.ending
+        && section.is_none()
+        && let Some((other, text)) = run::first_section(&out.stdout)
+    {
+        // The first test to fail printed nothing; name one that says why.
+        out.ending = Ending::Failed { test: other };
+        section = Some(text);
+    }
     write_log(&log_path(root, bug, s.name), s, Some(bug), args, &out)?;
     let message = section.as_deref().and_then(run::panic_message);
     let artifact = match &out.ending {

@@ -278,6 +278,15 @@ pub fn failure_section<'a>(stdout: &'a str, name: &str) -> Option<&'a str> {
     Some(&rest[..end])
 }
 
+/// The first test with a section in libtest's failure report, and that section: for when the
+/// first test to fail printed nothing (libtest then gives it no section).
+pub fn first_section(stdout: &str) -> Option<(String, String)> {
+    let at = stdout.find("\n---- ")? + "\n---- ".len();
+    let name = stdout[at..].split(" stdout ----\n").next()?;
+    let section = failure_section(stdout, name)?;
+    Some((name.to_string(), section.to_string()))
+}
+
 /// The first panic message in a failure section: the line after `panicked at FILE:LINE:COL:`.
 pub fn panic_message(section: &str) -> Option<String> {
     let mut lines = section.lines();
@@ -363,6 +372,12 @@ failures:\n    x\n    y\n";
         assert_eq!(proptest_minimal_input(y).as_deref(), Some("(0, [Start])"));
         assert_eq!(shuttle_schedule(y), None);
         assert_eq!(failure_section(REPORT, "z"), None);
+        let (name, section) = first_section(REPORT).expect("a section");
+        assert_eq!((name.as_str(), section.as_str()), ("x", x));
+        assert_eq!(
+            first_section("test a ... FAILED\n\nfailures:\n\nfailures:\n    a\n"),
+            None
+        );
     }
 
     #[test]
