@@ -391,6 +391,19 @@ fn dash_without_format_is_refused_with_a_clear_error() {
         ));
 }
 
+#[test]
+fn a_subgraph_starting_an_edge_statement_gets_a_hint() {
+    lockstep()
+        .args(["check", "--format", "dot", "-"])
+        .write_stdin("digraph {\n  {a b} -> c\n}\n")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "<stdin>:2:9: DOT syntax error: expected stmt; hint: a subgraph cannot start an edge statement",
+        ))
+        .stderr(predicate::str::contains("write `a -> c; b -> c`"));
+}
+
 // ---------------------------------------------------------------- run
 
 #[test]

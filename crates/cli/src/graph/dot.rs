@@ -11,8 +11,9 @@
 //! * `a -> {b c}` and `a -> subgraph s {b c}` connect every node of the subgraph;
 //!   `a -> b -> c` is two edges; ports (`a:p`) are ignored; parallel edges merge into one
 //!   dependency. (A statement that *starts* with a subgraph used as an edge end,
-//!   `{a b} -> c`, is refused with a syntax error: graphviz-rust 0.9's grammar commits to
-//!   reading it as a plain subgraph statement. Write `a -> c; b -> c` instead.)
+//!   `{a b} -> c`, is refused with a syntax error whose message carries a hint saying so:
+//!   graphviz-rust 0.9's grammar commits to reading it as a plain subgraph statement.
+//!   Write `a -> c; b -> c` instead.)
 //! * `edge [...]` and `node [...]` defaults apply to later statements in their scope and in
 //!   subgraphs opened after them, as in Graphviz;
 //! * a node's `command` attribute is its shell command and `cwd` its working directory
@@ -252,6 +253,47 @@ pub fn id_text(id: &Id) -> String {
     }
 }
 
+/// Added to the parser's `expected stmt` when it stopped at an edge operator right after a
+/// subgraph's closing brace: the statement began with a subgraph, which graphviz-rust 0.9's
+/// grammar reads only as a whole statement (see the module documentation).
+const SUBGRAPH_EDGE_HINT: &str = "; hint: a subgraph cannot start an edge statement in the DOT \
+     parser lockstep uses (graphviz-rust 0.9): write `a -> c; b -> c` instead of `{a b} -> c`";
+
+/// The byte offset of `at` (1-based line, column in characters) in `text`, or `None` when
+/// it lies outside. O(offset).
+fn offset_of(text: &str, at: Location) -> Option<usize> {
+    let line_start = match at.line.checked_sub(2) {
+        None => 0,
+        Some(n) => text.match_indices('\n').nth(n)?.0 + 1,
+    };
+    let rest = &text[line_start..];
+    let col = at.column.checked_sub(1)?;
+    match rest.char_indices().nth(col) {
+        Some((i, _)) => Some(line_start + i),
+        None => (rest.chars().count() == col).then_some(text.len()),
+    }
+}
+
+/// True when the parser stopped at `at` on an edge operator (`->`, `--`) whose previous
+/// token (past whitespace and `/* */` comments) is a closing brace: `{a b} -> c`.
+fn subgraph_starts_edge(text: &str, at: Location) -> bool {
+    let Some(offset) = offset_of(text, at) else {
+        return false;
+    };
+    let rest = &text[offset..];
+    if !(rest.starts_with("->") || rest.starts_with("--")) {
+        return false;
+    }
+    let mut before = text[..offset].trim_end();
+    while let Some(b) = before.strip_suffix("*/") {
+        match b.rfind("/*") {
+            Some(i) => before = b[..i].trim_end(),
+            None => return false,
+        }
+    }
+    before.ends_with('}')
+}
+
 /// Turns pest's rendered error (` --> L:C` then a caret diagram and `= message`) into a
 /// typed error.
 fn syntax_error(rendered: &str, path: &Path, prepared: &Prepared<'_>) -> ReadError {
@@ -273,6 +315,9 @@ fn syntax_error(rendered: &str, path: &Path, prepared: &Prepared<'_>) -> ReadErr
     }
     if message.is_empty() {
         message = rendered.trim().to_string();
+    }
+    if message == "expected stmt" && subgraph_starts_edge(&prepared.text, at) {
+        message.push_str(SUBGRAPH_EDGE_HINT);
     }
     ReadError::DotSyntax {
         path: path.to_path_buf(),
@@ -688,8 +733,44 @@ mod tests {
         // of read. Pinned here so that a parser upgrade that fixes it is noticed.
         let err = parse("digraph {\n  {a b} -> c\n}", p(), &DotOptions::default()).unwrap_err();
         match err {
-            ReadError::DotSyntax { at, .. } => assert_eq!(at, Location { line: 2, column: 9 }),
+            ReadError::DotSyntax { at, message, .. } => {
+                assert_eq!(at, Location { line: 2, column: 9 });
+                // The message says why and what to write instead.
+                assert!(message.starts_with("expected stmt; hint: "), "{message}");
+                assert!(
+                    message.contains("a subgraph cannot start an edge statement"),
+                    "{message}"
+                );
+                assert!(message.contains("`a -> c; b -> c`"), "{message}");
+            }
             other => panic!("{other:?}"),
+        }
+        // Named subgraphs, comments before the arrow, and `--` get the hint too.
+        for text in [
+            "digraph { subgraph s {a b} -> c }",
+            "digraph { x; {a} /* why */ -> c; }",
+            "digraph { a -> {b} -> c; {d}\n\t-> e }",
+            "digraph { \"é→\"; {a} -> c }",
+        ] {
+            match parse(text, p(), &DotOptions::default()) {
+                Err(ReadError::DotSyntax { message, .. }) => {
+                    assert!(message.contains("; hint: "), "{text}: {message}")
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        // Other errors at an arrow do not.
+        for text in [
+            "digraph { -> a }",
+            "digraph { a -> -> b }",
+            "digraph { } -> x",
+        ] {
+            match parse(text, p(), &DotOptions::default()) {
+                Err(ReadError::DotSyntax { message, .. }) => {
+                    assert!(!message.contains("hint"), "{text}: {message}")
+                }
+                other => panic!("{text}: {other:?}"),
+            }
         }
     }
 
