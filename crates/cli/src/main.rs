@@ -58,7 +58,10 @@ enum Cmd {
         /// Run each task as a sleep of about MS milliseconds instead of its command.
         #[arg(long, value_name = "MS")]
         simulate: Option<u64>,
-        /// Write each task's output to DIR/NNNN-ID.log instead of printing it.
+        /// Write each task's output to DIR/NNNN-ID.log instead of printing it; NNNN is the
+        /// task's 0-based position in the file (not counting tasks removed by
+        /// --exclude-task), and characters of ID other than letters, digits and `._-@+`
+        /// become `_`. A failed task's line names its log.
         #[arg(long, value_name = "DIR")]
         log_dir: Option<PathBuf>,
         /// Never draw a progress bar (one is drawn only when standard error is a terminal).

@@ -19,8 +19,10 @@
 //! output and standard error go to one pipe (so their lines keep their order) and are
 //! printed when the task ends, each line prefixed with `[ID] `, so that the output of
 //! tasks running at once never interleaves. With `--log-dir DIR` they go instead to
-//! `DIR/NNNN-ID.log` (NNNN: the task's position in the file; unsafe characters of the id
-//! become `_`, and a long id is cut to 200 characters) and nothing of them is printed.
+//! `DIR/NNNN-ID.log` (NNNN: the task's 0-based position in the file, not counting tasks
+//! removed by `--exclude-task`; unsafe characters of the id become `_`, and a long id is cut
+//! to 200 characters) and nothing of them is printed; a failed task's lines then name its
+//! log file.
 //! Exit status 0 is success; anything else (non-zero status, killed by a signal, `sh` not
 //! startable, e.g. in a missing `cwd`) is a failure with that reason.
 //!
@@ -63,7 +65,8 @@ use crate::validate::{self, Report};
 /// What a task runs: the part of a [`crate::graph::TaskSpec`] the pool needs.
 #[derive(Debug, Clone, Default)]
 pub struct TaskPayload {
-    /// The task's position in the file (0-based), for log file names.
+    /// The task's position in the file (0-based, not counting tasks removed by
+    /// `--exclude-task`), for log file names.
     pub index: usize,
     /// The shell command, if any.
     pub command: Option<String>,
@@ -113,6 +116,8 @@ pub struct TaskRecord {
     pub error: Option<String>,
     /// Why it is blocked: the root failed or cancelled task.
     pub blocked_by: Option<BlockCause<String>>,
+    /// The file holding its output, when it ran with `--log-dir` and the file was created.
+    pub log: Option<PathBuf>,
 }
 
 /// What a run did.
@@ -147,9 +152,10 @@ impl RunReport {
             match t.state {
                 TaskState::Succeeded => {}
                 TaskState::Failed => out.push(format!(
-                    "failed: {}: {}",
+                    "failed: {}: {}{}",
                     t.id,
-                    t.error.as_deref().unwrap_or("failed")
+                    t.error.as_deref().unwrap_or("failed"),
+                    log_note(t.log.as_deref())
                 )),
                 TaskState::Blocked => match &t.blocked_by {
                     Some(c) => {
@@ -212,6 +218,11 @@ impl From<PoolError> for RunError {
     }
 }
 
+/// ` (log: PATH)` for a task whose output went to a log file, else nothing.
+fn log_note(log: Option<&Path>) -> String {
+    log.map_or_else(String::new, |p| format!(" (log: {})", p.display()))
+}
+
 fn secs(d: Duration) -> String {
     format!("{:.3} s", d.as_secs_f64())
 }
@@ -269,9 +280,18 @@ struct Done {
     id: String,
     generation: lockstep_contract::Generation,
     result: Result<Vec<u8>, (String, Vec<u8>)>,
+    /// What else the runner saw.
+    ran: Ran,
+    duration: Duration,
+}
+
+/// What [`execute`] reports besides its result.
+#[derive(Default)]
+struct Ran {
     /// The command was killed by SIGINT (taken as the user's Ctrl-C, see the module docs).
     sigint: bool,
-    duration: Duration,
+    /// The log file it created (`--log-dir`).
+    log: Option<PathBuf>,
 }
 
 enum Msg {
@@ -357,6 +377,7 @@ pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> 
 
     let started = Instant::now();
     let mut durations: HashMap<String, Duration> = HashMap::new();
+    let mut logs: HashMap<String, PathBuf> = HashMap::new();
     let mut claim_order: Vec<String> = Vec::with_capacity(ids.len());
     let mut running: Vec<String> = Vec::new();
     let mut interrupted = false;
@@ -382,7 +403,7 @@ pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> 
                 let generation = claim.generation;
                 let submitted = pool.submit(move |_ctx| {
                     let start = Instant::now();
-                    let mut sigint = false;
+                    let mut ran = Ran::default();
                     let result = catch_unwind(AssertUnwindSafe(|| {
                         execute(
                             &claim.id,
@@ -390,7 +411,7 @@ pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> 
                             simulate,
                             log_dir.as_deref(),
                             &claim.token,
-                            &mut sigint,
+                            &mut ran,
                         )
                     }))
                     .unwrap_or_else(|_| Err(("the runner panicked".to_string(), Vec::new())));
@@ -398,7 +419,7 @@ pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> 
                         id: claim.id,
                         generation: claim.generation,
                         result,
-                        sigint,
+                        ran,
                         duration: start.elapsed(),
                     }));
                 });
@@ -423,7 +444,11 @@ pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> 
         let interrupt = match msg {
             Msg::Interrupt => true,
             Msg::Done(done) => {
-                let sigint = done.sigint;
+                let sigint = done.ran.sigint;
+                let log = log_note(done.ran.log.as_deref());
+                if let Some(path) = done.ran.log {
+                    logs.insert(done.id.clone(), path);
+                }
                 running.retain(|r| *r != done.id);
                 durations.insert(done.id.clone(), done.duration);
                 let took = secs(done.duration);
@@ -434,7 +459,10 @@ pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> 
                     }
                     Err((reason, output)) => {
                         sched.fail(&done.id, done.generation, reason.clone())?;
-                        (output, format!("FAILED  {}: {reason} ({took})", done.id))
+                        (
+                            output,
+                            format!("FAILED  {}: {reason}{log} ({took})", done.id),
+                        )
                     }
                 };
                 let text = String::from_utf8_lossy(&output);
@@ -469,10 +497,11 @@ pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> 
         *counts.entry(status.state).or_default() += 1;
         tasks.push(TaskRecord {
             duration: durations.get(&id).copied(),
-            id,
+            log: logs.remove(&id),
             state: status.state,
             error: status.error,
             blocked_by: status.blocked_by,
+            id,
         });
     }
     let (critical_time, critical_path) = critical_path(graph, &claim_order, &durations);
@@ -573,15 +602,15 @@ pub fn log_file_name(index: usize, id: &str) -> String {
 }
 
 /// Runs one task on a pool worker. `Ok(output)` on success, `Err((reason, output))` on
-/// failure; output is empty when it went to a log file. Sets `sigint` when the command was
-/// killed by SIGINT.
+/// failure; output is empty when it went to a log file. Sets `ran.sigint` when the command
+/// was killed by SIGINT and `ran.log` to the log file once it is created.
 fn execute(
     id: &str,
     payload: &TaskPayload,
     simulate: Option<Duration>,
     log_dir: Option<&Path>,
     token: &CancelToken,
-    sigint: &mut bool,
+    ran: &mut Ran,
 ) -> Result<Vec<u8>, (String, Vec<u8>)> {
     if let Some(total) = simulate {
         let deadline = Instant::now() + total;
@@ -625,6 +654,7 @@ fn execute(
                 Ok(f) => f,
                 Err(e) => return fail(format!("cannot create log {}: {e}", path.display())),
             };
+            ran.log = Some(path);
             cmd.stdout(file).stderr(err);
             match cmd.status() {
                 Ok(s) => (s, Vec::new()),
@@ -664,10 +694,8 @@ fn execute(
     {
         use std::os::unix::process::ExitStatusExt;
         // SIGINT is 2 on every Unix.
-        *sigint = status.signal() == Some(2);
+        ran.sigint = status.signal() == Some(2);
     }
-    #[cfg(not(unix))]
-    let _ = sigint;
     if status.success() {
         Ok(output)
     } else {

@@ -661,13 +661,32 @@ fn jobs_limit_bounds_the_overlap_of_running_commands() {
 fn log_dir_receives_each_tasks_output() {
     let dir = tempfile::tempdir().unwrap();
     let logs = dir.path().join("logs");
-    lockstep()
+    let out = lockstep()
         .args(["run", "-j", "2", "--log-dir"])
         .arg(&logs)
         .arg(example("pipeline.toml"))
         .assert()
         .code(1)
-        .stdout(predicate::str::contains("[plugins]").not());
+        .stdout(predicate::str::contains("[plugins]").not())
+        .get_output()
+        .clone();
+    // The failure names the file that holds its output.
+    let log = logs.join("0003-plugins.log");
+    let stdout = stdout_of(&out);
+    assert_eq!(
+        lines_starting(&stdout, "failed: "),
+        vec![format!(
+            "failed: plugins: exit status 1 (log: {})",
+            log.display()
+        )]
+    );
+    assert!(
+        stdout.contains(&format!(
+            "FAILED  plugins: exit status 1 (log: {}) (",
+            log.display()
+        )),
+        "{stdout}"
+    );
     let plugins = std::fs::read_to_string(logs.join("0003-plugins.log")).unwrap();
     assert_eq!(
         plugins,
@@ -704,6 +723,17 @@ fn jobs_zero_is_refused_by_the_command_line() {
         .arg(example("pipeline.toml"))
         .assert()
         .code(2);
+}
+
+#[test]
+fn log_dir_help_says_how_files_are_numbered() {
+    lockstep()
+        .args(["run", "--help"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(
+            "NNNN is the task's 0-based position in the file",
+        ));
 }
 
 // ---------------------------------------------------------------- Ctrl-C
