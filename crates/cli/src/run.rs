@@ -143,29 +143,33 @@ impl RunReport {
         !self.interrupted && self.tasks.iter().all(|t| t.state == TaskState::Succeeded)
     }
 
-    /// The lines printed after a run: one per task that did not succeed
-    /// (`failed: ID: REASON`, `blocked: ID (cause: X failed)`, `cancelled: ID`), then
-    /// `summary: ...` with the counts, wall time and critical path.
+    /// The lines printed after a run: one per task that did not succeed, grouped so that
+    /// every cause comes before the lines that cite it: first `failed: ID: REASON`, then
+    /// `cancelled: ID`, then `blocked: ID (cause: X failed)`, each group in file order;
+    /// then `summary: ...` with the counts, wall time and critical path. O(tasks).
     pub fn lines(&self) -> Vec<String> {
-        let mut out = Vec::new();
+        let mut failed = Vec::new();
+        let mut other = Vec::new();
+        let mut blocked = Vec::new();
         for t in &self.tasks {
             match t.state {
                 TaskState::Succeeded => {}
-                TaskState::Failed => out.push(format!(
+                TaskState::Failed => failed.push(format!(
                     "failed: {}: {}{}",
                     t.id,
                     t.error.as_deref().unwrap_or("failed"),
                     log_note(t.log.as_deref())
                 )),
-                TaskState::Blocked => match &t.blocked_by {
-                    Some(c) => {
-                        out.push(format!("blocked: {} (cause: {} {})", t.id, c.task, c.state))
-                    }
-                    None => out.push(format!("blocked: {}", t.id)),
-                },
-                other => out.push(format!("{other}: {}", t.id)),
+                TaskState::Blocked => blocked.push(match &t.blocked_by {
+                    Some(c) => format!("blocked: {} (cause: {} {})", t.id, c.task, c.state),
+                    None => format!("blocked: {}", t.id),
+                }),
+                state => other.push(format!("{state}: {}", t.id)),
             }
         }
+        let mut out = failed;
+        out.append(&mut other);
+        out.append(&mut blocked);
         let counts: Vec<String> = self
             .counts
             .iter()
@@ -781,6 +785,66 @@ mod tests {
             critical_path(&g, &[], &HashMap::new()),
             (Duration::ZERO, vec![])
         );
+    }
+
+    fn record(id: &str, state: TaskState) -> TaskRecord {
+        TaskRecord {
+            id: id.to_string(),
+            state,
+            duration: None,
+            error: None,
+            blocked_by: None,
+            log: None,
+        }
+    }
+
+    fn report(tasks: Vec<TaskRecord>, interrupted: bool) -> RunReport {
+        let counts = TaskState::ALL
+            .iter()
+            .map(|s| (*s, tasks.iter().filter(|t| t.state == *s).count()))
+            .collect();
+        RunReport {
+            tasks,
+            counts,
+            wall: Duration::ZERO,
+            critical_time: Duration::ZERO,
+            critical_path: Vec::new(),
+            interrupted,
+        }
+    }
+
+    #[test]
+    fn report_lines_put_causes_before_the_blocked_tasks_that_cite_them() {
+        let mut b = record("b", TaskState::Blocked);
+        b.blocked_by = Some(BlockCause {
+            task: "f".to_string(),
+            generation: lockstep_contract::Generation::FIRST,
+            state: TaskState::Failed,
+        });
+        let mut f = record("f", TaskState::Failed);
+        f.error = Some("exit status 1".to_string());
+        let r = report(
+            vec![
+                b,
+                record("c", TaskState::Cancelled),
+                record("ok", TaskState::Succeeded),
+                f,
+                record("b2", TaskState::Blocked),
+            ],
+            false,
+        );
+        let lines = r.lines();
+        assert_eq!(
+            lines[..4],
+            [
+                "failed: f: exit status 1",
+                "cancelled: c",
+                "blocked: b (cause: f failed)",
+                "blocked: b2",
+            ]
+        );
+        assert!(lines[4].starts_with("summary: 1 succeeded, 1 failed, 2 blocked, 1 cancelled;"));
+        assert_eq!(lines.len(), 5);
     }
 
     #[test]

@@ -509,6 +509,38 @@ fn run_with_a_failure_blocks_descendants_and_names_the_cause() {
 }
 
 #[test]
+fn the_report_lists_failures_before_the_tasks_they_blocked() {
+    // `late` comes first in the file but is blocked by `early`, which fails: the cause is
+    // shown before the line that cites it.
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "order.toml",
+        "[[task]]\nid = \"late\"\ndeps = [\"early\"]\ncommand = \"true\"\n\n\
+         [[task]]\nid = \"early\"\ncommand = \"exit 3\"\n",
+    );
+    let out = lockstep()
+        .args(["run", "--no-progress"])
+        .arg(&f)
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let stdout = stdout_of(&out);
+    let report: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("failed: ") || l.starts_with("blocked: "))
+        .collect();
+    assert_eq!(
+        report,
+        vec![
+            "failed: early: exit status 3",
+            "blocked: late (cause: early failed)"
+        ]
+    );
+}
+
+#[test]
 fn run_refuses_an_invalid_graph_with_exit_2_and_the_cycles() {
     lockstep()
         .args(["run", "--simulate", "1"])
