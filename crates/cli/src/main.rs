@@ -6,7 +6,8 @@
 //! ```
 //!
 //! Exit status: 0 the graph can run / every task succeeded; 1 the graph cannot run
-//! (`check`) / some task failed, was blocked or cancelled (`run`); 2 unreadable input
+//! (`check`) / some task failed, was blocked, cancelled or interrupted (`run`, also after
+//! Ctrl-C; a second Ctrl-C exits with 130); 2 unreadable input
 //! (missing file, parse error) and, for `run`, a graph that cannot run.
 
 use std::io::IsTerminal;
@@ -45,6 +46,10 @@ enum Cmd {
     /// --log-dir). A failure blocks the task's descendants; they are listed with their
     /// cause. Exit 0 only if every task succeeded, 1 otherwise, 2 for unreadable input or
     /// a graph that cannot run.
+    ///
+    /// Ctrl-C: queued tasks are cancelled and running ones are waited for; those that
+    /// were running and did not succeed are reported `interrupted` (their own line and
+    /// count). After Ctrl-C the exit status is 1; a second Ctrl-C exits at once with 130.
     Run {
         #[command(flatten)]
         graph: GraphArgs,

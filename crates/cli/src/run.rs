@@ -33,6 +33,14 @@
 //! `--simulate` sleep polls its token and stops early. lockstep waits for every running
 //! task to return (a second Ctrl-C exits at once with status 130).
 //!
+//! A task that was running at the Ctrl-C and then did not succeed is *interrupted*: the
+//! scheduler has no "cancelled while running" state (a running version settles only when
+//! its function returns, SPEC), so it is recorded there as failed with the error
+//! `interrupted`, and the report lists it on its own line, `interrupted: ID (how it
+//! ended)`, and counts it as interrupted, not failed. One that succeeded anyway counts as
+//! succeeded. The run does not succeed ([`RunReport::all_succeeded`] is false: exit status
+//! 1).
+//!
 //! The terminal sends SIGINT to lockstep and to the running commands at once, and a command
 //! may die of it before lockstep's handler has run. So, following the usual convention for
 //! programs that run commands (a caller whose child was killed by SIGINT acts as if it got
@@ -45,7 +53,7 @@
 //! dependencies succeeded), `finish(t) = duration(t) + max(finish(d))` over its
 //! dependencies `d`. It is what the wall time could shrink to with unlimited workers.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::io::{Read, Write};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -118,6 +126,10 @@ pub struct TaskRecord {
     pub blocked_by: Option<BlockCause<String>>,
     /// The file holding its output, when it ran with `--log-dir` and the file was created.
     pub log: Option<PathBuf>,
+    /// How it ended, when it was running at Ctrl-C and did not succeed (e.g. `killed by
+    /// signal 2`). Such a task has `state` [`TaskState::Failed`] and `error`
+    /// `interrupted` (what the scheduler recorded) and is reported as interrupted.
+    pub interrupted: Option<String>,
 }
 
 /// What a run did.
@@ -125,8 +137,11 @@ pub struct TaskRecord {
 pub struct RunReport {
     /// Every task, in file order.
     pub tasks: Vec<TaskRecord>,
-    /// How many tasks ended in each state, in [`TaskState::ALL`] order.
+    /// How many tasks ended in each state, in [`TaskState::ALL`] order; interrupted tasks
+    /// are counted in `interrupted_tasks`, not as [`TaskState::Failed`].
     pub counts: Vec<(TaskState, usize)>,
+    /// How many tasks were interrupted (running at Ctrl-C, then did not succeed).
+    pub interrupted_tasks: usize,
     /// Wall time from the first claim to the last result.
     pub wall: Duration,
     /// The critical path's length (sum of its measured durations).
@@ -145,15 +160,24 @@ impl RunReport {
 
     /// The lines printed after a run: one per task that did not succeed, grouped so that
     /// every cause comes before the lines that cite it: first `failed: ID: REASON`, then
-    /// `cancelled: ID`, then `blocked: ID (cause: X failed)`, each group in file order;
-    /// then `summary: ...` with the counts, wall time and critical path. O(tasks).
+    /// `interrupted: ID (HOW)`, then `cancelled: ID`, then `blocked: ID (cause: X failed)`,
+    /// each group in file order (a failed or interrupted task with a log file adds
+    /// ` (log: PATH)`); then `summary: ...` with the counts (`N interrupted` after Ctrl-C),
+    /// wall time and critical path; after Ctrl-C, last, `stopped by Ctrl-C: ...`. O(tasks).
     pub fn lines(&self) -> Vec<String> {
         let mut failed = Vec::new();
+        let mut interrupted = Vec::new();
         let mut other = Vec::new();
         let mut blocked = Vec::new();
         for t in &self.tasks {
             match t.state {
                 TaskState::Succeeded => {}
+                TaskState::Failed if t.interrupted.is_some() => interrupted.push(format!(
+                    "interrupted: {} ({}){}",
+                    t.id,
+                    t.interrupted.as_deref().unwrap_or_default(),
+                    log_note(t.log.as_deref())
+                )),
                 TaskState::Failed => failed.push(format!(
                     "failed: {}: {}{}",
                     t.id,
@@ -168,14 +192,18 @@ impl RunReport {
             }
         }
         let mut out = failed;
+        out.append(&mut interrupted);
         out.append(&mut other);
         out.append(&mut blocked);
-        let counts: Vec<String> = self
+        let mut counts: Vec<String> = self
             .counts
             .iter()
             .filter(|(s, n)| *n > 0 || s.is_terminal())
             .map(|(s, n)| format!("{n} {s}"))
             .collect();
+        if self.interrupted || self.interrupted_tasks > 0 {
+            counts.push(format!("{} interrupted", self.interrupted_tasks));
+        }
         out.push(format!(
             "summary: {}; wall time {}; critical path {}{}",
             counts.join(", "),
@@ -188,7 +216,7 @@ impl RunReport {
             }
         ));
         if self.interrupted {
-            out.push("interrupted: queued tasks were cancelled".to_string());
+            out.push("stopped by Ctrl-C: queued tasks were cancelled".to_string());
         }
         out
     }
@@ -352,6 +380,16 @@ impl Out {
 /// cannot be created; [`RunError::Scheduler`] only on a bug (the runner calls the scheduler
 /// with valid arguments only).
 pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> {
+    run_inner(graph, opts, false)
+}
+
+/// [`run`]; with `interrupt_first`, a Ctrl-C is queued before the first claim (for tests: it
+/// is handled right after the first claims, while they run).
+fn run_inner(
+    graph: &TaskGraph,
+    opts: &RunOptions,
+    interrupt_first: bool,
+) -> Result<RunReport, RunError> {
     let jobs = opts.jobs.max(1);
     let (sched, ids) = build(graph, jobs)?;
     if let Some(dir) = &opts.log_dir {
@@ -364,6 +402,9 @@ pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> 
     let (tx, rx) = mpsc::channel::<Msg>();
     if opts.handle_interrupt {
         install_interrupt(tx.clone());
+    }
+    if interrupt_first {
+        let _ = tx.send(Msg::Interrupt);
     }
     let out = if opts.progress {
         let pb = ProgressBar::new(ids.len() as u64);
@@ -382,6 +423,9 @@ pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> 
     let started = Instant::now();
     let mut durations: HashMap<String, Duration> = HashMap::new();
     let mut logs: HashMap<String, PathBuf> = HashMap::new();
+    // Tasks running when Ctrl-C came, and how those that then did not succeed ended.
+    let mut running_at_interrupt: HashSet<String> = HashSet::new();
+    let mut interrupted_how: HashMap<String, String> = HashMap::new();
     let mut claim_order: Vec<String> = Vec::with_capacity(ids.len());
     let mut running: Vec<String> = Vec::new();
     let mut interrupted = false;
@@ -445,10 +489,24 @@ pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> 
             break;
         }
         let Ok(msg) = rx.recv() else { break };
-        let interrupt = match msg {
+        // A command killed by SIGINT is the user's Ctrl-C (module docs). The interrupt is
+        // handled before its result, so that the command counts as interrupted too.
+        let interrupt = match &msg {
             Msg::Interrupt => true,
+            Msg::Done(done) => done.ran.sigint && opts.handle_interrupt,
+        };
+        if interrupt && !interrupted {
+            interrupted = true;
+            sched.close();
+            for id in &running {
+                let _ = sched.cancel(id);
+            }
+            running_at_interrupt.extend(running.iter().cloned());
+            out.line("Ctrl-C: cancelling queued tasks, waiting for running ones");
+        }
+        match msg {
+            Msg::Interrupt => {}
             Msg::Done(done) => {
-                let sigint = done.ran.sigint;
                 let log = log_note(done.ran.log.as_deref());
                 if let Some(path) = done.ran.log {
                     logs.insert(done.id.clone(), path);
@@ -460,6 +518,12 @@ pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> 
                     Ok(output) => {
                         sched.complete(&done.id, done.generation)?;
                         (output, format!("ok      {} ({took})", done.id))
+                    }
+                    Err((reason, output)) if running_at_interrupt.contains(&done.id) => {
+                        sched.fail(&done.id, done.generation, "interrupted")?;
+                        let line = format!("INTERRUPTED {}: {reason}{log} ({took})", done.id);
+                        interrupted_how.insert(done.id.clone(), reason);
+                        (output, line)
                     }
                     Err((reason, output)) => {
                         sched.fail(&done.id, done.generation, reason.clone())?;
@@ -477,16 +541,7 @@ pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> 
                 block.push_str(&line);
                 out.line(&block);
                 out.tick(&running);
-                sigint && opts.handle_interrupt
             }
-        };
-        if interrupt && !interrupted {
-            interrupted = true;
-            sched.close();
-            for id in &running {
-                let _ = sched.cancel(id);
-            }
-            out.line("interrupted: cancelling queued tasks, waiting for running ones");
         }
     }
     let wall = started.elapsed();
@@ -497,9 +552,16 @@ pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> 
 
     let mut counts: BTreeMap<TaskState, usize> = BTreeMap::new();
     let mut tasks = Vec::with_capacity(ids.len());
+    let mut interrupted_tasks = 0;
     for (id, status) in sched.snapshot() {
-        *counts.entry(status.state).or_default() += 1;
+        let how = interrupted_how.remove(&id);
+        if how.is_some() {
+            interrupted_tasks += 1;
+        } else {
+            *counts.entry(status.state).or_default() += 1;
+        }
         tasks.push(TaskRecord {
+            interrupted: how,
             duration: durations.get(&id).copied(),
             log: logs.remove(&id),
             state: status.state,
@@ -519,6 +581,7 @@ pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> 
         critical_time,
         critical_path,
         interrupted,
+        interrupted_tasks,
     })
 }
 
@@ -620,7 +683,7 @@ fn execute(
         let deadline = Instant::now() + total;
         loop {
             if token.is_cancelled() {
-                return Err(("cancelled".to_string(), Vec::new()));
+                return Err(("simulated run stopped early".to_string(), Vec::new()));
             }
             let now = Instant::now();
             if now >= deadline {
@@ -795,6 +858,7 @@ mod tests {
             error: None,
             blocked_by: None,
             log: None,
+            interrupted: None,
         }
     }
 
@@ -810,6 +874,7 @@ mod tests {
             critical_time: Duration::ZERO,
             critical_path: Vec::new(),
             interrupted,
+            interrupted_tasks: 0,
         }
     }
 
@@ -845,6 +910,88 @@ mod tests {
         );
         assert!(lines[4].starts_with("summary: 1 succeeded, 1 failed, 2 blocked, 1 cancelled;"));
         assert_eq!(lines.len(), 5);
+    }
+
+    #[test]
+    fn tasks_stopped_by_ctrl_c_are_reported_interrupted_not_failed() {
+        // -j 1: `a` is claimed and running (a 60 s simulated sleep) when the queued Ctrl-C is
+        // handled; `b` (independent) and `c` (after `a`) are queued.
+        let g = graph(&[("a", &[]), ("b", &[]), ("c", &["a"])]);
+        let opts = RunOptions {
+            jobs: 1,
+            simulate: Some(Duration::from_secs(60)),
+            ..RunOptions::default()
+        };
+        let r = run_inner(&g, &opts, true).unwrap();
+        assert!(r.interrupted);
+        assert!(!r.all_succeeded());
+        let a = &r.tasks[0];
+        // The scheduler has no "cancelled while running" state: it records a failure.
+        assert_eq!(a.state, TaskState::Failed);
+        assert_eq!(a.error.as_deref(), Some("interrupted"));
+        assert_eq!(
+            a.interrupted.as_deref(),
+            Some("simulated run stopped early")
+        );
+        assert_eq!(r.tasks[1].state, TaskState::Cancelled);
+        assert_eq!(r.tasks[2].state, TaskState::Cancelled);
+        assert_eq!(r.interrupted_tasks, 1);
+        let lines = r.lines();
+        assert_eq!(
+            lines[..3],
+            [
+                "interrupted: a (simulated run stopped early)",
+                "cancelled: b",
+                "cancelled: c",
+            ]
+        );
+        assert!(
+            lines[3].starts_with(
+                "summary: 0 succeeded, 0 failed, 0 blocked, 2 cancelled, 1 interrupted;"
+            ),
+            "{}",
+            lines[3]
+        );
+        assert_eq!(lines[4], "stopped by Ctrl-C: queued tasks were cancelled");
+        assert_eq!(lines.len(), 5);
+    }
+
+    #[test]
+    fn a_task_running_at_ctrl_c_that_succeeds_anyway_counts_as_succeeded() {
+        // -j 2: `ok` and `bad` are both running when the queued Ctrl-C is handled; `ok`
+        // then succeeds, `bad` exits 4 (a command may exit non-zero on SIGINT instead of
+        // dying of it): interrupted, with how it ended. `later` was queued: cancelled.
+        let mut g = graph(&[("ok", &[]), ("bad", &[]), ("later", &[])]);
+        g.tasks[0].command = Some("sleep 0.2".to_string());
+        g.tasks[1].command = Some("sleep 0.2; exit 4".to_string());
+        g.tasks[2].command = Some("true".to_string());
+        let opts = RunOptions {
+            jobs: 2,
+            ..RunOptions::default()
+        };
+        let r = run_inner(&g, &opts, true).unwrap();
+        let states: Vec<_> = r
+            .tasks
+            .iter()
+            .map(|t| (t.id.as_str(), t.state, t.interrupted.as_deref()))
+            .collect();
+        assert_eq!(
+            states,
+            vec![
+                ("ok", TaskState::Succeeded, None),
+                ("bad", TaskState::Failed, Some("exit status 4")),
+                ("later", TaskState::Cancelled, None),
+            ]
+        );
+        let lines = r.lines();
+        assert_eq!(lines[0], "interrupted: bad (exit status 4)");
+        assert!(
+            lines[2].starts_with(
+                "summary: 1 succeeded, 0 failed, 0 blocked, 1 cancelled, 1 interrupted;"
+            ),
+            "{}",
+            lines[2]
+        );
     }
 
     #[test]

@@ -834,15 +834,35 @@ fn ctrl_c_on_the_process_group_cancels_queued_tasks() {
     sigint(&format!("-{}", child.id()));
     let out = child.wait_with_output().unwrap();
     let stdout = stdout_of(&out);
+    assert_interrupted_report(&stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
-    assert!(
-        stdout.contains("failed: long: killed by signal 2"),
+}
+
+/// The report of `interrupt_fixture` after Ctrl-C: the running task is reported interrupted
+/// (not failed) with how it ended, the queued one cancelled, and the summary counts them so.
+fn assert_interrupted_report(stdout: &str) {
+    assert_eq!(
+        lines_starting(stdout, "interrupted: "),
+        vec!["interrupted: long (killed by signal 2)"],
         "{stdout}"
     );
-    assert!(stdout.contains("cancelled: queued"), "{stdout}");
-    assert!(!stdout.contains("queued-ran"), "{stdout}");
+    assert!(lines_starting(stdout, "failed: ").is_empty(), "{stdout}");
     assert!(
-        stdout.contains("interrupted: queued tasks were cancelled"),
+        stdout.contains("INTERRUPTED long: killed by signal 2 ("),
+        "{stdout}"
+    );
+    assert!(stdout.contains("\ncancelled: queued\n"), "{stdout}");
+    assert!(!stdout.contains("queued-ran"), "{stdout}");
+    let summary = lines_starting(stdout, "summary: ");
+    assert_eq!(summary.len(), 1, "{stdout}");
+    assert!(
+        summary[0].starts_with(
+            "summary: 0 succeeded, 0 failed, 0 blocked, 1 cancelled, 1 interrupted; wall time "
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with("\nstopped by Ctrl-C: queued tasks were cancelled\n"),
         "{stdout}"
     );
 }
@@ -860,11 +880,19 @@ fn a_task_killed_by_sigint_counts_as_ctrl_c() {
     sigint(task_pid.trim());
     let out = child.wait_with_output().unwrap();
     let stdout = stdout_of(&out);
+    assert_interrupted_report(&stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
-    assert!(
-        stdout.contains("failed: long: killed by signal 2"),
-        "{stdout}"
-    );
-    assert!(stdout.contains("cancelled: queued"), "{stdout}");
-    assert!(!stdout.contains("queued-ran"), "{stdout}");
+}
+
+#[test]
+fn run_help_documents_ctrl_c_and_its_exit_status() {
+    lockstep()
+        .args(["run", "--help"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(
+            "were running and did not succeed are reported `interrupted`",
+        ))
+        .stdout(predicate::str::contains("exit status is 1"))
+        .stdout(predicate::str::contains("130"));
 }
