@@ -6,7 +6,8 @@
 //! acyclic edges), dependency lists are in random order, submission order is a random
 //! permutation, some ids may be resubmitted (which moves their submission sequence) and some
 //! may never be submitted ("ghosts": named as dependencies only, without edges). Shrinking
-//! removes nodes, edges and repeated submissions.
+//! removes nodes (or bypasses them, keeping the paths through them), edges and repeated
+//! submissions.
 //!
 //! Every property drives the public API of `lockstep_dag::TaskScheduler` (and the model
 //! `lockstep_models::dag::SchedulerModel`) and judges the answer with algorithms written here,
@@ -276,6 +277,25 @@ impl Graph {
         Graph { deps, order }
     }
 
+    /// The graph without node `x`, but with every path through it kept: each dependent of
+    /// `x` depends on `x`'s dependencies instead (a ring of seven shrinks to a ring of six).
+    fn bypassing_node(&self, x: usize) -> Graph {
+        let mut bypassed = self.clone();
+        let through = self.deps[x].clone();
+        for list in &mut bypassed.deps {
+            if let Some(i) = list.iter().position(|&w| w as usize == x) {
+                list.remove(i);
+                for &w in &through {
+                    if !list.contains(&w) {
+                        list.push(w);
+                    }
+                }
+            }
+        }
+        // Ghosts have no dependencies, so none of them gained any.
+        bypassed.without_node(x)
+    }
+
     fn without_edge(&self, v: usize, i: usize) -> Graph {
         let mut smaller = self.clone();
         smaller.deps[v].remove(i);
@@ -436,6 +456,10 @@ impl Arbitrary for Graph {
             let this = this.clone();
             move |x| this.without_node(x)
         });
+        let bypasses = (0..this.n()).rev().filter_map({
+            let this = this.clone();
+            move |x| (!this.deps[x].is_empty()).then(|| this.bypassing_node(x))
+        });
         let edge_list: Vec<(usize, usize)> = this
             .deps
             .iter()
@@ -447,7 +471,7 @@ impl Arbitrary for Graph {
             move |(v, i)| this.without_edge(v, i)
         });
         let repeats = (0..this.order.len()).filter_map(move |j| this.without_repeat(j));
-        Box::new(nodes.chain(edges).chain(repeats))
+        Box::new(nodes.chain(bypasses).chain(edges).chain(repeats))
     }
 }
 
@@ -778,6 +802,11 @@ fn prop_linear_extension(run: &ClaimRun) -> Result<(), String> {
     let n = graph.n();
     let (prod, mut model) = build(graph, run.capacity)?;
     let seq = graph.seqs();
+    // Generation of each id's current version: one per submission.
+    let mut generation = vec![Generation(0); n];
+    for &v in &graph.order {
+        generation[v as usize].0 += 1;
+    }
     let mut rng = Mix(run.seed);
     let mut claimed = vec![false; n];
     let mut done = vec![false; n];
@@ -807,10 +836,6 @@ fn prop_linear_extension(run: &ClaimRun) -> Result<(), String> {
                 model.ready_at_most(k),
             )
         };
-        let got: Vec<VersionRef<u32>> = claims.iter().map(Claim::version).collect();
-        if versions.as_ref() != Ok(&got) {
-            return Err(format!("claims: production {got:?}, model {versions:?}"));
-        }
         // What the test expects: the ready tasks (unclaimed, every dependency completed), in
         // submission order, as many as asked for and free.
         let mut ready: Vec<usize> = (0..n)
@@ -820,11 +845,20 @@ fn prop_linear_extension(run: &ClaimRun) -> Result<(), String> {
         let take = k.min(run.capacity - running.len()).min(ready.len());
         for c in &claims {
             let v = c.id as usize;
-            if v >= n || claimed[v] {
-                return Err(format!("{} claimed twice", c.id));
+            if v >= n {
+                return Err(format!("claimed {}, which is not a task", c.id));
+            }
+            if claimed[v] {
+                return Err(format!("{v} claimed twice"));
             }
             if let Some(d) = graph.deps[v].iter().find(|&&d| !done[d as usize]) {
                 return Err(format!("{v} claimed before its dependency {d} completed"));
+            }
+            if c.generation != generation[v] {
+                return Err(format!(
+                    "{v} claimed as {:?}, its current version is {:?}",
+                    c.generation, generation[v]
+                ));
             }
         }
         let ids: Vec<usize> = claims.iter().map(|c| c.id as usize).collect();
@@ -835,6 +869,11 @@ fn prop_linear_extension(run: &ClaimRun) -> Result<(), String> {
                 running.len(),
                 run.capacity
             ));
+        }
+        // And the model claims the same versions.
+        let got: Vec<VersionRef<u32>> = claims.iter().map(Claim::version).collect();
+        if versions.as_ref() != Ok(&got) {
+            return Err(format!("claims: production {got:?}, model {versions:?}"));
         }
         for c in &claims {
             claimed[c.id as usize] = true;
@@ -1151,16 +1190,21 @@ fn the_generator_covers_every_shape() {
     }
 }
 
-/// Shrinking keeps the graph well formed and makes it smaller.
+/// Shrinking keeps the graph well formed and makes it smaller; bypassing keeps rings rings.
 #[test]
-fn shrinking_removes_nodes_edges_and_repeats() {
+fn shrinking_makes_smaller_well_formed_graphs() {
     let g = graph(&[&[1, 2], &[0], &[2]], &[0, 1, 2, 1]);
     let smaller: Vec<Graph> = g.shrink().collect();
-    // Three nodes, four edges, one repeated submission (either copy of 1).
-    assert_eq!(smaller.len(), 3 + 4 + 2);
+    // Three nodes removed, three bypassed, four edges, one repeated submission (either copy).
+    assert_eq!(smaller.len(), 3 + 3 + 4 + 2);
+    // Bypassing 1: 0 depends on 1's dependency 0 instead; ids above 1 move down.
+    assert!(smaller.contains(&graph(&[&[1, 0], &[1]], &[0, 1])));
     assert!(smaller.contains(&graph(&[&[1], &[0]], &[0, 1, 1])));
     assert!(smaller.contains(&graph(&[&[1, 2], &[], &[2]], &[0, 1, 2, 1])));
     assert!(smaller.contains(&graph(&[&[1, 2], &[0], &[2]], &[0, 2, 1])));
+    // A ring keeps a (shorter) ring when a node is bypassed.
+    let ring = graph(&[&[1], &[2], &[0]], &[0, 1, 2]);
+    assert_eq!(ring.bypassing_node(2), graph(&[&[1], &[0]], &[0, 1]));
     let edges = |g: &Graph| g.deps.iter().map(Vec::len).sum::<usize>();
     for s in &smaller {
         assert!(s.n() < g.n() || edges(s) < edges(&g) || s.order.len() < g.order.len());
