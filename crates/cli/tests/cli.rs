@@ -404,6 +404,60 @@ fn a_subgraph_starting_an_edge_statement_gets_a_hint() {
         .stderr(predicate::str::contains("write `a -> c; b -> c`"));
 }
 
+#[test]
+fn options_that_do_not_apply_to_the_format_get_a_note() {
+    lockstep()
+        .args([
+            "check",
+            "--dev-deps",
+            "--all-edges",
+            "--exclude-edges",
+            "color=red",
+        ])
+        .arg(example("pipeline.toml"))
+        .assert()
+        .code(0)
+        .stderr(predicate::str::contains(
+            "note: --dev-deps has no effect on toml input (it applies to cargo-metadata only)\n",
+        ))
+        .stderr(predicate::str::contains(
+            "note: --all-edges has no effect on toml input (it applies to DOT only)\n",
+        ))
+        .stderr(predicate::str::contains(
+            "note: --exclude-edges has no effect on toml input (it applies to DOT only)\n",
+        ));
+    lockstep()
+        .args(["check", "--exclude-edges", "color=red"])
+        .arg(example("cargo-metadata-criterion.json"))
+        .assert()
+        .code(0)
+        .stderr(predicate::str::contains(
+            "note: --exclude-edges has no effect on cargo-metadata input (it applies to DOT only)\n",
+        ));
+    lockstep()
+        .args(["check", "--dev-deps"])
+        .arg(example("apt-git.dot"))
+        .assert()
+        .stderr(predicate::str::contains(
+            "note: --dev-deps has no effect on dot input (it applies to cargo-metadata only)\n",
+        ));
+    // Plain DOT leaves nothing out by default, so --all-edges has nothing to keep.
+    lockstep()
+        .args(["check", "--all-edges", "--format", "dot", "-"])
+        .write_stdin("digraph { a -> b }")
+        .assert()
+        .code(0)
+        .stderr(predicate::str::contains(
+            "note: --all-edges has no effect: this DOT input is not read as apt-cache dotty output, so no edges are left out by default\n",
+        ));
+    // Options that apply say nothing of the kind.
+    lockstep()
+        .args(["check", "--all-edges"])
+        .arg(example("apt-git.dot"))
+        .assert()
+        .stderr(predicate::str::contains("no effect").not());
+}
+
 // ---------------------------------------------------------------- run
 
 #[test]

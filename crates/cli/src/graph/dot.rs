@@ -163,6 +163,13 @@ pub fn parse(text: &str, path: &Path, opts: &DotOptions) -> Result<TaskGraph, Re
         }
         None => None,
     };
+    if opts.all_edges && profile.is_none() {
+        notes.push(
+            "--all-edges has no effect: this DOT input is not read as apt-cache dotty output, \
+             so no edges are left out by default"
+                .to_string(),
+        );
+    }
     let mut filters: Vec<(EdgeMatch, &'static str)> = Vec::new();
     if let Some(p) = profile
         && !opts.all_edges

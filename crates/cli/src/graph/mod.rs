@@ -481,6 +481,9 @@ fn read_bytes(
         offset: e.utf8_error().valid_up_to(),
     })?;
     let mut graph = read_str(&text, path, format, opts)?;
+    let mut notes = inapplicable_options(format, opts);
+    notes.append(&mut graph.notes);
+    graph.notes = notes;
     if opts.reverse {
         graph.reverse();
         graph
@@ -489,6 +492,29 @@ fn read_bytes(
     }
     graph.exclude_tasks(&opts.exclude_tasks, path)?;
     Ok(graph)
+}
+
+/// Notes for the options of `opts` that do nothing for `format` (`--dev-deps` outside cargo
+/// metadata, `--all-edges` and `--exclude-edges` outside DOT), so that they are not ignored
+/// silently. (`--reverse` and `--exclude-task` apply to every format.)
+pub fn inapplicable_options(format: Format, opts: &ReadOptions) -> Vec<String> {
+    let dot = matches!(format, Format::Dot | Format::AptDotty);
+    let mut notes = Vec::new();
+    let mut note = |option: &str, applies_to: &str| {
+        notes.push(format!(
+            "{option} has no effect on {format} input (it applies to {applies_to} only)"
+        ));
+    };
+    if opts.dev_deps && format != Format::CargoMetadata {
+        note("--dev-deps", "cargo-metadata");
+    }
+    if opts.all_edges && !dot {
+        note("--all-edges", "DOT");
+    }
+    if !opts.exclude_edges.is_empty() && !dot {
+        note("--exclude-edges", "DOT");
+    }
+    notes
 }
 
 /// Size of the buffer [`read_capped`] reads through.
@@ -685,6 +711,35 @@ mod tests {
                 .len(),
             2
         );
+    }
+
+    #[test]
+    fn options_the_format_ignores_are_noted() {
+        let all = ReadOptions {
+            dev_deps: true,
+            all_edges: true,
+            exclude_edges: vec!["color=red".parse().unwrap()],
+            reverse: true,
+            ..ReadOptions::default()
+        };
+        assert_eq!(
+            inapplicable_options(Format::Toml, &all),
+            vec![
+                "--dev-deps has no effect on toml input (it applies to cargo-metadata only)",
+                "--all-edges has no effect on toml input (it applies to DOT only)",
+                "--exclude-edges has no effect on toml input (it applies to DOT only)",
+            ]
+        );
+        assert_eq!(inapplicable_options(Format::CargoMetadata, &all).len(), 2);
+        for dot in [Format::Dot, Format::AptDotty] {
+            assert_eq!(
+                inapplicable_options(dot, &all),
+                vec![format!(
+                    "--dev-deps has no effect on {dot} input (it applies to cargo-metadata only)"
+                )]
+            );
+        }
+        assert!(inapplicable_options(Format::Toml, &ReadOptions::default()).is_empty());
     }
 
     #[test]
