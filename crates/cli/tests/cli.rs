@@ -458,6 +458,25 @@ fn options_that_do_not_apply_to_the_format_get_a_note() {
         .stderr(predicate::str::contains("no effect").not());
 }
 
+#[test]
+fn check_refuses_a_nul_that_run_could_not_pass_to_a_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "nul.toml",
+        "[[task]]\nid = \"a\"\ncommand = \"true\"\nenv = { K = \"v\\u0000\" }\n",
+    );
+    lockstep()
+        .arg("check")
+        .arg(&f)
+        .assert()
+        .code(2)
+        .stdout(predicate::str::is_empty())
+        .stderr(predicate::str::contains(
+            "nul.toml:4:13: task \"a\": environment variable \"K\": value contains NUL",
+        ));
+}
+
 // ---------------------------------------------------------------- run
 
 #[test]

@@ -17,8 +17,8 @@
 //! * `edge [...]` and `node [...]` defaults apply to later statements in their scope and in
 //!   subgraphs opened after them, as in Graphviz;
 //! * a node's `command` attribute is its shell command and `cwd` its working directory
-//!   (relative to the file's directory); other attributes (`label`, `shape`, ...) are
-//!   ignored;
+//!   (relative to the file's directory), and a NUL byte in either is refused (no process
+//!   can be given one); other attributes (`label`, `shape`, ...) are ignored;
 //! * quoted ids lose their quotes, `\"` becomes `"` and a backslash-newline is removed;
 //!   HTML ids (`<...>`) are kept verbatim;
 //! * edges can be left out by attribute: `--exclude-edges KEY=VALUE` (repeatable) drops
@@ -123,7 +123,8 @@ static PARSE_LOCK: Mutex<()> = Mutex::new(());
 /// * [`ReadError::DotTooDeep`] when braces nest deeper than [`MAX_NESTING`];
 /// * [`ReadError::DotSyntax`] when the text is not DOT (or exhausts the call budget), with
 ///   the parser's line and column;
-/// * [`ReadError::UndirectedDot`] for `graph { ... }`.
+/// * [`ReadError::UndirectedDot`] for `graph { ... }`;
+/// * [`ReadError::Nul`] when a `command` or `cwd` attribute holds a NUL byte.
 pub fn parse(text: &str, path: &Path, opts: &DotOptions) -> Result<TaskGraph, ReadError> {
     let prepared = prepare(text, path)?;
     let parsed = {
@@ -199,6 +200,18 @@ pub fn parse(text: &str, path: &Path, opts: &DotOptions) -> Result<TaskGraph, Re
 
     for ((m, why), n) in b.filters.iter().zip(&b.excluded) {
         notes.push(format!("left out {n} edge(s) with {m} ({why})"));
+    }
+    // A NUL cannot be passed to a process: refuse it here, not when the task runs.
+    for n in &b.nodes {
+        for field in ["command", "cwd"] {
+            if n.attrs.get(field).is_some_and(|v| v.contains('\0')) {
+                return Err(ReadError::Nul {
+                    path: path.to_path_buf(),
+                    task: n.id.clone(),
+                    field: field.to_string(),
+                });
+            }
+        }
     }
     let tasks = b
         .nodes
@@ -890,6 +903,26 @@ size="30,40";
         )
         .unwrap();
         assert_eq!(g.tasks[0].cwd.as_deref(), Some(Path::new("dir/sub")));
+    }
+
+    #[test]
+    fn nul_in_a_command_or_cwd_attribute_is_refused() {
+        for (attr, text) in [
+            ("command", "digraph { b; a [command=\"echo \0x\"] }"),
+            ("cwd", "digraph { a [cwd=\"d\0\", command=true] }"),
+        ] {
+            let err = parse(text, p(), &DotOptions::default()).unwrap_err();
+            assert!(
+                matches!(err, ReadError::Nul { ref task, ref field, .. } if task == "a" && field == attr),
+                "{err:?}"
+            );
+            assert_eq!(
+                err.to_string(),
+                format!("g.dot: task \"a\": {attr} contains NUL (no process can be given it)")
+            );
+        }
+        // Elsewhere (a label) a NUL harms nothing.
+        assert_eq!(read("digraph { a [label=\"x\0\"] }").tasks.len(), 1);
     }
 
     #[test]

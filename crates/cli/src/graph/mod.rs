@@ -325,6 +325,18 @@ pub enum ReadError {
         /// The parser's message.
         message: String,
     },
+    /// A task's command or working directory (DOT attribute `command` or `cwd`) contains a
+    /// NUL byte, which no process can be given. (The task file reports this as
+    /// [`ReadError::Toml`], with the position.)
+    #[error("{}: task {task:?}: {field} contains NUL (no process can be given it)", path.display())]
+    Nul {
+        /// The file.
+        path: PathBuf,
+        /// The task id.
+        task: String,
+        /// `command` or `cwd`.
+        field: String,
+    },
     /// Subgraphs nest deeper than the reader allows.
     #[error(
         "{}:{at}: subgraphs nest deeper than {limit} levels; refusing to parse",

@@ -15,7 +15,9 @@
 //!
 //! The only top-level key is `task`, an array of tables; each table takes exactly the keys
 //! above (unknown keys are an error, so a misspelt `dep = [...]` is not silently ignored).
-//! A task without `command` succeeds as soon as it runs (it only orders others).
+//! A task without `command` succeeds as soon as it runs (it only orders others). Strings
+//! that reach a process (`command`, `cwd`, `env` names and values) may not contain NUL, and
+//! `env` names may not be empty or contain `=`: the reader refuses them with their position.
 //! Duplicate ids and duplicate dependencies are not reader errors: the graph keeps them
 //! and `lockstep check` reports every one with its line.
 
@@ -40,13 +42,13 @@ struct File {
 struct RawTask {
     id: Spanned<String>,
     #[serde(default)]
-    command: Option<String>,
+    command: Option<Spanned<String>>,
     #[serde(default)]
     deps: Vec<String>,
     #[serde(default)]
-    cwd: Option<PathBuf>,
+    cwd: Option<Spanned<PathBuf>>,
     #[serde(default)]
-    env: BTreeMap<Spanned<String>, String>,
+    env: BTreeMap<Spanned<String>, Spanned<String>>,
 }
 
 /// Parses a task file's text; `path` names it in errors and anchors relative `cwd`s.
@@ -58,7 +60,8 @@ struct RawTask {
 ///   missing `id`), with the line and column the TOML parser reports;
 /// * [`ReadError::EmptyId`] for `id = ""`;
 /// * [`ReadError::Toml`] also for an `env` name no process environment can hold (empty, or
-///   containing `=` or NUL), at that name.
+///   containing `=` or NUL), at that name, and for a NUL in a `command`, `cwd` or `env`
+///   value (no process can be given one), at that value.
 pub fn parse(text: &str, path: &Path) -> Result<TaskGraph, ReadError> {
     let file: File = toml::from_str(text).map_err(|e| ReadError::Toml {
         path: path.to_path_buf(),
@@ -79,6 +82,22 @@ pub fn parse(text: &str, path: &Path) -> Result<TaskGraph, ReadError> {
                 line,
             });
         }
+        // A NUL cannot be passed to a process: refuse it here, not when the task runs.
+        let nul = |what: &str, start: usize| ReadError::Toml {
+            path: path.to_path_buf(),
+            at: Location::of_offset(text, start),
+            message: format!("task {id:?}: {what} contains NUL (no process can be given it)"),
+        };
+        if let Some(c) = &raw.command
+            && c.as_ref().contains('\0')
+        {
+            return Err(nul("command", c.span().start));
+        }
+        if let Some(c) = &raw.cwd
+            && c.as_ref().as_os_str().as_encoded_bytes().contains(&0)
+        {
+            return Err(nul("cwd", c.span().start));
+        }
         let mut env = BTreeMap::new();
         for (name, value) in raw.env {
             let why = if name.as_ref().is_empty() {
@@ -97,13 +116,17 @@ pub fn parse(text: &str, path: &Path) -> Result<TaskGraph, ReadError> {
                     message: format!("environment variable name {:?} {why}", name.as_ref()),
                 });
             }
-            env.insert(name.into_inner(), value);
+            if value.as_ref().contains('\0') {
+                let what = format!("environment variable {:?}: value", name.as_ref());
+                return Err(nul(&what, value.span().start));
+            }
+            env.insert(name.into_inner(), value.into_inner());
         }
         tasks.push(TaskSpec {
             id,
-            command: raw.command,
+            command: raw.command.map(Spanned::into_inner),
             deps: raw.deps,
-            cwd: raw.cwd.map(|c| base.join(c)),
+            cwd: raw.cwd.map(|c| base.join(c.into_inner())),
             env,
             line: Some(line),
         });
@@ -259,6 +282,39 @@ env = { CFLAGS = "-O2", X = "1" }
             assert_eq!(at.line, 3, "{name:?}: {msg}");
             assert!(msg.contains("environment variable name"), "{msg}");
             assert!(msg.contains(why), "{name:?}: {msg}");
+        }
+    }
+
+    #[test]
+    fn nul_in_a_command_cwd_or_env_value_is_refused_at_the_value() {
+        // No process can be given a NUL byte: `check` must refuse what `run` cannot start.
+        for (field, value_line, want) in [
+            (
+                "command = \"echo \\u0000x\"",
+                "command = ",
+                "command contains NUL",
+            ),
+            ("cwd = \"d\\u0000\"", "cwd = ", "cwd contains NUL"),
+            (
+                "env = { OK = \"1\", K = \"v\\u0000\" }",
+                "env = { OK = \"1\", K = ",
+                "environment variable \"K\": value contains NUL",
+            ),
+        ] {
+            let text = format!("[[task]]\nid = \"ok\"\n\n[[task]]\nid = \"a\"\n{field}\n");
+            let (at, msg) = toml_err(&text);
+            assert_eq!(
+                at,
+                Location {
+                    line: 6,
+                    column: value_line.chars().count() + 1
+                },
+                "{field}: {msg}"
+            );
+            assert!(
+                msg.starts_with(&format!("task \"a\": {want}")),
+                "{field}: {msg}"
+            );
         }
     }
 
