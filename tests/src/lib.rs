@@ -1,1 +1,16 @@
-//! Integration tests for Lockstep live in `tests/tests/`; this library is empty.
+//! Shared test machinery for Lockstep's integration tests (`tests/tests/`).
+//!
+//! - [`lin`]: a linearizability checker (Wing & Gong's search with Lowe's memoisation) for
+//!   histories recorded from concurrent runs, generic over a [`lin::SequentialSpec`];
+//! - [`specs`]: the sequential specifications of Lockstep's concurrent objects (the scheduler
+//!   against `lockstep_models::dag::SchedulerModel`, the pool as its clients see it, the
+//!   work-stealing deque), with the code that applies each operation to production;
+//! - `shuttle_run` (only under `--cfg shuttle`): runs a shuttle test with random and PCT
+//!   schedulers, writes a failing schedule to a file, and replays it
+//!   (`LOCKSTEP_SHUTTLE_REPLAY`); see `docs/verification.md`.
+
+pub mod lin;
+pub mod specs;
+
+#[cfg(shuttle)]
+pub mod shuttle_run;

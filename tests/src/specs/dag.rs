@@ -1,0 +1,247 @@
+//! The scheduler's sequential specification: `lockstep_models::dag::SchedulerModel` itself.
+//!
+//! Production (`lockstep_dag::TaskScheduler`) must return, for every operation, exactly what
+//! the model returns (`docs/semantics.md`); concurrently, every recorded history must be
+//! linearizable against the model (SPEC A4 and A5 under concurrency).
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use lockstep_contract::{
+    CallbackOutcome, CancelOutcome, CloseReport, Generation, SchedulerError, TaskKey, TaskStatus,
+    VersionRef,
+};
+use lockstep_dag::TaskScheduler;
+use lockstep_models::dag::SchedulerModel;
+
+use crate::lin::SequentialSpec;
+
+/// The error text that [`DagOp::Fail`] passes to `fail`.
+pub const FAIL_MESSAGE: &str = "failed by the test";
+
+/// One scheduler operation with its arguments.
+#[derive(Clone, PartialEq, Eq)]
+pub enum DagOp<K> {
+    /// `submit(id, deps)` (production: payload `P::default()`).
+    Submit(K, Vec<K>),
+    /// `start()`.
+    Start,
+    /// `ready_at_most(n)`; `usize::MAX` is `ready()`.
+    ReadyAtMost(usize),
+    /// `complete(id, generation)`.
+    Complete(K, Generation),
+    /// `fail(id, generation, FAIL_MESSAGE)`.
+    Fail(K, Generation),
+    /// `cancel(id)`.
+    Cancel(K),
+    /// `close()`.
+    Close,
+    /// `status(id)`.
+    Status(K),
+    /// `snapshot()` and `running()`, read together (call it when nothing else runs, or
+    /// accept that the two reads are separate operations in production).
+    Snapshot,
+}
+
+/// What a scheduler operation returned.
+#[derive(Clone, PartialEq, Eq)]
+pub enum DagRet<K: TaskKey> {
+    /// From `submit`.
+    Submit(Result<Generation, SchedulerError<K>>),
+    /// From `start`.
+    Start(Result<(), SchedulerError<K>>),
+    /// From `ready_at_most`: the claimed versions (production's tokens and payloads dropped).
+    Claims(Result<Vec<VersionRef<K>>, SchedulerError<K>>),
+    /// From `complete` or `fail`.
+    Callback(Result<CallbackOutcome, SchedulerError<K>>),
+    /// From `cancel`.
+    Cancel(Result<CancelOutcome, SchedulerError<K>>),
+    /// From `close`.
+    Close(CloseReport),
+    /// From `status`.
+    Status(Option<TaskStatus<K>>),
+    /// From `snapshot` and `running`.
+    Snapshot {
+        /// Every known id with its status, in first-submission order.
+        tasks: Vec<(K, TaskStatus<K>)>,
+        /// Versions running.
+        running: usize,
+    },
+}
+
+/// The specification: `SchedulerModel<K>` as the state, `DagOp`/`DagRet` as the interface.
+pub struct DagSpec<K>(PhantomData<fn() -> K>);
+
+impl<K> DagSpec<K> {
+    /// The specification (it has no parameters: capacity is part of the model state).
+    pub fn new() -> Self {
+        DagSpec(PhantomData)
+    }
+}
+
+impl<K> Default for DagSpec<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: TaskKey> SequentialSpec for DagSpec<K> {
+    type State = SchedulerModel<K>;
+    type Op = DagOp<K>;
+    type Ret = DagRet<K>;
+
+    fn apply(&self, m: &mut SchedulerModel<K>, op: &DagOp<K>) -> DagRet<K> {
+        apply_model(m, op)
+    }
+
+    /// `capacity 2, started, running 1: a g1 running, b g1 pending, ...`
+    fn describe(&self, m: &SchedulerModel<K>) -> String {
+        let mut s = format!("capacity {}", m.max_concurrency());
+        if m.is_started() {
+            s.push_str(", started");
+        }
+        if m.is_closed() {
+            s.push_str(", closed");
+        }
+        s.push_str(&format!(", running {}: ", m.running()));
+        let tasks: Vec<String> = m
+            .snapshot()
+            .iter()
+            .map(|(k, st)| task_status(k, st))
+            .collect();
+        s.push_str(&tasks.join(", "));
+        s
+    }
+}
+
+/// Applies `op` to the model.
+pub fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &DagOp<K>) -> DagRet<K> {
+    match op {
+        DagOp::Submit(id, deps) => DagRet::Submit(m.submit(id.clone(), deps.clone())),
+        DagOp::Start => DagRet::Start(m.start()),
+        DagOp::ReadyAtMost(n) => DagRet::Claims(m.ready_at_most(*n)),
+        DagOp::Complete(id, g) => DagRet::Callback(m.complete(id, *g)),
+        DagOp::Fail(id, g) => DagRet::Callback(m.fail(id, *g, FAIL_MESSAGE)),
+        DagOp::Cancel(id) => DagRet::Cancel(m.cancel(id)),
+        DagOp::Close => DagRet::Close(m.close()),
+        DagOp::Status(id) => DagRet::Status(m.status(id)),
+        DagOp::Snapshot => DagRet::Snapshot {
+            tasks: m.snapshot(),
+            running: m.running(),
+        },
+    }
+}
+
+/// Applies `op` to the production scheduler (payloads are `P::default()`; claims are
+/// returned as their versions, their tokens dropped).
+pub fn apply_production<K: TaskKey, P: Default + Send>(
+    s: &TaskScheduler<K, P>,
+    op: &DagOp<K>,
+) -> DagRet<K> {
+    match op {
+        DagOp::Submit(id, deps) => DagRet::Submit(s.submit(id.clone(), deps.clone(), P::default())),
+        DagOp::Start => DagRet::Start(s.start()),
+        DagOp::ReadyAtMost(n) => DagRet::Claims(
+            s.ready_at_most(*n)
+                .map(|claims| claims.iter().map(|c| c.version()).collect()),
+        ),
+        DagOp::Complete(id, g) => DagRet::Callback(s.complete(id, *g)),
+        DagOp::Fail(id, g) => DagRet::Callback(s.fail(id, *g, FAIL_MESSAGE)),
+        DagOp::Cancel(id) => DagRet::Cancel(s.cancel(id)),
+        DagOp::Close => DagRet::Close(s.close()),
+        DagOp::Status(id) => DagRet::Status(s.status(id)),
+        DagOp::Snapshot => DagRet::Snapshot {
+            tasks: s.snapshot(),
+            running: s.running(),
+        },
+    }
+}
+
+/// `a g1 running`, `b g2 blocked by a g1 failed`, `c g1 cancelled (Closed)`.
+fn task_status<K: TaskKey>(k: &K, st: &TaskStatus<K>) -> String {
+    format!("{k} {}", status(st))
+}
+
+/// `g1 running`, `g2 blocked by a g1 failed`, `g1 cancelled (Closed)`.
+fn status<K: TaskKey>(st: &TaskStatus<K>) -> String {
+    let mut s = format!("{} {}", st.generation, st.state);
+    if let Some(cause) = &st.blocked_by {
+        s.push_str(&format!(" by {cause}"));
+    }
+    if let Some(reason) = st.cancelled_by {
+        s.push_str(&format!(" ({reason:?})"));
+    }
+    s
+}
+
+fn versions<K: TaskKey>(v: &[VersionRef<K>]) -> String {
+    let items: Vec<String> = v
+        .iter()
+        .map(|r| format!("{} {}", r.id, r.generation))
+        .collect();
+    format!("[{}]", items.join(", "))
+}
+
+fn result<T, K: TaskKey>(
+    f: &mut fmt::Formatter<'_>,
+    r: &Result<T, SchedulerError<K>>,
+    ok: impl FnOnce(&T) -> String,
+) -> fmt::Result {
+    match r {
+        Ok(v) => write!(f, "Ok({})", ok(v)),
+        Err(e) => write!(f, "Err({e})"),
+    }
+}
+
+/// Compact, one line: `submit(b, [a])`, `ready()`, `ready_at_most(1)`, `complete(a g1)`.
+impl<K: TaskKey> fmt::Debug for DagOp<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DagOp::Submit(id, deps) => {
+                let deps: Vec<String> = deps.iter().map(ToString::to_string).collect();
+                write!(f, "submit({id}, [{}])", deps.join(", "))
+            }
+            DagOp::Start => f.write_str("start()"),
+            DagOp::ReadyAtMost(usize::MAX) => f.write_str("ready()"),
+            DagOp::ReadyAtMost(n) => write!(f, "ready_at_most({n})"),
+            DagOp::Complete(id, g) => write!(f, "complete({id} {g})"),
+            DagOp::Fail(id, g) => write!(f, "fail({id} {g})"),
+            DagOp::Cancel(id) => write!(f, "cancel({id})"),
+            DagOp::Close => f.write_str("close()"),
+            DagOp::Status(id) => write!(f, "status({id})"),
+            DagOp::Snapshot => f.write_str("snapshot()"),
+        }
+    }
+}
+
+/// Compact, one line: `Ok(g2)`, `Ok([a g1])`, `Ok(applied: 1 ready, 0 blocked)`,
+/// `Err(the scheduler is closed)`.
+impl<K: TaskKey> fmt::Debug for DagRet<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DagRet::Submit(r) => result(f, r, |g| g.to_string()),
+            DagRet::Start(r) => result(f, r, |()| "started".to_string()),
+            DagRet::Claims(r) => result(f, r, |v| versions(v)),
+            DagRet::Callback(r) => result(f, r, |o| match o {
+                CallbackOutcome::Applied(e) => {
+                    format!("applied: {} ready, {} blocked", e.ready, e.blocked)
+                }
+                CallbackOutcome::Duplicate(s) => format!("duplicate, {s}"),
+            }),
+            DagRet::Cancel(r) => result(f, r, |o| match o {
+                CancelOutcome::Cancelled(e) => {
+                    format!("cancelled: {} blocked", e.blocked)
+                }
+                CancelOutcome::Requested => "requested".to_string(),
+                CancelOutcome::AlreadyTerminal(s) => format!("already {s}"),
+            }),
+            DagRet::Close(c) => write!(f, "{} cancelled, {} running", c.cancelled, c.running),
+            DagRet::Status(None) => f.write_str("None"),
+            DagRet::Status(Some(st)) => f.write_str(&status(st)),
+            DagRet::Snapshot { tasks, running } => {
+                let items: Vec<String> = tasks.iter().map(|(k, st)| task_status(k, st)).collect();
+                write!(f, "[{}], {running} running", items.join(", "))
+            }
+        }
+    }
+}
