@@ -1,7 +1,8 @@
 //! Running shuttle tests with persisted, replayable failures (compiled only with
 //! `--cfg shuttle`).
 //!
-//! [`check`] (or the [`crate::shuttle_test!`] macro that declares a `#[test]` around it) runs
+//! [`check`] (or the [`crate::shuttle_check!`] macro, which names the test after the
+//! `#[test]` function it is written in) runs
 //! a test closure under shuttle's random scheduler and its PCT scheduler (both at once, in a
 //! `PortfolioRunner`, when both are asked for). Every scheduler is wrapped so that the
 //! schedule of the execution in progress is recorded; when an execution fails, its schedule
@@ -123,24 +124,32 @@ impl Settings {
     }
 }
 
-/// Declares a `#[test]` that runs `scenario` under [`check`] with `plan`, named after the
-/// function (the suite name is the test binary's crate name, from `module_path!()`).
+/// Runs a scenario under [`check`] for the `#[test]` function it is written in: the suite
+/// and test names come from the function's path (`shuttle_dag::claims_race` for
+/// `fn claims_race` in `tests/tests/shuttle_dag.rs`), so a failure's replay command names the
+/// test exactly. Evaluates to the number of executions.
 ///
 /// ```ignore
-/// lockstep_tests::shuttle_test!(
-///     /// Two `ready()` callers never both claim the one ready task.
-///     claims_race, Plan::random(10_000), claims_race_scenario
-/// );
+/// #[test]
+/// fn claims_race() {
+///     lockstep_tests::shuttle_check!(Plan::random(10_000), claims_race_scenario);
+/// }
 /// ```
 #[macro_export]
-macro_rules! shuttle_test {
-    ($(#[$meta:meta])* $name:ident, $plan:expr, $scenario:expr $(,)?) => {
-        $(#[$meta])*
-        #[test]
-        fn $name() {
-            $crate::shuttle_run::check(module_path!(), stringify!($name), $plan, $scenario);
-        }
-    };
+macro_rules! shuttle_check {
+    ($plan:expr, $scenario:expr $(,)?) => {{
+        fn here() {}
+        let (suite, test) =
+            $crate::shuttle_run::split_test_path(::std::any::type_name_of_val(&here));
+        $crate::shuttle_run::check(suite, test, $plan, $scenario)
+    }};
+}
+
+/// Splits `suite::module::test::here` (the path of a function declared inside a test) into
+/// `("suite", "module::test")`, the test binary and libtest's name of the test.
+pub fn split_test_path(path: &str) -> (&str, &str) {
+    let path = path.strip_suffix("::here").unwrap_or(path);
+    path.split_once("::").unwrap_or(("", path))
 }
 
 /// Runs `f` under shuttle as test `suite::test` with `plan`, or replays the schedule named by
@@ -184,7 +193,7 @@ where
             f();
         }
     };
-    let failed: Arc<Mutex<Option<Recorded>>> = Arc::new(Mutex::new(None));
+    let failed: Arc<Mutex<Vec<Recorded>>> = Arc::new(Mutex::new(Vec::new()));
     let started = Instant::now();
     let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
         let config = config();
@@ -217,13 +226,16 @@ where
         }
     }));
     if let Err(payload) = outcome {
-        let recorded = failed.lock().unwrap_or_else(|p| p.into_inner()).take();
-        match recorded {
-            Some(r) => persist(&settings.failure_dir, suite, test, &r),
-            None => eprintln!(
+        // One schedule per scheduler that failed (in a portfolio, both may fail at once).
+        let recorded = std::mem::take(&mut *failed.lock().unwrap_or_else(|p| p.into_inner()));
+        if recorded.is_empty() {
+            eprintln!(
                 "lockstep shuttle: {suite}::{test} failed, but no schedule was recorded \
                  (the failure happened outside an execution)"
-            ),
+            );
+        }
+        for r in &recorded {
+            persist(&settings.failure_dir, suite, test, r);
         }
         panic::resume_unwind(payload);
     }
@@ -271,7 +283,7 @@ struct Recording<S> {
     inner: S,
     name: String,
     current: Recorded,
-    failed: Arc<Mutex<Option<Recorded>>>,
+    failed: Arc<Mutex<Vec<Recorded>>>,
 }
 
 impl<S: Scheduler> Scheduler for Recording<S> {
@@ -307,10 +319,8 @@ impl<S: Scheduler> Scheduler for Recording<S> {
 impl<S> Drop for Recording<S> {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            let mut slot = self.failed.lock().unwrap_or_else(|p| p.into_inner());
-            if slot.is_none() {
-                *slot = Some(std::mem::take(&mut self.current));
-            }
+            let mut failed = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+            failed.push(std::mem::take(&mut self.current));
         }
     }
 }
@@ -777,6 +787,22 @@ mod tests {
             decode(cut),
             Err(ScheduleError::MissingSteps { announced: 20, .. })
         ));
+    }
+
+    #[test]
+    fn test_paths_split_into_suite_and_test() {
+        fn here() {}
+        assert_eq!(
+            split_test_path(std::any::type_name_of_val(&here)),
+            (
+                "lockstep_tests",
+                "shuttle_run::tests::test_paths_split_into_suite_and_test"
+            )
+        );
+        assert_eq!(
+            split_test_path("shuttle_dag::claims::here"),
+            ("shuttle_dag", "claims")
+        );
     }
 
     #[test]

@@ -1,166 +1,154 @@
-//! Randomised interleavings of the production scheduler under shuttle (SPEC A4, A5, A9).
+//! Randomised interleavings of the production scheduler under shuttle (SPEC A4, A5, A6, A9),
+//! every history checked for linearizability against the model.
 //!
-//! Run with
-//! `RUSTFLAGS="--cfg shuttle" CARGO_TARGET_DIR=target-shuttle cargo test -p lockstep-tests --release --test shuttle_dag`.
+//! Run:
+//! ```text
+//! RUSTFLAGS="--cfg shuttle" CARGO_TARGET_DIR=target-shuttle \
+//!   cargo test -p lockstep-tests --release --test shuttle_dag
+//! ```
 //!
-//! Each execution builds a small graph (capacity 0, 1 or 2; started before the threads or by
-//! their first `ready`), then two or three worker threads call `ready_at_most` and settle
-//! each claim with `complete` or `fail`, while a third or fourth thread calls `cancel`,
-//! `submit` (resubmission), a late `complete`, `ready_at_most(1)` and sometimes `close`. Every
-//! operation is recorded with an invocation and a response index taken from one shared
-//! counter (so an operation that returned before another was invoked has a smaller response
-//! index than the other's invocation index), its thread, its arguments and its result.
+//! Schedules per test (random and PCT run at once, in a shuttle `PortfolioRunner`;
+//! `SHUTTLE_ITERATIONS=n` replaces every count):
 //!
-//! Afterwards, with every thread joined:
-//! 1. **claim-once** (A4): no `(task, generation)` appears in two claims;
-//! 2. **linearizability**: a search (Wing & Gong, with Lowe's memoisation of visited
-//!    configurations) finds an order of the operations that respects real time (an operation
-//!    that responded before another was invoked comes first) in which the sequential model
-//!    `lockstep_models::dag::SchedulerModel` returns exactly every recorded result and ends in
-//!    exactly the final snapshot. Along that order:
-//! 3. **dependencies first** (A5): every claimed version's dependencies had a successful
-//!    `complete` earlier (checked against the recorded successes, not the model);
-//! 4. **concurrency limit** (A4): the number of claimed-but-unsettled versions never exceeds
-//!    the limit (checked from the history, not from the scheduler's counter);
-//! 5. **final state**: nothing running (`wait_idle` returns), no pending version whose
-//!    dependencies are all settled, every blocked version names a failed or cancelled cause.
+//! | test | races | random | PCT (depth) |
+//! |---|---|---|---|
+//! | `concurrent_operations_linearize_to_the_model` | everything at once | 20,000 | 20,000 (3) |
+//! | `two_ready_callers_never_both_claim` | claims vs claims, one task | 20,000 | — |
+//! | `claims_race_within_the_limit` | claims vs claims, the limit | 10,000 | 10,000 (3) |
+//! | `callbacks_race_resubmission` | callbacks vs resubmission | 10,000 | 10,000 (3) |
+//! | `cancel_races_claim` | cancel vs claim | 10,000 | 10,000 (3) |
+//! | `close_races_callbacks` | close vs callbacks | 10,000 | 10,000 (3) |
 //!
-//! Every choice (capacity, graph variant, which operation a thread does) comes from
-//! `shuttle::rand` through `lockstep_sync::rng_u64`, so a failing schedule replays exactly.
-//! On failure shuttle prints the schedule; replay it with `shuttle::replay`.
+//! About 20 s in release on the 2-core machine (`docs/verification.md` has the measured
+//! times).
+//!
+//! Every operation a thread performs is recorded with `lockstep_tests::lin::Recorder`: an
+//! invocation and a response index from one shared counter, its thread, its arguments and its
+//! result. With every thread joined, a final `snapshot()` is recorded too, and the history is
+//! checked with `lockstep_tests::lin::check` against `lockstep_models::dag::SchedulerModel`
+//! (Wing & Gong's search with Lowe's memoisation): some order of the operations must respect
+//! real time and make the sequential model return exactly every recorded result, ending in the
+//! final snapshot. A failure prints only the operations around the point where every order
+//! broke down, and each thread's line says what the model expected.
+//!
+//! Every random choice (capacity, graph variant, which operation a thread does) comes from
+//! `shuttle::rand` through `lockstep_sync::rng_u64`, so a failing schedule replays exactly: it
+//! is written to `target-shuttle/shuttle-failures/` with the command that replays it
+//! (`docs/verification.md`, "Replaying a failure").
 
 #![cfg(shuttle)]
 
 use std::collections::{HashMap, HashSet};
-use std::fmt;
 
 use lockstep_dag::{
-    CallbackOutcome, CancelOutcome, CloseReport, Generation, SchedulerError, TaskScheduler,
-    TaskState, VersionRef,
+    CallbackOutcome, CancelOutcome, Claim, Generation, SchedulerError, TaskScheduler, TaskState,
 };
 use lockstep_models::dag::SchedulerModel;
-use lockstep_sync::atomic::{AtomicUsize, Ordering};
-use lockstep_sync::{Arc, Mutex, rng_u64, thread};
+use lockstep_sync::{Arc, rng_u64, thread};
+use lockstep_tests::lin::{self, Event, History, Linearized, Recorder, ThreadLog};
+use lockstep_tests::shuttle_check;
+use lockstep_tests::shuttle_run::Plan;
+use lockstep_tests::specs::dag::{DagOp, DagRet, DagSpec, apply_model, apply_production};
 
 type K = &'static str;
-type E = SchedulerError<K>;
+type Rec = Recorder<DagOp<K>, DagRet<K>>;
+type Log<'a> = ThreadLog<'a, DagOp<K>, DagRet<K>>;
 
-/// The ids of every scenario; deps only point to earlier ids in the initial graph.
+/// The ids of the general scenario; deps only point to earlier ids in the initial graph.
 const IDS: [K; 5] = ["a", "b", "c", "d", "e"];
 
 fn pick(n: usize) -> usize {
     (rng_u64() % n as u64) as usize
 }
 
-#[derive(Debug, Clone, PartialEq)]
-enum Op {
-    Submit(K, Vec<K>),
-    ReadyAtMost(usize),
-    Complete(K, Generation),
-    Fail(K, Generation),
-    Cancel(K),
-    Close,
+/// Builds the scheduler and the model with the same setup operations, asserting that they
+/// answer alike (the setup is sequential, before any thread starts).
+fn setup(capacity: usize, ops: &[DagOp<K>]) -> (Arc<TaskScheduler<K>>, SchedulerModel<K>) {
+    let s = TaskScheduler::<K>::new(capacity);
+    let mut model = SchedulerModel::new(capacity);
+    for op in ops {
+        assert_eq!(
+            apply_production(&s, op),
+            apply_model(&mut model, op),
+            "setup {op:?}"
+        );
+    }
+    (Arc::new(s), model)
 }
 
-#[derive(Debug, Clone, PartialEq)]
-enum Res {
-    Submit(Result<Generation, E>),
-    Claims(Result<Vec<VersionRef<K>>, E>),
-    Callback(Result<CallbackOutcome, E>),
-    Cancel(Result<CancelOutcome, E>),
-    Close(CloseReport),
+/// Runs one thread's `body` with its own log of `rec`.
+fn spawn_logged(
+    t: usize,
+    s: &Arc<TaskScheduler<K>>,
+    rec: &Arc<Rec>,
+    body: fn(&TaskScheduler<K>, &mut Log<'_>),
+) -> thread::JoinHandle<()> {
+    let (s, rec) = (Arc::clone(s), Arc::clone(rec));
+    thread::spawn(move || {
+        let mut log = rec.log(t);
+        body(&s, &mut log);
+    })
 }
 
-#[derive(Debug, Clone)]
-struct Event {
-    thread: usize,
-    op: Op,
-    inv: usize,
-    resp: usize,
-    res: Res,
-}
-
-impl fmt::Display for Event {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "t{} [{:>3},{:>3}] {:?} -> {:?}",
-            self.thread, self.inv, self.resp, self.op, self.res
-        )
+/// Records the final `snapshot()` (after every thread joined) and checks the whole history
+/// against the model from `init`. Panics with the checker's report on failure.
+fn check_history(
+    init: &SchedulerModel<K>,
+    rec: &Rec,
+    s: &TaskScheduler<K>,
+) -> (History<DagOp<K>, DagRet<K>>, Linearized) {
+    let inv = rec.tick();
+    let ret = apply_production(s, &DagOp::Snapshot);
+    let resp = rec.tick();
+    rec.push(Event {
+        thread: usize::MAX,
+        op: DagOp::Snapshot,
+        inv,
+        resp,
+        ret,
+    });
+    let history = rec.history();
+    match lin::check(&DagSpec::new(), init, &history) {
+        Ok(order) => (history, order),
+        Err(failure) => panic!("{failure}"),
     }
 }
 
-fn apply_production(s: &TaskScheduler<K>, op: &Op) -> Res {
-    match op {
-        Op::Submit(id, deps) => Res::Submit(s.submit(id, deps.clone(), ())),
-        Op::ReadyAtMost(n) => Res::Claims(
-            s.ready_at_most(*n)
-                .map(|claims| claims.iter().map(|c| c.version()).collect()),
-        ),
-        Op::Complete(id, g) => Res::Callback(s.complete(id, *g)),
-        Op::Fail(id, g) => Res::Callback(s.fail(id, *g, "boom")),
-        Op::Cancel(id) => Res::Cancel(s.cancel(id)),
-        Op::Close => Res::Close(s.close()),
-    }
-}
-
-fn apply_model(m: &mut SchedulerModel<K>, op: &Op) -> Res {
-    match op {
-        Op::Submit(id, deps) => Res::Submit(m.submit(id, deps.clone())),
-        Op::ReadyAtMost(n) => Res::Claims(m.ready_at_most(*n)),
-        Op::Complete(id, g) => Res::Callback(m.complete(id, *g)),
-        Op::Fail(id, g) => Res::Callback(m.fail(id, *g, "boom")),
-        Op::Cancel(id) => Res::Cancel(m.cancel(id)),
-        Op::Close => Res::Close(m.close()),
-    }
-}
-
-/// Records each operation with invocation and response indexes from one counter.
-struct Recorder {
-    clock: AtomicUsize,
-    events: Mutex<Vec<Event>>,
-}
-
-impl Recorder {
-    fn run(&self, thread: usize, s: &TaskScheduler<K>, op: Op) -> Res {
-        let inv = self.clock.fetch_add(1, Ordering::SeqCst);
-        let res = apply_production(s, &op);
-        let resp = self.clock.fetch_add(1, Ordering::SeqCst);
-        self.events.lock().push(Event {
-            thread,
-            op,
-            inv,
-            resp,
-            res: res.clone(),
-        });
-        res
-    }
-}
-
-/// A worker: claims (at most one or two at a time, or all), then completes or fails each
-/// claim at once, three rounds.
-fn worker(t: usize, s: &TaskScheduler<K>, rec: &Recorder) {
-    for _ in 0..3 {
-        let n = [1, 2, usize::MAX][pick(3)];
-        if let Res::Claims(Ok(claims)) = rec.run(t, s, Op::ReadyAtMost(n)) {
-            for c in claims {
-                let op = if pick(4) == 0 {
-                    Op::Fail(c.id, c.generation)
-                } else {
-                    Op::Complete(c.id, c.generation)
-                };
-                rec.run(t, s, op);
-            }
+/// Claims and settles: `ready_at_most(n)` then `complete` (or, one time in four, `fail`)
+/// each claim.
+fn claim_and_settle(s: &TaskScheduler<K>, log: &mut Log<'_>, n: usize) {
+    if let DagRet::Claims(Ok(claims)) =
+        log.call(DagOp::ReadyAtMost(n), |op| apply_production(s, op))
+    {
+        for c in claims {
+            let op = if pick(4) == 0 {
+                DagOp::Fail(c.id, c.generation)
+            } else {
+                DagOp::Complete(c.id, c.generation)
+            };
+            log.call(op, |op| apply_production(s, op));
         }
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// Everything at once
+// ---------------------------------------------------------------------------------------
+
+/// A worker: three rounds of claiming (at most one or two at a time, or all) and settling.
+fn worker(s: &TaskScheduler<K>, log: &mut Log<'_>) {
+    for _ in 0..3 {
+        let n = [1, 2, usize::MAX][pick(3)];
+        claim_and_settle(s, log, n);
+    }
+}
+
 /// The meddler: cancels, resubmits, sends a late (generation 1) callback, rarely closes.
-fn meddler(t: usize, s: &TaskScheduler<K>, rec: &Recorder) {
+fn meddler(s: &TaskScheduler<K>, log: &mut Log<'_>) {
     for _ in 0..3 {
         let id = IDS[pick(IDS.len())];
         let op = match pick(8) {
-            0 | 1 => Op::Cancel(id),
+            0 | 1 => DagOp::Cancel(id),
             2..=4 => {
                 // Dependencies on earlier ids only, mostly; sometimes one more id, which may
                 // close a cycle (refused after start, reported by start before) or repeat a
@@ -170,147 +158,110 @@ fn meddler(t: usize, s: &TaskScheduler<K>, rec: &Recorder) {
                 if pick(4) == 0 {
                     deps.push(IDS[pick(IDS.len())]);
                 }
-                Op::Submit(id, deps)
+                DagOp::Submit(id, deps)
             }
-            5 => Op::Complete(id, Generation::FIRST),
-            6 => Op::ReadyAtMost(1),
-            _ => Op::Close,
+            5 => DagOp::Complete(id, Generation::FIRST),
+            6 => DagOp::ReadyAtMost(1),
+            _ => DagOp::Close,
         };
-        if let Res::Claims(Ok(claims)) = rec.run(t, s, op) {
+        if let DagRet::Claims(Ok(claims)) = log.call(op, |op| apply_production(s, op)) {
             for c in claims {
-                rec.run(t, s, Op::Complete(c.id, c.generation));
+                log.call(DagOp::Complete(c.id, c.generation), |op| {
+                    apply_production(s, op)
+                });
             }
         }
     }
 }
 
 /// The initial graph: b and c need a, d needs b and c, e is alone.
-fn setup_ops() -> Vec<Op> {
+fn general_setup() -> Vec<DagOp<K>> {
     vec![
-        Op::Submit("a", vec![]),
-        Op::Submit("b", vec!["a"]),
-        Op::Submit("c", vec!["a"]),
-        Op::Submit("d", vec!["b", "c"]),
-        Op::Submit("e", vec![]),
+        DagOp::Submit("a", vec![]),
+        DagOp::Submit("b", vec!["a"]),
+        DagOp::Submit("c", vec!["a"]),
+        DagOp::Submit("d", vec!["b", "c"]),
+        DagOp::Submit("e", vec![]),
     ]
 }
 
-/// One shuttle execution: setup, three concurrent threads, then every check.
-fn scenario() {
+/// One execution: setup, two or three workers and a meddler, then every check.
+fn general_scenario() {
     // Capacity zero is legal and claims nothing; it is drawn rarely.
     let capacity = [0, 1, 1, 2, 2, 2][pick(6)];
-    let start_first = pick(2) == 0;
+    let mut setup_ops = general_setup();
+    // Started before the threads, or by their first `ready`.
+    if pick(2) == 0 {
+        setup_ops.push(DagOp::Start);
+    }
+    let (s, init) = setup(capacity, &setup_ops);
     let workers = 2 + pick(2);
-    let s = Arc::new(TaskScheduler::<K>::new(capacity));
-    let mut model = SchedulerModel::new(capacity);
-    for op in setup_ops() {
-        assert_eq!(apply_production(&s, &op), apply_model(&mut model, &op));
-    }
-    if start_first {
-        assert_eq!(s.start(), model.start());
-    }
-    let rec = Arc::new(Recorder {
-        clock: AtomicUsize::new(0),
-        events: Mutex::new(Vec::new()),
-    });
-
+    let rec = Arc::new(Rec::new());
     let handles: Vec<_> = (0..=workers)
-        .map(|t| {
-            let (s, rec) = (Arc::clone(&s), Arc::clone(&rec));
-            thread::spawn(move || {
-                if t < workers {
-                    worker(t, &s, &rec);
-                } else {
-                    meddler(t, &s, &rec);
-                }
-            })
-        })
+        .map(|t| spawn_logged(t, &s, &rec, if t < workers { worker } else { meddler }))
         .collect();
     for h in handles {
         h.join().expect("thread panicked");
     }
-
-    let events = rec.events.lock().clone();
-    let final_snapshot = s.snapshot();
-    let history = || {
-        let mut sorted = events.clone();
-        sorted.sort_by_key(|e| e.inv);
-        sorted
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
+    let (history, order) = check_history(&init, &rec, &s);
+    let events = history.events();
 
     // 1. Claim-once, straight from the history.
     let mut claimed = HashSet::new();
-    for e in &events {
-        if let Res::Claims(Ok(claims)) = &e.res {
+    for e in events {
+        if let DagRet::Claims(Ok(claims)) = &e.ret {
             for c in claims {
-                assert!(
-                    claimed.insert(c.clone()),
-                    "{c:?} claimed twice\n{}",
-                    history()
-                );
+                assert!(claimed.insert(c.clone()), "{c:?} claimed twice");
             }
         }
     }
 
-    // 2. Linearizability against the model.
-    let order = linearize(&events, &model, &final_snapshot, s.running()).unwrap_or_else(|| {
-        panic!(
-            "no linearization matches the model\n{}\nfinal: {final_snapshot:?}",
-            history()
-        )
-    });
-
-    // 3 and 4: replay the linearization, checking dependencies and the limit from the
-    // history alone.
+    // 2 and 3: along the linearization, every claimed version's dependencies succeeded
+    // earlier, and the claimed-but-unsettled versions never exceed the limit (both from the
+    // history alone, not from the model or the scheduler's counter).
     let mut deps_of: HashMap<(K, Generation), Vec<K>> = HashMap::new();
     let mut generation_of: HashMap<K, Generation> = HashMap::new();
-    for op in setup_ops() {
-        if let Op::Submit(id, deps) = op {
+    for op in &setup_ops {
+        if let DagOp::Submit(id, deps) = op {
             let g = generation_of
                 .get(id)
                 .map_or(Generation::FIRST, |g| g.next());
             generation_of.insert(id, g);
-            deps_of.insert((id, g), deps);
+            deps_of.insert((id, g), deps.clone());
         }
     }
     let mut succeeded: HashSet<K> = HashSet::new();
     let mut running: HashSet<(K, Generation)> = HashSet::new();
-    for &i in &order {
+    for &i in &order.order {
         let e = &events[i];
-        match (&e.op, &e.res) {
-            (Op::Submit(id, deps), Res::Submit(Ok(g))) => {
+        match (&e.op, &e.ret) {
+            (DagOp::Submit(id, deps), DagRet::Submit(Ok(g))) => {
                 deps_of.insert((*id, *g), deps.clone());
             }
-            (Op::ReadyAtMost(_), Res::Claims(Ok(claims))) => {
+            (DagOp::ReadyAtMost(_), DagRet::Claims(Ok(claims))) => {
                 for c in claims {
                     for d in &deps_of[&(c.id, c.generation)] {
                         assert!(
                             succeeded.contains(d),
-                            "{c:?} claimed before its dependency {d} succeeded\n{}",
-                            history()
+                            "{c:?} claimed before its dependency {d} succeeded"
                         );
                     }
                     running.insert((c.id, c.generation));
                 }
                 assert!(
                     running.len() <= capacity,
-                    "{} running with limit {capacity}\n{}",
-                    running.len(),
-                    history()
+                    "{} running with limit {capacity}",
+                    running.len()
                 );
             }
-            (Op::Complete(id, g), Res::Callback(Ok(CallbackOutcome::Applied(_)))) => {
+            (DagOp::Complete(id, g), DagRet::Callback(Ok(CallbackOutcome::Applied(_)))) => {
                 assert!(
                     running.remove(&(*id, *g)),
                     "settled a version never claimed"
                 );
                 succeeded.insert(id);
             }
-            (Op::Fail(id, g), Res::Callback(Ok(CallbackOutcome::Applied(_)))) => {
+            (DagOp::Fail(id, g), DagRet::Callback(Ok(CallbackOutcome::Applied(_)))) => {
                 assert!(
                     running.remove(&(*id, *g)),
                     "settled a version never claimed"
@@ -320,10 +271,12 @@ fn scenario() {
         }
     }
 
-    // 5. The final state.
+    // 4. The final state: nothing running, no pending version whose dependencies are all
+    // settled, every blocked version names a failed or cancelled cause.
     assert!(running.is_empty(), "every claim was settled by its worker");
     assert_eq!(s.running(), 0);
     assert!(s.wait_idle(None));
+    let final_snapshot = s.snapshot();
     let state_of: HashMap<K, TaskState> = final_snapshot
         .iter()
         .map(|(k, st)| (*k, st.state))
@@ -337,8 +290,7 @@ fn scenario() {
                         state_of.get(d),
                         Some(TaskState::Pending | TaskState::Ready | TaskState::Running)
                     )),
-                    "{id} is pending but none of {deps:?} can still finish\n{}",
-                    history()
+                    "{id} is pending but none of {deps:?} can still finish"
                 );
             }
             TaskState::Blocked => {
@@ -356,135 +308,275 @@ fn scenario() {
     }
 }
 
-/// Finds an order of `events` that respects real time and in which the model, starting from
-/// `initial`, returns every recorded result and ends with `final_snapshot` and
-/// `final_running` running. Returns indexes into `events`.
-///
-/// Depth-first search over "which thread's next operation takes effect next", trying the
-/// earliest-invoked first; configurations (operations done per thread, model state) that
-/// already failed are remembered and skipped (Lowe's memoisation). The depth is bounded by the
-/// number of operations (a few dozen).
-fn linearize(
-    events: &[Event],
-    initial: &SchedulerModel<K>,
-    final_snapshot: &[(K, lockstep_dag::TaskStatus<K>)],
-    final_running: usize,
-) -> Option<Vec<usize>> {
-    let threads = events.iter().map(|e| e.thread).max().map_or(0, |t| t + 1);
-    let mut per_thread: Vec<Vec<usize>> = vec![Vec::new(); threads];
-    let mut by_inv: Vec<usize> = (0..events.len()).collect();
-    by_inv.sort_by_key(|&i| events[i].inv);
-    for i in by_inv {
-        per_thread[events[i].thread].push(i);
-    }
-    let mut failed: HashSet<(Vec<usize>, String)> = HashSet::new();
-    let mut order = Vec::new();
-    let mut pos = vec![0usize; threads];
-    if search(
-        events,
-        &per_thread,
-        &mut pos,
-        initial.clone(),
-        &mut order,
-        &mut failed,
-        final_snapshot,
-        final_running,
-    ) {
-        Some(order)
-    } else {
-        None
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn search(
-    events: &[Event],
-    per_thread: &[Vec<usize>],
-    pos: &mut Vec<usize>,
-    model: SchedulerModel<K>,
-    order: &mut Vec<usize>,
-    failed: &mut HashSet<(Vec<usize>, String)>,
-    final_snapshot: &[(K, lockstep_dag::TaskStatus<K>)],
-    final_running: usize,
-) -> bool {
-    let heads: Vec<usize> = (0..per_thread.len())
-        .filter_map(|t| per_thread[t].get(pos[t]).copied())
-        .collect();
-    if heads.is_empty() {
-        return model.snapshot() == final_snapshot && model.running() == final_running;
-    }
-    let key = (pos.clone(), format!("{model:?}"));
-    if failed.contains(&key) {
-        return false;
-    }
-    let mut candidates = heads.clone();
-    candidates.sort_by_key(|&i| events[i].inv);
-    for &i in &candidates {
-        // Real time: nothing that responded before `i` was invoked may still be pending.
-        if heads
-            .iter()
-            .any(|&h| h != i && events[h].resp < events[i].inv)
-        {
-            continue;
-        }
-        let mut next = model.clone();
-        if apply_model(&mut next, &events[i].op) != events[i].res {
-            continue;
-        }
-        let t = events[i].thread;
-        pos[t] += 1;
-        order.push(i);
-        if search(
-            events,
-            per_thread,
-            pos,
-            next,
-            order,
-            failed,
-            final_snapshot,
-            final_running,
-        ) {
-            return true;
-        }
-        order.pop();
-        pos[t] -= 1;
-    }
-    failed.insert(key);
-    false
-}
-
-/// Random scheduling: 50,000 executions (about 5 seconds in release on the 2-core machine).
+/// Workers, a meddler (cancel, resubmit, late callbacks, close) and capacities 0 to 2, all at
+/// once (A4.claim-once, A4.capacity, A5 along the linearization).
 #[test]
-fn concurrent_operations_linearize_to_the_model_random() {
-    shuttle::check_random(scenario, 50_000);
+fn concurrent_operations_linearize_to_the_model() {
+    shuttle_check!(Plan::both(20_000, 20_000, 3), general_scenario);
 }
 
-/// PCT scheduling, depth 3 (a bug that needs up to two well-placed preemptions is found with
-/// a known probability per execution): 50,000 executions (about 5 seconds in release).
-#[test]
-fn concurrent_operations_linearize_to_the_model_pct() {
-    shuttle::check_pct(scenario, 50_000, 3);
-}
+// ---------------------------------------------------------------------------------------
+// One race at a time
+// ---------------------------------------------------------------------------------------
 
-/// The claim race alone, many more times: two threads call `ready()` on one ready task; at
-/// most one gets it (SPEC A9's model test of two interleaved `ready()` callers).
-/// 50,000 random executions (under a second in release).
+/// Claims vs claims, one ready task and room for two: two threads call `ready()`; exactly
+/// one gets it (SPEC A9's model test of two interleaved `ready()` callers).
 #[test]
 fn two_ready_callers_never_both_claim() {
-    shuttle::check_random(
-        || {
-            let s = Arc::new(TaskScheduler::<K>::new(2));
-            s.submit("only", [], ()).unwrap();
-            let handles: Vec<_> = (0..2)
-                .map(|_| {
-                    let s = Arc::clone(&s);
-                    thread::spawn(move || s.ready().unwrap().len())
+    shuttle_check!(Plan::random(20_000), || {
+        let (s, init) = setup(2, &[DagOp::Submit("only", vec![])]);
+        let rec = Arc::new(Rec::new());
+        let handles: Vec<_> = (0..2)
+            .map(|t| {
+                spawn_logged(t, &s, &rec, |s, log| {
+                    log.call(DagOp::ReadyAtMost(usize::MAX), |op| apply_production(s, op));
                 })
-                .collect();
-            let total: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
-            assert_eq!(total, 1);
-            assert_eq!(s.running(), 1);
-        },
-        50_000,
-    );
+            })
+            .collect();
+        for h in handles {
+            h.join().expect("claimer");
+        }
+        assert_eq!(s.running(), 1);
+        let (history, _) = check_history(&init, &rec, &s);
+        let claims: usize = history
+            .events()
+            .iter()
+            .map(|e| match &e.ret {
+                DagRet::Claims(Ok(c)) => c.len(),
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(claims, 1);
+    });
+}
+
+/// Claims vs claims against the limit: three ready tasks, capacity 1 or 2, two or three
+/// threads each claiming (one, or all it may) and then settling. The model refuses any claim
+/// beyond the free slots, so a claim that read its free slots in one critical section and
+/// claimed in another (zoo bug `claim_two_sections`) fails the linearizability check.
+#[test]
+fn claims_race_within_the_limit() {
+    shuttle_check!(Plan::both(10_000, 10_000, 3), || {
+        let capacity = 1 + pick(2);
+        let (s, init) = setup(
+            capacity,
+            &[
+                DagOp::Submit("a", vec![]),
+                DagOp::Submit("b", vec![]),
+                DagOp::Submit("c", vec![]),
+                DagOp::Start,
+            ],
+        );
+        let rec = Arc::new(Rec::new());
+        let threads = 2 + pick(2);
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                spawn_logged(t, &s, &rec, |s, log| {
+                    let n = [1, usize::MAX][pick(2)];
+                    claim_and_settle(s, log, n);
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().expect("claimer");
+        }
+        check_history(&init, &rec, &s);
+        assert_eq!(s.running(), 0);
+    });
+}
+
+/// Callbacks vs resubmission (A2.no-silent-replace, A2.generation-key, A5.callback-once):
+/// `a` is running (claimed before the threads start) and `b` waits on it. One thread settles
+/// `a` (complete or fail) and repeats the callback; another resubmits `a` and then `b`; a
+/// third claims whatever is ready and completes it. A resubmission of running `a` must be a
+/// `Running` conflict, one after the callback a new generation; a repeated callback must
+/// change nothing.
+#[test]
+fn callbacks_race_resubmission() {
+    shuttle_check!(Plan::both(10_000, 10_000, 3), || {
+        let (s, mut init) = setup(
+            2,
+            &[
+                DagOp::Submit("a", vec![]),
+                DagOp::Submit("b", vec!["a"]),
+                DagOp::Start,
+            ],
+        );
+        let claimed = s.ready_at_most(1).expect("started");
+        assert_eq!(
+            claimed.iter().map(Claim::version).collect::<Vec<_>>(),
+            init.ready_at_most(1).expect("started")
+        );
+        let rec = Arc::new(Rec::new());
+        let settler = spawn_logged(0, &s, &rec, |s, log| {
+            let g1 = Generation::FIRST;
+            let op = if pick(2) == 0 {
+                DagOp::Complete("a", g1)
+            } else {
+                DagOp::Fail("a", g1)
+            };
+            log.call(op.clone(), |op| apply_production(s, op));
+            log.call(op, |op| apply_production(s, op));
+        });
+        let resubmitter = spawn_logged(1, &s, &rec, |s, log| {
+            log.call(DagOp::Submit("a", vec![]), |op| apply_production(s, op));
+            log.call(DagOp::Submit("b", vec!["a"]), |op| apply_production(s, op));
+        });
+        let claimer = spawn_logged(2, &s, &rec, |s, log| claim_and_settle(s, log, usize::MAX));
+        for h in [settler, resubmitter, claimer] {
+            h.join().expect("thread");
+        }
+        let (history, _) = check_history(&init, &rec, &s);
+        // Generation 1 of `a` was settled exactly once: the repeat is a duplicate.
+        let applied = history
+            .events()
+            .iter()
+            .filter(|e| {
+                matches!(
+                    (&e.op, &e.ret),
+                    (
+                        DagOp::Complete("a", Generation(1)) | DagOp::Fail("a", Generation(1)),
+                        DagRet::Callback(Ok(CallbackOutcome::Applied(_)))
+                    )
+                )
+            })
+            .count();
+        assert_eq!(applied, 1);
+    });
+}
+
+/// Cancel vs claim (A1.cancel-is-a-request, A4.claim-once): `a` is ready and `b` waits on it,
+/// capacity 1. One thread cancels `a` then `b`; another claims and completes. Either the claim
+/// wins (cancel says `Requested` and the claim's token is set) or the cancel wins (the claim
+/// gets nothing, `b` is blocked by `a`).
+#[test]
+fn cancel_races_claim() {
+    shuttle_check!(Plan::both(10_000, 10_000, 3), || {
+        let (s, init) = setup(
+            1,
+            &[
+                DagOp::Submit("a", vec![]),
+                DagOp::Submit("b", vec!["a"]),
+                DagOp::Start,
+            ],
+        );
+        let rec = Arc::new(Rec::new());
+        let canceller = spawn_logged(0, &s, &rec, |s, log| {
+            log.call(DagOp::Cancel("a"), |op| apply_production(s, op));
+            log.call(DagOp::Cancel("b"), |op| apply_production(s, op));
+        });
+        // The claimer keeps its claims' tokens to check them after the race.
+        let claimer = {
+            let (s, rec) = (Arc::clone(&s), Arc::clone(&rec));
+            thread::spawn(move || {
+                let inv = rec.tick();
+                let claims = s.ready_at_most(usize::MAX);
+                let resp = rec.tick();
+                let ret = DagRet::Claims(
+                    claims
+                        .as_ref()
+                        .map(|c| c.iter().map(Claim::version).collect())
+                        .map_err(Clone::clone),
+                );
+                rec.push(Event {
+                    thread: 1,
+                    op: DagOp::ReadyAtMost(usize::MAX),
+                    inv,
+                    resp,
+                    ret,
+                });
+                claims.expect("started and open")
+            })
+        };
+        canceller.join().expect("canceller");
+        let claims = claimer.join().expect("claimer");
+        let cancel_a = rec
+            .history()
+            .events()
+            .iter()
+            .find(|e| e.op == DagOp::Cancel("a"))
+            .map(|e| e.ret.clone())
+            .expect("recorded");
+        // A1.cancel-is-a-request: the token of the claimed version is set exactly when the
+        // cancel found it running.
+        for c in &claims {
+            assert_eq!(c.id, "a");
+            assert_eq!(
+                c.token.is_cancelled(),
+                cancel_a == DagRet::Cancel(Ok(CancelOutcome::Requested)),
+                "token of {:?} vs cancel(a) -> {cancel_a:?}",
+                c.version()
+            );
+        }
+        if claims.is_empty() {
+            assert!(matches!(
+                cancel_a,
+                DagRet::Cancel(Ok(CancelOutcome::Cancelled(_)))
+            ));
+        }
+        // Settle what was claimed, recorded like everything else, then check the history.
+        let mut log = rec.log(1);
+        for c in &claims {
+            log.call(DagOp::Complete(c.id, c.generation), |op| {
+                apply_production(&s, op)
+            });
+        }
+        log.finish();
+        check_history(&init, &rec, &s);
+    });
+}
+
+/// Close vs callbacks (A6.close): `a` and `b` are running, `c` waits on `a`, `d` on `b`. One
+/// thread completes `a`, one fails `b`, one closes and then tries to claim and to submit.
+/// After close nothing is claimed or accepted, queued work is cancelled with reason `Closed`
+/// (never lost), the callbacks of running versions are still accepted, and in the end every
+/// version is terminal and nothing runs.
+#[test]
+fn close_races_callbacks() {
+    shuttle_check!(Plan::both(10_000, 10_000, 3), || {
+        let (s, mut init) = setup(
+            2,
+            &[
+                DagOp::Submit("a", vec![]),
+                DagOp::Submit("b", vec![]),
+                DagOp::Submit("c", vec!["a"]),
+                DagOp::Submit("d", vec!["b"]),
+                DagOp::Start,
+            ],
+        );
+        let claimed: Vec<_> = s
+            .ready()
+            .expect("started")
+            .iter()
+            .map(Claim::version)
+            .collect();
+        assert_eq!(claimed, init.ready().expect("started"));
+        assert_eq!(claimed.len(), 2);
+        let rec = Arc::new(Rec::new());
+        let completer = spawn_logged(0, &s, &rec, |s, log| {
+            log.call(DagOp::Complete("a", Generation::FIRST), |op| {
+                apply_production(s, op)
+            });
+        });
+        let failer = spawn_logged(1, &s, &rec, |s, log| {
+            log.call(DagOp::Fail("b", Generation::FIRST), |op| {
+                apply_production(s, op)
+            });
+        });
+        let closer = spawn_logged(2, &s, &rec, |s, log| {
+            log.call(DagOp::Close, |op| apply_production(s, op));
+            let after = log.call(DagOp::ReadyAtMost(usize::MAX), |op| apply_production(s, op));
+            assert_eq!(after, DagRet::Claims(Err(SchedulerError::Closed)));
+            log.call(DagOp::Submit("c", vec![]), |op| apply_production(s, op));
+        });
+        for h in [completer, failer, closer] {
+            h.join().expect("thread");
+        }
+        check_history(&init, &rec, &s);
+        assert!(s.wait_idle(None));
+        assert_eq!(s.running(), 0);
+        for (id, st) in s.snapshot() {
+            assert!(st.state.is_terminal(), "{id} is {} after close", st.state);
+        }
+    });
 }
