@@ -12,12 +12,12 @@
 //!
 //! | test | races | random | PCT (depth) |
 //! |---|---|---|---|
-//! | `concurrent_operations_linearize_to_the_model` | everything at once | 20,000 | 20,000 (3) |
-//! | `two_ready_callers_never_both_claim` | claims vs claims, one task | 20,000 | — |
-//! | `claims_race_within_the_limit` | claims vs claims, the limit | 10,000 | 10,000 (3) |
-//! | `callbacks_race_resubmission` | callbacks vs resubmission | 10,000 | 10,000 (3) |
-//! | `cancel_races_claim` | cancel vs claim | 10,000 | 10,000 (3) |
-//! | `close_races_callbacks` | close vs callbacks | 10,000 | 10,000 (3) |
+//! | `concurrent_operations_linearize_to_the_model` | everything at once | 25,000 | 25,000 (3) |
+//! | `two_ready_callers_never_both_claim` | claims vs claims, one task | 50,000 | — |
+//! | `claims_race_within_the_limit` | claims vs claims, the limit | 20,000 | 20,000 (3) |
+//! | `callbacks_race_resubmission` | callbacks vs resubmission | 20,000 | 20,000 (3) |
+//! | `cancel_races_claim` | cancel vs claim | 20,000 | 20,000 (3) |
+//! | `close_races_callbacks` | close vs callbacks | 20,000 | 20,000 (3) |
 //!
 //! About 20 s in release on the 2-core machine (`docs/verification.md` has the measured
 //! times).
@@ -312,7 +312,7 @@ fn general_scenario() {
 /// once (A4.claim-once, A4.capacity, A5 along the linearization).
 #[test]
 fn concurrent_operations_linearize_to_the_model() {
-    shuttle_check!(Plan::both(20_000, 20_000, 3), general_scenario);
+    shuttle_check!(Plan::both(25_000, 25_000, 3), general_scenario);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -323,7 +323,7 @@ fn concurrent_operations_linearize_to_the_model() {
 /// one gets it (SPEC A9's model test of two interleaved `ready()` callers).
 #[test]
 fn two_ready_callers_never_both_claim() {
-    shuttle_check!(Plan::random(20_000), || {
+    shuttle_check!(Plan::random(50_000), || {
         let (s, init) = setup(2, &[DagOp::Submit("only", vec![])]);
         let rec = Arc::new(Rec::new());
         let handles: Vec<_> = (0..2)
@@ -356,7 +356,7 @@ fn two_ready_callers_never_both_claim() {
 /// claimed in another (zoo bug `claim_two_sections`) fails the linearizability check.
 #[test]
 fn claims_race_within_the_limit() {
-    shuttle_check!(Plan::both(10_000, 10_000, 3), || {
+    shuttle_check!(Plan::both(20_000, 20_000, 3), || {
         let capacity = 1 + pick(2);
         let (s, init) = setup(
             capacity,
@@ -393,7 +393,7 @@ fn claims_race_within_the_limit() {
 /// change nothing.
 #[test]
 fn callbacks_race_resubmission() {
-    shuttle_check!(Plan::both(10_000, 10_000, 3), || {
+    shuttle_check!(Plan::both(20_000, 20_000, 3), || {
         let (s, mut init) = setup(
             2,
             &[
@@ -451,7 +451,7 @@ fn callbacks_race_resubmission() {
 /// gets nothing, `b` is blocked by `a`).
 #[test]
 fn cancel_races_claim() {
-    shuttle_check!(Plan::both(10_000, 10_000, 3), || {
+    shuttle_check!(Plan::both(20_000, 20_000, 3), || {
         let (s, init) = setup(
             1,
             &[
@@ -533,7 +533,7 @@ fn cancel_races_claim() {
 /// version is terminal and nothing runs.
 #[test]
 fn close_races_callbacks() {
-    shuttle_check!(Plan::both(10_000, 10_000, 3), || {
+    shuttle_check!(Plan::both(20_000, 20_000, 3), || {
         let (s, mut init) = setup(
             2,
             &[

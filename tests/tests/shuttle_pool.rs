@@ -1,56 +1,290 @@
-//! Shuttle: randomised and PCT schedules of the production pool (SPEC B3, B4, B6).
+//! Shuttle: randomised and PCT schedules of the production pool and its deque (SPEC B2, B3,
+//! B4, B6).
 //!
 //! Run:
 //! ```text
 //! RUSTFLAGS="--cfg shuttle" CARGO_TARGET_DIR=target-shuttle \
-//!   cargo test -p lockstep-tests --test shuttle_pool --release
+//!   cargo test -p lockstep-tests --release --test shuttle_pool
 //! ```
-//! Iterations per scenario and scheduler: [`RANDOM_ITERATIONS`] random schedules and
-//! [`PCT_ITERATIONS`] PCT schedules of depth [`PCT_DEPTH`]; `SHUTTLE_ITERATIONS=n` overrides
-//! both counts (for a longer campaign). A failure prints the schedule to stderr; replay it
-//! with `shuttle::replay`.
+//!
+//! Schedules per test (random and PCT of depth 3 run at once, in a shuttle
+//! `PortfolioRunner`; `SHUTTLE_ITERATIONS=n` replaces every count):
+//!
+//! | test | races | random | PCT |
+//! |---|---|---|---|
+//! | `shuttle_pool_operations_linearize` | submit vs shutdown, cancel vs claim, child spawns vs termination, all at once, linearizability-checked | 10,000 | 10,000 |
+//! | `shuttle_submit_races_shutdown` | submit vs shutdown | 10,000 | 10,000 |
+//! | `shuttle_children_spawned_while_shutdown_runs` | child spawns vs termination | 10,000 | 10,000 |
+//! | `shuttle_cancel_races_claim` | cancel vs claim | 10,000 | 10,000 |
+//! | `shuttle_submitters_race_parking_workers` | submit vs parking (lost wake-ups) | 10,000 | 10,000 |
+//! | `shuttle_steals_race_the_owner` | steals (single and batch) vs the owner's pops, linearizability-checked | 20,000 | 20,000 |
+//!
+//! About 10 s in release on the 2-core machine (`docs/verification.md` has the measured
+//! times). A failing schedule is written to `target-shuttle/shuttle-failures/` with the
+//! command that replays it (`docs/verification.md`, "Replaying a failure").
 //!
 //! Shuttle treats every atomic as SeqCst, so these tests look for logic races (lost tasks,
 //! double runs, early exit, lost wake-ups); memory-ordering bugs are loom's job.
 
 #![cfg(shuttle)]
 
+use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
+
 use lockstep_contract::TaskError;
-use lockstep_pool::{Pool, PoolError, PoolState};
-use lockstep_sync::{Arc, Mutex, thread};
+use lockstep_deque::{DequeFamily, Locked, Owner, Steal, Thief};
+use lockstep_pool::{JoinHandle, Pool, PoolError, PoolState, WorkerContext};
+use lockstep_sync::{Arc, Mutex, rng_u64, thread};
+use lockstep_tests::lin::{self, Recorder};
+use lockstep_tests::shuttle_check;
+use lockstep_tests::shuttle_run::Plan;
+use lockstep_tests::specs::deque::{DequeOp, DequeRet, DequeSpec, Deques};
+use lockstep_tests::specs::pool::{Label, PoolLite, PoolOp, PoolRet, PoolSpec};
 
-/// Random schedules per scenario.
-const RANDOM_ITERATIONS: usize = 5000;
-/// PCT schedules per scenario.
-const PCT_ITERATIONS: usize = 5000;
-/// PCT bug depth (number of priority change points + 1).
-const PCT_DEPTH: usize = 3;
+/// Random and PCT schedules of each pool test.
+const PLAN: Plan = Plan::both(10_000, 10_000, 3);
 
-fn iterations(default: usize) -> usize {
-    std::env::var("SHUTTLE_ITERATIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+fn pick(n: usize) -> usize {
+    (rng_u64() % n as u64) as usize
 }
 
-/// Runs `f` under both schedulers and checks that every requested schedule was executed.
-fn random_and_pct(name: &str, f: fn()) {
-    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-    let executions = std::sync::Arc::new(AtomicUsize::new(0));
-    let counted = |f: fn()| {
-        let e = std::sync::Arc::clone(&executions);
-        move || {
-            e.fetch_add(1, Relaxed);
-            f();
+// ---------------------------------------------------------------------------------------
+// The pool against its client-visible specification
+// ---------------------------------------------------------------------------------------
+
+type PoolRec = Recorder<PoolOp, PoolRet>;
+
+/// Handles of children, joined by the main thread at the end.
+type Children = Arc<Mutex<Vec<(Label, JoinHandle<u64>)>>>;
+
+/// The value task `label` returns.
+fn value_of(label: Label) -> u64 {
+    u64::from(label) * 7 + 1
+}
+
+/// The thread label under which a task's own operations are recorded.
+fn task_thread(label: Label) -> usize {
+    1000 + label as usize
+}
+
+/// The body of task `label`: records its start, spawns `children` children (labels
+/// `label * 10 + 1 ..`, each recorded as a `Spawn`), records its end, returns its value.
+fn task_body(
+    rec: &Arc<PoolRec>,
+    kids: &Children,
+    ctx: &WorkerContext<'_>,
+    label: Label,
+    children: u32,
+) -> u64 {
+    let me = task_thread(label);
+    rec.call(me, PoolOp::Start(label), |_| PoolRet::Done);
+    for c in 1..=children {
+        let child = label * 10 + c;
+        rec.call(
+            me,
+            PoolOp::Spawn {
+                parent: label,
+                child,
+            },
+            |_| {
+                let (rec2, kids2) = (Arc::clone(rec), Arc::clone(kids));
+                match ctx.spawn(move |ctx| task_body(&rec2, &kids2, ctx, child, 0)) {
+                    Ok(h) => {
+                        kids.lock().push((child, h));
+                        PoolRet::Accepted(Ok(()))
+                    }
+                    Err(e) => PoolRet::Accepted(Err(e)),
+                }
+            },
+        );
+    }
+    let v = value_of(label);
+    rec.call(me, PoolOp::End(label, Ok(v)), |_| PoolRet::Done);
+    v
+}
+
+/// Submits root `label` (with `children` children) from thread `t`, recorded; returns the
+/// handle if accepted.
+fn submit_root(
+    t: usize,
+    pool: &Pool,
+    rec: &Arc<PoolRec>,
+    kids: &Children,
+    label: Label,
+    children: u32,
+) -> Option<JoinHandle<u64>> {
+    let mut handle = None;
+    rec.call(t, PoolOp::Submit(label), |_| {
+        let (rec2, kids2) = (Arc::clone(rec), Arc::clone(kids));
+        match pool.submit(move |ctx| task_body(&rec2, &kids2, ctx, label, children)) {
+            Ok(h) => {
+                handle = Some(h);
+                PoolRet::Accepted(Ok(()))
+            }
+            Err(e) => PoolRet::Accepted(Err(e)),
         }
-    };
-    let (random, pct) = (iterations(RANDOM_ITERATIONS), iterations(PCT_ITERATIONS));
-    shuttle::check_random(counted(f), random);
-    shuttle::check_pct(counted(f), pct, PCT_DEPTH);
-    let ran = executions.load(Relaxed);
-    eprintln!("{name}: {random} random + {pct} PCT(depth {PCT_DEPTH}) schedules, {ran} executed");
-    assert_eq!(ran, random + pct, "{name}: every requested schedule ran");
+    });
+    handle
 }
+
+/// Joins `h` (task `label`) from thread `t`, recorded.
+fn join_recorded(t: usize, rec: &PoolRec, label: Label, h: JoinHandle<u64>) {
+    rec.call(t, PoolOp::Join(label), |_| PoolRet::Joined(h.join()));
+}
+
+/// The end of every pool scenario, on the main thread with every other thread joined: join
+/// the children, wait for termination, read the state, try one more root; then check the
+/// history against `PoolSpec` and the metrics against the history.
+fn finish_and_check(pool: &Pool, rec: &Arc<PoolRec>, kids: &Children) {
+    let t = 999;
+    // Children are joined in label order (the list's order depends on the schedule).
+    let mut children = std::mem::take(&mut *kids.lock());
+    children.sort_by_key(|(l, _)| *l);
+    for (label, h) in children {
+        join_recorded(t, rec, label, h);
+    }
+    rec.call(t, PoolOp::Shutdown, |_| {
+        pool.shutdown();
+        PoolRet::Done
+    });
+    rec.call(t, PoolOp::AwaitTermination, |_| {
+        pool.await_termination();
+        PoolRet::Done
+    });
+    rec.call(t, PoolOp::State, |_| PoolRet::State(pool.state()));
+    let late = submit_root(t, pool, rec, kids, 999, 0);
+    assert!(late.is_none(), "a root after termination is refused");
+    assert_eq!(pool.state(), PoolState::Terminated);
+
+    let history = rec.history();
+    if let Err(failure) = lin::check(&PoolSpec, &PoolLite::new(), &history) {
+        panic!("{failure}");
+    }
+    // The metrics agree with the history: every recorded run is counted once, every
+    // successful cancel is a discarded husk, every recorded spawn is counted.
+    let count = |f: &dyn Fn(&PoolOp, &PoolRet) -> bool| {
+        history.events().iter().filter(|e| f(&e.op, &e.ret)).count() as u64
+    };
+    let m = pool.metrics();
+    assert_eq!(
+        m.total().tasks_run,
+        count(&|op, _| matches!(op, PoolOp::End(..)))
+    );
+    assert_eq!(
+        m.total().discarded,
+        count(&|op, r| matches!(op, PoolOp::Cancel(_)) && *r == PoolRet::Cancelled(true))
+    );
+    assert_eq!(
+        m.children_spawned,
+        count(&|op, r| matches!(op, PoolOp::Spawn { .. }) && *r == PoolRet::Accepted(Ok(())))
+    );
+}
+
+/// Submit vs shutdown, cancel vs claim and child spawns vs termination at once: two
+/// submitters each submit two roots (with 0 to 2 children each) and may cancel one; a closer
+/// shuts the pool down and then tries one more root; the workers claim, run and steal. The
+/// whole history (submits, cancels, task starts and ends, spawns, joins, shutdown,
+/// termination, `outstanding()` reads) must be linearizable against `PoolSpec`
+/// (B3.root-accept, B3.register-before-decrement, B3.drain-children, B3.exit-when-drained,
+/// B4.cancel-unclaimed, B.handle-resolves).
+fn pool_operations() {
+    let pool = Arc::new(Pool::new(2 + pick(2)).expect("pool"));
+    let rec = Arc::new(PoolRec::new());
+    let kids: Children = Arc::new(Mutex::new(Vec::new()));
+    let submitters: Vec<_> = (0..2u32)
+        .map(|t| {
+            let (pool, rec, kids) = (Arc::clone(&pool), Arc::clone(&rec), Arc::clone(&kids));
+            thread::spawn(move || {
+                let t_us = t as usize;
+                let handles: Vec<(Label, JoinHandle<u64>)> = (1..=2u32)
+                    .filter_map(|k| {
+                        let label = (t + 1) * 2 + k - 2; // 1, 2 for t0; 3, 4 for t1
+                        submit_root(t_us, &pool, &rec, &kids, label, pick(3) as u32)
+                            .map(|h| (label, h))
+                    })
+                    .collect();
+                rec.call(t_us, PoolOp::Outstanding, |_| {
+                    PoolRet::Outstanding(pool.outstanding())
+                });
+                if !handles.is_empty() && pick(2) == 0 {
+                    let (label, h) = &handles[pick(handles.len())];
+                    rec.call(t_us, PoolOp::Cancel(*label), |_| {
+                        PoolRet::Cancelled(h.cancel())
+                    });
+                }
+                for (label, h) in handles {
+                    join_recorded(t_us, &rec, label, h);
+                }
+            })
+        })
+        .collect();
+    let closer = {
+        let (pool, rec, kids) = (Arc::clone(&pool), Arc::clone(&rec), Arc::clone(&kids));
+        thread::spawn(move || {
+            rec.call(2, PoolOp::Shutdown, |_| {
+                pool.shutdown();
+                PoolRet::Done
+            });
+            let refused = submit_root(2, &pool, &rec, &kids, 5, 0);
+            assert!(refused.is_none(), "a root after shutdown is refused");
+            rec.call(2, PoolOp::Outstanding, |_| {
+                PoolRet::Outstanding(pool.outstanding())
+            });
+        })
+    };
+    for s in submitters {
+        s.join().expect("submitter");
+    }
+    closer.join().expect("closer");
+    finish_and_check(&pool, &rec, &kids);
+}
+
+#[test]
+fn shuttle_pool_operations_linearize() {
+    shuttle_check!(PLAN, pool_operations);
+}
+
+/// Submit vs shutdown (B3.root-accept): three threads each submit one root while the main
+/// thread shuts down. Each submit is either accepted (and its task then runs exactly once) or
+/// refused with `ShutDown`; none is accepted after `shutdown` returned, and none is lost.
+fn submit_races_shutdown() {
+    let pool = Arc::new(Pool::new(2).expect("pool"));
+    let rec = Arc::new(PoolRec::new());
+    let kids: Children = Arc::new(Mutex::new(Vec::new()));
+    let submitters: Vec<_> = (0..3u32)
+        .map(|t| {
+            let (pool, rec, kids) = (Arc::clone(&pool), Arc::clone(&rec), Arc::clone(&kids));
+            thread::spawn(move || {
+                if let Some(h) = submit_root(t as usize, &pool, &rec, &kids, t + 1, 0) {
+                    join_recorded(t as usize, &rec, t + 1, h);
+                }
+            })
+        })
+        .collect();
+    rec.call(3, PoolOp::Shutdown, |_| {
+        pool.shutdown();
+        PoolRet::Done
+    });
+    for s in submitters {
+        s.join().expect("submitter");
+    }
+    finish_and_check(&pool, &rec, &kids);
+    let m = pool.metrics();
+    assert_eq!(
+        m.roots_accepted + m.roots_rejected,
+        4,
+        "three roots and the late one"
+    );
+}
+
+#[test]
+fn shuttle_submit_races_shutdown() {
+    shuttle_check!(PLAN, submit_races_shutdown);
+}
+
+// ---------------------------------------------------------------------------------------
+// Focused pool races (assertions on run counts and handles)
+// ---------------------------------------------------------------------------------------
 
 const ROOTS: usize = 3;
 const CHILDREN: usize = 2;
@@ -116,10 +350,7 @@ fn children_spawned_while_shutdown_runs() {
 
 #[test]
 fn shuttle_children_spawned_while_shutdown_runs() {
-    random_and_pct(
-        "children_spawned_while_shutdown_runs",
-        children_spawned_while_shutdown_runs,
-    );
+    shuttle_check!(PLAN, children_spawned_while_shutdown_runs);
 }
 
 /// `cancel` races the workers' claims: a cancelled task never runs and reports
@@ -159,11 +390,12 @@ fn cancel_races_claim() {
 
 #[test]
 fn shuttle_cancel_races_claim() {
-    random_and_pct("cancel_races_claim", cancel_races_claim);
+    shuttle_check!(PLAN, cancel_races_claim);
 }
 
 /// Two external threads submit while the workers go idle and park: every handle resolves
-/// (no lost wake-up), and a drop of the pool drains.
+/// (no lost wake-up: a lost one leaves a join waiting forever, which shuttle reports as a
+/// deadlock), and a drop of the pool drains.
 fn submitters_race_parking_workers() {
     let pool = Arc::new(Pool::new(2).expect("pool"));
     let submitters: Vec<_> = (0..2u32)
@@ -191,8 +423,95 @@ fn submitters_race_parking_workers() {
 
 #[test]
 fn shuttle_submitters_race_parking_workers() {
-    random_and_pct(
-        "submitters_race_parking_workers",
-        submitters_race_parking_workers,
+    shuttle_check!(PLAN, submitters_race_parking_workers);
+}
+
+// ---------------------------------------------------------------------------------------
+// Steals vs the owner, on the deque itself
+// ---------------------------------------------------------------------------------------
+
+type DequeRec = Recorder<DequeOp, DequeRet>;
+
+fn took<T>(s: Steal<T>) -> DequeRet
+where
+    T: Into<u32>,
+{
+    match s {
+        Steal::Success(x) => DequeRet::Took(Some(x.into())),
+        Steal::Empty => DequeRet::Took(None),
+        Steal::Retry => DequeRet::Retry,
+    }
+}
+
+/// Steals vs the owner (B1.owner-lifo-thief-fifo, B2.remove-once), for deque family `D`:
+/// the owner pushes and pops while one thief steals single tasks and another steals batches
+/// into its own deque and pops them. Everything is recorded; afterwards both deques are
+/// drained (recorded too). Every pushed task must be taken exactly once, and the history must
+/// be linearizable against `DequeSpec` (LIFO owner, FIFO thieves, batches of
+/// `min(limit, ceil(len / 2))`).
+fn steals_race_the_owner<D: DequeFamily>() {
+    let owner = D::Owner::<u32>::new();
+    let rec = Arc::new(DequeRec::new());
+    let single = {
+        let (s, rec) = (owner.stealer(), Arc::clone(&rec));
+        thread::spawn(move || {
+            for _ in 0..2 {
+                rec.call(1, DequeOp::Steal, |_| took(s.steal()));
+            }
+        })
+    };
+    let batch = {
+        let (s, rec) = (owner.stealer(), Arc::clone(&rec));
+        thread::spawn(move || {
+            let own = D::Owner::<u32>::new();
+            let limit = NonZeroUsize::new(2).expect("2");
+            rec.call(2, DequeOp::StealBatch(limit), |_| {
+                took(s.steal_batch_and_pop(&own, limit))
+            });
+            while rec.call(2, DequeOp::PopOwn, |_| DequeRet::Took(own.pop()))
+                != DequeRet::Took(None)
+            {}
+        })
+    };
+    let push = |x: u32| {
+        rec.call(0, DequeOp::Push(x), |_| {
+            owner.push(x);
+            DequeRet::Pushed
+        })
+    };
+    let pop = || rec.call(0, DequeOp::Pop, |_| DequeRet::Took(owner.pop()));
+    for x in 1..=3 {
+        push(x);
+    }
+    pop();
+    push(4);
+    push(5);
+    pop();
+    single.join().expect("single thief");
+    batch.join().expect("batch thief");
+    while pop() != DequeRet::Took(None) {}
+
+    let history = rec.history();
+    let mut taken: BTreeMap<u32, usize> = BTreeMap::new();
+    for e in history.events() {
+        if let DequeRet::Took(Some(x)) = e.ret {
+            *taken.entry(x).or_default() += 1;
+        }
+    }
+    assert_eq!(
+        taken,
+        (1..=5).map(|x| (x, 1)).collect::<BTreeMap<_, _>>(),
+        "every task taken exactly once"
+    );
+    if let Err(failure) = lin::check(&DequeSpec, &Deques::default(), &history) {
+        panic!("{failure}");
+    }
+}
+
+#[test]
+fn shuttle_steals_race_the_owner() {
+    shuttle_check!(
+        Plan::both(10_000, 10_000, 3),
+        steals_race_the_owner::<Locked>
     );
 }

@@ -6,7 +6,8 @@
 //! are accepted while their parent runs, also while draining; a task runs at most once, never
 //! after a successful `cancel`; `cancel` succeeds only before a worker claimed the task; a
 //! handle reports the task's own outcome; the pool terminates only when every accepted task
-//! has run or was cancelled.
+//! has run or was cancelled; `outstanding()` counts at least every queued, claimed or running
+//! task.
 //!
 //! A task's run is recorded by the task itself as two operations, [`PoolOp::Start`] (first
 //! thing in its function) and [`PoolOp::End`] (last thing, with its outcome), with
@@ -49,6 +50,8 @@ pub enum PoolOp {
     Shutdown,
     /// `pool.state()`.
     State,
+    /// `pool.outstanding()`.
+    Outstanding,
     /// `pool.await_termination()`.
     AwaitTermination,
 }
@@ -64,6 +67,8 @@ pub enum PoolRet {
     Joined(Result<u64, TaskError>),
     /// From `state`.
     State(PoolState),
+    /// From `outstanding`.
+    Outstanding(usize),
     /// From `Start`, `End`, `shutdown`, `await_termination`.
     Done,
     /// Never returned by production: the model's answer when the operation cannot happen
@@ -112,6 +117,14 @@ impl PoolLite {
         self.tasks
             .values()
             .all(|l| matches!(l, Life::Ran(_) | Life::Cancelled))
+    }
+
+    /// Tasks that production must count as outstanding: queued, claimed or running.
+    pub fn counted_for_sure(&self) -> usize {
+        self.tasks
+            .values()
+            .filter(|l| matches!(l, Life::Queued | Life::Claimed | Life::Running))
+            .count()
     }
 
     fn first_unfinished(&self) -> Option<(Label, &Life)> {
@@ -214,6 +227,7 @@ impl SequentialSpec for PoolSpec {
             } else {
                 PoolState::Draining
             }),
+            PoolOp::Outstanding => PoolRet::Outstanding(s.counted_for_sure()),
             PoolOp::AwaitTermination => {
                 if s.accepting {
                     return impossible("no shutdown yet");
@@ -245,6 +259,15 @@ impl SequentialSpec for PoolSpec {
                 if !s.accepting && s.all_done() =>
             {
                 next.terminated = true;
+                return Ok(next);
+            }
+            // B3.register-before-decrement: every queued, claimed or running task is still
+            // counted. A task is uncounted only after its function returned (after `End`) or
+            // when its cancelled husk is removed from a queue (unseen), so more may be
+            // counted, but never more than were ever accepted.
+            (PoolOp::Outstanding, PoolRet::Outstanding(o))
+                if (s.counted_for_sure()..=s.tasks.len()).contains(o) =>
+            {
                 return Ok(next);
             }
             _ => {}
