@@ -4,8 +4,8 @@
 //!    in its own target directory, `RUSTFLAGS` with `--cfg lockstep_bug`).
 //! 2. Runs every selected suite once with no bug (the baseline); any failure there stops the
 //!    zoo with a non-zero exit, since a suite that fails without a bug proves nothing.
-//!    Suites run in their nominal order of cost (unit tests, model comparisons, scenarios,
-//!    shuttle, loom); the baseline's times are printed beside it.
+//!    Suites run in their nominal order of cost (unit tests, model comparisons, property
+//!    tests, scenarios, stress, shuttle, loom); the baseline's times are printed beside it.
 //! 3. For each bug, runs the suites of its part with `LOCKSTEP_BUG=<bug>`, each with a
 //!    timeout (four times its baseline plus 30 s, at most `--timeout`), and records which
 //!    caught it, the time from the start of the binary to its first `FAILED` line, the
@@ -52,8 +52,9 @@ pub struct ZooArgs {
     /// The longest any one run may take, in seconds.
     #[arg(long, default_value_t = 300, value_name = "SECS")]
     timeout: u64,
-    /// The PROPTEST_RNG_SEED given to every run, so that the model comparisons are
-    /// deterministic and their failures replay.
+    /// The seed given to every run (PROPTEST_RNG_SEED, QUICKCHECK_SEED and
+    /// LOCKSTEP_STRESS_SEED), so that generated inputs are the same from run to run and their
+    /// failures replay.
     #[arg(long, default_value_t = 1, value_name = "SEED")]
     proptest_seed: u64,
     /// List the bugs and the suites, and exit.
@@ -157,21 +158,33 @@ pub fn run(args: &ZooArgs) -> Result<ExitCode> {
     if args.write_doc && !full_matrix {
         bail!("--write-doc needs the full matrix: no --first, --bug, --suite or LOCKSTEP_BUG");
     }
+    let chosen: Vec<&'static Suite> = SUITES
+        .iter()
+        .filter(|s| args.suites.is_empty() || args.suites.iter().any(|n| n == s.name))
+        .collect();
+    let tested = |b: &BugPlan| chosen.iter().any(|s| s.part == b.part);
     let bugs: Vec<&'static BugPlan> = if names.is_empty() {
-        PLANS.iter().collect()
+        // Every bug that a chosen suite can see (all of them unless --suite narrows it).
+        PLANS.iter().filter(|p| tested(p)).collect()
     } else {
         PLANS
             .iter()
             .filter(|p| names.iter().any(|n| n == p.name))
             .collect()
     };
-    let suites: Vec<&'static Suite> = SUITES
-        .iter()
-        .filter(|s| args.suites.is_empty() || args.suites.iter().any(|n| n == s.name))
+    if let Some(b) = bugs.iter().find(|b| !tested(b)) {
+        bail!(
+            "no chosen suite tests the {} part, where bug {} lives",
+            b.part,
+            b.name
+        );
+    }
+    let suites: Vec<&'static Suite> = chosen
+        .into_iter()
         .filter(|s| bugs.iter().any(|b| b.part == s.part))
         .collect();
     if suites.is_empty() {
-        bail!("no suite tests the part of the selected bugs");
+        bail!("no bug to run");
     }
 
     let root = workspace_root();
@@ -207,8 +220,8 @@ pub fn run(args: &ZooArgs) -> Result<ExitCode> {
         );
         return Ok(ExitCode::FAILURE);
     }
-    // Nominal cost order (unit, model, scenarios, shuttle, loom): the measured baseline is too
-    // noisy on a shared machine to order by, but it is printed beside it.
+    // Nominal cost order (unit, model, property, scenarios, stress, shuttle, loom): the
+    // measured baseline is too noisy on a shared machine to order by, but it is printed.
     let ordered = suites.clone();
 
     let mut results = Vec::new();
@@ -332,7 +345,7 @@ fn run_suite(
         Ending::Passed => None,
         Ending::TimedOut => Some("hang: rerun the suite".to_string()),
         Ending::Crashed { status } => Some(format!("crash ({status}): rerun the suite")),
-        Ending::Failed { test } => Some(artifact(s, test, section.as_deref(), args)),
+        Ending::Failed { .. } => Some(artifact(root, s, section.as_deref(), args)),
     };
     Ok(SuiteResult {
         suite: s,
@@ -344,7 +357,13 @@ fn run_suite(
 }
 
 /// The short replay artifact of a failed test.
-fn artifact(s: &Suite, test: &str, section: Option<&str>, args: &ZooArgs) -> String {
+fn artifact(root: &Path, s: &Suite, section: Option<&str>, args: &ZooArgs) -> String {
+    if let Some(file) = section.and_then(run::schedule_file) {
+        let shown = Path::new(&file)
+            .strip_prefix(root)
+            .map_or_else(|_| file.clone(), |p| p.display().to_string());
+        return format!("shuttle schedule file `{shown}` (`LOCKSTEP_SHUTTLE_REPLAY=<file>`)");
+    }
     if let Some(schedule) = section.and_then(run::shuttle_schedule) {
         let head: String = schedule.chars().take(12).collect();
         return format!(
@@ -359,7 +378,18 @@ fn artifact(s: &Suite, test: &str, section: Option<&str>, args: &ZooArgs) -> Str
             input.len()
         );
     }
-    let _ = test;
+    if let Some(seed) = section.and_then(|x| run::printed_number(x, "LOCKSTEP_STRESS_SEED")) {
+        return format!(
+            "`LOCKSTEP_STRESS_SEED={seed}` (the operations; the interleaving was the OS's, so a \
+             rerun may pass: the history is in the log)"
+        );
+    }
+    if section.is_some_and(|x| x.contains("[quickcheck] TEST FAILED")) {
+        return format!(
+            "`QUICKCHECK_SEED={}` (the shrunk graph is in the message)",
+            args.proptest_seed
+        );
+    }
     match s.flavour {
         Flavour::Loom => "the test (loom is exhaustive: it replays as is)".to_string(),
         Flavour::Shuttle => "the test (no schedule printed)".to_string(),
@@ -378,6 +408,8 @@ fn env(bug: Option<&str>, args: &ZooArgs) -> Vec<(&'static str, Option<String>)>
             "PROPTEST_DISABLE_FAILURE_PERSISTENCE",
             Some("1".to_string()),
         ),
+        ("QUICKCHECK_SEED", Some(args.proptest_seed.to_string())),
+        ("LOCKSTEP_STRESS_SEED", Some(args.proptest_seed.to_string())),
         (
             "LOOM_MAX_PREEMPTIONS",
             Some(std::env::var("LOOM_MAX_PREEMPTIONS").unwrap_or_else(|_| "2".to_string())),
@@ -434,7 +466,8 @@ pub fn replay_command(s: &Suite, bug: Option<&str>, test: Option<&str>, args: &Z
     }
     let _ = write!(
         c,
-        "PROPTEST_RNG_SEED={} PROPTEST_DISABLE_FAILURE_PERSISTENCE=1 ",
+        "PROPTEST_RNG_SEED={0} QUICKCHECK_SEED={0} LOCKSTEP_STRESS_SEED={0} \
+         PROPTEST_DISABLE_FAILURE_PERSISTENCE=1 ",
         args.proptest_seed
     );
     if s.flavour == Flavour::Loom {

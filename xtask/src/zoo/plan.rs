@@ -135,6 +135,13 @@ pub const SUITES: &[Suite] = &[
         part: Part::Scheduler,
     },
     Suite {
+        name: "quickcheck_graph",
+        flavour: Flavour::Normal,
+        package: "lockstep-tests",
+        binary: Binary::Test("quickcheck_graph"),
+        part: Part::Scheduler,
+    },
+    Suite {
         name: "scenarios_pool",
         flavour: Flavour::Normal,
         package: "lockstep-tests",
@@ -146,6 +153,13 @@ pub const SUITES: &[Suite] = &[
         flavour: Flavour::Normal,
         package: "lockstep-tests",
         binary: Binary::Test("scenarios_dag"),
+        part: Part::Scheduler,
+    },
+    Suite {
+        name: "stress_dag",
+        flavour: Flavour::Normal,
+        package: "lockstep-tests",
+        binary: Binary::Test("stress_dag"),
         part: Part::Scheduler,
     },
     Suite {

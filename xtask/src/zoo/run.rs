@@ -335,6 +335,25 @@ pub fn shuttle_schedule(section: &str) -> Option<String> {
     (!schedule.is_empty()).then_some(schedule)
 }
 
+/// The file a Lockstep shuttle test wrote its failing schedule to
+/// (`lockstep_tests::shuttle_run`: `... schedule written to PATH`), if any.
+pub fn schedule_file(section: &str) -> Option<String> {
+    let at = section.find("schedule written to ")? + "schedule written to ".len();
+    let path = section[at..].lines().next()?.trim();
+    (!path.is_empty()).then(|| path.to_string())
+}
+
+/// The value of `NAME=<digits>` in a failure section, if present (a seed a test printed).
+pub fn printed_number(section: &str, name: &str) -> Option<u64> {
+    let key = format!("{name}=");
+    let at = section.find(&key)? + key.len();
+    let digits: String = section[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
 /// proptest's minimal failing input in a failure section, if any (the rest of the section
 /// after `minimal failing input: `).
 pub fn proptest_minimal_input(section: &str) -> Option<String> {
@@ -371,6 +390,20 @@ failures:\n    x\n    y\n";
         let y = failure_section(REPORT, "y").expect("y has a section");
         assert_eq!(proptest_minimal_input(y).as_deref(), Some("(0, [Start])"));
         assert_eq!(shuttle_schedule(y), None);
+        let written = "lockstep shuttle: s::t failed under the random scheduler; schedule \
+                       written to /w/target-zoo-shuttle/shuttle-failures/s.t.000.schedule\nreplay";
+        assert_eq!(
+            schedule_file(written).as_deref(),
+            Some("/w/target-zoo-shuttle/shuttle-failures/s.t.000.schedule")
+        );
+        assert_eq!(
+            printed_number(
+                "seed 7 (LOCKSTEP_STRESS_SEED=42 reruns)",
+                "LOCKSTEP_STRESS_SEED"
+            ),
+            Some(42)
+        );
+        assert_eq!(printed_number("nothing", "LOCKSTEP_STRESS_SEED"), None);
         assert_eq!(failure_section(REPORT, "z"), None);
         let (name, section) = first_section(REPORT).expect("a section");
         assert_eq!((name.as_str(), section.as_str()), ("x", x));
