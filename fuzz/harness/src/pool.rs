@@ -1,6 +1,6 @@
 //! `pool_ops`: arbitrary submit / spawn / panic / cancel / shutdown programs against the pool.
 //!
-//! An input is one of two cases (the first bytes choose):
+//! An input is one of two cases (the first byte chooses, see [`decode`]):
 //!
 //! * **Stepped**: the pool's deterministic stepping core (`lockstep_pool::step::StepPool`, the
 //!   same take/steal/run/exit functions the threaded workers call) against the sequential
@@ -109,8 +109,8 @@ pub struct RootSpec {
     pub cancel: bool,
 }
 
-/// A whole input.
-#[derive(Debug, Clone, Arbitrary)]
+/// A whole input, decoded by [`decode`].
+#[derive(Debug, Clone)]
 pub enum Input {
     /// The stepping core against the model.
     Stepped {
@@ -134,9 +134,33 @@ pub enum Input {
     },
 }
 
-/// Decodes `data`; inputs too short to say anything decode to an empty stepped run.
+fn decode_input(mut u: Unstructured<'_>) -> arbitrary::Result<Input> {
+    let mode: u8 = u.arbitrary()?;
+    let workers = u.arbitrary()?;
+    let batch = u.arbitrary()?;
+    if mode % 8 == 7 {
+        let shutdown_before = u.arbitrary()?;
+        Ok(Input::Threaded {
+            workers,
+            batch,
+            shutdown_before,
+            roots: Vec::arbitrary_take_rest(u)?,
+        })
+    } else {
+        Ok(Input::Stepped {
+            workers,
+            batch,
+            steps: Vec::arbitrary_take_rest(u)?,
+        })
+    }
+}
+
+/// Decodes `data`: byte 0 chooses the case (threaded when it is 7 modulo 8, so one input in
+/// eight: a threaded run costs a few thread starts, the stepped one microseconds), bytes 1
+/// and 2 the sizes, the rest the steps or roots. Inputs too short to say anything decode to
+/// an empty stepped run.
 pub fn decode(data: &[u8]) -> Input {
-    Input::arbitrary_take_rest(Unstructured::new(data)).unwrap_or(Input::Stepped {
+    decode_input(Unstructured::new(data)).unwrap_or(Input::Stepped {
         workers: 0,
         batch: 0,
         steps: Vec::new(),
@@ -690,6 +714,17 @@ mod tests {
             children: vec![],
             outcome: Outcome::Return(v),
         }
+    }
+
+    #[test]
+    fn the_first_byte_chooses_the_case() {
+        assert!(matches!(decode(&[7, 0, 0, 0]), Input::Threaded { .. }));
+        assert!(matches!(decode(&[15, 0, 0, 0]), Input::Threaded { .. }));
+        assert!(matches!(decode(&[0, 1, 2, 3]), Input::Stepped { .. }));
+        assert!(matches!(
+            decode(&[]),
+            Input::Stepped { ref steps, .. } if steps.is_empty()
+        ));
     }
 
     #[test]
