@@ -48,6 +48,7 @@ use std::time::Instant;
 
 use shuttle::scheduler::{
     PctScheduler, RandomScheduler, ReplayScheduler, Schedule, Scheduler, Task, TaskId,
+    UncontrolledNondeterminismCheckScheduler,
 };
 use shuttle::{Config, FailurePersistence, PortfolioRunner, Runner};
 
@@ -252,6 +253,32 @@ where
         plan.random + plan.pct,
         "{suite}::{test}: every planned schedule ran"
     );
+    ran
+}
+
+/// Runs `f` under shuttle's uncontrolled-nondeterminism check: each of `iterations` random
+/// schedules is run twice, and the second run must make exactly the same scheduling decisions
+/// and random draws. This is what makes a recorded schedule a complete reproduction (no clock,
+/// no OS randomness, no `HashMap` iteration order steering the test). Returns the executions.
+///
+/// # Panics
+/// When an execution is not reproducible (shuttle names the first divergence), or fails.
+pub fn check_determinism<F>(iterations: usize, f: F) -> usize
+where
+    F: Fn() + Send + Sync + 'static,
+{
+    let executions = Arc::new(AtomicUsize::new(0));
+    let counted = {
+        let executions = Arc::clone(&executions);
+        move || {
+            executions.fetch_add(1, Ordering::Relaxed);
+            f();
+        }
+    };
+    let scheduler = UncontrolledNondeterminismCheckScheduler::new(RandomScheduler::new(iterations));
+    Runner::new(scheduler, config()).run(counted);
+    let ran = executions.load(Ordering::Relaxed);
+    assert!(ran >= iterations, "{ran} of {iterations} schedules ran");
     ran
 }
 

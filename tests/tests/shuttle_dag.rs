@@ -18,9 +18,9 @@
 //! | `callbacks_race_resubmission` | callbacks vs resubmission | 20,000 | 20,000 (3) |
 //! | `cancel_races_claim` | cancel vs claim | 20,000 | 20,000 (3) |
 //! | `close_races_callbacks` | close vs callbacks | 20,000 | 20,000 (3) |
+//! | `the_general_scenario_replays_deterministically` | (each schedule run twice) | 1,000 | — |
 //!
-//! About 20 s in release on the 2-core machine (`docs/verification.md` has the measured
-//! times).
+//! About 10 s in release on the 2-core machine.
 //!
 //! Every operation a thread performs is recorded with `lockstep_tests::lin::Recorder`: an
 //! invocation and a response index from one shared counter, its thread, its arguments and its
@@ -313,6 +313,14 @@ fn general_scenario() {
 #[test]
 fn concurrent_operations_linearize_to_the_model() {
     shuttle_check!(Plan::both(25_000, 25_000, 3), general_scenario);
+}
+
+/// The general scenario is deterministic given its schedule (every choice from
+/// `shuttle::rand`), so a recorded failing schedule reproduces it exactly: shuttle runs each of
+/// 1,000 random schedules twice and compares every decision.
+#[test]
+fn the_general_scenario_replays_deterministically() {
+    lockstep_tests::shuttle_run::check_determinism(1000, general_scenario);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -18,10 +18,13 @@
 //! | `shuttle_cancel_races_claim` | cancel vs claim | 10,000 | 10,000 |
 //! | `shuttle_submitters_race_parking_workers` | submit vs parking (lost wake-ups) | 10,000 | 10,000 |
 //! | `shuttle_steals_race_the_owner` | steals (single and batch) vs the owner's pops, linearizability-checked | 20,000 | 20,000 |
+//! | `shuttle_pool_scenario_replays_deterministically` | (each schedule run twice) | 1,000 | — |
 //!
-//! About 10 s in release on the 2-core machine (`docs/verification.md` has the measured
-//! times). A failing schedule is written to `target-shuttle/shuttle-failures/` with the
-//! command that replays it (`docs/verification.md`, "Replaying a failure").
+//! About 10 s in release on the 2-core machine. A failing schedule is written to
+//! `target-shuttle/shuttle-failures/` with the command that replays it
+//! (`docs/verification.md`, "Replaying a failure"). The determinism test checks that the pool
+//! scenario takes every choice from shuttle, which is what makes a schedule a complete
+//! reproduction.
 //!
 //! Shuttle treats every atomic as SeqCst, so these tests look for logic races (lost tasks,
 //! double runs, early exit, lost wake-ups); memory-ordering bugs are loom's job.
@@ -242,6 +245,14 @@ fn pool_operations() {
 #[test]
 fn shuttle_pool_operations_linearize() {
     shuttle_check!(PLAN, pool_operations);
+}
+
+/// The pool scenario (with its random victims and worker counts) is deterministic given its
+/// schedule, so a recorded failing schedule reproduces it exactly: shuttle runs each of 1,000
+/// random schedules twice and compares every decision.
+#[test]
+fn shuttle_pool_scenario_replays_deterministically() {
+    lockstep_tests::shuttle_run::check_determinism(1000, pool_operations);
 }
 
 /// Submit vs shutdown (B3.root-accept): three threads each submit one root while the main

@@ -230,6 +230,32 @@ fn damaged_foreign_and_ill_fitting_files_are_refused_with_a_reason() {
     );
 }
 
+/// `check_determinism` notices a test that steers its threads by something shuttle does not
+/// control (here a randomly keyed hash): such a test's schedules would not replay.
+#[test]
+fn determinism_check_catches_uncontrolled_randomness() {
+    use std::hash::BuildHasher;
+    let m = panic_of(|| {
+        lockstep_tests::shuttle_run::check_determinism(100, || {
+            let coin = std::collections::hash_map::RandomState::new().hash_one(0u8) & 1 == 0;
+            let counter = Arc::new(Mutex::new(0u32));
+            let threads = if coin { 2 } else { 1 };
+            let handles: Vec<_> = (0..threads)
+                .map(|_| {
+                    let c = Arc::clone(&counter);
+                    thread::spawn(move || *c.lock() += 1)
+                })
+                .collect();
+            for h in handles {
+                h.join().expect("incrementer");
+            }
+        });
+    });
+    assert!(m.is_some(), "a coin flipped by the OS is caught");
+    // The same shape steered by shuttle's own randomness passes.
+    lockstep_tests::shuttle_run::check_determinism(100, locked_update);
+}
+
 #[test]
 fn a_passing_test_runs_every_planned_schedule_and_writes_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");

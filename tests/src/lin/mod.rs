@@ -65,7 +65,7 @@ mod search;
 mod tests;
 
 pub use history::{Event, History, Recorder, ThreadLog};
-pub use search::{Checker, Failure, Linearized, ReportLine, check};
+pub use search::{Checker, DEFAULT_MAX_STEPS, Failure, Linearized, ReportLine, Stuck, check};
 
 use std::fmt;
 use std::hash::Hash;
