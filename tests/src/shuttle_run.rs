@@ -253,6 +253,8 @@ where
         plan.random + plan.pct,
         "{suite}::{test}: every planned schedule ran"
     );
+    // The line `cargo xtask report` counts.
+    println!("lockstep-stats: schedules={ran} test={test}");
     ran
 }
 
@@ -279,6 +281,10 @@ where
     Runner::new(scheduler, config()).run(counted);
     let ran = executions.load(Ordering::Relaxed);
     assert!(ran >= iterations, "{ran} of {iterations} schedules ran");
+    // The line `cargo xtask report` counts (each schedule runs twice: both runs count).
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("?");
+    println!("lockstep-stats: schedules={ran} test={test}");
     ran
 }
 

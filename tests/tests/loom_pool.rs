@@ -36,6 +36,8 @@ fn model<F: Fn() + Sync + Send + 'static>(name: &str, f: F) {
     });
     let n = executions.load(std::sync::atomic::Ordering::Relaxed);
     eprintln!("{name}: {n} executions explored");
+    // The line `cargo xtask report` counts.
+    println!("lockstep-stats: executions={n} test={name}");
     assert!(
         n > 1,
         "{name}: only one execution: the model has no concurrency"

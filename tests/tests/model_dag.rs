@@ -524,11 +524,29 @@ fn config() -> ProptestConfig {
 prop_state_machine! {
     #![proptest_config(config())]
 
-    #[test]
-    fn production_matches_model_small_pool(sequential 1..40 => DagMachine<SmallPool>);
+    fn small_pool_cases(sequential 1..40 => DagMachine<SmallPool>);
 
-    #[test]
-    fn production_matches_model_large_pool(sequential 1..120 => DagMachine<LargePool>);
+    fn large_pool_cases(sequential 1..120 => DagMachine<LargePool>);
+}
+
+/// Prints the line `cargo xtask report` counts: `lockstep-stats: cases=N test=NAME` (N:
+/// `config().cases`; a property that returns ran exactly that many passing cases).
+fn print_cases() {
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("?");
+    println!("lockstep-stats: cases={} test={test}", config().cases);
+}
+
+#[test]
+fn production_matches_model_small_pool() {
+    small_pool_cases();
+    print_cases();
+}
+
+#[test]
+fn production_matches_model_large_pool() {
+    large_pool_cases();
+    print_cases();
 }
 
 // ----------------------------------------------------------------------------------------

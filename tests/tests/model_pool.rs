@@ -401,16 +401,30 @@ fn quiet_generated_panics() {
     });
 }
 
-prop_state_machine! {
-    #![proptest_config(ProptestConfig {
+/// The proptest configuration: 512 cases, longer shrinking.
+fn config() -> ProptestConfig {
+    ProptestConfig {
         cases: 512,
         max_shrink_iters: 4096,
-        .. ProptestConfig::default()
-    })]
+        ..ProptestConfig::default()
+    }
+}
 
-    /// Random step sequences: production and model answer every step alike.
-    #[test]
-    fn pool_matches_model_step_by_step(sequential 1..80 => PoolMachine);
+prop_state_machine! {
+    #![proptest_config(config())]
+
+    fn step_by_step_cases(sequential 1..80 => PoolMachine);
+}
+
+/// Random step sequences: production and model answer every step alike. Prints the line
+/// `cargo xtask report` counts: `lockstep-stats: cases=N test=NAME` (a property that returns
+/// ran exactly `config().cases` passing cases).
+#[test]
+fn pool_matches_model_step_by_step() {
+    step_by_step_cases();
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("?");
+    println!("lockstep-stats: cases={} test={test}", config().cases);
 }
 
 /// A fixed sequence through the interesting corners, so that they are covered on every run

@@ -712,6 +712,20 @@ fn runner(default_tests: u64) -> QuickCheck {
     qc
 }
 
+/// Runs `prop` with [`runner`] and, when it passes, prints one line to stdout for
+/// `cargo xtask report`: `lockstep-stats: cases=N test=NAME` (N: the cases quickcheck ran,
+/// `QUICKCHECK_TESTS` or `default_tests`; no property discards, so all of them passed).
+fn check<A: quickcheck::Testable>(default_tests: u64, prop: A) {
+    runner(default_tests).quickcheck(prop);
+    let cases = std::env::var("QUICKCHECK_TESTS")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or(default_tests);
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("?");
+    println!("lockstep-stats: cases={cases} test={test}");
+}
+
 fn verdict(result: Result<(), String>) -> TestResult {
     match result {
         Ok(()) => TestResult::passed(),
@@ -941,7 +955,7 @@ fn reported_cycles_are_closed_walks_over_real_edges() {
     fn prop(graph: Graph) -> TestResult {
         verdict(prop_closed_walks(&graph))
     }
-    runner(1000).quickcheck(prop as fn(Graph) -> TestResult);
+    check(1000, prop as fn(Graph) -> TestResult);
 }
 
 /// A3.cycles-as-paths: a reported cycle names no node that lies on no cycle.
@@ -950,7 +964,7 @@ fn reported_cycles_name_only_nodes_on_cycles() {
     fn prop(graph: Graph) -> TestResult {
         verdict(prop_only_cycle_nodes(&graph))
     }
-    runner(1000).quickcheck(prop as fn(Graph) -> TestResult);
+    check(1000, prop as fn(Graph) -> TestResult);
 }
 
 /// A3.cycles-as-paths: exactly one cycle per cyclic strongly connected component, inside it;
@@ -960,7 +974,7 @@ fn one_cycle_per_cyclic_component_inside_it() {
     fn prop(graph: Graph) -> TestResult {
         verdict(prop_one_per_component(&graph))
     }
-    runner(1000).quickcheck(prop as fn(Graph) -> TestResult);
+    check(1000, prop as fn(Graph) -> TestResult);
 }
 
 /// A3.cycles-as-paths: start at the earliest-submitted member, shortest, components in
@@ -970,7 +984,7 @@ fn cycles_follow_the_canonical_form() {
     fn prop(graph: Graph) -> TestResult {
         verdict(prop_canonical(&graph))
     }
-    runner(1000).quickcheck(prop as fn(Graph) -> TestResult);
+    check(1000, prop as fn(Graph) -> TestResult);
 }
 
 /// Kahn's algorithm, three-colour DFS, reachability, and production's and the model's
@@ -980,7 +994,7 @@ fn kahn_dfs_and_check_agree_on_acyclicity() {
     fn prop(graph: Graph) -> TestResult {
         verdict(prop_acyclicity(&graph))
     }
-    runner(1000).quickcheck(prop as fn(Graph) -> TestResult);
+    check(1000, prop as fn(Graph) -> TestResult);
 }
 
 /// A4.submission-order (with A4.capacity, A4.claim-once): a whole run's claims, with random
@@ -991,7 +1005,7 @@ fn claims_form_a_linear_extension_in_submission_order() {
     fn prop(run: ClaimRun) -> TestResult {
         verdict(prop_linear_extension(&run))
     }
-    runner(500).quickcheck(prop as fn(ClaimRun) -> TestResult);
+    check(500, prop as fn(ClaimRun) -> TestResult);
 }
 
 /// Production and the model return the same `check()` and `start()` for every graph (ghosts
@@ -1001,7 +1015,7 @@ fn model_and_production_agree_on_check_and_start() {
     fn prop(graph: Graph) -> TestResult {
         verdict(prop_agreement(&graph))
     }
-    runner(1000).quickcheck(prop as fn(Graph) -> TestResult);
+    check(1000, prop as fn(Graph) -> TestResult);
 }
 
 // ----------------------------------------------------------------------------------------

@@ -106,7 +106,7 @@ fn run_thread(
 }
 
 /// One round; panics with the checker's report (and the seed) on failure.
-fn round(seed: u64) {
+fn round(seed: u64) -> usize {
     let mut rng = fastrand::Rng::with_seed(seed);
     let capacity = 1 + rng.usize(..3);
     let s = Arc::new(TaskScheduler::<K>::new(capacity));
@@ -173,13 +173,19 @@ fn round(seed: u64) {
     if let Err(failure) = lin::check(&DagSpec::new(), &init, &history) {
         panic!("seed {seed} (LOCKSTEP_STRESS_SEED={seed} reruns its operations):\n{failure}");
     }
+    history.len() - 1 // the operations, without the final snapshot
 }
 
 #[test]
 fn four_threads_of_mixed_operations_linearize_to_the_model() {
     let rounds = env_number("LOCKSTEP_STRESS_ROUNDS").map_or(ROUNDS, |n| n as usize);
     let base = env_number("LOCKSTEP_STRESS_SEED").unwrap_or_else(|| fastrand::u64(..));
+    let mut ops = 0;
     for r in 0..rounds {
-        round(base.wrapping_add(r as u64));
+        ops += round(base.wrapping_add(r as u64));
     }
+    // The line `cargo xtask report` counts.
+    let thread = thread::current();
+    let test = thread.name().unwrap_or("?");
+    println!("lockstep-stats: rounds={rounds} ops={ops} test={test}");
 }

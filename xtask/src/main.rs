@@ -4,11 +4,14 @@
 //! * `cargo xtask zoo` — the bug zoo (SPEC Part C, `docs/bug-zoo.md`): builds the seeded
 //!   variants once per checker flavour, runs the suites against every seeded bug, and prints
 //!   which suites catch which bug, how fast, and how to replay the failure.
+//! * `cargo xtask report` — measures the suites and fuzz targets and writes the measurements
+//!   section of `docs/verification.md` (see `report.rs`).
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod report;
 mod zoo;
 
 #[derive(Debug, Parser)]
@@ -22,12 +25,15 @@ struct Cli {
 enum Task {
     /// Run the suites against every seeded bug of the bug zoo (docs/bug-zoo.md).
     Zoo(zoo::ZooArgs),
+    /// Measure the suites and write the measurements of docs/verification.md.
+    Report(report::ReportArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.task {
         Task::Zoo(args) => zoo::run(&args),
+        Task::Report(args) => report::run(&args),
     };
     match result {
         Ok(code) => code,
