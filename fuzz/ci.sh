@@ -23,7 +23,7 @@ command -v cargo-fuzz >/dev/null 2>&1 || step cargo install cargo-fuzz --locked
 
 # `schedules` needs the shuttle primitives: its committed corpus replays here, on stable.
 step env RUSTFLAGS="--cfg shuttle" CARGO_TARGET_DIR=target-shuttle \
-    cargo test --locked --release -p lockstep-fuzzing
+    cargo test --locked --release -p lockstep-fuzzing --lib --test corpus
 
 # -timeout: one input running longer than this is reported as a hang (a crash).
 run_args=(-max_total_time="$seconds" -timeout=20)

@@ -8,7 +8,8 @@
 //! `dag_ops`, `pool_ops` and `graph_files` replay in the plain build (`cargo test
 //! --workspace`); `schedules` needs the shuttle primitives and replays under
 //! `RUSTFLAGS="--cfg shuttle" CARGO_TARGET_DIR=target-shuttle cargo test --release -p
-//! lockstep-fuzzing` (the CI's fuzz stage runs it).
+//! lockstep-fuzzing --test corpus` (the CI's fuzz stage runs it; not the doctests, which
+//! rustdoc builds without the cfg).
 
 use std::path::{Path, PathBuf};
 
