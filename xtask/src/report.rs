@@ -522,10 +522,12 @@ fn explored(run: &SuiteRun) -> String {
     }
     let mut parts = Vec::new();
     for (k, (sum, lines)) in sums {
+        let plural =
+            |one: &str, many: &str| format!("{lines} {}, ", if lines == 1 { one } else { many });
         let who = match k {
-            "cases" => format!("{lines} properties, "),
-            "schedules" => format!("{lines} tests, "),
-            "executions" => format!("{lines} models, "),
+            "cases" => plural("property", "properties"),
+            "schedules" => plural("test", "tests"),
+            "executions" => plural("model", "models"),
             _ => String::new(),
         };
         let unit = match k {
