@@ -6,7 +6,7 @@
 //! a test closure under shuttle's random scheduler and its PCT scheduler (both at once, in a
 //! `PortfolioRunner`, when both are asked for). Every scheduler is wrapped so that the
 //! schedule of the execution in progress is recorded; when an execution fails, its schedule
-//! is written to a file:
+//! is written to a file (in a portfolio, the first scheduler's failure):
 //!
 //! ```text
 //! <target dir>/shuttle-failures/<suite>.<test>.<n>.schedule
@@ -227,16 +227,24 @@ where
         }
     }));
     if let Err(payload) = outcome {
-        // One schedule per scheduler that failed (in a portfolio, both may fail at once).
+        // In a portfolio both schedulers may fail. Only the first failure is kept: its
+        // execution ran to its end before it stopped the portfolio, whereas a later one may
+        // have been stopped while its panicking task was still unwinding (shuttle keeps
+        // scheduling then), leaving a schedule that does not replay ("schedule ended early").
         let recorded = std::mem::take(&mut *failed.lock().unwrap_or_else(|p| p.into_inner()));
-        if recorded.is_empty() {
-            eprintln!(
+        match recorded.first() {
+            Some(r) => persist(&settings.failure_dir, suite, test, r),
+            None => eprintln!(
                 "lockstep shuttle: {suite}::{test} failed, but no schedule was recorded \
                  (the failure happened outside an execution)"
-            );
+            ),
         }
-        for r in &recorded {
-            persist(&settings.failure_dir, suite, test, r);
+        for later in recorded.iter().skip(1) {
+            eprintln!(
+                "lockstep shuttle: the {} scheduler failed too; its schedule is not kept (it \
+                 may have been cut short when the first failure stopped the portfolio)",
+                later.scheduler
+            );
         }
         panic::resume_unwind(payload);
     }
@@ -311,7 +319,8 @@ struct Recorded {
 }
 
 /// A scheduler that records what it chose for the current execution; dropped while its
-/// runner unwinds from a failed execution, it hands that execution's schedule over.
+/// runner unwinds from a failed execution, it hands that execution's schedule over (in the
+/// order the runners fail: the first one's failure is what stops a portfolio).
 struct Recording<S> {
     inner: S,
     name: String,

@@ -522,7 +522,7 @@ fn steals_race_the_owner<D: DequeFamily>() {
 #[test]
 fn shuttle_steals_race_the_owner() {
     shuttle_check!(
-        Plan::both(10_000, 10_000, 3),
+        Plan::both(20_000, 20_000, 3),
         steals_race_the_owner::<Locked>
     );
 }

@@ -145,21 +145,25 @@ fn a_failing_random_schedule_is_written_and_replays_to_the_same_failure() {
 }
 
 #[test]
-fn a_failing_pct_schedule_in_a_portfolio_is_recorded_and_replays() {
+fn the_first_failure_of_a_portfolio_is_recorded_and_replays() {
     let dir = tempfile::tempdir().expect("tempdir");
-    // Both schedulers run at once and either (or both) may fail: each failing one writes its
-    // own file, named after it, and each file replays to the same failure.
-    let (files, message) = record_failures(dir.path(), "both", Plan::both(5000, 5000, 2));
-    assert!(matches!(files.len(), 1 | 2), "{files:?}");
-    for file in files {
-        let text = std::fs::read_to_string(&file).expect("readable");
+    // Both schedulers run at once and either (or both) may fail: the first failure's
+    // schedule is written, named after its scheduler, and replays to the same failure. (A
+    // second failure may have been stopped midway through its unwinding; it is not kept.)
+    // Repeated, because which scheduler fails first, and whether both do, varies.
+    for round in 0..10 {
+        let dir = dir.path().join(round.to_string());
+        let (files, message) = record_failures(&dir, "both", Plan::both(5000, 5000, 2));
+        assert_eq!(files.len(), 1, "{files:?}");
+        let file = &files[0];
+        let text = std::fs::read_to_string(file).expect("readable");
         assert!(
             text.contains("# scheduler: random\n") || text.contains("# scheduler: pct(depth 2)\n"),
             "{text}"
         );
         let replayed = panic_of(|| {
             check_with(
-                &settings(dir.path(), Some(file.clone())),
+                &settings(&dir, Some(file.clone())),
                 "shuttle_replay",
                 "both",
                 Plan::random(1),
