@@ -27,9 +27,13 @@ step env RUSTFLAGS="--cfg shuttle" CARGO_TARGET_DIR=target-shuttle \
 
 # -timeout: one input running longer than this is reported as a hang (a crash).
 run_args=(-max_total_time="$seconds" -timeout=20)
+# Every panic (the pool targets raise them on purpose) makes ASan garbage-collect its fake
+# stacks; without that check (stack use after return, which safe Rust cannot do) pool_ops
+# runs about 4-6 times faster and schedules 1.4 times.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_stack_use_after_return=0"
 
 step cargo +nightly fuzz build
-for target in dag_ops pool_ops; do
+for target in dag_ops pool_ops pool_threads; do
     step cargo +nightly fuzz run "$target" -- "${run_args[@]}"
 done
 step cargo +nightly fuzz run graph_files -- "${run_args[@]}" \

@@ -11,7 +11,8 @@
 //! | target | function | what it checks |
 //! |---|---|---|
 //! | `dag_ops` | [`dag::run`] | the production `TaskScheduler` against `SchedulerModel`, every return value and every observable after every operation |
-//! | `pool_ops` | [`pool::run`] | the pool's stepping core against `PoolModel` step by step, or the threaded pool for exactly-once execution and termination |
+//! | `pool_ops` | [`pool::run`] | the pool's stepping core against `PoolModel` step by step, then a drain to termination |
+//! | `pool_threads` | [`pool::run_threaded`] | the threaded pool: exactly-once execution, cancellation, refused roots, termination |
 //! | `graph_files` | [`graph::run`] | the TOML, DOT and `cargo metadata` readers never panic and give typed errors; what they read validates |
 //! | `schedules` | `schedules::run` (only under `--cfg shuttle`) | 2-3 threads on one scheduler, the interleaving chosen by the input bytes through a shuttle scheduler: claim-once, linearizability against the model, dependencies first, the limit, the final state |
 //!

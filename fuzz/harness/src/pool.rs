@@ -1,8 +1,12 @@
-//! `pool_ops`: arbitrary submit / spawn / panic / cancel / shutdown programs against the pool.
+//! `pool_ops` and `pool_threads`: arbitrary submit / spawn / panic / cancel / shutdown
+//! programs against the pool.
 //!
-//! An input is one of two cases (the first byte chooses, see [`decode`]):
+//! Two targets, because their costs differ a hundredfold (a stepped input runs in tens of
+//! microseconds, a threaded one starts threads: milliseconds) and because a threaded run's
+//! coverage is not deterministic, so in one target libFuzzer keeps finding "new" threaded
+//! inputs and spends most of its time on them:
 //!
-//! * **Stepped**: the pool's deterministic stepping core (`lockstep_pool::step::StepPool`, the
+//! * **`pool_ops`** ([`run`], stepped): the pool's deterministic stepping core (`lockstep_pool::step::StepPool`, the
 //!   same take/steal/run/exit functions the threaded workers call) against the sequential
 //!   model (`lockstep_models::pool::PoolModel`), one chosen step at a time: every returned
 //!   value is compared, then every observable (lifecycle, outstanding count, each worker's
@@ -10,7 +14,7 @@
 //!   it resolves). Steps the model forbids (a take by a worker that holds a task, ...) are
 //!   skipped. Afterwards the pool is shut down and drained step by step to `Terminated`, the
 //!   two sides still compared after every step, and every handle must have resolved.
-//! * **Threaded**: a real `lockstep_pool::Pool` (1-3 workers, steal batch 1-3) runs a list of
+//! * **`pool_threads`** ([`run_threaded`]): a real `lockstep_pool::Pool` (1-3 workers, steal batch 1-3) runs a list of
 //!   root programs (trees of children, each ending in a value or a panic), some cancelled
 //!   right after submission, with `shutdown()` at a chosen point; later roots must be
 //!   refused. After `await_termination_timeout` (a bounded wait: a pool that does not
@@ -109,90 +113,75 @@ pub struct RootSpec {
     pub cancel: bool,
 }
 
-/// A whole input, decoded by [`decode`].
-#[derive(Debug, Clone)]
-pub enum Input {
-    /// The stepping core against the model.
-    Stepped {
-        /// Workers: 1 + byte % 3.
-        workers: u8,
-        /// Steal batch limit: 1 + byte % 3.
-        batch: u8,
-        /// The steps.
-        steps: Vec<StepByte>,
-    },
-    /// The threaded pool.
-    Threaded {
-        /// Workers: 1 + byte % 3.
-        workers: u8,
-        /// Steal batch limit: 1 + byte % 3.
-        batch: u8,
-        /// `shutdown()` is called before root number `byte % (roots + 1)`.
-        shutdown_before: u8,
-        /// The roots, submitted in order from the calling thread.
-        roots: Vec<RootSpec>,
-    },
+/// A `pool_ops` input: the stepping core against the model.
+#[derive(Debug, Clone, Arbitrary)]
+pub struct SteppedInput {
+    /// Workers: 1 + byte % 3.
+    pub workers: u8,
+    /// Steal batch limit: 1 + byte % 3.
+    pub batch: u8,
+    /// The steps.
+    pub steps: Vec<StepByte>,
 }
 
-fn decode_input(mut u: Unstructured<'_>) -> arbitrary::Result<Input> {
-    let mode: u8 = u.arbitrary()?;
-    let workers = u.arbitrary()?;
-    let batch = u.arbitrary()?;
-    if mode % 8 == 7 {
-        let shutdown_before = u.arbitrary()?;
-        Ok(Input::Threaded {
-            workers,
-            batch,
-            shutdown_before,
-            roots: Vec::arbitrary_take_rest(u)?,
-        })
-    } else {
-        Ok(Input::Stepped {
-            workers,
-            batch,
-            steps: Vec::arbitrary_take_rest(u)?,
-        })
-    }
+/// A `pool_threads` input: the threaded pool.
+#[derive(Debug, Clone, Arbitrary)]
+pub struct ThreadedInput {
+    /// Workers: 1 + byte % 3.
+    pub workers: u8,
+    /// Steal batch limit: 1 + byte % 3.
+    pub batch: u8,
+    /// `shutdown()` is called before root number `byte % (roots + 1)`.
+    pub shutdown_before: u8,
+    /// The roots, submitted in order from the calling thread.
+    pub roots: Vec<RootSpec>,
 }
 
-/// Decodes `data`: byte 0 chooses the case (threaded when it is 7 modulo 8, so one input in
-/// eight: a threaded run costs a few thread starts, the stepped one microseconds), bytes 1
-/// and 2 the sizes, the rest the steps or roots. Inputs too short to say anything decode to
-/// an empty stepped run.
-pub fn decode(data: &[u8]) -> Input {
-    decode_input(Unstructured::new(data)).unwrap_or(Input::Stepped {
+/// Decodes a `pool_ops` input (bytes 0 and 1 the sizes, the rest the steps); inputs too
+/// short to say anything decode to an empty run.
+pub fn decode(data: &[u8]) -> SteppedInput {
+    SteppedInput::arbitrary_take_rest(Unstructured::new(data)).unwrap_or(SteppedInput {
         workers: 0,
         batch: 0,
         steps: Vec::new(),
     })
 }
 
-/// The `pool_ops` target: decodes `data` and runs the stepped or the threaded case, panicking
-/// at the first difference or broken rule.
+/// Decodes a `pool_threads` input (bytes 0-2 the sizes and the shutdown point, the rest the
+/// roots); inputs too short to say anything decode to no roots.
+pub fn decode_threaded(data: &[u8]) -> ThreadedInput {
+    ThreadedInput::arbitrary_take_rest(Unstructured::new(data)).unwrap_or(ThreadedInput {
+        workers: 0,
+        batch: 0,
+        shutdown_before: 0,
+        roots: Vec::new(),
+    })
+}
+
+/// The `pool_ops` target: the stepping core against the model, step by step, then the drain
+/// (see the module documentation). Panics at the first difference or broken rule.
 pub fn run(data: &[u8]) {
     quiet_generated_panics();
-    match decode(data) {
-        Input::Stepped {
-            workers,
-            batch,
-            steps,
-        } => stepped(
-            1 + usize::from(workers % 3),
-            1 + usize::from(batch % 3),
-            &steps,
-        ),
-        Input::Threaded {
-            workers,
-            batch,
-            shutdown_before,
-            roots,
-        } => threaded(
-            1 + usize::from(workers % 3),
-            1 + usize::from(batch % 3),
-            shutdown_before,
-            &roots,
-        ),
-    }
+    let input = decode(data);
+    stepped(
+        1 + usize::from(input.workers % 3),
+        1 + usize::from(input.batch % 3),
+        &input.steps,
+    );
+}
+
+/// The `pool_threads` target: the threaded pool runs the roots; exactly once, termination,
+/// results and metrics are checked (see the module documentation). Panics at the first
+/// broken rule, or if the pool does not terminate within [`TERMINATION_BOUND`].
+pub fn run_threaded(data: &[u8]) {
+    quiet_generated_panics();
+    let input = decode_threaded(data);
+    threaded(
+        1 + usize::from(input.workers % 3),
+        1 + usize::from(input.batch % 3),
+        input.shutdown_before,
+        &input.roots,
+    );
 }
 
 // ----------------------------------------------------------------------------------------
@@ -717,14 +706,11 @@ mod tests {
     }
 
     #[test]
-    fn the_first_byte_chooses_the_case() {
-        assert!(matches!(decode(&[7, 0, 0, 0]), Input::Threaded { .. }));
-        assert!(matches!(decode(&[15, 0, 0, 0]), Input::Threaded { .. }));
-        assert!(matches!(decode(&[0, 1, 2, 3]), Input::Stepped { .. }));
-        assert!(matches!(
-            decode(&[]),
-            Input::Stepped { ref steps, .. } if steps.is_empty()
-        ));
+    fn short_inputs_decode_to_empty_runs() {
+        assert!(decode(&[]).steps.is_empty());
+        assert!(decode_threaded(&[1, 2]).roots.is_empty());
+        run(&[]);
+        run_threaded(&[]);
     }
 
     #[test]

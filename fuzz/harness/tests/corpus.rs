@@ -5,7 +5,7 @@
 //! rest of a campaign's corpus stays local) and `regressions/<target>/*` (minimised crash inputs of bugs that were
 //! fixed; see `docs/fuzzing.md`). A file that panics here is a bug that is back.
 //!
-//! `dag_ops`, `pool_ops` and `graph_files` replay in the plain build (`cargo test
+//! `dag_ops`, `pool_ops`, `pool_threads` and `graph_files` replay in the plain build (`cargo test
 //! --workspace`); `schedules` needs the shuttle primitives and replays under
 //! `RUSTFLAGS="--cfg shuttle" CARGO_TARGET_DIR=target-shuttle cargo test --release -p
 //! lockstep-fuzzing --test corpus` (the CI's fuzz stage runs it; not the doctests, which
@@ -72,6 +72,12 @@ fn dag_ops_corpus_and_regressions_replay() {
 #[test]
 fn pool_ops_corpus_and_regressions_replay() {
     replay("pool_ops", lockstep_fuzzing::pool::run);
+}
+
+#[cfg(not(any(shuttle, loom)))]
+#[test]
+fn pool_threads_corpus_and_regressions_replay() {
+    replay("pool_threads", lockstep_fuzzing::pool::run_threaded);
 }
 
 #[cfg(not(any(shuttle, loom)))]
