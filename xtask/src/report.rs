@@ -17,7 +17,8 @@
 //!
 //! Fuzzing: every cargo-fuzz target (nightly, AddressSanitizer, as `fuzz/ci.sh`) runs for
 //! `--fuzz-seconds` seconds with `-print_final_stats=1`; the report takes libFuzzer's
-//! `stat::number_of_executed_units` and `stat::average_exec_per_sec`. New corpus entries go
+//! `stat::number_of_executed_units` and `stat::average_exec_per_sec` (with
+//! `ASAN_OPTIONS=detect_stack_use_after_return=0`, as `fuzz/ci.sh`). New corpus entries go
 //! to a temporary directory, so the committed corpora are read but never changed.
 //!
 //! The whole `.ci/run` time is not measured here (it takes most of an hour): `.ci/run` writes
@@ -204,7 +205,7 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
 }
 
 /// The workspace root: the parent of this crate's directory.
-fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     here.parent().unwrap_or(here).to_path_buf()
 }
@@ -380,6 +381,7 @@ type FuzzTarget = (
 const FUZZ_TARGETS: &[FuzzTarget] = &[
     ("dag_ops", None, None, "fuzz/corpus/dag_ops", None),
     ("pool_ops", None, None, "fuzz/corpus/pool_ops", None),
+    ("pool_threads", None, None, "fuzz/corpus/pool_threads", None),
     (
         "graph_files",
         None,
@@ -402,6 +404,13 @@ fn run_fuzz(root: &Path, seconds: u64) -> Result<Vec<FuzzRun>> {
         let mut c = Command::new("cargo");
         c.current_dir(root).env_remove("CARGO_TARGET_DIR");
         c.env_remove("RUSTFLAGS");
+        // As fuzz/ci.sh: every panic (the pool targets raise them on purpose) makes ASan
+        // garbage-collect its fake stacks; stack use after return cannot happen in safe Rust.
+        let asan = match std::env::var("ASAN_OPTIONS") {
+            Ok(o) if !o.is_empty() => format!("{o}:detect_stack_use_after_return=0"),
+            _ => "detect_stack_use_after_return=0".to_string(),
+        };
+        c.env("ASAN_OPTIONS", asan);
         if let Some(flags) = rustflags {
             c.env("RUSTFLAGS", flags);
         }
@@ -738,17 +747,30 @@ fn ci_times(root: &Path) -> String {
     s
 }
 
-/// `text` with the lines between the markers replaced by `section`.
+/// `text` with the lines between the measurement markers replaced by `section`.
 ///
 /// # Errors
 /// When either marker is missing or the end marker comes first.
 fn replace_section(text: &str, section: &str) -> Result<String> {
-    let Some(b) = text.find(BEGIN) else {
-        bail!("no {BEGIN} line");
+    replace_section_between(text, section, BEGIN, END)
+}
+
+/// `text` with the lines between the `begin` and `end` marker lines replaced by `section`.
+///
+/// # Errors
+/// When either marker is missing or the end marker comes first.
+pub(crate) fn replace_section_between(
+    text: &str,
+    section: &str,
+    begin: &str,
+    end: &str,
+) -> Result<String> {
+    let Some(b) = text.find(begin) else {
+        bail!("no {begin} line");
     };
-    let after_begin = b + BEGIN.len();
-    let Some(e) = text[after_begin..].find(END) else {
-        bail!("no {END} line after {BEGIN}");
+    let after_begin = b + begin.len();
+    let Some(e) = text[after_begin..].find(end) else {
+        bail!("no {end} line after {begin}");
     };
     let e = after_begin + e;
     let mut out = String::with_capacity(text.len() + section.len());
