@@ -27,6 +27,10 @@ pub struct Program {
     pub children: Vec<Program>,
     /// How the task ends.
     pub outcome: Outcome,
+    /// Submitted or spawned **detached** (`Pool::spawn_detached`,
+    /// `WorkerContext::spawn_detached`): nobody holds a handle, so it cannot be cancelled,
+    /// and its value or panic goes nowhere but the counters.
+    pub detached: bool,
 }
 
 /// How a task's function ends.
@@ -329,7 +333,8 @@ impl PoolModel {
         // SEMANTICS (B4): only unclaimed work can be cancelled; a claimed, finished or
         // already cancelled task answers false and nothing changes. The task keeps its
         // queue slot (see `claim`).
-        if task.phase == Phase::Queued {
+        // SEMANTICS: a detached task has no handle, so nobody can cancel it.
+        if task.phase == Phase::Queued && !task.program.detached {
             task.phase = Phase::Done(Err(TaskError::Cancelled));
             true
         } else {
@@ -420,6 +425,7 @@ mod tests {
         Program {
             children: vec![],
             outcome: Outcome::Return(v),
+            detached: false,
         }
     }
 
@@ -429,6 +435,7 @@ mod tests {
         let root = Program {
             children: vec![leaf(1), leaf(2), leaf(3)],
             outcome: Outcome::Panic("late".into()),
+            detached: false,
         };
         assert_eq!(m.submit(1, root), Ok(0));
         m.shutdown();

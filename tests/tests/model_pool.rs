@@ -46,13 +46,24 @@ fn program_strategy() -> impl Strategy<Value = Program> {
         4 => any::<u8>().prop_map(|v| Outcome::Return(u64::from(v))),
         1 => any::<u8>().prop_map(|v| Outcome::Panic(format!("{PANIC_PREFIX}{v}"))),
     ];
-    let leaf = outcome.clone().prop_map(|outcome| Program {
+    // One task in four is detached (no handle).
+    let detached = prop::bool::weighted(0.25);
+    let leaf = (outcome.clone(), detached).prop_map(|(outcome, detached)| Program {
         children: vec![],
         outcome,
+        detached,
     });
     leaf.prop_recursive(3, 12, 3, move |inner| {
-        (prop::collection::vec(inner, 0..4), outcome.clone())
-            .prop_map(|(children, outcome)| Program { children, outcome })
+        (
+            prop::collection::vec(inner, 0..4),
+            outcome.clone(),
+            detached,
+        )
+            .prop_map(|(children, outcome, detached)| Program {
+                children,
+                outcome,
+                detached,
+            })
     })
 }
 
@@ -148,21 +159,29 @@ fn apply_to_model(m: &mut PoolModel, step: &Step) -> Answer {
     }
 }
 
-/// Child handles, as the running closures hand them over.
-type Registry = Arc<Mutex<Vec<JoinHandle<u64>>>>;
+/// Child handles (`None` for a detached child), as the running closures hand them over.
+type Registry = Arc<Mutex<Vec<Option<JoinHandle<u64>>>>>;
 
-/// The production closure for a program: spawn each child (recording its handle), then
-/// return or panic.
+/// The production closure for a program: spawn each child (recording its handle, or `None`
+/// for a detached child), then return or panic.
 fn task_for(
     program: Program,
     registry: Registry,
 ) -> impl FnOnce(&WorkerContext<'_>) -> u64 + Send + 'static {
     move |ctx| {
         for child in program.children {
+            if child.detached {
+                let f = task_for(child, Arc::clone(&registry));
+                ctx.spawn_detached(move |ctx| {
+                    f(ctx);
+                });
+                registry.lock().expect("registry").push(None);
+                continue;
+            }
             let h = ctx
                 .spawn(task_for(child, Arc::clone(&registry)))
                 .expect("a running task can always spawn");
-            registry.lock().expect("registry").push(h);
+            registry.lock().expect("registry").push(Some(h));
         }
         match program.outcome {
             Outcome::Return(v) => v,
@@ -175,8 +194,10 @@ struct Sut {
     pool: StepPool,
     /// The model as this side sees it, to know each step's expected answer.
     model: PoolModel,
-    /// Handles by task number; `None` once joined.
+    /// Handles by task number; `None` once joined, and for detached tasks.
     handles: Vec<Option<JoinHandle<u64>>>,
+    /// By task number: submitted or spawned detached (no handle ever).
+    detached: Vec<bool>,
     registry: Registry,
     /// Children spawned by the step being applied, in order.
     last_children: Vec<u64>,
@@ -187,14 +208,13 @@ impl Sut {
         self.last_children.clear();
         let new: Vec<_> = self.registry.lock().expect("registry").drain(..).collect();
         for h in new {
-            let TaskId(no) = h.id();
-            assert_eq!(
-                no as usize,
-                self.handles.len(),
-                "children are numbered in order"
-            );
+            let no = self.handles.len() as u64;
+            if let Some(h) = &h {
+                assert_eq!(h.id(), TaskId(no), "children are numbered in order");
+            }
             self.last_children.push(no);
-            self.handles.push(Some(h));
+            self.detached.push(h.is_none());
+            self.handles.push(h);
         }
     }
 
@@ -206,6 +226,18 @@ impl Sut {
             StepFound::Retry => panic!("the locked deque never asks for a retry"),
         };
         match step {
+            Step::Submit { worker, program } if program.detached => {
+                let f = task_for(program.clone(), Arc::clone(&self.registry));
+                let r = self.pool.submit_detached_to(*worker, move |ctx| {
+                    f(ctx);
+                });
+                Answer::Submitted(r.map(|TaskId(no)| {
+                    assert_eq!(no as usize, self.handles.len());
+                    self.handles.push(None);
+                    self.detached.push(true);
+                    no
+                }))
+            }
             Step::Submit { worker, program } => {
                 let r = self.pool.submit_to(
                     *worker,
@@ -215,6 +247,7 @@ impl Sut {
                     let TaskId(no) = h.id();
                     assert_eq!(no as usize, self.handles.len());
                     self.handles.push(Some(h));
+                    self.detached.push(false);
                     no
                 }))
             }
@@ -282,6 +315,11 @@ impl Sut {
             "every task has a handle"
         );
         for (no, slot) in self.handles.iter_mut().enumerate() {
+            if self.detached[no] {
+                // No handle: what it did shows only in the counters compared above.
+                assert!(slot.is_none(), "task {no} is detached");
+                continue;
+            }
             let want = m.result(no as u64);
             let Some(h) = slot else {
                 assert!(want.is_some(), "task {no} was joined, so it is finished");
@@ -307,6 +345,7 @@ impl StateMachineTest for PoolMachine {
                 .expect("sizes from the model are valid"),
             model: model.clone(),
             handles: Vec::new(),
+            detached: Vec::new(),
             registry: Arc::new(Mutex::new(Vec::new())),
             last_children: Vec::new(),
         }
@@ -435,10 +474,12 @@ fn pool_matches_model_on_a_scripted_drain() {
     let leaf = |v| Program {
         children: vec![],
         outcome: Outcome::Return(v),
+        detached: false,
     };
     let parent = Program {
         children: vec![leaf(1), leaf(2), leaf(3), leaf(4)],
         outcome: Outcome::Panic(format!("{PANIC_PREFIX}parent")),
+        detached: false,
     };
     let model = PoolModel::new(
         NonZeroUsize::new(2).expect("2"),

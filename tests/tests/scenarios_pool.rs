@@ -5,7 +5,9 @@
 
 #![cfg(not(any(loom, shuttle)))]
 
-use lockstep_pool::{JoinHandle, Pool, PoolBuilder, PoolError, PoolState, TaskError};
+use lockstep_pool::{
+    JoinHandle, Pool, PoolBuilder, PoolError, PoolState, TaskError, WorkerContext,
+};
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::SeqCst};
@@ -696,4 +698,90 @@ fn a_chain_of_a_million_children_runs_without_deep_stacks() {
     pool.await_termination();
     assert_eq!(ran.load(SeqCst), LINKS as usize);
     assert_eq!(pool.metrics().total().tasks_run, u64::from(LINKS));
+}
+
+/// A binary tree of detached tasks: leaves `lo..hi` each bump their counter.
+fn detached_tree(ctx: &WorkerContext<'_>, lo: usize, hi: usize, c: Arc<Vec<AtomicU32>>) {
+    if hi - lo == 1 {
+        c[lo].fetch_add(1, SeqCst);
+        return;
+    }
+    let mid = lo + (hi - lo) / 2;
+    let c2 = Arc::clone(&c);
+    ctx.spawn_detached(move |ctx| detached_tree(ctx, mid, hi, c2));
+    detached_tree(ctx, lo, mid, c);
+}
+
+#[test]
+fn detached_tree_runs_every_leaf_once_and_termination_waits_for_it() {
+    const LEAVES: usize = if cfg!(miri) { 64 } else { 1 << 14 };
+    let pool = Pool::new(3).expect("pool");
+    let c = counters(LEAVES);
+    let c2 = Arc::clone(&c);
+    pool.spawn_detached(move |ctx| detached_tree(ctx, 0, LEAVES, c2))
+        .expect("accepting");
+    // Shut down at once: the tree is spawned during the drain, and termination must wait
+    // for every detached descendant (they count in `outstanding` like any task).
+    pool.shutdown();
+    pool.await_termination();
+    assert_each_exactly_once(&c);
+    let m = pool.metrics();
+    // LEAVES - 1 inner spawns plus the root; each tree node that spawns runs as one task.
+    assert_eq!(m.children_spawned, LEAVES as u64 - 1);
+    assert_eq!(m.roots_accepted, 1);
+    assert_eq!(m.total().tasks_run, LEAVES as u64);
+    assert_eq!(m.total().panics, 0);
+    assert_eq!(pool.outstanding(), 0);
+}
+
+#[test]
+fn detached_panics_are_counted_and_workers_go_on() {
+    const N: u32 = if cfg!(miri) { 12 } else { 300 };
+    let pool = Pool::new(2).expect("pool");
+    let ran = Arc::new(AtomicU32::new(0));
+    for i in 0..N {
+        let r = Arc::clone(&ran);
+        pool.spawn_detached(move |ctx| {
+            // A detached child of a detached root, spawned before the root panics.
+            let r2 = Arc::clone(&r);
+            ctx.spawn_detached(move |_| {
+                r2.fetch_add(1, SeqCst);
+                if i % 3 == 0 {
+                    panic!("detached child {i}");
+                }
+            });
+            r.fetch_add(1, SeqCst);
+            if i % 4 == 0 {
+                std::panic::panic_any(format!("detached root {i}"));
+            }
+        })
+        .expect("accepting");
+    }
+    // A handled task after all of them still runs: the workers survived every panic.
+    let after = pool.submit(|_| 5).expect("accepting");
+    assert_eq!(after.join(), Ok(5));
+    pool.shutdown();
+    pool.await_termination();
+    assert_eq!(ran.load(SeqCst), 2 * N, "every root and child ran once");
+    let m = pool.metrics().total();
+    let panics = (0..N).filter(|i| i % 3 == 0).count() + (0..N).filter(|i| i % 4 == 0).count();
+    assert_eq!(m.panics, panics as u64, "each panic counted once");
+    assert_eq!(m.tasks_run, 2 * u64::from(N) + 1);
+}
+
+#[test]
+fn spawn_detached_is_refused_after_shutdown_and_after_termination() {
+    let pool = Pool::new(1).expect("pool");
+    let ran = Arc::new(AtomicBool::new(false));
+    let r = Arc::clone(&ran);
+    pool.shutdown();
+    assert_eq!(
+        pool.spawn_detached(move |_| r.store(true, SeqCst)),
+        Err(PoolError::ShutDown)
+    );
+    pool.await_termination();
+    assert_eq!(pool.spawn_detached(|_| ()), Err(PoolError::Terminated));
+    assert!(!ran.load(SeqCst), "a refused task never runs");
+    let m = pool.metrics();
+    assert_eq!((m.roots_accepted, m.roots_rejected), (0, 2));
 }

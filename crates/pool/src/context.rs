@@ -1,6 +1,6 @@
 //! What a running task sees of its worker: its index and the right to spawn children.
 
-use crate::handle::{JoinHandle, Task, TaskId, new_task};
+use crate::handle::{JoinHandle, Task, TaskId, new_detached, new_task};
 use lockstep_contract::PoolError;
 use std::fmt;
 
@@ -81,6 +81,58 @@ impl<'a> WorkerContext<'a> {
         let (task, handle) = new_task(id, f);
         self.sink.push_child(task);
         Ok(handle)
+    }
+
+    /// Spawns a **detached** child onto the bottom of this worker's own deque: no
+    /// [`JoinHandle`], no result cell, nothing to cancel. It is the cheap spawn for code that
+    /// does its own bookkeeping (the graph executor pushes a task's ready successors this
+    /// way). O(1) amortised; one allocation (the boxed closure) per task.
+    ///
+    /// Like [`WorkerContext::spawn`]: the child is counted as outstanding before it is pushed
+    /// (so [`Pool::shutdown`](crate::Pool::shutdown) plus
+    /// [`Pool::await_termination`](crate::Pool::await_termination) wait for it and for
+    /// everything it spawns), it is accepted while the pool drains, it may be stolen by any
+    /// worker, and the function receives the context of whichever worker runs it, so it can
+    /// spawn further children onto that worker's deque. A panic in `f` is caught, counted in
+    /// [`WorkerMetrics::panics`](crate::WorkerMetrics::panics) of the worker that ran it, and
+    /// otherwise dropped: the worker goes on. Code that needs to know about a failure must
+    /// catch it itself.
+    ///
+    /// Never fails: a context exists only while its task runs, so the pool cannot have
+    /// terminated.
+    ///
+    /// ```
+    /// use lockstep_pool::Pool;
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    ///
+    /// // A binary tree of detached tasks, 2^10 leaves, counted by the leaves themselves.
+    /// fn tree(ctx: &lockstep_pool::WorkerContext<'_>, depth: u32, leaves: Arc<AtomicU64>) {
+    ///     if depth == 0 {
+    ///         leaves.fetch_add(1, Ordering::Relaxed);
+    ///         return;
+    ///     }
+    ///     let l = Arc::clone(&leaves);
+    ///     ctx.spawn_detached(move |ctx| tree(ctx, depth - 1, l));
+    ///     tree(ctx, depth - 1, leaves);
+    /// }
+    ///
+    /// let pool = Pool::new(2)?;
+    /// let leaves = Arc::new(AtomicU64::new(0));
+    /// let l = Arc::clone(&leaves);
+    /// pool.spawn_detached(move |ctx| tree(ctx, 10, l))?;
+    /// pool.shutdown();
+    /// pool.await_termination(); // waits for every detached descendant
+    /// assert_eq!(leaves.load(Ordering::Relaxed), 1 << 10);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn spawn_detached<F>(&self, f: F)
+    where
+        F: FnOnce(&WorkerContext<'_>) + Send + 'static,
+    {
+        // B3.register-before-decrement, as in `spawn`.
+        let id = self.sink.register_child();
+        self.sink.push_child(new_detached(id, f));
     }
 }
 

@@ -3,7 +3,7 @@
 //! deterministic stepping core are made of.
 
 use crate::context::{ChildSink, WorkerContext};
-use crate::handle::{JoinHandle, Task, TaskId, new_task};
+use crate::handle::{JoinHandle, Task, TaskId, new_detached, new_task};
 use crate::metrics::{PoolCounters, PoolMetrics, WorkerCounters, bump};
 use crate::sleep::Sleep;
 use lockstep_contract::{PoolError, PoolState};
@@ -163,17 +163,35 @@ impl<D: DequeFamily> Shared<D> {
         F: FnOnce(&WorkerContext<'_>) -> T + Send + 'static,
         T: Send + 'static,
     {
+        self.accept_root(target, |id| new_task(id, f))
+    }
+
+    /// Accepts a detached root task (no handle) into worker `target`'s inbox; returns its id.
+    pub(crate) fn submit_detached<F>(&self, target: usize, f: F) -> Result<TaskId, PoolError>
+    where
+        F: FnOnce(&WorkerContext<'_>) + Send + 'static,
+    {
+        self.accept_root(target, |id| (new_detached(id, f), id))
+    }
+
+    /// Counts a root (or refuses it), numbers it, builds it with `make`, queues it in
+    /// `target`'s inbox and wakes a sleeper.
+    fn accept_root<R>(
+        &self,
+        target: usize,
+        make: impl FnOnce(TaskId) -> (Task, R),
+    ) -> Result<R, PoolError> {
         if let Err(e) = self.lifecycle.register_root() {
             bump(&self.pool_counters.roots_rejected);
             return Err(e);
         }
         let id = TaskId(self.next_id.fetch_add(1, SeqCst));
-        let (task, handle) = new_task(id, f);
+        let (task, out) = make(id);
         self.inboxes[target].lock().push_back(task);
         bump(&self.pool_counters.roots_accepted);
         // After the push: a worker that read the epoch before this bump will see it moved.
         self.sleep.new_work();
-        Ok(handle)
+        Ok(out)
     }
 
     /// A lightly loaded worker for a root task: the less loaded of two chosen at random

@@ -318,6 +318,54 @@ where
     }
 }
 
+/// A detached task: a function and its id, no result cell and no handle. Boxed as a
+/// [`Task`], it is the one allocation a detached spawn costs.
+struct Detached<F> {
+    id: TaskId,
+    f: F,
+}
+
+impl<F> Runnable for Detached<F>
+where
+    F: FnOnce(&WorkerContext<'_>) + Send + 'static,
+{
+    fn id(&self) -> TaskId {
+        self.id
+    }
+
+    /// Nobody holds a handle that could cancel it: a detached task is always claimed.
+    fn claim(&self) -> bool {
+        true
+    }
+
+    fn run(self: Box<Self>, ctx: &WorkerContext<'_>) -> bool {
+        let f = self.f;
+        // User code runs here, with no Lockstep lock held. A panic is caught and only
+        // counted (there is no handle to store it in).
+        // SEEDED BUG (panic_escapes): the function is called without catch_unwind.
+        if lockstep_sync::seeded_bug!("panic_escapes") {
+            f(ctx);
+            return false;
+        }
+        match catch_unwind(AssertUnwindSafe(|| f(ctx))) {
+            Ok(()) => false,
+            Err(payload) => {
+                // A payload whose own Drop panics must not escape the worker either.
+                let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+                true
+            }
+        }
+    }
+}
+
+/// Builds a queued detached task (one allocation: the box).
+pub(crate) fn new_detached<F>(id: TaskId, f: F) -> Task
+where
+    F: FnOnce(&WorkerContext<'_>) + Send + 'static,
+{
+    Box::new(Detached { id, f })
+}
+
 /// Builds a queued task and its handle.
 pub(crate) fn new_task<F, T>(id: TaskId, f: F) -> (Task, JoinHandle<T>)
 where

@@ -121,9 +121,17 @@
 //! has no blocking compensation yet (SPEC B4 asks for a blocking pool or counted
 //! compensation; it is planned).
 //!
+//! # Detached tasks
+//!
+//! [`Pool::spawn_detached`] and [`WorkerContext::spawn_detached`] queue a task with no
+//! [`JoinHandle`]: one allocation (the boxed closure), no result cell. It is counted in
+//! `outstanding` like every task (so termination waits for it), cannot be cancelled, and a
+//! panic in it is caught and counted in [`WorkerMetrics::panics`]. This is the spawn the graph
+//! executor uses: a finishing task pushes its ready successors onto its own worker's deque.
+//!
 //! # Costs
-//! `submit` O(1) (two queue-length reads, one push); `spawn` O(1) amortised; a steal
-//! attempt O(batch); space O(tasks + workers).
+//! `submit` O(1) (two queue-length reads, one push); `spawn` and `spawn_detached` O(1)
+//! amortised; a steal attempt O(batch); space O(tasks + workers).
 //!
 //! # Checkers
 //! Every primitive comes from `lockstep_sync`, so the pool builds under `--cfg loom` (keep it
@@ -311,6 +319,45 @@ impl<D: DequeFamily> Pool<D> {
     {
         let target = self.shared.choose_target();
         self.shared.submit_root(target, f)
+    }
+
+    /// Submits a **detached** root task: no [`JoinHandle`], no result cell, nothing to
+    /// cancel; one allocation (the boxed closure). It is placed, counted and woken for like
+    /// [`Pool::submit`], and is the entry point of code that keeps its own books (the graph
+    /// executor submits its source tasks this way and has them spawn their successors with
+    /// [`WorkerContext::spawn_detached`]). [`Pool::await_termination`] after
+    /// [`Pool::shutdown`] waits for it and every child it spawns. A panic in `f` is caught
+    /// and counted in [`WorkerMetrics::panics`]; the worker goes on. O(1).
+    ///
+    /// # Errors
+    /// As [`Pool::submit`]: [`PoolError::ShutDown`] after [`Pool::shutdown`],
+    /// [`PoolError::Terminated`] once the pool has terminated; the task is dropped unrun.
+    ///
+    /// ```
+    /// use lockstep_pool::{Pool, PoolError};
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    ///
+    /// let pool = Pool::new(2)?;
+    /// let ran = Arc::new(AtomicUsize::new(0));
+    /// for _ in 0..100 {
+    ///     let r = Arc::clone(&ran);
+    ///     pool.spawn_detached(move |_| {
+    ///         r.fetch_add(1, Ordering::Relaxed);
+    ///     })?;
+    /// }
+    /// pool.shutdown();
+    /// assert_eq!(pool.spawn_detached(|_| ()), Err(PoolError::ShutDown));
+    /// pool.await_termination();
+    /// assert_eq!(ran.load(Ordering::Relaxed), 100);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn spawn_detached<F>(&self, f: F) -> Result<(), PoolError>
+    where
+        F: FnOnce(&WorkerContext<'_>) + Send + 'static,
+    {
+        let target = self.shared.choose_target();
+        self.shared.submit_detached(target, f).map(|_| ())
     }
 
     /// Stops accepting root tasks and lets the pool drain: queued tasks run, running tasks

@@ -90,6 +90,22 @@ impl<D: DequeFamily> StepPool<D> {
         self.shared.submit_root(worker, f)
     }
 
+    /// Submits a detached root task (no handle) into worker `worker`'s inbox, as
+    /// `Pool::spawn_detached` does after choosing the worker; returns its id.
+    ///
+    /// # Errors
+    /// As [`StepPool::submit_to`].
+    ///
+    /// # Panics
+    /// If `worker` is out of range.
+    pub fn submit_detached_to<F>(&self, worker: usize, f: F) -> Result<TaskId, PoolError>
+    where
+        F: FnOnce(&WorkerContext<'_>) + Send + 'static,
+    {
+        assert!(worker < self.locals.len(), "no worker {worker}");
+        self.shared.submit_detached(worker, f)
+    }
+
     fn check_idle(&self, worker: usize) {
         assert!(worker < self.locals.len(), "no worker {worker}");
         assert!(!self.exited[worker], "worker {worker} has exited");

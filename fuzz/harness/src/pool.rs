@@ -75,6 +75,7 @@ fn decode_program(u: &mut Unstructured<'_>, depth: usize) -> arbitrary::Result<P
     Ok(Program {
         children: kids,
         outcome,
+        detached: false,
     })
 }
 
@@ -702,6 +703,7 @@ mod tests {
         Program {
             children: vec![],
             outcome: Outcome::Return(v),
+            detached: false,
         }
     }
 
@@ -731,6 +733,7 @@ mod tests {
         let panicking = Program {
             children: vec![leaf(1), leaf(2)],
             outcome: Outcome::Panic(format!("{GENERATED_PANIC_PREFIX}x")),
+            detached: false,
         };
         let roots = vec![
             RootSpec {
