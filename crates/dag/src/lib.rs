@@ -105,6 +105,7 @@
 
 mod claim;
 mod core;
+pub mod executor;
 mod graph;
 
 use std::fmt;

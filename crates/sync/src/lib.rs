@@ -45,7 +45,7 @@ use std as imp;
 /// Atomic types and fences from the selected implementation.
 pub mod atomic {
     pub use super::imp::sync::atomic::{
-        AtomicBool, AtomicIsize, AtomicU64, AtomicUsize, Ordering, fence,
+        AtomicBool, AtomicIsize, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
     };
 }
 
@@ -279,6 +279,11 @@ pub const BUGS: &[(&str, &str)] = &[
     (
         "claim_two_sections",
         "scheduler: ready() reads the free slots in one critical section and claims in another",
+    ),
+    // The graph executor (`lockstep_dag::executor`).
+    (
+        "executor_double_push",
+        "executor: a dependent is released when its count reaches one instead of zero, before its last dependency settled",
     ),
     // The pool and its deque (SPEC Part B).
     (

@@ -212,6 +212,7 @@ pub const PLANS: &[BugPlan] = &[
     plan("stale_edges", Part::Scheduler, "unit_dag"),
     plan("double_release", Part::Scheduler, "unit_dag"),
     plan("claim_two_sections", Part::Scheduler, "shuttle_dag"),
+    plan("executor_double_push", Part::Scheduler, "unit_dag"),
     plan("global_queue", Part::Pool, "unit_pool"),
     plan("check_then_pop", Part::Pool, "loom_pool"),
     plan("exit_when_empty", Part::Pool, "model_pool"),

@@ -1,0 +1,418 @@
+//! Unit tests of the frozen graph and the executor on a real pool. The history checks here
+//! are the executor's own rules; `tests/tests/model_executor.rs` compares with the model.
+
+use super::*;
+use lockstep_contract::{Cycle, MissingDependency};
+use std::sync::Arc as StdArc;
+use std::sync::atomic::{AtomicUsize as StdAtomicUsize, Ordering::SeqCst};
+
+type Spec = &'static [(&'static str, &'static [&'static str])];
+
+fn frozen(spec: Spec) -> StdArc<FrozenGraph<&'static str>> {
+    StdArc::new(
+        FrozenGraph::new(spec.iter().map(|(id, deps)| (*id, deps.iter().copied())))
+            .expect("valid graph"),
+    )
+}
+
+/// Checks the executor's own rules on a recorded history: each task decided once; a task
+/// starts only after every dependency finished succeeded; finished ones match the outcome;
+/// skipped ones are blocked or cancelled and a blocked one has a lost dependency.
+fn check_history(out: &RunOutcome<&'static str>) {
+    let g = out.graph();
+    let h = out.history().expect("recorded");
+    let n = g.len();
+    let mut decided = vec![0u32; n];
+    let mut finished: Vec<Option<TaskState>> = vec![None; n];
+    let mut started = vec![false; n];
+    for e in h {
+        match *e {
+            ExecEvent::Start { task, .. } => {
+                decided[task as usize] += 1;
+                started[task as usize] = true;
+                for &d in g.dependencies(task) {
+                    assert_eq!(
+                        finished[d as usize],
+                        Some(TaskState::Succeeded),
+                        "{} started before {} succeeded",
+                        g.id(task),
+                        g.id(d)
+                    );
+                }
+            }
+            ExecEvent::Finish { task, state, .. } => {
+                assert!(started[task as usize]);
+                finished[task as usize] = Some(state);
+            }
+            ExecEvent::Skip { task, state, .. } => {
+                decided[task as usize] += 1;
+                for &d in g.dependencies(task) {
+                    assert!(
+                        finished[d as usize].is_some(),
+                        "{} skipped before {} settled",
+                        g.id(task),
+                        g.id(d)
+                    );
+                }
+                if state == TaskState::Blocked {
+                    assert!(
+                        g.dependencies(task)
+                            .iter()
+                            .any(|&d| finished[d as usize] != Some(TaskState::Succeeded))
+                    );
+                }
+                finished[task as usize] = Some(state);
+            }
+        }
+    }
+    assert!(
+        decided.iter().all(|&c| c == 1),
+        "every task decided exactly once: {decided:?}"
+    );
+    for t in 0..n as u32 {
+        assert_eq!(finished[t as usize], Some(out.state(t)));
+    }
+}
+
+fn run_recorded(
+    spec: Spec,
+    workers: usize,
+    cancel: &[&'static str],
+    fail: &'static [&'static str],
+) -> RunOutcome<&'static str> {
+    let pool = Pool::new(workers).expect("pool");
+    let run = GraphRun::record_history(frozen(spec), move |ctx| {
+        if fail.contains(ctx.id()) {
+            Err(format!("{} failed", ctx.id()))
+        } else {
+            Ok(())
+        }
+    });
+    for c in cancel {
+        assert_eq!(run.cancel(c), Ok(RunCancel::Cancelled));
+    }
+    run.start(&pool).expect("start");
+    let out = run.wait();
+    check_history(&out);
+    out
+}
+
+const DIAMOND: Spec = &[("a", &[]), ("b", &["a"]), ("c", &["a"]), ("d", &["b", "c"])];
+
+#[test]
+fn builds_csr_in_input_order_with_forward_references() {
+    let g = frozen(&[("d", &["b", "c"]), ("b", &["a"]), ("c", &["a"]), ("a", &[])]);
+    assert_eq!(g.ids(), &["d", "b", "c", "a"]);
+    assert_eq!(g.dependencies(0), &[1, 2]);
+    assert_eq!(g.dependents(3), &[1, 2]);
+    assert_eq!(g.dependents(0), &[] as &[u32]);
+    assert_eq!(g.roots(), &[3]);
+    assert_eq!(g.edge_count(), 4);
+    assert_eq!(g.index_of(&"c"), Some(2));
+    assert_eq!(g.index_of(&"zz"), None);
+}
+
+#[test]
+fn build_errors_are_typed_and_ordered() {
+    let e = FrozenGraph::new([("a", vec![]), ("a", vec![])]).unwrap_err();
+    assert_eq!(e, GraphError::DuplicateTask { id: "a" });
+    let e =
+        FrozenGraph::new([("a", vec!["b", "c", "b"]), ("b", vec![]), ("c", vec![])]).unwrap_err();
+    assert_eq!(
+        e,
+        GraphError::DuplicateDependency {
+            task: "a",
+            dependency: "b"
+        }
+    );
+    let e = FrozenGraph::new([("a", vec!["x"]), ("b", vec!["y", "a", "x"])]).unwrap_err();
+    assert_eq!(
+        e,
+        GraphError::UnknownDependency {
+            missing: vec![
+                MissingDependency {
+                    task: "a",
+                    dependency: "x"
+                },
+                MissingDependency {
+                    task: "b",
+                    dependency: "y"
+                },
+                MissingDependency {
+                    task: "b",
+                    dependency: "x"
+                },
+            ]
+        }
+    );
+    // Unknown dependencies are reported before cycles.
+    let e = FrozenGraph::new([("a", vec!["a"]), ("b", vec!["q"])]).unwrap_err();
+    assert!(matches!(e, GraphError::UnknownDependency { .. }));
+    // Cycles in the scheduler's canonical form: self-loop, then a two-cycle.
+    let e = FrozenGraph::new([
+        ("s", vec!["s"]),
+        ("x", vec!["y"]),
+        ("y", vec!["x"]),
+        ("z", vec!["x"]),
+    ])
+    .unwrap_err();
+    assert_eq!(
+        e,
+        GraphError::Cycles {
+            cycles: vec![
+                Cycle {
+                    path: vec!["s", "s"]
+                },
+                Cycle {
+                    path: vec!["x", "y", "x"]
+                }
+            ]
+        }
+    );
+}
+
+#[test]
+fn cycles_match_the_schedulers_report() {
+    let tasks: Vec<(u32, Vec<u32>)> = vec![
+        (0, vec![3, 1]),
+        (1, vec![2]),
+        (2, vec![1]),
+        (3, vec![4]),
+        (4, vec![3]),
+        (5, vec![0]),
+    ];
+    let s: crate::TaskScheduler<u32> = crate::TaskScheduler::new(1);
+    for (id, deps) in &tasks {
+        s.submit(*id, deps.iter().copied(), ()).expect("submit");
+    }
+    let Err(GraphError::Cycles { cycles }) = FrozenGraph::new(tasks) else {
+        panic!("expected cycles");
+    };
+    assert_eq!(cycles, s.check().cycles);
+}
+
+#[test]
+fn empty_graph_finishes_at_once() {
+    let pool = Pool::new(1).expect("pool");
+    let g = StdArc::new(FrozenGraph::<u32>::new(Vec::<(u32, Vec<u32>)>::new()).expect("empty"));
+    let out = execute(g, &pool, |_| Ok(())).expect("run");
+    assert!(out.is_empty() && out.all_succeeded());
+}
+
+#[test]
+fn diamond_runs_each_task_once_after_its_dependencies() {
+    for workers in 1..=3 {
+        let out = run_recorded(DIAMOND, workers, &[], &[]);
+        assert!(out.all_succeeded());
+        assert_eq!(out.counts().succeeded, 4);
+    }
+}
+
+#[test]
+fn a_failure_blocks_every_descendant_with_its_cause_and_branches_go_on() {
+    // a -> b -> d, a -> c; e independent; f needs d and e.
+    let spec: Spec = &[
+        ("a", &[]),
+        ("b", &["a"]),
+        ("c", &["a"]),
+        ("d", &["b"]),
+        ("e", &[]),
+        ("f", &["d", "e"]),
+    ];
+    let out = run_recorded(spec, 2, &[], &["b"]);
+    let states: Vec<TaskState> = (0..6).map(|t| out.state(t)).collect();
+    use TaskState::*;
+    assert_eq!(
+        states,
+        [Succeeded, Failed, Succeeded, Blocked, Succeeded, Blocked]
+    );
+    for t in [3, 5] {
+        assert_eq!(
+            out.blocked_by(t),
+            Some(BlockCause {
+                task: "b",
+                generation: Generation::FIRST,
+                state: Failed
+            })
+        );
+    }
+    assert_eq!(out.error(1), Some("b failed"));
+    assert_eq!(out.status(1).error.as_deref(), Some("b failed"));
+}
+
+#[test]
+fn the_cause_is_the_first_lost_dependency_in_list_order() {
+    // d lists c before b; both fail: whichever failed first in time, c is the cause.
+    let spec: Spec = &[
+        ("a", &[]),
+        ("b", &["a"]),
+        ("c", &["a"]),
+        ("d", &["c", "b"]),
+        ("e", &["d"]),
+    ];
+    for _ in 0..20 {
+        let out = run_recorded(spec, 2, &[], &["b", "c"]);
+        assert_eq!(out.cause_index(3), Some(2));
+        assert_eq!(
+            out.cause_index(4),
+            Some(2),
+            "inherited through a blocked task"
+        );
+    }
+}
+
+#[test]
+fn cancel_before_start_cancels_and_blocks_descendants() {
+    let out = run_recorded(DIAMOND, 2, &["b"], &[]);
+    assert_eq!(out.state(1), TaskState::Cancelled);
+    assert_eq!(out.cancelled_by(1), Some(CancelReason::User));
+    assert_eq!(out.state(2), TaskState::Succeeded);
+    assert_eq!(
+        out.blocked_by(3),
+        Some(BlockCause {
+            task: "b",
+            generation: Generation::FIRST,
+            state: TaskState::Cancelled
+        })
+    );
+}
+
+#[test]
+fn cancel_outcomes_running_and_terminal() {
+    let pool = Pool::new(1).expect("pool");
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let go_rx = std::sync::Mutex::new(go_rx);
+    let run = GraphRun::new(frozen(&[("a", &[]), ("b", &["a"])]), move |ctx| {
+        if *ctx.id() == "a" {
+            tx.send(()).expect("send");
+            go_rx.lock().expect("lock").recv().expect("go");
+            assert!(ctx.is_cancel_requested());
+        }
+        Ok(())
+    });
+    assert_eq!(run.cancel(&"zz"), Err(ExecError::UnknownTask { id: "zz" }));
+    run.start(&pool).expect("start");
+    assert_eq!(run.start(&pool), Err(ExecError::AlreadyStarted));
+    rx.recv().expect("a runs");
+    assert_eq!(run.cancel(&"a"), Ok(RunCancel::Requested));
+    assert_eq!(run.cancel(&"a"), Ok(RunCancel::Requested));
+    go_tx.send(()).expect("go");
+    let out = run.wait();
+    assert_eq!(
+        out.state(0),
+        TaskState::Succeeded,
+        "a request never stops a task by force"
+    );
+    assert_eq!(out.state(1), TaskState::Succeeded);
+    assert_eq!(
+        run.cancel(&"a"),
+        Ok(RunCancel::AlreadyTerminal(TaskState::Succeeded))
+    );
+}
+
+#[test]
+fn close_cancels_what_has_not_started() {
+    let pool = Pool::new(1).expect("pool");
+    let run = GraphRun::record_history(
+        frozen(&[("a", &[]), ("b", &["a"]), ("c", &[]), ("d", &["c"])]),
+        |ctx| {
+            if *ctx.id() == "a" {
+                ctx.close_run();
+                assert!(ctx.is_cancel_requested());
+            }
+            Ok(())
+        },
+    );
+    run.start(&pool).expect("start");
+    let out = run.wait();
+    check_history(&out);
+    assert_eq!(out.state(0), TaskState::Succeeded);
+    for t in 1..4 {
+        assert_eq!(out.state(t), TaskState::Cancelled);
+        assert_eq!(out.cancelled_by(t), Some(CancelReason::Closed));
+    }
+}
+
+#[test]
+fn panics_are_failures_and_the_pool_goes_on() {
+    let pool = Pool::new(2).expect("pool");
+    let out = execute(frozen(DIAMOND), &pool, |ctx| {
+        if *ctx.id() == "c" {
+            panic!("boom");
+        }
+        Ok(())
+    })
+    .expect("run");
+    assert_eq!(out.state(2), TaskState::Failed);
+    assert_eq!(out.error(2), Some("panicked: boom"));
+    assert_eq!(out.state(3), TaskState::Blocked);
+    // The same pool runs another graph.
+    assert!(
+        execute(frozen(DIAMOND), &pool, |_| Ok(()))
+            .expect("run")
+            .all_succeeded()
+    );
+}
+
+#[test]
+fn a_shut_down_pool_refuses_and_the_run_can_start_elsewhere() {
+    let pool = Pool::new(1).expect("pool");
+    pool.shutdown();
+    let run = GraphRun::new(frozen(DIAMOND), |_| Ok(()));
+    assert!(matches!(run.start(&pool), Err(ExecError::Pool(_))));
+    let other = Pool::new(1).expect("pool");
+    run.start(&other).expect("start");
+    assert!(run.wait().all_succeeded());
+}
+
+#[test]
+fn at_most_worker_count_tasks_run_at_once() {
+    let n = 64u32;
+    let tasks: Vec<(u32, Vec<u32>)> = (0..n)
+        .map(|i| (i, if i < 8 { vec![] } else { vec![i % 8] }))
+        .collect();
+    let g = StdArc::new(FrozenGraph::new(tasks).expect("valid"));
+    let running = StdArc::new(StdAtomicUsize::new(0));
+    let peak = StdArc::new(StdAtomicUsize::new(0));
+    let pool = Pool::new(3).expect("pool");
+    let (r, p) = (StdArc::clone(&running), StdArc::clone(&peak));
+    let out = execute(g, &pool, move |_| {
+        let now = r.fetch_add(1, SeqCst) + 1;
+        p.fetch_max(now, SeqCst);
+        std::thread::yield_now();
+        r.fetch_sub(1, SeqCst);
+        Ok(())
+    })
+    .expect("run");
+    assert!(out.all_succeeded());
+    assert!(peak.load(SeqCst) <= 3, "peak {}", peak.load(SeqCst));
+}
+
+#[test]
+fn million_task_chain_runs_without_deep_stacks_and_its_root_failure_blocks_all() {
+    let n = 1_000_000u32;
+    let g = StdArc::new(FrozenGraph::new((0..n).map(|i| (i, i.checked_sub(1)))).expect("chain"));
+    let pool = Pool::new(2).expect("pool");
+    let ran = StdArc::new(StdAtomicUsize::new(0));
+    let r = StdArc::clone(&ran);
+    let out = execute(StdArc::clone(&g), &pool, move |ctx| {
+        // Each task sees its predecessor's run (the count's release/acquire).
+        let before = r.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(before, ctx.index() as usize);
+        Ok(())
+    })
+    .expect("run");
+    assert!(out.all_succeeded());
+    let out = execute(g, &pool, |ctx| {
+        if ctx.index() == 0 {
+            Err("root".into())
+        } else {
+            Ok(())
+        }
+    })
+    .expect("run");
+    let c = out.counts();
+    assert_eq!((c.failed, c.blocked), (1, n as usize - 1));
+    assert_eq!(out.cause_index(n - 1), Some(0));
+}
