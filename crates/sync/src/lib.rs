@@ -314,6 +314,11 @@ pub const BUGS: &[(&str, &str)] = &[
         "sleep_polling",
         "pool: an idle worker polls with a timed wait instead of the epoch/sleepers protocol",
     ),
+    // The durable scheduler (issue 5).
+    (
+        "durable_unfenced_complete",
+        "durable: complete/fail/renew check the generation but not the lease owner and epoch, so a worker whose lease expired overwrites the newer attempt",
+    ),
 ];
 
 /// True when `name` is listed in [`BUGS`]. A `const fn`, so that [`seeded_bug!`] can refuse

@@ -12,6 +12,8 @@ pub enum Part {
     Scheduler,
     /// `crates/pool` and `crates/deque` (SPEC Part B).
     Pool,
+    /// `crates/durable` (the durable scheduler, SPEC A6/A8, issue 5).
+    Durable,
 }
 
 impl fmt::Display for Part {
@@ -19,6 +21,7 @@ impl fmt::Display for Part {
         f.write_str(match self {
             Part::Scheduler => "scheduler",
             Part::Pool => "pool",
+            Part::Durable => "durable",
         })
     }
 }
@@ -121,6 +124,13 @@ pub const SUITES: &[Suite] = &[
         part: Part::Scheduler,
     },
     Suite {
+        name: "unit_durable",
+        flavour: Flavour::Normal,
+        package: "lockstep-durable",
+        binary: Binary::Lib("lockstep_durable"),
+        part: Part::Durable,
+    },
+    Suite {
         name: "model_pool",
         flavour: Flavour::Normal,
         package: "lockstep-tests",
@@ -220,6 +230,7 @@ pub const PLANS: &[BugPlan] = &[
     plan("parent_decrement_first", Part::Pool, "model_pool"),
     plan("single_victim", Part::Pool, "unit_pool"),
     plan("sleep_polling", Part::Pool, "shuttle_pool"),
+    plan("durable_unfenced_complete", Part::Durable, "unit_durable"),
 ];
 
 const fn plan(name: &'static str, part: Part, first_try: &'static str) -> BugPlan {
@@ -282,7 +293,7 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), SUITES.len());
-        for part in [Part::Scheduler, Part::Pool] {
+        for part in [Part::Scheduler, Part::Pool, Part::Durable] {
             assert!(SUITES.iter().any(|s| s.part == part));
         }
     }

@@ -87,6 +87,7 @@ pub fn tables(
     for (part, title) in [
         (Part::Scheduler, "Scheduler bugs × suites"),
         (Part::Pool, "Pool bugs × suites"),
+        (Part::Durable, "Durable scheduler bugs × suites"),
     ] {
         let rows: Vec<&BugResult> = results.iter().filter(|r| r.plan.part == part).collect();
         if rows.is_empty() {

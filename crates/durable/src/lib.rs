@@ -1,0 +1,792 @@
+//! The dependency-aware scheduler's contract on a database (SPEC A6, A8 "many worker
+//! processes"; issue 5).
+//!
+//! The in-memory [`lockstep_dag::TaskScheduler`] forgets everything when its process dies.
+//! This crate keeps the **same contract** (states, generations, conflicts, blocking with
+//! cause, cycles as concrete paths, the concurrency limit, close: `docs/semantics.md` Part A)
+//! in a database, so that a scheduler can be restarted on the same store and resume exactly
+//! where it stopped, and so that several worker processes can share one graph.
+//!
+//! * [`Store`]: the backend interface. Each operation of the contract is one method, and each
+//!   method is **one database transaction**.
+//! * [`SqliteStore`]: the embedded default, one file (SQLite bundled with the crate, WAL).
+//! * The PostgreSQL store implements the same trait (engineer `pg`, behind the `postgres`
+//!   feature).
+//!
+//! # Leases and fencing tokens
+//!
+//! A claim moves a version from ready to running and records a **lease**: the owner (a
+//! [`LeaseOwner`], e.g. `host:pid`), the generation, an expiry time and an **epoch**: the
+//! store's claim counter (the n-th version claimed in the store's life gets epoch n), so every
+//! claim has its own number. `(id, generation, owner, epoch)` is the **fencing token**
+//! ([`FencingToken`]); `complete`, `fail` and `renew` must present it. A worker whose lease
+//! expired and whose version was claimed again presents an old epoch and is refused with
+//! [`DurableError::Fenced`]: it cannot overwrite the newer attempt, and it releases nothing.
+//!
+//! # At-least-once, never exactly-once
+//!
+//! **A task's function can run more than once.** When a lease expires (its worker died, hung,
+//! was partitioned away, or merely forgot to [`Store::renew`] in time), the version becomes
+//! claimable again and another worker runs the same `(id, generation)` again. The store
+//! guarantees that only one attempt's `complete`/`fail` counts, and that dependents are
+//! released at most once per version; it cannot undo the side effects of the other attempts.
+//! Task functions must therefore be **idempotent**, keyed by `(id, generation)`.
+//!
+//! # Time
+//!
+//! The store never reads a clock. Every operation that needs time takes `now`, a [`Millis`]
+//! value from the caller ([`Clock`]: [`SystemClock`] for real use, [`ManualClock`] for tests).
+//! The store keeps the largest `now` it has been given (its **high-water clock**) and uses
+//! `max(now, high-water)`: a clock that jumps backwards is treated as standing still until it
+//! catches up, so leases never "un-expire" and the concurrency limit is never exceeded because
+//! of it. A clock that jumps forwards expires leases early: their versions are claimed again
+//! (more at-least-once duplicates), and the fence still refuses the older attempts. With many
+//! machines, the fastest clock sets the pace: keep clocks synchronised (NTP).
+//!
+//! # Example
+//!
+//! ```
+//! use lockstep_durable::{
+//!     CallbackOutcome, Effect, LeaseOwner, Millis, NewTask, SqliteStore, Store, TaskState,
+//! };
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("run.lockstep");
+//! let mut store = SqliteStore::create(&path, 2).unwrap();
+//! let results = store
+//!     .submit(&[NewTask::without_deps("fetch"), NewTask::new("build", ["fetch"])])
+//!     .unwrap();
+//! assert!(results.iter().all(Result::is_ok));
+//!
+//! let me = LeaseOwner::new("worker-1").unwrap();
+//! let leases = store.claim(&me, Millis(1_000), Millis(30_000), 10).unwrap();
+//! assert_eq!(leases.len(), 1);
+//! assert_eq!(leases[0].id, "fetch");
+//! assert_eq!(leases[0].expiry, Millis(31_000));
+//! drop(store);
+//!
+//! // A restarted process resumes on the same file.
+//! let mut store = SqliteStore::open(&path).unwrap();
+//! let out = store.complete(&leases[0].token(), Millis(2_000)).unwrap();
+//! assert_eq!(out, CallbackOutcome::Applied(Effect { ready: 1, blocked: 0 }));
+//! assert_eq!(store.status("build").unwrap().unwrap().state, TaskState::Ready);
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod graph;
+mod sqlite;
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub use lockstep_contract::{
+    BlockCause, CallbackOutcome, CancelOutcome, CancelReason, CloseReport, Cycle, Effect,
+    Generation, GraphReport, MissingDependency, SchedulerError, TaskState, TaskStatus,
+};
+pub use lockstep_dag::StateCounts;
+
+pub use crate::graph::canonical_report;
+pub use crate::sqlite::{SqliteOptions, SqliteStore};
+
+/// The schema version this build writes and understands. A store whose recorded version is
+/// larger was written by a newer Lockstep and is refused with [`DurableError::NewerSchema`]
+/// (nothing in it is touched).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The magic value recorded in every store (`lockstep_meta.application_id`; on SQLite also
+/// `PRAGMA application_id`): the ASCII bytes `LKST`. A database without it is not ours.
+pub const APPLICATION_ID: i32 = 0x4C4B_5354;
+
+/// The longest task id or owner accepted, in bytes.
+pub const MAX_ID_BYTES: usize = 4096;
+
+/// The largest payload accepted, in bytes (64 MiB).
+pub const MAX_PAYLOAD_BYTES: usize = 64 << 20;
+
+/// The largest time value a store keeps: `i64::MAX` milliseconds (databases store signed
+/// 64-bit integers). Larger values are clamped to it, in the stores and in the model alike.
+pub const MAX_MILLIS: u64 = i64::MAX as u64;
+
+/// A point in time or a duration, in milliseconds. As a point, milliseconds since the Unix
+/// epoch for [`SystemClock`], or any origin a test chooses for [`ManualClock`]: the store only
+/// compares and adds these values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Millis(pub u64);
+
+impl Millis {
+    /// `self + d`, saturating at [`MAX_MILLIS`].
+    #[must_use]
+    pub fn plus(self, d: Millis) -> Millis {
+        Millis(self.0.saturating_add(d.0).min(MAX_MILLIS))
+    }
+
+    /// `self` clamped to [`MAX_MILLIS`].
+    #[must_use]
+    pub fn clamped(self) -> Millis {
+        Millis(self.0.min(MAX_MILLIS))
+    }
+}
+
+impl From<Duration> for Millis {
+    /// Whole milliseconds, saturating at [`MAX_MILLIS`].
+    fn from(d: Duration) -> Millis {
+        Millis(
+            u64::try_from(d.as_millis())
+                .unwrap_or(u64::MAX)
+                .min(MAX_MILLIS),
+        )
+    }
+}
+
+impl fmt::Display for Millis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}ms", self.0)
+    }
+}
+
+/// Where `now` comes from. The store never reads a clock itself.
+pub trait Clock {
+    /// The current time.
+    fn now(&self) -> Millis;
+}
+
+/// The wall clock: milliseconds since the Unix epoch (0 if the system clock is before it).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Millis {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(Millis::from)
+            .unwrap_or_default()
+    }
+}
+
+/// A clock that moves only when told to (tests): [`ManualClock::set`] can also move it
+/// backwards, to show what a jumping clock does.
+#[derive(Debug, Default)]
+pub struct ManualClock(AtomicU64);
+
+impl ManualClock {
+    /// A clock standing at `t`.
+    pub fn new(t: Millis) -> Self {
+        ManualClock(AtomicU64::new(t.0))
+    }
+
+    /// Moves the clock to `t` (forwards or backwards).
+    pub fn set(&self, t: Millis) {
+        self.0.store(t.0, Ordering::SeqCst);
+    }
+
+    /// Moves the clock forward by `d` (saturating).
+    pub fn advance(&self, d: Millis) {
+        let _ = self
+            .0
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| {
+                Some(t.saturating_add(d.0))
+            });
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Millis {
+        Millis(self.0.load(Ordering::SeqCst))
+    }
+}
+
+/// Who holds a lease: any non-empty text without NUL bytes, at most [`MAX_ID_BYTES`] bytes
+/// (e.g. `"host-3:4711"`). Two workers must not share an owner name while both are alive.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LeaseOwner(String);
+
+impl LeaseOwner {
+    /// Validates `name`.
+    ///
+    /// # Errors
+    /// [`DurableError::InvalidInput`] if `name` is empty, longer than [`MAX_ID_BYTES`] bytes or
+    /// contains a NUL byte.
+    pub fn new(name: impl Into<String>) -> Result<Self, DurableError> {
+        let name = name.into();
+        check_text("lease owner", &name)?;
+        if name.is_empty() {
+            return Err(DurableError::InvalidInput {
+                what: "lease owner is empty".into(),
+            });
+        }
+        Ok(LeaseOwner(name))
+    }
+
+    /// The owner's name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for LeaseOwner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What a worker presents with `complete`, `fail` and `renew`: the version and the claim it
+/// holds. The store accepts it only if `(generation, owner, epoch)` is the current version's
+/// latest claim.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FencingToken {
+    /// The task id.
+    pub id: String,
+    /// The claimed generation.
+    pub generation: Generation,
+    /// The lease owner named in the claim.
+    pub owner: LeaseOwner,
+    /// The claim's epoch (unique per claim in a store, increasing).
+    pub epoch: u64,
+}
+
+/// One claimed version, as returned by [`Store::claim`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The task id.
+    pub id: String,
+    /// The claimed generation.
+    pub generation: Generation,
+    /// Who holds the lease.
+    pub owner: LeaseOwner,
+    /// The store's claim counter at this claim: the n-th claim of the store's life has epoch n
+    /// (within one `claim` call, in ascending submission order). Part of the fencing token.
+    pub epoch: u64,
+    /// The lease ends at this time (`now + lease`, with `now` the store's high-water clock);
+    /// from then on the version can be claimed again.
+    pub expiry: Millis,
+    /// How many times this version has been claimed, this claim included (1 on the first
+    /// claim; more after expired leases).
+    pub attempt: u32,
+    /// `cancel` was called while the version was running: the function should stop early.
+    pub cancel_requested: bool,
+    /// The payload given at submission.
+    pub payload: Vec<u8>,
+}
+
+impl Lease {
+    /// The fencing token to present with `complete`, `fail` and `renew`.
+    pub fn token(&self) -> FencingToken {
+        FencingToken {
+            id: self.id.clone(),
+            generation: self.generation,
+            owner: self.owner.clone(),
+            epoch: self.epoch,
+        }
+    }
+}
+
+/// The answer to an accepted [`Store::renew`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Renewal {
+    /// The new expiry (`now + lease`, with `now` the store's high-water clock).
+    pub expiry: Millis,
+    /// `cancel` was called for this version meanwhile: the function should stop early.
+    pub cancel_requested: bool,
+}
+
+/// The current lease of a running version, as seen by [`Store::lease`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LeaseInfo {
+    /// The generation the lease is for (always the current one).
+    pub generation: Generation,
+    /// Who holds (or last held) it.
+    pub owner: LeaseOwner,
+    /// Its epoch.
+    pub epoch: u64,
+    /// When it ends (or ended).
+    pub expiry: Millis,
+    /// How many times the version has been claimed.
+    pub attempt: u32,
+}
+
+/// One task version to submit: an id, the ids it depends on ("id depends on dep"), and an
+/// opaque payload handed back with every claim (serialise your job description into it).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NewTask {
+    /// The task id.
+    pub id: String,
+    /// The ids it needs, in order (no duplicates).
+    pub deps: Vec<String>,
+    /// Opaque bytes, at most [`MAX_PAYLOAD_BYTES`].
+    pub payload: Vec<u8>,
+}
+
+impl NewTask {
+    /// A task with an empty payload.
+    pub fn new<I, S>(id: impl Into<String>, deps: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        NewTask {
+            id: id.into(),
+            deps: deps.into_iter().map(Into::into).collect(),
+            payload: Vec::new(),
+        }
+    }
+
+    /// A task with no dependencies and an empty payload.
+    pub fn without_deps(id: impl Into<String>) -> Self {
+        NewTask {
+            id: id.into(),
+            deps: Vec::new(),
+            payload: Vec::new(),
+        }
+    }
+
+    /// The same task with `payload`.
+    #[must_use]
+    pub fn with_payload(mut self, payload: impl Into<Vec<u8>>) -> Self {
+        self.payload = payload.into();
+        self
+    }
+}
+
+/// Every way a durable operation can be refused. **A refused operation changes nothing** in
+/// the store (its transaction is rolled back), whatever the variant.
+///
+/// The first group mirrors [`SchedulerError`] (the contract's own refusals); the second is
+/// about leases; the third about the store itself.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurableError {
+    /// The id was never submitted.
+    #[error("unknown task {id}")]
+    UnknownTask {
+        /// The id given.
+        id: String,
+    },
+    /// A dependency list names the same id twice.
+    #[error("task {task} lists dependency {dependency} more than once")]
+    DuplicateDependency {
+        /// The task being submitted.
+        task: String,
+        /// The first repeated dependency.
+        dependency: String,
+    },
+    /// Dependencies on ids never submitted (at start, or at submission after start).
+    #[error("unknown dependencies: {}", join(missing))]
+    UnknownDependency {
+        /// Every (task, missing dependency) pair, by task submission order then list order.
+        missing: Vec<MissingDependency<String>>,
+    },
+    /// The graph has cycles; one concrete cycle per strongly connected component.
+    #[error("dependency cycles: {}", join(cycles))]
+    Cycles {
+        /// The cycles, in the canonical order of `docs/semantics.md`.
+        cycles: Vec<Cycle<String>>,
+    },
+    /// A running version can never be replaced (SPEC A2), even when its lease has expired.
+    #[error("task {id} {generation} is running and cannot be replaced")]
+    Running {
+        /// The task.
+        id: String,
+        /// Its running generation.
+        generation: Generation,
+    },
+    /// After scheduling started only new versions of known ids may be submitted.
+    #[error("task {id} is new, but scheduling has started")]
+    NewTaskAfterStart {
+        /// The new id.
+        id: String,
+    },
+    /// A callback named a generation other than the current one.
+    #[error("task {id}: callback for {given}, but the current version is {current}")]
+    StaleGeneration {
+        /// The task.
+        id: String,
+        /// The generation given.
+        given: Generation,
+        /// The current generation.
+        current: Generation,
+    },
+    /// The callback does not fit the version's state (e.g. `complete` of a pending version,
+    /// `fail` after `complete`, `renew` of a settled version).
+    #[error("task {id} {generation} is {state}; the operation does not apply")]
+    Conflict {
+        /// The task.
+        id: String,
+        /// The generation.
+        generation: Generation,
+        /// Its state, unchanged.
+        state: TaskState,
+    },
+    /// The store is closed: no submissions, no claims.
+    #[error("the scheduler is closed")]
+    Closed,
+
+    /// The fencing token is not the version's latest claim: the version was claimed again
+    /// after this worker's lease expired (or the token was never issued). Nothing changes; the
+    /// newer attempt decides the version's outcome.
+    #[error(
+        "task {id} {generation}: fenced: token ({owner}, epoch {epoch}) but the latest claim is ({current_owner}, epoch {current_epoch})"
+    )]
+    Fenced {
+        /// The task.
+        id: String,
+        /// The generation.
+        generation: Generation,
+        /// The owner presented.
+        owner: String,
+        /// The epoch presented.
+        epoch: u64,
+        /// The owner of the latest claim.
+        current_owner: String,
+        /// The epoch of the latest claim.
+        current_epoch: u64,
+    },
+    /// `renew` of a lease whose expiry has passed: another worker may already run (or soon
+    /// claim) the version. The lease is not extended; the worker may still `complete` or
+    /// `fail` while no other claim happened (the fence decides).
+    #[error("task {id} {generation}: the lease expired at {expiry} (now {now})")]
+    LeaseExpired {
+        /// The task.
+        id: String,
+        /// The generation.
+        generation: Generation,
+        /// When the lease ended.
+        expiry: Millis,
+        /// The store's clock at the call.
+        now: Millis,
+    },
+
+    /// An id, owner, payload or option is malformed (empty owner, NUL byte, too long, ...).
+    #[error("invalid input: {what}")]
+    InvalidInput {
+        /// What was wrong.
+        what: String,
+    },
+    /// The store was written by a newer Lockstep (schema `found` > `supported`); nothing in it
+    /// was read or changed. Upgrade Lockstep.
+    #[error("the store has schema version {found}; this Lockstep supports up to {supported}")]
+    NewerSchema {
+        /// The version recorded in the store.
+        found: u32,
+        /// [`SCHEMA_VERSION`].
+        supported: u32,
+    },
+    /// The file or database is not a Lockstep store (not a database at all, another
+    /// application's database, or a store with damaged metadata). Nothing was changed.
+    #[error("{location} is not a Lockstep store: {reason}")]
+    NotALockstepStore {
+        /// The path or URL.
+        location: String,
+        /// What was found instead.
+        reason: String,
+    },
+    /// `create` on a location that already holds a store (or other data).
+    #[error("{location} already exists and is not empty; open it instead")]
+    AlreadyExists {
+        /// The path or URL.
+        location: String,
+    },
+    /// The database cannot be reached: it refuses connections, the file cannot be opened, or
+    /// the connection was lost. The operation's transaction did not commit (a lost connection
+    /// mid-commit is reported the same way; re-read with `status` to see which).
+    #[error("the store is unavailable: {reason}")]
+    Unavailable {
+        /// The underlying error.
+        reason: String,
+    },
+    /// The database stayed locked by another connection for longer than the busy timeout.
+    /// Nothing changed; retry.
+    #[error("the store is busy (locked by another connection): {reason}")]
+    Busy {
+        /// The underlying error.
+        reason: String,
+    },
+    /// Any other database error (I/O error, full disk, corruption). Nothing was committed.
+    #[error("database error: {reason}")]
+    Database {
+        /// The underlying error.
+        reason: String,
+    },
+}
+
+impl From<SchedulerError<String>> for DurableError {
+    fn from(e: SchedulerError<String>) -> Self {
+        match e {
+            SchedulerError::UnknownTask { id } => DurableError::UnknownTask { id },
+            SchedulerError::DuplicateDependency { task, dependency } => {
+                DurableError::DuplicateDependency { task, dependency }
+            }
+            SchedulerError::UnknownDependency { missing } => {
+                DurableError::UnknownDependency { missing }
+            }
+            SchedulerError::Cycles { cycles } => DurableError::Cycles { cycles },
+            SchedulerError::Running { id, generation } => DurableError::Running { id, generation },
+            SchedulerError::NewTaskAfterStart { id } => DurableError::NewTaskAfterStart { id },
+            SchedulerError::StaleGeneration { id, given, current } => {
+                DurableError::StaleGeneration { id, given, current }
+            }
+            SchedulerError::Conflict {
+                id,
+                generation,
+                state,
+            } => DurableError::Conflict {
+                id,
+                generation,
+                state,
+            },
+            SchedulerError::Closed => DurableError::Closed,
+        }
+    }
+}
+
+fn join<T: fmt::Display>(items: &[T]) -> String {
+    items
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn check_text(what: &str, s: &str) -> Result<(), DurableError> {
+    if s.len() > MAX_ID_BYTES {
+        return Err(DurableError::InvalidInput {
+            what: format!("{what} is {} bytes long (at most {MAX_ID_BYTES})", s.len()),
+        });
+    }
+    if s.contains('\0') {
+        return Err(DurableError::InvalidInput {
+            what: format!("{what} {s:?} contains a NUL byte"),
+        });
+    }
+    Ok(())
+}
+
+/// The checks every store makes on a [`NewTask`] before looking at any task row (shared so
+/// that all stores refuse the same input the same way). In order: the id and each dependency
+/// are at most [`MAX_ID_BYTES`] bytes without NUL, and the payload is at most
+/// [`MAX_PAYLOAD_BYTES`] ([`DurableError::InvalidInput`]); the store is not `closed`
+/// ([`DurableError::Closed`]); no dependency is named twice
+/// ([`DurableError::DuplicateDependency`], the first element that repeats an earlier one).
+/// O(deps).
+///
+/// # Errors
+/// As listed.
+pub fn validate_new_task(task: &NewTask, closed: bool) -> Result<(), DurableError> {
+    check_text("task id", &task.id)?;
+    for d in &task.deps {
+        check_text("dependency id", d)?;
+    }
+    if task.payload.len() > MAX_PAYLOAD_BYTES {
+        return Err(DurableError::InvalidInput {
+            what: format!(
+                "payload of task {} is {} bytes (at most {MAX_PAYLOAD_BYTES})",
+                task.id,
+                task.payload.len()
+            ),
+        });
+    }
+    if closed {
+        return Err(DurableError::Closed);
+    }
+    let mut seen = std::collections::HashSet::new();
+    if let Some(d) = task.deps.iter().find(|d| !seen.insert(d.as_str())) {
+        return Err(DurableError::DuplicateDependency {
+            task: task.id.clone(),
+            dependency: d.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// The backend interface of the durable scheduler: the contract of `docs/semantics.md` Part A
+/// plus leases. Every method is **one database transaction**: it commits entirely or not at
+/// all, and a method that returns `Err` has changed nothing in the store. Errors of the store
+/// itself ([`DurableError::Unavailable`], [`DurableError::Busy`], [`DurableError::Database`])
+/// can come from every method and are not repeated below.
+///
+/// Semantics are those of the sequential model `lockstep_models::durable::DurableModel`
+/// (which wraps `lockstep_models::dag::SchedulerModel`); `tests/tests/model_durable.rs` runs
+/// the same random operation sequences against every store and the model and compares every
+/// answer and every status. Differences from the in-memory scheduler, all about leases:
+///
+/// * a running version holds a **lease**; only versions with an **unexpired** lease
+///   (`expiry > now`) use a concurrency slot;
+/// * a running version whose lease has expired is claimable again (same generation, new
+///   epoch, `attempt + 1`), beside the ready ones, in submission order;
+/// * `complete`/`fail` must present the latest claim's [`FencingToken`];
+/// * time is the store's high-water clock: `now = max(now given, largest now seen)`.
+///
+/// Methods take `&mut self`: one store value is one connection. Open one store per thread or
+/// process; they coordinate through the database.
+pub trait Store {
+    /// Submits versions, in order, in one transaction; returns one result per task. Each task
+    /// is judged exactly as `submit(id, deps)` of the model, after the earlier tasks of the
+    /// same batch were applied: a refused task changes nothing and does not stop the others.
+    ///
+    /// Per-task errors, checked in this order: [`DurableError::InvalidInput`] (see
+    /// [`validate_new_task`]); [`DurableError::Closed`]; [`DurableError::DuplicateDependency`];
+    /// [`DurableError::Running`] (current version running, whatever its lease); after start:
+    /// [`DurableError::NewTaskAfterStart`], [`DurableError::UnknownDependency`],
+    /// [`DurableError::Cycles`] (cycles the new edges would close, canonical form).
+    ///
+    /// Accepted: generation 1 for a new id, else current + 1; the next submission sequence;
+    /// the old version's edges and lease are removed; the dependency snapshot decides
+    /// pending/ready/blocked, and a version born blocked blocks the pending versions waiting
+    /// on its id, with its root cause.
+    ///
+    /// # Errors
+    /// The outer `Err` only for store errors; then nothing was submitted.
+    fn submit(
+        &mut self,
+        tasks: &[NewTask],
+    ) -> Result<Vec<Result<Generation, DurableError>>, DurableError>;
+
+    /// Starts scheduling: validates every current version (unknown dependencies first, then
+    /// cycles). Idempotent once started; allowed after close.
+    ///
+    /// # Errors
+    /// [`DurableError::UnknownDependency`] (every missing pair) or [`DurableError::Cycles`];
+    /// the store stays in building.
+    fn start(&mut self) -> Result<(), DurableError>;
+
+    /// What `start` would find, without starting (both lists). Read-only.
+    ///
+    /// # Errors
+    /// Store errors only.
+    fn check(&mut self) -> Result<GraphReport<String>, DurableError>;
+
+    /// Claims up to `max` versions for `owner` in one transaction and returns their leases, in
+    /// ascending submission order. With `t = max(now, high-water clock)` (recorded as the new
+    /// high-water): the candidates are the ready versions and the running versions whose lease
+    /// expired (`expiry <= t`); free slots are `max_concurrency - (running versions with
+    /// expiry > t)` (saturating); it claims `min(max, free, candidates)` of them, the lowest
+    /// submission sequences first. Each claimed version becomes (or stays) running with lease
+    /// `(owner, generation, epoch = next claim number, expiry = t + lease, attempt + 1)`.
+    /// Before start, it starts first (and returns its errors). `max == 0` claims nothing but
+    /// still starts.
+    ///
+    /// # Errors
+    /// [`DurableError::Closed`] after close (checked first); the errors of [`Store::start`].
+    fn claim(
+        &mut self,
+        owner: &LeaseOwner,
+        now: Millis,
+        lease: Millis,
+        max: usize,
+    ) -> Result<Vec<Lease>, DurableError>;
+
+    /// Reports that the claim `token` finished successfully. Checked in this order:
+    /// unknown id -> [`DurableError::UnknownTask`]; generation not current ->
+    /// [`DurableError::StaleGeneration`]; the version was claimed and `(owner, epoch)` is not
+    /// its latest claim -> [`DurableError::Fenced`]; then as the model: running ->
+    /// `Applied(effect)` (succeeded, waiters released once, those left waiting on nothing
+    /// become ready); succeeded -> `Duplicate(Succeeded)`; any other state ->
+    /// [`DurableError::Conflict`]. An **expired** lease does not refuse the completion: while
+    /// no other claim happened, the late result is accepted (the fence, not the clock,
+    /// decides). `now` only advances the high-water clock.
+    ///
+    /// # Errors
+    /// As listed; nothing changes on error.
+    fn complete(
+        &mut self,
+        token: &FencingToken,
+        now: Millis,
+    ) -> Result<CallbackOutcome, DurableError>;
+
+    /// Reports that the claim `token` failed with `error`; as [`Store::complete`] but running
+    /// -> failed (recording `error`), and every pending waiter is blocked, transitively, with
+    /// the cause `(id, generation, Failed)`; failed -> `Duplicate(Failed)` (first text kept).
+    ///
+    /// # Errors
+    /// As [`Store::complete`]; nothing changes on error.
+    fn fail(
+        &mut self,
+        token: &FencingToken,
+        now: Millis,
+        error: &str,
+    ) -> Result<CallbackOutcome, DurableError>;
+
+    /// Extends the lease of `token` to `t + lease` (`t` = high-water clock). Checked in this
+    /// order: [`DurableError::UnknownTask`], [`DurableError::StaleGeneration`],
+    /// [`DurableError::Fenced`] (as `complete`), [`DurableError::Conflict`] (version not
+    /// running), [`DurableError::LeaseExpired`] (`expiry <= t`: not extended; the version may
+    /// be claimed by another worker at any moment).
+    ///
+    /// # Errors
+    /// As listed; nothing changes on error.
+    fn renew(
+        &mut self,
+        token: &FencingToken,
+        now: Millis,
+        lease: Millis,
+    ) -> Result<Renewal, DurableError>;
+
+    /// Cancels the current version of `id`, as the model: pending/ready -> cancelled (reason
+    /// user), waiters blocked with the cause; running -> `Requested` (the flag is returned with
+    /// later claims and renewals; the state stays running); terminal -> `AlreadyTerminal`.
+    /// Allowed after close.
+    ///
+    /// # Errors
+    /// [`DurableError::UnknownTask`].
+    fn cancel(&mut self, id: &str, now: Millis) -> Result<CancelOutcome, DurableError>;
+
+    /// Closes the store, as the model: later `submit` and `claim` are refused with
+    /// [`DurableError::Closed`]; pending and ready versions are cancelled (reason closed);
+    /// running ones keep their leases and their callbacks are accepted. Idempotent.
+    ///
+    /// # Errors
+    /// Store errors only.
+    fn close(&mut self, now: Millis) -> Result<CloseReport, DurableError>;
+
+    /// The status of the current version of `id`, `None` if never submitted. Read-only.
+    ///
+    /// # Errors
+    /// Store errors only.
+    fn status(&mut self, id: &str) -> Result<Option<TaskStatus<String>>, DurableError>;
+
+    /// The lease of the current version of `id`: `Some` once the version has been claimed
+    /// (kept after it settles, for the fence), `None` otherwise. Read-only.
+    ///
+    /// # Errors
+    /// Store errors only.
+    fn lease(&mut self, id: &str) -> Result<Option<LeaseInfo>, DurableError>;
+
+    /// Every known id with its status, in order of the id's first submission. Read-only.
+    ///
+    /// # Errors
+    /// Store errors only.
+    fn snapshot(&mut self) -> Result<Vec<(String, TaskStatus<String>)>, DurableError>;
+
+    /// How many current versions are in each state. Read-only.
+    ///
+    /// # Errors
+    /// Store errors only.
+    fn counts(&mut self) -> Result<StateCounts, DurableError>;
+
+    /// The concurrency limit given when the store was created. Read-only.
+    ///
+    /// # Errors
+    /// Store errors only.
+    fn max_concurrency(&mut self) -> Result<usize, DurableError>;
+
+    /// True once a start (explicit or in `claim`) succeeded. Read-only.
+    ///
+    /// # Errors
+    /// Store errors only.
+    fn is_started(&mut self) -> Result<bool, DurableError>;
+
+    /// True once closed. Read-only.
+    ///
+    /// # Errors
+    /// Store errors only.
+    fn is_closed(&mut self) -> Result<bool, DurableError>;
+
+    /// The store's high-water clock: the largest `now` any operation has given. Read-only.
+    ///
+    /// # Errors
+    /// Store errors only.
+    fn clock(&mut self) -> Result<Millis, DurableError>;
+}
+
+#[cfg(test)]
+mod tests;

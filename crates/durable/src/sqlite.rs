@@ -1,0 +1,1249 @@
+//! The SQLite store: one file, WAL journal, one `BEGIN IMMEDIATE` transaction per write
+//! operation (see `docs/durable.md` for the schema and each operation's statements).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use lockstep_contract::{
+    BlockCause, CallbackOutcome, CancelOutcome, CancelReason, CloseReport, Effect, Generation,
+    GraphReport, MissingDependency, TaskState, TaskStatus,
+};
+use lockstep_dag::StateCounts;
+use rusqlite::{
+    Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params,
+};
+
+use crate::{
+    APPLICATION_ID, DurableError, FencingToken, Lease, LeaseInfo, LeaseOwner, MAX_MILLIS, Millis,
+    NewTask, Renewal, SCHEMA_VERSION, Store, canonical_report, validate_new_task,
+};
+
+/// The schema of version 1, run once by [`SqliteStore::create`] in one transaction.
+///
+/// * `lockstep_meta`: `application_id` and `schema_version` (also in `PRAGMA
+///   application_id` / `PRAGMA user_version`), never rewritten by later versions' migrations
+///   in a way that hides the version;
+/// * `lockstep_state`: one row: the concurrency limit, the phase flags, the next submission
+///   sequence, the next claim epoch and the high-water clock;
+/// * `tasks`: one row per id, its **current version** (older versions are gone, as in memory);
+/// * `edges`: the current versions' dependency lists, one row per `(dependent, position)`,
+///   `waiting = 1` while the dependent still waits on that dependency; the index on
+///   `dependency` is the reverse-edge index.
+pub const SCHEMA_V1: &str = "
+CREATE TABLE lockstep_meta (
+    key   TEXT PRIMARY KEY NOT NULL,
+    value INTEGER NOT NULL
+);
+CREATE TABLE lockstep_state (
+    one             INTEGER PRIMARY KEY CHECK (one = 1),
+    max_concurrency INTEGER NOT NULL,
+    started         INTEGER NOT NULL,
+    closed          INTEGER NOT NULL,
+    next_seq        INTEGER NOT NULL,
+    next_epoch      INTEGER NOT NULL,
+    clock           INTEGER NOT NULL
+);
+CREATE TABLE tasks (
+    id               TEXT PRIMARY KEY NOT NULL,
+    first_seq        INTEGER NOT NULL,
+    seq              INTEGER NOT NULL UNIQUE,
+    generation       INTEGER NOT NULL,
+    state            TEXT NOT NULL,
+    remaining        INTEGER NOT NULL,
+    payload          BLOB NOT NULL,
+    error            TEXT,
+    cause_task       TEXT,
+    cause_generation INTEGER,
+    cause_state      TEXT,
+    cancelled_by     TEXT,
+    cancel_requested INTEGER NOT NULL,
+    lease_owner      TEXT,
+    lease_epoch      INTEGER,
+    lease_expiry     INTEGER,
+    attempts         INTEGER NOT NULL,
+    updated_at       INTEGER NOT NULL
+);
+CREATE INDEX tasks_state_seq ON tasks (state, seq);
+CREATE TABLE edges (
+    dependent  TEXT NOT NULL,
+    pos        INTEGER NOT NULL,
+    dependency TEXT NOT NULL,
+    waiting    INTEGER NOT NULL,
+    PRIMARY KEY (dependent, pos)
+) WITHOUT ROWID;
+CREATE INDEX edges_dependency ON edges (dependency, waiting);
+";
+
+/// Connection settings of a [`SqliteStore`].
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    /// How long an operation waits for another connection's write lock before it returns
+    /// [`DurableError::Busy`]. Default 5 s.
+    pub busy_timeout: Duration,
+    /// `PRAGMA synchronous`: `true` (the default) is `FULL`, durable across power loss;
+    /// `false` is `NORMAL`, which in WAL mode survives a process crash but may lose the last
+    /// transactions on power loss.
+    pub synchronous_full: bool,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            busy_timeout: Duration::from_secs(5),
+            synchronous_full: true,
+        }
+    }
+}
+
+/// A durable scheduler store in one SQLite file (the library is bundled: nothing to install).
+///
+/// One value is one connection; open one per thread or process (SQLite serialises the
+/// writers: every write operation is one `BEGIN IMMEDIATE` transaction). All of the [`Store`]
+/// contract holds; a process that drops its store (or dies) and opens the file again sees
+/// exactly the state of the last committed operation.
+///
+/// # Example: pointing Lockstep at a file
+/// ```
+/// use lockstep_durable::{SqliteStore, Store};
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("jobs.lockstep");
+/// let mut s = SqliteStore::create(&path, 4).unwrap(); // a new store, 4 slots
+/// drop(s);
+/// let mut s = SqliteStore::open(&path).unwrap(); // later, or in another process
+/// assert_eq!(s.max_concurrency().unwrap(), 4);
+/// ```
+pub struct SqliteStore {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The single-row `lockstep_state`, read at the start of each operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Meta {
+    max_concurrency: i64,
+    started: bool,
+    closed: bool,
+    next_seq: i64,
+    next_epoch: i64,
+    clock: i64,
+}
+
+/// The columns of one `tasks` row that the operations need.
+#[derive(Debug, Clone)]
+struct Row {
+    generation: Generation,
+    state: TaskState,
+    cause: Option<BlockCause<String>>,
+    lease_owner: Option<String>,
+    lease_epoch: Option<i64>,
+    lease_expiry: Option<i64>,
+    cancel_requested: bool,
+}
+
+fn map_err(e: rusqlite::Error) -> DurableError {
+    match &e {
+        rusqlite::Error::SqliteFailure(f, _) => match f.code {
+            ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => DurableError::Busy {
+                reason: e.to_string(),
+            },
+            ErrorCode::CannotOpen => DurableError::Unavailable {
+                reason: e.to_string(),
+            },
+            _ => DurableError::Database {
+                reason: e.to_string(),
+            },
+        },
+        _ => DurableError::Database {
+            reason: e.to_string(),
+        },
+    }
+}
+
+fn ms(t: Millis) -> i64 {
+    // MAX_MILLIS == i64::MAX, so the clamp makes the conversion lossless.
+    i64::try_from(t.0.min(MAX_MILLIS)).unwrap_or(i64::MAX)
+}
+
+fn state_name(s: TaskState) -> &'static str {
+    s.name()
+}
+
+fn parse_state(s: &str) -> rusqlite::Result<TaskState> {
+    TaskState::ALL
+        .into_iter()
+        .find(|t| t.name() == s)
+        .ok_or_else(|| {
+            rusqlite::Error::FromSqlConversionFailure(
+                0,
+                rusqlite::types::Type::Text,
+                format!("unknown task state {s:?}").into(),
+            )
+        })
+}
+
+fn to_gen(g: i64) -> Generation {
+    Generation(u64::try_from(g).unwrap_or(0))
+}
+
+fn gen_sql(g: Generation) -> i64 {
+    i64::try_from(g.0).unwrap_or(i64::MAX)
+}
+
+impl SqliteStore {
+    /// Creates a new store at `path` with `max_concurrency` slots (zero is legal and claims
+    /// nothing), with default [`SqliteOptions`]. The file may be absent or empty.
+    ///
+    /// # Errors
+    /// [`DurableError::AlreadyExists`] if the file already holds a database (ours or not);
+    /// [`DurableError::NotALockstepStore`] if it holds something that is not a database;
+    /// [`DurableError::Unavailable`] if it cannot be created (no such directory, no
+    /// permission). Nothing existing is changed.
+    pub fn create(path: impl AsRef<Path>, max_concurrency: usize) -> Result<Self, DurableError> {
+        Self::create_with(path, max_concurrency, &SqliteOptions::default())
+    }
+
+    /// [`SqliteStore::create`] with explicit options.
+    ///
+    /// # Errors
+    /// As [`SqliteStore::create`].
+    pub fn create_with(
+        path: impl AsRef<Path>,
+        max_concurrency: usize,
+        options: &SqliteOptions,
+    ) -> Result<Self, DurableError> {
+        let path = path.as_ref().to_path_buf();
+        let conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| unavailable(&path, e))?;
+        let mut store = SqliteStore { conn, path };
+        store.configure(options)?;
+        let max = i64::try_from(max_concurrency).map_err(|_| DurableError::InvalidInput {
+            what: format!("max_concurrency {max_concurrency} is too large"),
+        })?;
+        let location = store.location();
+        let (app_id, objects) = store.inspect()?;
+        if app_id != 0 || objects != 0 {
+            return Err(DurableError::AlreadyExists { location });
+        }
+        // WAL persists in the file; it must be set outside a transaction.
+        store
+            .conn
+            .pragma_update(None, "journal_mode", "WAL")
+            .map_err(map_err)?;
+        let tx = store
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Exclusive)
+            .map_err(map_err)?;
+        // Re-check under the lock: another process may have created it meanwhile.
+        let objects: i64 = tx
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+            .map_err(map_err)?;
+        if objects != 0 {
+            return Err(DurableError::AlreadyExists { location });
+        }
+        tx.execute_batch(SCHEMA_V1).map_err(map_err)?;
+        tx.execute(
+            "INSERT INTO lockstep_meta (key, value) VALUES ('application_id', ?1), ('schema_version', ?2)",
+            params![APPLICATION_ID, SCHEMA_VERSION],
+        )
+        .map_err(map_err)?;
+        tx.execute(
+            "INSERT INTO lockstep_state VALUES (1, ?1, 0, 0, 0, 1, 0)",
+            params![max],
+        )
+        .map_err(map_err)?;
+        tx.pragma_update(None, "application_id", APPLICATION_ID)
+            .map_err(map_err)?;
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+            .map_err(map_err)?;
+        tx.commit().map_err(map_err)?;
+        Ok(store)
+    }
+
+    /// Opens an existing store at `path` with default [`SqliteOptions`].
+    ///
+    /// # Errors
+    /// [`DurableError::Unavailable`] if the file does not exist or cannot be opened;
+    /// [`DurableError::NotALockstepStore`] if it is not a database, is another application's
+    /// database, is empty, or its metadata is damaged; [`DurableError::NewerSchema`] if a
+    /// newer Lockstep wrote it. The file is only read in these cases, never changed.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, DurableError> {
+        Self::open_with(path, &SqliteOptions::default())
+    }
+
+    /// [`SqliteStore::open`] with explicit options.
+    ///
+    /// # Errors
+    /// As [`SqliteStore::open`].
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        options: &SqliteOptions,
+    ) -> Result<Self, DurableError> {
+        let path = path.as_ref().to_path_buf();
+        let conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| unavailable(&path, e))?;
+        let mut store = SqliteStore { conn, path };
+        store.configure(options)?;
+        let location = store.location();
+        let (app_id, objects) = store.inspect()?;
+        if app_id != APPLICATION_ID {
+            let reason = if app_id == 0 && objects == 0 {
+                "an empty database".to_string()
+            } else if app_id == 0 {
+                format!("a database with {objects} schema objects and no Lockstep application id")
+            } else {
+                format!("a database with application id {app_id:#x} (another application's)")
+            };
+            return Err(DurableError::NotALockstepStore { location, reason });
+        }
+        let version: Option<i64> = store
+            .conn
+            .query_row(
+                "SELECT value FROM lockstep_meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| DurableError::NotALockstepStore {
+                location: location.clone(),
+                reason: format!("its metadata cannot be read ({e})"),
+            })?;
+        let Some(version) = version else {
+            return Err(DurableError::NotALockstepStore {
+                location,
+                reason: "it records no schema version".into(),
+            });
+        };
+        let found = u32::try_from(version).unwrap_or(u32::MAX);
+        if found > SCHEMA_VERSION {
+            return Err(DurableError::NewerSchema {
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        if found < SCHEMA_VERSION {
+            return Err(DurableError::NotALockstepStore {
+                location,
+                reason: format!("it records schema version {found}, which never existed"),
+            });
+        }
+        Ok(store)
+    }
+
+    /// The file this store uses.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn location(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn configure(&mut self, options: &SqliteOptions) -> Result<(), DurableError> {
+        self.conn
+            .busy_timeout(options.busy_timeout)
+            .map_err(map_err)?;
+        let sync = if options.synchronous_full {
+            "FULL"
+        } else {
+            "NORMAL"
+        };
+        self.conn
+            .pragma_update(None, "synchronous", sync)
+            .map_err(|e| self.not_ours(e))?;
+        Ok(())
+    }
+
+    /// `(PRAGMA application_id, number of schema objects)`; a file that is not a database
+    /// fails here with `NotALockstepStore`.
+    fn inspect(&self) -> Result<(i32, i64), DurableError> {
+        let app_id: i32 = self
+            .conn
+            .pragma_query_value(None, "application_id", |r| r.get(0))
+            .map_err(|e| self.not_ours(e))?;
+        let objects: i64 = self
+            .conn
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+            .map_err(|e| self.not_ours(e))?;
+        Ok((app_id, objects))
+    }
+
+    fn not_ours(&self, e: rusqlite::Error) -> DurableError {
+        match &e {
+            rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::NotADatabase => {
+                DurableError::NotALockstepStore {
+                    location: self.location(),
+                    reason: "the file is not an SQLite database".into(),
+                }
+            }
+            _ => map_err(e),
+        }
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction with the state row; commits (writing the
+    /// state row back if `f` changed it) when `f` returns `Ok`, rolls back otherwise.
+    fn write<T>(
+        &mut self,
+        f: impl FnOnce(&Transaction<'_>, &mut Meta) -> Result<T, DurableError>,
+    ) -> Result<T, DurableError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(map_err)?;
+        let before = read_meta(&tx)?;
+        let mut meta = before;
+        let out = f(&tx, &mut meta)?;
+        if meta != before {
+            tx.execute(
+                "UPDATE lockstep_state SET started = ?1, closed = ?2, next_seq = ?3, next_epoch = ?4, clock = ?5",
+                params![meta.started, meta.closed, meta.next_seq, meta.next_epoch, meta.clock],
+            )
+            .map_err(map_err)?;
+        }
+        tx.commit().map_err(map_err)?;
+        Ok(out)
+    }
+
+    /// Runs `f` in one read transaction (a consistent snapshot).
+    fn read<T>(
+        &mut self,
+        f: impl FnOnce(&Transaction<'_>, &Meta) -> Result<T, DurableError>,
+    ) -> Result<T, DurableError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .map_err(map_err)?;
+        let meta = read_meta(&tx)?;
+        let out = f(&tx, &meta)?;
+        tx.commit().map_err(map_err)?;
+        Ok(out)
+    }
+}
+
+fn unavailable(path: &Path, e: rusqlite::Error) -> DurableError {
+    DurableError::Unavailable {
+        reason: format!("{}: {e}", path.display()),
+    }
+}
+
+fn read_meta(tx: &Transaction<'_>) -> Result<Meta, DurableError> {
+    tx.query_row(
+        "SELECT max_concurrency, started, closed, next_seq, next_epoch, clock FROM lockstep_state",
+        [],
+        |r| {
+            Ok(Meta {
+                max_concurrency: r.get(0)?,
+                started: r.get(1)?,
+                closed: r.get(2)?,
+                next_seq: r.get(3)?,
+                next_epoch: r.get(4)?,
+                clock: r.get(5)?,
+            })
+        },
+    )
+    .map_err(map_err)
+}
+
+/// Advances the high-water clock to `now` and returns the time the operation uses.
+fn tick(meta: &mut Meta, now: Millis) -> i64 {
+    meta.clock = meta.clock.max(ms(now));
+    meta.clock
+}
+
+fn read_row(tx: &Transaction<'_>, id: &str) -> Result<Option<Row>, DurableError> {
+    tx.query_row(
+        "SELECT generation, state, cause_task, cause_generation, cause_state, lease_owner,
+                lease_epoch, lease_expiry, cancel_requested
+         FROM tasks WHERE id = ?1",
+        params![id],
+        |r| {
+            let cause = match r.get::<_, Option<String>>(2)? {
+                Some(task) => Some(BlockCause {
+                    task,
+                    generation: to_gen(r.get(3)?),
+                    state: parse_state(&r.get::<_, String>(4)?)?,
+                }),
+                None => None,
+            };
+            Ok(Row {
+                generation: to_gen(r.get(0)?),
+                state: parse_state(&r.get::<_, String>(1)?)?,
+                cause,
+                lease_owner: r.get(5)?,
+                lease_epoch: r.get(6)?,
+                lease_expiry: r.get(7)?,
+                cancel_requested: r.get(8)?,
+            })
+        },
+    )
+    .optional()
+    .map_err(map_err)
+}
+
+impl Row {
+    /// The cause this version passes on to its waiters if it is lost (model `loss_cause`).
+    fn loss_cause(&self, id: &str) -> Option<BlockCause<String>> {
+        match self.state {
+            TaskState::Failed | TaskState::Cancelled => Some(BlockCause {
+                task: id.to_string(),
+                generation: self.generation,
+                state: self.state,
+            }),
+            TaskState::Blocked => self.cause.clone(),
+            _ => None,
+        }
+    }
+}
+
+/// Validates the whole stored graph (model `check`): every current version in submission
+/// order, with `replace` (if any) put in place as the newest version.
+fn stored_report(
+    tx: &Transaction<'_>,
+    replace: Option<(&str, &[String])>,
+) -> Result<GraphReport<String>, DurableError> {
+    let mut ids: Vec<String> = Vec::new();
+    {
+        let mut st = tx
+            .prepare("SELECT id FROM tasks ORDER BY seq")
+            .map_err(map_err)?;
+        let rows = st.query_map([], |r| r.get(0)).map_err(map_err)?;
+        for id in rows {
+            ids.push(id.map_err(map_err)?);
+        }
+    }
+    let mut deps: HashMap<String, Vec<String>> = HashMap::new();
+    {
+        let mut st = tx
+            .prepare("SELECT dependent, dependency FROM edges ORDER BY dependent, pos")
+            .map_err(map_err)?;
+        let rows = st
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .map_err(map_err)?;
+        for row in rows {
+            let (a, b) = row.map_err(map_err)?;
+            deps.entry(a).or_default().push(b);
+        }
+    }
+    if let Some((id, new_deps)) = replace {
+        ids.retain(|x| x != id);
+        ids.push(id.to_string());
+        deps.insert(id.to_string(), new_deps.to_vec());
+    }
+    Ok(canonical_report(ids.into_iter().map(|id| {
+        let d = deps.remove(&id).unwrap_or_default();
+        (id, d)
+    })))
+}
+
+/// Starts scheduling if needed (model `start`).
+fn start_in(tx: &Transaction<'_>, meta: &mut Meta) -> Result<(), DurableError> {
+    if meta.started {
+        return Ok(());
+    }
+    let report = stored_report(tx, None)?;
+    if !report.missing.is_empty() {
+        return Err(DurableError::UnknownDependency {
+            missing: report.missing,
+        });
+    }
+    if !report.cycles.is_empty() {
+        return Err(DurableError::Cycles {
+            cycles: report.cycles,
+        });
+    }
+    meta.started = true;
+    Ok(())
+}
+
+/// `id` is lost: blocks, with `cause`, every pending version waiting on it and, transitively,
+/// theirs (one recursive statement over the reverse-edge index). Returns how many.
+fn block_waiters_of(
+    tx: &Transaction<'_>,
+    id: &str,
+    cause: &BlockCause<String>,
+    now: i64,
+) -> Result<usize, DurableError> {
+    tx.execute(
+        "WITH RECURSIVE lost(id) AS (
+             SELECT ?1
+             UNION
+             SELECT e.dependent FROM edges e
+               JOIN lost ON e.dependency = lost.id
+               JOIN tasks t ON t.id = e.dependent
+              WHERE e.waiting = 1 AND t.state = 'pending'
+         )
+         UPDATE tasks SET state = 'blocked', cause_task = ?2, cause_generation = ?3,
+                          cause_state = ?4, updated_at = ?5
+          WHERE state = 'pending' AND id IN (SELECT id FROM lost)",
+        params![
+            id,
+            cause.task,
+            gen_sql(cause.generation),
+            state_name(cause.state),
+            now
+        ],
+    )
+    .map_err(map_err)
+}
+
+/// `id` succeeded: each pending waiter stops waiting on it; those left waiting on nothing
+/// become ready. Visits only `id`'s reverse edges. Returns how many became ready.
+fn release_waiters_of(tx: &Transaction<'_>, id: &str, now: i64) -> Result<usize, DurableError> {
+    tx.execute(
+        "UPDATE tasks SET remaining = remaining - 1, updated_at = ?2
+          WHERE state = 'pending'
+            AND id IN (SELECT dependent FROM edges WHERE dependency = ?1 AND waiting = 1)",
+        params![id, now],
+    )
+    .map_err(map_err)?;
+    tx.execute(
+        "UPDATE edges SET waiting = 0
+          WHERE dependency = ?1 AND waiting = 1
+            AND dependent IN (SELECT id FROM tasks WHERE state = 'pending')",
+        params![id],
+    )
+    .map_err(map_err)?;
+    tx.execute(
+        "UPDATE tasks SET state = 'ready'
+          WHERE state = 'pending' AND remaining = 0
+            AND id IN (SELECT dependent FROM edges WHERE dependency = ?1)",
+        params![id],
+    )
+    .map_err(map_err)
+}
+
+/// Would the new version `id -> deps` close a cycle? (After start the stored graph is
+/// acyclic, so only a path from a dependency back to `id` can.)
+fn closes_cycle(tx: &Transaction<'_>, id: &str, deps: &[String]) -> Result<bool, DurableError> {
+    if deps.iter().any(|d| d == id) {
+        return Ok(true);
+    }
+    let mut st = tx
+        .prepare_cached(
+            "WITH RECURSIVE r(t) AS (
+                 SELECT ?1
+                 UNION
+                 SELECT e.dependency FROM edges e JOIN r ON e.dependent = r.t
+             )
+             SELECT 1 FROM r WHERE t = ?2 LIMIT 1",
+        )
+        .map_err(map_err)?;
+    for d in deps {
+        if st
+            .query_row(params![d, id], |_| Ok(()))
+            .optional()
+            .map_err(map_err)?
+            .is_some()
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn submit_one(
+    tx: &Transaction<'_>,
+    meta: &mut Meta,
+    task: &NewTask,
+) -> Result<Generation, DurableError> {
+    validate_new_task(task, meta.closed)?;
+    let id = task.id.as_str();
+    let current = read_row(tx, id)?;
+    if let Some(cur) = &current
+        && cur.state == TaskState::Running
+    {
+        return Err(DurableError::Running {
+            id: id.to_string(),
+            generation: cur.generation,
+        });
+    }
+    if meta.started {
+        if current.is_none() {
+            return Err(DurableError::NewTaskAfterStart { id: id.to_string() });
+        }
+        let mut missing = Vec::new();
+        for d in &task.deps {
+            let known: Option<i64> = tx
+                .query_row("SELECT 1 FROM tasks WHERE id = ?1", params![d], |r| {
+                    r.get(0)
+                })
+                .optional()
+                .map_err(map_err)?;
+            if known.is_none() {
+                missing.push(MissingDependency {
+                    task: id.to_string(),
+                    dependency: d.clone(),
+                });
+            }
+        }
+        if !missing.is_empty() {
+            return Err(DurableError::UnknownDependency { missing });
+        }
+        if closes_cycle(tx, id, &task.deps)? {
+            let report = stored_report(tx, Some((id, &task.deps)))?;
+            return Err(DurableError::Cycles {
+                cycles: report.cycles,
+            });
+        }
+    }
+
+    let generation = current
+        .as_ref()
+        .map_or(Generation::FIRST, |c| c.generation.next());
+    let seq = meta.next_seq;
+    meta.next_seq += 1;
+
+    // The dependency snapshot: each dependency judged by its current version now.
+    let mut waiting = Vec::with_capacity(task.deps.len());
+    let mut blocked_by: Option<BlockCause<String>> = None;
+    for d in &task.deps {
+        let w = match read_row(tx, d)? {
+            Some(r) if r.state == TaskState::Succeeded => false,
+            Some(r) if r.loss_cause(d).is_some() => {
+                if blocked_by.is_none() {
+                    blocked_by = r.loss_cause(d);
+                }
+                false
+            }
+            _ => true,
+        };
+        waiting.push(w);
+    }
+    let state = if blocked_by.is_some() {
+        waiting.iter_mut().for_each(|w| *w = false);
+        TaskState::Blocked
+    } else if waiting.iter().any(|w| *w) {
+        TaskState::Pending
+    } else {
+        TaskState::Ready
+    };
+    let remaining = waiting.iter().filter(|w| **w).count() as i64;
+
+    // A2 replace removes edges: the old version's dependency rows go before the new ones.
+    tx.execute("DELETE FROM edges WHERE dependent = ?1", params![id])
+        .map_err(map_err)?;
+    {
+        let mut ins = tx
+            .prepare_cached(
+                "INSERT INTO edges (dependent, pos, dependency, waiting) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .map_err(map_err)?;
+        for (pos, (d, w)) in task.deps.iter().zip(&waiting).enumerate() {
+            ins.execute(params![id, pos as i64, d, *w])
+                .map_err(map_err)?;
+        }
+    }
+    let (ct, cg, cs) = match &blocked_by {
+        Some(c) => (
+            Some(c.task.as_str()),
+            Some(gen_sql(c.generation)),
+            Some(state_name(c.state)),
+        ),
+        None => (None, None, None),
+    };
+    let now = meta.clock;
+    tx.execute(
+        "INSERT INTO tasks (id, first_seq, seq, generation, state, remaining, payload, error,
+                            cause_task, cause_generation, cause_state, cancelled_by,
+                            cancel_requested, lease_owner, lease_epoch, lease_expiry, attempts,
+                            updated_at)
+         VALUES (?1, ?2, ?2, ?3, ?4, ?5, ?6, NULL, ?7, ?8, ?9, NULL, 0, NULL, NULL, NULL, 0, ?10)
+         ON CONFLICT (id) DO UPDATE SET
+             seq = excluded.seq, generation = excluded.generation, state = excluded.state,
+             remaining = excluded.remaining, payload = excluded.payload, error = NULL,
+             cause_task = excluded.cause_task, cause_generation = excluded.cause_generation,
+             cause_state = excluded.cause_state, cancelled_by = NULL, cancel_requested = 0,
+             lease_owner = NULL, lease_epoch = NULL, lease_expiry = NULL, attempts = 0,
+             updated_at = excluded.updated_at",
+        params![
+            id,
+            seq,
+            gen_sql(generation),
+            state_name(state),
+            remaining,
+            task.payload,
+            ct,
+            cg,
+            cs,
+            now
+        ],
+    )
+    .map_err(map_err)?;
+    if let Some(cause) = blocked_by {
+        block_waiters_of(tx, id, &cause, now)?;
+    }
+    Ok(generation)
+}
+
+/// The checks shared by `complete`, `fail` and `renew`: id known, generation current, token
+/// not fenced. Returns the row.
+fn fenced_target(tx: &Transaction<'_>, token: &FencingToken) -> Result<Row, DurableError> {
+    let row = read_row(tx, &token.id)?.ok_or_else(|| DurableError::UnknownTask {
+        id: token.id.clone(),
+    })?;
+    if row.generation != token.generation {
+        return Err(DurableError::StaleGeneration {
+            id: token.id.clone(),
+            given: token.generation,
+            current: row.generation,
+        });
+    }
+    if let Some(epoch) = row.lease_epoch {
+        let owner = row.lease_owner.clone().unwrap_or_default();
+        let presented = i64::try_from(token.epoch).unwrap_or(-1);
+        // The fence. Seeded bug `durable_unfenced_complete`: only the generation is checked.
+        let unfenced = lockstep_sync::seeded_bug!("durable_unfenced_complete");
+        if !unfenced && (presented != epoch || owner != token.owner.as_str()) {
+            return Err(DurableError::Fenced {
+                id: token.id.clone(),
+                generation: token.generation,
+                owner: token.owner.as_str().to_string(),
+                epoch: token.epoch,
+                current_owner: owner,
+                current_epoch: u64::try_from(epoch).unwrap_or(0),
+            });
+        }
+    }
+    Ok(row)
+}
+
+impl Store for SqliteStore {
+    fn submit(
+        &mut self,
+        tasks: &[NewTask],
+    ) -> Result<Vec<Result<Generation, DurableError>>, DurableError> {
+        self.write(|tx, meta| {
+            let mut out = Vec::with_capacity(tasks.len());
+            for t in tasks {
+                // Each task in its own savepoint, so a refused one leaves no trace.
+                tx.execute_batch("SAVEPOINT one").map_err(map_err)?;
+                let saved = *meta;
+                match submit_one(tx, meta, t) {
+                    Ok(g) => {
+                        tx.execute_batch("RELEASE one").map_err(map_err)?;
+                        out.push(Ok(g));
+                    }
+                    Err(
+                        e @ (DurableError::Busy { .. }
+                        | DurableError::Unavailable { .. }
+                        | DurableError::Database { .. }),
+                    ) => return Err(e),
+                    Err(e) => {
+                        tx.execute_batch("ROLLBACK TO one; RELEASE one")
+                            .map_err(map_err)?;
+                        *meta = saved;
+                        out.push(Err(e));
+                    }
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn start(&mut self) -> Result<(), DurableError> {
+        self.write(start_in)
+    }
+
+    fn check(&mut self) -> Result<GraphReport<String>, DurableError> {
+        self.read(|tx, _| stored_report(tx, None))
+    }
+
+    fn claim(
+        &mut self,
+        owner: &LeaseOwner,
+        now: Millis,
+        lease: Millis,
+        max: usize,
+    ) -> Result<Vec<Lease>, DurableError> {
+        self.write(|tx, meta| {
+            if meta.closed {
+                return Err(DurableError::Closed);
+            }
+            start_in(tx, meta)?;
+            let t = tick(meta, now);
+            let live: i64 = tx
+                .query_row(
+                    "SELECT count(*) FROM tasks WHERE state = 'running' AND lease_expiry > ?1",
+                    params![t],
+                    |r| r.get(0),
+                )
+                .map_err(map_err)?;
+            let free = usize::try_from((meta.max_concurrency - live).max(0)).unwrap_or(0);
+            let take = max.min(free);
+            if take == 0 {
+                return Ok(Vec::new());
+            }
+            let limit = i64::try_from(take).unwrap_or(i64::MAX);
+            // Candidates: ready versions and running ones whose lease expired, by sequence.
+            let mut candidates: Vec<(i64, String)> = Vec::new();
+            for sql in [
+                "SELECT seq, id FROM tasks WHERE state = 'ready' ORDER BY seq LIMIT ?2",
+                "SELECT seq, id FROM tasks WHERE state = 'running' AND lease_expiry <= ?1
+                  ORDER BY seq LIMIT ?2",
+            ] {
+                let mut st = tx.prepare_cached(sql).map_err(map_err)?;
+                let rows = st
+                    .query_map(params![t, limit], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .map_err(map_err)?;
+                for row in rows {
+                    candidates.push(row.map_err(map_err)?);
+                }
+            }
+            candidates.sort();
+            candidates.truncate(take);
+            let expiry = ms(Millis(u64::try_from(t).unwrap_or(0)).plus(lease));
+            let mut leases = Vec::with_capacity(candidates.len());
+            let mut st = tx
+                .prepare_cached(
+                    // A4 claim-once: ready (or expired running) -> running with a new lease,
+                    // one conditional write per version.
+                    "UPDATE tasks SET state = 'running', lease_owner = ?2, lease_epoch = ?3,
+                                      lease_expiry = ?4, attempts = attempts + 1, updated_at = ?5
+                      WHERE id = ?1
+                     RETURNING generation, attempts, cancel_requested, payload",
+                )
+                .map_err(map_err)?;
+            for (_, id) in candidates {
+                let epoch = meta.next_epoch;
+                meta.next_epoch += 1;
+                let (generation, attempt, cancel_requested, payload) = st
+                    .query_row(params![id, owner.as_str(), epoch, expiry, t], |r| {
+                        Ok((to_gen(r.get(0)?), r.get::<_, i64>(1)?, r.get(2)?, r.get(3)?))
+                    })
+                    .map_err(map_err)?;
+                leases.push(Lease {
+                    id,
+                    generation,
+                    owner: owner.clone(),
+                    epoch: u64::try_from(epoch).unwrap_or(0),
+                    expiry: Millis(u64::try_from(expiry).unwrap_or(0)),
+                    attempt: u32::try_from(attempt).unwrap_or(u32::MAX),
+                    cancel_requested,
+                    payload,
+                });
+            }
+            Ok(leases)
+        })
+    }
+
+    fn complete(
+        &mut self,
+        token: &FencingToken,
+        now: Millis,
+    ) -> Result<CallbackOutcome, DurableError> {
+        self.write(|tx, meta| {
+            let row = fenced_target(tx, token)?;
+            match row.state {
+                TaskState::Running => {
+                    let t = tick(meta, now);
+                    tx.execute(
+                        "UPDATE tasks SET state = 'succeeded', updated_at = ?2 WHERE id = ?1",
+                        params![token.id, t],
+                    )
+                    .map_err(map_err)?;
+                    let ready = release_waiters_of(tx, &token.id, t)?;
+                    Ok(CallbackOutcome::Applied(Effect { ready, blocked: 0 }))
+                }
+                TaskState::Succeeded => {
+                    tick(meta, now);
+                    Ok(CallbackOutcome::Duplicate(TaskState::Succeeded))
+                }
+                other => Err(DurableError::Conflict {
+                    id: token.id.clone(),
+                    generation: token.generation,
+                    state: other,
+                }),
+            }
+        })
+    }
+
+    fn fail(
+        &mut self,
+        token: &FencingToken,
+        now: Millis,
+        error: &str,
+    ) -> Result<CallbackOutcome, DurableError> {
+        self.write(|tx, meta| {
+            let row = fenced_target(tx, token)?;
+            match row.state {
+                TaskState::Running => {
+                    let t = tick(meta, now);
+                    tx.execute(
+                        "UPDATE tasks SET state = 'failed', error = ?2, updated_at = ?3 WHERE id = ?1",
+                        params![token.id, error, t],
+                    )
+                    .map_err(map_err)?;
+                    let cause = BlockCause {
+                        task: token.id.clone(),
+                        generation: token.generation,
+                        state: TaskState::Failed,
+                    };
+                    let blocked = block_waiters_of(tx, &token.id, &cause, t)?;
+                    Ok(CallbackOutcome::Applied(Effect { ready: 0, blocked }))
+                }
+                TaskState::Failed => {
+                    tick(meta, now);
+                    Ok(CallbackOutcome::Duplicate(TaskState::Failed))
+                }
+                other => Err(DurableError::Conflict {
+                    id: token.id.clone(),
+                    generation: token.generation,
+                    state: other,
+                }),
+            }
+        })
+    }
+
+    fn renew(
+        &mut self,
+        token: &FencingToken,
+        now: Millis,
+        lease: Millis,
+    ) -> Result<Renewal, DurableError> {
+        self.write(|tx, meta| {
+            let row = fenced_target(tx, token)?;
+            if row.state != TaskState::Running {
+                return Err(DurableError::Conflict {
+                    id: token.id.clone(),
+                    generation: token.generation,
+                    state: row.state,
+                });
+            }
+            let t = meta.clock.max(ms(now));
+            let expiry = row.lease_expiry.unwrap_or(0);
+            if expiry <= t {
+                return Err(DurableError::LeaseExpired {
+                    id: token.id.clone(),
+                    generation: token.generation,
+                    expiry: Millis(u64::try_from(expiry).unwrap_or(0)),
+                    now: Millis(u64::try_from(t).unwrap_or(0)),
+                });
+            }
+            tick(meta, now);
+            let new_expiry = ms(Millis(u64::try_from(t).unwrap_or(0)).plus(lease));
+            tx.execute(
+                "UPDATE tasks SET lease_expiry = ?2, updated_at = ?3 WHERE id = ?1",
+                params![token.id, new_expiry, t],
+            )
+            .map_err(map_err)?;
+            Ok(Renewal {
+                expiry: Millis(u64::try_from(new_expiry).unwrap_or(0)),
+                cancel_requested: row.cancel_requested,
+            })
+        })
+    }
+
+    fn cancel(&mut self, id: &str, now: Millis) -> Result<CancelOutcome, DurableError> {
+        self.write(|tx, meta| {
+            let row = read_row(tx, id)?.ok_or_else(|| DurableError::UnknownTask {
+                id: id.to_string(),
+            })?;
+            let t = tick(meta, now);
+            match row.state {
+                TaskState::Pending | TaskState::Ready => {
+                    tx.execute(
+                        "UPDATE tasks SET state = 'cancelled', cancelled_by = 'user', updated_at = ?2
+                          WHERE id = ?1",
+                        params![id, t],
+                    )
+                    .map_err(map_err)?;
+                    let cause = BlockCause {
+                        task: id.to_string(),
+                        generation: row.generation,
+                        state: TaskState::Cancelled,
+                    };
+                    let blocked = block_waiters_of(tx, id, &cause, t)?;
+                    Ok(CancelOutcome::Cancelled(Effect { ready: 0, blocked }))
+                }
+                TaskState::Running => {
+                    tx.execute(
+                        "UPDATE tasks SET cancel_requested = 1, updated_at = ?2 WHERE id = ?1",
+                        params![id, t],
+                    )
+                    .map_err(map_err)?;
+                    Ok(CancelOutcome::Requested)
+                }
+                terminal => Ok(CancelOutcome::AlreadyTerminal(terminal)),
+            }
+        })
+    }
+
+    fn close(&mut self, now: Millis) -> Result<CloseReport, DurableError> {
+        self.write(|tx, meta| {
+            let t = tick(meta, now);
+            let mut cancelled = 0;
+            if !meta.closed {
+                meta.closed = true;
+                cancelled = tx
+                    .execute(
+                        "UPDATE tasks SET state = 'cancelled', cancelled_by = 'closed', updated_at = ?1
+                          WHERE state IN ('pending', 'ready')",
+                        params![t],
+                    )
+                    .map_err(map_err)?;
+            }
+            let running: i64 = tx
+                .query_row(
+                    "SELECT count(*) FROM tasks WHERE state = 'running'",
+                    [],
+                    |r| r.get(0),
+                )
+                .map_err(map_err)?;
+            Ok(CloseReport {
+                cancelled,
+                running: usize::try_from(running).unwrap_or(0),
+            })
+        })
+    }
+
+    fn status(&mut self, id: &str) -> Result<Option<TaskStatus<String>>, DurableError> {
+        self.read(|tx, _| {
+            tx.query_row(
+                "SELECT generation, state, cause_task, cause_generation, cause_state,
+                        cancelled_by, error
+                   FROM tasks WHERE id = ?1",
+                params![id],
+                status_of,
+            )
+            .optional()
+            .map_err(map_err)
+        })
+    }
+
+    fn lease(&mut self, id: &str) -> Result<Option<LeaseInfo>, DurableError> {
+        self.read(|tx, _| {
+            let row = tx
+                .query_row(
+                    "SELECT generation, lease_owner, lease_epoch, lease_expiry, attempts
+                       FROM tasks WHERE id = ?1 AND lease_epoch IS NOT NULL",
+                    params![id],
+                    |r| {
+                        Ok((
+                            to_gen(r.get(0)?),
+                            r.get::<_, String>(1)?,
+                            r.get::<_, i64>(2)?,
+                            r.get::<_, i64>(3)?,
+                            r.get::<_, i64>(4)?,
+                        ))
+                    },
+                )
+                .optional()
+                .map_err(map_err)?;
+            row.map(|(generation, owner, epoch, expiry, attempts)| {
+                Ok(LeaseInfo {
+                    generation,
+                    owner: LeaseOwner::new(owner)?,
+                    epoch: u64::try_from(epoch).unwrap_or(0),
+                    expiry: Millis(u64::try_from(expiry).unwrap_or(0)),
+                    attempt: u32::try_from(attempts).unwrap_or(u32::MAX),
+                })
+            })
+            .transpose()
+        })
+    }
+
+    fn snapshot(&mut self) -> Result<Vec<(String, TaskStatus<String>)>, DurableError> {
+        self.read(|tx, _| {
+            let mut st = tx
+                .prepare(
+                    "SELECT generation, state, cause_task, cause_generation, cause_state,
+                            cancelled_by, error, id
+                       FROM tasks ORDER BY first_seq",
+                )
+                .map_err(map_err)?;
+            let rows = st
+                .query_map([], |r| Ok((r.get::<_, String>(7)?, status_of(r)?)))
+                .map_err(map_err)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(map_err)
+        })
+    }
+
+    fn counts(&mut self) -> Result<StateCounts, DurableError> {
+        self.read(|tx, _| {
+            let mut c = StateCounts::default();
+            let mut st = tx
+                .prepare("SELECT state, count(*) FROM tasks GROUP BY state")
+                .map_err(map_err)?;
+            let rows = st
+                .query_map([], |r| {
+                    Ok((parse_state(&r.get::<_, String>(0)?)?, r.get::<_, i64>(1)?))
+                })
+                .map_err(map_err)?;
+            for row in rows {
+                let (s, n) = row.map_err(map_err)?;
+                let n = usize::try_from(n).unwrap_or(0);
+                match s {
+                    TaskState::Pending => c.pending = n,
+                    TaskState::Ready => c.ready = n,
+                    TaskState::Running => c.running = n,
+                    TaskState::Succeeded => c.succeeded = n,
+                    TaskState::Failed => c.failed = n,
+                    TaskState::Blocked => c.blocked = n,
+                    TaskState::Cancelled => c.cancelled = n,
+                }
+            }
+            Ok(c)
+        })
+    }
+
+    fn max_concurrency(&mut self) -> Result<usize, DurableError> {
+        self.read(|_, m| Ok(usize::try_from(m.max_concurrency).unwrap_or(0)))
+    }
+
+    fn is_started(&mut self) -> Result<bool, DurableError> {
+        self.read(|_, m| Ok(m.started))
+    }
+
+    fn is_closed(&mut self) -> Result<bool, DurableError> {
+        self.read(|_, m| Ok(m.closed))
+    }
+
+    fn clock(&mut self) -> Result<Millis, DurableError> {
+        self.read(|_, m| Ok(Millis(u64::try_from(m.clock).unwrap_or(0))))
+    }
+}
+
+fn status_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskStatus<String>> {
+    let blocked_by = match r.get::<_, Option<String>>(2)? {
+        Some(task) => Some(BlockCause {
+            task,
+            generation: to_gen(r.get(3)?),
+            state: parse_state(&r.get::<_, String>(4)?)?,
+        }),
+        None => None,
+    };
+    let cancelled_by = match r.get::<_, Option<String>>(5)?.as_deref() {
+        Some("user") => Some(CancelReason::User),
+        Some("closed") => Some(CancelReason::Closed),
+        _ => None,
+    };
+    let state = parse_state(&r.get::<_, String>(1)?)?;
+    Ok(TaskStatus {
+        generation: to_gen(r.get(0)?),
+        state,
+        // Only a blocked version shows its cause (a resubmission clears it anyway).
+        blocked_by: if state == TaskState::Blocked {
+            blocked_by
+        } else {
+            None
+        },
+        cancelled_by,
+        error: r.get(6)?,
+    })
+}
