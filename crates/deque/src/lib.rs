@@ -61,18 +61,23 @@
 //!
 //! A pool stores its own private task type, so it cannot be generic over one concrete deque
 //! type; it is generic over a [`DequeFamily`], which names a deque for every element type.
-//! [`Locked`] is the baseline family. A Chase–Lev family is planned behind the same traits.
+//! [`Locked`] is the baseline family; [`ChaseLev`] is the lock-free Chase–Lev deque with the
+//! weak-memory orderings of Lê et al. (PPoPP 2013), documented in [`chase_lev`].
 //!
 //! All synchronisation comes from `lockstep_sync`, so these deques build under `--cfg loom`
 //! and `--cfg shuttle` and the checkers see every lock.
 
-#![forbid(unsafe_code)]
+// Only the Chase–Lev module may use `unsafe` (its buffer slots); everything else is safe code.
+#![deny(unsafe_code)]
 
 use std::iter::FromIterator;
 use std::num::NonZeroUsize;
 
+#[allow(unsafe_code)]
+pub mod chase_lev;
 pub mod locked;
 
+pub use chase_lev::ChaseLev;
 pub use locked::Locked;
 
 /// The outcome of a steal.

@@ -45,8 +45,45 @@ use std as imp;
 /// Atomic types and fences from the selected implementation.
 pub mod atomic {
     pub use super::imp::sync::atomic::{
-        AtomicBool, AtomicIsize, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+        AtomicBool, AtomicIsize, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+        fence,
     };
+}
+
+/// Interior mutability whose accesses loom can check.
+///
+/// Under loom this is `loom::cell::UnsafeCell`, which records every access and fails the
+/// execution when a read or write is not ordered (happens-before) with a write to the same
+/// cell: the data-race check of the C11 model. Under std and shuttle it is a thin wrapper
+/// around `std::cell::UnsafeCell` with the same closure-based API (Miri checks races there).
+pub mod cell {
+    #[cfg(loom)]
+    pub use loom::cell::UnsafeCell;
+
+    /// `std::cell::UnsafeCell` behind loom's closure API (`with`, `with_mut`).
+    #[cfg(not(loom))]
+    #[derive(Debug, Default)]
+    pub struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+    #[cfg(not(loom))]
+    impl<T> UnsafeCell<T> {
+        /// A cell holding `value`.
+        pub const fn new(value: T) -> Self {
+            Self(std::cell::UnsafeCell::new(value))
+        }
+
+        /// Runs `f` with a shared raw pointer to the contents. Dereferencing it is the
+        /// caller's `unsafe` responsibility: no write to the cell may race with the read.
+        pub fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+            f(self.0.get())
+        }
+
+        /// Runs `f` with a unique raw pointer to the contents. Dereferencing it is the
+        /// caller's `unsafe` responsibility: no other access may race with the write.
+        pub fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+            f(self.0.get())
+        }
+    }
 }
 
 /// Threads from the selected implementation.
