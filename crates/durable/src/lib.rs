@@ -10,8 +10,9 @@
 //! * [`Store`]: the backend interface. Each operation of the contract is one method, and each
 //!   method is **one database transaction**.
 //! * [`SqliteStore`]: the embedded default, one file (SQLite bundled with the crate, WAL).
-//! * The PostgreSQL store implements the same trait (engineer `pg`, behind the `postgres`
-//!   feature).
+//! * `PostgresStore`: the same contract on a PostgreSQL server that workers on many machines
+//!   share (cargo feature `postgres`, on by default; claims are one statement with
+//!   `FOR UPDATE SKIP LOCKED`, completions one round trip).
 //!
 //! # Leases and fencing tokens
 //!
@@ -75,6 +76,8 @@
 #![forbid(unsafe_code)]
 
 mod graph;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod sqlite;
 
 use std::fmt;
@@ -88,6 +91,8 @@ pub use lockstep_contract::{
 pub use lockstep_dag::StateCounts;
 
 pub use crate::graph::canonical_report;
+#[cfg(feature = "postgres")]
+pub use crate::postgres::{DEFAULT_SCHEMA, PostgresOptions, PostgresStore};
 pub use crate::sqlite::{SqliteOptions, SqliteStore};
 
 /// The schema version this build writes and understands. A store whose recorded version is

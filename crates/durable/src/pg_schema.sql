@@ -1,0 +1,318 @@
+-- The PostgreSQL store's schema, version 1 (crates/durable/src/postgres.rs).
+-- `@S@` is replaced by the store's schema name (a quoted identifier) when it is installed.
+-- Tables are those of the SQLite store (src/sqlite.rs, SCHEMA_V1) in PostgreSQL's dialect;
+-- the functions are the operations that must cost one round trip (claim, complete, fail,
+-- renew, cancel, close). Every function begins by locking the single `lockstep_state` row:
+-- that lock is the operation's linearization point (see the module documentation).
+
+CREATE TABLE @S@.lockstep_meta (
+    key   text PRIMARY KEY,
+    value bigint NOT NULL
+);
+
+CREATE TABLE @S@.lockstep_state (
+    one             integer PRIMARY KEY CHECK (one = 1),
+    max_concurrency bigint  NOT NULL,
+    started         boolean NOT NULL,
+    closed          boolean NOT NULL,
+    next_seq        bigint  NOT NULL,
+    next_epoch      bigint  NOT NULL,
+    clock           bigint  NOT NULL
+);
+
+CREATE TABLE @S@.tasks (
+    id               text    PRIMARY KEY,
+    first_seq        bigint  NOT NULL,
+    seq              bigint  NOT NULL UNIQUE,
+    generation       bigint  NOT NULL,
+    state            text    NOT NULL CHECK (state IN ('pending', 'ready', 'running',
+                                 'succeeded', 'failed', 'blocked', 'cancelled')),
+    remaining        bigint  NOT NULL,
+    payload          bytea   NOT NULL,
+    error            text,
+    cause_task       text,
+    cause_generation bigint,
+    cause_state      text,
+    cancelled_by     text,
+    cancel_requested boolean NOT NULL,
+    lease_owner      text,
+    lease_epoch      bigint,
+    lease_expiry     bigint,
+    attempts         bigint  NOT NULL,
+    updated_at       bigint  NOT NULL
+);
+-- The claim's scan: ready versions and running ones (whose lease may have expired), by seq.
+CREATE INDEX tasks_claimable ON @S@.tasks (seq) WHERE state IN ('ready', 'running');
+-- Counting live leases for the concurrency limit.
+CREATE INDEX tasks_running ON @S@.tasks (lease_expiry) WHERE state = 'running';
+CREATE INDEX tasks_first_seq ON @S@.tasks (first_seq);
+
+CREATE TABLE @S@.edges (
+    dependent  text    NOT NULL,
+    pos        integer NOT NULL,
+    dependency text    NOT NULL,
+    waiting    boolean NOT NULL,
+    PRIMARY KEY (dependent, pos)
+);
+-- The reverse-edge index: who waits on a dependency.
+CREATE INDEX edges_dependency ON @S@.edges (dependency, waiting);
+
+-- `p_id` is lost: block, with the cause, every pending version waiting on it and,
+-- transitively, theirs. Returns how many were blocked. Caller holds the state-row lock.
+CREATE FUNCTION @S@.block_waiters(p_id text, c_task text, c_generation bigint,
+                                  c_state text, p_now bigint)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    n bigint;
+BEGIN
+    WITH RECURSIVE lost(id) AS (
+        SELECT p_id
+        UNION
+        SELECT e.dependent
+          FROM @S@.edges e
+          JOIN lost ON e.dependency = lost.id
+          JOIN @S@.tasks t ON t.id = e.dependent
+         WHERE e.waiting AND t.state = 'pending'
+    )
+    UPDATE @S@.tasks t
+       SET state = 'blocked', cause_task = c_task, cause_generation = c_generation,
+           cause_state = c_state, updated_at = p_now
+      FROM lost
+     WHERE t.id = lost.id AND t.state = 'pending';
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END $$;
+
+-- `p_id` succeeded: each pending waiter stops waiting on it (one edge each: dependency lists
+-- have no duplicates); those left waiting on nothing become ready. Visits only `p_id`'s
+-- reverse edges. Returns how many became ready. Caller holds the state-row lock.
+CREATE FUNCTION @S@.release_waiters(p_id text, p_now bigint)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    n bigint;
+BEGIN
+    WITH released AS (
+        UPDATE @S@.edges e SET waiting = false
+          FROM @S@.tasks t
+         WHERE e.dependency = p_id AND e.waiting
+           AND t.id = e.dependent AND t.state = 'pending'
+        RETURNING e.dependent
+    ), updated AS (
+        UPDATE @S@.tasks t
+           SET remaining = t.remaining - 1,
+               state = CASE WHEN t.remaining = 1 THEN 'ready' ELSE t.state END,
+               updated_at = p_now
+          FROM released r
+         WHERE t.id = r.dependent
+        RETURNING t.state
+    )
+    SELECT count(*) FILTER (WHERE state = 'ready') INTO n FROM updated;
+    RETURN n;
+END $$;
+
+-- The checks shared by complete, fail and renew on the row read (all NULL when the id is
+-- unknown): id known, generation current, token not fenced. 'ok' or an error code.
+CREATE FUNCTION @S@.fence_code(r @S@.tasks, p_generation bigint, p_owner text, p_epoch bigint)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE
+        WHEN r.id IS NULL THEN 'unknown'
+        WHEN r.generation <> p_generation THEN 'stale'
+        -- The fence: a claimed version accepts only its latest claim's (owner, epoch).
+        WHEN r.lease_epoch IS NOT NULL
+             AND (r.lease_epoch <> p_epoch OR r.lease_owner <> p_owner) THEN 'fenced'
+        ELSE 'ok'
+    END
+$$;
+
+-- claim: one statement (`SELECT * FROM claim(...)`), one transaction. Raises LK001 when
+-- closed and LK002 when not started (the caller starts, in Rust, and calls again).
+CREATE FUNCTION @S@.claim(p_owner text, p_now bigint, p_lease bigint, p_max bigint)
+RETURNS TABLE (o_id text, o_generation bigint, o_epoch bigint, o_expiry bigint,
+               o_attempts bigint, o_cancel_requested boolean, o_payload bytea)
+LANGUAGE plpgsql AS $$
+DECLARE
+    st @S@.lockstep_state;
+    v_t bigint;
+    v_live bigint;
+    v_take bigint;
+    v_expiry bigint;
+    n bigint := 0;
+BEGIN
+    -- The linearization point: every write operation takes this row lock first, so claims
+    -- (and all other writes) apply one at a time and the limit below is exact.
+    SELECT * INTO st FROM @S@.lockstep_state WHERE one = 1 FOR UPDATE;
+    IF st.closed THEN
+        RAISE EXCEPTION 'the scheduler is closed' USING ERRCODE = 'LK001';
+    END IF;
+    IF NOT st.started THEN
+        RAISE EXCEPTION 'not started' USING ERRCODE = 'LK002';
+    END IF;
+    v_t := greatest(st.clock, p_now);
+    SELECT count(*) INTO v_live FROM @S@.tasks t
+     WHERE t.state = 'running' AND t.lease_expiry > v_t;
+    v_take := least(p_max, greatest(st.max_concurrency - v_live, 0));
+    v_expiry := least(v_t::numeric + p_lease, 9223372036854775807)::bigint;
+    IF v_take > 0 THEN
+        RETURN QUERY
+        WITH pick AS (
+            -- Candidates: ready versions and running ones whose lease expired, lowest
+            -- submission sequence first.
+            SELECT t.id, t.seq FROM @S@.tasks t
+             WHERE t.state = 'ready' OR (t.state = 'running' AND t.lease_expiry <= v_t)
+             ORDER BY t.seq
+             LIMIT v_take
+               FOR UPDATE SKIP LOCKED
+        ), numbered AS (
+            SELECT p.id, st.next_epoch - 1 + row_number() OVER (ORDER BY p.seq) AS epoch
+              FROM pick p
+        ), claimed AS (
+            -- A4 claim-once: ready (or expired running) -> running with a new lease.
+            UPDATE @S@.tasks t
+               SET state = 'running', lease_owner = p_owner, lease_epoch = nb.epoch,
+                   lease_expiry = v_expiry, attempts = t.attempts + 1, updated_at = v_t
+              FROM numbered nb
+             WHERE t.id = nb.id
+            RETURNING t.id, t.generation, t.lease_epoch, t.lease_expiry, t.attempts,
+                      t.cancel_requested, t.payload, t.seq
+        )
+        SELECT c.id, c.generation, c.lease_epoch, c.lease_expiry, c.attempts,
+               c.cancel_requested, c.payload
+          FROM claimed c ORDER BY c.seq;
+        GET DIAGNOSTICS n = ROW_COUNT;
+    END IF;
+    UPDATE @S@.lockstep_state SET clock = v_t, next_epoch = next_epoch + n WHERE one = 1;
+END $$;
+
+-- complete / fail: one statement, one transaction. Returns (code, count, current generation,
+-- lease owner, lease epoch, state): code 'applied' (count = ready or blocked), 'duplicate',
+-- or an error code ('unknown', 'stale', 'fenced', 'conflict') that changed nothing.
+CREATE FUNCTION @S@.settle(p_id text, p_generation bigint, p_owner text, p_epoch bigint,
+                           p_now bigint, p_success boolean, p_error text,
+                           OUT code text, OUT n bigint, OUT cur_generation bigint,
+                           OUT cur_owner text, OUT cur_epoch bigint, OUT cur_state text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    st @S@.lockstep_state;
+    row @S@.tasks;
+    v_t bigint;
+BEGIN
+    SELECT * INTO st FROM @S@.lockstep_state WHERE one = 1 FOR UPDATE;
+    SELECT * INTO row FROM @S@.tasks WHERE id = p_id;
+    code := @S@.fence_code(row, p_generation, p_owner, p_epoch);
+    n := 0;
+    cur_generation := row.generation;
+    cur_owner := row.lease_owner;
+    cur_epoch := row.lease_epoch;
+    cur_state := row.state;
+    IF code <> 'ok' THEN
+        RETURN;
+    END IF;
+    v_t := greatest(st.clock, p_now);
+    IF row.state = 'running' THEN
+        IF p_success THEN
+            UPDATE @S@.tasks SET state = 'succeeded', updated_at = v_t WHERE id = p_id;
+            n := @S@.release_waiters(p_id, v_t);
+        ELSE
+            UPDATE @S@.tasks SET state = 'failed', error = p_error, updated_at = v_t
+             WHERE id = p_id;
+            n := @S@.block_waiters(p_id, p_id, p_generation, 'failed', v_t);
+        END IF;
+        code := 'applied';
+    ELSIF (p_success AND row.state = 'succeeded') OR (NOT p_success AND row.state = 'failed') THEN
+        code := 'duplicate';
+    ELSE
+        code := 'conflict';
+        RETURN;
+    END IF;
+    UPDATE @S@.lockstep_state SET clock = v_t WHERE one = 1;
+END $$;
+
+-- renew: one statement. Returns (code, new expiry or the old one, clock, cancel_requested,
+-- current generation, lease owner, lease epoch, state).
+CREATE FUNCTION @S@.renew(p_id text, p_generation bigint, p_owner text, p_epoch bigint,
+                          p_now bigint, p_lease bigint,
+                          OUT code text, OUT expiry bigint, OUT t bigint,
+                          OUT cancel_requested boolean, OUT cur_generation bigint,
+                          OUT cur_owner text, OUT cur_epoch bigint, OUT cur_state text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    st @S@.lockstep_state;
+    row @S@.tasks;
+BEGIN
+    SELECT * INTO st FROM @S@.lockstep_state WHERE one = 1 FOR UPDATE;
+    SELECT * INTO row FROM @S@.tasks WHERE id = p_id;
+    code := @S@.fence_code(row, p_generation, p_owner, p_epoch);
+    cur_generation := row.generation;
+    cur_owner := row.lease_owner;
+    cur_epoch := row.lease_epoch;
+    cur_state := row.state;
+    cancel_requested := row.cancel_requested;
+    expiry := row.lease_expiry;
+    t := greatest(st.clock, p_now);
+    IF code <> 'ok' THEN
+        RETURN;
+    END IF;
+    IF row.state <> 'running' THEN
+        code := 'conflict';
+        RETURN;
+    END IF;
+    IF row.lease_expiry <= t THEN
+        code := 'expired';
+        RETURN;
+    END IF;
+    expiry := least(t::numeric + p_lease, 9223372036854775807)::bigint;
+    UPDATE @S@.tasks SET lease_expiry = expiry, updated_at = t WHERE id = p_id;
+    UPDATE @S@.lockstep_state SET clock = t WHERE one = 1;
+END $$;
+
+-- cancel: one statement. Returns (code, blocked count, state): 'unknown', 'cancelled',
+-- 'requested' or 'terminal'.
+CREATE FUNCTION @S@.cancel(p_id text, p_now bigint,
+                           OUT code text, OUT n bigint, OUT cur_state text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    st @S@.lockstep_state;
+    row @S@.tasks;
+    v_t bigint;
+BEGIN
+    SELECT * INTO st FROM @S@.lockstep_state WHERE one = 1 FOR UPDATE;
+    SELECT * INTO row FROM @S@.tasks WHERE id = p_id;
+    n := 0;
+    IF NOT FOUND THEN
+        code := 'unknown';
+        RETURN;
+    END IF;
+    cur_state := row.state;
+    v_t := greatest(st.clock, p_now);
+    IF row.state IN ('pending', 'ready') THEN
+        UPDATE @S@.tasks SET state = 'cancelled', cancelled_by = 'user', updated_at = v_t
+         WHERE id = p_id;
+        n := @S@.block_waiters(p_id, p_id, row.generation, 'cancelled', v_t);
+        code := 'cancelled';
+    ELSIF row.state = 'running' THEN
+        UPDATE @S@.tasks SET cancel_requested = true, updated_at = v_t WHERE id = p_id;
+        code := 'requested';
+    ELSE
+        code := 'terminal';
+    END IF;
+    UPDATE @S@.lockstep_state SET clock = v_t WHERE one = 1;
+END $$;
+
+-- close: one statement. Returns (cancelled, running).
+CREATE FUNCTION @S@.close(p_now bigint, OUT cancelled bigint, OUT running bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    st @S@.lockstep_state;
+    v_t bigint;
+BEGIN
+    SELECT * INTO st FROM @S@.lockstep_state WHERE one = 1 FOR UPDATE;
+    v_t := greatest(st.clock, p_now);
+    cancelled := 0;
+    IF NOT st.closed THEN
+        UPDATE @S@.tasks SET state = 'cancelled', cancelled_by = 'closed', updated_at = v_t
+         WHERE state IN ('pending', 'ready');
+        GET DIAGNOSTICS cancelled = ROW_COUNT;
+    END IF;
+    SELECT count(*) INTO running FROM @S@.tasks WHERE state = 'running';
+    UPDATE @S@.lockstep_state SET closed = true, clock = v_t WHERE one = 1;
+END $$;

@@ -1,0 +1,352 @@
+//! Unit tests of the PostgreSQL store that need no server.
+
+use super::*;
+
+#[test]
+fn schema_names_are_checked_and_quoted() {
+    assert_eq!(quote_schema("lockstep").unwrap(), "\"lockstep\"");
+    assert_eq!(quote_schema("_t1").unwrap(), "\"_t1\"");
+    for bad in ["", "1abc", "a-b", "a\"b", "a b", &"x".repeat(64)] {
+        assert!(
+            matches!(quote_schema(bad), Err(DurableError::InvalidInput { .. })),
+            "{bad:?}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Against a real server (LOCKSTEP_PG_URL; `scripts/postgres.sh start` prints one).
+// ---------------------------------------------------------------------------------------
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::thread;
+
+/// The server's URL, or `None` (with a skip line) when none is configured. With
+/// `LOCKSTEP_REQUIRE_PG=1` (CI) a missing URL is a failure, not a skip.
+fn pg_url() -> Option<String> {
+    match std::env::var("LOCKSTEP_PG_URL") {
+        Ok(u) if !u.trim().is_empty() => Some(u),
+        _ => {
+            assert!(
+                std::env::var("LOCKSTEP_REQUIRE_PG").as_deref() != Ok("1"),
+                "LOCKSTEP_REQUIRE_PG=1 but LOCKSTEP_PG_URL is not set"
+            );
+            eprintln!("skipped: LOCKSTEP_PG_URL is not set (scripts/postgres.sh start prints one)");
+            None
+        }
+    }
+}
+
+/// A fresh schema name, dropped (with everything in it) when the guard goes.
+struct Scratch {
+    url: String,
+    schema: String,
+}
+
+impl Scratch {
+    fn new(url: &str) -> Self {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let schema = format!(
+            "t_unit_{}_{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let s = Scratch {
+            url: url.to_string(),
+            schema,
+        };
+        s.sql(&format!("DROP SCHEMA IF EXISTS {} CASCADE", s.schema));
+        s
+    }
+
+    fn options(&self) -> PostgresOptions {
+        PostgresOptions::with_schema(&self.schema)
+    }
+
+    fn sql(&self, sql: &str) {
+        let mut c = Client::connect(&self.url, NoTls).expect("connect");
+        c.batch_execute(sql).expect("scratch SQL");
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Ok(mut c) = Client::connect(&self.url, NoTls) {
+            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema));
+        }
+    }
+}
+
+fn owner(name: &str) -> LeaseOwner {
+    LeaseOwner::new(name).unwrap()
+}
+
+#[test]
+fn postgres_store_runs_a_chain_and_fences_a_late_worker() {
+    let Some(url) = pg_url() else { return };
+    let scratch = Scratch::new(&url);
+    let mut s = PostgresStore::create_with(&url, 2, &scratch.options()).unwrap();
+    let out = s
+        .submit(&[
+            NewTask::new("fetch", Vec::<String>::new()),
+            NewTask::new("build", ["fetch"]),
+        ])
+        .unwrap();
+    assert_eq!(out, vec![Ok(Generation(1)), Ok(Generation(1))]);
+    let (a, b) = (owner("a"), owner("b"));
+    let first = s.claim(&a, Millis(1_000), Millis(100), 10).unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!((first[0].id.as_str(), first[0].epoch), ("fetch", 1));
+    assert_eq!(first[0].expiry, Millis(1_100));
+    // Not expired yet: nothing to claim for b.
+    assert!(
+        s.claim(&b, Millis(1_050), Millis(100), 10)
+            .unwrap()
+            .is_empty()
+    );
+    // a's lease expires; b claims the same version again (new epoch, attempt 2).
+    let second = s.claim(&b, Millis(1_200), Millis(100), 10).unwrap();
+    assert_eq!(second.len(), 1);
+    assert_eq!(
+        (second[0].id.as_str(), second[0].epoch, second[0].attempt),
+        ("fetch", 2, 2)
+    );
+    // a's late completion is fenced and releases nothing.
+    let late = s.complete(&first[0].token(), Millis(1_250));
+    assert!(
+        matches!(
+            late,
+            Err(DurableError::Fenced {
+                current_epoch: 2,
+                ..
+            })
+        ),
+        "{late:?}"
+    );
+    assert_eq!(
+        s.status("build").unwrap().unwrap().state,
+        TaskState::Pending
+    );
+    // a cannot renew either; b can.
+    assert!(matches!(
+        s.renew(&first[0].token(), Millis(1_250), Millis(100)),
+        Err(DurableError::Fenced { .. })
+    ));
+    let r = s
+        .renew(&second[0].token(), Millis(1_250), Millis(100))
+        .unwrap();
+    assert_eq!(r.expiry, Millis(1_350));
+    assert_eq!(
+        s.complete(&second[0].token(), Millis(1_300)).unwrap(),
+        CallbackOutcome::Applied(Effect {
+            ready: 1,
+            blocked: 0
+        })
+    );
+    assert_eq!(
+        s.complete(&second[0].token(), Millis(1_300)).unwrap(),
+        CallbackOutcome::Duplicate(TaskState::Succeeded)
+    );
+    let third = s.claim(&a, Millis(1_400), Millis(100), 10).unwrap();
+    assert_eq!(third[0].id, "build");
+    assert_eq!(
+        s.fail(&third[0].token(), Millis(1_450), "boom").unwrap(),
+        CallbackOutcome::Applied(Effect {
+            ready: 0,
+            blocked: 0
+        })
+    );
+    assert_eq!(
+        s.status("build").unwrap().unwrap().error.as_deref(),
+        Some("boom")
+    );
+    assert_eq!(s.clock().unwrap(), Millis(1_450));
+    drop(s);
+    // Another connection (a restarted process) sees the same store.
+    let mut again = PostgresStore::open_with(&url, &scratch.options()).unwrap();
+    assert_eq!(again.max_concurrency().unwrap(), 2);
+    assert_eq!(again.counts().unwrap().succeeded, 1);
+    assert_eq!(again.counts().unwrap().failed, 1);
+}
+
+#[test]
+fn postgres_store_refused_connection_is_unavailable() {
+    // Port 1 on loopback: nothing listens there; the connection is refused at once.
+    let e = PostgresStore::open("postgres://nobody@127.0.0.1:1/none").unwrap_err();
+    assert!(matches!(e, DurableError::Unavailable { .. }), "{e:?}");
+    let e = PostgresStore::open("this is not a url =").unwrap_err();
+    assert!(matches!(e, DurableError::InvalidInput { .. }), "{e:?}");
+}
+
+#[test]
+fn postgres_store_refuses_newer_and_foreign_schemas() {
+    let Some(url) = pg_url() else { return };
+    let scratch = Scratch::new(&url);
+    let opts = scratch.options();
+    // No such schema.
+    let e = PostgresStore::open_with(&url, &opts).unwrap_err();
+    assert!(matches!(e, DurableError::NotALockstepStore { .. }), "{e:?}");
+    // Another application's schema: tables, but no lockstep_meta.
+    scratch.sql(&format!(
+        "CREATE SCHEMA {0}; CREATE TABLE {0}.orders (id int)",
+        scratch.schema
+    ));
+    let e = PostgresStore::open_with(&url, &opts).unwrap_err();
+    assert!(matches!(e, DurableError::NotALockstepStore { .. }), "{e:?}");
+    let e = PostgresStore::create_with(&url, 1, &opts).unwrap_err();
+    assert!(matches!(e, DurableError::AlreadyExists { .. }), "{e:?}");
+    // A lockstep_meta with another application id.
+    scratch.sql(&format!(
+        "CREATE TABLE {0}.lockstep_meta (key text, value bigint);
+         INSERT INTO {0}.lockstep_meta VALUES ('application_id', 42), ('schema_version', 1)",
+        scratch.schema
+    ));
+    let e = PostgresStore::open_with(&url, &opts).unwrap_err();
+    assert!(
+        matches!(&e, DurableError::NotALockstepStore { reason, .. } if reason.contains("another application")),
+        "{e:?}"
+    );
+    // A store from a newer Lockstep: refused, and left as it was.
+    scratch.sql(&format!("DROP SCHEMA {} CASCADE", scratch.schema));
+    drop(PostgresStore::create_with(&url, 1, &opts).unwrap());
+    scratch.sql(&format!(
+        "UPDATE {}.lockstep_meta SET value = 99 WHERE key = 'schema_version'",
+        scratch.schema
+    ));
+    let e = PostgresStore::open_with(&url, &opts).unwrap_err();
+    assert_eq!(
+        e,
+        DurableError::NewerSchema {
+            found: 99,
+            supported: SCHEMA_VERSION
+        }
+    );
+    let e = PostgresStore::open_with(&url, &opts).unwrap_err();
+    assert!(matches!(e, DurableError::NewerSchema { found: 99, .. }));
+}
+
+/// A claim whose connection is lost while the claim waits for the state-row lock (held by
+/// another session): the claim's transaction never commits, so nothing is claimed; a later
+/// claim leases normally, and every running version has a lease that expires.
+#[test]
+fn postgres_store_lost_connection_mid_claim_claims_nothing() {
+    let Some(url) = pg_url() else { return };
+    let scratch = Scratch::new(&url);
+    let opts = scratch.options();
+    let mut s = PostgresStore::create_with(&url, 4, &opts).unwrap();
+    let tasks: Vec<NewTask> = (0..3)
+        .map(|i| NewTask::new(format!("t{i}"), Vec::<String>::new()))
+        .collect();
+    s.submit(&tasks).unwrap();
+    s.start().unwrap();
+    let mut victim = PostgresStore::open_with(&url, &opts).unwrap();
+    let pid: i32 = victim
+        .client
+        .query_one("SELECT pg_backend_pid()", &[])
+        .unwrap()
+        .get(0);
+    // Hold the state-row lock in another session, so the victim's claim blocks inside its
+    // transaction.
+    let mut holder = Client::connect(&url, NoTls).unwrap();
+    let mut hold = holder.transaction().unwrap();
+    hold.execute(
+        &format!(
+            "SELECT 1 FROM {}.lockstep_state FOR UPDATE",
+            quote_schema(&scratch.schema).unwrap()
+        ),
+        &[],
+    )
+    .unwrap();
+    let claimer =
+        thread::spawn(move || victim.claim(&owner("victim"), Millis(10), Millis(1_000), 3));
+    // Wait (generously) until the victim's claim is waiting on the lock, then end its session.
+    let mut admin = Client::connect(&url, NoTls).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let waiting: bool = admin
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock')",
+                &[&pid],
+            )
+            .unwrap()
+            .get(0);
+        if waiting {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the claim never waited"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+    admin
+        .execute("SELECT pg_terminate_backend($1)", &[&pid])
+        .unwrap();
+    let result = claimer.join().unwrap();
+    assert!(
+        matches!(result, Err(DurableError::Unavailable { .. })),
+        "{result:?}"
+    );
+    hold.rollback().unwrap();
+    // Nothing was claimed: all three are still ready, none has a lease, the clock is untouched.
+    let c = s.counts().unwrap();
+    assert_eq!((c.ready, c.running), (3, 0));
+    assert_eq!(s.clock().unwrap(), Millis(0));
+    for i in 0..3 {
+        assert_eq!(s.lease(&format!("t{i}")).unwrap(), None);
+    }
+    let leases = s
+        .claim(&owner("next"), Millis(20), Millis(1_000), 3)
+        .unwrap();
+    assert_eq!(leases.len(), 3);
+    let unleased: i64 = admin
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM {}.tasks WHERE state = 'running' AND (lease_expiry IS NULL OR lease_owner IS NULL)",
+                quote_schema(&scratch.schema).unwrap()
+            ),
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(unleased, 0);
+}
+
+#[test]
+fn postgres_store_keeps_the_limit_under_concurrent_claimers() {
+    let Some(url) = pg_url() else { return };
+    let scratch = Scratch::new(&url);
+    let opts = scratch.options();
+    let mut s = PostgresStore::create_with(&url, 3, &opts).unwrap();
+    let tasks: Vec<NewTask> = (0..40)
+        .map(|i| NewTask::new(format!("t{i:02}"), Vec::<String>::new()))
+        .collect();
+    s.submit(&tasks).unwrap();
+    s.start().unwrap();
+    // Four claimers at once, each asking for everything, never completing: at most three
+    // versions may be claimed in total, each once.
+    let handles: Vec<_> = (0..4)
+        .map(|w| {
+            let (url, opts) = (url.clone(), opts.clone());
+            thread::spawn(move || {
+                let mut st = PostgresStore::open_with(&url, &opts).unwrap();
+                let mut got = Vec::new();
+                for _ in 0..10 {
+                    got.extend(
+                        st.claim(&owner(&format!("w{w}")), Millis(5), Millis(60_000), 40)
+                            .unwrap(),
+                    );
+                }
+                got
+            })
+        })
+        .collect();
+    let mut all: Vec<String> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .map(|l| l.id)
+        .collect();
+    all.sort();
+    assert_eq!(all, ["t00", "t01", "t02"]);
+    assert_eq!(s.counts().unwrap().running, 3);
+}

@@ -1,0 +1,1348 @@
+//! The PostgreSQL store: the same contract on a server that workers on many machines share
+//! (SPEC A8 "many worker processes"; `docs/durable.md`, "PostgreSQL and many machines").
+//!
+//! # Layout
+//! A store lives in one PostgreSQL **schema** (default `lockstep`; [`PostgresOptions::schema`]),
+//! so one database can hold several stores and nothing outside the schema is touched. Its
+//! tables are those of the SQLite store in PostgreSQL's dialect (`src/pg_schema.sql`):
+//! `lockstep_meta` (`application_id` = [`APPLICATION_ID`], `schema_version`),
+//! `lockstep_state` (one row: the limit, the phase flags, the sequence and epoch counters and
+//! the high-water clock), `tasks` (one row per id: its current version, lease included) and
+//! `edges` (the current versions' dependency lists, with the reverse-edge index on
+//! `dependency`). The schema also installs plpgsql functions for the operations that must
+//! cost **one round trip**: `claim`, `settle` (complete and fail), `renew`, `cancel` and
+//! `close`; the Rust side sends one `SELECT` per call. `submit`, `start` and `check` are
+//! multi-statement transactions in Rust (they load the graph for the cycle check, as SQLite
+//! does); the observers are single read statements.
+//!
+//! # How the concurrency limit is kept under concurrent claimers
+//! Every write operation (every function above, and `submit`/`start`) begins by locking the
+//! single `lockstep_state` row (`SELECT ... FOR UPDATE`). That lock is the operation's
+//! **linearization point**: writers from any number of connections and machines apply one at
+//! a time, in lock order, each seeing every earlier writer's commit. Within a plpgsql
+//! function each statement takes a fresh snapshot (read committed), so the claim's count of
+//! live leases (`state = 'running' AND lease_expiry > t`), taken after the lock, includes
+//! every claim committed before it; it then claims `min(max, limit - live, candidates)`
+//! rows with
+//!
+//! ```sql
+//! UPDATE tasks SET state = 'running', lease_owner = $owner, lease_epoch = ..., ...
+//!   FROM (SELECT id FROM tasks
+//!          WHERE state = 'ready' OR (state = 'running' AND lease_expiry <= t)
+//!          ORDER BY seq LIMIT n FOR UPDATE SKIP LOCKED) ...
+//! ```
+//!
+//! and commits, releasing the lock. Two claimers therefore never both see the same free
+//! slot, and never claim the same version: the limit holds exactly, not just eventually. The
+//! price is that writes do not run in parallel on the server; each holds the lock for one
+//! statement (the bench `durable/postgres_<n>w` measures it beside a plain `SKIP LOCKED`
+//! queue). Under this lock no Lockstep operation holds a task row when a claim runs, so
+//! `SKIP LOCKED` skips only rows locked by sessions outside Lockstep (an operator's manual
+//! `SELECT ... FOR UPDATE`): the claim passes them instead of waiting.
+//!
+//! A serializable transaction without the row lock would also keep the limit, but concurrent
+//! claimers would then fail with serialization errors and retry; a counter column updated by
+//! the claim cannot be read and written in one statement. The row lock is simpler and never
+//! retries.
+//!
+//! # Faults
+//! * A server that refuses connections, a lost connection, an administrator's termination of
+//!   the session: [`DurableError::Unavailable`]. A claim is one statement in its own
+//!   transaction: if the connection is lost before the commit, the server rolls the whole
+//!   transaction back (nothing claimed); if the commit happened, every claimed version has a
+//!   lease with an expiry, so it is claimable again once that passes. **No version is ever
+//!   running without a lease that expires.**
+//! * Deadlock or serialization failures (not expected: every writer takes the same lock
+//!   first): [`DurableError::Busy`], nothing changed.
+//! * A schema without Lockstep's metadata, or another application's:
+//!   [`DurableError::NotALockstepStore`]; a store written by a newer Lockstep:
+//!   [`DurableError::NewerSchema`]. Nothing is changed in either case.
+//!
+//! Source of the claim pattern: PostgreSQL documentation, `SELECT`, "The Locking Clause"
+//! (`SKIP LOCKED` "to avoid lock contention with multiple consumers accessing a queue-like
+//! table"), and "Transaction Isolation", read committed (a fresh snapshot per statement).
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use ::postgres::error::SqlState;
+use ::postgres::{Client, Config, NoTls, Row, Transaction};
+use lockstep_contract::{
+    BlockCause, CallbackOutcome, CancelOutcome, CancelReason, CloseReport, Effect, Generation,
+    GraphReport, MissingDependency, TaskState, TaskStatus,
+};
+use lockstep_dag::StateCounts;
+
+use crate::{
+    APPLICATION_ID, DurableError, FencingToken, Lease, LeaseInfo, LeaseOwner, MAX_MILLIS, Millis,
+    NewTask, Renewal, SCHEMA_VERSION, Store, canonical_report, validate_new_task,
+};
+
+/// The schema of version 1 (tables and functions); `@S@` stands for the quoted schema name.
+const SCHEMA_V1: &str = include_str!("pg_schema.sql");
+
+/// The default PostgreSQL schema of a store.
+pub const DEFAULT_SCHEMA: &str = "lockstep";
+
+/// SQLSTATE raised by the `claim` function on a closed store.
+const CLOSED: &str = "LK001";
+/// SQLSTATE raised by the `claim` function before start (the caller starts and retries).
+const NOT_STARTED: &str = "LK002";
+
+/// Connection settings of a [`PostgresStore`].
+#[derive(Debug, Clone)]
+pub struct PostgresOptions {
+    /// The PostgreSQL schema that holds the store: letters, digits and `_`, starting with a
+    /// letter or `_`, at most 63 bytes. Default [`DEFAULT_SCHEMA`].
+    pub schema: String,
+    /// How long to wait for the server to accept a connection (used when the URL sets no
+    /// `connect_timeout`). Default 10 s.
+    pub connect_timeout: Duration,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        PostgresOptions {
+            schema: DEFAULT_SCHEMA.to_string(),
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl PostgresOptions {
+    /// The default options with another schema.
+    pub fn with_schema(schema: impl Into<String>) -> Self {
+        PostgresOptions {
+            schema: schema.into(),
+            ..PostgresOptions::default()
+        }
+    }
+}
+
+/// A durable scheduler store in a PostgreSQL schema, shared by any number of connections,
+/// processes and machines.
+///
+/// One value is one connection (`postgres::Client`, synchronous); open one per thread or
+/// process. All of the [`Store`] contract holds; the module documentation says how the
+/// concurrency limit is kept under concurrent claimers and what each fault returns.
+///
+/// # Example: pointing Lockstep at your server
+/// ```no_run
+/// use lockstep_durable::{PostgresStore, Store};
+/// let url = "postgres://me:secret@db.example:5432/jobs";
+/// let mut s = PostgresStore::create(url, 8).unwrap(); // schema `lockstep`, 8 slots
+/// drop(s);
+/// let mut s = PostgresStore::open(url).unwrap(); // any machine, any time later
+/// assert_eq!(s.max_concurrency().unwrap(), 8);
+/// ```
+pub struct PostgresStore {
+    client: Client,
+    /// The schema name, quoted for SQL (`"lockstep"`).
+    schema: String,
+    /// The server and schema, without the password, for messages.
+    location: String,
+    /// Prepared statements' texts, with the schema substituted.
+    sql: Sql,
+}
+
+impl fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("location", &self.location)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The statements of the hot paths, with the schema filled in once.
+#[derive(Debug, Clone)]
+struct Sql {
+    claim: String,
+    settle: String,
+    renew: String,
+    cancel: String,
+    close: String,
+}
+
+impl Sql {
+    fn new(s: &str) -> Self {
+        Sql {
+            claim: format!("SELECT * FROM {s}.claim($1, $2, $3, $4)"),
+            settle: format!("SELECT * FROM {s}.settle($1, $2, $3, $4, $5, $6, $7)"),
+            renew: format!("SELECT * FROM {s}.renew($1, $2, $3, $4, $5, $6)"),
+            cancel: format!("SELECT * FROM {s}.cancel($1, $2)"),
+            close: format!("SELECT * FROM {s}.close($1)"),
+        }
+    }
+}
+
+/// True for the errors that mean the server could not be reached or the session ended.
+fn is_unavailable(e: &::postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    match e.code() {
+        Some(code) => {
+            let c = code.code();
+            // 08: connection exception; 57P0x: the server is shutting down or the session was
+            // terminated by an administrator; 28: authentication; 3D000: no such database.
+            c.starts_with("08") || c.starts_with("57P") || c.starts_with("28") || c == "3D000"
+        }
+        // No SQLSTATE: an I/O error or a protocol error on the socket.
+        None => e.as_db_error().is_none(),
+    }
+}
+
+fn map_err(e: ::postgres::Error) -> DurableError {
+    let reason = describe(&e);
+    if is_unavailable(&e) {
+        return DurableError::Unavailable { reason };
+    }
+    match e.code() {
+        Some(c)
+            if *c == SqlState::T_R_SERIALIZATION_FAILURE
+                || *c == SqlState::T_R_DEADLOCK_DETECTED
+                || *c == SqlState::LOCK_NOT_AVAILABLE =>
+        {
+            DurableError::Busy { reason }
+        }
+        _ => DurableError::Database { reason },
+    }
+}
+
+/// The error with the server's message, detail and hint when there are any.
+fn describe(e: &::postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => {
+            let mut s = format!("{}: {}", db.code().code(), db.message());
+            if let Some(d) = db.detail() {
+                s.push_str(&format!(" ({d})"));
+            }
+            s
+        }
+        None => e.to_string(),
+    }
+}
+
+fn has_code(e: &::postgres::Error, code: &str) -> bool {
+    e.code().is_some_and(|c| c.code() == code)
+}
+
+fn ms(t: Millis) -> i64 {
+    i64::try_from(t.0.min(MAX_MILLIS)).unwrap_or(i64::MAX)
+}
+
+fn millis(v: i64) -> Millis {
+    Millis(u64::try_from(v).unwrap_or(0))
+}
+
+fn to_gen(g: i64) -> Generation {
+    Generation(u64::try_from(g).unwrap_or(0))
+}
+
+fn gen_sql(g: Generation) -> i64 {
+    i64::try_from(g.0).unwrap_or(i64::MAX)
+}
+
+fn parse_state(s: &str) -> Result<TaskState, DurableError> {
+    TaskState::ALL
+        .into_iter()
+        .find(|t| t.name() == s)
+        .ok_or_else(|| DurableError::Database {
+            reason: format!("unknown task state {s:?} in the store"),
+        })
+}
+
+/// Checks a schema name and returns it quoted for SQL.
+fn quote_schema(schema: &str) -> Result<String, DurableError> {
+    let ok = !schema.is_empty()
+        && schema.len() <= 63
+        && schema
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && schema
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !ok {
+        return Err(DurableError::InvalidInput {
+            what: format!(
+                "PostgreSQL schema name {schema:?} (letters, digits and _, starting with a letter or _, at most 63 bytes)"
+            ),
+        });
+    }
+    Ok(format!("\"{schema}\""))
+}
+
+/// The columns of one `tasks` row that the operations need.
+#[derive(Debug, Clone)]
+struct TaskRow {
+    generation: Generation,
+    state: TaskState,
+    cause: Option<BlockCause<String>>,
+}
+
+impl TaskRow {
+    /// The cause this version passes on to its waiters if it is lost (model `loss_cause`).
+    fn loss_cause(&self, id: &str) -> Option<BlockCause<String>> {
+        match self.state {
+            TaskState::Failed | TaskState::Cancelled => Some(BlockCause {
+                task: id.to_string(),
+                generation: self.generation,
+                state: self.state,
+            }),
+            TaskState::Blocked => self.cause.clone(),
+            _ => None,
+        }
+    }
+}
+
+/// The single `lockstep_state` row.
+#[derive(Debug, Clone, Copy)]
+struct Meta {
+    started: bool,
+    closed: bool,
+    next_seq: i64,
+    clock: i64,
+}
+
+impl PostgresStore {
+    /// Creates a new store in schema [`DEFAULT_SCHEMA`] of the database at `url` (a libpq-style
+    /// URL, `postgres://user:password@host:port/database`, or `host=... user=...`), with
+    /// `max_concurrency` slots (zero is legal and claims nothing).
+    ///
+    /// # Errors
+    /// [`DurableError::InvalidInput`] for a malformed URL or schema name or a limit above
+    /// `i64::MAX`; [`DurableError::Unavailable`] if the server cannot be reached or refuses
+    /// the login; [`DurableError::AlreadyExists`] if the schema already holds anything (a
+    /// store or other objects). Nothing existing is changed.
+    pub fn create(url: &str, max_concurrency: usize) -> Result<Self, DurableError> {
+        Self::create_with(url, max_concurrency, &PostgresOptions::default())
+    }
+
+    /// [`PostgresStore::create`] with explicit options.
+    ///
+    /// # Errors
+    /// As [`PostgresStore::create`].
+    pub fn create_with(
+        url: &str,
+        max_concurrency: usize,
+        options: &PostgresOptions,
+    ) -> Result<Self, DurableError> {
+        let mut store = Self::connect(url, options)?;
+        store.install(max_concurrency)?;
+        Ok(store)
+    }
+
+    /// Opens the existing store in schema [`DEFAULT_SCHEMA`] of the database at `url`.
+    ///
+    /// # Errors
+    /// [`DurableError::InvalidInput`] for a malformed URL; [`DurableError::Unavailable`] if
+    /// the server cannot be reached; [`DurableError::NotALockstepStore`] if the schema does
+    /// not exist, has no Lockstep metadata, another application id, or damaged metadata;
+    /// [`DurableError::NewerSchema`] if a newer Lockstep wrote it. Nothing is changed.
+    pub fn open(url: &str) -> Result<Self, DurableError> {
+        Self::open_with(url, &PostgresOptions::default())
+    }
+
+    /// [`PostgresStore::open`] with explicit options.
+    ///
+    /// # Errors
+    /// As [`PostgresStore::open`].
+    pub fn open_with(url: &str, options: &PostgresOptions) -> Result<Self, DurableError> {
+        let mut store = Self::connect(url, options)?;
+        store.verify()?;
+        Ok(store)
+    }
+
+    /// Opens the store in `options.schema`, creating it with `max_concurrency` slots if the
+    /// schema does not exist yet (several processes may race here: one creates, the others
+    /// open). An existing store keeps its own limit.
+    ///
+    /// # Errors
+    /// As [`PostgresStore::open`] and [`PostgresStore::create`].
+    pub fn open_or_create_with(
+        url: &str,
+        max_concurrency: usize,
+        options: &PostgresOptions,
+    ) -> Result<Self, DurableError> {
+        let mut store = Self::connect(url, options)?;
+        match store.install(max_concurrency) {
+            Ok(()) => Ok(store),
+            Err(DurableError::AlreadyExists { .. }) => {
+                store.verify()?;
+                Ok(store)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Where this store is: the server, database, user and schema (no password).
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    fn connect(url: &str, options: &PostgresOptions) -> Result<Self, DurableError> {
+        let schema = quote_schema(&options.schema)?;
+        let mut config = Config::from_str(url).map_err(|e| DurableError::InvalidInput {
+            what: format!("PostgreSQL URL: {e}"),
+        })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(options.connect_timeout);
+        }
+        let location = describe_config(&config, &options.schema);
+        let client = config
+            .connect(NoTls)
+            .map_err(|e| DurableError::Unavailable {
+                reason: format!("{location}: {}", describe(&e)),
+            })?;
+        let sql = Sql::new(&schema);
+        Ok(PostgresStore {
+            client,
+            schema,
+            location,
+            sql,
+        })
+    }
+
+    /// Creates the schema, its tables and functions, and the metadata, in one transaction.
+    fn install(&mut self, max_concurrency: usize) -> Result<(), DurableError> {
+        let max = i64::try_from(max_concurrency).map_err(|_| DurableError::InvalidInput {
+            what: format!("max_concurrency {max_concurrency} is too large"),
+        })?;
+        let name = self.schema.trim_matches('"').to_string();
+        let location = self.location.clone();
+        let s = self.schema.clone();
+        let mut tx = self.client.transaction().map_err(map_err)?;
+        // Two processes creating the same store at once: the second waits here, then finds
+        // the schema populated.
+        tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&name])
+            .map_err(map_err)?;
+        let objects: i64 = tx
+            .query_one(
+                "SELECT (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1)
+                      + (SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1)",
+                &[&name],
+            )
+            .map_err(map_err)?
+            .get(0);
+        if objects != 0 {
+            return Err(DurableError::AlreadyExists { location });
+        }
+        tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {s}"))
+            .map_err(map_err)?;
+        tx.batch_execute(&SCHEMA_V1.replace("@S@", &s))
+            .map_err(map_err)?;
+        tx.execute(
+            &format!(
+                "INSERT INTO {s}.lockstep_meta (key, value) VALUES ('application_id', $1), ('schema_version', $2)"
+            ),
+            &[&i64::from(APPLICATION_ID), &i64::from(SCHEMA_VERSION)],
+        )
+        .map_err(map_err)?;
+        tx.execute(
+            &format!("INSERT INTO {s}.lockstep_state VALUES (1, $1, false, false, 0, 1, 0)"),
+            &[&max],
+        )
+        .map_err(map_err)?;
+        tx.commit().map_err(map_err)
+    }
+
+    /// The checks of `open`: ours, and not newer.
+    fn verify(&mut self) -> Result<(), DurableError> {
+        let name = self.schema.trim_matches('"').to_string();
+        let location = self.location.clone();
+        let not_ours = |reason: String| DurableError::NotALockstepStore {
+            location: location.clone(),
+            reason,
+        };
+        let row = self
+            .client
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1),
+                        to_regclass(quote_ident($1) || '.lockstep_meta') IS NOT NULL",
+                &[&name],
+            )
+            .map_err(map_err)?;
+        let (schema_exists, meta_exists): (bool, bool) = (row.get(0), row.get(1));
+        if !schema_exists {
+            return Err(not_ours(format!("the schema {name} does not exist")));
+        }
+        if !meta_exists {
+            return Err(not_ours(format!(
+                "the schema {name} has no lockstep_meta table (another application's schema)"
+            )));
+        }
+        let rows = self
+            .client
+            .query(
+                &format!("SELECT key, value::text FROM {}.lockstep_meta", self.schema),
+                &[],
+            )
+            .map_err(|e| match map_err(e) {
+                DurableError::Database { reason } => {
+                    not_ours(format!("its metadata cannot be read ({reason})"))
+                }
+                other => other,
+            })?;
+        let meta: HashMap<String, String> = rows
+            .iter()
+            .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+            .collect();
+        match meta.get("application_id").map(|v| v.parse::<i64>()) {
+            Some(Ok(id)) if id == i64::from(APPLICATION_ID) => {}
+            Some(_) => {
+                return Err(not_ours(format!(
+                    "lockstep_meta records application id {} (another application's)",
+                    meta["application_id"]
+                )));
+            }
+            None => return Err(not_ours("lockstep_meta records no application id".into())),
+        }
+        let Some(Ok(version)) = meta.get("schema_version").map(|v| v.parse::<i64>()) else {
+            return Err(not_ours("it records no schema version".into()));
+        };
+        let found = u32::try_from(version).unwrap_or(u32::MAX);
+        if found > SCHEMA_VERSION {
+            return Err(DurableError::NewerSchema {
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        if found < SCHEMA_VERSION {
+            return Err(not_ours(format!(
+                "it records schema version {found}, which never existed"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Runs `f` in one transaction that first locks the state row; commits when `f` returns
+    /// `Ok` (writing the row back), rolls back otherwise.
+    fn write<T>(
+        &mut self,
+        f: impl FnOnce(&mut Transaction<'_>, &str, &mut Meta) -> Result<T, DurableError>,
+    ) -> Result<T, DurableError> {
+        let s = self.schema.clone();
+        let mut tx = self.client.transaction().map_err(map_err)?;
+        let row = tx
+            .query_one(
+                &format!(
+                    "SELECT started, closed, next_seq, clock
+                       FROM {s}.lockstep_state WHERE one = 1 FOR UPDATE"
+                ),
+                &[],
+            )
+            .map_err(map_err)?;
+        let mut meta = Meta {
+            started: row.get(0),
+            closed: row.get(1),
+            next_seq: row.get(2),
+            clock: row.get(3),
+        };
+        let before = (meta.started, meta.next_seq, meta.clock);
+        let out = f(&mut tx, &s, &mut meta)?;
+        if (meta.started, meta.next_seq, meta.clock) != before {
+            tx.execute(
+                &format!(
+                    "UPDATE {s}.lockstep_state SET started = $1, next_seq = $2, clock = $3 WHERE one = 1"
+                ),
+                &[&meta.started, &meta.next_seq, &meta.clock],
+            )
+            .map_err(map_err)?;
+        }
+        tx.commit().map_err(map_err)?;
+        Ok(out)
+    }
+
+    fn state_row(&mut self) -> Result<Row, DurableError> {
+        self.client
+            .query_one(
+                &format!(
+                    "SELECT max_concurrency, started, closed, clock FROM {}.lockstep_state WHERE one = 1",
+                    self.schema
+                ),
+                &[],
+            )
+            .map_err(map_err)
+    }
+
+    /// One `settle` call (complete when `success`).
+    fn settle(
+        &mut self,
+        token: &FencingToken,
+        now: Millis,
+        success: bool,
+        error: &str,
+    ) -> Result<CallbackOutcome, DurableError> {
+        let epoch = i64::try_from(token.epoch).unwrap_or(-1);
+        let row = self
+            .client
+            .query_one(
+                &self.sql.settle,
+                &[
+                    &token.id,
+                    &gen_sql(token.generation),
+                    &token.owner.as_str(),
+                    &epoch,
+                    &ms(now),
+                    &success,
+                    &error,
+                ],
+            )
+            .map_err(map_err)?;
+        let code: String = row.get(0);
+        let n: i64 = row.get(1);
+        let n = usize::try_from(n).unwrap_or(0);
+        match code.as_str() {
+            "applied" if success => Ok(CallbackOutcome::Applied(Effect {
+                ready: n,
+                blocked: 0,
+            })),
+            "applied" => Ok(CallbackOutcome::Applied(Effect {
+                ready: 0,
+                blocked: n,
+            })),
+            "duplicate" if success => Ok(CallbackOutcome::Duplicate(TaskState::Succeeded)),
+            "duplicate" => Ok(CallbackOutcome::Duplicate(TaskState::Failed)),
+            _ => Err(refusal(&code, token, &row, 2)?),
+        }
+    }
+}
+
+/// The error for a refusal code of `settle`/`renew`; `row` holds (current generation, lease
+/// owner, lease epoch, state) from column `first`.
+fn refusal(
+    code: &str,
+    token: &FencingToken,
+    row: &Row,
+    first: usize,
+) -> Result<DurableError, DurableError> {
+    let generation: Option<i64> = row.get(first);
+    let owner: Option<String> = row.get(first + 1);
+    let epoch: Option<i64> = row.get(first + 2);
+    let state: Option<String> = row.get(first + 3);
+    Ok(match code {
+        "unknown" => DurableError::UnknownTask {
+            id: token.id.clone(),
+        },
+        "stale" => DurableError::StaleGeneration {
+            id: token.id.clone(),
+            given: token.generation,
+            current: to_gen(generation.unwrap_or(0)),
+        },
+        "fenced" => DurableError::Fenced {
+            id: token.id.clone(),
+            generation: token.generation,
+            owner: token.owner.as_str().to_string(),
+            epoch: token.epoch,
+            current_owner: owner.unwrap_or_default(),
+            current_epoch: u64::try_from(epoch.unwrap_or(0)).unwrap_or(0),
+        },
+        "conflict" => DurableError::Conflict {
+            id: token.id.clone(),
+            generation: token.generation,
+            state: parse_state(state.as_deref().unwrap_or(""))?,
+        },
+        other => DurableError::Database {
+            reason: format!("unexpected outcome {other:?} from the store"),
+        },
+    })
+}
+
+fn describe_config(config: &Config, schema: &str) -> String {
+    use ::postgres::config::Host;
+    let host = config
+        .get_hosts()
+        .first()
+        .map(|h| match h {
+            Host::Tcp(name) => name.clone(),
+            Host::Unix(path) => path.display().to_string(),
+        })
+        .unwrap_or_else(|| "localhost".into());
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let user = config.get_user().unwrap_or("?");
+    let db = config.get_dbname().unwrap_or(user);
+    format!("postgres://{user}@{host}:{port}/{db} (schema {schema})")
+}
+
+fn read_row(tx: &mut Transaction<'_>, s: &str, id: &str) -> Result<Option<TaskRow>, DurableError> {
+    let row = tx
+        .query_opt(
+            &format!(
+                "SELECT generation, state, cause_task, cause_generation, cause_state
+                   FROM {s}.tasks WHERE id = $1"
+            ),
+            &[&id],
+        )
+        .map_err(map_err)?;
+    row.map(|r| task_row(&r)).transpose()
+}
+
+fn task_row(r: &Row) -> Result<TaskRow, DurableError> {
+    let cause = match r.get::<_, Option<String>>(2) {
+        Some(task) => Some(BlockCause {
+            task,
+            generation: to_gen(r.get::<_, Option<i64>>(3).unwrap_or(0)),
+            state: parse_state(&r.get::<_, Option<String>>(4).unwrap_or_default())?,
+        }),
+        None => None,
+    };
+    Ok(TaskRow {
+        generation: to_gen(r.get(0)),
+        state: parse_state(r.get(1))?,
+        cause,
+    })
+}
+
+/// Validates the whole stored graph (model `check`): every current version in submission
+/// order, with `replace` (if any) put in place as the newest version. O(V + E).
+fn stored_report(
+    tx: &mut Transaction<'_>,
+    s: &str,
+    replace: Option<(&str, &[String])>,
+) -> Result<GraphReport<String>, DurableError> {
+    let ids: Vec<String> = tx
+        .query(&format!("SELECT id FROM {s}.tasks ORDER BY seq"), &[])
+        .map_err(map_err)?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut deps: HashMap<String, Vec<String>> = HashMap::new();
+    for r in tx
+        .query(
+            &format!("SELECT dependent, dependency FROM {s}.edges ORDER BY dependent, pos"),
+            &[],
+        )
+        .map_err(map_err)?
+    {
+        deps.entry(r.get(0)).or_default().push(r.get(1));
+    }
+    let mut ids = ids;
+    if let Some((id, new_deps)) = replace {
+        ids.retain(|x| x != id);
+        ids.push(id.to_string());
+        deps.insert(id.to_string(), new_deps.to_vec());
+    }
+    Ok(canonical_report(ids.into_iter().map(|id| {
+        let d = deps.remove(&id).unwrap_or_default();
+        (id, d)
+    })))
+}
+
+/// Starts scheduling if needed (model `start`).
+fn start_in(tx: &mut Transaction<'_>, s: &str, meta: &mut Meta) -> Result<(), DurableError> {
+    if meta.started {
+        return Ok(());
+    }
+    let report = stored_report(tx, s, None)?;
+    if !report.missing.is_empty() {
+        return Err(DurableError::UnknownDependency {
+            missing: report.missing,
+        });
+    }
+    if !report.cycles.is_empty() {
+        return Err(DurableError::Cycles {
+            cycles: report.cycles,
+        });
+    }
+    meta.started = true;
+    Ok(())
+}
+
+/// Would the new version `id -> deps` close a cycle? (After start the stored graph is
+/// acyclic, so only a path from a dependency back to `id` can.)
+fn closes_cycle(
+    tx: &mut Transaction<'_>,
+    s: &str,
+    id: &str,
+    deps: &[String],
+) -> Result<bool, DurableError> {
+    if deps.iter().any(|d| d == id) {
+        return Ok(true);
+    }
+    let hit = tx
+        .query_opt(
+            &format!(
+                "WITH RECURSIVE r(t) AS (
+                     SELECT unnest($1::text[])
+                     UNION
+                     SELECT e.dependency FROM {s}.edges e JOIN r ON e.dependent = r.t
+                 )
+                 SELECT 1 FROM r WHERE t = $2 LIMIT 1"
+            ),
+            &[&deps, &id],
+        )
+        .map_err(map_err)?;
+    Ok(hit.is_some())
+}
+
+/// Submits one version (the model's `submit`), in the caller's savepoint.
+fn submit_one(
+    tx: &mut Transaction<'_>,
+    s: &str,
+    meta: &mut Meta,
+    task: &NewTask,
+) -> Result<Generation, DurableError> {
+    validate_new_task(task, meta.closed)?;
+    let id = task.id.as_str();
+    let current = read_row(tx, s, id)?;
+    if let Some(cur) = &current
+        && cur.state == TaskState::Running
+    {
+        return Err(DurableError::Running {
+            id: id.to_string(),
+            generation: cur.generation,
+        });
+    }
+    // The dependencies' current versions, read once (also answers "known?").
+    let dep_rows: HashMap<String, TaskRow> = tx
+        .query(
+            &format!(
+                "SELECT generation, state, cause_task, cause_generation, cause_state, id
+                   FROM {s}.tasks WHERE id = ANY($1)"
+            ),
+            &[&task.deps],
+        )
+        .map_err(map_err)?
+        .iter()
+        .map(|r| Ok((r.get::<_, String>(5), task_row(r)?)))
+        .collect::<Result<_, DurableError>>()?;
+    if meta.started {
+        if current.is_none() {
+            return Err(DurableError::NewTaskAfterStart { id: id.to_string() });
+        }
+        let missing: Vec<MissingDependency<String>> = task
+            .deps
+            .iter()
+            .filter(|d| !dep_rows.contains_key(*d))
+            .map(|d| MissingDependency {
+                task: id.to_string(),
+                dependency: d.clone(),
+            })
+            .collect();
+        if !missing.is_empty() {
+            return Err(DurableError::UnknownDependency { missing });
+        }
+        if closes_cycle(tx, s, id, &task.deps)? {
+            let report = stored_report(tx, s, Some((id, &task.deps)))?;
+            return Err(DurableError::Cycles {
+                cycles: report.cycles,
+            });
+        }
+    }
+
+    let generation = current
+        .as_ref()
+        .map_or(Generation::FIRST, |c| c.generation.next());
+    let seq = meta.next_seq;
+    meta.next_seq += 1;
+
+    // The dependency snapshot: each dependency judged by its current version now (a
+    // self-dependency by the version being replaced, still stored).
+    let mut waiting = Vec::with_capacity(task.deps.len());
+    let mut blocked_by: Option<BlockCause<String>> = None;
+    for d in &task.deps {
+        let w = match dep_rows.get(d) {
+            Some(r) if r.state == TaskState::Succeeded => false,
+            Some(r) if r.loss_cause(d).is_some() => {
+                if blocked_by.is_none() {
+                    blocked_by = r.loss_cause(d);
+                }
+                false
+            }
+            _ => true,
+        };
+        waiting.push(w);
+    }
+    let state = if blocked_by.is_some() {
+        waiting.iter_mut().for_each(|w| *w = false);
+        TaskState::Blocked
+    } else if waiting.iter().any(|w| *w) {
+        TaskState::Pending
+    } else {
+        TaskState::Ready
+    };
+    let remaining = waiting.iter().filter(|w| **w).count() as i64;
+    let now = meta.clock;
+    // A2 replace removes edges: the old version's dependency rows go before the new ones.
+    tx.execute(
+        &format!("DELETE FROM {s}.edges WHERE dependent = $1"),
+        &[&id],
+    )
+    .map_err(map_err)?;
+    if !task.deps.is_empty() {
+        let pos: Vec<i32> = (0..task.deps.len())
+            .map(|p| i32::try_from(p).unwrap_or(i32::MAX))
+            .collect();
+        tx.execute(
+            &format!(
+                "INSERT INTO {s}.edges (dependent, pos, dependency, waiting)
+                 SELECT $1, p, d, w FROM unnest($2::int[], $3::text[], $4::bool[]) AS x(p, d, w)"
+            ),
+            &[&id, &pos, &task.deps, &waiting],
+        )
+        .map_err(map_err)?;
+    }
+    let (ct, cg, cs) = match &blocked_by {
+        Some(c) => (
+            Some(c.task.clone()),
+            Some(gen_sql(c.generation)),
+            Some(c.state.name()),
+        ),
+        None => (None, None, None),
+    };
+    tx.execute(
+        &format!(
+            "INSERT INTO {s}.tasks (id, first_seq, seq, generation, state, remaining, payload, error,
+                                  cause_task, cause_generation, cause_state, cancelled_by,
+                                  cancel_requested, lease_owner, lease_epoch, lease_expiry,
+                                  attempts, updated_at)
+             VALUES ($1, $2, $2, $3, $4, $5, $6, NULL, $7, $8, $9, NULL, false, NULL, NULL, NULL, 0, $10)
+             ON CONFLICT (id) DO UPDATE SET
+                 seq = excluded.seq, generation = excluded.generation, state = excluded.state,
+                 remaining = excluded.remaining, payload = excluded.payload, error = NULL,
+                 cause_task = excluded.cause_task, cause_generation = excluded.cause_generation,
+                 cause_state = excluded.cause_state, cancelled_by = NULL, cancel_requested = false,
+                 lease_owner = NULL, lease_epoch = NULL, lease_expiry = NULL, attempts = 0,
+                 updated_at = excluded.updated_at"
+        ),
+        &[
+            &id,
+            &seq,
+            &gen_sql(generation),
+            &state.name(),
+            &remaining,
+            &task.payload,
+            &ct,
+            &cg,
+            &cs,
+            &now,
+        ],
+    )
+    .map_err(map_err)?;
+    if let Some(cause) = blocked_by {
+        tx.execute(
+            &format!("SELECT {s}.block_waiters($1, $2, $3, $4, $5)"),
+            &[
+                &id,
+                &cause.task,
+                &gen_sql(cause.generation),
+                &cause.state.name(),
+                &now,
+            ],
+        )
+        .map_err(map_err)?;
+    }
+    Ok(generation)
+}
+
+/// The bulk path of `submit` for the common first load: before start, every id new and
+/// distinct, every task valid, and every dependency either in the batch or a stored version
+/// that is pending or ready (or not submitted at all). Then no dependency has succeeded or
+/// is lost, so each version waits on all of its dependencies: ready without any, pending
+/// otherwise; the model's sequential submission gives exactly that. Returns `None` (nothing
+/// written) when the batch does not qualify; the caller then submits one by one.
+/// Costs O(1) round trips per 10,000 tasks.
+fn submit_bulk(
+    tx: &mut Transaction<'_>,
+    s: &str,
+    meta: &mut Meta,
+    tasks: &[NewTask],
+) -> Result<Option<Vec<Result<Generation, DurableError>>>, DurableError> {
+    if meta.started || meta.closed || tasks.len() < 2 {
+        return Ok(None);
+    }
+    let mut ids = HashSet::with_capacity(tasks.len());
+    for t in tasks {
+        if validate_new_task(t, false).is_err() || !ids.insert(t.id.as_str()) {
+            return Ok(None);
+        }
+    }
+    let id_list: Vec<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
+    let outside: Vec<&str> = tasks
+        .iter()
+        .flat_map(|t| t.deps.iter().map(String::as_str))
+        .filter(|d| !ids.contains(d))
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    let clash: bool = tx
+        .query_one(
+            &format!(
+                "SELECT EXISTS (SELECT 1 FROM {s}.tasks WHERE id = ANY($1))
+                     OR EXISTS (SELECT 1 FROM {s}.tasks WHERE id = ANY($2)
+                                   AND state NOT IN ('pending', 'ready'))"
+            ),
+            &[&id_list, &outside],
+        )
+        .map_err(map_err)?
+        .get(0);
+    if clash {
+        return Ok(None);
+    }
+    let now = meta.clock;
+    for chunk in tasks.chunks(10_000) {
+        let mut cid = Vec::with_capacity(chunk.len());
+        let mut cseq = Vec::with_capacity(chunk.len());
+        let mut cstate = Vec::with_capacity(chunk.len());
+        let mut crem = Vec::with_capacity(chunk.len());
+        let mut cpay = Vec::with_capacity(chunk.len());
+        let (mut eid, mut epos, mut edep) = (Vec::new(), Vec::new(), Vec::new());
+        for t in chunk {
+            cid.push(t.id.as_str());
+            cseq.push(meta.next_seq);
+            meta.next_seq += 1;
+            cstate.push(if t.deps.is_empty() {
+                "ready"
+            } else {
+                "pending"
+            });
+            crem.push(t.deps.len() as i64);
+            cpay.push(t.payload.as_slice());
+            for (p, d) in t.deps.iter().enumerate() {
+                eid.push(t.id.as_str());
+                epos.push(i32::try_from(p).unwrap_or(i32::MAX));
+                edep.push(d.as_str());
+            }
+        }
+        tx.execute(
+            &format!(
+                "INSERT INTO {s}.tasks (id, first_seq, seq, generation, state, remaining, payload,
+                                      cancel_requested, attempts, updated_at)
+                 SELECT i, q, q, 1, st, r, p, false, 0, $6
+                   FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::bytea[])
+                        AS x(i, q, st, r, p)"
+            ),
+            &[&cid, &cseq, &cstate, &crem, &cpay, &now],
+        )
+        .map_err(map_err)?;
+        if !eid.is_empty() {
+            tx.execute(
+                &format!(
+                    "INSERT INTO {s}.edges (dependent, pos, dependency, waiting)
+                     SELECT i, p, d, true FROM unnest($1::text[], $2::int[], $3::text[]) AS x(i, p, d)"
+                ),
+                &[&eid, &epos, &edep],
+            )
+            .map_err(map_err)?;
+        }
+    }
+    Ok(Some(tasks.iter().map(|_| Ok(Generation::FIRST)).collect()))
+}
+
+fn status_of(r: &Row) -> Result<TaskStatus<String>, DurableError> {
+    let state = parse_state(r.get(1))?;
+    let blocked_by = match (state, r.get::<_, Option<String>>(2)) {
+        (TaskState::Blocked, Some(task)) => Some(BlockCause {
+            task,
+            generation: to_gen(r.get::<_, Option<i64>>(3).unwrap_or(0)),
+            state: parse_state(&r.get::<_, Option<String>>(4).unwrap_or_default())?,
+        }),
+        _ => None,
+    };
+    let cancelled_by = match r.get::<_, Option<&str>>(5) {
+        Some("user") => Some(CancelReason::User),
+        Some("closed") => Some(CancelReason::Closed),
+        _ => None,
+    };
+    Ok(TaskStatus {
+        generation: to_gen(r.get(0)),
+        state,
+        blocked_by,
+        cancelled_by,
+        error: r.get(6),
+    })
+}
+
+impl Store for PostgresStore {
+    fn submit(
+        &mut self,
+        tasks: &[NewTask],
+    ) -> Result<Vec<Result<Generation, DurableError>>, DurableError> {
+        self.write(|tx, s, meta| {
+            if let Some(out) = submit_bulk(tx, s, meta, tasks)? {
+                return Ok(out);
+            }
+            let mut out = Vec::with_capacity(tasks.len());
+            for t in tasks {
+                // Each task in its own savepoint, so a refused one leaves no trace.
+                tx.batch_execute("SAVEPOINT one").map_err(map_err)?;
+                let saved = *meta;
+                match submit_one(tx, s, meta, t) {
+                    Ok(g) => {
+                        tx.batch_execute("RELEASE one").map_err(map_err)?;
+                        out.push(Ok(g));
+                    }
+                    Err(
+                        e @ (DurableError::Busy { .. }
+                        | DurableError::Unavailable { .. }
+                        | DurableError::Database { .. }),
+                    ) => return Err(e),
+                    Err(e) => {
+                        tx.batch_execute("ROLLBACK TO one; RELEASE one")
+                            .map_err(map_err)?;
+                        *meta = saved;
+                        out.push(Err(e));
+                    }
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn start(&mut self) -> Result<(), DurableError> {
+        self.write(start_in)
+    }
+
+    fn check(&mut self) -> Result<GraphReport<String>, DurableError> {
+        let s = self.schema.clone();
+        let mut tx = self
+            .client
+            .build_transaction()
+            .isolation_level(::postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(map_err)?;
+        let report = stored_report(&mut tx, &s, None)?;
+        tx.commit().map_err(map_err)?;
+        Ok(report)
+    }
+
+    fn claim(
+        &mut self,
+        owner: &LeaseOwner,
+        now: Millis,
+        lease: Millis,
+        max: usize,
+    ) -> Result<Vec<Lease>, DurableError> {
+        let max = i64::try_from(max).unwrap_or(i64::MAX);
+        let args: [&(dyn ::postgres::types::ToSql + Sync); 4] =
+            [&owner.as_str(), &ms(now), &ms(lease), &max];
+        let rows = match self.client.query(&self.sql.claim, &args) {
+            Ok(rows) => rows,
+            Err(e) if has_code(&e, CLOSED) => return Err(DurableError::Closed),
+            Err(e) if has_code(&e, NOT_STARTED) => {
+                // Before start: start (validating the graph) in its own transaction, then
+                // claim. Another process may start it meanwhile; start is idempotent.
+                self.start()?;
+                match self.client.query(&self.sql.claim, &args) {
+                    Ok(rows) => rows,
+                    Err(e) if has_code(&e, CLOSED) => return Err(DurableError::Closed),
+                    Err(e) => return Err(map_err(e)),
+                }
+            }
+            Err(e) => return Err(map_err(e)),
+        };
+        Ok(rows
+            .iter()
+            .map(|r| Lease {
+                id: r.get(0),
+                generation: to_gen(r.get(1)),
+                owner: owner.clone(),
+                epoch: u64::try_from(r.get::<_, i64>(2)).unwrap_or(0),
+                expiry: millis(r.get(3)),
+                attempt: u32::try_from(r.get::<_, i64>(4)).unwrap_or(u32::MAX),
+                cancel_requested: r.get(5),
+                payload: r.get(6),
+            })
+            .collect())
+    }
+
+    fn complete(
+        &mut self,
+        token: &FencingToken,
+        now: Millis,
+    ) -> Result<CallbackOutcome, DurableError> {
+        self.settle(token, now, true, "")
+    }
+
+    fn fail(
+        &mut self,
+        token: &FencingToken,
+        now: Millis,
+        error: &str,
+    ) -> Result<CallbackOutcome, DurableError> {
+        if error.contains('\0') {
+            return Err(DurableError::InvalidInput {
+                what: "error text contains a NUL byte".into(),
+            });
+        }
+        self.settle(token, now, false, error)
+    }
+
+    fn renew(
+        &mut self,
+        token: &FencingToken,
+        now: Millis,
+        lease: Millis,
+    ) -> Result<Renewal, DurableError> {
+        let epoch = i64::try_from(token.epoch).unwrap_or(-1);
+        let row = self
+            .client
+            .query_one(
+                &self.sql.renew,
+                &[
+                    &token.id,
+                    &gen_sql(token.generation),
+                    &token.owner.as_str(),
+                    &epoch,
+                    &ms(now),
+                    &ms(lease),
+                ],
+            )
+            .map_err(map_err)?;
+        let code: String = row.get(0);
+        match code.as_str() {
+            "ok" => Ok(Renewal {
+                expiry: millis(row.get(1)),
+                cancel_requested: row.get(3),
+            }),
+            "expired" => Err(DurableError::LeaseExpired {
+                id: token.id.clone(),
+                generation: token.generation,
+                expiry: millis(row.get::<_, Option<i64>>(1).unwrap_or(0)),
+                now: millis(row.get(2)),
+            }),
+            _ => Err(refusal(&code, token, &row, 4)?),
+        }
+    }
+
+    fn cancel(&mut self, id: &str, now: Millis) -> Result<CancelOutcome, DurableError> {
+        let row = self
+            .client
+            .query_one(&self.sql.cancel, &[&id, &ms(now)])
+            .map_err(map_err)?;
+        let code: String = row.get(0);
+        let n = usize::try_from(row.get::<_, i64>(1)).unwrap_or(0);
+        match code.as_str() {
+            "unknown" => Err(DurableError::UnknownTask { id: id.to_string() }),
+            "cancelled" => Ok(CancelOutcome::Cancelled(Effect {
+                ready: 0,
+                blocked: n,
+            })),
+            "requested" => Ok(CancelOutcome::Requested),
+            _ => Ok(CancelOutcome::AlreadyTerminal(parse_state(
+                row.get::<_, Option<&str>>(2).unwrap_or(""),
+            )?)),
+        }
+    }
+
+    fn close(&mut self, now: Millis) -> Result<CloseReport, DurableError> {
+        let row = self
+            .client
+            .query_one(&self.sql.close, &[&ms(now)])
+            .map_err(map_err)?;
+        Ok(CloseReport {
+            cancelled: usize::try_from(row.get::<_, i64>(0)).unwrap_or(0),
+            running: usize::try_from(row.get::<_, i64>(1)).unwrap_or(0),
+        })
+    }
+
+    fn status(&mut self, id: &str) -> Result<Option<TaskStatus<String>>, DurableError> {
+        let row = self
+            .client
+            .query_opt(
+                &format!(
+                    "SELECT generation, state, cause_task, cause_generation, cause_state,
+                            cancelled_by, error
+                       FROM {}.tasks WHERE id = $1",
+                    self.schema
+                ),
+                &[&id],
+            )
+            .map_err(map_err)?;
+        row.map(|r| status_of(&r)).transpose()
+    }
+
+    fn lease(&mut self, id: &str) -> Result<Option<LeaseInfo>, DurableError> {
+        let row = self
+            .client
+            .query_opt(
+                &format!(
+                    "SELECT generation, lease_owner, lease_epoch, lease_expiry, attempts
+                       FROM {}.tasks WHERE id = $1 AND lease_epoch IS NOT NULL",
+                    self.schema
+                ),
+                &[&id],
+            )
+            .map_err(map_err)?;
+        row.map(|r| {
+            Ok(LeaseInfo {
+                generation: to_gen(r.get(0)),
+                owner: LeaseOwner::new(r.get::<_, String>(1))?,
+                epoch: u64::try_from(r.get::<_, i64>(2)).unwrap_or(0),
+                expiry: millis(r.get(3)),
+                attempt: u32::try_from(r.get::<_, i64>(4)).unwrap_or(u32::MAX),
+            })
+        })
+        .transpose()
+    }
+
+    fn snapshot(&mut self) -> Result<Vec<(String, TaskStatus<String>)>, DurableError> {
+        let rows = self
+            .client
+            .query(
+                &format!(
+                    "SELECT generation, state, cause_task, cause_generation, cause_state,
+                            cancelled_by, error, id
+                       FROM {}.tasks ORDER BY first_seq",
+                    self.schema
+                ),
+                &[],
+            )
+            .map_err(map_err)?;
+        rows.iter()
+            .map(|r| Ok((r.get::<_, String>(7), status_of(r)?)))
+            .collect()
+    }
+
+    fn counts(&mut self) -> Result<StateCounts, DurableError> {
+        let rows = self
+            .client
+            .query(
+                &format!(
+                    "SELECT state, count(*) FROM {}.tasks GROUP BY state",
+                    self.schema
+                ),
+                &[],
+            )
+            .map_err(map_err)?;
+        let mut c = StateCounts::default();
+        for r in rows {
+            let n = usize::try_from(r.get::<_, i64>(1)).unwrap_or(0);
+            match parse_state(r.get(0))? {
+                TaskState::Pending => c.pending = n,
+                TaskState::Ready => c.ready = n,
+                TaskState::Running => c.running = n,
+                TaskState::Succeeded => c.succeeded = n,
+                TaskState::Failed => c.failed = n,
+                TaskState::Blocked => c.blocked = n,
+                TaskState::Cancelled => c.cancelled = n,
+            }
+        }
+        Ok(c)
+    }
+
+    fn max_concurrency(&mut self) -> Result<usize, DurableError> {
+        let r = self.state_row()?;
+        Ok(usize::try_from(r.get::<_, i64>(0)).unwrap_or(0))
+    }
+
+    fn is_started(&mut self) -> Result<bool, DurableError> {
+        Ok(self.state_row()?.get(1))
+    }
+
+    fn is_closed(&mut self) -> Result<bool, DurableError> {
+        Ok(self.state_row()?.get(2))
+    }
+
+    fn clock(&mut self) -> Result<Millis, DurableError> {
+        Ok(millis(self.state_row()?.get(3)))
+    }
+}
+
+#[cfg(test)]
+#[path = "pg_tests.rs"]
+mod tests;
