@@ -14,6 +14,12 @@ use std::collections::VecDeque;
 use std::num::NonZeroUsize;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
+/// The most victims one search round tries (after the home queues and the waker's hint).
+/// A bigger pool does not make an idle worker's round longer: with thousands of workers a
+/// full scan per round is what made idle workers expensive. Liveness does not need the full
+/// scan (crate docs, "Parking"): every queue with work has an owner that is awake.
+pub(crate) const SCAN_LIMIT: usize = 8;
+
 /// The draining flag in [`Lifecycle::word`].
 const DRAINING: u64 = 1;
 /// One outstanding task in [`Lifecycle::word`].
@@ -141,7 +147,7 @@ pub(crate) fn build<D: DequeFamily>(
         thieves: locals.iter().map(|l| l.owner.stealer()).collect(),
         inboxes: (0..n).map(|_| Mutex::new(VecDeque::new())).collect(),
         lifecycle: Lifecycle::default(),
-        sleep: Sleep::default(),
+        sleep: Sleep::new(n),
         counters: (0..n).map(|_| WorkerCounters::default()).collect(),
         pool_counters: PoolCounters::default(),
         next_id: AtomicU64::new(0),
@@ -189,8 +195,8 @@ impl<D: DequeFamily> Shared<D> {
         let (task, out) = make(id);
         self.inboxes[target].lock().push_back(task);
         bump(&self.pool_counters.roots_accepted);
-        // After the push: a worker that read the epoch before this bump will see it moved.
-        self.sleep.new_work();
+        // After the push (P2): wakes `target` if it is parked, else a helper if any sleeps.
+        self.sleep.new_work(target);
         Ok(out)
     }
 
@@ -289,6 +295,10 @@ impl<D: DequeFamily> Shared<D> {
     pub(crate) fn count_park(&self, w: usize) {
         bump(&self.counters[w].parks);
     }
+
+    pub(crate) fn count_backoff(&self, w: usize) {
+        bump(&self.counters[w].backoffs);
+    }
 }
 
 impl<D: DequeFamily> Local<D> {
@@ -316,6 +326,10 @@ impl<D: DequeFamily> Local<D> {
         let retry = match stolen {
             Steal::Success(t) => {
                 bump(&counters.steals);
+                // Extras landed on this worker's deque: wake a helper for them if one sleeps.
+                if !self.owner.is_empty() {
+                    shared.sleep.new_work(self.index);
+                }
                 return self.claim(shared, t);
             }
             Steal::Retry => true,
@@ -331,22 +345,38 @@ impl<D: DequeFamily> Local<D> {
         if retry { Found::Retry } else { Found::Empty }
     }
 
-    /// One full search as a threaded worker does it: home first, then every other worker
-    /// once, starting at a random victim (SPEC B5: no single favourite victim).
-    pub(crate) fn find_task(&self, shared: &Shared<D>) -> Found {
+    /// One search as a threaded worker does it: home first, then `hint` (the queue a waker
+    /// pointed at), then at most [`SCAN_LIMIT`] other workers, consecutive from a random
+    /// start (SPEC B5: no single favourite victim; every worker when there are at most
+    /// `SCAN_LIMIT` others).
+    pub(crate) fn find_task(&self, shared: &Shared<D>, hint: Option<usize>) -> Found {
         match self.take_local(shared) {
             Found::Empty => {}
             other => return other,
         }
+        let mut retry = false;
+        if let Some(h) = hint.filter(|&h| h != self.index && h < shared.workers()) {
+            match self.steal_from(shared, h) {
+                Found::Empty => {}
+                Found::Retry => retry = true,
+                other => return other,
+            }
+        }
         let n = shared.workers();
         let start = usize::try_from(rng_u64() % n as u64).unwrap_or(0);
-        let mut retry = false;
-        for k in 0..n {
+        // The others are n - 1; a round tries at most SCAN_LIMIT of them.
+        let tries = (n - 1).min(SCAN_LIMIT);
+        let mut tried = 0;
+        let mut k = 0;
+        while tried < tries {
             let victim = (start + k) % n;
+            k += 1;
+            if victim == self.index {
+                continue;
+            }
+            tried += 1;
             // SEEDED BUG (single_victim): only the right-hand neighbour is ever tried.
-            if victim == self.index
-                || (seeded_bug!("single_victim") && victim != (self.index + 1) % n)
-            {
+            if seeded_bug!("single_victim") && victim != (self.index + 1) % n {
                 continue;
             }
             match self.steal_from(shared, victim) {
@@ -356,6 +386,12 @@ impl<D: DequeFamily> Local<D> {
             }
         }
         if retry { Found::Retry } else { Found::Empty }
+    }
+
+    /// True if this worker has queued work of its own (deque or inbox): the re-check of
+    /// the parking protocol.
+    pub(crate) fn has_local_work(&self, shared: &Shared<D>) -> bool {
+        !self.owner.is_empty() || !shared.inboxes[self.index].lock().is_empty()
     }
 
     /// Moves a removed task `Queued -> Running`, or drops it if its handle cancelled it.
@@ -420,9 +456,14 @@ impl<D: DequeFamily> ChildSink for Sink<'_, D> {
         // SEEDED BUG (global_queue): children go to the one shared FIFO queue too.
         if seeded_bug!("global_queue") {
             self.shared.inboxes[0].lock().push_back(task);
-        } else {
-            self.local.owner.push(task);
+            self.shared.sleep.new_work(0);
+            return;
         }
-        self.shared.sleep.new_work();
+        self.local.owner.push(task);
+        // P2. With one worker there is nobody to wake: the pusher is that worker, awake,
+        // and it pops its own deque before it parks.
+        if self.shared.workers() > 1 {
+            self.shared.sleep.new_work(self.local.index);
+        }
     }
 }

@@ -35,10 +35,14 @@
 //! shorter. One global injector would be simpler, but every submitter and every idle worker
 //! would contend on its one lock (SPEC Part C lists "one global queue" as a bug).
 //!
-//! A worker looks for work in this order: its own deque (bottom), its own inbox (front),
-//! then one attempt per other worker, starting at a random victim (`lockstep_sync::rng_u64`):
-//! that victim's deque top (a batch of at most `steal_batch`, half of the victim's deque
-//! rounded up; the extras land on the thief's own deque), else that victim's inbox front.
+//! A worker looks for work in this order: its own deque (bottom), its own inbox (front), the
+//! queue a waker pointed it at (if it was just woken), then at most `SCAN_LIMIT` (8) other
+//! workers, consecutive from a random start (`lockstep_sync::rng_u64`): each victim's deque
+//! top (a batch of at most `steal_batch`, half of the victim's deque rounded up; the extras
+//! land on the thief's own deque, and a parked worker is woken to help with them), else that
+//! victim's inbox front. With at most 8 other workers a round tries every one of them; with
+//! more, a round stays bounded (an idle worker of a 4096-worker pool does not lock 8190
+//! queues per round), and the parking protocol below does not need the full scan.
 //!
 //! **Claim uniqueness (B2).** A task runs only after one pop or steal removed it; the removal
 //! is one critical section (marked `LINEARIZATION POINT (B2.remove-once)`). The remover then
@@ -58,53 +62,61 @@
 //!
 //! # Parking: why no wake-up is lost
 //!
-//! Idle workers park on one condition variable (`sleep.rs`), with an `epoch` counter and a
-//! `sleepers` count (atomics) and the condition variable's mutex.
+//! A worker that found nothing backs off: up to 8 more search rounds, spinning `2^round`
+//! times for the first 4 and yielding the thread for the next 4 (exponential backoff, SPEC
+//! B5; counted in [`WorkerMetrics::backoffs`]). Then it parks. Each worker has its own
+//! parking slot (a flag, a victim hint, a condition variable); the pool has one list of
+//! parked workers under a mutex, its length mirrored in the atomic `sleepers` (`sleep.rs`).
 //!
-//! A publisher (submit, spawn):
-//! * P1. pushes the task (inbox or deque, under that queue's lock);
-//! * P2. `epoch += 1`, `fence(SeqCst)`, then reads `sleepers`; if it is non-zero, takes the
-//!   mutex and notifies one.
+//! **The invariant:** every queue that holds a task has an owner that is awake or has been
+//! notified. A worker's deque is pushed only by its owner, which is running; a worker parks
+//! only with its own deque and inbox empty; an inbox is pushed by `submit`, which wakes the
+//! inbox's owner if it is parked. Hence no task waits for a sleeping owner, and an idle
+//! worker need not scan every queue before parking.
+//!
+//! A publisher (submit, spawn, a steal that brought extras home):
+//! * P1. pushes the task (an inbox under its lock; a deque by its owner);
+//! * P2. reads `sleepers`; if it is zero, that is all: **no fence, no lock, no
+//!   read-modify-write while work flows**. Otherwise it takes the idle list's lock and
+//!   removes and notifies one parked worker: the queue's owner if it is parked, else any,
+//!   with the queue's index as the hint of where to look first.
 //!
 //! A worker that found nothing:
-//! * S1. reads `seen = epoch` **before** its last search of every queue;
-//! * S2. searches; finds nothing; the exit condition does not hold; backoff is spent;
-//! * S3. takes the mutex, `sleepers += 1`, `fence(SeqCst)`, re-reads `epoch`: if it differs
-//!   from `seen`, `sleepers -= 1` and it searches again; otherwise it waits on the condition
-//!   variable (which releases the mutex atomically) and on waking does `sleepers -= 1` and
-//!   searches.
+//! * S1. searches (bounded, as above), backs off, the exit condition does not hold;
+//! * S2. takes the idle list's lock, adds itself, `sleepers += 1`, releases it;
+//! * S3. re-checks its own deque, its own inbox (under the inbox's lock) and the exit
+//!   condition: anything there, and it removes itself (if no waker already did) and searches
+//!   again; otherwise it waits on its slot until notified, then searches, the hint first.
 //!
-//! Suppose a task was pushed (P1) and the worker parked without seeing it. If P2's `epoch`
-//! increment came before S1's read (the read saw it), the push happened before the search
-//! (release/acquire through `epoch`), so the search saw the task: contradiction. So S1 read
-//! an older epoch. The two SeqCst fences are ordered one way or the other. If P2's fence came
-//! first, S3's re-read of `epoch` (after S3's fence) sees P2's increment, and the worker does
-//! not park. If S3's fence came first, P2's read of `sleepers` (after P2's fence) sees the
-//! worker's increment, so the publisher takes the mutex; the worker held the mutex from its
-//! increment until it was waiting, so the notify reaches a waiting worker (or one already
-//! woken, which searches after the push). Either way the task is found. (This is the
-//! store-buffering litmus test; the fences are what C11 needs for it, and what loom can
-//! check: loom models SeqCst accesses as AcqRel.)
-//! Events that may let workers exit (the first `shutdown`, the last task of a draining pool
-//! finishing) bump the epoch and `notify_all` under the mutex unconditionally, so their
-//! argument needs only the mutex and the epoch's release/acquire.
+//! Why a root cannot be slept through: the root's push (P1) and the owner's re-check (S3)
+//! are critical sections of the same inbox lock. If the re-check comes second, it sees the
+//! root. If the push comes second, the owner's `sleepers += 1` (before its re-check) happens
+//! before the publisher's read of `sleepers` (after its push), so the read sees the owner
+//! counted, unless a waker already removed and notified it; either way the owner is woken
+//! and searches its inbox first. Every edge comes from a mutex; no fence is needed (the
+//! loom model `loom_parked_worker_wakes_for_a_later_submit` deadlocks when S3 skips the
+//! inbox). Lifecycle events that may let workers exit (the first `shutdown`, the last task
+//! of a draining pool finishing) happen before `wake_all`, which takes the idle list's lock
+//! and notifies every parked worker; a worker that registers later sees the change in S3.
 //!
-//! There is no sleep-polling: a parked worker waits without timeout. Before parking a worker
-//! spins, then yields, for a bounded number of rounds (exponential backoff, SPEC B5).
+//! Helpers for a busy worker's deque are woken on the same `sleepers` read; that read may be
+//! stale, which costs parallelism for a while (one helper fewer), never liveness. A stale
+//! notification (a waker picked a worker whose re-check then declined) makes its next park
+//! return at once. There is no sleep-polling: a parked worker waits without timeout.
 //!
 //! # Shutdown: the protocol
 //!
 //! 1. [`Pool::shutdown`] sets the draining flag in the lifecycle word (idempotent: later calls
 //!    change nothing). From then on `submit` fails with [`PoolError::ShutDown`].
-//! 2. The first call bumps the epoch and wakes every worker, so that idle workers re-check.
+//! 2. The first call wakes every parked worker, so that idle workers re-check.
 //! 3. Workers go on running everything queued. Running tasks may still spawn children; the
 //!    children are counted before their parent is uncounted, pushed, and run (drain, not
 //!    cancel).
 //! 4. A worker exits only when it found nothing and the pool is draining, `outstanding == 0`
 //!    and every deque and inbox is empty (SPEC B3). That state is permanent (see above), so a
 //!    worker that saw it can never leave work behind.
-//! 5. The task whose completion brings a draining pool to `outstanding == 0` bumps the epoch
-//!    and wakes every parked worker, which then exit by step 4.
+//! 5. The task whose completion brings a draining pool to `outstanding == 0` wakes
+//!    every parked worker, which then exit by step 4.
 //! 6. The last worker to exit marks the pool [`PoolState::Terminated`] and wakes
 //!    [`Pool::await_termination`]. After that `submit` fails with [`PoolError::Terminated`].
 //!
@@ -540,6 +552,40 @@ mod tests {
                 assert!(p.metrics().workers[searcher].failed_steals <= 2 * (N as u64 - 2));
             }
         }
+    }
+
+    /// B5 with many workers: one search round tries at most `SCAN_LIMIT` victims (an idle
+    /// worker's round does not grow with the pool), each a different worker.
+    #[test]
+    fn a_search_round_is_bounded_in_a_big_pool() {
+        const N: usize = 40;
+        let mut p = StepPool::new(N, 1).expect("valid sizes");
+        for round in 1..=3u64 {
+            assert_eq!(p.search(7), StepFound::Empty);
+            assert_eq!(
+                p.metrics().workers[7].failed_steals,
+                round * engine::SCAN_LIMIT as u64,
+                "round {round} tried exactly SCAN_LIMIT victims"
+            );
+        }
+        // Work on a worker outside the round is still found by the searches that follow
+        // (random starts), and at the latest by its owner.
+        let _h = p.submit_to(30, |_| ()).expect("accepting");
+        let mut found = false;
+        for _ in 0..200 {
+            match p.search(7) {
+                StepFound::Claimed(TaskId(0)) => {
+                    found = true;
+                    break;
+                }
+                StepFound::Empty => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert!(
+            found,
+            "200 random rounds of 8 out of 39 victims never tried worker 30"
+        );
     }
 
     #[test]

@@ -19,8 +19,11 @@ pub struct WorkerMetrics {
     /// Steal attempts on a victim (its deque, then its inbox) that found nothing or had to be
     /// retried.
     pub failed_steals: u64,
-    /// Times this worker parked on the pool's condition variable.
+    /// Times this worker parked (waited on its parking slot until woken).
     pub parks: u64,
+    /// Failed search rounds this worker spent spinning or yielding (exponential backoff)
+    /// instead of parking.
+    pub backoffs: u64,
     /// Cancelled tasks this worker removed from a queue and dropped without running.
     pub discarded: u64,
 }
@@ -32,6 +35,7 @@ impl WorkerMetrics {
         self.steals += o.steals;
         self.failed_steals += o.failed_steals;
         self.parks += o.parks;
+        self.backoffs += o.backoffs;
         self.discarded += o.discarded;
     }
 }
@@ -68,6 +72,7 @@ pub(crate) struct WorkerCounters {
     pub(crate) steals: AtomicU64,
     pub(crate) failed_steals: AtomicU64,
     pub(crate) parks: AtomicU64,
+    pub(crate) backoffs: AtomicU64,
     pub(crate) discarded: AtomicU64,
 }
 
@@ -85,6 +90,7 @@ impl WorkerCounters {
             steals: self.steals.load(Ordering::Relaxed),
             failed_steals: self.failed_steals.load(Ordering::Relaxed),
             parks: self.parks.load(Ordering::Relaxed),
+            backoffs: self.backoffs.load(Ordering::Relaxed),
             discarded: self.discarded.load(Ordering::Relaxed),
         }
     }

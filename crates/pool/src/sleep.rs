@@ -1,83 +1,201 @@
-//! Parking idle workers without losing a wake-up (SPEC B4). The protocol and the argument
-//! for it are in the crate documentation, "Parking: why no wake-up is lost".
+//! Parking idle workers without losing a wake-up (SPEC B4), at no cost while work flows.
+//! The protocol and its argument are in the crate documentation, "Parking: why no wake-up is
+//! lost"; this is the code.
+//!
+//! Every worker has its own parking slot (a flag, a victim hint, a condition variable), and
+//! the pool keeps a list of the parked ("idle") workers under one mutex, with its length
+//! mirrored in the atomic `sleepers`. A publisher (a push onto a deque or an inbox) pays one
+//! load of `sleepers` when nobody sleeps: no fence, no lock, no read-modify-write. Only when
+//! somebody sleeps does it take the idle list's lock and wake one worker, handing it the
+//! queue to look at first.
 //!
 //! # Memory ordering
-//! * `epoch` increments are `SeqCst` read-modify-writes (at least `Release`: they follow a
-//!   push), and a worker's read of `epoch` before its search is `SeqCst` (at least
-//!   `Acquire`): a worker whose read sees an increment also sees the task pushed before it.
-//! * The two "store, then load the other variable" sides (publisher: `epoch` then
-//!   `sleepers`; sleeper: `sleepers` then `epoch`) are separated by `fence(SeqCst)`. That is
-//!   the C11 rule that forbids both loads from missing the other side's store (the
-//!   store-buffering litmus test). SeqCst accesses alone would also do in C11, but loom
-//!   models SeqCst accesses as AcqRel and only SeqCst fences exactly, so the fences make the
-//!   argument checkable by `tests/tests/loom_pool.rs`.
-//! * Everything else is ordered by the mutex.
+//! Liveness needs no fence: every happens-before edge comes from a mutex. A root is pushed
+//! under its inbox's lock and the publisher loads `sleepers` after releasing it; a parking
+//! worker increments `sleepers` under the idle lock and then re-checks its own inbox under
+//! that inbox's lock. The two inbox critical sections are ordered one way or the other: if
+//! the re-check comes second it sees the root; if the push comes second, the increment
+//! happens before the publisher's load, which therefore reads it or a later value (a later
+//! value without this worker means a waker removed it from the list and notified it). A
+//! worker's own deque is pushed only by itself. Lifecycle changes precede `wake_all`, which
+//! takes the idle lock; a worker registering after it sees them in its re-check.
+//!
+//! Pushes onto a worker's own deque wake helpers on the same load, but nothing depends on
+//! that for liveness (the owner is awake and pops its deque before it parks); a stale
+//! `sleepers == 0` only means one helper fewer for a while. So `sleepers` is read `Relaxed`.
 
-use lockstep_sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst, fence};
+use lockstep_sync::atomic::{
+    AtomicUsize,
+    Ordering::{Relaxed, SeqCst},
+};
 use lockstep_sync::{Condvar, Mutex};
 
-/// The pool's one sleeping place: an epoch counter bumped on every event a sleeper must not
-/// miss, a count of workers inside the protocol, and a condition variable.
+/// One worker's parking place.
 #[derive(Debug, Default)]
-pub(crate) struct Sleep {
-    /// Bumped after every push of work and every lifecycle change that may let workers exit.
-    epoch: AtomicU64,
-    /// Workers between "I am going to sleep" (under `lock`) and "I woke up".
-    sleepers: AtomicUsize,
-    lock: Mutex<()>,
+struct Slot {
+    state: Mutex<SlotState>,
     cv: Condvar,
 }
 
-impl Sleep {
-    /// The current epoch. A worker reads it **before** its last search for work (step S1).
-    pub(crate) fn epoch(&self) -> u64 {
-        self.epoch.load(SeqCst)
-    }
+#[derive(Debug, Default)]
+struct SlotState {
+    /// Set by a waker; consumed by the worker when it wakes.
+    notified: bool,
+    /// The queue (a worker's index) the waker wants this worker to look at first.
+    hint: Option<usize>,
+}
 
-    /// Announces work just pushed to a queue; wakes one sleeper if there is any (step P2).
-    pub(crate) fn new_work(&self) {
-        self.epoch.fetch_add(1, SeqCst);
-        // Dekker pair with `park`: epoch store | fence | sleepers load.
-        fence(SeqCst);
-        if self.sleepers.load(SeqCst) > 0 {
-            let _g = self.lock.lock();
-            self.cv.notify_one();
+/// The idle list: parked workers (order not kept beyond "last is a recent one") and each
+/// worker's position in it, so that membership tests and removals are O(1).
+#[derive(Debug)]
+struct Idle {
+    stack: Vec<usize>,
+    position: Vec<Option<usize>>,
+}
+
+/// The pool's parking machinery.
+#[derive(Debug)]
+pub(crate) struct Sleep {
+    /// The length of `idle.stack`, readable without its lock (changed only under it).
+    sleepers: AtomicUsize,
+    idle: Mutex<Idle>,
+    slots: Box<[Slot]>,
+}
+
+/// What a call to [`Sleep::park`] ended with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Parked {
+    /// The re-check after registering found a reason not to wait.
+    Declined,
+    /// The worker waited and was woken; the waker's hint, if it gave one.
+    Woken(Option<usize>),
+}
+
+impl Sleep {
+    pub(crate) fn new(workers: usize) -> Self {
+        Sleep {
+            sleepers: AtomicUsize::new(0),
+            idle: Mutex::new(Idle {
+                stack: Vec::with_capacity(workers),
+                position: vec![None; workers],
+            }),
+            slots: (0..workers).map(|_| Slot::default()).collect(),
         }
     }
 
-    /// Announces a change every worker must see (the pool may now let workers exit);
-    /// wakes all sleepers. Takes the lock unconditionally, so only the mutex and the
-    /// epoch's release/acquire are needed for its argument.
-    pub(crate) fn wake_all(&self) {
-        self.epoch.fetch_add(1, SeqCst);
-        let _g = self.lock.lock();
-        self.cv.notify_all();
+    /// Announces work just pushed onto the queue(s) of worker `queue` (step P2), after the
+    /// push (and after the inbox lock was released). Costs one load while nobody sleeps.
+    /// Otherwise: if `queue`'s owner is parked it is woken (its inbox got a root it must not
+    /// sleep through); else a parked worker is woken with `queue` as its hint, to help.
+    pub(crate) fn new_work(&self, queue: usize) {
+        // Read after the push (and after the inbox's unlock): see the module docs.
+        if self.sleepers.load(Relaxed) == 0 {
+            return;
+        }
+        let target = {
+            let mut idle = self.idle.lock();
+            let pick = if idle.position[queue].is_some() {
+                Some(queue)
+            } else {
+                idle.stack.last().copied()
+            };
+            if let Some(w) = pick {
+                idle.remove(w);
+                self.sleepers.fetch_sub(1, SeqCst);
+            }
+            pick
+        };
+        if let Some(w) = target {
+            self.notify(w, Some(queue));
+        }
     }
 
-    /// Parks the caller unless the epoch moved since `seen` (read before the caller's last
-    /// search) (step S3). `on_park` runs just before the caller waits (to count the park).
-    /// Spurious wake-ups are fine: the caller searches again either way.
-    pub(crate) fn park(&self, seen: u64, on_park: impl FnOnce()) {
-        let g = self.lock.lock();
+    /// Wakes every parked worker (the pool may now let workers exit). Lifecycle changes
+    /// happen before the call, so a worker that registers after this takes the lock after
+    /// it and sees them in its re-check.
+    pub(crate) fn wake_all(&self) {
+        let woken: Vec<usize> = {
+            let mut idle = self.idle.lock();
+            let all = std::mem::take(&mut idle.stack);
+            for &w in &all {
+                idle.position[w] = None;
+            }
+            self.sleepers.store(0, SeqCst);
+            all
+        };
+        for w in woken {
+            self.notify(w, None);
+        }
+    }
+
+    fn notify(&self, w: usize, hint: Option<usize>) {
+        let slot = &self.slots[w];
+        let mut s = slot.state.lock();
+        s.notified = true;
+        s.hint = hint;
+        slot.cv.notify_one();
+    }
+
+    /// Parks worker `w` (step S3): registers it as idle, then runs `recheck` (its own deque
+    /// and inbox, and the exit condition); if that finds a reason to stay awake it
+    /// unregisters and returns [`Parked::Declined`], otherwise it waits until a publisher or
+    /// a lifecycle change wakes it. `on_park` runs just before the wait (to count the park).
+    /// A stale notification (from a waker that picked this worker between its registration
+    /// and a declined re-check) makes the next park return at once; the caller searches
+    /// again either way.
+    pub(crate) fn park(
+        &self,
+        w: usize,
+        recheck: impl FnOnce() -> bool,
+        on_park: impl FnOnce(),
+    ) -> Parked {
         // SEEDED BUG (sleep_polling): nap for a millisecond and look again, outside the
-        // epoch/sleepers protocol (no publisher knows this worker is asleep).
+        // protocol (no publisher knows this worker is asleep).
         if lockstep_sync::seeded_bug!("sleep_polling") {
             on_park();
-            drop(self.cv.wait_timeout(g, std::time::Duration::from_millis(1)));
-            return;
+            let slot = &self.slots[w];
+            drop(
+                slot.cv
+                    .wait_timeout(slot.state.lock(), std::time::Duration::from_millis(1)),
+            );
+            return Parked::Woken(None);
         }
-        self.sleepers.fetch_add(1, SeqCst);
-        // Dekker pair with `new_work`: sleepers store | fence | epoch load.
-        fence(SeqCst);
-        if self.epoch.load(SeqCst) != seen {
-            self.sleepers.fetch_sub(1, SeqCst);
-            return;
+        {
+            let mut idle = self.idle.lock();
+            let at = idle.stack.len();
+            idle.stack.push(w);
+            idle.position[w] = Some(at);
+            self.sleepers.fetch_add(1, SeqCst);
         }
-        // The lock is held from the sleepers increment until `wait` releases it atomically:
-        // a notifier that needs this lock therefore notifies only once we are waiting.
+        // The re-check takes the inbox lock after the registration (see the module docs).
+        if recheck() {
+            let mut idle = self.idle.lock();
+            if idle.position[w].is_some() {
+                idle.remove(w);
+                self.sleepers.fetch_sub(1, SeqCst);
+            }
+            return Parked::Declined;
+        }
         on_park();
-        let g = self.cv.wait(g);
-        self.sleepers.fetch_sub(1, SeqCst);
-        drop(g);
+        let slot = &self.slots[w];
+        let mut s = slot.state.lock();
+        while !s.notified {
+            s = slot.cv.wait(s);
+        }
+        s.notified = false;
+        Parked::Woken(s.hint.take())
+    }
+}
+
+impl Idle {
+    /// Removes parked worker `w` (which must be in the list). O(1).
+    fn remove(&mut self, w: usize) {
+        let Some(at) = self.position[w].take() else {
+            return;
+        };
+        self.stack.swap_remove(at);
+        if let Some(&moved) = self.stack.get(at) {
+            self.position[moved] = Some(at);
+        }
     }
 }

@@ -159,7 +159,7 @@ impl<D: DequeFamily> StepPool<D> {
     /// As [`StepPool::take`].
     pub fn search(&mut self, worker: usize) -> StepFound {
         self.check_idle(worker);
-        let found = self.locals[worker].find_task(&self.shared);
+        let found = self.locals[worker].find_task(&self.shared, None);
         self.keep(worker, found)
     }
 

@@ -1,6 +1,7 @@
 //! The threaded worker loop: search, run, back off, park, exit.
 
 use crate::engine::{Found, Local, Shared};
+use crate::sleep::Parked;
 use lockstep_deque::DequeFamily;
 use lockstep_sync::{Arc, thread};
 
@@ -63,10 +64,9 @@ impl<D: DequeFamily> Drop for ExitGuard<'_, D> {
 pub(crate) fn worker_main<D: DequeFamily>(shared: Arc<Shared<D>>, local: Local<D>) {
     let _exit = ExitGuard(&shared);
     let mut backoff = Backoff::default();
+    let mut hint = None;
     loop {
-        // Read the epoch BEFORE the search (crate docs, parking step S1).
-        let seen = shared.sleep.epoch();
-        match local.find_task(&shared) {
+        match local.find_task(&shared, hint.take()) {
             Found::Task(task) => {
                 local.run(&shared, task);
                 backoff.reset();
@@ -83,9 +83,18 @@ pub(crate) fn worker_main<D: DequeFamily>(shared: Arc<Shared<D>>, local: Local<D
             break;
         }
         if backoff.snooze() {
+            shared.count_backoff(local.index);
             continue;
         }
-        shared.sleep.park(seen, || shared.count_park(local.index));
+        // S3: register as idle, re-check home and the exit condition, then wait.
+        let parked = shared.sleep.park(
+            local.index,
+            || local.has_local_work(&shared) || shared.may_exit(),
+            || shared.count_park(local.index),
+        );
+        if let Parked::Woken(h) = parked {
+            hint = h;
+        }
         backoff.reset();
     }
     // The drain check (rayon style): a worker only stops with its own deque empty.
