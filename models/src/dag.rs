@@ -731,6 +731,12 @@ impl<K: TaskKey> SchedulerModel<K> {
         self.tasks.get(id).map(|v| v.state)
     }
 
+    /// The submission sequence number of the current version of `id` (claims are taken in
+    /// ascending sequence); `None` if never submitted. O(1).
+    pub fn seq(&self, id: &K) -> Option<u64> {
+        self.tasks.get(id).map(|v| v.seq)
+    }
+
     /// The current generation of `id`; `None` if never submitted. O(1).
     pub fn generation(&self, id: &K) -> Option<Generation> {
         self.tasks.get(id).map(|v| v.generation)

@@ -6,8 +6,11 @@
 //!
 //! * [`dag`]: the dependency-aware task scheduler (SPEC Part A).
 //! * [`pool`]: the work-stealing pool (SPEC Part B).
+//! * [`durable`]: the durable scheduler: [`dag`] plus leases, fencing tokens and a clock value
+//!   (SPEC A6/A8, issue 5).
 
 #![forbid(unsafe_code)]
 
 pub mod dag;
+pub mod durable;
 pub mod pool;

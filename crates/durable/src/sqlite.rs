@@ -807,7 +807,8 @@ fn fenced_target(tx: &Transaction<'_>, token: &FencingToken) -> Result<Row, Dura
     if let Some(epoch) = row.lease_epoch {
         let owner = row.lease_owner.clone().unwrap_or_default();
         let presented = i64::try_from(token.epoch).unwrap_or(-1);
-        // The fence. Seeded bug `durable_unfenced_complete`: only the generation is checked.
+        // D.fencing: only the latest claim's (owner, epoch) may settle or renew the version.
+        // Seeded bug `durable_unfenced_complete`: only the generation is checked.
         let unfenced = lockstep_sync::seeded_bug!("durable_unfenced_complete");
         if !unfenced && (presented != epoch || owner != token.owner.as_str()) {
             return Err(DurableError::Fenced {
@@ -877,6 +878,7 @@ impl Store for SqliteStore {
             }
             start_in(tx, meta)?;
             let t = tick(meta, now);
+            // D.lease-capacity: only unexpired leases hold a slot.
             let live: i64 = tx
                 .query_row(
                     "SELECT count(*) FROM tasks WHERE state = 'running' AND lease_expiry > ?1",

@@ -131,6 +131,13 @@ pub const SUITES: &[Suite] = &[
         part: Part::Durable,
     },
     Suite {
+        name: "model_durable",
+        flavour: Flavour::Normal,
+        package: "lockstep-tests",
+        binary: Binary::Test("model_durable"),
+        part: Part::Durable,
+    },
+    Suite {
         name: "model_pool",
         flavour: Flavour::Normal,
         package: "lockstep-tests",

@@ -1,0 +1,454 @@
+//! The sequential reference model of the durable scheduler: [`SchedulerModel`] plus leases.
+//!
+//! [`DurableModel`] wraps the dag model unchanged (every rule of `docs/semantics.md` Part A
+//! still holds) and adds what a durable store adds (`docs/durable.md`):
+//!
+//! * **a clock value**: time is never read, it is given to each operation as `now`, and the
+//!   model keeps the largest `now` it has accepted (the **high-water clock**); an operation
+//!   uses `t = max(now, high-water)`, so a clock that jumps back stands still;
+//! * **leases**: a claim records `(owner, generation, epoch, expiry = t + lease, attempt)`
+//!   for the version; the **epoch** is the claim counter (the n-th claim of the model's life
+//!   has epoch n), so each claim has its own fencing token;
+//! * **capacity over unexpired leases**: only running versions whose lease has not expired
+//!   (`expiry > t`) use a slot; a running version whose lease expired is **claimable again**,
+//!   beside the ready ones, in submission order (at-least-once execution);
+//! * **the fence**: `complete`, `fail` and `renew` present `(id, generation, owner, epoch)`;
+//!   after the generation check, a token that is not the version's latest claim is
+//!   [`LeaseError::Fenced`] and changes nothing. An expired lease does not refuse a
+//!   completion (only a newer claim does); it refuses a renewal ([`LeaseError::LeaseExpired`]).
+//!
+//! A refused operation changes nothing, not even the high-water clock.
+//!
+//! ```
+//! use lockstep_models::durable::{DurableModel, LeaseError, Token};
+//! use lockstep_contract::{Generation, TaskState};
+//!
+//! let mut m = DurableModel::new(1);
+//! m.submit("a".into(), vec![], vec![]).unwrap();
+//! let first = m.claim("w1", 0, 10, 1).unwrap();
+//! assert_eq!((first[0].epoch, first[0].expiry), (1, 10));
+//! // The lease expires at 10; another worker claims the same version again.
+//! let second = m.claim("w2", 10, 10, 1).unwrap();
+//! assert_eq!((second[0].epoch, second[0].attempt), (2, 2));
+//! // The first worker's late completion is fenced; the second one's counts.
+//! assert!(matches!(m.complete(&first[0].token(), 11), Err(LeaseError::Fenced { .. })));
+//! assert!(m.complete(&second[0].token(), 12).is_ok());
+//! assert_eq!(m.state("a"), Some(TaskState::Succeeded));
+//! ```
+
+use std::collections::HashMap;
+
+use lockstep_contract::{
+    CallbackOutcome, CancelOutcome, CloseReport, Generation, GraphReport, SchedulerError,
+    TaskState, TaskStatus,
+};
+
+use crate::dag::SchedulerModel;
+
+/// The largest time value: `i64::MAX` milliseconds (what a database integer holds). Larger
+/// values are clamped to it.
+pub const MAX_MILLIS: u64 = i64::MAX as u64;
+
+/// A fencing token: what `complete`, `fail` and `renew` present.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Token {
+    /// The task id.
+    pub id: String,
+    /// The generation claimed.
+    pub generation: Generation,
+    /// The lease owner.
+    pub owner: String,
+    /// The claim's epoch.
+    pub epoch: u64,
+}
+
+/// A lease as the model records it (and as a claim returns it).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ModelLease {
+    /// The task id.
+    pub id: String,
+    /// The generation claimed.
+    pub generation: Generation,
+    /// Who holds it.
+    pub owner: String,
+    /// The claim counter at this claim (1 for the first claim of the model's life).
+    pub epoch: u64,
+    /// When it ends (milliseconds on the caller's clock).
+    pub expiry: u64,
+    /// How many times this version has been claimed, this claim included.
+    pub attempt: u32,
+    /// `cancel` was called while the version was running.
+    pub cancel_requested: bool,
+    /// The payload submitted with the version.
+    pub payload: Vec<u8>,
+}
+
+impl ModelLease {
+    /// The fencing token of this lease.
+    pub fn token(&self) -> Token {
+        Token {
+            id: self.id.clone(),
+            generation: self.generation,
+            owner: self.owner.clone(),
+            epoch: self.epoch,
+        }
+    }
+}
+
+/// The answer to an accepted renewal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ModelRenewal {
+    /// The new expiry.
+    pub expiry: u64,
+    /// `cancel` was called for the version meanwhile.
+    pub cancel_requested: bool,
+}
+
+/// Every refusal of the durable model: the dag model's, plus the two lease refusals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseError {
+    /// A refusal of the contract itself (as [`SchedulerModel`]).
+    Scheduler(SchedulerError<String>),
+    /// The token is not the version's latest claim.
+    Fenced {
+        /// The task.
+        id: String,
+        /// The generation.
+        generation: Generation,
+        /// The owner presented.
+        owner: String,
+        /// The epoch presented.
+        epoch: u64,
+        /// The latest claim's owner.
+        current_owner: String,
+        /// The latest claim's epoch.
+        current_epoch: u64,
+    },
+    /// `renew` of a lease that has expired (`expiry <= t`).
+    LeaseExpired {
+        /// The task.
+        id: String,
+        /// The generation.
+        generation: Generation,
+        /// When the lease ended.
+        expiry: u64,
+        /// The clock used (`max(now, high-water)`).
+        now: u64,
+    },
+}
+
+impl From<SchedulerError<String>> for LeaseError {
+    fn from(e: SchedulerError<String>) -> Self {
+        LeaseError::Scheduler(e)
+    }
+}
+
+/// The durable scheduler's sequential model (see the [module documentation](self)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DurableModel {
+    /// The contract, with an unlimited concurrency limit: the real limit is applied here,
+    /// over unexpired leases.
+    inner: SchedulerModel<String>,
+    /// The concurrency limit (over unexpired leases).
+    max_concurrency: usize,
+    /// The high-water clock.
+    clock: u64,
+    /// The epoch of the next claim.
+    next_epoch: u64,
+    /// The latest lease of each id's current version (kept after it settles, for the fence;
+    /// dropped when a new version is submitted).
+    leases: HashMap<String, ModelLease>,
+    /// The payload of each id's current version.
+    payloads: HashMap<String, Vec<u8>>,
+}
+
+impl DurableModel {
+    /// An empty store with `max_concurrency` slots (zero is legal), clock 0, next epoch 1.
+    pub fn new(max_concurrency: usize) -> Self {
+        DurableModel {
+            inner: SchedulerModel::new(usize::MAX),
+            max_concurrency,
+            clock: 0,
+            next_epoch: 1,
+            leases: HashMap::new(),
+            payloads: HashMap::new(),
+        }
+    }
+
+    fn at(&self, now: u64) -> u64 {
+        self.clock.max(now.min(MAX_MILLIS))
+    }
+
+    /// `SchedulerModel::submit`; on success the id's lease is gone (a new version has none)
+    /// and `payload` is kept for its claims.
+    ///
+    /// # Errors
+    /// As `SchedulerModel::submit`.
+    pub fn submit(
+        &mut self,
+        id: String,
+        deps: Vec<String>,
+        payload: Vec<u8>,
+    ) -> Result<Generation, LeaseError> {
+        let g = self.inner.submit(id.clone(), deps)?;
+        self.leases.remove(&id);
+        self.payloads.insert(id, payload);
+        Ok(g)
+    }
+
+    /// `SchedulerModel::start`.
+    ///
+    /// # Errors
+    /// As `SchedulerModel::start`.
+    pub fn start(&mut self) -> Result<(), LeaseError> {
+        Ok(self.inner.start()?)
+    }
+
+    /// `SchedulerModel::check`.
+    pub fn check(&self) -> GraphReport<String> {
+        self.inner.check()
+    }
+
+    /// Claims up to `max` versions for `owner` at `now` with leases of `lease` ms: the
+    /// candidates are ready versions and running ones whose lease expired (`expiry <= t`), in
+    /// ascending submission sequence; free slots are `max_concurrency` minus the running
+    /// versions with `expiry > t`. Closed first, then the implicit start.
+    ///
+    /// # Errors
+    /// `Closed`; the errors of `start`.
+    pub fn claim(
+        &mut self,
+        owner: &str,
+        now: u64,
+        lease: u64,
+        max: usize,
+    ) -> Result<Vec<ModelLease>, LeaseError> {
+        if self.inner.is_closed() {
+            return Err(SchedulerError::Closed.into());
+        }
+        self.inner.start()?;
+        let t = self.at(now);
+        self.clock = t;
+        let mut live = 0;
+        let mut candidates: Vec<(u64, String)> = Vec::new();
+        for (id, st) in self.inner.snapshot() {
+            let seq = self.inner.seq(&id).expect("snapshot ids are known");
+            match st.state {
+                TaskState::Ready => candidates.push((seq, id)),
+                TaskState::Running => {
+                    let l = &self.leases[&id];
+                    if l.expiry > t {
+                        live += 1;
+                    } else {
+                        candidates.push((seq, id));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let take = max.min(self.max_concurrency.saturating_sub(live));
+        candidates.sort();
+        candidates.truncate(take);
+        // The ready ones among the chosen are the first ones of the ready queue: let the dag
+        // model move exactly those to running.
+        let ready: Vec<&String> = candidates
+            .iter()
+            .map(|(_, id)| id)
+            .filter(|id| self.inner.state(id) == Some(TaskState::Ready))
+            .collect();
+        let moved = self.inner.ready_at_most(ready.len())?;
+        assert_eq!(
+            moved.iter().map(|v| &v.id).collect::<Vec<_>>(),
+            ready,
+            "the ready queue is in submission order"
+        );
+        let expiry = t.saturating_add(lease).min(MAX_MILLIS);
+        let mut out = Vec::with_capacity(candidates.len());
+        for (_, id) in candidates {
+            let attempt = self.leases.get(&id).map_or(1, |l| l.attempt + 1);
+            let l = ModelLease {
+                id: id.clone(),
+                generation: self.inner.generation(&id).expect("known"),
+                owner: owner.to_string(),
+                epoch: self.next_epoch,
+                expiry,
+                attempt,
+                cancel_requested: self.inner.cancel_requested(&id),
+                payload: self.payloads.get(&id).cloned().unwrap_or_default(),
+            };
+            self.next_epoch += 1;
+            self.leases.insert(id, l.clone());
+            out.push(l);
+        }
+        Ok(out)
+    }
+
+    /// Unknown id, stale generation, then the fence.
+    fn fence(&self, token: &Token) -> Result<(), LeaseError> {
+        let st = self
+            .inner
+            .status(&token.id)
+            .ok_or_else(|| SchedulerError::UnknownTask {
+                id: token.id.clone(),
+            })?;
+        if st.generation != token.generation {
+            return Err(SchedulerError::StaleGeneration {
+                id: token.id.clone(),
+                given: token.generation,
+                current: st.generation,
+            }
+            .into());
+        }
+        if let Some(l) = self.leases.get(&token.id)
+            && (l.epoch != token.epoch || l.owner != token.owner)
+        {
+            return Err(LeaseError::Fenced {
+                id: token.id.clone(),
+                generation: token.generation,
+                owner: token.owner.clone(),
+                epoch: token.epoch,
+                current_owner: l.owner.clone(),
+                current_epoch: l.epoch,
+            });
+        }
+        Ok(())
+    }
+
+    /// The fence, then `SchedulerModel::complete`. An expired lease is no refusal.
+    ///
+    /// # Errors
+    /// `UnknownTask`, `StaleGeneration`, [`LeaseError::Fenced`], `Conflict`.
+    pub fn complete(&mut self, token: &Token, now: u64) -> Result<CallbackOutcome, LeaseError> {
+        self.fence(token)?;
+        let out = self.inner.complete(&token.id, token.generation)?;
+        self.clock = self.at(now);
+        Ok(out)
+    }
+
+    /// The fence, then `SchedulerModel::fail`.
+    ///
+    /// # Errors
+    /// As [`Self::complete`].
+    pub fn fail(
+        &mut self,
+        token: &Token,
+        now: u64,
+        error: &str,
+    ) -> Result<CallbackOutcome, LeaseError> {
+        self.fence(token)?;
+        let out = self.inner.fail(&token.id, token.generation, error)?;
+        self.clock = self.at(now);
+        Ok(out)
+    }
+
+    /// The fence; the version must be running (`Conflict`) with an unexpired lease
+    /// ([`LeaseError::LeaseExpired`]); then its expiry becomes `t + lease`.
+    ///
+    /// # Errors
+    /// As listed.
+    pub fn renew(
+        &mut self,
+        token: &Token,
+        now: u64,
+        lease: u64,
+    ) -> Result<ModelRenewal, LeaseError> {
+        self.fence(token)?;
+        let state = self.inner.state(&token.id).expect("fence checked the id");
+        if state != TaskState::Running {
+            return Err(SchedulerError::Conflict {
+                id: token.id.clone(),
+                generation: token.generation,
+                state,
+            }
+            .into());
+        }
+        let t = self.at(now);
+        let l = self
+            .leases
+            .get_mut(&token.id)
+            .expect("a running version has a lease");
+        if l.expiry <= t {
+            return Err(LeaseError::LeaseExpired {
+                id: token.id.clone(),
+                generation: token.generation,
+                expiry: l.expiry,
+                now: t,
+            });
+        }
+        l.expiry = t.saturating_add(lease).min(MAX_MILLIS);
+        let expiry = l.expiry;
+        self.clock = t;
+        Ok(ModelRenewal {
+            expiry,
+            cancel_requested: self.inner.cancel_requested(&token.id),
+        })
+    }
+
+    /// `SchedulerModel::cancel`.
+    ///
+    /// # Errors
+    /// `UnknownTask`.
+    pub fn cancel(&mut self, id: &str, now: u64) -> Result<CancelOutcome, LeaseError> {
+        let out = self.inner.cancel(&id.to_string())?;
+        self.clock = self.at(now);
+        Ok(out)
+    }
+
+    /// `SchedulerModel::close`.
+    pub fn close(&mut self, now: u64) -> CloseReport {
+        let out = self.inner.close();
+        self.clock = self.at(now);
+        out
+    }
+
+    /// The status of `id`'s current version.
+    pub fn status(&self, id: &str) -> Option<TaskStatus<String>> {
+        self.inner.status(&id.to_string())
+    }
+
+    /// The state of `id`'s current version.
+    pub fn state(&self, id: &str) -> Option<TaskState> {
+        self.inner.state(&id.to_string())
+    }
+
+    /// The latest lease of `id`'s current version, if it was ever claimed.
+    pub fn lease(&self, id: &str) -> Option<&ModelLease> {
+        self.leases.get(id)
+    }
+
+    /// Every id with its status, in first-submission order.
+    pub fn snapshot(&self) -> Vec<(String, TaskStatus<String>)> {
+        self.inner.snapshot()
+    }
+
+    /// The concurrency limit.
+    pub fn max_concurrency(&self) -> usize {
+        self.max_concurrency
+    }
+
+    /// The high-water clock.
+    pub fn clock(&self) -> u64 {
+        self.clock
+    }
+
+    /// True once started.
+    pub fn is_started(&self) -> bool {
+        self.inner.is_started()
+    }
+
+    /// True once closed.
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    /// Running versions whose lease has not expired at `now` (against the high-water
+    /// clock): the ones that use a slot. Never more than `max_concurrency`.
+    pub fn live_leases(&self, now: u64) -> usize {
+        let t = self.at(now);
+        self.inner
+            .snapshot()
+            .iter()
+            .filter(|(id, st)| st.state == TaskState::Running && self.leases[id].expiry > t)
+            .count()
+    }
+}

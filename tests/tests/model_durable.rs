@@ -1,0 +1,761 @@
+//! Model comparison for the durable scheduler (SPEC A6/A8, issue 5): every store against the
+//! sequential model with leases.
+//!
+//! `proptest-state-machine` generates operation sequences from
+//! `lockstep_models::durable::DurableModel` (the dag model plus leases, fencing tokens and a
+//! clock value) and replays each operation on a real store, a fresh one per case. After
+//! **every** step the two must agree with `==` on the value returned (errors included: the
+//! model's refusals are mapped to [`DurableError`] variant for variant), and on the observable
+//! state: `snapshot()`, `status` and `lease` of every id (the ghost too), `counts()`,
+//! `is_started()`, `is_closed()`, `max_concurrency()` and the high-water `clock()`.
+//!
+//! The operations: submit (batches of one or two tasks, with payloads), start, check, claim
+//! (three owners, the test clock's `now`, leases of 5-20 ms, `max` 0-3), complete / fail /
+//! renew with a fencing token (mostly tokens the model issued earlier, **including old ones
+//! whose lease expired and whose version was claimed again: replayed late completions, which
+//! must be fenced**; sometimes invented ones), cancel, close, moves of the test clock
+//! (forwards, and **backwards**: the store must keep its high-water clock), and **reopen**
+//! (the store is dropped and opened again on the same file: it must resume exactly).
+//!
+//! # Backends
+//! The machine is generic over a [`Backend`] (how to create a fresh store for a case and how to
+//! reopen it). [`Sqlite`] uses a new file in a temporary directory per case (WAL, `synchronous
+//! = NORMAL` to keep the suite fast; the default `FULL` only adds fsyncs). **To run the same
+//! machine on another store**, implement [`Backend`] for it in this file and add one line to
+//! the `prop_state_machine!` block plus a `#[test]` (the PostgreSQL backend does this when
+//! `LOCKSTEP_PG_URL` is set).
+//!
+//! Reproduce a failure: proptest prints the minimal transition list and stores its seed under
+//! `tests/proptest-regressions/model_durable.txt`. `PROPTEST_CASES=500` runs a longer campaign
+//! (the default here is 96 cases per machine: a SQLite transaction costs 0.1-1 ms).
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::marker::PhantomData;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use lockstep_contract::{
+    CallbackOutcome, CancelOutcome, CloseReport, Generation, GraphReport, TaskState,
+};
+use lockstep_durable::{
+    DurableError, FencingToken, Lease, LeaseInfo, LeaseOwner, Millis, NewTask, Renewal,
+    SqliteOptions, SqliteStore, StateCounts, Store,
+};
+use lockstep_models::durable::{DurableModel, LeaseError, ModelLease, Token};
+use proptest::prelude::*;
+use proptest::sample::select;
+use proptest::strategy::Union;
+use proptest::test_runner::FileFailurePersistence;
+use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state_machine};
+
+// ----------------------------------------------------------------------------------------
+// Backends
+// ----------------------------------------------------------------------------------------
+
+/// How the machine gets a store: a fresh one per case, and the same one again after a
+/// simulated restart.
+trait Backend: 'static {
+    /// The store type.
+    type S: Store;
+    /// Whatever keeps the store's location alive for the case (a temporary directory, a
+    /// scratch schema); dropped at the end of the case.
+    type Place;
+    /// A fresh, empty store with `max_concurrency` slots.
+    fn create(max_concurrency: usize) -> (Self::S, Self::Place);
+    /// Drops `store` (its connection closes) and opens the same store again.
+    fn reopen(store: Self::S, place: &Self::Place) -> Self::S;
+}
+
+/// SQLite: a new file in a new temporary directory per case.
+struct Sqlite;
+
+fn sqlite_options() -> SqliteOptions {
+    SqliteOptions {
+        synchronous_full: false,
+        ..SqliteOptions::default()
+    }
+}
+
+impl Backend for Sqlite {
+    type S = SqliteStore;
+    type Place = (tempfile::TempDir, PathBuf);
+
+    fn create(max_concurrency: usize) -> (SqliteStore, Self::Place) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("model.lockstep");
+        let store = SqliteStore::create_with(&path, max_concurrency, &sqlite_options())
+            .expect("a new store");
+        (store, (dir, path))
+    }
+
+    fn reopen(store: SqliteStore, place: &Self::Place) -> SqliteStore {
+        drop(store);
+        SqliteStore::open_with(&place.1, &sqlite_options()).expect("the store reopens")
+    }
+}
+
+// ----------------------------------------------------------------------------------------
+// Operations and their results
+// ----------------------------------------------------------------------------------------
+
+/// One operation with concrete arguments (both sides get exactly these).
+#[derive(Debug, Clone, PartialEq)]
+enum Op {
+    /// One batch: `(id, deps, payload tag)`.
+    Submit(Vec<(String, Vec<String>, u8)>),
+    Start,
+    Check,
+    Claim {
+        owner: &'static str,
+        now: u64,
+        lease: u64,
+        max: usize,
+    },
+    Complete(Token, u64),
+    Fail(Token, u64, &'static str),
+    Renew(Token, u64, u64),
+    Cancel(String, u64),
+    Close(u64),
+    /// The test clock moves to this value (forwards or backwards); nothing is called.
+    Tick(u64),
+    /// The store is dropped and opened again (a restarted scheduler); the model is unchanged.
+    Reopen,
+}
+
+/// What an operation returned, in one shape for both sides.
+#[derive(Debug, Clone, PartialEq)]
+enum Output {
+    Submit(Vec<Result<Generation, DurableError>>),
+    Start(Result<(), DurableError>),
+    Check(GraphReport<String>),
+    Claim(Result<Vec<Lease>, DurableError>),
+    Callback(Result<CallbackOutcome, DurableError>),
+    Renew(Result<Renewal, DurableError>),
+    Cancel(Result<CancelOutcome, DurableError>),
+    Close(CloseReport),
+    Nothing,
+}
+
+fn payload(id: &str, tag: u8) -> Vec<u8> {
+    format!("{id}#{tag}").into_bytes()
+}
+
+fn owner(name: &str) -> LeaseOwner {
+    LeaseOwner::new(name).expect("test owners are valid")
+}
+
+/// The model's refusal as the store's error type.
+fn durable_err(e: LeaseError) -> DurableError {
+    match e {
+        LeaseError::Scheduler(e) => e.into(),
+        LeaseError::Fenced {
+            id,
+            generation,
+            owner,
+            epoch,
+            current_owner,
+            current_epoch,
+        } => DurableError::Fenced {
+            id,
+            generation,
+            owner,
+            epoch,
+            current_owner,
+            current_epoch,
+        },
+        LeaseError::LeaseExpired {
+            id,
+            generation,
+            expiry,
+            now,
+        } => DurableError::LeaseExpired {
+            id,
+            generation,
+            expiry: Millis(expiry),
+            now: Millis(now),
+        },
+    }
+}
+
+fn lease_of(l: ModelLease) -> Lease {
+    Lease {
+        id: l.id,
+        generation: l.generation,
+        owner: owner(&l.owner),
+        epoch: l.epoch,
+        expiry: Millis(l.expiry),
+        attempt: l.attempt,
+        cancel_requested: l.cancel_requested,
+        payload: l.payload,
+    }
+}
+
+fn fencing(t: &Token) -> FencingToken {
+    FencingToken {
+        id: t.id.clone(),
+        generation: t.generation,
+        owner: owner(&t.owner),
+        epoch: t.epoch,
+    }
+}
+
+/// Applies `op` to the model.
+fn apply_model(m: &mut DurableModel, op: &Op) -> Output {
+    match op {
+        Op::Submit(tasks) => Output::Submit(
+            tasks
+                .iter()
+                .map(|(id, deps, tag)| {
+                    m.submit(id.clone(), deps.clone(), payload(id, *tag))
+                        .map_err(durable_err)
+                })
+                .collect(),
+        ),
+        Op::Start => Output::Start(m.start().map_err(durable_err)),
+        Op::Check => Output::Check(m.check()),
+        Op::Claim {
+            owner,
+            now,
+            lease,
+            max,
+        } => Output::Claim(
+            m.claim(owner, *now, *lease, *max)
+                .map(|ls| ls.into_iter().map(lease_of).collect())
+                .map_err(durable_err),
+        ),
+        Op::Complete(t, now) => Output::Callback(m.complete(t, *now).map_err(durable_err)),
+        Op::Fail(t, now, e) => Output::Callback(m.fail(t, *now, e).map_err(durable_err)),
+        Op::Renew(t, now, lease) => Output::Renew(
+            m.renew(t, *now, *lease)
+                .map(|r| Renewal {
+                    expiry: Millis(r.expiry),
+                    cancel_requested: r.cancel_requested,
+                })
+                .map_err(durable_err),
+        ),
+        Op::Cancel(id, now) => Output::Cancel(m.cancel(id, *now).map_err(durable_err)),
+        Op::Close(now) => Output::Close(m.close(*now)),
+        Op::Tick(_) | Op::Reopen => Output::Nothing,
+    }
+}
+
+/// The store under test and its location.
+struct Sut<B: Backend> {
+    store: Option<B::S>,
+    place: B::Place,
+}
+
+impl<B: Backend> Sut<B> {
+    /// A fresh store.
+    fn new(max_concurrency: usize) -> Self {
+        let (store, place) = B::create(max_concurrency);
+        Sut {
+            store: Some(store),
+            place,
+        }
+    }
+
+    fn s(&mut self) -> &mut B::S {
+        self.store.as_mut().expect("the store is open")
+    }
+
+    /// Applies `op` to the store; a store error (busy, unavailable, database) is a failure.
+    fn apply(&mut self, op: &Op) -> Output {
+        match op {
+            Op::Submit(tasks) => {
+                let batch: Vec<NewTask> = tasks
+                    .iter()
+                    .map(|(id, deps, tag)| {
+                        NewTask::new(id.clone(), deps.clone()).with_payload(payload(id, *tag))
+                    })
+                    .collect();
+                Output::Submit(self.s().submit(&batch).expect("no store error"))
+            }
+            Op::Start => Output::Start(self.s().start()),
+            Op::Check => Output::Check(self.s().check().expect("no store error")),
+            Op::Claim {
+                owner: o,
+                now,
+                lease,
+                max,
+            } => Output::Claim(
+                self.s()
+                    .claim(&owner(o), Millis(*now), Millis(*lease), *max),
+            ),
+            Op::Complete(t, now) => Output::Callback(self.s().complete(&fencing(t), Millis(*now))),
+            Op::Fail(t, now, e) => Output::Callback(self.s().fail(&fencing(t), Millis(*now), e)),
+            Op::Renew(t, now, lease) => {
+                Output::Renew(self.s().renew(&fencing(t), Millis(*now), Millis(*lease)))
+            }
+            Op::Cancel(id, now) => Output::Cancel(self.s().cancel(id, Millis(*now))),
+            Op::Close(now) => Output::Close(self.s().close(Millis(*now)).expect("no store error")),
+            Op::Tick(_) => Output::Nothing,
+            Op::Reopen => {
+                let store = self.store.take().expect("the store is open");
+                self.store = Some(B::reopen(store, &self.place));
+                Output::Nothing
+            }
+        }
+    }
+
+    /// Every observable difference from the model, or `Ok`.
+    fn observe_diff(&mut self, m: &DurableModel, ids: &[String]) -> Result<(), String> {
+        let mut diffs = Vec::new();
+        macro_rules! same {
+            ($what:expr, $model:expr, $store:expr) => {{
+                let (mv, sv) = ($model, $store);
+                if mv != sv {
+                    diffs.push(format!("{}: model {:?}, store {:?}", $what, mv, sv));
+                }
+            }};
+        }
+        let s = self.s();
+        let snapshot = m.snapshot();
+        let mut counts = StateCounts::default();
+        for (_, st) in &snapshot {
+            match st.state {
+                TaskState::Pending => counts.pending += 1,
+                TaskState::Ready => counts.ready += 1,
+                TaskState::Running => counts.running += 1,
+                TaskState::Succeeded => counts.succeeded += 1,
+                TaskState::Failed => counts.failed += 1,
+                TaskState::Blocked => counts.blocked += 1,
+                TaskState::Cancelled => counts.cancelled += 1,
+            }
+        }
+        same!("snapshot()", Ok(snapshot), s.snapshot());
+        same!("counts()", Ok(counts), s.counts());
+        same!("is_started()", Ok(m.is_started()), s.is_started());
+        same!("is_closed()", Ok(m.is_closed()), s.is_closed());
+        same!(
+            "max_concurrency()",
+            Ok(m.max_concurrency()),
+            s.max_concurrency()
+        );
+        same!("clock()", Ok(Millis(m.clock())), s.clock());
+        for id in ids {
+            same!(format!("status({id})"), Ok(m.status(id)), s.status(id));
+            let lease = m.lease(id).map(|l| LeaseInfo {
+                generation: l.generation,
+                owner: owner(&l.owner),
+                epoch: l.epoch,
+                expiry: Millis(l.expiry),
+                attempt: l.attempt,
+            });
+            same!(format!("lease({id})"), Ok(lease), s.lease(id));
+        }
+        if diffs.is_empty() {
+            Ok(())
+        } else {
+            Err(diffs.join("\n"))
+        }
+    }
+}
+
+/// How often the interesting lease events happened in this process (the generator must
+/// reach them, or the comparison proves little): re-claims of expired leases, fenced
+/// callbacks, refused renewals, accepted renewals, backwards clock jumps, reopens.
+struct Coverage;
+
+static RECLAIMS: AtomicUsize = AtomicUsize::new(0);
+static FENCED: AtomicUsize = AtomicUsize::new(0);
+static EXPIRED: AtomicUsize = AtomicUsize::new(0);
+static RENEWED: AtomicUsize = AtomicUsize::new(0);
+static REOPENS: AtomicUsize = AtomicUsize::new(0);
+static APPLIED: AtomicUsize = AtomicUsize::new(0);
+
+impl Coverage {
+    fn record(op: &Op, out: &Output) {
+        let bump = |c: &AtomicUsize| {
+            c.fetch_add(1, Ordering::Relaxed);
+        };
+        match out {
+            Output::Claim(Ok(ls)) if ls.iter().any(|l| l.attempt > 1) => bump(&RECLAIMS),
+            Output::Callback(Err(DurableError::Fenced { .. }))
+            | Output::Renew(Err(DurableError::Fenced { .. })) => bump(&FENCED),
+            Output::Renew(Err(DurableError::LeaseExpired { .. })) => bump(&EXPIRED),
+            Output::Renew(Ok(_)) => bump(&RENEWED),
+            Output::Callback(Ok(CallbackOutcome::Applied(_))) => bump(&APPLIED),
+            _ => {}
+        }
+        if matches!(op, Op::Reopen) {
+            bump(&REOPENS);
+        }
+    }
+
+    /// Asserts that every event happened at least once, and prints the counts.
+    fn assert_reached() {
+        let counts = [
+            ("re-claims of expired leases", &RECLAIMS),
+            ("fenced callbacks", &FENCED),
+            ("renewals refused as expired", &EXPIRED),
+            ("renewals", &RENEWED),
+            ("applied callbacks", &APPLIED),
+            ("reopens", &REOPENS),
+        ]
+        .map(|(what, c)| (what, c.load(Ordering::Relaxed)));
+        println!("lockstep-durable coverage: {counts:?}");
+        for (what, n) in counts {
+            assert!(n > 0, "the generated sequences never produced {what}");
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------------------
+// The state machine
+// ----------------------------------------------------------------------------------------
+
+const IDS: [&str; 5] = ["a", "b", "c", "d", "e"];
+const GHOST: &str = "ghost";
+const OWNERS: [&str; 3] = ["w1", "w2", "w3"];
+
+fn ids_and_ghost() -> Vec<String> {
+    IDS.iter().chain([&GHOST]).map(|s| s.to_string()).collect()
+}
+
+/// The reference state: the model, the test clock, every token the model issued (late
+/// replays draw from it), and what the last operation returned.
+#[derive(Debug, Clone)]
+struct RefState {
+    model: DurableModel,
+    now: u64,
+    issued: Vec<Token>,
+    last: Option<Output>,
+}
+
+/// The machine over backend `B`.
+struct DurableMachine<B>(PhantomData<B>);
+
+fn weighted<T: Debug + 'static>(options: Vec<(u32, BoxedStrategy<T>)>) -> BoxedStrategy<T> {
+    Union::new_weighted(options.into_iter().filter(|(w, _)| *w > 0).collect()).boxed()
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// A dependency list for `id`: mostly earlier ids (acyclic, complete graphs start often),
+/// sometimes any ids, the ghost, or `id` itself.
+fn deps_for(id: &str) -> BoxedStrategy<Vec<String>> {
+    let pos = IDS.iter().position(|p| *p == id).unwrap_or(IDS.len());
+    let earlier = strings(&IDS[..pos]);
+    let prefix = |ids: Vec<String>, max: usize| {
+        let max = max.min(ids.len());
+        (Just(ids).prop_shuffle(), 0..=max)
+            .prop_map(|(v, k)| v[..k].to_vec())
+            .boxed()
+    };
+    let mut anything = strings(&IDS);
+    anything.push(GHOST.to_string());
+    weighted(vec![
+        (10, prefix(earlier, 3)),
+        (3, prefix(strings(&IDS), 3)),
+        (1, prefix(anything, 2)),
+    ])
+}
+
+fn near_generation(current: Option<Generation>, offset: i64) -> Generation {
+    let base = current.map_or(1, |g| g.0) as i64;
+    Generation((base + offset).max(0) as u64)
+}
+
+impl<B: Backend> ReferenceStateMachine for DurableMachine<B> {
+    type State = RefState;
+    type Transition = Op;
+
+    fn init_state() -> BoxedStrategy<RefState> {
+        prop_oneof![1 => Just(0usize), 5 => 1usize..=3]
+            .prop_map(|c| RefState {
+                model: DurableModel::new(c),
+                now: 0,
+                issued: Vec::new(),
+                last: None,
+            })
+            .boxed()
+    }
+
+    fn transitions(state: &RefState) -> BoxedStrategy<Op> {
+        let m = &state.model;
+        let now = state.now;
+        let known: Vec<String> = m.snapshot().into_iter().map(|(id, _)| id).collect();
+        let gens: HashMap<String, Generation> = m
+            .snapshot()
+            .into_iter()
+            .map(|(id, st)| (id, st.generation))
+            .collect();
+
+        let task = select(IDS.to_vec())
+            .prop_flat_map(|id| (Just(id.to_string()), deps_for(id), 0u8..3))
+            .boxed();
+        let submit = proptest::collection::vec(task, 1..=2)
+            .prop_map(Op::Submit)
+            .boxed();
+        let claim = (select(OWNERS.to_vec()), 5u64..=20, 0usize..=3)
+            .prop_map(move |(owner, lease, max)| Op::Claim {
+                owner,
+                now,
+                lease,
+                max,
+            })
+            .boxed();
+
+        // A token: one the model issued (the latest claim, or an older one whose lease may have
+        // expired and been re-claimed: a late replay), or an invented one.
+        let invented = (
+            select(ids_and_ghost()),
+            select(vec![0i64, 0, -1, 1]),
+            select(OWNERS.to_vec()),
+            0u64..6,
+        )
+            .prop_map(move |(id, off, owner, epoch)| Token {
+                generation: near_generation(gens.get(&id).copied(), off),
+                id,
+                owner: owner.to_string(),
+                epoch,
+            })
+            .boxed();
+        let token = if state.issued.is_empty() {
+            invented
+        } else {
+            let recent: Vec<Token> = state.issued.iter().rev().take(4).cloned().collect();
+            weighted(vec![
+                (5, select(recent).boxed()),
+                (3, select(state.issued.clone()).boxed()),
+                (1, invented),
+            ])
+        };
+        let complete = token
+            .clone()
+            .prop_map(move |t| Op::Complete(t, now))
+            .boxed();
+        let fail = (token.clone(), select(vec!["boom", "oops"]))
+            .prop_map(move |(t, e)| Op::Fail(t, now, e))
+            .boxed();
+        let renew = (token, 5u64..=20)
+            .prop_map(move |(t, lease)| Op::Renew(t, now, lease))
+            .boxed();
+        let any_id = if known.is_empty() {
+            select(ids_and_ghost()).boxed()
+        } else {
+            weighted(vec![
+                (4, select(known.clone()).boxed()),
+                (1, select(ids_and_ghost()).boxed()),
+            ])
+        };
+        let cancel = any_id.prop_map(move |id| Op::Cancel(id, now)).boxed();
+        let tick = weighted(vec![
+            (5, (1u64..=25).prop_map(move |d| Op::Tick(now + d)).boxed()),
+            (
+                1,
+                (1u64..=40)
+                    .prop_map(move |d| Op::Tick(now.saturating_sub(d)))
+                    .boxed(),
+            ),
+        ]);
+
+        let k = known.len() as u32;
+        let w = if m.is_started() {
+            // submit, start, check, claim, complete, fail, renew, cancel, close, tick, reopen
+            [8, 1, 1, 20, 14, 5, 12, 4, 1, 16, 2]
+        } else {
+            [30, 2 + k, 2, 3 * k, 2, 2, 2, 2, u32::from(k > 2), 2, 1]
+        };
+        weighted(vec![
+            (w[0], submit),
+            (w[1], Just(Op::Start).boxed()),
+            (w[2], Just(Op::Check).boxed()),
+            (w[3], claim),
+            (w[4], complete),
+            (w[5], fail),
+            (w[6], renew),
+            (w[7], cancel),
+            (w[8], Just(Op::Close(now)).boxed()),
+            (w[9], tick),
+            (w[10], Just(Op::Reopen).boxed()),
+        ])
+    }
+
+    fn apply(mut state: RefState, op: &Op) -> RefState {
+        let out = apply_model(&mut state.model, op);
+        if let Output::Claim(Ok(leases)) = &out {
+            state.issued.extend(leases.iter().map(|l| Token {
+                id: l.id.clone(),
+                generation: l.generation,
+                owner: l.owner.as_str().to_string(),
+                epoch: l.epoch,
+            }));
+        }
+        if let Op::Tick(t) = op {
+            state.now = *t;
+        }
+        state.last = Some(out);
+        state
+    }
+}
+
+impl<B: Backend> StateMachineTest for DurableMachine<B> {
+    type SystemUnderTest = Sut<B>;
+    type Reference = Self;
+
+    fn init_test(ref_state: &RefState) -> Sut<B> {
+        Sut::new(ref_state.model.max_concurrency())
+    }
+
+    fn apply(mut sut: Sut<B>, ref_state: &RefState, op: Op) -> Sut<B> {
+        let got = sut.apply(&op);
+        Coverage::record(&op, &got);
+        let expected = ref_state.last.as_ref().expect("the model ran this op");
+        assert_eq!(
+            &got, expected,
+            "operation {op:?}: store (left) != model (right)"
+        );
+        // The observation needs `&mut` (a store query is a transaction), so it runs here,
+        // after every step, rather than in `check_invariants`.
+        if let Err(diff) = sut.observe_diff(&ref_state.model, &ids_and_ghost()) {
+            panic!("after {op:?}, model and store disagree:\n{diff}");
+        }
+        sut
+    }
+
+    fn check_invariants(_sut: &Sut<B>, ref_state: &RefState) {
+        let m = &ref_state.model;
+        assert!(
+            m.live_leases(ref_state.now) <= m.max_concurrency(),
+            "A4 over leases: more unexpired leases than slots"
+        );
+    }
+}
+
+/// Defaults (so `PROPTEST_CASES` applies) but 96 cases unless set, failures persisted to
+/// `tests/proptest-regressions/model_durable.txt` unless persistence is disabled (the zoo).
+fn config() -> ProptestConfig {
+    let defaults = ProptestConfig::default();
+    let cases = if std::env::var_os("PROPTEST_CASES").is_some() {
+        defaults.cases
+    } else {
+        96
+    };
+    let failure_persistence = defaults.failure_persistence.as_ref().map(|_| {
+        Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/model_durable.txt",
+        )) as Box<dyn proptest::test_runner::FailurePersistence>
+    });
+    ProptestConfig {
+        cases,
+        failure_persistence,
+        ..defaults
+    }
+}
+
+prop_state_machine! {
+    #![proptest_config(config())]
+
+    fn sqlite_cases(sequential 1..80 => DurableMachine<Sqlite>);
+}
+
+fn print_cases() {
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("?");
+    println!("lockstep-stats: cases={} test={test}", config().cases);
+}
+
+#[test]
+fn sqlite_store_matches_model() {
+    sqlite_cases();
+    print_cases();
+    Coverage::assert_reached();
+}
+
+// ----------------------------------------------------------------------------------------
+// Scripted: the comparison is not vacuous (both sides must give THESE answers)
+// ----------------------------------------------------------------------------------------
+
+fn tok(l: &Lease) -> Token {
+    Token {
+        id: l.id.clone(),
+        generation: l.generation,
+        owner: l.owner.as_str().to_string(),
+        epoch: l.epoch,
+    }
+}
+
+/// Runs a lease scenario on backend `B` and the model side by side, asserting the known
+/// answers: an expired lease is claimed again, the late worker is fenced (complete, fail and
+/// renew), the dependent is released once, the clock jumps back harmlessly, and a reopened
+/// store resumes. Generic so that every backend runs it.
+fn scripted_fencing<B: Backend>() {
+    let mut m = DurableModel::new(1);
+    let mut sut: Sut<B> = Sut::new(1);
+    let ids = ids_and_ghost();
+    let mut step = |op: Op| -> Output {
+        let (mo, so) = (apply_model(&mut m, &op), sut.apply(&op));
+        assert_eq!(so, mo, "{op:?}");
+        sut.observe_diff(&m, &ids).unwrap();
+        so
+    };
+    let submit = |id: &str, deps: &[&str]| Op::Submit(vec![(id.into(), strings(deps), 0)]);
+    step(submit("a", &[]));
+    step(submit("b", &["a"]));
+    let claim = |owner, now| Op::Claim {
+        owner,
+        now,
+        lease: 10,
+        max: 3,
+    };
+    let Output::Claim(Ok(first)) = step(claim("w1", 0)) else {
+        panic!("claim")
+    };
+    assert_eq!(
+        (first.len(), first[0].epoch, first[0].expiry),
+        (1, 1, Millis(10))
+    );
+    let Output::Claim(Ok(none)) = step(claim("w2", 9)) else {
+        panic!("claim")
+    };
+    assert!(none.is_empty(), "the lease holds the only slot");
+    let Output::Claim(Ok(second)) = step(claim("w2", 10)) else {
+        panic!("claim")
+    };
+    assert_eq!((second[0].epoch, second[0].attempt), (2, 2));
+    let late = tok(&first[0]);
+    for op in [
+        Op::Complete(late.clone(), 11),
+        Op::Fail(late.clone(), 11, "late"),
+        Op::Renew(late.clone(), 11, 10),
+    ] {
+        let out = step(op);
+        let fenced = matches!(
+            out,
+            Output::Callback(Err(DurableError::Fenced { .. }))
+                | Output::Renew(Err(DurableError::Fenced { .. }))
+        );
+        assert!(fenced, "{out:?}");
+    }
+    step(Op::Reopen);
+    // The clock jumps back to 3: the high-water clock (11) stands; nothing is revived.
+    let Output::Claim(Ok(none)) = step(claim("w3", 3)) else {
+        panic!("claim")
+    };
+    assert!(none.is_empty());
+    assert_eq!(
+        step(Op::Complete(tok(&second[0]), 12)),
+        Output::Callback(Ok(CallbackOutcome::Applied(lockstep_contract::Effect {
+            ready: 1,
+            blocked: 0
+        })))
+    );
+    assert!(matches!(
+        step(Op::Complete(late, 13)),
+        Output::Callback(Err(DurableError::Fenced { .. }))
+    ));
+    assert_eq!(
+        step(Op::Complete(tok(&second[0]), 14)),
+        Output::Callback(Ok(CallbackOutcome::Duplicate(TaskState::Succeeded)))
+    );
+}
+
+#[test]
+fn sqlite_scripted_fencing() {
+    scripted_fencing::<Sqlite>();
+}
