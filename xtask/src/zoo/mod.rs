@@ -198,7 +198,13 @@ pub fn run(args: &ZooArgs) -> Result<ExitCode> {
     let mut baseline: HashMap<&str, Duration> = HashMap::new();
     let mut baseline_ok = true;
     for s in &suites {
-        let out = run::run(&built[s.name], &[], &env(None, args), max, GRACE)?;
+        let out = run::run(
+            &built[s.name],
+            &s.binary.libtest_args(),
+            &env(None, args),
+            max,
+            GRACE,
+        )?;
         let log = log_path(&root, "baseline", s.name);
         write_log(&log, s, None, args, &out)?;
         match &out.ending {
@@ -299,7 +305,7 @@ fn run_suite(
 ) -> Result<SuiteResult> {
     let env = env(Some(bug), args);
     let grace = if args.first { GRACE_FIRST } else { GRACE };
-    let mut out = run::run(built, &[], &env, limit, grace)?;
+    let mut out = run::run(built, &s.binary.libtest_args(), &env, limit, grace)?;
     let mut section = None;
     if let Ending::Crashed { .. } = out.ending
         && let Some((test, message)) = run::crash_panic(&out.stderr, &out.stdout)
@@ -487,12 +493,14 @@ pub fn replay_command(s: &Suite, bug: Option<&str>, test: Option<&str>, args: &Z
     );
     match s.binary {
         Binary::Lib(_) => c.push_str("--lib"),
-        Binary::Test(t) => {
+        Binary::Test(t) | Binary::TestFiltered(t, _) => {
             let _ = write!(c, "--test {t}");
         }
     }
     if let Some(t) = test {
         let _ = write!(c, " -- --exact {t}");
+    } else if let Binary::TestFiltered(_, filter) = s.binary {
+        let _ = write!(c, " -- {filter}");
     }
     c
 }

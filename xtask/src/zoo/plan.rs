@@ -82,6 +82,27 @@ pub enum Binary {
     Lib(&'static str),
     /// An integration test (`--test NAME`).
     Test(&'static str),
+    /// An integration test (`--test NAME`) run with a libtest name filter: the tests of the
+    /// binary whose names contain the filter.
+    TestFiltered(&'static str, &'static str),
+}
+
+impl Binary {
+    /// The integration test's name (`--test NAME`), or `None` for unit tests.
+    pub fn test_name(&self) -> Option<&'static str> {
+        match *self {
+            Binary::Lib(_) => None,
+            Binary::Test(t) | Binary::TestFiltered(t, _) => Some(t),
+        }
+    }
+
+    /// The arguments the test binary runs with (a name filter, or none).
+    pub fn libtest_args(&self) -> Vec<String> {
+        match *self {
+            Binary::TestFiltered(_, filter) => vec![filter.to_string()],
+            Binary::Lib(_) | Binary::Test(_) => Vec::new(),
+        }
+    }
 }
 
 /// One suite: one test binary of one flavour.
@@ -178,6 +199,22 @@ pub const SUITES: &[Suite] = &[
         package: "lockstep-tests",
         binary: Binary::Test("stress_dag"),
         part: Part::Scheduler,
+    },
+    // The committed fuzz corpora and minimised regressions (fuzz/regressions/*/zoo-*),
+    // replayed on stable through the cargo-fuzz targets' harness.
+    Suite {
+        name: "fuzz_corpus_dag",
+        flavour: Flavour::Normal,
+        package: "lockstep-fuzzing",
+        binary: Binary::TestFiltered("corpus", "dag_ops"),
+        part: Part::Scheduler,
+    },
+    Suite {
+        name: "fuzz_corpus_pool",
+        flavour: Flavour::Normal,
+        package: "lockstep-fuzzing",
+        binary: Binary::TestFiltered("corpus", "pool_"),
+        part: Part::Pool,
     },
     Suite {
         name: "shuttle_dag",

@@ -48,7 +48,7 @@ pub fn build(root: &Path, flavour: Flavour, suites: &[&Suite]) -> Result<HashMap
         cmd.arg("--lib");
     }
     for s in suites {
-        if let Binary::Test(t) = s.binary {
+        if let Some(t) = s.binary.test_name() {
             cmd.args(["--test", t]);
         }
     }
@@ -93,7 +93,7 @@ pub fn build(root: &Path, flavour: Flavour, suites: &[&Suite]) -> Result<HashMap
     for s in suites {
         let key = match s.binary {
             Binary::Lib(n) => (true, n.to_string()),
-            Binary::Test(n) => (false, n.to_string()),
+            Binary::Test(n) | Binary::TestFiltered(n, _) => (false, n.to_string()),
         };
         let b = found
             .get(&key)
