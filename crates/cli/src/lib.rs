@@ -8,7 +8,9 @@
 //! * [`validate`]: `lockstep check`, which asks the scheduler's own `check()` for
 //!   unknown dependencies and cycles so that the command and the library agree;
 //! * [`run`]: `lockstep run`, which drives a `lockstep_dag::TaskScheduler` from the main
-//!   thread and runs the claimed tasks on a `lockstep_pool::Pool`.
+//!   thread and runs the claimed tasks on a `lockstep_pool::Pool`;
+//! * [`store`]: `lockstep run --store`, a run recorded in a durable store and resumed;
+//! * [`worker`]: `lockstep worker`, which shares a stored run with other processes.
 //!
 //! Exit codes of the command: 0 the graph can run / every task succeeded; 1 the graph
 //! cannot run (`check`) / some task did not succeed (`run`); 2 unreadable input (missing
@@ -16,4 +18,6 @@
 
 pub mod graph;
 pub mod run;
+pub mod store;
 pub mod validate;
+pub mod worker;

@@ -3,6 +3,8 @@
 //! ```text
 //! lockstep check FILE [GRAPH OPTIONS]          (FILE `-`: standard input, with --format)
 //! lockstep run FILE [-j N] [--dry-run] [--simulate MS] [--log-dir DIR] [GRAPH OPTIONS]
+//! lockstep run FILE --store sqlite:PATH|postgres://... [-j N] [--lease-ms MS]
+//! lockstep worker --store sqlite:PATH|postgres://... [--slots N] [--lease-ms MS]
 //! ```
 //!
 //! Exit status: 0 the graph can run / every task succeeded; 1 the graph cannot run
@@ -72,7 +74,52 @@ enum Cmd {
         /// Never draw a progress bar (one is drawn only when standard error is a terminal).
         #[arg(long)]
         no_progress: bool,
+        #[command(flatten)]
+        durable: DurableRunArgs,
     },
+    /// Work on a run kept in a store: claim tasks with leases, run them, report results.
+    ///
+    /// Several workers, on one or many machines, may share one store (started by `lockstep
+    /// run FILE --store URL`). Each claims up to --slots tasks at once within the store's
+    /// concurrency limit, renews its leases while the tasks run, and stops when the run is
+    /// finished (nothing pending, ready or running) or closed. A worker that dies loses its
+    /// leases; its tasks are run again by others (at least once). Exit 0 when the run
+    /// finished, 2 when the store fails.
+    Worker {
+        /// The store: sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE.
+        #[arg(long, value_name = "URL")]
+        store: lockstep_cli::store::StoreSpec,
+        /// Run at most N tasks at once in this worker (one store connection each).
+        #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+        slots: u32,
+        /// Lease duration in milliseconds; renewed every third of it while a task runs.
+        #[arg(long, value_name = "MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(10..))]
+        lease_ms: u64,
+        /// Run each task as a sleep of about MS milliseconds instead of its command.
+        #[arg(long, value_name = "MS")]
+        simulate: Option<u64>,
+        /// Wait this long before looking again when nothing can be claimed.
+        #[arg(long, value_name = "MS", default_value_t = 200)]
+        poll_ms: u64,
+    },
+}
+
+/// `run --store`: record the run in a durable store (resumable, shareable with workers).
+#[derive(Debug, Args)]
+struct DurableRunArgs {
+    /// Record the run in a store and resume it if it is already there: sqlite:PATH or
+    /// postgres://USER:PASSWORD@HOST:PORT/DATABASE. Succeeded tasks are kept; failed, blocked
+    /// and cancelled ones run again as new generations. `lockstep worker --store` processes
+    /// may join (docs/durable.md).
+    #[arg(long, value_name = "URL", conflicts_with_all = ["dry_run", "log_dir"])]
+    store: Option<lockstep_cli::store::StoreSpec>,
+    /// With --store: the lease duration in milliseconds (renewed while a task runs).
+    #[arg(long, value_name = "MS", default_value_t = 30_000, requires = "store", value_parser = clap::value_parser!(u64).range(10..))]
+    lease_ms: u64,
+    /// With --store: the concurrency limit of a NEW store, shared by every worker of the run
+    /// (this process's -j threads and `lockstep worker` processes) [default: -j].
+    #[arg(long, value_name = "N", requires = "store", value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    store_limit: Option<u32>,
 }
 
 /// Options shared by every command that reads a graph.
@@ -138,8 +185,18 @@ fn main() -> ExitCode {
             simulate,
             log_dir,
             no_progress,
+            durable,
         } => {
             let jobs = jobs.map_or_else(default_jobs, |j| j as usize);
+            if let Some(spec) = durable.store {
+                let opts = lockstep_cli::store::StoreRunOptions {
+                    jobs,
+                    limit: durable.store_limit.map_or(jobs, |n| n as usize),
+                    lease: Duration::from_millis(durable.lease_ms),
+                    simulate: simulate.map(Duration::from_millis),
+                };
+                return store_run_cmd(&graph, &spec, &opts);
+            }
             let opts = RunOptions {
                 jobs,
                 simulate: simulate.map(Duration::from_millis),
@@ -148,6 +205,22 @@ fn main() -> ExitCode {
                 handle_interrupt: true,
             };
             run_cmd(&graph, &opts, dry_run)
+        }
+        Cmd::Worker {
+            store,
+            slots,
+            lease_ms,
+            simulate,
+            poll_ms,
+        } => {
+            let opts = lockstep_cli::worker::WorkerOptions {
+                owner: lockstep_cli::worker::default_owner(),
+                slots: slots as usize,
+                lease: Duration::from_millis(lease_ms),
+                poll: Duration::from_millis(poll_ms),
+                simulate: simulate.map(Duration::from_millis),
+            };
+            worker_cmd(&store, &opts)
         }
     }
 }
@@ -170,6 +243,68 @@ macro_rules! emitln {
 
 fn default_jobs() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn store_run_cmd(
+    args: &GraphArgs,
+    spec: &lockstep_cli::store::StoreSpec,
+    opts: &lockstep_cli::store::StoreRunOptions,
+) -> ExitCode {
+    use lockstep_cli::store::{self, StoreRunError};
+    let g = match args.read() {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match store::run(&g, spec, opts) {
+        Ok(report) => {
+            for line in report.lines() {
+                emitln!("{line}");
+            }
+            if report.all_succeeded() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(StoreRunError::Invalid(report)) => {
+            emit(&report.to_string());
+            emitln!(
+                "error: the graph cannot run ({} problem(s)); nothing was run",
+                report.problem_lines().len()
+            );
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn worker_cmd(
+    spec: &lockstep_cli::store::StoreSpec,
+    opts: &lockstep_cli::worker::WorkerOptions,
+) -> ExitCode {
+    match lockstep_cli::worker::run(|| spec.open(None), opts) {
+        Ok(stats) => {
+            emitln!(
+                "worker {}: run finished; {} succeeded, {} failed, {} result(s) refused by the fence, {} lease(s) lost",
+                opts.owner,
+                stats.succeeded,
+                stats.failed,
+                stats.fenced,
+                stats.lost_leases
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: store {spec}: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 fn check(args: &GraphArgs) -> ExitCode {

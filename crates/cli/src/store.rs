@@ -1,0 +1,446 @@
+//! `lockstep run FILE --store URL`: a run recorded in a durable store, resumable after a
+//! crash or a failure, and shared with `lockstep worker` processes (`docs/durable.md`).
+//!
+//! # Stores
+//! * `sqlite:PATH`: one SQLite file (created if missing). Workers on the same machine (or a
+//!   shared file system with working locks) may join.
+//! * `postgres://USER:PASSWORD@HOST:PORT/DATABASE` (or `postgresql://`): a PostgreSQL server;
+//!   the store lives in the schema `lockstep` (created if missing; `...#NAME` at the end of
+//!   the URL names another schema, so that one database can hold several runs).
+//!   `lockstep worker` processes on any machine that reaches the server share the run.
+//!
+//! # What `run --store` does
+//! 1. validates the graph as `run` does (a graph that cannot run is refused, exit 2);
+//! 2. a new (empty) store: submits every task in one transaction, the payload being the
+//!    task's command, working directory (made absolute), environment and file position;
+//! 3. a store that already holds the graph (a previous run crashed, was interrupted or had
+//!    failures) is **resumed**: succeeded tasks are kept; failed, blocked and cancelled ones are
+//!    submitted again (a new generation, dependencies first), with the file's current command;
+//!    pending and ready ones wait as they are; running ones are claimed again once their leases
+//!    expire (their worker is presumed dead). The `resumed:` line says what happened;
+//! 4. runs `-j N` local workers ([`crate::worker`]) until every task is settled, then prints one
+//!    line per task that did not succeed and a summary from the store.
+//!
+//! A store is never closed by `run`, so that it can always be resumed. Tasks run
+//! **at least once**: a task whose worker died is run again by another, so commands should be
+//! idempotent (SPEC A6).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use lockstep_durable::{DurableError, NewTask, SqliteStore, Store, TaskState, TaskStatus};
+use serde::{Deserialize, Serialize};
+
+use crate::graph::TaskGraph;
+use crate::validate::{self, Report};
+use crate::worker::{self, WorkerOptions, WorkerStats};
+
+/// Where a durable run lives: parsed from `--store`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreSpec {
+    /// `sqlite:PATH`.
+    Sqlite(PathBuf),
+    /// `postgres://...` or `postgresql://...` (the whole URL).
+    Postgres(String),
+}
+
+/// A `--store` value that is neither `sqlite:PATH` nor a PostgreSQL URL.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--store {0:?}: expected sqlite:PATH or postgres://USER@HOST/DATABASE")]
+pub struct BadStoreSpec(pub String);
+
+impl FromStr for StoreSpec {
+    type Err = BadStoreSpec;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if let Some(path) = s.strip_prefix("sqlite:") {
+            if path.is_empty() {
+                return Err(BadStoreSpec(s.to_string()));
+            }
+            return Ok(StoreSpec::Sqlite(PathBuf::from(path)));
+        }
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            return Ok(StoreSpec::Postgres(s.to_string()));
+        }
+        Err(BadStoreSpec(s.to_string()))
+    }
+}
+
+impl fmt::Display for StoreSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreSpec::Sqlite(p) => write!(f, "sqlite:{}", p.display()),
+            // Never print a password.
+            StoreSpec::Postgres(url) => match (url.find("://"), url.rfind('@')) {
+                (Some(scheme), Some(at)) if at > scheme => {
+                    write!(f, "{}://...{}", &url[..scheme], &url[at..])
+                }
+                _ => f.write_str(url),
+            },
+        }
+    }
+}
+
+/// A store connection that can move to another thread.
+pub type BoxStore = Box<dyn Store + Send>;
+
+impl StoreSpec {
+    /// Opens the store; with `create = Some(slots)` a missing store is created with that
+    /// concurrency limit (an existing one keeps its own).
+    ///
+    /// # Errors
+    /// The store's [`DurableError`]: unreachable server, not a Lockstep store, newer schema,
+    /// missing store when `create` is `None`.
+    pub fn open(&self, create: Option<usize>) -> Result<BoxStore, DurableError> {
+        match self {
+            StoreSpec::Sqlite(path) => {
+                if create.is_some() && !path.exists() {
+                    match SqliteStore::create(path, create.unwrap_or(1)) {
+                        Ok(s) => return Ok(Box::new(s)),
+                        // Another process created it meanwhile.
+                        Err(DurableError::AlreadyExists { .. }) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(Box::new(SqliteStore::open(path)?))
+            }
+            StoreSpec::Postgres(url) => open_postgres(url, create),
+        }
+    }
+}
+
+/// `postgres://...#SCHEMA` names the PostgreSQL schema of the store (default `lockstep`).
+fn open_postgres(url: &str, create: Option<usize>) -> Result<BoxStore, DurableError> {
+    use lockstep_durable::{PostgresOptions, PostgresStore};
+    let (url, opts) = match url.rsplit_once('#') {
+        Some((url, schema)) => (url, PostgresOptions::with_schema(schema)),
+        None => (url, PostgresOptions::default()),
+    };
+    Ok(match create {
+        Some(slots) => Box::new(PostgresStore::open_or_create_with(url, slots, &opts)?),
+        None => Box::new(PostgresStore::open_with(url, &opts)?),
+    })
+}
+
+/// What a stored task carries: enough for a worker anywhere to run it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredPayload {
+    /// The task's position in the file.
+    pub index: usize,
+    /// The shell command, if any.
+    pub command: Option<String>,
+    /// The working directory (absolute when the submitting process could make it so).
+    pub cwd: Option<PathBuf>,
+    /// Extra environment variables.
+    pub env: BTreeMap<String, String>,
+}
+
+impl StoredPayload {
+    /// The JSON bytes stored as the task's payload.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Reads a payload; an empty payload (a task submitted by another program) is a task
+    /// without a command.
+    ///
+    /// # Errors
+    /// The payload is not ours.
+    pub fn decode(bytes: &[u8]) -> Result<Self, serde_json::Error> {
+        if bytes.is_empty() {
+            return Ok(StoredPayload::default());
+        }
+        serde_json::from_slice(bytes)
+    }
+}
+
+/// Why a durable run could not start or go on.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreRunError {
+    /// The graph cannot run (nothing was written to the store).
+    #[error("the graph cannot run")]
+    Invalid(Box<Report>),
+    /// The store refused or failed.
+    #[error("store {store}: {source}")]
+    Store {
+        /// The store (no password).
+        store: String,
+        /// Its error.
+        source: DurableError,
+    },
+    /// The store holds a different graph (or is closed) and cannot be resumed with this file.
+    #[error("store {store}: {reason}")]
+    Mismatch {
+        /// The store (no password).
+        store: String,
+        /// What does not fit.
+        reason: String,
+    },
+}
+
+/// Options of `run --store`.
+#[derive(Debug, Clone)]
+pub struct StoreRunOptions {
+    /// Local worker threads.
+    pub jobs: usize,
+    /// The concurrency limit of a new store (all workers together).
+    pub limit: usize,
+    /// Lease duration of each claim.
+    pub lease: Duration,
+    /// Run each task as a sleep of this long instead of its command.
+    pub simulate: Option<Duration>,
+}
+
+/// What `run --store` did.
+#[derive(Debug, Clone)]
+pub struct StoreRunReport {
+    /// The `store:` / `resumed:` lines printed before the run.
+    pub preamble: Vec<String>,
+    /// Final status of every task of the file, in file order.
+    pub tasks: Vec<(String, TaskStatus<String>)>,
+    /// What the local workers did.
+    pub workers: WorkerStats,
+    /// Wall time of the local workers.
+    pub wall: Duration,
+}
+
+impl StoreRunReport {
+    /// True when every task of the file succeeded.
+    pub fn all_succeeded(&self) -> bool {
+        self.tasks
+            .iter()
+            .all(|(_, s)| s.state == TaskState::Succeeded)
+    }
+
+    /// The lines printed after the run: `failed: ID: REASON`, then `cancelled: ID`, then
+    /// `blocked: ID (cause: X failed)`, each in file order; then `summary: ...`.
+    pub fn lines(&self) -> Vec<String> {
+        let mut failed = Vec::new();
+        let mut other = Vec::new();
+        let mut blocked = Vec::new();
+        let mut counts: BTreeMap<usize, (TaskState, usize)> = BTreeMap::new();
+        for (id, s) in &self.tasks {
+            let k = TaskState::ALL
+                .iter()
+                .position(|x| *x == s.state)
+                .unwrap_or(0);
+            counts.entry(k).or_insert((s.state, 0)).1 += 1;
+            match s.state {
+                TaskState::Succeeded => {}
+                TaskState::Failed => failed.push(format!(
+                    "failed: {id}: {}",
+                    s.error.as_deref().unwrap_or("failed")
+                )),
+                TaskState::Blocked => blocked.push(match &s.blocked_by {
+                    Some(c) => format!("blocked: {id} (cause: {} {})", c.task, c.state),
+                    None => format!("blocked: {id}"),
+                }),
+                state => other.push(format!("{state}: {id}")),
+            }
+        }
+        let mut out = failed;
+        out.append(&mut other);
+        out.append(&mut blocked);
+        let counts: Vec<String> = counts.values().map(|(s, n)| format!("{n} {s}")).collect();
+        out.push(format!(
+            "summary: {}; wall time {:.3} s; this process ran {} task(s) ({} succeeded, {} failed, {} result(s) refused by the fence)",
+            if counts.is_empty() {
+                "0 tasks".to_string()
+            } else {
+                counts.join(", ")
+            },
+            self.wall.as_secs_f64(),
+            self.workers.succeeded + self.workers.failed + self.workers.fenced,
+            self.workers.succeeded,
+            self.workers.failed,
+            self.workers.fenced,
+        ));
+        out
+    }
+}
+
+/// `run FILE --store SPEC`: see the module documentation.
+///
+/// # Errors
+/// [`StoreRunError::Invalid`] for a graph that cannot run; [`StoreRunError::Store`] when the
+/// store fails; [`StoreRunError::Mismatch`] when it holds another graph or is closed.
+pub fn run(
+    graph: &TaskGraph,
+    spec: &StoreSpec,
+    opts: &StoreRunOptions,
+) -> Result<StoreRunReport, StoreRunError> {
+    let report = validate::validate(graph).map_err(|e| StoreRunError::Mismatch {
+        store: spec.to_string(),
+        reason: format!("internal: {e}"),
+    })?;
+    if !report.is_runnable() {
+        return Err(StoreRunError::Invalid(Box::new(report)));
+    }
+    let store_err = |source| StoreRunError::Store {
+        store: spec.to_string(),
+        source,
+    };
+    let jobs = opts.jobs.max(1);
+    let mut store = spec.open(Some(opts.limit)).map_err(store_err)?;
+    let preamble = prepare(&mut *store, graph, spec)?;
+    for line in &preamble {
+        println!("{line}");
+    }
+    drop(store);
+
+    let started = Instant::now();
+    let wopts = WorkerOptions {
+        owner: worker::default_owner(),
+        slots: jobs,
+        lease: opts.lease,
+        poll: Duration::from_millis(50),
+        simulate: opts.simulate,
+    };
+    let workers = worker::run(|| spec.open(None), &wopts).map_err(store_err)?;
+    let wall = started.elapsed();
+
+    let mut store = spec.open(None).map_err(store_err)?;
+    let all: HashMap<String, TaskStatus<String>> =
+        store.snapshot().map_err(store_err)?.into_iter().collect();
+    let tasks = graph
+        .tasks
+        .iter()
+        .filter_map(|t| all.get(&t.id).map(|s| (t.id.clone(), s.clone())))
+        .collect();
+    Ok(StoreRunReport {
+        preamble,
+        tasks,
+        workers,
+        wall,
+    })
+}
+
+/// The payload of a task of the file.
+fn payload(index: usize, t: &crate::graph::TaskSpec) -> Vec<u8> {
+    let cwd = t.cwd.as_ref().map(|c| {
+        if c.is_absolute() {
+            c.clone()
+        } else {
+            std::env::current_dir().map_or_else(|_| c.clone(), |d| d.join(c))
+        }
+    });
+    StoredPayload {
+        index,
+        command: t.command.clone(),
+        cwd,
+        env: t.env.clone(),
+    }
+    .encode()
+}
+
+/// Submits a new graph or resumes a stored one; returns the lines to print.
+fn prepare(
+    store: &mut dyn Store,
+    graph: &TaskGraph,
+    spec: &StoreSpec,
+) -> Result<Vec<String>, StoreRunError> {
+    let store_err = |source| StoreRunError::Store {
+        store: spec.to_string(),
+        source,
+    };
+    let mismatch = |reason: String| StoreRunError::Mismatch {
+        store: spec.to_string(),
+        reason,
+    };
+    let counts = store.counts().map_err(store_err)?;
+    if counts.total() == 0 {
+        let tasks: Vec<NewTask> = graph
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| NewTask::new(t.id.clone(), t.deps.clone()).with_payload(payload(i, t)))
+            .collect();
+        for r in store.submit(&tasks).map_err(store_err)? {
+            r.map_err(store_err)?;
+        }
+        store.start().map_err(store_err)?;
+        return Ok(vec![format!(
+            "store: {spec}: new run of {} task(s)",
+            graph.tasks.len()
+        )]);
+    }
+    if store.is_closed().map_err(store_err)? {
+        return Err(mismatch(
+            "the store is closed and cannot be resumed; use a new store".into(),
+        ));
+    }
+    let stored: HashMap<String, TaskStatus<String>> =
+        store.snapshot().map_err(store_err)?.into_iter().collect();
+    if let Some(t) = graph.tasks.iter().find(|t| !stored.contains_key(&t.id)) {
+        return Err(mismatch(format!(
+            "the store holds another graph: task {} of the file is not in it; use a new store",
+            t.id
+        )));
+    }
+    // Resubmit every lost task, dependencies first (Kahn's order over the file's graph), so
+    // that a resubmitted dependent waits on its resubmitted dependency.
+    let index: HashMap<&str, usize> = graph
+        .tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.id.as_str(), i))
+        .collect();
+    let mut indegree: Vec<usize> = graph.tasks.iter().map(|t| t.deps.len()).collect();
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); graph.tasks.len()];
+    for (i, t) in graph.tasks.iter().enumerate() {
+        for d in &t.deps {
+            if let Some(&j) = index.get(d.as_str()) {
+                dependents[j].push(i);
+            }
+        }
+    }
+    let mut queue: VecDeque<usize> = (0..graph.tasks.len())
+        .filter(|&i| indegree[i] == 0)
+        .collect();
+    let mut order = Vec::with_capacity(graph.tasks.len());
+    while let Some(i) = queue.pop_front() {
+        order.push(i);
+        for &w in &dependents[i] {
+            indegree[w] -= 1;
+            if indegree[w] == 0 {
+                queue.push_back(w);
+            }
+        }
+    }
+    let (mut kept, mut waiting, mut running) = (0, 0, 0);
+    let mut lost: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut resubmit = Vec::new();
+    for &i in &order {
+        let t = &graph.tasks[i];
+        match stored[&t.id].state {
+            TaskState::Succeeded => kept += 1,
+            TaskState::Pending | TaskState::Ready => waiting += 1,
+            TaskState::Running => running += 1,
+            s @ (TaskState::Failed | TaskState::Blocked | TaskState::Cancelled) => {
+                *lost.entry(s.name()).or_default() += 1;
+                resubmit
+                    .push(NewTask::new(t.id.clone(), t.deps.clone()).with_payload(payload(i, t)));
+            }
+        }
+    }
+    for (r, t) in store
+        .submit(&resubmit)
+        .map_err(store_err)?
+        .into_iter()
+        .zip(&resubmit)
+    {
+        r.map_err(|e| mismatch(format!("resubmitting {}: {e}", t.id)))?;
+    }
+    let lost_text = if lost.is_empty() {
+        "nothing to resubmit".to_string()
+    } else {
+        let parts: Vec<String> = lost.iter().map(|(s, n)| format!("{n} {s}")).collect();
+        format!("{} resubmitted as new generations", parts.join(", "))
+    };
+    Ok(vec![format!(
+        "resumed: {spec}: {kept} succeeded task(s) kept; {lost_text}; {waiting} pending or ready; {running} running (claimed again when their leases expire)"
+    )])
+}
