@@ -1,17 +1,21 @@
-//! `lockstep run`: run a task graph on the scheduler and the pool.
+//! `lockstep run`: run a task graph on the graph executor and the pool.
 //!
 //! # Architecture
-//! The main thread owns the loop and is the only caller of the scheduler:
+//! The graph is validated (the same report as `lockstep check`), frozen
+//! ([`FrozenGraph`]) and run by the push-based executor ([`GraphRun`],
+//! `docs/executor.md`) on a [`Pool`] of `-j N` workers, so at most N tasks run at once:
 //!
-//! 1. `sched.ready()` claims up to `-j N` versions (the scheduler's limit, SPEC A4);
-//! 2. each claim is submitted to a [`Pool`] of N workers; the pool task runs the command
-//!    and sends `(id, generation, result, duration)` back over a channel;
-//! 3. main receives one message, calls `complete` or `fail` with the claim's generation
-//!    (which releases or blocks the dependents, SPEC A5), and goes back to 1;
-//! 4. the loop ends when nothing is running and nothing can be claimed.
+//! 1. the executor calls the task function on a worker once every dependency succeeded;
+//!    the function runs the command (or the simulated sleep) and sends `Started` and then
+//!    `Done(id, result, duration)` to the main thread over a channel, before it returns;
+//! 2. the worker that finishes a task releases its dependents (failure or cancellation
+//!    blocks them with their cause, SPEC A5);
+//! 3. the main thread prints each result as it arrives; a waiter thread sends `Finished`
+//!    with the executor's outcome once every task has settled.
 //!
 //! A task without a command (DOT and cargo metadata graphs) and without `--simulate`
-//! succeeds at once on the main thread, with duration zero.
+//! succeeds at once on its worker, with duration zero. `--dry-run` still uses the pull API
+//! ([`TaskScheduler`]): it lists the claim order with `-j` slots without running anything.
 //!
 //! # Commands and output
 //! A command runs as `sh -c COMMAND` in the task's `cwd` (else lockstep's own), with the
@@ -27,15 +31,15 @@
 //! startable, e.g. in a missing `cwd`) is a failure with that reason.
 //!
 //! # Interrupts
-//! On Ctrl-C (SIGINT) the loop stops claiming: [`TaskScheduler::close`] cancels every
-//! queued task, and every running version's cancellation token is set with
-//! [`TaskScheduler::cancel`]. Running commands got the terminal's SIGINT themselves; a
+//! On Ctrl-C (SIGINT) the main thread closes the run ([`GraphRun::close`]): every task that
+//! has not started is cancelled (reason `Closed`) instead of running, and every running
+//! task sees its cancel request. Running commands got the terminal's SIGINT themselves; a
 //! `--simulate` sleep polls its token and stops early. lockstep waits for every running
 //! task to return (a second Ctrl-C exits at once with status 130).
 //!
 //! A task that was running at the Ctrl-C and then did not succeed is *interrupted*: the
-//! scheduler has no "cancelled while running" state (a running version settles only when
-//! its function returns, SPEC), so it is recorded there as failed with the error
+//! executor has no "cancelled while running" state (a running task settles only when its
+//! function returns, SPEC), so it is recorded there as failed with the error
 //! `interrupted`, and the report lists it on its own line, `interrupted: ID (how it
 //! ended)`, and counts it as interrupted, not failed. One that succeeded anyway counts as
 //! succeeded. The run does not succeed ([`RunReport::all_succeeded`] is false: exit status
@@ -44,16 +48,17 @@
 //! The terminal sends SIGINT to lockstep and to the running commands at once, and a command
 //! may die of it before lockstep's handler has run. So, following the usual convention for
 //! programs that run commands (a caller whose child was killed by SIGINT acts as if it got
-//! SIGINT itself), a command killed by SIGINT also counts as a Ctrl-C: otherwise its freed
-//! slot would start queued work the user had just interrupted.
+//! SIGINT itself), a command killed by SIGINT also counts as a Ctrl-C (its task closes the
+//! run before it returns): otherwise its freed worker would start queued work the user had
+//! just interrupted.
 //!
 //! # Critical path
 //! The longest path through the graph where each task weighs its measured duration: for
-//! tasks in claim order (a topological order, since a task is claimed only after its
-//! dependencies succeeded), `finish(t) = duration(t) + max(finish(d))` over its
+//! tasks in the order their results arrived (a topological order, since a task starts only
+//! after its dependencies' results were sent), `finish(t) = duration(t) + max(finish(d))` over its
 //! dependencies `d`. It is what the wall time could shrink to with unlimited workers.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::io::{Read, Write};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -64,7 +69,8 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use lockstep_contract::{BlockCause, PoolError, SchedulerError, TaskState};
-use lockstep_dag::{CancelToken, TaskScheduler};
+use lockstep_dag::TaskScheduler;
+use lockstep_dag::executor::{FrozenGraph, GraphRun, RunOutcome, TaskContext};
 use lockstep_pool::Pool;
 
 use crate::graph::TaskGraph;
@@ -234,6 +240,9 @@ pub enum RunError {
     /// The pool could not be created or refused work.
     #[error("pool: {0}")]
     Pool(String),
+    /// The executor refused the validated graph or lost its waiter: a bug.
+    #[error("executor: {0}")]
+    Graph(String),
     /// `--log-dir` could not be created (it names a file, or a place that cannot be written).
     #[error("cannot create log dir {}: {source}", dir.display())]
     LogDir {
@@ -307,14 +316,17 @@ pub fn dry_run(graph: &TaskGraph, jobs: usize) -> Result<Vec<String>, RunError> 
     Ok(order)
 }
 
-/// The result a pool task sends back.
+/// The result a task function sends back to the main thread (which prints it).
 struct Done {
     id: String,
-    generation: lockstep_contract::Generation,
     result: Result<Vec<u8>, (String, Vec<u8>)>,
     /// What else the runner saw.
     ran: Ran,
     duration: Duration,
+    /// No command and no simulation: succeeded at once.
+    no_command: bool,
+    /// It failed while the run was being closed (Ctrl-C): reported as interrupted.
+    interrupted: bool,
 }
 
 /// What [`execute`] reports besides its result.
@@ -327,8 +339,10 @@ struct Ran {
 }
 
 enum Msg {
+    Started(String),
     Done(Done),
     Interrupt,
+    Finished(RunOutcome<String>),
 }
 
 /// Where per-task lines go: plain standard output, or above a progress bar.
@@ -377,27 +391,43 @@ impl Out {
 /// # Errors
 /// [`RunError::Invalid`] before anything runs when the graph cannot run;
 /// [`RunError::LogDir`] when `--log-dir` cannot be created; [`RunError::Pool`] when the pool
-/// cannot be created; [`RunError::Scheduler`] only on a bug (the runner calls the scheduler
-/// with valid arguments only).
+/// cannot be created; [`RunError::Graph`] only on a bug (a validated graph always freezes).
 pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> {
     run_inner(graph, opts, false)
 }
 
-/// [`run`]; with `interrupt_first`, a Ctrl-C is queued before the first claim (for tests: it
-/// is handled right after the first claims, while they run).
+/// Validates the graph and freezes it for the executor.
+fn freeze(graph: &TaskGraph) -> Result<FrozenGraph<String>, RunError> {
+    let report = validate::validate(graph)?;
+    if !report.is_runnable() {
+        return Err(RunError::Invalid(Box::new(report)));
+    }
+    FrozenGraph::new(
+        graph
+            .tasks
+            .iter()
+            .map(|t| (t.id.clone(), t.deps.iter().cloned())),
+    )
+    .map_err(|e| RunError::Graph(e.to_string()))
+}
+
+/// [`run`]; with `interrupt_first`, a Ctrl-C is queued before the run starts (for tests: it
+/// is handled once the first tasks, as many as can run at once, have started).
 fn run_inner(
     graph: &TaskGraph,
     opts: &RunOptions,
     interrupt_first: bool,
 ) -> Result<RunReport, RunError> {
     let jobs = opts.jobs.max(1);
-    let (sched, ids) = build(graph, jobs)?;
+    let frozen = std::sync::Arc::new(freeze(graph)?);
+    let ids = frozen.ids().to_vec();
     if let Some(dir) = &opts.log_dir {
         std::fs::create_dir_all(dir).map_err(|source| RunError::LogDir {
             dir: dir.clone(),
             source,
         })?;
     }
+    // -j N: a pool of N workers runs at most N task functions at once.
     let pool = Pool::new(jobs).map_err(|e| RunError::Pool(e.to_string()))?;
     let (tx, rx) = mpsc::channel::<Msg>();
     if opts.handle_interrupt {
@@ -420,118 +450,159 @@ fn run_inner(
         Out::Plain
     };
 
+    let payloads: Vec<TaskPayload> = graph
+        .tasks
+        .iter()
+        .enumerate()
+        .map(|(index, t)| TaskPayload {
+            index,
+            command: t.command.clone(),
+            cwd: t.cwd.clone(),
+            env: t.env.clone(),
+        })
+        .collect();
+    let task_fn = {
+        let tx = tx.clone();
+        let simulate = opts.simulate;
+        let log_dir = opts.log_dir.clone();
+        let handle_interrupt = opts.handle_interrupt;
+        move |ctx: &TaskContext<'_, String>| -> Result<(), String> {
+            let id = ctx.id();
+            let payload = &payloads[ctx.index() as usize];
+            if simulate.is_none() && payload.command.is_none() {
+                // No command, no simulation: succeeds at once.
+                let _ = tx.send(Msg::Done(Done {
+                    id: id.clone(),
+                    result: Ok(Vec::new()),
+                    ran: Ran::default(),
+                    duration: Duration::ZERO,
+                    no_command: true,
+                    interrupted: false,
+                }));
+                return Ok(());
+            }
+            let _ = tx.send(Msg::Started(id.clone()));
+            let start = Instant::now();
+            let mut ran = Ran::default();
+            let cancelled = || ctx.is_cancel_requested();
+            let result = catch_unwind(AssertUnwindSafe(|| {
+                execute(
+                    id,
+                    payload,
+                    simulate,
+                    log_dir.as_deref(),
+                    &cancelled,
+                    &mut ran,
+                )
+            }))
+            .unwrap_or_else(|_| Err(("the runner panicked".to_string(), Vec::new())));
+            // A command killed by SIGINT is the user's Ctrl-C (module docs).
+            if ran.sigint && handle_interrupt {
+                ctx.close_run();
+            }
+            // Running when the run was closed, and did not succeed: interrupted.
+            let interrupted = result.is_err() && ctx.is_cancel_requested();
+            let verdict = match &result {
+                Ok(_) => Ok(()),
+                Err(_) if interrupted => Err("interrupted".to_string()),
+                Err((reason, _)) => Err(reason.clone()),
+            };
+            // Sent before this task settles, so before any dependent starts: the main thread
+            // receives results in a topological order.
+            let _ = tx.send(Msg::Done(Done {
+                id: id.clone(),
+                result,
+                ran,
+                duration: start.elapsed(),
+                no_command: false,
+                interrupted,
+            }));
+            verdict
+        }
+    };
+    let run = GraphRun::new(std::sync::Arc::clone(&frozen), task_fn);
     let started = Instant::now();
+    run.start(&pool)
+        .map_err(|e| RunError::Pool(e.to_string()))?;
+    let waiter = {
+        let run = run.clone();
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(Msg::Finished(run.wait()));
+        })
+    };
+    drop(tx);
+
+    // A deferred test interrupt is handled once this many tasks have started.
+    let want_started = jobs.min(frozen.roots().len());
+    let mut started_count = 0usize;
+    let mut deferred_interrupt = false;
     let mut durations: HashMap<String, Duration> = HashMap::new();
     let mut logs: HashMap<String, PathBuf> = HashMap::new();
-    // Tasks running when Ctrl-C came, and how those that then did not succeed ended.
-    let mut running_at_interrupt: HashSet<String> = HashSet::new();
     let mut interrupted_how: HashMap<String, String> = HashMap::new();
-    let mut claim_order: Vec<String> = Vec::with_capacity(ids.len());
+    let mut finish_order: Vec<String> = Vec::with_capacity(ids.len());
     let mut running: Vec<String> = Vec::new();
     let mut interrupted = false;
-    loop {
-        let mut claimed_any = false;
-        if !interrupted {
-            for claim in sched.ready()? {
-                claimed_any = true;
-                claim_order.push(claim.id.clone());
-                let needs_worker = opts.simulate.is_some() || claim.payload.command.is_some();
-                if !needs_worker {
-                    // No command, no simulation: succeeds at once.
-                    sched.complete(&claim.id, claim.generation)?;
-                    durations.insert(claim.id.clone(), Duration::ZERO);
-                    out.line(&format!("ok      {} (no command)", claim.id));
+    let interrupt = |interrupted: &mut bool| {
+        if !*interrupted {
+            *interrupted = true;
+            run.close();
+            out.line("Ctrl-C: cancelling queued tasks, waiting for running ones");
+        }
+    };
+    let outcome = loop {
+        let Ok(msg) = rx.recv() else {
+            // The waiter always sends `Finished`; a closed channel means it died.
+            return Err(RunError::Graph("the run's waiter thread died".to_string()));
+        };
+        match msg {
+            Msg::Finished(outcome) => break outcome,
+            Msg::Interrupt if interrupt_first && started_count < want_started => {
+                deferred_interrupt = true;
+            }
+            Msg::Interrupt => interrupt(&mut interrupted),
+            Msg::Started(id) => {
+                started_count += 1;
+                running.push(id);
+                out.set_running(&running);
+                if deferred_interrupt && started_count >= want_started {
+                    deferred_interrupt = false;
+                    interrupt(&mut interrupted);
+                }
+            }
+            Msg::Done(done) => {
+                if deferred_interrupt {
+                    deferred_interrupt = false;
+                    interrupt(&mut interrupted);
+                }
+                // The interrupt is reported before the result of the command that caused it.
+                if done.ran.sigint && opts.handle_interrupt {
+                    interrupt(&mut interrupted);
+                }
+                finish_order.push(done.id.clone());
+                durations.insert(done.id.clone(), done.duration);
+                if done.no_command {
+                    out.line(&format!("ok      {} (no command)", done.id));
                     out.tick(&running);
                     continue;
                 }
-                let tx = tx.clone();
-                let simulate = opts.simulate;
-                let log_dir = opts.log_dir.clone();
-                let id = claim.id.clone();
-                let generation = claim.generation;
-                let submitted = pool.submit(move |_ctx| {
-                    let start = Instant::now();
-                    let mut ran = Ran::default();
-                    let result = catch_unwind(AssertUnwindSafe(|| {
-                        execute(
-                            &claim.id,
-                            &claim.payload,
-                            simulate,
-                            log_dir.as_deref(),
-                            &claim.token,
-                            &mut ran,
-                        )
-                    }))
-                    .unwrap_or_else(|_| Err(("the runner panicked".to_string(), Vec::new())));
-                    let _ = tx.send(Msg::Done(Done {
-                        id: claim.id,
-                        generation: claim.generation,
-                        result,
-                        ran,
-                        duration: start.elapsed(),
-                    }));
-                });
-                match submitted {
-                    Ok(_handle) => running.push(id),
-                    Err(e) => {
-                        sched.fail(&id, generation, format!("the pool refused the task: {e}"))?;
-                        out.line(&format!("FAILED  {id}: the pool refused the task: {e}"));
-                        out.tick(&running);
-                    }
-                }
-            }
-            out.set_running(&running);
-        }
-        if running.is_empty() {
-            if claimed_any && !interrupted {
-                continue; // tasks completed inline may have released others
-            }
-            break;
-        }
-        let Ok(msg) = rx.recv() else { break };
-        // A command killed by SIGINT is the user's Ctrl-C (module docs). The interrupt is
-        // handled before its result, so that the command counts as interrupted too.
-        let interrupt = match &msg {
-            Msg::Interrupt => true,
-            Msg::Done(done) => done.ran.sigint && opts.handle_interrupt,
-        };
-        if interrupt && !interrupted {
-            interrupted = true;
-            sched.close();
-            for id in &running {
-                let _ = sched.cancel(id);
-            }
-            running_at_interrupt.extend(running.iter().cloned());
-            out.line("Ctrl-C: cancelling queued tasks, waiting for running ones");
-        }
-        match msg {
-            Msg::Interrupt => {}
-            Msg::Done(done) => {
                 let log = log_note(done.ran.log.as_deref());
                 if let Some(path) = done.ran.log {
                     logs.insert(done.id.clone(), path);
                 }
                 running.retain(|r| *r != done.id);
-                durations.insert(done.id.clone(), done.duration);
                 let took = secs(done.duration);
                 let (output, line) = match done.result {
-                    Ok(output) => {
-                        sched.complete(&done.id, done.generation)?;
-                        (output, format!("ok      {} ({took})", done.id))
-                    }
-                    Err((reason, output)) if running_at_interrupt.contains(&done.id) => {
-                        sched.fail(&done.id, done.generation, "interrupted")?;
+                    Ok(output) => (output, format!("ok      {} ({took})", done.id)),
+                    Err((reason, output)) if done.interrupted => {
                         let line = format!("INTERRUPTED {}: {reason}{log} ({took})", done.id);
                         interrupted_how.insert(done.id.clone(), reason);
                         (output, line)
                     }
-                    Err((reason, output)) => {
-                        sched.fail(&done.id, done.generation, reason.clone())?;
-                        (
-                            output,
-                            format!("FAILED  {}: {reason}{log} ({took})", done.id),
-                        )
-                    }
+                    Err((reason, output)) => (
+                        output,
+                        format!("FAILED  {}: {reason}{log} ({took})", done.id),
+                    ),
                 };
                 let text = String::from_utf8_lossy(&output);
                 let mut block = String::new();
@@ -543,17 +614,18 @@ fn run_inner(
                 out.tick(&running);
             }
         }
-    }
+    };
     let wall = started.elapsed();
     out.finish();
-    sched.close();
+    let _ = waiter.join();
     pool.shutdown();
     pool.await_termination();
 
     let mut counts: BTreeMap<TaskState, usize> = BTreeMap::new();
     let mut tasks = Vec::with_capacity(ids.len());
     let mut interrupted_tasks = 0;
-    for (id, status) in sched.snapshot() {
+    for (t, id) in ids.into_iter().enumerate() {
+        let status = outcome.status(t as u32);
         let how = interrupted_how.remove(&id);
         if how.is_some() {
             interrupted_tasks += 1;
@@ -570,7 +642,7 @@ fn run_inner(
             id,
         });
     }
-    let (critical_time, critical_path) = critical_path(graph, &claim_order, &durations);
+    let (critical_time, critical_path) = critical_path(graph, &finish_order, &durations);
     Ok(RunReport {
         tasks,
         counts: TaskState::ALL
@@ -585,11 +657,12 @@ fn run_inner(
     })
 }
 
-/// The longest path by measured duration among the tasks that ran, iterating in claim
-/// order (a topological order of them). O(V + E), no recursion.
+/// The longest path by measured duration among the tasks that ran, iterating in `order`, a
+/// topological order of them (the order their results arrived, or the claim order). O(V +
+/// E), no recursion.
 pub fn critical_path(
     graph: &TaskGraph,
-    claim_order: &[String],
+    order: &[String],
     durations: &HashMap<String, Duration>,
 ) -> (Duration, Vec<String>) {
     let deps: HashMap<&str, &[String]> = graph
@@ -599,7 +672,7 @@ pub fn critical_path(
         .collect();
     let mut finish: HashMap<&str, (Duration, Option<&str>)> = HashMap::new();
     let mut best: Option<(&str, Duration)> = None;
-    for id in claim_order {
+    for id in order {
         let Some(&own) = durations.get(id) else {
             continue;
         };
@@ -676,13 +749,13 @@ fn execute(
     payload: &TaskPayload,
     simulate: Option<Duration>,
     log_dir: Option<&Path>,
-    token: &CancelToken,
+    cancelled: &dyn Fn() -> bool,
     ran: &mut Ran,
 ) -> Result<Vec<u8>, (String, Vec<u8>)> {
     if let Some(total) = simulate {
         let deadline = Instant::now() + total;
         loop {
-            if token.is_cancelled() {
+            if cancelled() {
                 return Err(("simulated run stopped early".to_string(), Vec::new()));
             }
             let now = Instant::now();

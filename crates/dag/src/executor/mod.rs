@@ -40,7 +40,7 @@
 //! `state` (an `AtomicU8`: pending, running, succeeded, failed, blocked, cancelled, plus a
 //! cancel-requested bit) and `cause` (an `AtomicU32`, the root cause of a blocked task).
 //!
-//! 1. **Start.** One pool task is submitted; it spawns one *root runner* per worker (at
+//! 1. **Start.** One detached pool task is submitted; it spawns one *root runner* per worker (at
 //!    most one per root). Root runners take roots from a shared cursor (`fetch_add`), so
 //!    roots start in input order.
 //! 2. **Decide.** The worker that brings a task's count to zero (or takes it as a root) is
@@ -421,12 +421,10 @@ impl<K: TaskKey> GraphRun<K> {
         }
         let runners = pool.worker_count().min(roots);
         let sh = Arc::clone(&self.shared);
-        let submitted = pool.submit(move |ctx| {
+        let submitted = pool.spawn_detached(move |ctx| {
             for _ in 1..runners {
                 let sh2 = Arc::clone(&sh);
-                if ctx.spawn(move |ctx| sh2.root_runner(ctx)).is_err() {
-                    break; // the runners that did start take every root
-                }
+                ctx.spawn_detached(move |ctx| sh2.root_runner(ctx));
             }
             sh.root_runner(ctx);
         });
@@ -525,9 +523,7 @@ impl<K: TaskKey> Shared<K> {
     fn drive(self: &Arc<Self>, first: u32, ctx: &WorkerContext<'_>) -> usize {
         let mut settled = 0;
         let mut next = Some(first);
-        // Ready tasks the pool refused to take (never today): run here instead.
-        let mut spill: Vec<u32> = Vec::new();
-        while let Some(t) = next.take().or_else(|| spill.pop()) {
+        while let Some(t) = next.take() {
             let Some(lost) = self.settle(t, ctx.worker_index()) else {
                 continue;
             };
@@ -550,10 +546,10 @@ impl<K: TaskKey> Shared<K> {
                 if next.is_none() {
                     next = Some(d); // the continuation: decided next on this worker
                 } else {
+                    // Onto this worker's own deque (no lock with the Chase–Lev deque),
+                    // where idle workers may steal it.
                     let sh = Arc::clone(self);
-                    if ctx.spawn(move |ctx| sh.spawned(d, ctx)).is_err() {
-                        spill.push(d);
-                    }
+                    ctx.spawn_detached(move |ctx| sh.spawned(d, ctx));
                 }
             }
         }
