@@ -278,7 +278,9 @@ impl<T> Drop for Inner<T> {
         // handle (hence no reference into it) exists any more.
         let buffer = unsafe { Box::from_raw(raw) };
         let mut i = t;
-        while i != b {
+        // `top <= bottom` here in every correct run; the signed test (not `!=`) keeps a broken
+        // run (a seeded bug that let `top` pass `bottom`) from walking the whole index space.
+        while b.wrapping_sub(i) > 0 {
             // SAFETY: indices `top..bottom` of the current buffer hold the tasks nobody
             // took; each is dropped exactly once here. Older buffers hold only bitwise
             // copies and are dropped without dropping their slots (`MaybeUninit`).
@@ -394,8 +396,10 @@ impl<T> Worker<T> {
         // push: `if (b - t > a->size - 1) resize(q)`. Also grow instead of overwriting a slot
         // that a winning thief may not have read yet. Acquire pairs with the thief's Release
         // decrement: its read happens before our write.
+        // SEEDED BUG (chase_lev_unguarded_slot_reuse): the `readers` check is skipped.
+        let guarded = !lockstep_sync::seeded_bug!("chase_lev_unguarded_slot_reuse");
         if b.wrapping_sub(t) >= buffer.cap() as isize
-            || buffer.slot(b).readers.load(Ordering::Acquire) != 0
+            || (guarded && buffer.slot(b).readers.load(Ordering::Acquire) != 0)
         {
             buffer = self.grow(t, b);
         }
@@ -438,7 +442,13 @@ impl<T> Worker<T> {
         let new_raw = Box::into_raw(new);
         // resize: `store(&q->array, new, release)`: pairs with the Acquire buffer load in
         // `steal`; a thief that sees the new buffer sees the copies above.
-        self.inner.buffer.store(new_raw, Ordering::Release);
+        // SEEDED BUG (chase_lev_relaxed_publish): a Relaxed store does not publish the copies.
+        let publish = if lockstep_sync::seeded_bug!("chase_lev_relaxed_publish") {
+            Ordering::Relaxed
+        } else {
+            Ordering::Release
+        };
+        self.inner.buffer.store(new_raw, publish);
         self.buffer.set(new_raw);
         self.current()
     }
@@ -454,7 +464,11 @@ impl<T> Worker<T> {
         // take: `thread_fence(seq_cst)`: the `bottom` store above is ordered before the `top`
         // load below, and this fence is totally ordered with every thief's fence (see
         // `steal_one`).
-        fence(Ordering::SeqCst);
+        // SEEDED BUG (chase_lev_pop_without_fence): without it, owner and thief can each read
+        // the other's index stale and both take task `b`.
+        if !lockstep_sync::seeded_bug!("chase_lev_pop_without_fence") {
+            fence(Ordering::SeqCst);
+        }
         // take: `t = load(top, relaxed)`.
         let t = inner.top.load(Ordering::Relaxed);
         let len = b.wrapping_sub(t);

@@ -332,6 +332,18 @@ pub const BUGS: &[(&str, &str)] = &[
         "deque: pop checks `not empty` in one critical section and removes in another",
     ),
     (
+        "chase_lev_pop_without_fence",
+        "deque: Chase–Lev pop drops the SeqCst fence between its `bottom` store and its `top` load",
+    ),
+    (
+        "chase_lev_relaxed_publish",
+        "deque: Chase–Lev growth publishes the new buffer with a Relaxed store instead of Release",
+    ),
+    (
+        "chase_lev_unguarded_slot_reuse",
+        "deque: Chase–Lev push reuses a slot without checking for a thief that claimed it and has not read it yet",
+    ),
+    (
         "exit_when_empty",
         "pool: a draining worker exits when the queues look empty, ignoring tasks still running",
     ),

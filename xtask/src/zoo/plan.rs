@@ -237,6 +237,13 @@ pub const SUITES: &[Suite] = &[
         binary: Binary::Test("loom_pool"),
         part: Part::Pool,
     },
+    Suite {
+        name: "loom_deque",
+        flavour: Flavour::Loom,
+        package: "lockstep-tests",
+        binary: Binary::Test("loom_deque"),
+        part: Part::Pool,
+    },
 ];
 
 /// How the zoo treats one seeded bug.
@@ -269,6 +276,9 @@ pub const PLANS: &[BugPlan] = &[
     plan("executor_double_push", Part::Scheduler, "unit_dag"),
     plan("global_queue", Part::Pool, "unit_pool"),
     plan("check_then_pop", Part::Pool, "loom_pool"),
+    plan("chase_lev_pop_without_fence", Part::Pool, "loom_deque"),
+    plan("chase_lev_relaxed_publish", Part::Pool, "loom_deque"),
+    plan("chase_lev_unguarded_slot_reuse", Part::Pool, "loom_deque"),
     plan("exit_when_empty", Part::Pool, "model_pool"),
     plan("panic_escapes", Part::Pool, "model_pool"),
     plan("parent_decrement_first", Part::Pool, "model_pool"),
