@@ -1,4 +1,4 @@
-//! Loom models of the pool and the locked deque: every interleaving (up to the preemption
+//! Loom models of the pool (each on both deques: locked and Chase–Lev) and the locked deque: every interleaving (up to the preemption
 //! bound) of a tiny pool, checked under the C11 memory model.
 //!
 //! Run:
@@ -15,7 +15,8 @@
 
 use lockstep_deque::Steal;
 use lockstep_deque::locked::Worker;
-use lockstep_pool::{Pool, PoolError, PoolState};
+use lockstep_deque::{ChaseLev, DequeFamily, Locked};
+use lockstep_pool::{PoolBuilder, PoolError, PoolState};
 use lockstep_sync::Arc;
 use lockstep_sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::num::NonZeroUsize;
@@ -44,13 +45,24 @@ fn model<F: Fn() + Sync + Send + 'static>(name: &str, f: F) {
     );
 }
 
+/// The deque family's short name, for the model names.
+fn deque_name<D: DequeFamily>() -> &'static str {
+    let full = std::any::type_name::<D>();
+    if full.ends_with("ChaseLev") {
+        "chase_lev"
+    } else {
+        "locked"
+    }
+}
+
 /// A root that spawns one child while `shutdown` races both; every accepted task runs
 /// exactly once and `await_termination` returns.
-fn root_spawns_child_while_shutdown_races(workers: usize) {
-    model(&format!("root_spawns_child/{workers} workers"), move || {
+fn root_spawns_child_while_shutdown_races<D: DequeFamily>(workers: usize) {
+    let name = format!("root_spawns_child/{workers} workers/{}", deque_name::<D>());
+    model(&name, move || {
         let token = Arc::new(());
         let runs = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
-        let pool = Pool::new(workers).expect("pool");
+        let pool = PoolBuilder::new(workers).build_with::<D>().expect("pool");
         let (t, r) = (Arc::clone(&token), Arc::clone(&runs));
         let root = pool
             .submit(move |ctx| {
@@ -87,22 +99,24 @@ fn root_spawns_child_while_shutdown_races(workers: usize) {
 
 #[test]
 fn loom_one_worker_root_spawns_child_while_shutdown_races() {
-    root_spawns_child_while_shutdown_races(1);
+    root_spawns_child_while_shutdown_races::<Locked>(1);
+    root_spawns_child_while_shutdown_races::<ChaseLev>(1);
 }
 
 #[test]
 fn loom_two_workers_root_spawns_child_while_shutdown_races() {
-    root_spawns_child_while_shutdown_races(2);
+    root_spawns_child_while_shutdown_races::<Locked>(2);
+    root_spawns_child_while_shutdown_races::<ChaseLev>(2);
 }
 
 /// A submit on another thread races `shutdown`: it is either accepted and then runs exactly
 /// once, or rejected with `ShutDown`; never accepted and lost.
-#[test]
-fn loom_submit_races_shutdown() {
-    model("loom_submit_races_shutdown", || {
+fn submit_races_shutdown<D: DequeFamily>() {
+    let name = format!("loom_submit_races_shutdown/{}", deque_name::<D>());
+    model(&name, || {
         let token = Arc::new(());
         let runs = Arc::new(AtomicUsize::new(0));
-        let pool = Arc::new(Pool::new(1).expect("pool"));
+        let pool = Arc::new(PoolBuilder::new(1).build_with::<D>().expect("pool"));
         let submitter = {
             let (p, r, t) = (Arc::clone(&pool), Arc::clone(&runs), Arc::clone(&token));
             loom::thread::spawn(move || {
@@ -122,17 +136,32 @@ fn loom_submit_races_shutdown() {
     });
 }
 
+#[test]
+fn loom_submit_races_shutdown() {
+    submit_races_shutdown::<Locked>();
+    submit_races_shutdown::<ChaseLev>();
+}
+
 /// A worker that may already be parked must wake for a task submitted later, and the
 /// blocking join must see its result (no lost wake-up, no lost notification).
-#[test]
-fn loom_parked_worker_wakes_for_a_later_submit() {
-    model("loom_parked_worker_wakes_for_a_later_submit", || {
-        let pool = Pool::new(1).expect("pool");
+fn parked_worker_wakes_for_a_later_submit<D: DequeFamily>() {
+    let name = format!(
+        "loom_parked_worker_wakes_for_a_later_submit/{}",
+        deque_name::<D>()
+    );
+    model(&name, || {
+        let pool = PoolBuilder::new(1).build_with::<D>().expect("pool");
         let h = pool.submit(|_| 7u8).expect("accepting");
         assert_eq!(h.join(), Ok(7));
         pool.shutdown();
         pool.await_termination();
     });
+}
+
+#[test]
+fn loom_parked_worker_wakes_for_a_later_submit() {
+    parked_worker_wakes_for_a_later_submit::<Locked>();
+    parked_worker_wakes_for_a_later_submit::<ChaseLev>();
 }
 
 /// The deque's last element, taken by the owner and a thief at once: exactly one gets it.

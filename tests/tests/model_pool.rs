@@ -8,15 +8,20 @@
 //! each worker's deque and inbox length and claimed task, every counter, and the result of
 //! every task handle as soon as it resolves.
 //!
+//! Both deques: `pool_matches_model_step_by_step` runs the stepping core on the locked deque,
+//! `pool_matches_model_step_by_step_chase_lev` on the Chase–Lev deque.
+//!
 //! `PROPTEST_CASES=n` changes the number of cases (default below).
 
 #![cfg(not(any(loom, shuttle)))]
 
 use lockstep_models::pool::{Found, Outcome, PoolModel, Program};
 use lockstep_pool::step::{StepFound, StepPool};
+use lockstep_pool::{ChaseLev, Locked};
 use lockstep_pool::{JoinHandle, TaskId, WorkerContext};
 use proptest::prelude::*;
 use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state_machine};
+use std::cell::Cell;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, Once};
 
@@ -190,8 +195,83 @@ fn task_for(
     }
 }
 
+thread_local! {
+    /// Which deque the current test thread's cases run on (true: Chase–Lev).
+    static CHASE_LEV: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The stepping core over either deque; every method forwards to the one inside.
+enum AnyStep {
+    Locked(StepPool<Locked>),
+    ChaseLev(StepPool<ChaseLev>),
+}
+
+macro_rules! on {
+    ($pool:expr, $p:ident => $e:expr) => {
+        match $pool {
+            AnyStep::Locked($p) => $e,
+            AnyStep::ChaseLev($p) => $e,
+        }
+    };
+}
+
+impl AnyStep {
+    fn new(workers: usize, batch: usize) -> Self {
+        if CHASE_LEV.with(Cell::get) {
+            AnyStep::ChaseLev(StepPool::with_deque(workers, batch).expect("sizes from the model"))
+        } else {
+            AnyStep::Locked(StepPool::with_deque(workers, batch).expect("sizes from the model"))
+        }
+    }
+    fn submit_to<F>(&self, w: usize, f: F) -> Result<JoinHandle<u64>, lockstep_contract::PoolError>
+    where
+        F: FnOnce(&WorkerContext<'_>) -> u64 + Send + 'static,
+    {
+        on!(self, p => p.submit_to(w, f))
+    }
+    fn submit_detached_to<F>(&self, w: usize, f: F) -> Result<TaskId, lockstep_contract::PoolError>
+    where
+        F: FnOnce(&WorkerContext<'_>) + Send + 'static,
+    {
+        on!(self, p => p.submit_detached_to(w, f))
+    }
+    fn take(&mut self, w: usize) -> StepFound {
+        on!(self, p => p.take(w))
+    }
+    fn steal(&mut self, thief: usize, victim: usize) -> StepFound {
+        on!(self, p => p.steal(thief, victim))
+    }
+    fn run(&mut self, w: usize) -> Option<lockstep_pool::step::StepRun> {
+        on!(self, p => p.run(w))
+    }
+    fn shutdown(&self) {
+        on!(self, p => p.shutdown());
+    }
+    fn try_exit(&mut self, w: usize) -> bool {
+        on!(self, p => p.try_exit(w))
+    }
+    fn state(&self) -> lockstep_contract::PoolState {
+        on!(self, p => p.state())
+    }
+    fn outstanding(&self) -> usize {
+        on!(self, p => p.outstanding())
+    }
+    fn metrics(&self) -> lockstep_pool::PoolMetrics {
+        on!(self, p => p.metrics())
+    }
+    fn deque_len(&self, w: usize) -> usize {
+        on!(self, p => p.deque_len(w))
+    }
+    fn inbox_len(&self, w: usize) -> usize {
+        on!(self, p => p.inbox_len(w))
+    }
+    fn current(&self, w: usize) -> Option<TaskId> {
+        on!(self, p => p.current(w))
+    }
+}
+
 struct Sut {
-    pool: StepPool,
+    pool: AnyStep,
     /// The model as this side sees it, to know each step's expected answer.
     model: PoolModel,
     /// Handles by task number; `None` once joined, and for detached tasks.
@@ -223,7 +303,7 @@ impl Sut {
             StepFound::Empty => Found::Empty,
             StepFound::Claimed(TaskId(n)) => Found::Claimed(n),
             StepFound::Discarded(TaskId(n)) => Found::Discarded(n),
-            StepFound::Retry => panic!("the locked deque never asks for a retry"),
+            StepFound::Retry => panic!("no deque asks for a retry without a concurrent taker"),
         };
         match step {
             Step::Submit { worker, program } if program.detached => {
@@ -341,8 +421,7 @@ impl StateMachineTest for PoolMachine {
     fn init_test(model: &PoolModel) -> Sut {
         quiet_generated_panics();
         Sut {
-            pool: StepPool::new(model.worker_count(), model.steal_batch())
-                .expect("sizes from the model are valid"),
+            pool: AnyStep::new(model.worker_count(), model.steal_batch()),
             model: model.clone(),
             handles: Vec::new(),
             detached: Vec::new(),
@@ -460,6 +539,17 @@ prop_state_machine! {
 /// ran exactly `config().cases` passing cases).
 #[test]
 fn pool_matches_model_step_by_step() {
+    CHASE_LEV.with(|c| c.set(false));
+    step_by_step_cases();
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("?");
+    println!("lockstep-stats: cases={} test={test}", config().cases);
+}
+
+/// The same random step sequences with the stepping core on the Chase–Lev deque.
+#[test]
+fn pool_matches_model_step_by_step_chase_lev() {
+    CHASE_LEV.with(|c| c.set(true));
     step_by_step_cases();
     let thread = std::thread::current();
     let test = thread.name().unwrap_or("?");
@@ -471,6 +561,13 @@ fn pool_matches_model_step_by_step() {
 /// batch steal, a panicking parent, exit refused while work is outstanding, rejected roots.
 #[test]
 fn pool_matches_model_on_a_scripted_drain() {
+    for chase_lev in [false, true] {
+        CHASE_LEV.with(|c| c.set(chase_lev));
+        scripted_drain();
+    }
+}
+
+fn scripted_drain() {
     let leaf = |v| Program {
         children: vec![],
         outcome: Outcome::Return(v),

@@ -2,11 +2,17 @@
 //!
 //! Each test is named after the behaviour it shows. No test asserts a timing: waits are for
 //! events, with generous deadlines only to turn a hang into a failure.
+//!
+//! Every scenario is a function generic over the deque family and runs twice, as
+//! `<scenario>::locked` (the obviously-correct locked deque) and `<scenario>::chase_lev`.
+//! Under Miri only the Chase–Lev runs execute (the locked deque has no `unsafe`; the pool's
+//! code is the same for both), which keeps the CI's Miri stage at its former length.
 
 #![cfg(not(any(loom, shuttle)))]
 
 use lockstep_pool::{
-    JoinHandle, Pool, PoolBuilder, PoolError, PoolState, TaskError, WorkerContext,
+    ChaseLev, DequeFamily, JoinHandle, Locked, Pool, PoolBuildError, PoolBuilder, PoolError,
+    PoolState, TaskError, WorkerContext,
 };
 use std::future::Future;
 use std::pin::pin;
@@ -16,6 +22,11 @@ use std::sync::{Arc, Barrier, Condvar, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
+
+/// A pool of `workers` over the deque family `D` (every scenario runs on both deques).
+fn new_pool<D: DequeFamily>(workers: usize) -> Result<Pool<D>, PoolBuildError> {
+    PoolBuilder::new(workers).build_with::<D>()
+}
 
 /// Turns a hang into a failure; never an assertion about speed.
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -59,11 +70,10 @@ fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-#[test]
-fn pool_of_four_root_pushes_100k_children_while_three_steal() {
+fn pool_of_four_root_pushes_100k_children_while_three_steal<D: DequeFamily>() {
     // Miri interprets every step: it runs the same test on 400 children.
     const N: usize = if cfg!(miri) { 400 } else { 100_000 };
-    let pool = Pool::new(4).expect("pool");
+    let pool = new_pool::<D>(4).expect("pool");
     let c = counters(N);
     let c2 = Arc::clone(&c);
     let root = pool
@@ -115,13 +125,12 @@ fn pool_of_four_root_pushes_100k_children_while_three_steal() {
     assert!(run_by_others > 0, "thieves ran children: {m:?}");
 }
 
-#[test]
-fn short_and_long_tasks_released_together_by_a_barrier() {
+fn short_and_long_tasks_released_together_by_a_barrier<D: DequeFamily>() {
     const WORKERS: usize = 4;
     // Miri: fewer and shorter tasks (it interprets every step).
     const TASKS: usize = if cfg!(miri) { 40 } else { 400 };
     const LONG: u64 = if cfg!(miri) { 2_000 } else { 200_000 };
-    let pool = Pool::new(WORKERS).expect("pool");
+    let pool = new_pool::<D>(WORKERS).expect("pool");
     // WORKERS holders occupy every worker until the test joins the barrier: meanwhile the
     // mixed tasks pile up in the queues, and all workers are released at the same moment.
     let barrier = Arc::new(Barrier::new(WORKERS + 1));
@@ -172,9 +181,8 @@ fn short_and_long_tasks_released_together_by_a_barrier() {
     );
 }
 
-#[test]
-fn panics_are_reported_exactly_once_and_workers_go_on() {
-    let pool = Pool::new(3).expect("pool");
+fn panics_are_reported_exactly_once_and_workers_go_on<D: DequeFamily>() {
+    let pool = new_pool::<D>(3).expect("pool");
     let handles: Vec<_> = (0..60u32)
         .map(|i| {
             pool.submit(move |ctx| {
@@ -247,9 +255,8 @@ fn panics_are_reported_exactly_once_and_workers_go_on() {
     assert_eq!(m.tasks_run, 121);
 }
 
-#[test]
-fn queues_drain_after_shutdown() {
-    let pool = Pool::new(3).expect("pool");
+fn queues_drain_after_shutdown<D: DequeFamily>() {
+    let pool = new_pool::<D>(3).expect("pool");
     const ROOTS: usize = if cfg!(miri) { 8 } else { 500 }; // Miri: fewer roots
     const DEPTH: u32 = 6; // each root grows a binary tree of 2^7 - 1 = 127 tasks
     let ran = Arc::new(AtomicUsize::new(0));
@@ -278,9 +285,8 @@ fn queues_drain_after_shutdown() {
     assert_eq!(pool.metrics().total().tasks_run, (ROOTS * 127) as u64);
 }
 
-#[test]
-fn children_created_during_shutdown_are_accepted_and_run() {
-    let pool = Arc::new(Pool::new(2).expect("pool"));
+fn children_created_during_shutdown_are_accepted_and_run<D: DequeFamily>() {
+    let pool = Arc::new(new_pool::<D>(2).expect("pool"));
     let gate = Arc::new(Gate::default());
     let c = counters(200);
     let seen_state = Arc::new(Mutex::new(None));
@@ -320,13 +326,12 @@ fn children_created_during_shutdown_are_accepted_and_run() {
     assert_eq!(pool.metrics().children_spawned, 200);
 }
 
-#[test]
-fn shutdown_while_stealing_loses_nothing() {
+fn shutdown_while_stealing_loses_nothing<D: DequeFamily>() {
     // Miri: fewer children and rounds (it interprets every step).
     const N: usize = if cfg!(miri) { 300 } else { 20_000 };
     const ROUNDS: usize = if cfg!(miri) { 2 } else { 5 };
     for round in 0..ROUNDS {
-        let pool = Pool::new(4).expect("pool");
+        let pool = new_pool::<D>(4).expect("pool");
         let c = counters(N);
         let (tx, rx) = mpsc::channel();
         let c2 = Arc::clone(&c);
@@ -356,12 +361,11 @@ fn shutdown_while_stealing_loses_nothing() {
     }
 }
 
-#[test]
-fn blocked_workers_and_queued_tasks_complete_once_they_unblock() {
+fn blocked_workers_and_queued_tasks_complete_once_they_unblock<D: DequeFamily>() {
     // The documented limit: with every worker blocked nothing else runs (no compensation
     // yet; a spare-worker compensation is planned); once the workers unblock, every queued task completes.
     const WORKERS: usize = 2;
-    let pool = Pool::new(WORKERS).expect("pool");
+    let pool = new_pool::<D>(WORKERS).expect("pool");
     let gate = Arc::new(Gate::default());
     let started = Arc::new(AtomicUsize::new(0));
     let blockers: Vec<_> = (0..WORKERS)
@@ -404,9 +408,8 @@ fn blocked_workers_and_queued_tasks_complete_once_they_unblock() {
     pool.await_termination();
 }
 
-#[test]
-fn repeated_shutdown_is_idempotent() {
-    let pool = Arc::new(Pool::new(3).expect("pool"));
+fn repeated_shutdown_is_idempotent<D: DequeFamily>() {
+    let pool = Arc::new(new_pool::<D>(3).expect("pool"));
     let ran = Arc::new(AtomicUsize::new(0));
     for _ in 0..100 {
         let r = Arc::clone(&ran);
@@ -436,9 +439,8 @@ fn repeated_shutdown_is_idempotent() {
     assert_eq!(pool.metrics().total().tasks_run, 100);
 }
 
-#[test]
-fn submit_after_shutdown_is_rejected_with_shut_down() {
-    let pool = Pool::new(2).expect("pool");
+fn submit_after_shutdown_is_rejected_with_shut_down<D: DequeFamily>() {
+    let pool = new_pool::<D>(2).expect("pool");
     let ok = pool.submit(|_| 1).expect("accepting");
     pool.shutdown();
     let ran = Arc::new(AtomicBool::new(false));
@@ -455,9 +457,8 @@ fn submit_after_shutdown_is_rejected_with_shut_down() {
     assert_eq!((m.roots_accepted, m.roots_rejected), (1, 2));
 }
 
-#[test]
-fn cancel_before_claim_means_it_never_runs() {
-    let pool = Pool::new(1).expect("pool");
+fn cancel_before_claim_means_it_never_runs<D: DequeFamily>() {
+    let pool = new_pool::<D>(1).expect("pool");
     let gate = Arc::new(Gate::default());
     let (tx, rx) = mpsc::channel();
     let g = Arc::clone(&gate);
@@ -509,11 +510,13 @@ fn cancel_before_claim_means_it_never_runs() {
     assert_eq!(m.tasks_run, 1 + 5 + 1);
 }
 
-#[test]
-fn dropping_the_pool_drains_it() {
+fn dropping_the_pool_drains_it<D: DequeFamily>() {
     let ran = Arc::new(AtomicUsize::new(0));
     {
-        let pool = PoolBuilder::new(2).steal_batch(1).build().expect("pool");
+        let pool = PoolBuilder::new(2)
+            .steal_batch(1)
+            .build_with::<D>()
+            .expect("pool");
         for _ in 0..200 {
             let r = Arc::clone(&ran);
             pool.submit(move |ctx| {
@@ -527,9 +530,8 @@ fn dropping_the_pool_drains_it() {
     assert_eq!(ran.load(SeqCst), 400);
 }
 
-#[test]
-fn parked_workers_wake_for_new_work() {
-    let pool = Pool::new(3).expect("pool");
+fn parked_workers_wake_for_new_work<D: DequeFamily>() {
+    let pool = new_pool::<D>(3).expect("pool");
     // Each round waits until every worker has parked (counted when it starts waiting), then
     // submits: the task must still run, so the wake-up was not lost.
     let mut parks_before = 0;
@@ -570,9 +572,8 @@ fn block_on<F: Future>(f: F) -> (F::Output, usize) {
     }
 }
 
-#[test]
-fn join_handle_is_a_future_woken_by_the_worker() {
-    let pool = Pool::new(2).expect("pool");
+fn join_handle_is_a_future_woken_by_the_worker<D: DequeFamily>() {
+    let pool = new_pool::<D>(2).expect("pool");
     let gate = Arc::new(Gate::default());
     let g = Arc::clone(&gate);
     let h = pool
@@ -599,7 +600,7 @@ fn join_handle_is_a_future_woken_by_the_worker() {
     let gate2 = Arc::new(Gate::default());
     let (tx, rx) = mpsc::channel();
     let g2 = Arc::clone(&gate2);
-    let pool1 = Pool::new(1).expect("pool");
+    let pool1 = new_pool::<D>(1).expect("pool");
     let blocker = pool1
         .submit(move |_| {
             tx.send(()).expect("listening");
@@ -614,9 +615,8 @@ fn join_handle_is_a_future_woken_by_the_worker() {
     assert_eq!(blocker.join(), Ok(()));
 }
 
-#[test]
-fn join_timeout_gives_the_handle_back() {
-    let pool = Pool::new(1).expect("pool");
+fn join_timeout_gives_the_handle_back<D: DequeFamily>() {
+    let pool = new_pool::<D>(1).expect("pool");
     let gate = Arc::new(Gate::default());
     let g = Arc::clone(&gate);
     let h = pool
@@ -636,15 +636,14 @@ fn join_timeout_gives_the_handle_back() {
 
 /// Panics in user `Drop` code that runs on a worker (a detached result, a cancelled task's
 /// closure) are contained too: the pool still drains and terminates.
-#[test]
-fn panicking_drops_on_workers_do_not_kill_them() {
+fn panicking_drops_on_workers_do_not_kill_them<D: DequeFamily>() {
     struct Bomb;
     impl Drop for Bomb {
         fn drop(&mut self) {
             panic!("bomb dropped");
         }
     }
-    let pool = Pool::new(1).expect("pool");
+    let pool = new_pool::<D>(1).expect("pool");
     let gate = Arc::new(Gate::default());
     let (tx, rx) = mpsc::channel();
     let g = Arc::clone(&gate);
@@ -678,8 +677,7 @@ fn panicking_drops_on_workers_do_not_kill_them() {
 
 /// A chain of a million tasks, each spawning the next: no recursion anywhere, so no stack
 /// grows with the chain.
-#[test]
-fn a_chain_of_a_million_children_runs_without_deep_stacks() {
+fn a_chain_of_a_million_children_runs_without_deep_stacks<D: DequeFamily>() {
     const LINKS: u32 = if cfg!(miri) { 2_000 } else { 1_000_000 }; // Miri: a shorter chain
     fn link(ctx: &lockstep_pool::WorkerContext<'_>, left: u32, ran: Arc<AtomicUsize>) {
         ran.fetch_add(1, SeqCst);
@@ -689,7 +687,7 @@ fn a_chain_of_a_million_children_runs_without_deep_stacks() {
                 .expect("spawn");
         }
     }
-    let pool = Pool::new(2).expect("pool");
+    let pool = new_pool::<D>(2).expect("pool");
     let ran = Arc::new(AtomicUsize::new(0));
     let r = Arc::clone(&ran);
     pool.submit(move |ctx| link(ctx, LINKS - 1, r))
@@ -712,10 +710,9 @@ fn detached_tree(ctx: &WorkerContext<'_>, lo: usize, hi: usize, c: Arc<Vec<Atomi
     detached_tree(ctx, lo, mid, c);
 }
 
-#[test]
-fn detached_tree_runs_every_leaf_once_and_termination_waits_for_it() {
+fn detached_tree_runs_every_leaf_once_and_termination_waits_for_it<D: DequeFamily>() {
     const LEAVES: usize = if cfg!(miri) { 64 } else { 1 << 14 };
-    let pool = Pool::new(3).expect("pool");
+    let pool = new_pool::<D>(3).expect("pool");
     let c = counters(LEAVES);
     let c2 = Arc::clone(&c);
     pool.spawn_detached(move |ctx| detached_tree(ctx, 0, LEAVES, c2))
@@ -734,10 +731,9 @@ fn detached_tree_runs_every_leaf_once_and_termination_waits_for_it() {
     assert_eq!(pool.outstanding(), 0);
 }
 
-#[test]
-fn detached_panics_are_counted_and_workers_go_on() {
+fn detached_panics_are_counted_and_workers_go_on<D: DequeFamily>() {
     const N: u32 = if cfg!(miri) { 12 } else { 300 };
-    let pool = Pool::new(2).expect("pool");
+    let pool = new_pool::<D>(2).expect("pool");
     let ran = Arc::new(AtomicU32::new(0));
     for i in 0..N {
         let r = Arc::clone(&ran);
@@ -769,9 +765,8 @@ fn detached_panics_are_counted_and_workers_go_on() {
     assert_eq!(m.tasks_run, 2 * u64::from(N) + 1);
 }
 
-#[test]
-fn spawn_detached_is_refused_after_shutdown_and_after_termination() {
-    let pool = Pool::new(1).expect("pool");
+fn spawn_detached_is_refused_after_shutdown_and_after_termination<D: DequeFamily>() {
+    let pool = new_pool::<D>(1).expect("pool");
     let ran = Arc::new(AtomicBool::new(false));
     let r = Arc::clone(&ran);
     pool.shutdown();
@@ -785,3 +780,42 @@ fn spawn_detached_is_refused_after_shutdown_and_after_termination() {
     let m = pool.metrics();
     assert_eq!((m.roots_accepted, m.roots_rejected), (0, 2));
 }
+
+/// Two tests per scenario: `<name>::locked` and `<name>::chase_lev`.
+macro_rules! on_both_deques {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[test]
+            #[cfg_attr(miri, ignore = "the locked deque has no unsafe code; Miri runs chase_lev")]
+            fn locked() {
+                super::$name::<super::Locked>();
+            }
+            #[test]
+            fn chase_lev() {
+                super::$name::<super::ChaseLev>();
+            }
+        }
+    )*};
+}
+
+on_both_deques!(
+    pool_of_four_root_pushes_100k_children_while_three_steal,
+    short_and_long_tasks_released_together_by_a_barrier,
+    panics_are_reported_exactly_once_and_workers_go_on,
+    queues_drain_after_shutdown,
+    children_created_during_shutdown_are_accepted_and_run,
+    shutdown_while_stealing_loses_nothing,
+    blocked_workers_and_queued_tasks_complete_once_they_unblock,
+    repeated_shutdown_is_idempotent,
+    submit_after_shutdown_is_rejected_with_shut_down,
+    cancel_before_claim_means_it_never_runs,
+    dropping_the_pool_drains_it,
+    parked_workers_wake_for_new_work,
+    join_handle_is_a_future_woken_by_the_worker,
+    join_timeout_gives_the_handle_back,
+    panicking_drops_on_workers_do_not_kill_them,
+    a_chain_of_a_million_children_runs_without_deep_stacks,
+    detached_tree_runs_every_leaf_once_and_termination_waits_for_it,
+    detached_panics_are_counted_and_workers_go_on,
+    spawn_detached_is_refused_after_shutdown_and_after_termination,
+);

@@ -26,6 +26,9 @@
 //! scenario takes every choice from shuttle, which is what makes a schedule a complete
 //! reproduction.
 //!
+//! Every pool test runs on both deques: `<test>` on the locked deque and `<test>_chase_lev`
+//! on the Chase–Lev deque, with the same schedule counts.
+//!
 //! Shuttle treats every atomic as SeqCst, so these tests look for logic races (lost tasks,
 //! double runs, early exit, lost wake-ups); memory-ordering bugs are loom's job.
 
@@ -35,8 +38,8 @@ use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 
 use lockstep_contract::TaskError;
-use lockstep_deque::{DequeFamily, Locked, Owner, Steal, Thief};
-use lockstep_pool::{JoinHandle, Pool, PoolError, PoolState, WorkerContext};
+use lockstep_deque::{ChaseLev, DequeFamily, Locked, Owner, Steal, Thief};
+use lockstep_pool::{JoinHandle, Pool, PoolBuilder, PoolError, PoolState, WorkerContext};
 use lockstep_sync::{Arc, Mutex, rng_u64, thread};
 use lockstep_tests::lin::{self, Recorder};
 use lockstep_tests::shuttle_check;
@@ -108,9 +111,9 @@ fn task_body(
 
 /// Submits root `label` (with `children` children) from thread `t`, recorded; returns the
 /// handle if accepted.
-fn submit_root(
+fn submit_root<D: DequeFamily>(
     t: usize,
-    pool: &Pool,
+    pool: &Pool<D>,
     rec: &Arc<PoolRec>,
     kids: &Children,
     label: Label,
@@ -138,7 +141,7 @@ fn join_recorded(t: usize, rec: &PoolRec, label: Label, h: JoinHandle<u64>) {
 /// The end of every pool scenario, on the main thread with every other thread joined: join
 /// the children, wait for termination, read the state, try one more root; then check the
 /// history against `PoolSpec` and the metrics against the history.
-fn finish_and_check(pool: &Pool, rec: &Arc<PoolRec>, kids: &Children) {
+fn finish_and_check<D: DequeFamily>(pool: &Pool<D>, rec: &Arc<PoolRec>, kids: &Children) {
     let t = 999;
     // Children are joined in label order (the list's order depends on the schedule).
     let mut children = std::mem::take(&mut *kids.lock());
@@ -190,8 +193,12 @@ fn finish_and_check(pool: &Pool, rec: &Arc<PoolRec>, kids: &Children) {
 /// termination, `outstanding()` reads) must be linearizable against `PoolSpec`
 /// (B3.root-accept, B3.register-before-decrement, B3.drain-children, B3.exit-when-drained,
 /// B4.cancel-unclaimed, B.handle-resolves).
-fn pool_operations() {
-    let pool = Arc::new(Pool::new(2 + pick(2)).expect("pool"));
+fn pool_operations<D: DequeFamily>() {
+    let pool = Arc::new(
+        PoolBuilder::new(2 + pick(2))
+            .build_with::<D>()
+            .expect("pool"),
+    );
     let rec = Arc::new(PoolRec::new());
     let kids: Children = Arc::new(Mutex::new(Vec::new()));
     let submitters: Vec<_> = (0..2u32)
@@ -244,7 +251,12 @@ fn pool_operations() {
 
 #[test]
 fn shuttle_pool_operations_linearize() {
-    shuttle_check!(PLAN, pool_operations);
+    shuttle_check!(PLAN, pool_operations::<Locked>);
+}
+
+#[test]
+fn shuttle_pool_operations_linearize_chase_lev() {
+    shuttle_check!(PLAN, pool_operations::<ChaseLev>);
 }
 
 /// The pool scenario (with its random victims and worker counts) is deterministic given its
@@ -252,14 +264,14 @@ fn shuttle_pool_operations_linearize() {
 /// random schedules twice and compares every decision.
 #[test]
 fn shuttle_pool_scenario_replays_deterministically() {
-    lockstep_tests::shuttle_run::check_determinism(1000, pool_operations);
+    lockstep_tests::shuttle_run::check_determinism(1000, pool_operations::<Locked>);
 }
 
 /// Submit vs shutdown (B3.root-accept): three threads each submit one root while the main
 /// thread shuts down. Each submit is either accepted (and its task then runs exactly once) or
 /// refused with `ShutDown`; none is accepted after `shutdown` returned, and none is lost.
-fn submit_races_shutdown() {
-    let pool = Arc::new(Pool::new(2).expect("pool"));
+fn submit_races_shutdown<D: DequeFamily>() {
+    let pool = Arc::new(PoolBuilder::new(2).build_with::<D>().expect("pool"));
     let rec = Arc::new(PoolRec::new());
     let kids: Children = Arc::new(Mutex::new(Vec::new()));
     let submitters: Vec<_> = (0..3u32)
@@ -290,7 +302,12 @@ fn submit_races_shutdown() {
 
 #[test]
 fn shuttle_submit_races_shutdown() {
-    shuttle_check!(PLAN, submit_races_shutdown);
+    shuttle_check!(PLAN, submit_races_shutdown::<Locked>);
+}
+
+#[test]
+fn shuttle_submit_races_shutdown_chase_lev() {
+    shuttle_check!(PLAN, submit_races_shutdown::<ChaseLev>);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -305,8 +322,8 @@ const PER_ROOT: usize = 1 + 2 * CHILDREN;
 /// Roots spawn children (which spawn grandchildren) while another thread shuts the pool
 /// down: each accepted task runs exactly once, each rejected root never runs, children are
 /// never refused, and `await_termination` returns.
-fn children_spawned_while_shutdown_runs() {
-    let pool = Arc::new(Pool::new(3).expect("pool"));
+fn children_spawned_while_shutdown_runs<D: DequeFamily>() {
+    let pool = Arc::new(PoolBuilder::new(3).build_with::<D>().expect("pool"));
     let runs = Arc::new(Mutex::new(vec![0u32; ROOTS * PER_ROOT]));
     let closer = {
         let p = Arc::clone(&pool);
@@ -361,13 +378,18 @@ fn children_spawned_while_shutdown_runs() {
 
 #[test]
 fn shuttle_children_spawned_while_shutdown_runs() {
-    shuttle_check!(PLAN, children_spawned_while_shutdown_runs);
+    shuttle_check!(PLAN, children_spawned_while_shutdown_runs::<Locked>);
+}
+
+#[test]
+fn shuttle_children_spawned_while_shutdown_runs_chase_lev() {
+    shuttle_check!(PLAN, children_spawned_while_shutdown_runs::<ChaseLev>);
 }
 
 /// `cancel` races the workers' claims: a cancelled task never runs and reports
 /// `Cancelled`; an uncancelled one runs exactly once.
-fn cancel_races_claim() {
-    let pool = Pool::new(2).expect("pool");
+fn cancel_races_claim<D: DequeFamily>() {
+    let pool = PoolBuilder::new(2).build_with::<D>().expect("pool");
     let runs = Arc::new(Mutex::new([0u32; 3]));
     let handles: Vec<_> = (0..3)
         .map(|i| {
@@ -401,14 +423,19 @@ fn cancel_races_claim() {
 
 #[test]
 fn shuttle_cancel_races_claim() {
-    shuttle_check!(PLAN, cancel_races_claim);
+    shuttle_check!(PLAN, cancel_races_claim::<Locked>);
+}
+
+#[test]
+fn shuttle_cancel_races_claim_chase_lev() {
+    shuttle_check!(PLAN, cancel_races_claim::<ChaseLev>);
 }
 
 /// Two external threads submit while the workers go idle and park: every handle resolves
 /// (no lost wake-up: a lost one leaves a join waiting forever, which shuttle reports as a
 /// deadlock), and a drop of the pool drains.
-fn submitters_race_parking_workers() {
-    let pool = Arc::new(Pool::new(2).expect("pool"));
+fn submitters_race_parking_workers<D: DequeFamily>() {
+    let pool = Arc::new(PoolBuilder::new(2).build_with::<D>().expect("pool"));
     let submitters: Vec<_> = (0..2u32)
         .map(|t| {
             let p = Arc::clone(&pool);
@@ -434,7 +461,12 @@ fn submitters_race_parking_workers() {
 
 #[test]
 fn shuttle_submitters_race_parking_workers() {
-    shuttle_check!(PLAN, submitters_race_parking_workers);
+    shuttle_check!(PLAN, submitters_race_parking_workers::<Locked>);
+}
+
+#[test]
+fn shuttle_submitters_race_parking_workers_chase_lev() {
+    shuttle_check!(PLAN, submitters_race_parking_workers::<ChaseLev>);
 }
 
 // ---------------------------------------------------------------------------------------

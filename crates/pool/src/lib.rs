@@ -21,8 +21,10 @@
 //!
 //! # Queues
 //!
-//! Each of the N workers owns a deque from `lockstep_deque` (the locked baseline by default;
-//! the pool is generic over a [`DequeFamily`]). A worker pushes the children of its running
+//! Each of the N workers owns a deque from `lockstep_deque`: the locked baseline by default
+//! ([`Pool`] = `Pool<Locked>`, the obviously-correct reference), or the Chase–Lev deque
+//! ([`FastPool`] = `Pool<ChaseLev>`, [`PoolBuilder::build_fast`]); the pool is generic over a
+//! [`DequeFamily`]. A worker pushes the children of its running
 //! task onto the bottom of its own deque and pops from the bottom (LIFO: depth first, warm
 //! caches); idle workers steal bounded batches from the top (FIFO: the oldest, usually the
 //! biggest, work).
@@ -163,7 +165,7 @@ mod worker;
 pub use context::WorkerContext;
 pub use handle::{JoinHandle, TaskId};
 pub use lockstep_contract::{PoolError, PoolState, TaskError};
-pub use lockstep_deque::{DequeFamily, Locked};
+pub use lockstep_deque::{ChaseLev, DequeFamily, Locked};
 pub use metrics::{PoolMetrics, WorkerMetrics};
 
 use crate::engine::{Shared, build};
@@ -242,6 +244,23 @@ impl PoolBuilder {
         self.build_with::<Locked>()
     }
 
+    /// Starts the pool's threads over the Chase–Lev deque: `build_with::<ChaseLev>()`.
+    ///
+    /// ```
+    /// use lockstep_pool::{FastPool, PoolBuilder};
+    ///
+    /// let pool: FastPool = PoolBuilder::new(2).build_fast()?;
+    /// let h = pool.submit(|ctx| ctx.worker_index() < 2)?;
+    /// assert_eq!(h.join(), Ok(true));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`PoolBuilder::build`].
+    pub fn build_fast(self) -> Result<FastPool, PoolBuildError> {
+        self.build_with::<ChaseLev>()
+    }
+
     /// Starts the pool's threads over the deque family `D`.
     ///
     /// # Errors
@@ -293,6 +312,12 @@ pub struct Pool<D: DequeFamily = Locked> {
     threads: Mutex<Vec<thread::JoinHandle<()>>>,
     thread_prefix: String,
 }
+
+/// The pool over the Chase–Lev deque (`lockstep_deque::ChaseLev`): lock-free owner pushes
+/// and pops, CAS-based steals. Build one with `PoolBuilder::new(n).build_with::<ChaseLev>()`
+/// or [`PoolBuilder::build_fast`]. [`Pool`] without a parameter stays on the locked deque,
+/// the obviously-correct reference; both pass the same scenario, shuttle and loom tests.
+pub type FastPool = Pool<ChaseLev>;
 
 impl Pool<Locked> {
     /// Starts a pool of `workers` threads over the locked baseline deque, with the default
