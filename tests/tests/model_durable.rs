@@ -22,8 +22,9 @@
 //! reopen it). [`Sqlite`] uses a new file in a temporary directory per case (WAL, `synchronous
 //! = NORMAL` to keep the suite fast; the default `FULL` only adds fsyncs). **To run the same
 //! machine on another store**, implement [`Backend`] for it in this file and add one line to
-//! the `prop_state_machine!` block plus a `#[test]` (the PostgreSQL backend does this when
-//! `LOCKSTEP_PG_URL` is set).
+//! the `prop_state_machine!` block plus a `#[test]`. [`Postgres`] does this: a fresh schema
+//! per case on the server of `LOCKSTEP_PG_URL` (the tests print a `skipped:` line without it;
+//! CI sets it, and `LOCKSTEP_REQUIRE_PG=1` turns a missing server into a failure).
 //!
 //! Reproduce a failure: proptest prints the minimal transition list and stores its seed under
 //! `tests/proptest-regressions/model_durable.txt`. `PROPTEST_CASES=500` runs a longer campaign
@@ -39,8 +40,8 @@ use lockstep_contract::{
     CallbackOutcome, CancelOutcome, CloseReport, Generation, GraphReport, TaskState,
 };
 use lockstep_durable::{
-    DurableError, FencingToken, Lease, LeaseInfo, LeaseOwner, Millis, NewTask, Renewal,
-    SqliteOptions, SqliteStore, StateCounts, Store,
+    DurableError, FencingToken, Lease, LeaseInfo, LeaseOwner, Millis, NewTask, PostgresOptions,
+    PostgresStore, Renewal, SqliteOptions, SqliteStore, StateCounts, Store,
 };
 use lockstep_models::durable::{DurableModel, LeaseError, ModelLease, Token};
 use proptest::prelude::*;
@@ -92,6 +93,101 @@ impl Backend for Sqlite {
     fn reopen(store: SqliteStore, place: &Self::Place) -> SqliteStore {
         drop(store);
         SqliteStore::open_with(&place.1, &sqlite_options()).expect("the store reopens")
+    }
+}
+
+/// The PostgreSQL server of `LOCKSTEP_PG_URL`, or `None` with a skip line; with
+/// `LOCKSTEP_REQUIRE_PG=1` (CI) a missing URL fails the test instead.
+fn pg_url() -> Option<String> {
+    match std::env::var("LOCKSTEP_PG_URL") {
+        Ok(u) if !u.trim().is_empty() => Some(u),
+        _ => {
+            assert!(
+                std::env::var("LOCKSTEP_REQUIRE_PG").as_deref() != Ok("1"),
+                "LOCKSTEP_REQUIRE_PG=1 but LOCKSTEP_PG_URL is not set"
+            );
+            println!("skipped: LOCKSTEP_PG_URL is not set (scripts/postgres.sh start prints one)");
+            None
+        }
+    }
+}
+
+/// PostgreSQL (`LOCKSTEP_PG_URL`): one schema per test thread, created by the first case and
+/// emptied for every later case (`TRUNCATE` of the tables and a reset state row: the store
+/// is then exactly a new one), dropped by the test's [`PgScratch`] guard.
+struct Postgres;
+
+/// The schema of the current test thread.
+fn pg_schema() -> String {
+    let id = format!("{:?}", std::thread::current().id());
+    let digits: String = id.chars().filter(char::is_ascii_digit).collect();
+    format!("t_model_{}_{digits}", std::process::id())
+}
+
+fn pg_client(url: &str) -> postgres::Client {
+    postgres::Client::connect(url, postgres::NoTls).expect("connect to LOCKSTEP_PG_URL")
+}
+
+/// Drops the current test thread's schema (with everything in it) when it goes.
+struct PgScratch {
+    url: String,
+    options: PostgresOptions,
+}
+
+impl PgScratch {
+    fn new(url: String) -> Self {
+        let options = PostgresOptions::with_schema(pg_schema());
+        pg_client(&url)
+            .batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", options.schema))
+            .expect("drop an old scratch schema");
+        PgScratch { url, options }
+    }
+}
+
+impl Drop for PgScratch {
+    fn drop(&mut self) {
+        if let Ok(mut c) = postgres::Client::connect(&self.url, postgres::NoTls) {
+            let _ = c.batch_execute(&format!(
+                "DROP SCHEMA IF EXISTS {} CASCADE",
+                self.options.schema
+            ));
+        }
+    }
+}
+
+impl Backend for Postgres {
+    type S = PostgresStore;
+    type Place = (String, PostgresOptions);
+
+    fn create(max_concurrency: usize) -> (PostgresStore, Self::Place) {
+        let url = pg_url().expect("the PostgreSQL tests check the URL first");
+        let options = PostgresOptions::with_schema(pg_schema());
+        let store = match PostgresStore::create_with(&url, max_concurrency, &options) {
+            Ok(store) => store,
+            Err(DurableError::AlreadyExists { .. }) => {
+                let s = &options.schema;
+                let limit = i64::try_from(max_concurrency).expect("a small limit");
+                let mut c = pg_client(&url);
+                c.batch_execute(&format!("TRUNCATE {s}.tasks, {s}.edges"))
+                    .expect("empty the scratch store");
+                c.execute(
+                    &format!(
+                        "UPDATE {s}.lockstep_state SET max_concurrency = $1, started = false,
+                             closed = false, next_seq = 0, next_epoch = 1, clock = 0"
+                    ),
+                    &[&limit],
+                )
+                .expect("reset the scratch store");
+                PostgresStore::open_with(&url, &options).expect("the scratch store opens")
+            }
+            Err(e) => panic!("a new store: {e}"),
+        };
+        (store, (url, options))
+    }
+
+    fn reopen(store: PostgresStore, place: &Self::Place) -> PostgresStore {
+        drop(store);
+        PostgresStore::open_with(&place.0, &place.1).expect("the store reopens")
     }
 }
 
@@ -654,10 +750,37 @@ prop_state_machine! {
     fn sqlite_cases(sequential 1..80 => DurableMachine<Sqlite>);
 }
 
+/// [`config`] with 48 cases unless `PROPTEST_CASES` is set: each PostgreSQL step is a few
+/// round trips to the server, and every step is followed by about twenty observations.
+fn pg_config() -> ProptestConfig {
+    let mut c = config();
+    if std::env::var_os("PROPTEST_CASES").is_none() {
+        c.cases = 48;
+    }
+    c
+}
+
+prop_state_machine! {
+    #![proptest_config(pg_config())]
+
+    fn postgres_cases(sequential 1..80 => DurableMachine<Postgres>);
+}
+
 fn print_cases() {
     let thread = std::thread::current();
     let test = thread.name().unwrap_or("?");
     println!("lockstep-stats: cases={} test={test}", config().cases);
+}
+
+#[test]
+fn postgres_store_matches_model() {
+    let Some(url) = pg_url() else { return };
+    let _scratch = PgScratch::new(url);
+    postgres_cases();
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("?");
+    println!("lockstep-stats: cases={} test={test}", pg_config().cases);
+    Coverage::assert_reached();
 }
 
 #[test]
@@ -758,4 +881,11 @@ fn scripted_fencing<B: Backend>() {
 #[test]
 fn sqlite_scripted_fencing() {
     scripted_fencing::<Sqlite>();
+}
+
+#[test]
+fn postgres_scripted_fencing() {
+    let Some(url) = pg_url() else { return };
+    let _scratch = PgScratch::new(url);
+    scripted_fencing::<Postgres>();
 }

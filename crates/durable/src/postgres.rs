@@ -68,7 +68,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use ::postgres::error::SqlState;
-use ::postgres::{Client, Config, NoTls, Row, Transaction};
+use ::postgres::types::ToSql;
+use ::postgres::{Client, Config, NoTls, Row, Statement, Transaction};
 use lockstep_contract::{
     BlockCause, CallbackOutcome, CancelOutcome, CancelReason, CloseReport, Effect, Generation,
     GraphReport, MissingDependency, TaskState, TaskStatus,
@@ -145,6 +146,9 @@ pub struct PostgresStore {
     location: String,
     /// Prepared statements' texts, with the schema substituted.
     sql: Sql,
+    /// Statements prepared on this connection, by text (one round trip per call instead of
+    /// two: parse once, then bind and execute).
+    cache: HashMap<String, Statement>,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -403,6 +407,7 @@ impl PostgresStore {
             schema,
             location,
             sql,
+            cache: HashMap::new(),
         })
     }
 
@@ -556,9 +561,45 @@ impl PostgresStore {
         Ok(out)
     }
 
+    /// The prepared statement for `sql`, from the cache or prepared now.
+    fn statement(&mut self, sql: &str) -> Result<Statement, ::postgres::Error> {
+        if let Some(st) = self.cache.get(sql) {
+            return Ok(st.clone());
+        }
+        let st = self.client.prepare(sql)?;
+        self.cache.insert(sql.to_string(), st.clone());
+        Ok(st)
+    }
+
+    fn q(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, ::postgres::Error> {
+        let st = self.statement(sql)?;
+        self.client.query(&st, params)
+    }
+
+    fn q_one(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, ::postgres::Error> {
+        let st = self.statement(sql)?;
+        self.client.query_one(&st, params)
+    }
+
+    fn q_opt(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, ::postgres::Error> {
+        let st = self.statement(sql)?;
+        self.client.query_opt(&st, params)
+    }
+
     fn state_row(&mut self) -> Result<Row, DurableError> {
-        self.client
-            .query_one(
+        self.q_one(
                 &format!(
                     "SELECT max_concurrency, started, closed, clock FROM {}.lockstep_state WHERE one = 1",
                     self.schema
@@ -578,9 +619,8 @@ impl PostgresStore {
     ) -> Result<CallbackOutcome, DurableError> {
         let epoch = i64::try_from(token.epoch).unwrap_or(-1);
         let row = self
-            .client
-            .query_one(
-                &self.sql.settle,
+            .q_one(
+                &self.sql.settle.clone(),
                 &[
                     &token.id,
                     &gen_sql(token.generation),
@@ -1120,14 +1160,14 @@ impl Store for PostgresStore {
         let max = i64::try_from(max).unwrap_or(i64::MAX);
         let args: [&(dyn ::postgres::types::ToSql + Sync); 4] =
             [&owner.as_str(), &ms(now), &ms(lease), &max];
-        let rows = match self.client.query(&self.sql.claim, &args) {
+        let rows = match self.q(&self.sql.claim.clone(), &args) {
             Ok(rows) => rows,
             Err(e) if has_code(&e, CLOSED) => return Err(DurableError::Closed),
             Err(e) if has_code(&e, NOT_STARTED) => {
                 // Before start: start (validating the graph) in its own transaction, then
                 // claim. Another process may start it meanwhile; start is idempotent.
                 self.start()?;
-                match self.client.query(&self.sql.claim, &args) {
+                match self.q(&self.sql.claim.clone(), &args) {
                     Ok(rows) => rows,
                     Err(e) if has_code(&e, CLOSED) => return Err(DurableError::Closed),
                     Err(e) => return Err(map_err(e)),
@@ -1180,9 +1220,8 @@ impl Store for PostgresStore {
     ) -> Result<Renewal, DurableError> {
         let epoch = i64::try_from(token.epoch).unwrap_or(-1);
         let row = self
-            .client
-            .query_one(
-                &self.sql.renew,
+            .q_one(
+                &self.sql.renew.clone(),
                 &[
                     &token.id,
                     &gen_sql(token.generation),
@@ -1211,8 +1250,7 @@ impl Store for PostgresStore {
 
     fn cancel(&mut self, id: &str, now: Millis) -> Result<CancelOutcome, DurableError> {
         let row = self
-            .client
-            .query_one(&self.sql.cancel, &[&id, &ms(now)])
+            .q_one(&self.sql.cancel.clone(), &[&id, &ms(now)])
             .map_err(map_err)?;
         let code: String = row.get(0);
         let n = usize::try_from(row.get::<_, i64>(1)).unwrap_or(0);
@@ -1231,8 +1269,7 @@ impl Store for PostgresStore {
 
     fn close(&mut self, now: Millis) -> Result<CloseReport, DurableError> {
         let row = self
-            .client
-            .query_one(&self.sql.close, &[&ms(now)])
+            .q_one(&self.sql.close.clone(), &[&ms(now)])
             .map_err(map_err)?;
         Ok(CloseReport {
             cancelled: usize::try_from(row.get::<_, i64>(0)).unwrap_or(0),
@@ -1242,8 +1279,7 @@ impl Store for PostgresStore {
 
     fn status(&mut self, id: &str) -> Result<Option<TaskStatus<String>>, DurableError> {
         let row = self
-            .client
-            .query_opt(
+            .q_opt(
                 &format!(
                     "SELECT generation, state, cause_task, cause_generation, cause_state,
                             cancelled_by, error
@@ -1258,8 +1294,7 @@ impl Store for PostgresStore {
 
     fn lease(&mut self, id: &str) -> Result<Option<LeaseInfo>, DurableError> {
         let row = self
-            .client
-            .query_opt(
+            .q_opt(
                 &format!(
                     "SELECT generation, lease_owner, lease_epoch, lease_expiry, attempts
                        FROM {}.tasks WHERE id = $1 AND lease_epoch IS NOT NULL",
@@ -1282,8 +1317,7 @@ impl Store for PostgresStore {
 
     fn snapshot(&mut self) -> Result<Vec<(String, TaskStatus<String>)>, DurableError> {
         let rows = self
-            .client
-            .query(
+            .q(
                 &format!(
                     "SELECT generation, state, cause_task, cause_generation, cause_state,
                             cancelled_by, error, id
@@ -1300,8 +1334,7 @@ impl Store for PostgresStore {
 
     fn counts(&mut self) -> Result<StateCounts, DurableError> {
         let rows = self
-            .client
-            .query(
+            .q(
                 &format!(
                     "SELECT state, count(*) FROM {}.tasks GROUP BY state",
                     self.schema
