@@ -480,7 +480,9 @@ impl Coverage {
         }
     }
 
-    /// Asserts that every event happened at least once, and prints the counts.
+    /// Prints the counts and, at the default case count or more (96 cases give each event
+    /// tens of times; a smaller `PROPTEST_CASES` may miss one), asserts that every event
+    /// happened at least once.
     fn assert_reached() {
         let counts = [
             ("re-claims of expired leases", &RECLAIMS),
@@ -492,6 +494,9 @@ impl Coverage {
         ]
         .map(|(what, c)| (what, c.load(Ordering::Relaxed)));
         println!("lockstep-durable coverage: {counts:?}");
+        if config().cases < 96 {
+            return;
+        }
         for (what, n) in counts {
             assert!(n > 0, "the generated sequences never produced {what}");
         }

@@ -149,6 +149,30 @@ struct Row {
     cancel_requested: bool,
 }
 
+/// `execute` and `query_row` through the connection's prepared-statement cache: the same few
+/// statements run for every operation, so each is parsed once per connection.
+trait Cached {
+    fn exec<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize>;
+    fn row<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
+    where
+        P: rusqlite::Params,
+        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>;
+}
+
+impl Cached for Connection {
+    fn exec<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize> {
+        self.prepare_cached(sql)?.execute(params)
+    }
+
+    fn row<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
+    where
+        P: rusqlite::Params,
+        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    {
+        self.prepare_cached(sql)?.query_row(params, f)
+    }
+}
+
 fn map_err(e: rusqlite::Error) -> DurableError {
     match &e {
         rusqlite::Error::SqliteFailure(f, _) => match f.code {
@@ -255,12 +279,12 @@ impl SqliteStore {
             return Err(DurableError::AlreadyExists { location });
         }
         tx.execute_batch(SCHEMA_V1).map_err(map_err)?;
-        tx.execute(
+        tx.exec(
             "INSERT INTO lockstep_meta (key, value) VALUES ('application_id', ?1), ('schema_version', ?2)",
             params![APPLICATION_ID, SCHEMA_VERSION],
         )
         .map_err(map_err)?;
-        tx.execute(
+        tx.exec(
             "INSERT INTO lockstep_state VALUES (1, ?1, 0, 0, 0, 1, 0)",
             params![max],
         )
@@ -410,7 +434,7 @@ impl SqliteStore {
         let mut meta = before;
         let out = f(&tx, &mut meta)?;
         if meta != before {
-            tx.execute(
+            tx.exec(
                 "UPDATE lockstep_state SET started = ?1, closed = ?2, next_seq = ?3, next_epoch = ?4, clock = ?5",
                 params![meta.started, meta.closed, meta.next_seq, meta.next_epoch, meta.clock],
             )
@@ -443,7 +467,7 @@ fn unavailable(path: &Path, e: rusqlite::Error) -> DurableError {
 }
 
 fn read_meta(tx: &Transaction<'_>) -> Result<Meta, DurableError> {
-    tx.query_row(
+    tx.row(
         "SELECT max_concurrency, started, closed, next_seq, next_epoch, clock FROM lockstep_state",
         [],
         |r| {
@@ -467,7 +491,7 @@ fn tick(meta: &mut Meta, now: Millis) -> i64 {
 }
 
 fn read_row(tx: &Transaction<'_>, id: &str) -> Result<Option<Row>, DurableError> {
-    tx.query_row(
+    tx.row(
         "SELECT generation, state, cause_task, cause_generation, cause_state, lease_owner,
                 lease_epoch, lease_expiry, cancel_requested
          FROM tasks WHERE id = ?1",
@@ -579,18 +603,18 @@ fn block_waiters_of(
     cause: &BlockCause<String>,
     now: i64,
 ) -> Result<usize, DurableError> {
-    tx.execute(
+    tx.exec(
         "WITH RECURSIVE lost(id) AS (
              SELECT ?1
              UNION
              SELECT e.dependent FROM edges e
                JOIN lost ON e.dependency = lost.id
                JOIN tasks t ON t.id = e.dependent
-              WHERE e.waiting = 1 AND t.state = 'pending'
+              WHERE e.waiting = 1 AND +t.state = 'pending'
          )
          UPDATE tasks SET state = 'blocked', cause_task = ?2, cause_generation = ?3,
                           cause_state = ?4, updated_at = ?5
-          WHERE state = 'pending' AND id IN (SELECT id FROM lost)",
+          WHERE +state = 'pending' AND id IN (SELECT id FROM lost)",
         params![
             id,
             cause.task,
@@ -605,27 +629,32 @@ fn block_waiters_of(
 /// `id` succeeded: each pending waiter stops waiting on it; those left waiting on nothing
 /// become ready. Visits only `id`'s reverse edges. Returns how many became ready.
 fn release_waiters_of(tx: &Transaction<'_>, id: &str, now: i64) -> Result<usize, DurableError> {
-    tx.execute(
+    // `+state` keeps SQLite from scanning the (state, seq) index: every statement here is
+    // driven by the reverse-edge index `edges (dependency, waiting)` and primary-key lookups,
+    // so a completion costs O(its waiters), never O(tasks).
+    let run = |sql: &str, p: &[&dyn rusqlite::ToSql]| -> Result<usize, DurableError> {
+        tx.prepare_cached(sql)
+            .and_then(|mut st| st.execute(p))
+            .map_err(map_err)
+    };
+    run(
         "UPDATE tasks SET remaining = remaining - 1, updated_at = ?2
-          WHERE state = 'pending'
+          WHERE +state = 'pending'
             AND id IN (SELECT dependent FROM edges WHERE dependency = ?1 AND waiting = 1)",
-        params![id, now],
-    )
-    .map_err(map_err)?;
-    tx.execute(
+        &[&id, &now],
+    )?;
+    run(
         "UPDATE edges SET waiting = 0
           WHERE dependency = ?1 AND waiting = 1
-            AND dependent IN (SELECT id FROM tasks WHERE state = 'pending')",
-        params![id],
-    )
-    .map_err(map_err)?;
-    tx.execute(
+            AND (SELECT +state FROM tasks WHERE tasks.id = edges.dependent) = 'pending'",
+        &[&id],
+    )?;
+    run(
         "UPDATE tasks SET state = 'ready'
-          WHERE state = 'pending' AND remaining = 0
+          WHERE +state = 'pending' AND remaining = 0
             AND id IN (SELECT dependent FROM edges WHERE dependency = ?1)",
-        params![id],
+        &[&id],
     )
-    .map_err(map_err)
 }
 
 /// Would the new version `id -> deps` close a cycle? (After start the stored graph is
@@ -736,7 +765,7 @@ fn submit_one(
     let remaining = waiting.iter().filter(|w| **w).count() as i64;
 
     // A2 replace removes edges: the old version's dependency rows go before the new ones.
-    tx.execute("DELETE FROM edges WHERE dependent = ?1", params![id])
+    tx.exec("DELETE FROM edges WHERE dependent = ?1", params![id])
         .map_err(map_err)?;
     {
         let mut ins = tx
@@ -758,7 +787,7 @@ fn submit_one(
         None => (None, None, None),
     };
     let now = meta.clock;
-    tx.execute(
+    tx.exec(
         "INSERT INTO tasks (id, first_seq, seq, generation, state, remaining, payload, error,
                             cause_task, cause_generation, cause_state, cancelled_by,
                             cancel_requested, lease_owner, lease_epoch, lease_expiry, attempts,
@@ -954,7 +983,7 @@ impl Store for SqliteStore {
             match row.state {
                 TaskState::Running => {
                     let t = tick(meta, now);
-                    tx.execute(
+                    tx.exec(
                         "UPDATE tasks SET state = 'succeeded', updated_at = ?2 WHERE id = ?1",
                         params![token.id, t],
                     )
@@ -986,7 +1015,7 @@ impl Store for SqliteStore {
             match row.state {
                 TaskState::Running => {
                     let t = tick(meta, now);
-                    tx.execute(
+                    tx.exec(
                         "UPDATE tasks SET state = 'failed', error = ?2, updated_at = ?3 WHERE id = ?1",
                         params![token.id, error, t],
                     )
@@ -1039,7 +1068,7 @@ impl Store for SqliteStore {
             }
             tick(meta, now);
             let new_expiry = ms(Millis(u64::try_from(t).unwrap_or(0)).plus(lease));
-            tx.execute(
+            tx.exec(
                 "UPDATE tasks SET lease_expiry = ?2, updated_at = ?3 WHERE id = ?1",
                 params![token.id, new_expiry, t],
             )
@@ -1059,7 +1088,7 @@ impl Store for SqliteStore {
             let t = tick(meta, now);
             match row.state {
                 TaskState::Pending | TaskState::Ready => {
-                    tx.execute(
+                    tx.exec(
                         "UPDATE tasks SET state = 'cancelled', cancelled_by = 'user', updated_at = ?2
                           WHERE id = ?1",
                         params![id, t],
@@ -1074,7 +1103,7 @@ impl Store for SqliteStore {
                     Ok(CancelOutcome::Cancelled(Effect { ready: 0, blocked }))
                 }
                 TaskState::Running => {
-                    tx.execute(
+                    tx.exec(
                         "UPDATE tasks SET cancel_requested = 1, updated_at = ?2 WHERE id = ?1",
                         params![id, t],
                     )
@@ -1116,7 +1145,7 @@ impl Store for SqliteStore {
 
     fn status(&mut self, id: &str) -> Result<Option<TaskStatus<String>>, DurableError> {
         self.read(|tx, _| {
-            tx.query_row(
+            tx.row(
                 "SELECT generation, state, cause_task, cause_generation, cause_state,
                         cancelled_by, error
                    FROM tasks WHERE id = ?1",
