@@ -61,6 +61,17 @@ impl Gate {
     }
 }
 
+/// Opens the gate when dropped: a failing assertion while tasks wait on the gate unwinds
+/// through this, so the pool can drain and the test fails with its message instead of
+/// hanging in the pool's drop.
+struct OpenOnDrop(Arc<Gate>);
+
+impl Drop for OpenOnDrop {
+    fn drop(&mut self) {
+        self.0.open();
+    }
+}
+
 /// Waits for `cond` with a deadline (the test fails instead of hanging).
 fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();
@@ -362,11 +373,13 @@ fn shutdown_while_stealing_loses_nothing<D: DequeFamily>() {
 }
 
 fn blocked_workers_and_queued_tasks_complete_once_they_unblock<D: DequeFamily>() {
-    // The documented limit: with every worker blocked nothing else runs (no compensation
-    // yet; a spare-worker compensation is planned); once the workers unblock, every queued task completes.
+    // Blocking outside `block_in_place` is not compensated: with every worker blocked
+    // nothing else runs; once the workers unblock, every queued task completes.
     const WORKERS: usize = 2;
     let pool = new_pool::<D>(WORKERS).expect("pool");
     let gate = Arc::new(Gate::default());
+    // Declared after the pool, so dropped before it: a failed assertion opens the gate.
+    let _open = OpenOnDrop(Arc::clone(&gate));
     let started = Arc::new(AtomicUsize::new(0));
     let blockers: Vec<_> = (0..WORKERS)
         .map(|_| {
@@ -698,6 +711,185 @@ fn a_chain_of_a_million_children_runs_without_deep_stacks<D: DequeFamily>() {
     assert_eq!(pool.metrics().total().tasks_run, u64::from(LINKS));
 }
 
+/// Every worker blocks inside `block_in_place` (compensated: a spare stands in for each), and
+/// the tasks queued behind them still run, before any worker unblocks.
+fn blocked_workers_in_compensated_sections_do_not_starve_queued_tasks<D: DequeFamily>() {
+    const WORKERS: usize = 2;
+    const QUEUED: usize = if cfg!(miri) { 6 } else { 50 };
+    let pool = new_pool::<D>(WORKERS).expect("pool");
+    let gate = Arc::new(Gate::default());
+    let _open = OpenOnDrop(Arc::clone(&gate));
+    let started = Arc::new(AtomicUsize::new(0));
+    let blockers: Vec<_> = (0..WORKERS)
+        .map(|_| {
+            let (g, s) = (Arc::clone(&gate), Arc::clone(&started));
+            pool.submit(move |ctx| {
+                ctx.block_in_place(|| {
+                    s.fetch_add(1, SeqCst);
+                    g.wait();
+                });
+                ctx.worker_index()
+            })
+            .expect("accepting")
+        })
+        .collect();
+    wait_until("every worker is blocked", || {
+        started.load(SeqCst) == WORKERS
+    });
+    let ran = Arc::new(AtomicUsize::new(0));
+    let queued: Vec<_> = (0..QUEUED)
+        .map(|i| {
+            let r = Arc::clone(&ran);
+            pool.submit(move |ctx| {
+                // Children of tasks run by a spare run too (on the spare's own deque).
+                let r2 = Arc::clone(&r);
+                ctx.spawn_detached(move |_| {
+                    r2.fetch_add(1, SeqCst);
+                });
+                r.fetch_add(1, SeqCst);
+                i
+            })
+            .expect("accepting")
+        })
+        .collect();
+    wait_until(
+        "the queued tasks and their children to run while every worker is blocked",
+        || ran.load(SeqCst) == 2 * QUEUED,
+    );
+    for (i, h) in queued.into_iter().enumerate() {
+        assert_eq!(h.join(), Ok(i));
+    }
+    assert_eq!(started.load(SeqCst), WORKERS, "still blocked");
+    let m = pool.metrics().total();
+    assert_eq!(m.compensated_blocks, WORKERS as u64);
+    assert_eq!(m.uncompensated_blocks, 0);
+    gate.open();
+    for h in blockers {
+        assert!(h.join().is_ok());
+    }
+    pool.shutdown();
+    pool.await_termination();
+}
+
+/// The compensation limit: with `max_blocking(1)`, the first blocked section gets a spare,
+/// the second (run by that spare) does not, and then nothing else runs until they unblock.
+fn blocking_compensation_stops_at_its_limit<D: DequeFamily>() {
+    let pool = PoolBuilder::new(1)
+        .max_blocking(1)
+        .build_with::<D>()
+        .expect("pool");
+    let gate = Arc::new(Gate::default());
+    let _open = OpenOnDrop(Arc::clone(&gate));
+    let started = Arc::new(AtomicUsize::new(0));
+    let blockers: Vec<_> = (0..2)
+        .map(|_| {
+            let (g, s) = (Arc::clone(&gate), Arc::clone(&started));
+            pool.submit(move |ctx| {
+                ctx.block_in_place(|| {
+                    s.fetch_add(1, SeqCst);
+                    g.wait();
+                })
+            })
+            .expect("accepting")
+        })
+        .collect();
+    wait_until("both blockers are blocked", || started.load(SeqCst) == 2);
+    let m = pool.metrics().total();
+    assert_eq!(
+        (m.compensated_blocks, m.uncompensated_blocks),
+        (1, 1),
+        "one spare at most"
+    );
+    let late = pool.submit(|_| 9).expect("accepting");
+    gate.open();
+    assert_eq!(late.join(), Ok(9));
+    for h in blockers {
+        assert!(h.join().is_ok());
+    }
+    pool.shutdown();
+    pool.await_termination();
+}
+
+/// fib by fork-join, counting every call.
+fn fib_join(ctx: &WorkerContext<'_>, n: u64, calls: &Arc<AtomicUsize>) -> u64 {
+    calls.fetch_add(1, SeqCst);
+    if n < 2 {
+        return n;
+    }
+    let c = Arc::clone(calls);
+    let (a, b) = ctx.join(
+        |ctx| fib_join(ctx, n - 1, calls),
+        move |ctx| fib_join(ctx, n - 2, &c),
+    );
+    a + b
+}
+
+/// `join` runs both halves exactly once (stolen or taken back), its results are right, a
+/// worker waiting for a stolen half helps instead of deadlocking (three roots of joins on two
+/// workers), and a panic in either half reaches the caller only after both finished.
+fn join_runs_both_halves_and_helps_while_waiting<D: DequeFamily>() {
+    const N: u64 = if cfg!(miri) { 8 } else { 20 };
+    let pool = new_pool::<D>(2).expect("pool");
+    let calls = Arc::new(AtomicUsize::new(0));
+    let roots: Vec<_> = (0..3)
+        .map(|_| {
+            let c = Arc::clone(&calls);
+            pool.submit(move |ctx| fib_join(ctx, N, &c))
+                .expect("accepting")
+        })
+        .collect();
+    let (mut fib, mut a, mut b) = (0u64, 0u64, 1u64);
+    for _ in 0..N {
+        (a, b) = (b, a + b);
+        fib = a;
+    }
+    // fib calls: 2 * fib(N + 1) - 1 per root.
+    let (mut f1, mut f2) = (0u64, 1u64);
+    for _ in 0..=N {
+        (f1, f2) = (f2, f1 + f2);
+    }
+    for r in roots {
+        assert_eq!(r.join(), Ok(fib));
+    }
+    assert_eq!(
+        calls.load(SeqCst) as u64,
+        3 * (2 * f1 - 1),
+        "every call ran once"
+    );
+    let b_ran = Arc::new(AtomicBool::new(false));
+    let b2 = Arc::clone(&b_ran);
+    let h = pool
+        .submit(move |ctx| {
+            ctx.join(
+                |_| -> u8 { panic!("left half") },
+                move |_| b2.store(true, SeqCst),
+            )
+        })
+        .expect("accepting");
+    assert_eq!(
+        h.join().err(),
+        Some(TaskError::Panicked {
+            message: "left half".into()
+        })
+    );
+    assert!(
+        b_ran.load(SeqCst),
+        "the right half finished before the panic propagated"
+    );
+    let h = pool
+        .submit(|ctx| ctx.join(|_| 1u8, |_| -> u8 { panic!("right half") }))
+        .expect("accepting");
+    assert_eq!(
+        h.join().err(),
+        Some(TaskError::Panicked {
+            message: "right half".into()
+        })
+    );
+    pool.shutdown();
+    pool.await_termination();
+    assert_eq!(pool.outstanding(), 0);
+}
+
 /// A binary tree of detached tasks: leaves `lo..hi` each bump their counter.
 fn detached_tree(ctx: &WorkerContext<'_>, lo: usize, hi: usize, c: Arc<Vec<AtomicU32>>) {
     if hi - lo == 1 {
@@ -818,4 +1010,7 @@ on_both_deques!(
     detached_tree_runs_every_leaf_once_and_termination_waits_for_it,
     detached_panics_are_counted_and_workers_go_on,
     spawn_detached_is_refused_after_shutdown_and_after_termination,
+    blocked_workers_in_compensated_sections_do_not_starve_queued_tasks,
+    blocking_compensation_stops_at_its_limit,
+    join_runs_both_halves_and_helps_while_waiting,
 );

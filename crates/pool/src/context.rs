@@ -1,8 +1,10 @@
 //! What a running task sees of its worker: its index and the right to spawn children.
 
-use crate::handle::{JoinHandle, Task, TaskId, new_detached, new_task};
+use crate::engine::Compensation;
+use crate::handle::{JoinHandle, Task, TaskId, new_detached, new_join, new_task};
 use lockstep_contract::PoolError;
 use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 /// The worker side of the pool, as a running task sees it. Lent to each task for the time it
 /// runs (it cannot outlive the call).
@@ -38,6 +40,30 @@ pub(crate) trait ChildSink {
     fn register_child(&self) -> TaskId;
     /// Pushes a registered child onto this worker's own deque and wakes a sleeper.
     fn push_child(&self, task: Task);
+    /// Starts a spare thread for a blocking section, if the limit allows (counted either way).
+    fn begin_blocking(&self) -> Option<Compensation>;
+    /// Retires the spare started by `begin_blocking` (it drains its own deque first).
+    fn end_blocking(&self, c: Compensation);
+    /// Pops the bottom of this worker's own deque (the owner's pop).
+    fn pop_own(&self) -> Option<Task>;
+    /// Claims and runs a task popped with `pop_own` (a cancelled one is dropped).
+    fn run_found(&self, task: Task);
+    /// One search as an idle worker does it; runs what it finds. False if it found nothing.
+    fn help(&self) -> bool;
+}
+
+/// Ends a blocking section however `f` ends (return or panic).
+struct BlockingGuard<'a> {
+    sink: &'a dyn ChildSink,
+    compensation: Option<Compensation>,
+}
+
+impl Drop for BlockingGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.compensation.take() {
+            self.sink.end_blocking(c);
+        }
+    }
 }
 
 impl<'a> WorkerContext<'a> {
@@ -133,6 +159,132 @@ impl<'a> WorkerContext<'a> {
         // B3.register-before-decrement, as in `spawn`.
         let id = self.sink.register_child();
         self.sink.push_child(new_detached(id, f));
+    }
+}
+
+impl WorkerContext<'_> {
+    /// Runs `a` and `b`, potentially in parallel, and returns both results (rayon-style
+    /// fork-join). `b` is pushed onto the bottom of this worker's deque, where an idle
+    /// worker may steal it; `a` runs here at once. Then this worker takes `b` back if nobody
+    /// stole it (popping its own deque: anything `a` spawned on top of it runs first) and runs
+    /// it inline; if `b` was stolen, it **helps** while it waits: it runs tasks from its own
+    /// deque, its inbox and other workers' (the idle worker's search), so a tree of joins
+    /// never deadlocks and never leaves a thread idle while work is queued. With nothing to
+    /// help with, it spins briefly and then yields until the thief is done.
+    ///
+    /// `b` is not numbered or counted in `outstanding` (its parent, running and counted,
+    /// waits for it), has no handle, and cannot be cancelled. Panics: both halves always
+    /// finish; then a panic of `a` is re-raised, else a panic of `b`.
+    ///
+    /// Cost: two allocations (the shared slot of `b` and its queued box) and one uncontended
+    /// lock of the slot per join when `b` is not stolen; `b` must be `'static` (this crate has
+    /// no `unsafe`, so `b` cannot borrow from the caller's stack as rayon's `join` can).
+    ///
+    /// ```
+    /// use lockstep_pool::{Pool, WorkerContext};
+    ///
+    /// fn fib(ctx: &WorkerContext<'_>, n: u64) -> u64 {
+    ///     if n < 2 {
+    ///         return n;
+    ///     }
+    ///     let (a, b) = ctx.join(|ctx| fib(ctx, n - 1), move |ctx| fib(ctx, n - 2));
+    ///     a + b
+    /// }
+    ///
+    /// let pool = Pool::new(2)?;
+    /// assert_eq!(pool.submit(|ctx| fib(ctx, 20))?.join(), Ok(6765));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn join<A, B, RA, RB>(&self, a: A, b: B) -> (RA, RB)
+    where
+        A: FnOnce(&WorkerContext<'_>) -> RA,
+        B: FnOnce(&WorkerContext<'_>) -> RB + Send + 'static,
+        RB: Send + 'static,
+    {
+        let (slot, task) = new_join(b);
+        let key = slot.key();
+        self.sink.push_child(task);
+        let ra = catch_unwind(AssertUnwindSafe(|| a(self)));
+        // Take `b` back: everything above it on this deque was pushed by `a`.
+        let mut rb = None;
+        while let Some(t) = self.sink.pop_own() {
+            if t.join_key() == key {
+                drop(t);
+                if let Some(b) = slot.take() {
+                    rb = Some(catch_unwind(AssertUnwindSafe(|| b(self))));
+                }
+                break;
+            }
+            self.sink.run_found(t);
+        }
+        // Stolen: help until the thief is done.
+        let rb = match rb {
+            Some(r) => r,
+            None => {
+                let mut idle_rounds = 0u32;
+                while !slot.is_done() {
+                    if self.sink.help() {
+                        idle_rounds = 0;
+                    } else if idle_rounds < 6 {
+                        for _ in 0..(1u32 << idle_rounds) {
+                            std::hint::spin_loop();
+                        }
+                        idle_rounds += 1;
+                    } else {
+                        lockstep_sync::thread::yield_now();
+                    }
+                }
+                slot.result()
+                    .expect("a finished join half leaves its result in the slot")
+            }
+        };
+        match (ra, rb) {
+            (Ok(x), Ok(y)) => (x, y),
+            (Err(p), _) | (Ok(_), Err(p)) => resume_unwind(p),
+        }
+    }
+
+    /// Runs `f`, which may block this worker's thread (a lock, I/O, a channel, a
+    /// [`JoinHandle::join`]), with **blocking compensation**: while `f` runs, a spare thread
+    /// stands in for this worker, so that the pool keeps `worker_count()` threads running
+    /// tasks and queued work cannot starve behind blocked workers. Returns `f`'s value; a
+    /// panic in `f` propagates (the spare is retired all the same).
+    ///
+    /// **The spare.** It steals from every worker (this one's deque and inbox included:
+    /// they stay stealable while this worker blocks), parks like a worker when it finds
+    /// nothing, and keeps the children of the tasks it runs on a deque of its own, which it
+    /// drains before it retires (so a spare may outlive `f` by the tasks it already took).
+    /// Tasks it runs see this worker's index and are counted in this worker's metrics.
+    ///
+    /// **The limit.** At most [`PoolBuilder::max_blocking`](crate::PoolBuilder::max_blocking)
+    /// spares exist at once (default: the number of workers). Beyond it, or if the thread
+    /// cannot be started, `f` runs without compensation (as a plain call would). Each call
+    /// is counted in [`WorkerMetrics`](crate::WorkerMetrics) as `compensated_blocks` or
+    /// `uncompensated_blocks`. Cost: one thread start per compensated call (use it for
+    /// sections that block for long, not for every short lock). In the deterministic
+    /// stepping core `f` simply runs.
+    ///
+    /// ```
+    /// use lockstep_pool::Pool;
+    /// use std::sync::mpsc;
+    ///
+    /// // One worker, blocked until a later task sends: without compensation this would
+    /// // deadlock (the sender could never run).
+    /// let pool = Pool::new(1)?;
+    /// let (tx, rx) = mpsc::channel();
+    /// let waiter = pool.submit(move |ctx| ctx.block_in_place(|| rx.recv()))?;
+    /// let sender = pool.submit(move |_| tx.send(42))?;
+    /// assert_eq!(waiter.join(), Ok(Ok(42)));
+    /// assert!(sender.join().is_ok());
+    /// assert_eq!(pool.metrics().total().compensated_blocks, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn block_in_place<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _guard = BlockingGuard {
+            sink: self.sink,
+            compensation: self.sink.begin_blocking(),
+        };
+        f()
     }
 }
 

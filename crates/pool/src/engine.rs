@@ -9,7 +9,7 @@ use crate::sleep::Sleep;
 use lockstep_contract::{PoolError, PoolState};
 use lockstep_deque::{DequeFamily, Owner, Steal, Thief, ThiefOf};
 use lockstep_sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
-use lockstep_sync::{Condvar, Mutex, rng_u64, seeded_bug};
+use lockstep_sync::{Arc, Condvar, Mutex, rng_u64, seeded_bug, thread};
 use std::collections::VecDeque;
 use std::num::NonZeroUsize;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -123,11 +123,23 @@ pub(crate) struct Shared<D: DequeFamily> {
     /// How many workers have exited; `term_cv` is notified when it reaches `workers()`.
     exited: Mutex<usize>,
     term_cv: Condvar,
+    /// Parking slots (`workers()..`) free for spare threads (blocking compensation); their
+    /// number is the compensation limit.
+    spare_slots: Mutex<Vec<usize>>,
+    /// Spare threads started so far, joined with the workers.
+    pub(crate) spare_threads: Mutex<Vec<thread::JoinHandle<()>>>,
 }
 
-/// One worker's own side: its index and its deque's owner handle.
+/// One worker's own side (or a spare's): its index, parking slot and deque.
 pub(crate) struct Local<D: DequeFamily> {
+    /// The worker index: counters, inbox, the index tasks see. A spare uses the index of
+    /// the worker it stands in for.
     pub(crate) index: usize,
+    /// Its parking slot in `Sleep` (the index for a worker; `workers()..` for a spare).
+    pub(crate) slot: usize,
+    /// A spare: its deque is private (thieves cannot see it; the spare drains it before
+    /// it retires) and it has no inbox.
+    spare: bool,
     owner: D::Owner<Task>,
 }
 
@@ -135,11 +147,14 @@ pub(crate) struct Local<D: DequeFamily> {
 pub(crate) fn build<D: DequeFamily>(
     workers: NonZeroUsize,
     steal_batch: NonZeroUsize,
+    max_blocking: usize,
 ) -> (Shared<D>, Vec<Local<D>>) {
     let n = workers.get();
     let locals: Vec<Local<D>> = (0..n)
         .map(|index| Local {
             index,
+            slot: index,
+            spare: false,
             owner: <D::Owner<Task> as Owner<Task>>::new(),
         })
         .collect();
@@ -147,13 +162,15 @@ pub(crate) fn build<D: DequeFamily>(
         thieves: locals.iter().map(|l| l.owner.stealer()).collect(),
         inboxes: (0..n).map(|_| Mutex::new(VecDeque::new())).collect(),
         lifecycle: Lifecycle::default(),
-        sleep: Sleep::new(n),
+        sleep: Sleep::new(n + max_blocking),
         counters: (0..n).map(|_| WorkerCounters::default()).collect(),
         pool_counters: PoolCounters::default(),
         next_id: AtomicU64::new(0),
         steal_batch,
         exited: Mutex::new(0),
         term_cv: Condvar::new(),
+        spare_slots: Mutex::new((n..n + max_blocking).rev().collect()),
+        spare_threads: Mutex::new(Vec::new()),
     };
     (shared, locals)
 }
@@ -309,6 +326,9 @@ impl<D: DequeFamily> Local<D> {
         if let Some(t) = self.owner.pop() {
             return self.claim(shared, t);
         }
+        if self.spare {
+            return Found::Empty;
+        }
         // LINEARIZATION POINT (B2.remove-once): check and removal in one critical section.
         let from_inbox = shared.inboxes[self.index].lock().pop_front();
         match from_inbox {
@@ -327,7 +347,7 @@ impl<D: DequeFamily> Local<D> {
             Steal::Success(t) => {
                 bump(&counters.steals);
                 // Extras landed on this worker's deque: wake a helper for them if one sleeps.
-                if !self.owner.is_empty() {
+                if !self.spare && !self.owner.is_empty() {
                     shared.sleep.new_work(self.index);
                 }
                 return self.claim(shared, t);
@@ -355,7 +375,9 @@ impl<D: DequeFamily> Local<D> {
             other => return other,
         }
         let mut retry = false;
-        if let Some(h) = hint.filter(|&h| h != self.index && h < shared.workers()) {
+        // A spare steals from every worker, the one it stands in for included.
+        let me = if self.spare { usize::MAX } else { self.index };
+        if let Some(h) = hint.filter(|&h| h != me && h < shared.workers()) {
             match self.steal_from(shared, h) {
                 Found::Empty => {}
                 Found::Retry => retry = true,
@@ -364,14 +386,15 @@ impl<D: DequeFamily> Local<D> {
         }
         let n = shared.workers();
         let start = usize::try_from(rng_u64() % n as u64).unwrap_or(0);
-        // The others are n - 1; a round tries at most SCAN_LIMIT of them.
-        let tries = (n - 1).min(SCAN_LIMIT);
+        // The others are n - 1 (n for a spare); a round tries at most SCAN_LIMIT of them.
+        let others = if self.spare { n } else { n - 1 };
+        let tries = others.min(SCAN_LIMIT);
         let mut tried = 0;
         let mut k = 0;
         while tried < tries {
             let victim = (start + k) % n;
             k += 1;
-            if victim == self.index {
+            if victim == me {
                 continue;
             }
             tried += 1;
@@ -391,7 +414,7 @@ impl<D: DequeFamily> Local<D> {
     /// True if this worker has queued work of its own (deque or inbox): the re-check of
     /// the parking protocol.
     pub(crate) fn has_local_work(&self, shared: &Shared<D>) -> bool {
-        !self.owner.is_empty() || !shared.inboxes[self.index].lock().is_empty()
+        !self.owner.is_empty() || (!self.spare && !shared.inboxes[self.index].lock().is_empty())
     }
 
     /// Moves a removed task `Queued -> Running`, or drops it if its handle cancelled it.
@@ -413,12 +436,16 @@ impl<D: DequeFamily> Local<D> {
 
     /// Runs a claimed task on this worker; children it spawns go to this worker's deque.
     /// Returns true if the task panicked (the panic is in its handle).
-    pub(crate) fn run(&self, shared: &Shared<D>, task: Task) -> bool {
+    /// `arc` is the shared state's `Arc` on a threaded worker (blocking compensation starts
+    /// spare threads with it); the stepping core passes `None` and never compensates.
+    pub(crate) fn run(&self, shared: &Shared<D>, arc: Option<&Arc<Shared<D>>>, task: Task) -> bool {
         let sink = Sink {
             local: self,
             shared,
+            arc,
         };
         let ctx = WorkerContext::new(self.index, shared.workers(), &sink);
+        let counted = task.counted();
         let panicked = task.run(&ctx);
         let counters = &shared.counters[self.index];
         bump(&counters.tasks_run);
@@ -426,7 +453,7 @@ impl<D: DequeFamily> Local<D> {
             bump(&counters.panics);
         }
         // The parent's own decrement, after every child it spawned was registered.
-        if !seeded_bug!("parent_decrement_first") {
+        if counted && !seeded_bug!("parent_decrement_first") {
             shared.finish_one();
         }
         panicked
@@ -442,6 +469,7 @@ impl<D: DequeFamily> Local<D> {
 struct Sink<'a, D: DequeFamily> {
     local: &'a Local<D>,
     shared: &'a Shared<D>,
+    arc: Option<&'a Arc<Shared<D>>>,
 }
 
 impl<D: DequeFamily> ChildSink for Sink<'_, D> {
@@ -461,9 +489,88 @@ impl<D: DequeFamily> ChildSink for Sink<'_, D> {
         }
         self.local.owner.push(task);
         // P2. With one worker there is nobody to wake: the pusher is that worker, awake,
-        // and it pops its own deque before it parks.
-        if self.shared.workers() > 1 {
+        // and it pops its own deque before it parks. A spare's deque is private: no helper.
+        if self.shared.workers() > 1 && !self.local.spare {
             self.shared.sleep.new_work(self.local.index);
         }
+    }
+
+    fn begin_blocking(&self) -> Option<Compensation> {
+        let counters = &self.shared.counters[self.local.index];
+        let started = self.arc.and_then(|arc| start_spare(arc, self.local.index));
+        bump(if started.is_some() {
+            &counters.compensated_blocks
+        } else {
+            &counters.uncompensated_blocks
+        });
+        started
+    }
+
+    fn pop_own(&self) -> Option<Task> {
+        self.local.owner.pop()
+    }
+
+    fn run_found(&self, task: Task) {
+        if let Found::Task(t) = self.local.claim(self.shared, task) {
+            self.local.run(self.shared, self.arc, t);
+        }
+    }
+
+    fn help(&self) -> bool {
+        match self.local.find_task(self.shared, None) {
+            Found::Task(t) => {
+                self.local.run(self.shared, self.arc, t);
+                true
+            }
+            Found::Discarded(_) | Found::Retry => true,
+            Found::Empty => false,
+        }
+    }
+
+    fn end_blocking(&self, c: Compensation) {
+        // Release first, then wake: a spare registering after the wake sees the flag in its
+        // re-check (both are ordered by the idle list's lock).
+        c.released.store(true, SeqCst);
+        self.shared.sleep.wake(c.slot);
+    }
+}
+
+/// A started spare: its parking slot and the flag that tells it to retire.
+pub(crate) struct Compensation {
+    slot: usize,
+    released: Arc<AtomicBool>,
+}
+
+/// Starts a spare thread that stands in for worker `index` while it blocks, if a parking
+/// slot is free (the compensation limit) and the thread starts.
+fn start_spare<D: DequeFamily>(arc: &Arc<Shared<D>>, index: usize) -> Option<Compensation> {
+    let slot = arc.spare_slots.lock().pop()?;
+    let released = Arc::new(AtomicBool::new(false));
+    let local = Local {
+        index,
+        slot,
+        spare: true,
+        owner: <D::Owner<Task> as Owner<Task>>::new(),
+    };
+    let (sh, rel) = (Arc::clone(arc), Arc::clone(&released));
+    // Named like a worker (slot numbers follow the workers' indexes), so that
+    // `Pool::await_termination` recognises a call from a task the spare runs.
+    let name = format!("lockstep-pool-{:x}-w{slot}", Arc::as_ptr(arc) as usize);
+    match thread::spawn_named(name, move || crate::worker::spare_main(sh, local, rel)) {
+        Ok(h) => {
+            arc.spare_threads.lock().push(h);
+            Some(Compensation { slot, released })
+        }
+        Err(_) => {
+            arc.spare_slots.lock().push(slot);
+            None
+        }
+    }
+}
+
+impl<D: DequeFamily> Shared<D> {
+    /// A spare retired: its parking slot is free again.
+    pub(crate) fn spare_retired(&self, slot: usize) {
+        self.spare_slots.lock().push(slot);
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::context::WorkerContext;
 use lockstep_contract::TaskError;
+use lockstep_sync::atomic::{AtomicBool, Ordering::SeqCst};
 use lockstep_sync::time::Instant;
 use lockstep_sync::{Arc, Condvar, Mutex};
 use std::any::Any;
@@ -268,6 +269,114 @@ pub(crate) trait Runnable: Send {
     fn claim(&self) -> bool;
     /// Runs the claimed function, catching a panic; stores the result. True if it panicked.
     fn run(self: Box<Self>, ctx: &WorkerContext<'_>) -> bool;
+    /// Whether the task counts in `outstanding` (false only for the second half of a
+    /// `join`, which its running, counted parent waits for).
+    fn counted(&self) -> bool {
+        true
+    }
+    /// The identity of a `join`'s second half (its slot's address); 0 for every other task.
+    fn join_key(&self) -> usize {
+        0
+    }
+}
+
+/// Where a `join`'s second half and its result meet.
+enum JoinState<B, R> {
+    /// Queued: the function, not yet taken.
+    Pending(B),
+    /// Taken by the joiner itself (it popped the task back) or by a thief.
+    Taken,
+    /// Run by a thief: its value or its panic.
+    Done(std::thread::Result<R>),
+}
+
+/// The shared slot of one `join`'s second half.
+pub(crate) struct JoinSlot<B, R> {
+    state: Mutex<JoinState<B, R>>,
+    /// Set (release) after `Done` was stored; the joiner polls it while it helps.
+    done: AtomicBool,
+}
+
+impl<B, R> JoinSlot<B, R> {
+    /// Takes the function back, if nobody ran it (the joiner popped its own task).
+    pub(crate) fn take(&self) -> Option<B> {
+        let mut g = self.state.lock();
+        match std::mem::replace(&mut *g, JoinState::Taken) {
+            JoinState::Pending(b) => Some(b),
+            other => {
+                *g = other;
+                None
+            }
+        }
+    }
+
+    /// True once a thief stored the result.
+    pub(crate) fn is_done(&self) -> bool {
+        self.done.load(SeqCst)
+    }
+
+    /// The thief's result (call after `is_done`).
+    pub(crate) fn result(&self) -> Option<std::thread::Result<R>> {
+        match std::mem::replace(&mut *self.state.lock(), JoinState::Taken) {
+            JoinState::Done(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The key the joiner recognises its task by.
+    pub(crate) fn key(self: &Arc<Self>) -> usize {
+        Arc::as_ptr(self) as *const () as usize
+    }
+}
+
+/// The queued second half of a `join`.
+struct JoinTask<B, R>(Arc<JoinSlot<B, R>>);
+
+impl<B, R> Runnable for JoinTask<B, R>
+where
+    B: FnOnce(&WorkerContext<'_>) -> R + Send + 'static,
+    R: Send + 'static,
+{
+    /// Not numbered: it is part of its parent's run (`TaskId(u64::MAX)` if ever asked).
+    fn id(&self) -> TaskId {
+        TaskId(u64::MAX)
+    }
+
+    fn claim(&self) -> bool {
+        true
+    }
+
+    /// Run by a thief: the panic, if any, goes to the joiner (it re-raises it).
+    fn run(self: Box<Self>, ctx: &WorkerContext<'_>) -> bool {
+        let Some(b) = self.0.take() else {
+            return false;
+        };
+        let r = catch_unwind(AssertUnwindSafe(|| b(ctx)));
+        *self.0.state.lock() = JoinState::Done(r);
+        self.0.done.store(true, SeqCst);
+        false
+    }
+
+    fn counted(&self) -> bool {
+        false
+    }
+
+    fn join_key(&self) -> usize {
+        self.0.key()
+    }
+}
+
+/// Builds a `join`'s second half: the slot the joiner keeps and the task it pushes.
+pub(crate) fn new_join<B, R>(b: B) -> (Arc<JoinSlot<B, R>>, Task)
+where
+    B: FnOnce(&WorkerContext<'_>) -> R + Send + 'static,
+    R: Send + 'static,
+{
+    let slot = Arc::new(JoinSlot {
+        state: Mutex::new(JoinState::Pending(b)),
+        done: AtomicBool::new(false),
+    });
+    (Arc::clone(&slot), Box::new(JoinTask(slot)))
 }
 
 struct Job<F, T> {

@@ -130,10 +130,12 @@
 //! [`TaskError::Panicked`], counted in [`PoolMetrics`], and the worker goes on.
 //!
 //! Blocking inside a task (waiting on a lock, on I/O, or on another task's [`JoinHandle`])
-//! blocks its worker. Work queued behind blocked workers runs once they unblock; if every
-//! worker blocks on something that only queued work can release, the pool deadlocks. This pool
-//! has no blocking compensation yet (SPEC B4 asks for a blocking pool or counted
-//! compensation; it is planned).
+//! blocks its worker. Wrap it in [`WorkerContext::block_in_place`]: a spare thread then
+//! stands in for the worker while it blocks (at most [`PoolBuilder::max_blocking`] spares at
+//! once, default the worker count), so queued work runs even when every worker blocks.
+//! Blocking outside it holds the worker: if every worker blocks on something that only
+//! queued work can release, the pool deadlocks. Waiting for a child is best done with
+//! [`WorkerContext::join`], which runs other tasks while it waits.
 //!
 //! # Detached tasks
 //!
@@ -215,6 +217,7 @@ pub enum PoolBuildError {
 pub struct PoolBuilder {
     workers: usize,
     steal_batch: usize,
+    max_blocking: Option<usize>,
 }
 
 impl PoolBuilder {
@@ -223,6 +226,7 @@ impl PoolBuilder {
         PoolBuilder {
             workers,
             steal_batch: DEFAULT_STEAL_BATCH,
+            max_blocking: None,
         }
     }
 
@@ -232,6 +236,16 @@ impl PoolBuilder {
     #[must_use]
     pub fn steal_batch(mut self, limit: usize) -> Self {
         self.steal_batch = limit;
+        self
+    }
+
+    /// The most spare threads that may stand in for blocked workers at once
+    /// ([`WorkerContext::block_in_place`]); default: the number of workers, so that a pool
+    /// whose every worker blocks keeps as many threads running tasks. Zero turns blocking
+    /// compensation off (`block_in_place` then just runs its function).
+    #[must_use]
+    pub fn max_blocking(mut self, limit: usize) -> Self {
+        self.max_blocking = Some(limit);
         self
     }
 
@@ -268,7 +282,8 @@ impl PoolBuilder {
     pub fn build_with<D: DequeFamily>(self) -> Result<Pool<D>, PoolBuildError> {
         let workers = NonZeroUsize::new(self.workers).ok_or(PoolBuildError::NoWorkers)?;
         let batch = NonZeroUsize::new(self.steal_batch).ok_or(PoolBuildError::ZeroStealBatch)?;
-        let (shared, locals) = build::<D>(workers, batch);
+        let max_blocking = self.max_blocking.unwrap_or(workers.get());
+        let (shared, locals) = build::<D>(workers, batch, max_blocking);
         let shared = Arc::new(shared);
         // Unique while the pool lives: the shared state's address.
         let thread_prefix = format!("lockstep-pool-{:x}-w", Arc::as_ptr(&shared) as usize);
@@ -464,7 +479,10 @@ impl<D: DequeFamily> Pool<D> {
     }
 
     fn join_threads(&self, propagate: bool) {
-        let threads = std::mem::take(&mut *self.threads.lock());
+        let mut threads = std::mem::take(&mut *self.threads.lock());
+        // Spares retire once their blocking section ended and their deque is empty; after
+        // termination nothing is outstanding, so they are retiring or gone.
+        threads.extend(std::mem::take(&mut *self.shared.spare_threads.lock()));
         for h in threads {
             if let Err(p) = h.join()
                 && propagate

@@ -26,6 +26,12 @@ pub struct WorkerMetrics {
     pub backoffs: u64,
     /// Cancelled tasks this worker removed from a queue and dropped without running.
     pub discarded: u64,
+    /// `block_in_place` sections of tasks on this worker for which a spare thread was
+    /// started (blocking compensation).
+    pub compensated_blocks: u64,
+    /// `block_in_place` sections that ran without a spare: the limit was reached (or the
+    /// thread could not start, or the stepping core ran them).
+    pub uncompensated_blocks: u64,
 }
 
 impl WorkerMetrics {
@@ -37,6 +43,8 @@ impl WorkerMetrics {
         self.parks += o.parks;
         self.backoffs += o.backoffs;
         self.discarded += o.discarded;
+        self.compensated_blocks += o.compensated_blocks;
+        self.uncompensated_blocks += o.uncompensated_blocks;
     }
 }
 
@@ -74,6 +82,8 @@ pub(crate) struct WorkerCounters {
     pub(crate) parks: AtomicU64,
     pub(crate) backoffs: AtomicU64,
     pub(crate) discarded: AtomicU64,
+    pub(crate) compensated_blocks: AtomicU64,
+    pub(crate) uncompensated_blocks: AtomicU64,
 }
 
 /// Adds one to a counter. Relaxed: counters order nothing; they are read after the work they
@@ -92,6 +102,8 @@ impl WorkerCounters {
             parks: self.parks.load(Ordering::Relaxed),
             backoffs: self.backoffs.load(Ordering::Relaxed),
             discarded: self.discarded.load(Ordering::Relaxed),
+            compensated_blocks: self.compensated_blocks.load(Ordering::Relaxed),
+            uncompensated_blocks: self.uncompensated_blocks.load(Ordering::Relaxed),
         }
     }
 }

@@ -128,6 +128,23 @@ impl Sleep {
         }
     }
 
+    /// Wakes parking slot `w` if it is parked (a spare told to retire). Whoever changed
+    /// what `w` re-checks did so before this call, which takes the idle lock.
+    pub(crate) fn wake(&self, w: usize) {
+        let parked = {
+            let mut idle = self.idle.lock();
+            let parked = idle.position[w].is_some();
+            if parked {
+                idle.remove(w);
+                self.sleepers.fetch_sub(1, SeqCst);
+            }
+            parked
+        };
+        if parked {
+            self.notify(w, None);
+        }
+    }
+
     fn notify(&self, w: usize, hint: Option<usize>) {
         let slot = &self.slots[w];
         let mut s = slot.state.lock();

@@ -64,7 +64,7 @@ impl<D: DequeFamily> StepPool<D> {
     pub fn with_deque(workers: usize, steal_batch: usize) -> Result<Self, PoolBuildError> {
         let n = NonZeroUsize::new(workers).ok_or(PoolBuildError::NoWorkers)?;
         let b = NonZeroUsize::new(steal_batch).ok_or(PoolBuildError::ZeroStealBatch)?;
-        let (shared, locals) = build::<D>(n, b);
+        let (shared, locals) = build::<D>(n, b, 0);
         Ok(StepPool {
             shared,
             locals,
@@ -170,7 +170,7 @@ impl<D: DequeFamily> StepPool<D> {
     pub fn run(&mut self, worker: usize) -> Option<StepRun> {
         let task = self.current[worker].take()?;
         let id = task.id();
-        let panicked = self.locals[worker].run(&self.shared, task);
+        let panicked = self.locals[worker].run(&self.shared, None, task);
         Some(StepRun { task: id, panicked })
     }
 

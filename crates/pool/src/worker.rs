@@ -3,6 +3,7 @@
 use crate::engine::{Found, Local, Shared};
 use crate::sleep::Parked;
 use lockstep_deque::DequeFamily;
+use lockstep_sync::atomic::{AtomicBool, Ordering::SeqCst};
 use lockstep_sync::{Arc, thread};
 
 /// Failed rounds spent spinning or yielding before a worker parks. Under loom every extra
@@ -68,7 +69,7 @@ pub(crate) fn worker_main<D: DequeFamily>(shared: Arc<Shared<D>>, local: Local<D
     loop {
         match local.find_task(&shared, hint.take()) {
             Found::Task(task) => {
-                local.run(&shared, task);
+                local.run(&shared, Some(&shared), task);
                 backoff.reset();
                 continue;
             }
@@ -88,7 +89,7 @@ pub(crate) fn worker_main<D: DequeFamily>(shared: Arc<Shared<D>>, local: Local<D
         }
         // S3: register as idle, re-check home and the exit condition, then wait.
         let parked = shared.sleep.park(
-            local.index,
+            local.slot,
             || local.has_local_work(&shared) || shared.may_exit(),
             || shared.count_park(local.index),
         );
@@ -99,4 +100,49 @@ pub(crate) fn worker_main<D: DequeFamily>(shared: Arc<Shared<D>>, local: Local<D
     }
     // The drain check (rayon style): a worker only stops with its own deque empty.
     debug_assert!(local.deque_is_empty(), "worker exited with queued work");
+}
+
+/// The body of a spare thread (blocking compensation): a worker without an inbox, standing
+/// in for worker `local.index` until `released`, then draining its own deque and retiring.
+pub(crate) fn spare_main<D: DequeFamily>(
+    shared: Arc<Shared<D>>,
+    local: Local<D>,
+    released: Arc<AtomicBool>,
+) {
+    let mut backoff = Backoff::default();
+    let mut hint = None;
+    loop {
+        match local.find_task(&shared, hint.take()) {
+            Found::Task(task) => {
+                local.run(&shared, Some(&shared), task);
+                backoff.reset();
+                continue;
+            }
+            Found::Discarded(_) => continue,
+            Found::Retry => {
+                thread::yield_now();
+                continue;
+            }
+            Found::Empty => {}
+        }
+        // Its own deque is empty here (the search starts there).
+        if released.load(SeqCst) {
+            break;
+        }
+        if backoff.snooze() {
+            shared.count_backoff(local.index);
+            continue;
+        }
+        let parked = shared.sleep.park(
+            local.slot,
+            || local.has_local_work(&shared) || released.load(SeqCst),
+            || shared.count_park(local.index),
+        );
+        if let Parked::Woken(h) = parked {
+            hint = h;
+        }
+        backoff.reset();
+    }
+    debug_assert!(local.deque_is_empty(), "spare retired with queued work");
+    shared.spare_retired(local.slot);
 }
