@@ -17,7 +17,9 @@
 //! | `shuttle_children_spawned_while_shutdown_runs` | child spawns vs termination | 10,000 | 10,000 |
 //! | `shuttle_cancel_races_claim` | cancel vs claim | 10,000 | 10,000 |
 //! | `shuttle_submitters_race_parking_workers` | submit vs parking (lost wake-ups) | 10,000 | 10,000 |
-//! | `shuttle_steals_race_the_owner` | steals (single and batch) vs the owner's pops, linearizability-checked | 20,000 | 20,000 |
+//! | `shuttle_steals_race_the_owner` | steals (single and batch) vs the owner's pops, locked deque, linearizability-checked | 20,000 | 20,000 |
+//! | `shuttle_steals_race_the_owner_chase_lev` | the same on the Chase–Lev deque (exactly once, FIFO thief; its batch is one steal per task, so not one atomic step) | 20,000 | 20,000 |
+//! | `shuttle_single_steals_race_the_owner` | two single thieves vs the owner, on both deques, linearizability-checked | 10,000 + 10,000 | 10,000 + 10,000 |
 //! | `shuttle_pool_scenario_replays_deterministically` | (each schedule run twice) | 1,000 | — |
 //!
 //! About 10 s in release on the 2-core machine. A failing schedule is written to
@@ -489,10 +491,14 @@ where
 /// Steals vs the owner (B1.owner-lifo-thief-fifo, B2.remove-once), for deque family `D`:
 /// the owner pushes and pops while one thief steals single tasks and another steals batches
 /// into its own deque and pops them. Everything is recorded; afterwards both deques are
-/// drained (recorded too). Every pushed task must be taken exactly once, and the history must
-/// be linearizable against `DequeSpec` (LIFO owner, FIFO thieves, batches of
-/// `min(limit, ceil(len / 2))`).
-fn steals_race_the_owner<D: DequeFamily>() {
+/// drained (recorded too). Every pushed task must be taken exactly once, and the single
+/// thief's steals must come oldest first. With `ATOMIC_BATCH` (the locked deque, whose batch
+/// is one critical section) the history must also be linearizable against `DequeSpec` (LIFO
+/// owner, FIFO thieves, batches of `min(limit, ceil(len / 2))`); the Chase–Lev batch claims
+/// each task with its own CAS, so another thief's steal may fall between two of its tasks and
+/// the batch is not one atomic step (`shuttle_single_steals_race_the_owner` checks its steals
+/// for linearizability without batches).
+fn steals_race_the_owner<D: DequeFamily, const ATOMIC_BATCH: bool>() {
     let owner = D::Owner::<u32>::new();
     let rec = Arc::new(DequeRec::new());
     let single = {
@@ -546,6 +552,70 @@ fn steals_race_the_owner<D: DequeFamily>() {
         (1..=5).map(|x| (x, 1)).collect::<BTreeMap<_, _>>(),
         "every task taken exactly once"
     );
+    let mut single: Vec<_> = history.events().iter().filter(|e| e.thread == 1).collect();
+    single.sort_by_key(|e| e.inv);
+    let stolen: Vec<u32> = single
+        .iter()
+        .filter_map(|e| match e.ret {
+            DequeRet::Took(Some(x)) => Some(x),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        stolen.windows(2).all(|w| w[0] < w[1]),
+        "the single thief steals oldest first: {stolen:?}"
+    );
+    if ATOMIC_BATCH {
+        if let Err(failure) = lin::check(&DequeSpec, &Deques::default(), &history) {
+            panic!("{failure}");
+        }
+    }
+}
+
+/// Two single thieves vs the owner's pushes and pops, for deque family `D`; the history must
+/// be linearizable against `DequeSpec` and every task taken exactly once.
+fn single_steals_race_the_owner<D: DequeFamily>() {
+    let owner = D::Owner::<u32>::new();
+    let rec = Arc::new(DequeRec::new());
+    let thieves: Vec<_> = (1..=2)
+        .map(|t| {
+            let (s, rec) = (owner.stealer(), Arc::clone(&rec));
+            thread::spawn(move || {
+                for _ in 0..2 {
+                    rec.call(t, DequeOp::Steal, |_| took(s.steal()));
+                }
+            })
+        })
+        .collect();
+    let push = |x: u32| {
+        rec.call(0, DequeOp::Push(x), |_| {
+            owner.push(x);
+            DequeRet::Pushed
+        })
+    };
+    let pop = || rec.call(0, DequeOp::Pop, |_| DequeRet::Took(owner.pop()));
+    push(1);
+    push(2);
+    pop();
+    push(3);
+    push(4);
+    pop();
+    for t in thieves {
+        t.join().expect("thief");
+    }
+    while pop() != DequeRet::Took(None) {}
+    let history = rec.history();
+    let mut taken: BTreeMap<u32, usize> = BTreeMap::new();
+    for e in history.events() {
+        if let DequeRet::Took(Some(x)) = e.ret {
+            *taken.entry(x).or_default() += 1;
+        }
+    }
+    assert_eq!(
+        taken,
+        (1..=4).map(|x| (x, 1)).collect::<BTreeMap<_, _>>(),
+        "every task taken exactly once"
+    );
     if let Err(failure) = lin::check(&DequeSpec, &Deques::default(), &history) {
         panic!("{failure}");
     }
@@ -555,6 +625,20 @@ fn steals_race_the_owner<D: DequeFamily>() {
 fn shuttle_steals_race_the_owner() {
     shuttle_check!(
         Plan::both(20_000, 20_000, 3),
-        steals_race_the_owner::<Locked>
+        steals_race_the_owner::<Locked, true>
     );
+}
+
+#[test]
+fn shuttle_steals_race_the_owner_chase_lev() {
+    shuttle_check!(
+        Plan::both(20_000, 20_000, 3),
+        steals_race_the_owner::<ChaseLev, false>
+    );
+}
+
+#[test]
+fn shuttle_single_steals_race_the_owner() {
+    shuttle_check!(PLAN, single_steals_race_the_owner::<Locked>);
+    shuttle_check!(PLAN, single_steals_race_the_owner::<ChaseLev>);
 }

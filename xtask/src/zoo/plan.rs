@@ -166,6 +166,13 @@ pub const SUITES: &[Suite] = &[
         part: Part::Pool,
     },
     Suite {
+        name: "model_deque",
+        flavour: Flavour::Normal,
+        package: "lockstep-tests",
+        binary: Binary::Test("model_deque"),
+        part: Part::Pool,
+    },
+    Suite {
         name: "model_dag",
         flavour: Flavour::Normal,
         package: "lockstep-tests",
