@@ -110,12 +110,18 @@ start() {
     as_owner "$bindir/initdb" -D "$data" -U postgres --auth-local=trust --auth-host=scram-sha-256 \
         -E UTF8 --locale=C.UTF-8 >"$base/initdb.log" 2>&1 ||
         { cat "$base/initdb.log" >&2; rm -rf "$base"; die "initdb failed"; }
+    # pg_stat_statements (PostgreSQL's contrib, in Debian's server package) lets the
+    # benches count the statements each operation sends (docs/durable.md).
+    local preload=""
+    if [[ -e $bindir/../lib/pg_stat_statements.so ]]; then
+        preload="-c shared_preload_libraries=pg_stat_statements"
+    fi
     while :; do
         port=${LOCKSTEP_PG_PORT:-$((20000 + RANDOM % 30000))}
         tries=$((tries + 1))
         if ! port_busy "$port" &&
             as_owner "$bindir/pg_ctl" -D "$data" -l "$base/server.log" -w -t 60 \
-                -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$base -c synchronous_commit=off -c max_connections=200" \
+                -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$base -c synchronous_commit=off -c max_connections=200 $preload" \
                 start >/dev/null; then
             break
         fi
@@ -129,6 +135,12 @@ start() {
     as_owner "$bindir/psql" -X -q -v ON_ERROR_STOP=1 -h "$base" -p "$port" -U postgres -d postgres \
         -c "CREATE ROLE lockstep LOGIN CREATEDB PASSWORD 'lockstep'" \
         -c "CREATE DATABASE lockstep OWNER lockstep" >/dev/null
+    if [[ -n $preload ]]; then
+        as_owner "$bindir/psql" -X -q -v ON_ERROR_STOP=1 -h "$base" -p "$port" -U postgres -d lockstep \
+            -c "CREATE EXTENSION pg_stat_statements" \
+            -c "GRANT pg_read_all_stats TO lockstep" \
+            -c "GRANT EXECUTE ON FUNCTION pg_stat_statements_reset TO lockstep" >/dev/null
+    fi
     local url="postgres://lockstep:lockstep@127.0.0.1:$port/lockstep"
     mkdir -p "$(dirname "$state")"
     cat >"$state" <<EOF

@@ -117,7 +117,7 @@ RETURNS text LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE
         WHEN r.id IS NULL THEN 'unknown'
         WHEN r.generation <> p_generation THEN 'stale'
-        -- The fence: a claimed version accepts only its latest claim's (owner, epoch).
+        -- D.fencing: a claimed version accepts only its latest claim's (owner, epoch).
         WHEN r.lease_epoch IS NOT NULL
              AND (r.lease_epoch <> p_epoch OR r.lease_owner <> p_owner) THEN 'fenced'
         ELSE 'ok'
@@ -138,8 +138,9 @@ DECLARE
     v_expiry bigint;
     n bigint := 0;
 BEGIN
-    -- The linearization point: every write operation takes this row lock first, so claims
-    -- (and all other writes) apply one at a time and the limit below is exact.
+    -- D.pg-serial-writes, the linearization point: every write operation takes this row lock
+    -- first, so claims (and all other writes) apply one at a time and the limit below is
+    -- exact.
     SELECT * INTO st FROM @S@.lockstep_state WHERE one = 1 FOR UPDATE;
     IF st.closed THEN
         RAISE EXCEPTION 'the scheduler is closed' USING ERRCODE = 'LK001';
