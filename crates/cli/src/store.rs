@@ -21,7 +21,8 @@
 //! 4. runs `-j N` local workers ([`crate::worker`]) until every task is settled, then prints one
 //!    line per task that did not succeed and a summary from the store.
 //!
-//! A store is never closed by `run`, so that it can always be resumed. Tasks run
+//! A store is never closed by `run`, so that it can always be resumed. Ctrl-C ends the
+//! process like a crash: its running tasks are claimed again once their leases expire. Tasks run
 //! **at least once**: a task whose worker died is run again by another, so commands should be
 //! idempotent (SPEC A6).
 
