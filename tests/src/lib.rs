@@ -1,5 +1,7 @@
 //! Shared test machinery for Lockstep's integration tests (`tests/tests/`).
 //!
+//! - [`executor_check`]: checks a recorded run of the graph executor against the scheduler's
+//!   model (every task run once, never before its dependencies succeeded, the model's states);
 //! - [`lin`]: a linearizability checker (Wing & Gong's search with Lowe's memoisation) for
 //!   histories recorded from concurrent runs, generic over a [`lin::SequentialSpec`];
 //! - [`specs`]: the sequential specifications of Lockstep's concurrent objects (the scheduler
@@ -9,6 +11,7 @@
 //!   schedulers, writes a failing schedule to a file, and replays it
 //!   (`LOCKSTEP_SHUTTLE_REPLAY`); see `docs/verification.md`.
 
+pub mod executor_check;
 pub mod lin;
 pub mod specs;
 

@@ -231,6 +231,20 @@ pub const SUITES: &[Suite] = &[
         part: Part::Scheduler,
     },
     Suite {
+        name: "model_executor",
+        flavour: Flavour::Normal,
+        package: "lockstep-tests",
+        binary: Binary::Test("model_executor"),
+        part: Part::Scheduler,
+    },
+    Suite {
+        name: "shuttle_executor",
+        flavour: Flavour::Shuttle,
+        package: "lockstep-tests",
+        binary: Binary::Test("shuttle_executor"),
+        part: Part::Scheduler,
+    },
+    Suite {
         name: "shuttle_pool",
         flavour: Flavour::Shuttle,
         package: "lockstep-tests",
@@ -250,6 +264,13 @@ pub const SUITES: &[Suite] = &[
         package: "lockstep-tests",
         binary: Binary::Test("loom_deque"),
         part: Part::Pool,
+    },
+    Suite {
+        name: "loom_executor",
+        flavour: Flavour::Loom,
+        package: "lockstep-tests",
+        binary: Binary::Test("loom_executor"),
+        part: Part::Scheduler,
     },
 ];
 

@@ -424,9 +424,9 @@ impl<K: TaskKey> GraphRun<K> {
         let submitted = pool.spawn_detached(move |ctx| {
             for _ in 1..runners {
                 let sh2 = Arc::clone(&sh);
-                ctx.spawn_detached(move |ctx| sh2.root_runner(ctx));
+                ctx.spawn_detached(move |ctx| root_runner(&sh2, ctx));
             }
-            sh.root_runner(ctx);
+            root_runner(&sh, ctx);
         });
         match submitted {
             Ok(_) => Ok(()),
@@ -487,24 +487,6 @@ impl<K: TaskKey> Shared<K> {
         }
     }
 
-    /// A root runner: takes roots in input order until none is left.
-    fn root_runner(self: &Arc<Self>, ctx: &WorkerContext<'_>) {
-        let roots = self.graph.roots();
-        let mut settled = 0;
-        loop {
-            let r = self.next_root.fetch_add(1, Ordering::Relaxed);
-            let Some(&t) = roots.get(r) else { break };
-            settled += self.drive(t, ctx);
-        }
-        self.finish(settled);
-    }
-
-    /// The pool task of one spawned ready task.
-    fn spawned(self: &Arc<Self>, t: u32, ctx: &WorkerContext<'_>) {
-        let settled = self.drive(t, ctx);
-        self.finish(settled);
-    }
-
     /// Subtracts `settled` from the unsettled count; the subtraction that reaches zero wakes
     /// the waiters.
     fn finish(&self, settled: usize) {
@@ -516,44 +498,6 @@ impl<K: TaskKey> Shared<K> {
             *self.done.lock() = true;
             self.done_cv.notify_all();
         }
-    }
-
-    /// Decides, runs and releases `first`, then its continuations; returns how many tasks
-    /// this settled.
-    fn drive(self: &Arc<Self>, first: u32, ctx: &WorkerContext<'_>) -> usize {
-        let mut settled = 0;
-        let mut next = Some(first);
-        while let Some(t) = next.take() {
-            let Some(lost) = self.settle(t, ctx.worker_index()) else {
-                continue;
-            };
-            settled += 1;
-            if lost {
-                // Release: seen by every decider that acquires one of the decrements below.
-                self.lost_any.store(true, Ordering::Release);
-            }
-            let order = Ordering::AcqRel;
-            for &d in self.graph.dependents(t) {
-                // EXECUTOR.count-release: release (this task's writes and final state) and
-                // acquire (every earlier decrement's): the decrement reading 1 makes its
-                // worker the decider, after every dependency.
-                let before = self.count[d as usize].fetch_sub(1, order);
-                // SEEDED BUG (executor_double_push): released one dependency early.
-                let ready = before == 1 || (seeded_bug!("executor_double_push") && before == 2);
-                if !ready {
-                    continue;
-                }
-                if next.is_none() {
-                    next = Some(d); // the continuation: decided next on this worker
-                } else {
-                    // Onto this worker's own deque (no lock with the Chase–Lev deque),
-                    // where idle workers may steal it.
-                    let sh = Arc::clone(self);
-                    ctx.spawn_detached(move |ctx| sh.spawned(d, ctx));
-                }
-            }
-        }
-        settled
     }
 
     /// Decides task `t` (its count is zero) and runs it if it may run. Returns whether it
@@ -638,6 +582,63 @@ impl<K: TaskKey> Shared<K> {
         }
         None
     }
+}
+
+/// A root runner: takes roots in input order until none is left. (Free functions, not
+/// `self: &Arc<Self>` methods: under loom `Arc` is loom's, which cannot be a receiver.)
+fn root_runner<K: TaskKey>(sh: &Arc<Shared<K>>, ctx: &WorkerContext<'_>) {
+    let roots = sh.graph.roots();
+    let mut settled = 0;
+    loop {
+        let r = sh.next_root.fetch_add(1, Ordering::Relaxed);
+        let Some(&t) = roots.get(r) else { break };
+        settled += drive(sh, t, ctx);
+    }
+    sh.finish(settled);
+}
+
+/// The pool task of one spawned ready task.
+fn spawned<K: TaskKey>(sh: &Arc<Shared<K>>, t: u32, ctx: &WorkerContext<'_>) {
+    let settled = drive(sh, t, ctx);
+    sh.finish(settled);
+}
+
+/// Decides, runs and releases `first`, then its continuations; returns how many tasks
+/// this settled.
+fn drive<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_>) -> usize {
+    let mut settled = 0;
+    let mut next = Some(first);
+    while let Some(t) = next.take() {
+        let Some(lost) = sh.settle(t, ctx.worker_index()) else {
+            continue;
+        };
+        settled += 1;
+        if lost {
+            // Release: seen by every decider that acquires one of the decrements below.
+            sh.lost_any.store(true, Ordering::Release);
+        }
+        let order = Ordering::AcqRel;
+        for &d in sh.graph.dependents(t) {
+            // EXECUTOR.count-release: release (this task's writes and final state) and
+            // acquire (every earlier decrement's): the decrement reading 1 makes its
+            // worker the decider, after every dependency.
+            let before = sh.count[d as usize].fetch_sub(1, order);
+            // SEEDED BUG (executor_double_push): released one dependency early.
+            let ready = before == 1 || (seeded_bug!("executor_double_push") && before == 2);
+            if !ready {
+                continue;
+            }
+            if next.is_none() {
+                next = Some(d); // the continuation: decided next on this worker
+            } else {
+                // Onto this worker's own deque (no lock with the Chase–Lev deque),
+                // where idle workers may steal it.
+                let sh = Arc::clone(sh);
+                ctx.spawn_detached(move |ctx| spawned(&sh, d, ctx));
+            }
+        }
+    }
+    settled
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {

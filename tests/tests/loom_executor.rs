@@ -1,0 +1,138 @@
+//! Loom models of the graph executor on the production pool: every interleaving (up to the
+//! preemption bound) of tiny graphs, under the C11 memory model.
+//!
+//! Run:
+//! ```text
+//! LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom -C debug-assertions" \
+//!   CARGO_TARGET_DIR=target-loom cargo test -p lockstep-tests --test loom_executor --release
+//! ```
+//!
+//! What loom adds to shuttle here is the memory model: each task writes its own value with a
+//! `Relaxed` store, and each task reads its dependencies' values with `Relaxed` loads. Only
+//! the executor's orderings (the `AcqRel` decrement of the remaining count,
+//! `docs/executor.md`) make those writes visible; with a `Relaxed` decrement (the zoo bug
+//! `executor_relaxed_count`) loom finds an execution where a task reads a dependency's
+//! value before it was written. Histories are not recorded here: the history's lock would
+//! order the workers and hide exactly that.
+
+#![cfg(loom)]
+
+use std::sync::Arc as StdArc;
+
+use lockstep_dag::TaskState;
+use lockstep_dag::executor::{FrozenGraph, GraphRun, RunOutcome};
+use lockstep_pool::Pool;
+use lockstep_sync::Arc;
+use lockstep_sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+/// Runs `f` under loom (preemption bound 2 unless `LOOM_MAX_PREEMPTIONS` says otherwise) and
+/// checks that more than one execution was explored.
+fn model<F: Fn() + Sync + Send + 'static>(name: &str, f: F) {
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(2);
+    }
+    let executions = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let e = std::sync::Arc::clone(&executions);
+    b.check(move || {
+        e.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        f();
+    });
+    let n = executions.load(std::sync::atomic::Ordering::Relaxed);
+    eprintln!("{name}: {n} executions explored");
+    println!("lockstep-stats: executions={n} test={name}");
+    assert!(
+        n > 1,
+        "{name}: only one execution: the model has no concurrency"
+    );
+}
+
+/// Runs `deps` (task `t` depends on `deps[t]`) on a pool of `workers`. Task `t` first checks
+/// that it sees every dependency's value (`Relaxed` loads), then writes its own value
+/// `t + 1` (`Relaxed` store), then fails if `t` is in `failing`. Returns the outcome.
+fn run(
+    deps: &'static [&'static [u32]],
+    workers: usize,
+    failing: &'static [u32],
+) -> RunOutcome<u32> {
+    let graph = StdArc::new(
+        FrozenGraph::new(
+            deps.iter()
+                .enumerate()
+                .map(|(t, d)| (t as u32, d.iter().copied())),
+        )
+        .expect("valid graph"),
+    );
+    let values: Arc<Vec<AtomicUsize>> =
+        Arc::new((0..deps.len()).map(|_| AtomicUsize::new(0)).collect());
+    let pool = Pool::new(workers).expect("pool");
+    let v = Arc::clone(&values);
+    let run = GraphRun::new(graph, move |ctx| {
+        let t = ctx.index();
+        for &d in deps[t as usize] {
+            let seen = v[d as usize].load(Relaxed);
+            if seen != d as usize + 1 {
+                return Err(format!(
+                    "task {t} read {seen} from dependency {d}: its write is not visible"
+                ));
+            }
+        }
+        v[t as usize].store(t as usize + 1, Relaxed);
+        if failing.contains(&t) {
+            Err(format!("t{t} failed"))
+        } else {
+            Ok(())
+        }
+    });
+    run.start(&pool).expect("start");
+    let out = run.wait();
+    drop(run);
+    drop(pool);
+    out
+}
+
+fn states(out: &RunOutcome<u32>) -> Vec<TaskState> {
+    (0..out.len() as u32).map(|t| out.state(t)).collect()
+}
+
+fn errors(out: &RunOutcome<u32>) -> Vec<String> {
+    (0..out.len() as u32)
+        .filter_map(|t| out.error(t).map(str::to_owned))
+        .collect()
+}
+
+/// The diamond on two workers: b and c may run on different workers; d, released by the
+/// later of them, sees both their writes.
+#[test]
+fn loom_diamond_join_sees_both_dependencies() {
+    model("loom_diamond_join_sees_both_dependencies", || {
+        let out = run(&[&[], &[0], &[0], &[1, 2]], 2, &[]);
+        assert!(out.all_succeeded(), "{:?} {:?}", states(&out), errors(&out));
+    });
+}
+
+/// A chain of three on two workers: each link sees the previous one's write.
+#[test]
+fn loom_chain_of_three() {
+    model("loom_chain_of_three", || {
+        let out = run(&[&[], &[0], &[1]], 2, &[]);
+        assert!(out.all_succeeded(), "{:?} {:?}", states(&out), errors(&out));
+    });
+}
+
+/// a; b (fails) and c after a; d after b: d is blocked by b, c succeeds, whatever the
+/// interleaving.
+#[test]
+fn loom_fork_with_a_failure() {
+    model("loom_fork_with_a_failure", || {
+        let out = run(&[&[], &[0], &[0], &[1]], 2, &[1]);
+        use TaskState::*;
+        assert_eq!(
+            states(&out),
+            [Succeeded, Failed, Succeeded, Blocked],
+            "{:?}",
+            errors(&out)
+        );
+        assert_eq!(out.cause_index(3), Some(1));
+    });
+}

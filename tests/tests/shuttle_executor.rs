@@ -1,0 +1,145 @@
+//! Shuttle: randomised and PCT schedules of the graph executor on the production pool, on
+//! small graphs (a diamond, a chain, a fork with a failure, a cancel racing the run),
+//! 10,000 random and 10,000 PCT schedules each (about 10 s in all in release).
+//!
+//! Run:
+//! ```text
+//! RUSTFLAGS="--cfg shuttle" CARGO_TARGET_DIR=target-shuttle \
+//!   cargo test -p lockstep-tests --release --test shuttle_executor
+//! ```
+//!
+//! Every run records its history, and `lockstep_tests::executor_check::check` replays it into
+//! the scheduler's model: each task started or skipped exactly once, never started before
+//! all its dependencies succeeded, the model's final states and errors, the documented
+//! cause of every blocked task. Shuttle treats atomics as SeqCst, so these tests look for
+//! logic races (a task released early or twice, a lost release, a cancel that both wins and
+//! loses); memory-ordering bugs are loom's (`loom_executor.rs`).
+
+#![cfg(shuttle)]
+
+use std::sync::Arc as StdArc;
+use std::sync::atomic::{AtomicUsize as StdAtomicUsize, Ordering::Relaxed as StdRelaxed};
+
+use lockstep_dag::TaskState;
+use lockstep_dag::executor::{FrozenGraph, GraphRun, RunCancel};
+use lockstep_pool::Pool;
+use lockstep_sync::thread;
+use lockstep_tests::executor_check::{Body, Case, check};
+use lockstep_tests::shuttle_check;
+use lockstep_tests::shuttle_run::Plan;
+
+/// How often the racing cancel answered `Cancelled`, `Requested`, `AlreadyTerminal` (over
+/// every schedule of the test; plain std counters, outside shuttle's control).
+static ANSWERS: [StdAtomicUsize; 3] = [
+    StdAtomicUsize::new(0),
+    StdAtomicUsize::new(0),
+    StdAtomicUsize::new(0),
+];
+
+/// Random and PCT schedules of each test.
+const PLAN: Plan = Plan::both(10_000, 10_000, 3);
+
+fn case(deps: &[&[u32]], bodies: &[Body]) -> Case {
+    Case {
+        deps: deps.iter().map(|d| d.to_vec()).collect(),
+        bodies: bodies.to_vec(),
+        cancelled: Vec::new(),
+    }
+}
+
+/// Runs `case` on a pool of `workers` with a recorded history and checks it; if `race` is
+/// given, another thread cancels that task while the run goes on.
+fn run_checked(mut case: Case, workers: usize, race: Option<u32>) {
+    let graph = StdArc::new(FrozenGraph::new(case.tasks()).expect("valid graph"));
+    let pool = Pool::new(workers).expect("pool");
+    let bodies = case.bodies.clone();
+    let run = GraphRun::record_history(graph, move |ctx| {
+        bodies[ctx.index() as usize].run(ctx.index())
+    });
+    run.start(&pool).expect("start");
+    let canceller = race.map(|t| {
+        let r = run.clone();
+        thread::spawn(move || (t, r.cancel_index(t)))
+    });
+    let out = run.wait();
+    if let Some(h) = canceller {
+        let (t, answer) = h.join().expect("canceller");
+        let state = out.state(t);
+        match answer {
+            // Cancelled while pending: the same as a cancel before the start, for the model.
+            RunCancel::Cancelled => {
+                ANSWERS[0].fetch_add(1, StdRelaxed);
+                assert_eq!(state, TaskState::Cancelled);
+                case.cancelled.push(t);
+            }
+            RunCancel::Requested => {
+                ANSWERS[1].fetch_add(1, StdRelaxed);
+                assert!(matches!(state, TaskState::Succeeded | TaskState::Failed));
+            }
+            RunCancel::AlreadyTerminal(s) => {
+                ANSWERS[2].fetch_add(1, StdRelaxed);
+                assert_eq!(s, state);
+            }
+        }
+    }
+    drop(pool);
+    if let Err(e) = check(&case, &out) {
+        panic!("{e}");
+    }
+}
+
+/// a; b and c after a; d after b and c: d is released once, by the later of b and c.
+fn diamond() {
+    use Body::Succeed as S;
+    run_checked(case(&[&[], &[0], &[0], &[1, 2]], &[S, S, S, S]), 2, None);
+}
+
+#[test]
+fn shuttle_diamond_releases_the_join_once() {
+    shuttle_check!(PLAN, diamond);
+}
+
+/// A chain of four on two workers: each link runs after the previous one.
+fn chain() {
+    use Body::Succeed as S;
+    run_checked(case(&[&[], &[0], &[1], &[2]], &[S, S, S, S]), 2, None);
+}
+
+#[test]
+fn shuttle_chain_runs_in_order() {
+    shuttle_check!(PLAN, chain);
+}
+
+/// a; b (fails) and c after a; d after b; e after c and d (c listed first): d and e blocked
+/// with cause b, c succeeds.
+fn fork_with_a_failure() {
+    use Body::{Fail as F, Succeed as S};
+    run_checked(
+        case(&[&[], &[0], &[0], &[1], &[2, 3]], &[S, F, S, S, S]),
+        2,
+        None,
+    );
+}
+
+#[test]
+fn shuttle_fork_with_a_failure_blocks_its_side() {
+    shuttle_check!(PLAN, fork_with_a_failure);
+}
+
+/// The diamond while another thread cancels b: a cancel that answers `Cancelled` wins (b
+/// never runs, d is blocked by b); one that answers `Requested` finds b running.
+fn cancel_races_the_run() {
+    use Body::Succeed as S;
+    run_checked(case(&[&[], &[0], &[0], &[1, 2]], &[S, S, S, S]), 2, Some(1));
+}
+
+#[test]
+fn shuttle_cancel_races_the_run() {
+    shuttle_check!(PLAN, cancel_races_the_run);
+    let answers: Vec<usize> = ANSWERS.iter().map(|a| a.load(StdRelaxed)).collect();
+    eprintln!("cancel answers (cancelled, requested, already terminal): {answers:?}");
+    assert!(
+        answers.iter().all(|&n| n > 0),
+        "every answer of the race was reached: {answers:?}"
+    );
+}
