@@ -1,0 +1,134 @@
+//! `lockstep run --store` and `lockstep worker`: resuming after a failure, and bad input.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use lockstep_cli::store::StoreSpec;
+use lockstep_durable::{Generation, TaskState};
+
+fn lockstep() -> Command {
+    Command::cargo_bin("lockstep").expect("the lockstep binary")
+}
+
+fn write_graph(dir: &Path) -> std::path::PathBuf {
+    let file = dir.join("g.toml");
+    std::fs::write(
+        &file,
+        r#"
+[[task]]
+id = "a"
+command = "echo a"
+
+[[task]]
+id = "b"
+command = "test -e ok || { echo not yet; exit 3; }"
+deps = ["a"]
+
+[[task]]
+id = "c"
+command = "echo c"
+deps = ["b"]
+
+[[task]]
+id = "d"
+command = "echo d"
+"#,
+    )
+    .unwrap();
+    file
+}
+
+/// A run with a failure records it; the rerun keeps what succeeded, gives the failed and the
+/// blocked task new generations, says so, and succeeds.
+#[test]
+fn store_run_resumes_failed_and_blocked_tasks_as_new_generations() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_graph(dir.path());
+    let store = format!("sqlite:{}", dir.path().join("run.lockstep").display());
+    let first = lockstep()
+        .current_dir(dir.path())
+        .args(["run"])
+        .arg(&file)
+        .args(["--store", &store, "-j", "2"])
+        .assert()
+        .code(1);
+    let out = String::from_utf8_lossy(&first.get_output().stdout).to_string();
+    assert!(out.contains("new run of 4 task(s)"), "{out}");
+    assert!(out.contains("failed: b: exit status 3"), "{out}");
+    assert!(out.contains("blocked: c (cause: b failed)"), "{out}");
+    assert!(
+        out.contains("summary: 2 succeeded, 1 failed, 1 blocked"),
+        "{out}"
+    );
+
+    std::fs::write(dir.path().join("ok"), "").unwrap();
+    let second = lockstep()
+        .current_dir(dir.path())
+        .args(["run"])
+        .arg(&file)
+        .args(["--store", &store, "-j", "2"])
+        .assert()
+        .success();
+    let out = String::from_utf8_lossy(&second.get_output().stdout).to_string();
+    assert!(
+        out.contains("resumed:")
+            && out.contains("2 succeeded task(s) kept")
+            && out.contains("1 blocked, 1 failed resubmitted as new generations"),
+        "{out}"
+    );
+    assert!(out.contains("summary: 4 succeeded"), "{out}");
+    assert!(!out.contains("[a] a"), "a was kept, not run again: {out}");
+
+    let spec: StoreSpec = store.parse().unwrap();
+    let mut s = spec.open(None).unwrap();
+    for (id, g) in [("a", 1), ("b", 2), ("c", 2), ("d", 1)] {
+        let st = s.status(id).unwrap().unwrap();
+        assert_eq!(
+            (id, st.state, st.generation),
+            (id, TaskState::Succeeded, Generation(g))
+        );
+    }
+}
+
+#[test]
+fn store_options_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_graph(dir.path());
+    lockstep()
+        .args(["run"])
+        .arg(&file)
+        .args(["--store", "mysql://x"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "expected sqlite:PATH or postgres://",
+        ));
+    // A worker needs an existing store.
+    let missing = format!("sqlite:{}", dir.path().join("none.lockstep").display());
+    lockstep()
+        .args(["worker", "--store", &missing])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("unavailable"));
+    // --store with --dry-run makes no sense.
+    lockstep()
+        .args(["run"])
+        .arg(&file)
+        .args(["--store", &missing, "--dry-run"])
+        .assert()
+        .code(2);
+    assert!(!dir.path().join("none.lockstep").exists());
+}
+
+#[test]
+fn store_specs_parse_and_hide_passwords() {
+    let s: StoreSpec = "postgres://me:secret@db:5432/jobs#runs".parse().unwrap();
+    assert_eq!(s.to_string(), "postgres://...@db:5432/jobs#runs");
+    assert!(!s.to_string().contains("secret"));
+    assert_eq!(
+        "sqlite:x.db".parse::<StoreSpec>().unwrap(),
+        StoreSpec::Sqlite("x.db".into())
+    );
+    assert!("sqlite:".parse::<StoreSpec>().is_err());
+    assert!("x.db".parse::<StoreSpec>().is_err());
+}
