@@ -420,3 +420,51 @@ fn crash_scheduler_postgres_restarted_run_resumes() {
         restarted_scheduler_resumes(&place);
     }
 }
+
+/// A task that runs for several lease durations keeps its lease through the worker's
+/// heartbeat renewals: a second worker polling the same store never claims it again, and it
+/// runs exactly once.
+fn heartbeat_keeps_a_long_task(place: &Place) {
+    let dir = place.dir().to_path_buf();
+    let log = dir.join("runs.log");
+    let mut store = place.create(2);
+    let long = task(
+        "long",
+        &[],
+        Some(format!("echo long >> '{}'; sleep 2.5", log.display())),
+    );
+    assert!(store.submit(&[long]).unwrap().iter().all(Result::is_ok));
+    store.start().unwrap();
+    let spawn = || {
+        lockstep()
+            .args(["worker", "--store", &place.arg(), "--lease-ms", "1000"])
+            .args(["--poll-ms", "20"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start lockstep worker")
+    };
+    let (mut a, mut b) = (spawn(), spawn());
+    for (w, what) in [(&mut a, "worker a"), (&mut b, "worker b")] {
+        assert!(wait_exit(w, what).success(), "{what}");
+    }
+    let l = store.lease("long").unwrap().unwrap();
+    assert_eq!(l.attempt, 1, "the lease was never lost: {l:?}");
+    assert_eq!(runs(&dir, "long"), 1);
+    assert_eq!(
+        store.status("long").unwrap().unwrap().state,
+        TaskState::Succeeded
+    );
+}
+
+#[test]
+fn crash_heartbeat_sqlite_keeps_a_long_task() {
+    heartbeat_keeps_a_long_task(&Place::sqlite());
+}
+
+#[test]
+fn crash_heartbeat_postgres_keeps_a_long_task() {
+    if let Some(place) = Place::postgres() {
+        heartbeat_keeps_a_long_task(&place);
+    }
+}
