@@ -38,8 +38,8 @@ use rayon::prelude::*;
 
 use shapes::Shape;
 
-/// The deque family the executor's pool uses.
-type Family = lockstep_pool::Locked;
+/// The deque family the executor's pool uses (the Chase–Lev deque: spawns take no lock).
+type Family = lockstep_pool::ChaseLev;
 
 fn pull(shape: &Shape) -> usize {
     let s: TaskScheduler<u32> = TaskScheduler::new(usize::MAX);

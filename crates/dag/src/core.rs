@@ -123,6 +123,9 @@ pub(crate) struct Core<K, P> {
     /// Versions and reverse edges looked at by callbacks (`complete`, `fail`, `cancel`), for
     /// [`crate::SchedulerStats`]: a whole run keeps it within V + E (A7).
     visits: u64,
+    /// Callers inside `wait_idle`: callbacks notify the condition variable only when one is
+    /// waiting (a notify is a system call even with no waiter).
+    pub(crate) idle_waiters: usize,
 }
 
 /// Moves `ver` to state `to`, keeping the per-state counts exact.
@@ -224,6 +227,7 @@ impl<K: TaskKey, P> Core<K, P> {
             started: false,
             closed: false,
             visits: 0,
+            idle_waiters: 0,
         }
     }
 

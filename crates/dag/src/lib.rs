@@ -358,7 +358,7 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
     ) -> Result<CallbackOutcome, SchedulerError<K>> {
         let mut core = self.lock();
         let result = core.complete(id, generation);
-        let idle = core.running() == 0;
+        let idle = core.running() == 0 && core.idle_waiters > 0;
         drop(core);
         if idle && matches!(result, Ok(CallbackOutcome::Applied(_))) {
             self.idle.notify_all();
@@ -392,7 +392,7 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
         let mut garbage = Vec::new();
         let mut core = self.lock();
         let result = core.fail(id, generation, error, &mut garbage);
-        let idle = core.running() == 0;
+        let idle = core.running() == 0 && core.idle_waiters > 0;
         drop(core);
         drop(garbage);
         if idle && matches!(result, Ok(CallbackOutcome::Applied(_))) {
@@ -458,21 +458,26 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
     pub fn wait_idle(&self, timeout: Option<Duration>) -> bool {
         let started = time::Instant::now();
         let mut core = self.lock();
-        loop {
+        // Registered under the lock, so a callback that empties the running set in a later
+        // critical section sees this waiter and notifies (no lost wake-up).
+        core.idle_waiters += 1;
+        let idle = loop {
             if core.running() == 0 {
-                return true;
+                break true;
             }
             match timeout {
                 None => core = self.idle.wait(core),
                 Some(limit) => {
                     let elapsed = started.elapsed();
                     if elapsed >= limit {
-                        return false;
+                        break false;
                     }
                     core = self.idle.wait_timeout(core, limit - elapsed).0;
                 }
             }
-        }
+        };
+        core.idle_waiters -= 1;
+        idle
     }
 
     /// Everything observable about the current version of `id`, or `None` for an id never

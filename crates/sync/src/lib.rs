@@ -319,6 +319,10 @@ pub const BUGS: &[(&str, &str)] = &[
     ),
     // The graph executor (`lockstep_dag::executor`).
     (
+        "executor_relaxed_count",
+        "executor: dependents' remaining counts are decremented with Relaxed, so a task may run without seeing its dependencies' writes",
+    ),
+    (
         "executor_double_push",
         "executor: a dependent is released when its count reaches one instead of zero, before its last dependency settled",
     ),

@@ -301,6 +301,7 @@ pub const PLANS: &[BugPlan] = &[
     plan("stale_edges", Part::Scheduler, "unit_dag"),
     plan("double_release", Part::Scheduler, "unit_dag"),
     plan("claim_two_sections", Part::Scheduler, "shuttle_dag"),
+    plan("executor_relaxed_count", Part::Scheduler, "loom_executor"),
     plan("executor_double_push", Part::Scheduler, "unit_dag"),
     plan("global_queue", Part::Pool, "unit_pool"),
     plan("check_then_pop", Part::Pool, "loom_pool"),

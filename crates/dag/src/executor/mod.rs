@@ -617,7 +617,12 @@ fn drive<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_>) -
             // Release: seen by every decider that acquires one of the decrements below.
             sh.lost_any.store(true, Ordering::Release);
         }
-        let order = Ordering::AcqRel;
+        // SEEDED BUG (executor_relaxed_count): the decrement orders nothing.
+        let order = if seeded_bug!("executor_relaxed_count") {
+            Ordering::Relaxed
+        } else {
+            Ordering::AcqRel
+        };
         for &d in sh.graph.dependents(t) {
             // EXECUTOR.count-release: release (this task's writes and final state) and
             // acquire (every earlier decrement's): the decrement reading 1 makes its
