@@ -62,7 +62,9 @@
 //! A pool stores its own private task type, so it cannot be generic over one concrete deque
 //! type; it is generic over a [`DequeFamily`], which names a deque for every element type.
 //! [`Locked`] is the baseline family; [`ChaseLev`] is the lock-free Chase–Lev deque with the
-//! weak-memory orderings of Lê et al. (PPoPP 2013), documented in [`chase_lev`].
+//! weak-memory orderings of Lê et al. (PPoPP 2013), documented in [`chase_lev`] and, for a
+//! learner, in `docs/deque.md` (the algorithm, the orderings, the reclamation of old buffers,
+//! and the loom model that checks each race).
 //!
 //! All synchronisation comes from `lockstep_sync`, so these deques build under `--cfg loom`
 //! and `--cfg shuttle` and the checkers see every lock.
