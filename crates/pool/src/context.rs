@@ -1,7 +1,7 @@
 //! What a running task sees of its worker: its index and the right to spawn children.
 
 use crate::engine::Compensation;
-use crate::handle::{JoinHandle, Task, TaskId, new_detached, new_join, new_task};
+use crate::handle::{JoinHandle, Task, TaskId, join_key, new_detached, new_join, new_task};
 use lockstep_contract::PoolError;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
@@ -202,7 +202,7 @@ impl WorkerContext<'_> {
         RB: Send + 'static,
     {
         let (slot, task) = new_join(b);
-        let key = slot.key();
+        let key = join_key(&slot);
         self.sink.push_child(task);
         let ra = catch_unwind(AssertUnwindSafe(|| a(self)));
         // Take `b` back: everything above it on this deque was pushed by `a`.

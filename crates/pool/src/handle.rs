@@ -322,11 +322,12 @@ impl<B, R> JoinSlot<B, R> {
             _ => None,
         }
     }
+}
 
-    /// The key the joiner recognises its task by.
-    pub(crate) fn key(self: &Arc<Self>) -> usize {
-        Arc::as_ptr(self) as *const () as usize
-    }
+/// The key a joiner recognises its queued half by: the slot's address. (A free function:
+/// under loom `Arc` is loom's, which cannot be a method receiver.)
+pub(crate) fn join_key<B, R>(slot: &Arc<JoinSlot<B, R>>) -> usize {
+    Arc::as_ptr(slot) as *const () as usize
 }
 
 /// The queued second half of a `join`.
@@ -362,7 +363,7 @@ where
     }
 
     fn join_key(&self) -> usize {
-        self.0.key()
+        join_key(&self.0)
     }
 }
 
