@@ -481,6 +481,7 @@ impl<K: TaskKey> fmt::Debug for GraphRun<K> {
 }
 
 impl<K: TaskKey> Shared<K> {
+    #[inline]
     fn record(&self, event: ExecEvent) {
         if let Some(h) = &self.history {
             h.lock().push(event);
