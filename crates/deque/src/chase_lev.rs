@@ -25,23 +25,26 @@
 //! | where | access | ordering | why |
 //! |---|---|---|---|
 //! | `push` | load `bottom` | Relaxed | only the owner writes it |
-//! | `push` | load `top` | Acquire | pairs with the thieves' CAS: a claimed slot's read (and the thief's `readers` increment) happens before the owner reuses the slot |
+//! | `push` | load `top` | Acquire | the paper's acquire load: synchronises with the thieves' CAS |
+//! | `push` | load slot's `read_out` | Acquire | pairs with the winning thief's Release stamp: its read of the previous occupant happens before this write |
 //! | `push` | write slot | plain (`UnsafeCell`) | the paper's relaxed buffer store; published by the next fence |
 //! | `push` | `fence` | Release | the paper's `thread_fence(release)` before the `bottom` store: a thief that reads this (or any later) `bottom` sees the slot |
 //! | `push` | store `bottom` | Relaxed | published by the fence above |
+//! | `resize` | load `top` | Acquire | which copies are already claimed (through older buffers) and can be marked read out |
 //! | `resize` | store `buffer` | Release | a thief that loads the new buffer sees the copied slots |
 //! | `pop` | load `bottom`, store `bottom - 1` | Relaxed | owner-only variable; ordered by the next fence |
 //! | `pop` | `fence` | **SeqCst** | the paper's `thread_fence(seq_cst)` in `take`: the `bottom` store and the `top` load cannot be reordered, and this fence is ordered with every thief's fence, so owner and thief cannot both miss each other's claim on the last task |
 //! | `pop` | load `top` | Relaxed | ordered by the fence |
 //! | `pop` | CAS `top` (last task) | SeqCst / Relaxed | the paper's `compare_exchange_strong(seq_cst, relaxed)`: the single claim that the last task's race turns on |
 //! | `pop` | restore `bottom` | Relaxed | owner-only |
+//! | `pop` | store `read_out` | Relaxed | only the owner reads its own stamp back |
 //! | `steal` | load `top` | Acquire | the paper's acquire load: synchronises with the previous claimer's CAS |
 //! | `steal` | `fence` | **SeqCst** | the paper's `thread_fence(seq_cst)` between the `top` and `bottom` loads; pairs with `pop`'s fence |
 //! | `steal` | load `bottom` | Acquire | synchronises with `push`'s release fence: the slot of index `top` was written |
 //! | `steal` | load `buffer` | Acquire | the paper's consume load; pairs with `resize`'s release store |
-//! | `steal` | `readers += 1` | Relaxed | released by the CAS that follows (see reclamation) |
 //! | `steal` | CAS `top` | SeqCst / Relaxed | the paper's CAS: the claim (linearization point) |
-//! | `steal` | `readers -= 1` | Release | after the read; pairs with `push`'s Acquire load of `readers` |
+//! | `steal` | store `read_out = t` | Release | after the read (a plain store); pairs with `push`'s Acquire load |
+//! | `steal` | load `buffer`, `fetch_max(read_out)` | Acquire / Release | only if the owner replaced the buffer meanwhile: stamp the current buffer too |
 //!
 //! loom models SeqCst *accesses* as AcqRel; the paper's SeqCst *fences* are explicit
 //! `fence(SeqCst)` calls here, which loom models exactly, so the argument is checkable.
@@ -55,19 +58,22 @@
 //! atomics. Here a thief reads the slot **only after its CAS has won**, with `ptr::read`, so a
 //! lost race never touches the task (no drop, no copy). For that order to be safe, the owner
 //! must not overwrite a slot that a winning thief has not read yet. Each slot therefore
-//! carries a `readers` count: a thief increments it before its CAS and decrements it after
-//! its read; the owner, before writing a slot, loads the count and, if it is not zero, grows
-//! the buffer instead of reusing the slot. The argument: the owner only writes index `b`
-//! into the slot of index `b - cap` when it has read `top > b - cap`; if a thief claimed
-//! `b - cap`, that `top` value is its CAS or a later one, and the Acquire load of `top`
-//! synchronises with the thief's (release) CAS, so its earlier increment is visible. If no
-//! thief won `b - cap`, any thief that increments later fails its CAS and never reads.
+//! carries a `read_out` stamp: the highest index known to have been read out of it. The
+//! winner of index `t` (a thief, or the owner's pop) stores `t` there after its read, with a
+//! plain Release store; the owner writes index `b` only when the stamp is at least `b - cap`
+//! (the slot's previous occupant has left), and otherwise grows the buffer. A new buffer's
+//! stamps start as "free" for fresh slots, "read out" for copies of tasks already claimed
+//! when it is published (they can only be read from older buffers), and "not yet" for the
+//! other copies. A thief that read task `t` from a buffer the owner has since replaced also
+//! stamps `t` into the current buffer (`fetch_max`), so that the copy there does not hold up
+//! the owner. Stamps only ever state "index `i` was read out", and each write of a slot waits
+//! for its previous occupant's stamp, so a stamp at least `b - cap` proves `b - cap` left.
 //!
 //! # Reclamation of old buffers
 //!
 //! A thief may load the buffer pointer, be preempted while the owner grows, and then read a
-//! slot of the old buffer (this is the race of RUSTSEC-2021-0093 in crossbeam-deque, where the
-//! old buffer could also hold a *stale* task after a shrink). Here:
+//! slot of the old buffer (the situation of RUSTSEC-2021-0093 in crossbeam-deque, see
+//! `docs/deque.md`). Here:
 //!
 //! * an old buffer is **never freed while the deque lives**: the new buffer owns it (a chain
 //!   `prev`), and the chain is freed when the last owner or thief handle drops;
@@ -79,18 +85,21 @@
 //! Memory bound: growth doubles, so the retired buffers hold fewer slots than the current
 //! one; all buffers together are less than twice the current buffer. The current buffer is
 //! at most twice the largest number of tasks ever held (or the initial capacity), plus one
-//! doubling for each time a push found a thief preempted inside its few-instruction claim
-//! window on exactly the slot to be reused.
+//! doubling for each time a push found the previous occupant of its slot claimed and not yet
+//! read (a thief preempted between its CAS and its stamp), or a copy that a thief claimed
+//! through an older buffer in the few instructions between a growth's `top` load and its
+//! publication and stamped only there.
 //!
 //! # Costs
 //!
 //! `push` O(1) amortised (a growth copies the live tasks, O(len)); `pop` and `steal` O(1);
 //! `steal_batch_and_pop` O(batch), one CAS per task; space: see the bound above, plus one
-//! `usize` per slot for `readers`.
+//! `isize` per slot for `read_out`. A steal costs one SeqCst fence, one CAS and one plain
+//! store (no other read-modify-write).
 
 use crate::{DequeFamily, Owner, Steal, Thief};
 use lockstep_sync::Arc;
-use lockstep_sync::atomic::{AtomicIsize, AtomicPtr, AtomicUsize, Ordering, fence};
+use lockstep_sync::atomic::{AtomicIsize, AtomicPtr, Ordering, fence};
 use lockstep_sync::cell::UnsafeCell;
 use std::cell::Cell;
 use std::fmt;
@@ -130,7 +139,11 @@ impl DequeFamily for ChaseLev {
 /// their claim attempt and their read.
 struct Slot<T> {
     task: UnsafeCell<MaybeUninit<T>>,
-    readers: AtomicUsize,
+    /// The highest index known to have been read out of this slot (by the thief whose CAS
+    /// won it, or by the owner's pop); for a slot that has held no task of this buffer, a
+    /// value at least as high as its first index minus `cap`. The owner writes index `b` into
+    /// the slot only when `read_out >= b - cap`: the previous occupant has left.
+    read_out: AtomicIsize,
 }
 
 /// A circular buffer of `mask + 1` slots (a power of two) and the buffers it replaced.
@@ -145,12 +158,13 @@ struct Buffer<T> {
 }
 
 impl<T> Buffer<T> {
-    fn new(cap: usize, prev: *mut Buffer<T>) -> Box<Self> {
+    /// A buffer of `cap` slots, every one free for the indices from `first` on.
+    fn new(cap: usize, prev: *mut Buffer<T>, first: isize) -> Box<Self> {
         debug_assert!(cap.is_power_of_two());
         let slots = (0..cap)
             .map(|_| Slot {
                 task: UnsafeCell::new(MaybeUninit::uninit()),
-                readers: AtomicUsize::new(0),
+                read_out: AtomicIsize::new(first.wrapping_sub(1)),
             })
             .collect();
         Box::new(Buffer {
@@ -162,6 +176,13 @@ impl<T> Buffer<T> {
 
     fn cap(&self) -> usize {
         self.mask + 1
+    }
+
+    /// The owner has read index `b` out of slot `b`: stamp it, so that a later push of
+    /// `b + cap` may reuse the slot. Relaxed: only the owner reads this stamp back (and any
+    /// thief's stamp on this slot is of an older index and ordered before it, see `push`).
+    fn read_out(&self, b: isize) {
+        self.slot(b).read_out.store(b, Ordering::Relaxed);
     }
 
     fn slot(&self, index: isize) -> &Slot<T> {
@@ -198,7 +219,7 @@ impl<T> Inner<T> {
         Inner {
             top: AtomicIsize::new(0),
             bottom: AtomicIsize::new(0),
-            buffer: AtomicPtr::new(Box::into_raw(Buffer::new(cap, ptr::null_mut()))),
+            buffer: AtomicPtr::new(Box::into_raw(Buffer::new(cap, ptr::null_mut(), 0))),
             _owns: PhantomData,
         }
     }
@@ -240,9 +261,6 @@ impl<T> Inner<T> {
         // `grow`: the copies in a new buffer are visible.
         let buffer = self.load_buffer(Ordering::Acquire);
         let slot = buffer.slot(t);
-        // Announce the read before the claim. Relaxed: it is published by our CAS below (a
-        // release), which is what the owner acquires before it reuses a slot.
-        slot.readers.fetch_add(1, Ordering::Relaxed);
         // steal: `compare_exchange_strong(&top, &t, t + 1, seq_cst, relaxed)`.
         // LINEARIZATION POINT (B2.remove-once): the CAS that moves `top` past `t` is the one
         // step that gives task `t` to this thief; no other pop or steal can win index `t`.
@@ -254,16 +272,31 @@ impl<T> Inner<T> {
             // SAFETY: our CAS won index `t`, so task `t` is initialised in slot `t` of
             // `buffer` (it was written before the `bottom` we read, and copied into every
             // later buffer; old buffers are never written again) and belongs to us alone.
-            // The owner does not overwrite this slot while `readers > 0` (module docs).
+            // The owner does not overwrite this slot before we stamp `read_out` below.
             let task = slot.task.with(|p| unsafe { ptr::read(p).assume_init() });
+            // After the read, a plain store (no read-modify-write on this path). Release:
+            // pairs with the Acquire load of `read_out` in `push`, so our read happens before
+            // the owner's next write of this slot. Monotonic: the owner wrote no later index
+            // here (it waits for this stamp), and stamps from other buffers' thieves land
+            // only through `fetch_max` below or on slots of other indices.
+            slot.read_out.store(t, Ordering::Release);
+            // If the owner replaced the buffer since we loaded it, the current buffer may
+            // hold a copy of task `t` that nobody will ever read out of it: stamp it there
+            // too, so that the owner does not wait for (and grow around) that slot. Rare,
+            // hence the read-modify-write is acceptable; `fetch_max` because a later index
+            // may already be stamped there.
+            let current = self.buffer.load(Ordering::Acquire);
+            if !ptr::eq(current, buffer) {
+                self.load_buffer(Ordering::Acquire)
+                    .slot(t)
+                    .read_out
+                    .fetch_max(t, Ordering::Release);
+            }
             Steal::Success(task)
         } else {
             // Lost the race: we never read the slot, so nothing is dropped or duplicated.
             Steal::Retry
         };
-        // After the read. Release: pairs with the Acquire load of `readers` in `push`, so
-        // our read happens before the owner's next write of this slot.
-        slot.readers.fetch_sub(1, Ordering::Release);
         (result, len as usize)
     }
 }
@@ -389,24 +422,31 @@ impl<T> Worker<T> {
         let inner = &*self.inner;
         // push: `b = load(bottom, relaxed)`: we are its only writer.
         let b = inner.bottom.load(Ordering::Relaxed);
-        // push: `t = load(top, acquire)`. Synchronises with the thieves' CAS: every slot a
-        // thief has claimed below `t` had its `readers` increment published by that CAS.
+        // push: `t = load(top, acquire)`. Synchronises with the thieves' CAS.
         let t = inner.top.load(Ordering::Acquire);
         let mut buffer = self.current();
         // push: `if (b - t > a->size - 1) resize(q)`. Also grow instead of overwriting a slot
-        // that a winning thief may not have read yet. Acquire pairs with the thief's Release
-        // decrement: its read happens before our write.
-        // SEEDED BUG (chase_lev_unguarded_slot_reuse): the `readers` check is skipped.
+        // whose previous occupant (index `b - cap`) a winning thief may not have read yet.
+        // Acquire pairs with the thief's Release stamp: its read happens before our write.
+        // SEEDED BUG (chase_lev_unguarded_slot_reuse): the `read_out` check is skipped.
         let guarded = !lockstep_sync::seeded_bug!("chase_lev_unguarded_slot_reuse");
+        let previous = b.wrapping_sub(buffer.cap() as isize);
         if b.wrapping_sub(t) >= buffer.cap() as isize
-            || (guarded && buffer.slot(b).readers.load(Ordering::Acquire) != 0)
+            || (guarded
+                && buffer
+                    .slot(b)
+                    .read_out
+                    .load(Ordering::Acquire)
+                    .wrapping_sub(previous)
+                    < 0)
         {
             buffer = self.grow(t, b);
         }
         // push: `store(&a->buffer[b % a->size], x, relaxed)`.
         // SAFETY: only the owner writes slots; slot `b` holds no live task (it is outside
-        // `t..b` because `b - t < cap`) and no thief is reading it (`readers == 0`, and a
-        // thief that increments it now cannot win index `b - cap`: `top` is already past it).
+        // `t..b` because `b - t < cap`) and nobody is reading it: its previous occupant
+        // `b - cap` has been read out (`read_out >= b - cap`, acquired above), and no later
+        // thief can win `b - cap` (`top` is past it).
         buffer
             .slot(b)
             .task
@@ -426,7 +466,7 @@ impl<T> Worker<T> {
         let cap = old.cap().checked_mul(2).expect("capacity overflow");
         // The old buffer joins the chain of the new one; it stays alive until `Inner` drops
         // and is never written again.
-        let new = Buffer::new(cap, self.buffer.get());
+        let new = Buffer::new(cap, self.buffer.get(), b);
         let mut i = t;
         while i != b {
             // SAFETY: bitwise copy of index `i` (in `t..b`, so initialised unless a thief
@@ -437,6 +477,23 @@ impl<T> Worker<T> {
             let v = old.slot(i).task.with(|p| unsafe { ptr::read(p) });
             // SAFETY: the new buffer is not yet published: we are its only accessor.
             new.slot(i).task.with_mut(|p| unsafe { ptr::write(p, v) });
+            i = i.wrapping_add(1);
+        }
+        // Which copies can be read out of the new buffer? Only tasks still unclaimed when it
+        // is published: a thief that claims index `i` from it must load it first, so its CAS
+        // comes after the publication below, and `top` then is at least the value read here.
+        // Copies below that are claimed already (through older buffers) and are marked read
+        // out; copies from it on must wait for their read-out stamp. (Relaxed would do as
+        // well: a low value is only conservative.)
+        let claimed = self.inner.top.load(Ordering::Acquire);
+        let mut i = t;
+        while i != b {
+            let stamp = if i.wrapping_sub(claimed) < 0 {
+                i
+            } else {
+                i.wrapping_sub(1)
+            };
+            new.slot(i).read_out.store(stamp, Ordering::Relaxed);
             i = i.wrapping_add(1);
         }
         let new_raw = Box::into_raw(new);
@@ -483,12 +540,12 @@ impl<T> Worker<T> {
             // LINEARIZATION POINT (B2.remove-once): the fenced `bottom` store above made
             // index `b` the owner's; the `top` it then read proves no thief can claim it.
             // SAFETY: task `b` is initialised in the current buffer and ours alone.
-            return Some(
-                buffer
-                    .slot(b)
-                    .task
-                    .with(|p| unsafe { ptr::read(p).assume_init() }),
-            );
+            let task = buffer
+                .slot(b)
+                .task
+                .with(|p| unsafe { ptr::read(p).assume_init() });
+            buffer.read_out(b);
+            return Some(task);
         }
         // The last task: race the thieves for it. take: `compare_exchange_strong(&top, &t,
         // t + 1, seq_cst, relaxed)`.
@@ -501,12 +558,12 @@ impl<T> Worker<T> {
         inner.bottom.store(b.wrapping_add(1), Ordering::Relaxed);
         if won {
             // SAFETY: our CAS won index `b` (== `t`), initialised in the current buffer.
-            Some(
-                buffer
-                    .slot(b)
-                    .task
-                    .with(|p| unsafe { ptr::read(p).assume_init() }),
-            )
+            let task = buffer
+                .slot(b)
+                .task
+                .with(|p| unsafe { ptr::read(p).assume_init() });
+            buffer.read_out(b);
+            Some(task)
         } else {
             None
         }
