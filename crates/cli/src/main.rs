@@ -118,7 +118,7 @@ struct DurableRunArgs {
     lease_ms: u64,
     /// With --store: the concurrency limit of a NEW store, shared by every worker of the run
     /// (this process's -j threads and `lockstep worker` processes) [default: -j].
-    #[arg(long, value_name = "N", requires = "store", value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    #[arg(long, value_name = "N", requires = "store", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     store_limit: Option<u32>,
 }
 

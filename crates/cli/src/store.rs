@@ -98,10 +98,14 @@ impl StoreSpec {
     pub fn open(&self, create: Option<usize>) -> Result<BoxStore, DurableError> {
         match self {
             StoreSpec::Sqlite(path) => {
-                if create.is_some() && !path.exists() {
-                    match SqliteStore::create(path, create.unwrap_or(1)) {
+                // `create` first whenever a store may be made: it refuses (AlreadyExists)
+                // without touching an existing database, and it waits for the write lock
+                // of a process that is creating the same file at this moment. (Checking
+                // `path.exists()` instead let a second `run` open the file another one had
+                // just created, still empty, and fail with NotALockstepStore.)
+                if let Some(slots) = create {
+                    match SqliteStore::create(path, slots) {
                         Ok(s) => return Ok(Box::new(s)),
-                        // Another process created it meanwhile.
                         Err(DurableError::AlreadyExists { .. }) => {}
                         Err(e) => return Err(e),
                     }
@@ -172,7 +176,8 @@ pub enum StoreRunError {
         /// Its error.
         source: DurableError,
     },
-    /// The store holds a different graph (or is closed) and cannot be resumed with this file.
+    /// The store holds a different graph, is closed, or has a concurrency limit of 0 (no task
+    /// could ever run), and cannot be resumed with this file.
     #[error("store {store}: {reason}")]
     Mismatch {
         /// The store (no password).
@@ -267,7 +272,9 @@ impl StoreRunReport {
 ///
 /// # Errors
 /// [`StoreRunError::Invalid`] for a graph that cannot run; [`StoreRunError::Store`] when the
-/// store fails; [`StoreRunError::Mismatch`] when it holds another graph or is closed.
+/// store fails, and with [`DurableError::InvalidInput`] when a task id, dependency or payload
+/// is one the store refuses (longer than `MAX_ID_BYTES`, a NUL byte; nothing is written then);
+/// [`StoreRunError::Mismatch`] when it holds another graph, is closed, or has no slots.
 pub fn run(
     graph: &TaskGraph,
     spec: &StoreSpec,
@@ -285,7 +292,24 @@ pub fn run(
         source,
     };
     let jobs = opts.jobs.max(1);
+    // Everything the store would refuse task by task is refused here, before the store is
+    // touched: a batch whose last task is refused would leave the first ones committed, and
+    // the half-filled store could never be resumed with this file.
+    for (i, t) in graph.tasks.iter().enumerate() {
+        let task = NewTask::new(t.id.clone(), t.deps.clone()).with_payload(payload(i, t));
+        lockstep_durable::validate_new_task(&task, false).map_err(store_err)?;
+    }
+    let no_slots = || StoreRunError::Mismatch {
+        store: spec.to_string(),
+        reason: "the store's concurrency limit is 0: no task could ever run".into(),
+    };
+    if opts.limit == 0 {
+        return Err(no_slots());
+    }
     let mut store = spec.open(Some(opts.limit)).map_err(store_err)?;
+    if store.max_concurrency().map_err(store_err)? == 0 {
+        return Err(no_slots());
+    }
     let preamble = prepare(&mut *store, graph, spec)?;
     for line in &preamble {
         println!("{line}");

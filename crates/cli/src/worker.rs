@@ -165,6 +165,12 @@ fn slot_loop(
 ) -> Result<(), DurableError> {
     let me = LeaseOwner::new(owner)?;
     let lease_ms = Millis::from(opts.lease);
+    // A store without slots can never run a task: waiting for one would be forever.
+    if store.max_concurrency()? == 0 {
+        return Err(DurableError::InvalidInput {
+            what: "the store's concurrency limit is 0: no task could ever run".into(),
+        });
+    }
     while !stop.load(Ordering::SeqCst) {
         // Never claim from a store without tasks: claiming starts the graph, and the
         // submitting process may not have committed yet.

@@ -1,0 +1,208 @@
+//! `lockstep run --store` against input and situations meant to break it: ids the store
+//! refuses, a store without slots, two runs on one empty file at once.
+//!
+//! Every test goes through `lockstep_cli::store::run` or the binary and checks the store
+//! afterwards through the `Store` API.
+
+use std::process::Command;
+use std::time::Duration;
+
+use lockstep_cli::graph::{TaskGraph, TaskSpec};
+use lockstep_cli::store::{self, StoreRunError, StoreRunOptions, StoreSpec};
+use lockstep_durable::{DurableError, MAX_ID_BYTES, SqliteStore, Store, TaskState};
+
+fn opts(limit: usize) -> StoreRunOptions {
+    StoreRunOptions {
+        jobs: 2,
+        limit,
+        lease: Duration::from_millis(2_000),
+        simulate: None,
+    }
+}
+
+fn graph(tasks: Vec<TaskSpec>) -> TaskGraph {
+    TaskGraph {
+        tasks,
+        notes: Vec::new(),
+    }
+}
+
+/// A task the store refuses (an id longer than `MAX_ID_BYTES`, or one with a NUL byte) after
+/// valid ones: the run is refused before anything is written, so the store stays empty and a
+/// corrected file can still start a new run on it. (Before the fix the valid tasks were
+/// committed, the run stopped at the refused one, and every later run on that store failed
+/// with "the store holds another graph".)
+#[test]
+fn a_task_the_store_refuses_leaves_the_store_empty() {
+    for bad in ["x".repeat(MAX_ID_BYTES + 1), "nul\0id".to_string()] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.lockstep");
+        let spec = StoreSpec::Sqlite(path.clone());
+        let g = graph(vec![
+            TaskSpec::new("a", Vec::<String>::new()),
+            TaskSpec::new(bad.clone(), ["a"]),
+        ]);
+        let err = store::run(&g, &spec, &opts(2)).expect_err("the store refuses the id");
+        match &err {
+            StoreRunError::Store {
+                source: DurableError::InvalidInput { .. },
+                ..
+            } => {}
+            other => panic!("expected an InvalidInput store error, got {other:?}"),
+        }
+        if path.exists() {
+            let mut s = SqliteStore::open(&path).unwrap();
+            assert_eq!(s.counts().unwrap().total(), 0, "nothing was submitted");
+        }
+        // The corrected file runs on the same store.
+        let good = graph(vec![
+            TaskSpec::new("a", Vec::<String>::new()),
+            TaskSpec::new("b", ["a"]),
+        ]);
+        let report = store::run(&good, &spec, &opts(2)).expect("a new run on the same store");
+        assert!(report.all_succeeded(), "{:?}", report.tasks);
+    }
+}
+
+/// A store without slots (`--store-limit 0`) can never run a task: the run is refused
+/// with an error instead of waiting forever.
+#[test]
+fn a_store_without_slots_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.lockstep");
+    let spec = StoreSpec::Sqlite(path.clone());
+    let g = graph(vec![TaskSpec::new("a", Vec::<String>::new())]);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (g2, spec2) = (g.clone(), spec.clone());
+    std::thread::spawn(move || {
+        let _ = tx.send(store::run(&g2, &spec2, &opts(0)).map(|r| r.all_succeeded()));
+    });
+    // Not a timing assertion: a run that hangs never answers at all.
+    let got = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("run --store with a limit of 0 hangs");
+    assert!(
+        matches!(got, Err(StoreRunError::Mismatch { ref reason, .. }) if reason.contains("limit")),
+        "{got:?}"
+    );
+    // The same for an existing store created with no slots.
+    drop(SqliteStore::create(dir.path().join("zero.lockstep"), 0).unwrap());
+    let zero = StoreSpec::Sqlite(dir.path().join("zero.lockstep"));
+    let got = store::run(&g, &zero, &opts(2)).map(|r| r.all_succeeded());
+    assert!(
+        matches!(got, Err(StoreRunError::Mismatch { ref reason, .. }) if reason.contains("limit")),
+        "{got:?}"
+    );
+}
+
+/// The binary refuses `--store-limit 0` as bad input (exit 2), before touching the store.
+#[test]
+fn store_limit_zero_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("g.toml");
+    std::fs::write(&file, "[[task]]\nid = \"a\"\n").unwrap();
+    let path = dir.path().join("run.lockstep");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .arg("run")
+        .arg(&file)
+        .arg("--store")
+        .arg(format!("sqlite:{}", path.display()))
+        .args(["--store-limit", "0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Not a timing assertion: the deadline only turns a hang into a failure.
+    let end = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if std::time::Instant::now() > end {
+            let _ = child.kill();
+            panic!("lockstep run --store-limit 0 hangs");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(2), "{status:?}");
+    assert!(!path.exists(), "no store was created");
+}
+
+/// Two `run --store` on one new file at once: exactly one submits the graph; each task has
+/// generation 1 and ran once, whichever process won. (Before, both saw an empty store and
+/// both submitted: the second submission was a resubmission of every task.)
+///
+/// Still failing (hence ignored): the first run's `counts() == 0` check and its `submit` are
+/// two transactions, so both runs can see an empty store; the second submission then
+/// resubmits every task (succeeded ones run again, a running one makes the second run fail
+/// with `Running`). A fix needs a conditional submission in the `Store` trait ("only into an
+/// empty store", one transaction) on both stores. The open race this test found first (the
+/// second run opening the first's half-created file: NotALockstepStore) is fixed.
+#[test]
+#[ignore = "known bug: two runs on one new store can both submit (needs a conditional submit)"]
+fn two_runs_on_one_new_file_submit_once() {
+    for round in 0..4 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.lockstep");
+        let log = dir.path().join("runs.log");
+        let tasks: Vec<TaskSpec> = (0..6)
+            .map(|i| {
+                let mut t = TaskSpec::new(
+                    format!("t{i}"),
+                    if i == 0 {
+                        vec![]
+                    } else {
+                        vec![format!("t{}", i - 1)]
+                    },
+                );
+                t.command = Some(format!("echo t{i} >> '{}'", log.display()));
+                t
+            })
+            .collect();
+        let g = graph(tasks);
+        let spec = StoreSpec::Sqlite(path.clone());
+        let results: Vec<_> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..2)
+                .map(|_| s.spawn(|| store::run(&g, &spec, &opts(2)).map(|r| r.all_succeeded())))
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for r in &results {
+            assert!(matches!(r, Ok(true)), "round {round}: {results:?}");
+        }
+        let mut s = SqliteStore::open(&path).unwrap();
+        for (id, st) in s.snapshot().unwrap() {
+            assert_eq!(st.state, TaskState::Succeeded, "round {round}: {id}");
+            assert_eq!(
+                st.generation.0, 1,
+                "round {round}: {id} was submitted twice"
+            );
+        }
+        let runs = std::fs::read_to_string(&log).unwrap();
+        for i in 0..6 {
+            let n = runs.lines().filter(|l| *l == format!("t{i}")).count();
+            assert_eq!(n, 1, "round {round}: t{i} ran {n} times:\n{runs}");
+        }
+    }
+}
+
+/// Two processes opening one new `sqlite:` store at once both get it: the one that did not
+/// create it waits for the creator instead of opening its half-created (empty) file.
+/// (Before the fix the second saw the file exist, opened it, and got NotALockstepStore
+/// "an empty database", which made a second `lockstep run` exit with status 2.)
+#[test]
+fn concurrent_opens_of_a_new_sqlite_store_both_succeed() {
+    for round in 0..40 {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = StoreSpec::Sqlite(dir.path().join("run.lockstep"));
+        let results: Vec<Result<usize, DurableError>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..3)
+                .map(|_| s.spawn(|| spec.open(Some(2)).and_then(|mut st| st.max_concurrency())))
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for r in &results {
+            assert_eq!(r, &Ok(2), "round {round}: {results:?}");
+        }
+    }
+}
