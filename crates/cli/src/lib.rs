@@ -7,14 +7,16 @@
 //!   DOT (including `apt-cache dotty` output) or `cargo metadata` JSON;
 //! * [`validate`]: `lockstep check`, which asks the scheduler's own `check()` for
 //!   unknown dependencies and cycles so that the command and the library agree;
-//! * [`run`]: `lockstep run`, which drives a `lockstep_dag::TaskScheduler` from the main
-//!   thread and runs the claimed tasks on a `lockstep_pool::Pool`;
+//! * [`run`]: `lockstep run`, which freezes the graph and runs it on the push-based graph
+//!   executor (`lockstep_dag::executor`, `docs/executor.md`) over a `lockstep_pool::Pool`
+//!   of `-j N` workers (`--dry-run` lists the claim order with `lockstep_dag::TaskScheduler`);
 //! * [`store`]: `lockstep run --store`, a run recorded in a durable store and resumed;
 //! * [`worker`]: `lockstep worker`, which shares a stored run with other processes.
 //!
 //! Exit codes of the command: 0 the graph can run / every task succeeded; 1 the graph
 //! cannot run (`check`) / some task did not succeed (`run`); 2 unreadable input (missing
-//! file, parse error) and, for `run`, an invalid graph.
+//! file, parse error), bad options, a store that cannot be opened or fails (`run --store`,
+//! `worker`) and, for `run`, an invalid graph (nothing was run).
 
 pub mod graph;
 pub mod run;

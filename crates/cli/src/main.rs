@@ -10,7 +10,8 @@
 //! Exit status: 0 the graph can run / every task succeeded; 1 the graph cannot run
 //! (`check`) / some task failed, was blocked, cancelled or interrupted (`run`, also after
 //! Ctrl-C; a second Ctrl-C exits with 130); 2 unreadable input
-//! (missing file, parse error) and, for `run`, a graph that cannot run.
+//! (missing file, parse error), bad options, a store that cannot be opened or fails, and,
+//! for `run`, a graph that cannot run.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
