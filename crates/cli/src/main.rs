@@ -118,7 +118,8 @@ struct DurableRunArgs {
     #[arg(long, value_name = "MS", default_value_t = 30_000, requires = "store", value_parser = clap::value_parser!(u64).range(10..))]
     lease_ms: u64,
     /// With --store: the concurrency limit of a NEW store, shared by every worker of the run
-    /// (this process's -j threads and `lockstep worker` processes) [default: -j].
+    /// (this process's -j threads and `lockstep worker` processes) [default: -j]. At least 1:
+    /// a store with limit 0 could never claim a task, and the run would wait forever.
     #[arg(long, value_name = "N", requires = "store", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     store_limit: Option<u32>,
 }

@@ -74,13 +74,24 @@ impl fmt::Display for StoreSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StoreSpec::Sqlite(p) => write!(f, "sqlite:{}", p.display()),
-            // Never print a password.
-            StoreSpec::Postgres(url) => match (url.find("://"), url.rfind('@')) {
-                (Some(scheme), Some(at)) if at > scheme => {
-                    write!(f, "{}://...{}", &url[..scheme], &url[at..])
+            // Never print a password: neither `user:password@` nor a `?password=` parameter
+            // (the query string is left out whole).
+            StoreSpec::Postgres(url) => {
+                let (url, schema) = match url.rfind('#') {
+                    Some(hash) => url.split_at(hash),
+                    None => (url.as_str(), ""),
+                };
+                let (url, query) = match url.split_once('?') {
+                    Some((base, _)) => (base, "?..."),
+                    None => (url, ""),
+                };
+                match (url.find("://"), url.rfind('@')) {
+                    (Some(scheme), Some(at)) if at > scheme => {
+                        write!(f, "{}://...{}{query}{schema}", &url[..scheme], &url[at..])
+                    }
+                    _ => write!(f, "{url}{query}{schema}"),
                 }
-                _ => f.write_str(url),
-            },
+            }
         }
     }
 }
@@ -109,6 +120,16 @@ impl StoreSpec {
                         Err(DurableError::AlreadyExists { .. }) => {}
                         Err(e) => return Err(e),
                     }
+                }
+                if create.is_none() && !path.exists() {
+                    // `lockstep worker` joins a run; it never creates one.
+                    return Err(DurableError::Unavailable {
+                        reason: format!(
+                            "{}: no such file; a store is created by `lockstep run FILE --store sqlite:{}`",
+                            path.display(),
+                            path.display()
+                        ),
+                    });
                 }
                 Ok(Box::new(SqliteStore::open(path)?))
             }

@@ -109,7 +109,18 @@ fn store_options_are_checked() {
         .args(["worker", "--store", &missing])
         .assert()
         .code(2)
-        .stderr(predicates::str::contains("unavailable"));
+        .stderr(predicates::str::contains("unavailable"))
+        .stderr(predicates::str::contains(
+            "a store is created by `lockstep run FILE --store",
+        ));
+    // A store limit of 0 could never claim anything (the run would wait forever): refused.
+    lockstep()
+        .args(["run"])
+        .arg(&file)
+        .args(["--store", &missing, "--store-limit", "0"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("--store-limit"));
     // --store with --dry-run makes no sense.
     lockstep()
         .args(["run"])
@@ -125,6 +136,13 @@ fn store_specs_parse_and_hide_passwords() {
     let s: StoreSpec = "postgres://me:secret@db:5432/jobs#runs".parse().unwrap();
     assert_eq!(s.to_string(), "postgres://...@db:5432/jobs#runs");
     assert!(!s.to_string().contains("secret"));
+    // A password given as a query parameter is hidden too (the whole query string is).
+    let s: StoreSpec = "postgres://me@db/jobs?password=secret&sslmode=disable#runs"
+        .parse()
+        .unwrap();
+    assert_eq!(s.to_string(), "postgres://...@db/jobs?...#runs");
+    let s: StoreSpec = "postgres:///jobs?user=me&password=secret".parse().unwrap();
+    assert_eq!(s.to_string(), "postgres:///jobs?...");
     assert_eq!(
         "sqlite:x.db".parse::<StoreSpec>().unwrap(),
         StoreSpec::Sqlite("x.db".into())

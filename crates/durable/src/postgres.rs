@@ -225,7 +225,17 @@ fn describe(e: &::postgres::Error) -> String {
             }
             s
         }
-        None => e.to_string(),
+        // `error connecting to server` alone does not say why: add the causes
+        // (`Connection refused (os error 111)`, a timeout, a TLS or DNS failure).
+        None => {
+            let mut s = e.to_string();
+            let mut source = std::error::Error::source(e);
+            while let Some(cause) = source {
+                s.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            s
+        }
     }
 }
 
