@@ -648,6 +648,17 @@ impl<B: Backend> ReferenceStateMachine for DurableMachine<B> {
             ])
         };
         let cancel = any_id.prop_map(move |id| Op::Cancel(id, now)).boxed();
+        // The lease boundaries: a clock standing exactly at a running version's expiry (the
+        // lease has just ended: `expiry <= t`) or one before it (still live). Random ticks
+        // rarely land there, and an off-by-one in "unexpired" (`>` vs `>=`) only shows there.
+        let boundaries: Vec<u64> = IDS
+            .iter()
+            .filter(|id| m.state(id) == Some(TaskState::Running))
+            .filter_map(|id| m.lease(id))
+            .flat_map(|l| [l.expiry, l.expiry.saturating_sub(1)])
+            .filter(|t| *t > now)
+            .collect();
+        let to_boundary = if boundaries.is_empty() { 0 } else { 3 };
         let tick = weighted(vec![
             (5, (1u64..=25).prop_map(move |d| Op::Tick(now + d)).boxed()),
             (
@@ -655,6 +666,16 @@ impl<B: Backend> ReferenceStateMachine for DurableMachine<B> {
                 (1u64..=40)
                     .prop_map(move |d| Op::Tick(now.saturating_sub(d)))
                     .boxed(),
+            ),
+            (
+                to_boundary,
+                select(if boundaries.is_empty() {
+                    vec![now]
+                } else {
+                    boundaries
+                })
+                .prop_map(Op::Tick)
+                .boxed(),
             ),
         ]);
 
