@@ -416,6 +416,13 @@ impl SqliteStore {
                     reason: "the file is not an SQLite database".into(),
                 }
             }
+            // A truncated or damaged file: its metadata cannot be trusted (`open`'s contract).
+            rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::DatabaseCorrupt => {
+                DurableError::NotALockstepStore {
+                    location: self.location(),
+                    reason: format!("the file is damaged (truncated or corrupt): {e}"),
+                }
+            }
             _ => map_err(e),
         }
     }
