@@ -14,6 +14,9 @@
 //! 4. **complete** or **fail** with the claim's fencing token. A result refused by the fence
 //!    ([`DurableError::Fenced`]) is counted and dropped: another attempt owns the version.
 //!
+//! A claim or a report refused with [`DurableError::Busy`] (the store stayed locked by another
+//! connection past its busy timeout; nothing happened) is retried after `poll`.
+//!
 //! When nothing can be claimed the thread waits `poll` and looks again; it stops when the
 //! run is **finished** (no version pending, ready or running) or **closed**. A store that
 //! holds no task yet is waited for (the submitting `lockstep run` may not have committed).
@@ -181,6 +184,12 @@ fn slot_loop(
         let leases = match store.claim(&me, SystemClock.now(), lease_ms, 1) {
             Ok(l) => l,
             Err(DurableError::Closed) => return Ok(()),
+            // Locked by another connection past the busy timeout: nothing happened; retry.
+            Err(e @ DurableError::Busy { .. }) => {
+                say(&format!("claim: {e}; retrying"));
+                thread::sleep(opts.poll);
+                continue;
+            }
             Err(e) => return Err(e),
         };
         let Some(lease) = leases.into_iter().next() else {
@@ -272,7 +281,14 @@ fn run_one(
     for line in String::from_utf8_lossy(&outcome.output).lines() {
         say(&format!("[{}] {line}", token.id));
     }
-    settle(store, &token, &outcome, started.elapsed(), counters)
+    settle(
+        store,
+        &token,
+        &outcome,
+        started.elapsed(),
+        counters,
+        opts.poll,
+    )
 }
 
 /// Reports the result with the fencing token; a refusal by the fence is counted, not an error.
@@ -282,12 +298,24 @@ fn settle(
     outcome: &Outcome,
     took: Duration,
     counters: &Counters,
+    poll: Duration,
 ) -> Result<(), DurableError> {
-    let now = SystemClock.now();
-    let result = if outcome.ok {
-        store.complete(token, now)
-    } else {
-        store.fail(token, now, &outcome.reason)
+    // A busy store did nothing: report again (the result must not be dropped; if the lease
+    // expires meanwhile, the fence still decides whether it counts).
+    let result = loop {
+        let now = SystemClock.now();
+        let r = if outcome.ok {
+            store.complete(token, now)
+        } else {
+            store.fail(token, now, &outcome.reason)
+        };
+        match r {
+            Err(e @ DurableError::Busy { .. }) => {
+                say(&format!("report {}: {e}; retrying", token.id));
+                thread::sleep(poll);
+            }
+            r => break r,
+        }
     };
     match result {
         Ok(CallbackOutcome::Applied(_)) => {

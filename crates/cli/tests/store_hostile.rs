@@ -206,3 +206,45 @@ fn concurrent_opens_of_a_new_sqlite_store_both_succeed() {
         }
     }
 }
+
+/// A store locked by another connection for longer than the busy timeout (5 s) makes a
+/// claim return `Busy`, which the store documents as "nothing changed; retry". The worker
+/// retries instead of stopping (before, the worker thread ended with the error and the
+/// whole `lockstep worker` / `run --store` exited with status 2).
+#[test]
+fn a_worker_waits_out_a_busy_store() {
+    use lockstep_cli::worker::{self, WorkerOptions};
+    use lockstep_durable::NewTask;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.lockstep");
+    {
+        let mut s = SqliteStore::create(&path, 1).unwrap();
+        assert!(
+            s.submit(&[NewTask::without_deps("a")])
+                .unwrap()
+                .iter()
+                .all(Result::is_ok)
+        );
+    }
+    // Another connection holds the write lock past the busy timeout.
+    let locker = rusqlite::Connection::open(&path).unwrap();
+    locker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let spec = StoreSpec::Sqlite(path.clone());
+    let wopts = WorkerOptions {
+        owner: "busy-test".into(),
+        slots: 1,
+        lease: Duration::from_secs(30),
+        poll: Duration::from_millis(20),
+        simulate: None,
+    };
+    let got = std::thread::scope(|s| {
+        let h = s.spawn(|| worker::run(|| spec.open(None), &wopts));
+        std::thread::sleep(Duration::from_millis(6_500));
+        locker.execute_batch("COMMIT").unwrap();
+        h.join().unwrap()
+    });
+    let stats = got.expect("the worker retried after Busy");
+    assert_eq!(stats.succeeded, 1);
+    let mut s = SqliteStore::open(&path).unwrap();
+    assert_eq!(s.status("a").unwrap().unwrap().state, TaskState::Succeeded);
+}
