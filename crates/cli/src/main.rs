@@ -47,8 +47,8 @@ enum Cmd {
     ///
     /// Output of each task is printed when it ends, prefixed with `[ID] ` (or written to
     /// --log-dir). A failure blocks the task's descendants; they are listed with their
-    /// cause. Exit 0 only if every task succeeded, 1 otherwise, 2 for unreadable input or
-    /// a graph that cannot run.
+    /// cause. Exit 0 only if every task succeeded, 1 otherwise, 2 for unreadable input, a
+    /// graph that cannot run (nothing is run), or a --store that cannot be opened or fails.
     ///
     /// Ctrl-C: queued tasks are cancelled and running ones are waited for; those that
     /// were running and did not succeed are reported `interrupted` (their own line and
