@@ -13,28 +13,68 @@ use lockstep_sync::atomic::{AtomicBool, Ordering};
 /// stopped by force, and the version stays `Running` until its `complete` or `fail` arrives.
 /// Clones share one flag.
 ///
+/// # Representation
+/// Flags are handed out from shared chunks of [`TOKEN_CHUNK`] flags, one fresh flag per
+/// claim (never reused), so a claim costs a reference-count increment rather than an
+/// allocation; a chunk is freed when its last token is dropped.
+///
 /// # Memory ordering
 /// The flag is written with `Release` and read with `Acquire`: a function that sees `true`
 /// also sees everything the scheduler did before setting it. It carries no other data.
 #[derive(Clone)]
-pub struct CancelToken(Arc<AtomicBool>);
+pub struct CancelToken {
+    chunk: Arc<TokenChunk>,
+    slot: u32,
+}
+
+/// How many cancellation flags one allocation holds.
+pub(crate) const TOKEN_CHUNK: usize = 64;
+
+/// A block of [`TOKEN_CHUNK`] flags, each owned by at most one claimed version.
+pub(crate) struct TokenChunk([AtomicBool; TOKEN_CHUNK]);
+
+/// Hands out fresh, unset tokens, [`TOKEN_CHUNK`] per allocation.
+#[derive(Default)]
+pub(crate) struct TokenSource {
+    current: Option<Arc<TokenChunk>>,
+    next: u32,
+}
+
+impl TokenSource {
+    /// A token that is not cancelled and shares its flag with no other version.
+    ///
+    /// O(1): one allocation per [`TOKEN_CHUNK`] calls, else a reference-count increment.
+    pub(crate) fn fresh(&mut self) -> CancelToken {
+        let chunk = match &self.current {
+            Some(c) if (self.next as usize) < TOKEN_CHUNK => Arc::clone(c),
+            _ => {
+                let c = Arc::new(TokenChunk(std::array::from_fn(|_| AtomicBool::new(false))));
+                self.current = Some(Arc::clone(&c));
+                self.next = 0;
+                c
+            }
+        };
+        let slot = self.next;
+        self.next += 1;
+        CancelToken { chunk, slot }
+    }
+}
 
 impl CancelToken {
-    /// A token that is not cancelled.
-    pub(crate) fn new() -> Self {
-        Self(Arc::new(AtomicBool::new(false)))
+    fn flag(&self) -> &AtomicBool {
+        &self.chunk.0[self.slot as usize]
     }
 
     /// Sets the flag. Only the scheduler does this.
     pub(crate) fn set(&self) {
-        self.0.store(true, Ordering::Release);
+        self.flag().store(true, Ordering::Release);
     }
 
     /// True once `cancel` was called for the version this token belongs to.
     ///
     /// O(1), lock-free, never blocks, never panics.
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+        self.flag().load(Ordering::Acquire)
     }
 }
 

@@ -19,16 +19,21 @@
 //! * Invariant: an entry in a waiter list always belongs to a **pending** current version,
 //!   and the edges' `slot`s are its exact inverse. Versions leave every list when they stop being pending
 //!   (ready, blocked, cancelled, replaced).
-//! * Ready versions sit in `ready`, a `BTreeMap` keyed by submission sequence, so claims come
-//!   out in submission order in O(log V) each (A4).
+//! * Ready versions sit in `ready`, a binary min-heap of `(submission sequence, node)`, so
+//!   claims come out in submission order in O(log V) each (A4). A version that leaves the
+//!   ready state other than by being claimed (replaced, cancelled) is removed lazily: its
+//!   entry stays until popped or compacted, and `ready_stale` counts such entries; the heap
+//!   is compacted when they outnumber the live ones, so it holds O(ready versions) entries.
 
-use std::collections::{BTreeMap, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 
 use lockstep_contract::{
     BlockCause, CallbackOutcome, CancelOutcome, CancelReason, CloseReport, Cycle, Effect,
     Generation, GraphReport, MissingDependency, SchedulerError, TaskKey, TaskState, TaskStatus,
 };
 
+use crate::claim::TokenSource;
 use crate::graph::{self, DepGraph};
 use crate::{CancelToken, Claim, StateCounts};
 use lockstep_sync::seeded_bug;
@@ -112,8 +117,11 @@ pub(crate) struct Core<K, P> {
     nodes: Vec<Node<K, P>>,
     /// Submitted nodes in order of first submission (the order of `snapshot`).
     order: Vec<usize>,
-    /// Ready versions: submission sequence -> node.
-    ready: BTreeMap<u64, usize>,
+    /// Ready versions as `(submission sequence, node)`, smallest sequence first, plus
+    /// `ready_stale` entries of versions that are no longer ready (see the module docs).
+    ready: BinaryHeap<Reverse<(u64, usize)>>,
+    /// Entries of `ready` whose version is no longer the node's ready current version.
+    ready_stale: usize,
     /// Number of current versions in each state, indexed by `TaskState as usize`.
     counts: [usize; 7],
     next_seq: u64,
@@ -126,6 +134,8 @@ pub(crate) struct Core<K, P> {
     /// Callers inside `wait_idle`: callbacks notify the condition variable only when one is
     /// waiting (a notify is a system call even with no waiter).
     pub(crate) idle_waiters: usize,
+    /// Fresh cancellation tokens for claims.
+    tokens: TokenSource,
 }
 
 /// Moves `ver` to state `to`, keeping the per-state counts exact.
@@ -156,6 +166,14 @@ fn unregister<K, P>(nodes: &mut [Node<K, P>], ver: &mut Version<K, P>) {
             other.edges[moved.edge].slot = pos;
         }
     }
+}
+
+/// True when `(seq, n)` is the queue entry of node `n`'s current, ready version.
+fn is_ready_entry<K, P>(nodes: &[Node<K, P>], seq: u64, n: usize) -> bool {
+    nodes[n]
+        .version
+        .as_ref()
+        .is_some_and(|v| v.seq == seq && v.state == TaskState::Ready)
 }
 
 /// Returns the first dependency that repeats an earlier one, scanning in list order.
@@ -220,7 +238,8 @@ impl<K: TaskKey, P> Core<K, P> {
             index: HashMap::default(),
             nodes: Vec::new(),
             order: Vec::new(),
-            ready: BTreeMap::new(),
+            ready: BinaryHeap::new(),
+            ready_stale: 0,
             counts: [0; 7],
             next_seq: 0,
             max_concurrency,
@@ -228,6 +247,30 @@ impl<K: TaskKey, P> Core<K, P> {
             closed: false,
             visits: 0,
             idle_waiters: 0,
+            tokens: TokenSource::default(),
+        }
+    }
+
+    /// Queues the ready version `seq` of node `n`.
+    fn push_ready(&mut self, seq: u64, n: usize) {
+        self.ready.push(Reverse((seq, n)));
+    }
+
+    /// Number of ready versions in the queue (live entries).
+    fn ready_len(&self) -> usize {
+        self.ready.len() - self.ready_stale
+    }
+
+    /// Marks the queue entry of a version that stops being ready other than by a claim; the
+    /// caller has already taken that version out of its node or changed its state. Compacts
+    /// the heap once stale entries outnumber live ones (amortized O(log V) per removal).
+    fn remove_ready(&mut self) {
+        self.ready_stale += 1;
+        if self.ready_stale > 32 && self.ready_stale * 2 > self.ready.len() {
+            let nodes = &self.nodes;
+            self.ready
+                .retain(|&Reverse((seq, n))| is_ready_entry(nodes, seq, n));
+            self.ready_stale = 0;
         }
     }
 
@@ -348,9 +391,10 @@ impl<K: TaskKey, P> Core<K, P> {
                 .filter(|v| v.state == TaskState::Failed)
         {
             transition(&mut self.counts, ver, TaskState::Ready);
-            self.ready.insert(ver.seq, n);
+            let (seq, generation) = (ver.seq, ver.generation);
             ver.payload = payload.take();
-            return Ok(ver.generation);
+            self.push_ready(seq, n);
+            return Ok(generation);
         }
         let n = match existing {
             Some(n) => n,
@@ -408,7 +452,7 @@ impl<K: TaskKey, P> Core<K, P> {
             Some(mut old) => {
                 self.counts[old.state as usize] -= 1;
                 if old.state == TaskState::Ready {
-                    self.ready.remove(&old.seq);
+                    self.remove_ready();
                 }
                 // SEEDED BUG (stale_edges): the old version's reverse edges stay behind.
                 if !seeded_bug!("stale_edges") {
@@ -460,7 +504,7 @@ impl<K: TaskKey, P> Core<K, P> {
             // SEEDED BUG (static_order): queued in submission order, whatever it waits on.
             if ver.remaining == 0 || seeded_bug!("static_order") {
                 ver.state = TaskState::Ready;
-                self.ready.insert(seq, n);
+                self.push_ready(seq, n);
             }
         }
         self.counts[ver.state as usize] += 1;
@@ -573,27 +617,28 @@ impl<K: TaskKey, P> Core<K, P> {
         } else {
             free
         };
-        let take = limit.min(free).min(self.ready.len());
+        let take = limit.min(free).min(self.ready_len());
         let mut claims = Vec::with_capacity(take);
         while claims.len() < take {
             // LINEARIZATION POINT (A4.claim-once): the version leaves the ready queue and
             // becomes running in the same critical section that computed the free slots; no
             // other caller can see it as ready afterwards.
-            let Some((seq, n)) = self.ready.pop_first() else {
+            let Some(Reverse((seq, n))) = self.ready.pop() else {
                 break;
             };
+            if !is_ready_entry(&self.nodes, seq, n) {
+                self.ready_stale -= 1;
+                continue;
+            }
             let node = &mut self.nodes[n];
             let Some(ver) = node.version.as_mut() else {
                 continue;
             };
-            if ver.seq != seq || ver.state != TaskState::Ready {
-                continue;
-            }
             let Some(payload) = ver.payload.take() else {
                 continue;
             };
             transition(&mut self.counts, ver, TaskState::Running);
-            let token = CancelToken::new();
+            let token = self.tokens.fresh();
             ver.token = Some(token.clone());
             claims.push(Claim {
                 id: node.key.clone(),
@@ -677,7 +722,7 @@ impl<K: TaskKey, P> Core<K, P> {
             waiter.remaining -= 1;
             if waiter.state == TaskState::Pending && waiter.remaining == 0 {
                 transition(&mut self.counts, waiter, TaskState::Ready);
-                self.ready.insert(waiter.seq, w.node);
+                self.ready.push(Reverse((waiter.seq, w.node)));
                 effect.ready += 1;
             }
         }
@@ -741,7 +786,7 @@ impl<K: TaskKey, P> Core<K, P> {
         let outcome = match ver.state {
             TaskState::Pending | TaskState::Ready => {
                 if ver.state == TaskState::Ready {
-                    self.ready.remove(&ver.seq);
+                    self.remove_ready();
                 }
                 unregister(&mut self.nodes, &mut ver);
                 transition(&mut self.counts, &mut ver, TaskState::Cancelled);
@@ -799,6 +844,7 @@ impl<K: TaskKey, P> Core<K, P> {
             self.nodes[n].version = Some(ver);
         }
         self.ready.clear();
+        self.ready_stale = 0;
         CloseReport {
             cancelled,
             running: self.running(),
@@ -889,6 +935,10 @@ impl<K: TaskKey, P> Core<K, P> {
     #[cfg(test)]
     pub(crate) fn assert_invariants(&self) {
         let mut counts = [0usize; 7];
+        let mut queued: HashMap<(u64, usize), usize> = HashMap::new();
+        for &Reverse(entry) in &self.ready {
+            *queued.entry(entry).or_default() += 1;
+        }
         for (n, node) in self.nodes.iter().enumerate() {
             for (pos, w) in node.waiters.iter().enumerate() {
                 let ver = self.nodes[w.node]
@@ -908,13 +958,20 @@ impl<K: TaskKey, P> Core<K, P> {
                 } else {
                     assert_eq!(ver.remaining, 0);
                 }
-                assert_eq!(
-                    self.ready.get(&ver.seq) == Some(&n),
-                    ver.state == TaskState::Ready
-                );
+                // A version that stopped being ready may leave a stale entry behind (counted
+                // below); a ready one is queued exactly once.
+                if ver.state == TaskState::Ready {
+                    assert_eq!(queued.get(&(ver.seq, n)), Some(&1));
+                }
             }
         }
         assert_eq!(counts, self.counts);
-        assert_eq!(self.ready.len(), self.counts[TaskState::Ready as usize]);
+        let stale = self
+            .ready
+            .iter()
+            .filter(|&&Reverse((seq, n))| !is_ready_entry(&self.nodes, seq, n))
+            .count();
+        assert_eq!(stale, self.ready_stale);
+        assert_eq!(self.ready_len(), self.counts[TaskState::Ready as usize]);
     }
 }
