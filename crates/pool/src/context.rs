@@ -176,8 +176,9 @@ impl WorkerContext<'_> {
     /// waits for it), has no handle, and cannot be cancelled. Panics: both halves always
     /// finish; then a panic of `a` is re-raised, else a panic of `b`.
     ///
-    /// Cost: two allocations (the shared slot of `b` and its queued box) and one uncontended
-    /// lock of the slot per join when `b` is not stolen; `b` must be `'static` (this crate has
+    /// Cost: one allocation (the shared slot of `b`, which is also the queued task: the
+    /// joiner and the deque each hold a reference) and one uncontended lock of the slot per
+    /// join when `b` is not stolen; `b` must be `'static` (this crate has
     /// no `unsafe`, so `b` cannot borrow from the caller's stack as rayon's `join` can).
     ///
     /// ```

@@ -259,7 +259,71 @@ impl<T> fmt::Debug for JoinHandle<T> {
 }
 
 /// A task as the queues carry it: its function and result cell, with the types erased.
-pub(crate) type Task = Box<dyn Runnable>;
+///
+/// A spawned task is boxed (one allocation). The second half of a `join` is its shared
+/// slot itself, counted by reference: the joiner keeps one reference and the queue carries
+/// the other, so a `join` costs one allocation, not a slot plus a box. (The slot's `Arc` is
+/// `std`'s, not `lockstep_sync`'s: loom's `Arc` cannot be erased to `Arc<dyn _>`; the
+/// slot's lock and flag, where the synchronisation is, stay `lockstep_sync`'s.)
+pub(crate) enum Task {
+    /// A spawned task: a handle's job or a detached function.
+    Boxed(Box<dyn Runnable>),
+    /// The second half of a `join`.
+    Join(std::sync::Arc<dyn JoinHalf>),
+}
+
+impl Task {
+    /// The task's id (`TaskId(u64::MAX)` for a `join`'s second half, which is not numbered:
+    /// it is part of its parent's run).
+    pub(crate) fn id(&self) -> TaskId {
+        match self {
+            Task::Boxed(t) => t.id(),
+            Task::Join(_) => TaskId(u64::MAX),
+        }
+    }
+
+    /// Queued -> Running; false if cancelled (then the task must be dropped, not run).
+    /// A `join`'s second half cannot be cancelled.
+    pub(crate) fn claim(&self) -> bool {
+        match self {
+            Task::Boxed(t) => t.claim(),
+            Task::Join(_) => true,
+        }
+    }
+
+    /// Runs the claimed function, catching a panic; stores the result. True if it panicked
+    /// (always false for a `join`'s second half: its panic goes to the joiner).
+    pub(crate) fn run(self, ctx: &WorkerContext<'_>) -> bool {
+        match self {
+            Task::Boxed(t) => t.run(ctx),
+            Task::Join(j) => {
+                j.run_half(ctx);
+                false
+            }
+        }
+    }
+
+    /// Whether the task counts in `outstanding` (false only for the second half of a
+    /// `join`, which its running, counted parent waits for).
+    pub(crate) fn counted(&self) -> bool {
+        matches!(self, Task::Boxed(_))
+    }
+
+    /// The identity of a `join`'s second half (its slot's address); 0 for every other task.
+    pub(crate) fn join_key(&self) -> usize {
+        match self {
+            Task::Boxed(_) => 0,
+            Task::Join(j) => std::sync::Arc::as_ptr(j) as *const () as usize,
+        }
+    }
+}
+
+/// The erased interface of a `join`'s second half, as a thief runs it.
+pub(crate) trait JoinHalf: Send + Sync {
+    /// Takes the function (if the joiner has not taken it back), runs it catching a panic,
+    /// and stores the value or the panic for the joiner.
+    fn run_half(&self, ctx: &WorkerContext<'_>);
+}
 
 /// The erased interface of one task.
 pub(crate) trait Runnable: Send {
@@ -269,15 +333,6 @@ pub(crate) trait Runnable: Send {
     fn claim(&self) -> bool;
     /// Runs the claimed function, catching a panic; stores the result. True if it panicked.
     fn run(self: Box<Self>, ctx: &WorkerContext<'_>) -> bool;
-    /// Whether the task counts in `outstanding` (false only for the second half of a
-    /// `join`, which its running, counted parent waits for).
-    fn counted(&self) -> bool {
-        true
-    }
-    /// The identity of a `join`'s second half (its slot's address); 0 for every other task.
-    fn join_key(&self) -> usize {
-        0
-    }
 }
 
 /// Where a `join`'s second half and its result meet.
@@ -324,60 +379,41 @@ impl<B, R> JoinSlot<B, R> {
     }
 }
 
-/// The key a joiner recognises its queued half by: the slot's address. (A free function:
-/// under loom `Arc` is loom's, which cannot be a method receiver.)
-pub(crate) fn join_key<B, R>(slot: &Arc<JoinSlot<B, R>>) -> usize {
-    Arc::as_ptr(slot) as *const () as usize
+/// The key a joiner recognises its queued half by: the slot's address (the same address
+/// [`Task::join_key`] reports for the queued half).
+pub(crate) fn join_key<B, R>(slot: &std::sync::Arc<JoinSlot<B, R>>) -> usize {
+    std::sync::Arc::as_ptr(slot) as *const () as usize
 }
 
-/// The queued second half of a `join`.
-struct JoinTask<B, R>(Arc<JoinSlot<B, R>>);
-
-impl<B, R> Runnable for JoinTask<B, R>
+impl<B, R> JoinHalf for JoinSlot<B, R>
 where
     B: FnOnce(&WorkerContext<'_>) -> R + Send + 'static,
     R: Send + 'static,
 {
-    /// Not numbered: it is part of its parent's run (`TaskId(u64::MAX)` if ever asked).
-    fn id(&self) -> TaskId {
-        TaskId(u64::MAX)
-    }
-
-    fn claim(&self) -> bool {
-        true
-    }
-
     /// Run by a thief: the panic, if any, goes to the joiner (it re-raises it).
-    fn run(self: Box<Self>, ctx: &WorkerContext<'_>) -> bool {
-        let Some(b) = self.0.take() else {
-            return false;
+    fn run_half(&self, ctx: &WorkerContext<'_>) {
+        let Some(b) = self.take() else {
+            return;
         };
         let r = catch_unwind(AssertUnwindSafe(|| b(ctx)));
-        *self.0.state.lock() = JoinState::Done(r);
-        self.0.done.store(true, SeqCst);
-        false
-    }
-
-    fn counted(&self) -> bool {
-        false
-    }
-
-    fn join_key(&self) -> usize {
-        join_key(&self.0)
+        *self.state.lock() = JoinState::Done(r);
+        self.done.store(true, SeqCst);
     }
 }
 
-/// Builds a `join`'s second half: the slot the joiner keeps and the task it pushes.
-pub(crate) fn new_join<B, R>(b: B) -> (Arc<JoinSlot<B, R>>, Task)
+/// Builds a `join`'s second half: the slot the joiner keeps and the task it pushes (the
+/// same allocation, one allocation per `join`).
+pub(crate) fn new_join<B, R>(b: B) -> (std::sync::Arc<JoinSlot<B, R>>, Task)
 where
     B: FnOnce(&WorkerContext<'_>) -> R + Send + 'static,
     R: Send + 'static,
 {
-    let slot = Arc::new(JoinSlot {
+    let slot = std::sync::Arc::new(JoinSlot {
         state: Mutex::new(JoinState::Pending(b)),
         done: AtomicBool::new(false),
     });
-    (Arc::clone(&slot), Box::new(JoinTask(slot)))
+    let task: std::sync::Arc<dyn JoinHalf> = std::sync::Arc::clone(&slot) as _;
+    (slot, Task::Join(task))
 }
 
 struct Job<F, T> {
@@ -473,7 +509,7 @@ pub(crate) fn new_detached<F>(id: TaskId, f: F) -> Task
 where
     F: FnOnce(&WorkerContext<'_>) + Send + 'static,
 {
-    Box::new(Detached { id, f })
+    Task::Boxed(Box::new(Detached { id, f }))
 }
 
 /// Builds a queued task and its handle.
@@ -487,7 +523,7 @@ where
         id,
         cell: Arc::clone(&cell),
     };
-    (Box::new(Job { id, f, cell }), handle)
+    (Task::Boxed(Box::new(Job { id, f, cell })), handle)
 }
 
 /// The message of a panic payload: the `&str` or `String` it carries, else a placeholder.
