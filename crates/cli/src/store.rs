@@ -109,33 +109,52 @@ impl StoreSpec {
     pub fn open(&self, create: Option<usize>) -> Result<BoxStore, DurableError> {
         match self {
             StoreSpec::Sqlite(path) => {
-                // `create` first whenever a store may be made: it refuses (AlreadyExists)
-                // without touching an existing database, and it waits for the write lock
-                // of a process that is creating the same file at this moment. (Checking
-                // `path.exists()` instead let a second `run` open the file another one had
-                // just created, still empty, and fail with NotALockstepStore.)
-                if let Some(slots) = create {
-                    match SqliteStore::create(path, slots) {
-                        Ok(s) => return Ok(Box::new(s)),
-                        Err(DurableError::AlreadyExists { .. }) => {}
-                        Err(e) => return Err(e),
+                // SQLite answers some lock conflicts while a database is being created (the
+                // switch to WAL, a reader meeting it) with SQLITE_BUSY at once, without its
+                // busy handler: `Busy` means nothing happened, so try again for a while.
+                let deadline = std::time::Instant::now() + OPEN_BUSY_PATIENCE;
+                loop {
+                    match open_sqlite(path, create) {
+                        Err(DurableError::Busy { .. }) if std::time::Instant::now() < deadline => {
+                            std::thread::sleep(std::time::Duration::from_millis(20));
+                        }
+                        other => return other,
                     }
                 }
-                if create.is_none() && !path.exists() {
-                    // `lockstep worker` joins a run; it never creates one.
-                    return Err(DurableError::Unavailable {
-                        reason: format!(
-                            "{}: no such file; a store is created by `lockstep run FILE --store sqlite:{}`",
-                            path.display(),
-                            path.display()
-                        ),
-                    });
-                }
-                Ok(Box::new(SqliteStore::open(path)?))
             }
             StoreSpec::Postgres(url) => open_postgres(url, create),
         }
     }
+}
+
+/// How long [`StoreSpec::open`] retries an SQLite store that answers `Busy`.
+const OPEN_BUSY_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// One attempt of [`StoreSpec::open`] on an SQLite file.
+fn open_sqlite(path: &std::path::Path, create: Option<usize>) -> Result<BoxStore, DurableError> {
+    // `create` first whenever a store may be made: it refuses (AlreadyExists)
+    // without touching an existing database, and it waits for the write lock
+    // of a process that is creating the same file at this moment. (Checking
+    // `path.exists()` instead let a second `run` open the file another one had
+    // just created, still empty, and fail with NotALockstepStore.)
+    if let Some(slots) = create {
+        match SqliteStore::create(path, slots) {
+            Ok(s) => return Ok(Box::new(s)),
+            Err(DurableError::AlreadyExists { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if create.is_none() && !path.exists() {
+        // `lockstep worker` joins a run; it never creates one.
+        return Err(DurableError::Unavailable {
+            reason: format!(
+                "{}: no such file; a store is created by `lockstep run FILE --store sqlite:{}`",
+                path.display(),
+                path.display()
+            ),
+        });
+    }
+    Ok(Box::new(SqliteStore::open(path)?))
 }
 
 /// `postgres://...#SCHEMA` names the PostgreSQL schema of the store (default `lockstep`).
