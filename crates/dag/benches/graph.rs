@@ -7,6 +7,9 @@
 //!
 //! * `lockstep_pull`: `TaskScheduler` on one thread: `submit` every task, then
 //!   `ready_at_most(1024)` / `complete` until nothing is left (submission included);
+//! * `lockstep_pull_batch`: the same through the batch forms: one `submit_batch` of every
+//!   task, then `ready_into(1024, buffer)` / `complete_batch` of the claimed versions, the
+//!   two buffers reused across rounds;
 //! * `lockstep_executor_1t`, `lockstep_executor_2t`: one `GraphRun` of the prebuilt
 //!   `FrozenGraph` on a pool of 1 or 2 workers (the per-run counters included, the graph's
 //!   build not: a frozen graph is built once and run many times);
@@ -14,6 +17,9 @@
 //!   lower bound: one sort, no run);
 //! * `bare_indegree`: Kahn's algorithm over the prebuilt CSR arrays, single-threaded: the
 //!   indegree copy, a stack of ready tasks, one decrement per edge;
+//! * `kahn_from_edges`: Kahn's algorithm that also builds its arrays (indegrees, reverse CSR)
+//!   from the same `(id, deps)` list the pull API is fed, single-threaded: the floor the
+//!   pull API's target is set against (issue 9: at most 2x);
 //! * `rayon_levels`: a level-by-level executor on a 2-thread rayon pool: levels by a
 //!   sequential Kahn pass, then `par_iter` over each level.
 //!
@@ -56,6 +62,74 @@ fn pull(shape: &Shape) -> usize {
             black_box(c.id);
             s.complete(&c.id, c.generation).expect("running");
             done += 1;
+        }
+    }
+    done
+}
+
+fn pull_batch(shape: &Shape) -> usize {
+    let s: TaskScheduler<u32> = TaskScheduler::new(usize::MAX);
+    let mut generations = Vec::with_capacity(shape.tasks());
+    s.submit_batch(
+        shape.tasks_iter().map(|(id, deps)| (id, deps, ())),
+        &mut generations,
+    )
+    .expect("valid graph");
+    let mut claims = Vec::with_capacity(1024);
+    let mut done: Vec<(u32, lockstep_dag::Generation)> = Vec::with_capacity(1024);
+    let mut total = 0;
+    loop {
+        claims.clear();
+        if s.ready_into(1024, &mut claims).expect("acyclic") == 0 {
+            break;
+        }
+        done.clear();
+        done.extend(claims.drain(..).map(|c| (black_box(c.id), c.generation)));
+        total += s.complete_batch(&done).expect("running").applied;
+    }
+    total
+}
+
+/// Kahn's algorithm from the `(id, deps)` list: indegrees and the reverse CSR built in two
+/// passes over the input, then one decrement per edge.
+fn kahn_from_edges(shape: &Shape) -> usize {
+    let n = shape.tasks();
+    let mut indegree = vec![0u32; n];
+    let mut off = vec![0u32; n + 1];
+    let mut edges = 0usize;
+    for (t, deps) in shape.tasks_iter() {
+        for d in deps {
+            indegree[t as usize] += 1;
+            off[d as usize] += 1;
+            edges += 1;
+        }
+    }
+    let mut sum = 0u32;
+    for o in off.iter_mut() {
+        sum += *o;
+        *o = sum;
+    }
+    let mut rev = vec![0u32; edges];
+    for (t, deps) in shape.tasks_iter() {
+        for d in deps {
+            let o = &mut off[d as usize];
+            *o -= 1;
+            rev[*o as usize] = t;
+        }
+    }
+    let mut stack: Vec<u32> = (0..n as u32)
+        .filter(|&t| indegree[t as usize] == 0)
+        .collect();
+    let mut done = 0;
+    while let Some(t) = stack.pop() {
+        black_box(t);
+        done += 1;
+        for &w in &rev[off[t as usize] as usize..off[t as usize + 1] as usize] {
+            let c = &mut indegree[w as usize];
+            *c -= 1;
+            if *c == 0 {
+                stack.push(w);
+            }
         }
     }
     done
@@ -157,6 +231,12 @@ fn bench_shape(c: &mut Criterion, shape: &Shape) {
     g.throughput(Throughput::Elements(elements as u64));
     g.bench_function(BenchmarkId::from_parameter("lockstep_pull"), |b| {
         b.iter(|| assert_eq!(pull(shape), n));
+    });
+    g.bench_function(BenchmarkId::from_parameter("lockstep_pull_batch"), |b| {
+        b.iter(|| assert_eq!(pull_batch(shape), n));
+    });
+    g.bench_function(BenchmarkId::from_parameter("kahn_from_edges"), |b| {
+        b.iter(|| assert_eq!(kahn_from_edges(shape), n));
     });
     g.bench_function(BenchmarkId::from_parameter("lockstep_executor_1t"), |b| {
         b.iter(|| assert_eq!(executor(&frozen, &pool1), n));

@@ -4,30 +4,55 @@
 //! and calls exactly one `Core` method per critical section. Every rule here is a rule of
 //! `docs/semantics.md` Part A; the comments name the rule.
 //!
-//! # Representation
+//! # Representation (dense indices, struct of arrays, shared edge arrays)
 //!
-//! * Ids are interned to dense node indices (`index: HashMap<K, usize>`). A node exists for
-//!   every id that was submitted or named as a dependency; an id named but never submitted
-//!   has no version ("not yet submitted").
-//! * Each node holds its **current version** only: generation, submission sequence, state,
-//!   and its edges: per dependency (list order) the dependency's node and the position of
-//!   this version's entry in that dependency's waiter list (`slot`, or `NONE` when it does not
-//!   wait on that dependency). `remaining` counts the live slots (Kahn's in-degree).
-//! * Each node holds a **waiter list**: the versions waiting on that id (reverse edges).
-//!   Entries are removed in O(1) by `swap_remove` plus a back-pointer fix-up, so replacing a
-//!   version removes its old reverse edges in O(its dependencies) [A2 replace removes edges].
-//! * Invariant: an entry in a waiter list always belongs to a **pending** current version,
-//!   and the edges' `slot`s are its exact inverse. Versions leave every list when they stop being pending
-//!   (ready, blocked, cancelled, replaced).
-//! * Ready versions sit in `ready`, a binary min-heap of `(submission sequence, node)`, so
-//!   claims come out in submission order in O(log V) each (A4). A version that leaves the
-//!   ready state other than by being claimed (replaced, cancelled) is removed lazily: its
-//!   entry stays until popped or compacted, and `ready_stale` counts such entries; the heap
-//!   is compacted when they outnumber the live ones, so it holds O(ready versions) entries.
+//! * **Nodes.** Each id is interned once into a dense `u32` node index (`index`, a hash table
+//!   that stores only the index and hashes through `keys`). A node exists for every id that
+//!   was submitted or named as a dependency; an id named but never submitted has no version
+//!   (state `ABSENT`). Node indices are never reused.
+//! * **Current versions, struct of arrays.** Per node: `hot` (generation, submission
+//!   sequence, remaining count, state, flags: the fields a release touches, in one 24-byte
+//!   record), `span` (where its dependency list sits in `fwd`) and `payload`. What only some
+//!   versions have sits in side tables keyed by node: `details` (cause, error or cancel reason
+//!   of a failed, blocked or cancelled version) and `tokens` (the cancel token of a running
+//!   version).
+//! * **Dependencies** (`fwd`): one shared arena of `u32` node indices; a version's list is
+//!   `fwd[span.start .. span.start + span.len]`, in list order, appended on submit. A replaced
+//!   version's list becomes garbage, and the arena is compacted once garbage outnumbers live
+//!   entries [INVARIANT (A2.edge-arena-bounds)].
+//! * **Reverse edges** (waiter lists) are built lazily, in one pass, the first time they are
+//!   needed (at `start`, or by a `cancel` before it): a CSR array (`rev_off`, `rev`) holding,
+//!   per dependency, an entry `(waiter node, waiter generation mod 2^32)` for every edge a
+//!   pending version waits on. Entries added later (submissions after the build) go to
+//!   per-node overflow lists (`rev_extra`). Before the build every pending version waits on
+//!   all its dependencies, which is why nothing needs to be registered while building.
+//! * **Lazy removal.** An entry is *live* when its waiter's current version has that
+//!   generation and is still pending; a version that stops being pending other than by its
+//!   last release (replaced, cancelled, blocked, closed) leaves its remaining entries behind
+//!   as *stale*, counted in `rev_stale`, skipped (not counted as visits) when met, and purged
+//!   by a compaction once they outnumber the live ones. A list is consumed when its
+//!   dependency settles (`REV_TAKEN` for the CSR part; the overflow list is removed), so a
+//!   live entry is released at most once [INVARIANT (A5.release-once-per-edge)].
+//!   Generations are compared modulo 2^32 (`TAG_MASK`); the compaction that runs whenever a generation
+//!   crosses a multiple of 2^32 guarantees no stale entry lives long enough to look live
+//!   again [INVARIANT (A2.generation-tag)].
+//! * `remaining` (Kahn's in-degree) counts the live entries of a pending version; it is zero
+//!   for every other state.
+//! * Ready versions sit in `ready`, a hierarchical bitset of submission sequences
+//!   (`crate::ready`), and `seq_node` maps a sequence back to its node, so claims come out in
+//!   submission order (A4) in O(log_64 V) word operations each; a version that stops being
+//!   ready other than by a claim leaves the set at once. Sequences are renumbered (order
+//!   kept) when replaced versions' sequences outnumber the live ones.
+//! * The cancel token of a running version sits in a slab (`running_tokens`) at the index
+//!   kept in its `count` field (a running version waits on nothing, so the field is free).
+//!
+//! Steady-state `submit` (building), `claim` and `complete` allocate nothing beyond the
+//! amortised growth of these arrays (the caller's `Claim` buffer aside).
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
+use std::hash::BuildHasher;
 
+use hashbrown::HashTable;
 use lockstep_contract::{
     BlockCause, CallbackOutcome, CancelOutcome, CancelReason, CloseReport, Cycle, Effect,
     Generation, GraphReport, MissingDependency, SchedulerError, TaskKey, TaskState, TaskStatus,
@@ -35,145 +60,163 @@ use lockstep_contract::{
 
 use crate::claim::TokenSource;
 use crate::graph::{self, DepGraph};
+use crate::ready::ReadySet;
 use crate::{CancelToken, Claim, StateCounts};
 use lockstep_sync::seeded_bug;
 
-/// Marks "not waiting on this dependency" in `Edge::slot`.
-const NONE: usize = usize::MAX;
-/// Marks "will wait on this dependency" in `Edge::slot` while a submission is being built.
-const TO_WAIT: usize = usize::MAX - 1;
+type Hasher = foldhash::quality::RandomState;
 
-/// One entry of a waiter list: dependency number `edge` of the current version of `node`.
+/// `Hot::state` of a node whose id was named but never submitted.
+const ABSENT: u8 = 7;
+/// `Hot::flags`: the CSR part of this node's waiter list was consumed.
+const REV_TAKEN: u8 = 1;
+/// `Hot::flags`: `cancel` was called while the current version ran.
+const CANCEL_REQUESTED: u8 = 2;
+
+/// Generations are compared through this mask in reverse entries (the tag). Unit tests
+/// use three bits, so that random operation sequences cross many tag wraps; production
+/// uses 32.
+const TAG_MASK: u64 = if cfg!(test) { 7 } else { u32::MAX as u64 };
+
+/// How far beyond twice the node count an integer id may lie and still be interned through
+/// the direct array.
+const DIRECT_SLACK: usize = 1 << 16;
+
+/// Garbage below this many entries never triggers a compaction or a renumbering
+/// (amortisation floor). Unit tests use 4, so that random sequences compact often.
+const COMPACT_FLOOR: usize = if cfg!(test) { 4 } else { 1024 };
+
+/// The per-node fields a release touches, kept in one record (one cache line access).
 #[derive(Debug, Clone, Copy)]
-struct WaiterRef {
-    node: usize,
-    edge: usize,
+struct Hot {
+    /// Generation of the current version; 0 when absent.
+    generation: u64,
+    /// Submission sequence of the current version; `u64::MAX` when absent.
+    seq: u64,
+    /// Pending: its live waiter entries (Kahn's in-degree, "remaining dependencies").
+    /// Running: the index of its cancel token in `running_tokens`. Otherwise 0.
+    count: u32,
+    /// `TaskState as u8`, or [`ABSENT`].
+    state: u8,
+    /// [`REV_TAKEN`], [`CANCEL_REQUESTED`].
+    flags: u8,
 }
 
-/// One dependency of a version: the dependency's node, and where this version's entry sits
-/// in that node's waiter list (`NONE` when it does not wait on it).
-#[derive(Debug, Clone, Copy)]
-struct Edge {
-    node: usize,
-    slot: usize,
+impl Hot {
+    const ABSENT: Hot = Hot {
+        generation: 0,
+        seq: u64::MAX,
+        count: 0,
+        state: ABSENT,
+        flags: 0,
+    };
+
+    fn is(&self, s: TaskState) -> bool {
+        self.state == s as u8
+    }
+
+    fn task_state(&self) -> Option<TaskState> {
+        TaskState::ALL.get(self.state as usize).copied()
+    }
+
+    fn tag(&self) -> u32 {
+        tag_of(self.generation)
+    }
 }
 
-/// Why a terminal version ended the way it did; boxed, because most versions succeed.
+/// A version's dependency list: `fwd[start .. start + len]`.
+#[derive(Debug, Clone, Copy, Default)]
+struct Span {
+    start: u32,
+    len: u32,
+}
+
+impl Span {
+    fn range(self) -> std::ops::Range<usize> {
+        self.start as usize..self.start as usize + self.len as usize
+    }
+}
+
+/// One reverse edge: the version of `node` whose generation is `tag` (mod 2^32) waits on
+/// the list's owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    node: u32,
+    tag: u32,
+}
+
+/// Why a terminal version ended the way it did (side table: most versions succeed).
+#[derive(Debug)]
 enum Detail<K> {
     Blocked(BlockCause<K>),
     Cancelled(CancelReason),
     Failed(String),
 }
 
-/// The current version of a task id. Kept small: a million of them must fit comfortably.
-struct Version<K, P> {
-    generation: Generation,
-    seq: u64,
-    edges: Box<[Edge]>,
-    remaining: usize,
-    state: TaskState,
-    /// `cancel` was called while this version ran (its token was set).
-    cancel_requested: bool,
-    detail: Option<Box<Detail<K>>>,
-    /// Present while pending or ready; moved into the [`Claim`] when claimed, dropped (outside
-    /// the lock) when the version can no longer run.
-    payload: Option<P>,
-    /// Present while running.
-    token: Option<CancelToken>,
-}
-
-impl<K, P> Version<K, P> {
-    fn blocked_by(&self) -> Option<&BlockCause<K>> {
-        match self.detail.as_deref() {
-            Some(Detail::Blocked(c)) => Some(c),
-            _ => None,
-        }
-    }
-
-    fn cancelled_by(&self) -> Option<CancelReason> {
-        match self.detail.as_deref() {
-            Some(Detail::Cancelled(r)) => Some(*r),
-            _ => None,
-        }
-    }
-
-    fn error(&self) -> Option<&str> {
-        match self.detail.as_deref() {
-            Some(Detail::Failed(e)) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-struct Node<K, P> {
-    key: K,
-    version: Option<Version<K, P>>,
-    waiters: Vec<WaiterRef>,
-}
-
 /// The whole scheduler state. Single-threaded; see the module docs.
 pub(crate) struct Core<K, P> {
-    index: HashMap<K, usize, foldhash::quality::RandomState>,
-    nodes: Vec<Node<K, P>>,
+    hasher: Hasher,
+    /// Node indices, hashed through `keys`: every id not in `direct`.
+    index: HashTable<u32>,
+    /// Integer ids (see [`integer_id`]) that are not sparse: `direct[id]` is the node plus
+    /// one, 0 for none. An integer id goes here when it is below twice the number of nodes
+    /// plus [`DIRECT_SLACK`] at its interning (so the array stays within a constant factor of
+    /// the nodes); the others go to `index`.
+    direct: Vec<u32>,
+    keys: Vec<K>,
+    hot: Vec<Hot>,
+    span: Vec<Span>,
+    payload: Vec<Option<P>>,
+    /// The dependency arena (see the module docs).
+    fwd: Vec<u32>,
+    /// Entries of `fwd` that belong to no current version.
+    fwd_garbage: usize,
+    /// Reverse edges were built (see the module docs).
+    rev_built: bool,
+    /// CSR offsets of the reverse edges; covers nodes `0 .. rev_off.len() - 1`.
+    rev_off: Vec<u32>,
+    rev: Vec<Entry>,
+    /// Reverse edges added after the build, per dependency node.
+    rev_extra: HashMap<u32, Vec<Entry>, Hasher>,
+    /// Entries in unconsumed lists (CSR and overflow).
+    rev_entries: usize,
+    /// Stale entries in unconsumed lists.
+    rev_stale: usize,
+    details: HashMap<u32, Detail<K>, Hasher>,
+    /// Cancel tokens of running versions, at the index in their `Hot::count`; free indices
+    /// in `running_free` (a slab: no allocation per claim once grown).
+    running_tokens: Vec<Option<CancelToken>>,
+    running_free: Vec<u32>,
     /// Submitted nodes in order of first submission (the order of `snapshot`).
-    order: Vec<usize>,
-    /// Ready versions as `(submission sequence, node)`, smallest sequence first, plus
-    /// `ready_stale` entries of versions that are no longer ready (see the module docs).
-    ready: BinaryHeap<Reverse<(u64, usize)>>,
-    /// Entries of `ready` whose version is no longer the node's ready current version.
-    ready_stale: usize,
+    order: Vec<u32>,
+    /// Submission sequences of the ready versions (take-the-smallest: submission order).
+    ready: ReadySet,
+    /// The node of each submission sequence below `next_seq` (the versions since the last
+    /// renumbering; entries of replaced versions are never read).
+    seq_node: Vec<u32>,
     /// Number of current versions in each state, indexed by `TaskState as usize`.
     counts: [usize; 7],
     next_seq: u64,
     max_concurrency: usize,
     started: bool,
     closed: bool,
-    /// Versions and reverse edges looked at by callbacks (`complete`, `fail`, `cancel`), for
+    /// Set when a submission named a dependency without a current version, or replaced a
+    /// version: only then can the graph hold a cycle, so `start` runs the cycle search only
+    /// then (otherwise every edge points at an older version, a topological order).
+    maybe_cyclic: bool,
+    /// Live waiter entries and versions looked at by callbacks, for
     /// [`crate::SchedulerStats`]: a whole run keeps it within V + E (A7).
     visits: u64,
     /// Callers inside `wait_idle`: callbacks notify the condition variable only when one is
     /// waiting (a notify is a system call even with no waiter).
     pub(crate) idle_waiters: usize,
     /// Fresh cancellation tokens for claims.
-    tokens: TokenSource,
-}
-
-/// Moves `ver` to state `to`, keeping the per-state counts exact.
-fn transition<K, P>(counts: &mut [usize; 7], ver: &mut Version<K, P>, to: TaskState) {
-    counts[ver.state as usize] -= 1;
-    counts[to as usize] += 1;
-    ver.state = to;
-}
-
-/// Removes every live reverse edge of `ver` (which must not be stored in `nodes` right now)
-/// from its dependencies' waiter lists, in O(1) each.
-fn unregister<K, P>(nodes: &mut [Node<K, P>], ver: &mut Version<K, P>) {
-    if ver.remaining == 0 {
-        return;
-    }
-    for edge in ver.edges.iter_mut() {
-        let pos = edge.slot;
-        if pos == NONE {
-            continue;
-        }
-        edge.slot = NONE;
-        ver.remaining -= 1;
-        let list = &mut nodes[edge.node].waiters;
-        list.swap_remove(pos);
-        if let Some(&moved) = list.get(pos)
-            && let Some(other) = nodes[moved.node].version.as_mut()
-        {
-            other.edges[moved.edge].slot = pos;
-        }
-    }
-}
-
-/// True when `(seq, n)` is the queue entry of node `n`'s current, ready version.
-fn is_ready_entry<K, P>(nodes: &[Node<K, P>], seq: u64, n: usize) -> bool {
-    nodes[n]
-        .version
-        .as_ref()
-        .is_some_and(|v| v.seq == seq && v.state == TaskState::Ready)
+    tokens_source: TokenSource,
+    /// Reused buffers: dependency nodes of the submission being applied, the ones it waits
+    /// on, and the worklist of `block_waiters`.
+    scratch_deps: Vec<u32>,
+    scratch_waits: Vec<u32>,
+    scratch_work: Vec<u32>,
 }
 
 /// Returns the first dependency that repeats an earlier one, scanning in list order.
@@ -183,137 +226,493 @@ fn first_duplicate<K: TaskKey>(deps: &[K]) -> Option<&K> {
             .find(|&i| deps[..i].contains(&deps[i]))
             .map(|i| &deps[i]);
     }
-    let mut seen: std::collections::HashSet<&K, foldhash::quality::RandomState> =
+    let mut seen: std::collections::HashSet<&K, Hasher> =
         std::collections::HashSet::with_capacity_and_hasher(deps.len(), Default::default());
     deps.iter().find(|d| !seen.insert(*d))
 }
 
-/// The dependency graph of the current versions, optionally with one node's edges and
-/// sequence replaced by a hypothetical new version.
-struct View<'a, K, P> {
-    nodes: &'a [Node<K, P>],
-    overlay: Option<(usize, &'a [usize], u64)>,
+/// The tag of a generation (see [`TAG_MASK`]).
+fn tag_of(generation: u64) -> u32 {
+    (generation & TAG_MASK) as u32
 }
 
-impl<K, P> DepGraph for View<'_, K, P> {
+/// The value of an unsigned integer id (`u8`, `u16`, `u32`, `u64`, `usize`), or `None` for
+/// any other id type.
+///
+/// The check compares type ids, which are constants after monomorphisation: for each `K`
+/// this compiles to either a plain conversion or `None`.
+fn integer_id<K: 'static>(key: &K) -> Option<usize> {
+    let any = key as &dyn std::any::Any;
+    if let Some(&v) = any.downcast_ref::<u8>() {
+        return Some(v.into());
+    }
+    if let Some(&v) = any.downcast_ref::<u16>() {
+        return Some(v.into());
+    }
+    if let Some(&v) = any.downcast_ref::<u32>() {
+        return Some(v as usize);
+    }
+    if let Some(&v) = any.downcast_ref::<u64>() {
+        return usize::try_from(v).ok();
+    }
+    any.downcast_ref::<usize>().copied()
+}
+
+/// True when `K` is one of the integer id types of [`integer_id`].
+fn is_integer_type<K: 'static>() -> bool {
+    use std::any::TypeId;
+    let k = TypeId::of::<K>();
+    [
+        TypeId::of::<u8>(),
+        TypeId::of::<u16>(),
+        TypeId::of::<u32>(),
+        TypeId::of::<u64>(),
+        TypeId::of::<usize>(),
+    ]
+    .contains(&k)
+}
+
+fn idx(n: u32) -> usize {
+    n as usize
+}
+
+/// The dependency graph of the current versions, optionally with one node's edges and
+/// sequence replaced by a hypothetical new version.
+struct View<'a> {
+    hot: &'a [Hot],
+    span: &'a [Span],
+    fwd: &'a [u32],
+    overlay: Option<(usize, &'a [u32], u64)>,
+}
+
+impl DepGraph for View<'_> {
     fn node_count(&self) -> usize {
-        self.nodes.len()
+        self.hot.len()
     }
 
     fn degree(&self, v: usize) -> usize {
         match self.overlay {
             Some((n, deps, _)) if n == v => deps.len(),
-            _ => self.nodes[v]
-                .version
-                .as_ref()
-                .map_or(0, |ver| ver.edges.len()),
+            _ => self.span[v].len as usize,
         }
     }
 
     fn dep(&self, v: usize, i: usize) -> usize {
         match self.overlay {
-            Some((n, deps, _)) if n == v => deps[i],
-            _ => self.nodes[v]
-                .version
-                .as_ref()
-                .map_or(v, |ver| ver.edges[i].node),
+            Some((n, deps, _)) if n == v => idx(deps[i]),
+            _ => idx(self.fwd[self.span[v].start as usize + i]),
         }
     }
 
     fn seq(&self, v: usize) -> u64 {
         match self.overlay {
             Some((n, _, seq)) if n == v => seq,
-            _ => self.nodes[v]
-                .version
-                .as_ref()
-                .map_or(u64::MAX, |ver| ver.seq),
+            _ => self.hot[v].seq,
         }
     }
+}
+
+/// True when the current version of node `v` holds a cycle-free forward graph: an
+/// iterative three-colour depth-first search over the dependency lists (white, on the path,
+/// done). O(V + E) time, one byte per node and the path as extra space.
+fn has_cycle<G: DepGraph>(g: &G) -> bool {
+    const WHITE: u8 = 0;
+    const GREY: u8 = 1;
+    const BLACK: u8 = 2;
+    let n = g.node_count();
+    let mut colour = vec![WHITE; n];
+    let mut path: Vec<(u32, u32)> = Vec::new();
+    for root in 0..n {
+        if colour[root] != WHITE {
+            continue;
+        }
+        colour[root] = GREY;
+        path.push((root as u32, 0));
+        while let Some(top) = path.last_mut() {
+            let v = idx(top.0);
+            if (top.1 as usize) < g.degree(v) {
+                let w = g.dep(v, top.1 as usize);
+                top.1 += 1;
+                match colour[w] {
+                    WHITE => {
+                        colour[w] = GREY;
+                        path.push((w as u32, 0));
+                    }
+                    GREY => return true,
+                    _ => {}
+                }
+            } else {
+                colour[v] = BLACK;
+                path.pop();
+            }
+        }
+    }
+    false
 }
 
 impl<K: TaskKey, P> Core<K, P> {
     /// An empty scheduler in the building phase.
     pub(crate) fn new(max_concurrency: usize) -> Self {
         Self {
-            index: HashMap::default(),
-            nodes: Vec::new(),
+            hasher: Hasher::default(),
+            index: HashTable::new(),
+            direct: Vec::new(),
+            keys: Vec::new(),
+            hot: Vec::new(),
+            span: Vec::new(),
+            payload: Vec::new(),
+            fwd: Vec::new(),
+            fwd_garbage: 0,
+            rev_built: false,
+            rev_off: Vec::new(),
+            rev: Vec::new(),
+            rev_extra: HashMap::default(),
+            rev_entries: 0,
+            rev_stale: 0,
+            details: HashMap::default(),
+            running_tokens: Vec::new(),
+            running_free: Vec::new(),
             order: Vec::new(),
-            ready: BinaryHeap::new(),
-            ready_stale: 0,
+            ready: ReadySet::default(),
+            seq_node: Vec::new(),
             counts: [0; 7],
             next_seq: 0,
             max_concurrency,
             started: false,
             closed: false,
+            maybe_cyclic: false,
             visits: 0,
             idle_waiters: 0,
-            tokens: TokenSource::default(),
+            tokens_source: TokenSource::default(),
+            scratch_deps: Vec::new(),
+            scratch_waits: Vec::new(),
+            scratch_work: Vec::new(),
         }
     }
 
-    /// Queues the ready version `seq` of node `n`.
-    fn push_ready(&mut self, seq: u64, n: usize) {
-        self.ready.push(Reverse((seq, n)));
-    }
-
-    /// Number of ready versions in the queue (live entries).
-    fn ready_len(&self) -> usize {
-        self.ready.len() - self.ready_stale
-    }
-
-    /// Marks the queue entry of a version that stops being ready other than by a claim; the
-    /// caller has already taken that version out of its node or changed its state. Compacts
-    /// the heap once stale entries outnumber live ones (amortized O(log V) per removal).
-    fn remove_ready(&mut self) {
-        self.ready_stale += 1;
-        if self.ready_stale > 32 && self.ready_stale * 2 > self.ready.len() {
-            let nodes = &self.nodes;
-            self.ready
-                .retain(|&Reverse((seq, n))| is_ready_entry(nodes, seq, n));
-            self.ready_stale = 0;
+    /// Reserves room for `tasks` more ids and `edges` more dependency entries (a hint from
+    /// a batch submission's size). Amortised O(1) per reserved element.
+    pub(crate) fn reserve(&mut self, tasks: usize, edges: usize) {
+        if !is_integer_type::<K>() {
+            let hasher = &self.hasher;
+            let keys = &self.keys;
+            self.index
+                .reserve(tasks, |&n| hasher.hash_one(&keys[idx(n)]));
         }
+        self.keys.reserve(tasks);
+        self.hot.reserve(tasks);
+        self.span.reserve(tasks);
+        self.payload.reserve(tasks);
+        self.order.reserve(tasks);
+        self.fwd.reserve(edges);
     }
 
-    fn intern(&mut self, key: K) -> usize {
-        if let Some(&n) = self.index.get(&key) {
+    // ----- ids -------------------------------------------------------------------------
+
+    fn find(&self, key: &K) -> Option<u32> {
+        if let Some(v) = integer_id(key)
+            && let Some(&slot) = self.direct.get(v)
+            && slot != 0
+        {
+            return Some(slot - 1);
+        }
+        if self.index.is_empty() {
+            return None;
+        }
+        let h = self.hasher.hash_one(key);
+        self.index.find(h, |&n| self.keys[idx(n)] == *key).copied()
+    }
+
+    /// The node of `key`, created (without a version) if it is new; `make` turns the borrowed
+    /// key into an owned one only then.
+    fn intern_with(&mut self, key: &K, make: impl FnOnce() -> K) -> u32 {
+        if let Some(n) = self.find(key) {
             return n;
         }
-        let n = self.nodes.len();
-        self.index.insert(key.clone(), n);
-        self.nodes.push(Node {
-            key,
-            version: None,
-            waiters: Vec::new(),
-        });
+        // Node indices are u32: 2^32 - 1 ids would need hundreds of GiB first.
+        let n = u32::try_from(self.keys.len()).expect("at most 2^32 - 1 task ids");
+        match integer_id(key) {
+            Some(v) if v < 2 * self.keys.len() + DIRECT_SLACK => {
+                if v >= self.direct.len() {
+                    let want = (v + 1)
+                        .max(2 * self.direct.len())
+                        .min(2 * self.keys.len() + DIRECT_SLACK);
+                    self.direct.resize(want, 0);
+                }
+                self.direct[v] = n + 1;
+            }
+            _ => {
+                let h = self.hasher.hash_one(key);
+                let hasher = &self.hasher;
+                let keys = &self.keys;
+                self.index
+                    .insert_unique(h, n, |&m| hasher.hash_one(&keys[idx(m)]));
+            }
+        }
+        self.keys.push(make());
+        self.hot.push(Hot::ABSENT);
+        self.span.push(Span::default());
+        self.payload.push(None);
         n
     }
 
     /// The node of a submitted id.
-    fn known(&self, key: &K) -> Option<usize> {
-        self.index
-            .get(key)
-            .copied()
-            .filter(|&n| self.nodes[n].version.is_some())
+    fn known(&self, key: &K) -> Option<u32> {
+        self.find(key).filter(|&n| self.hot[idx(n)].state != ABSENT)
     }
 
-    fn view(&self) -> View<'_, K, P> {
+    fn view(&self) -> View<'_> {
         View {
-            nodes: &self.nodes,
+            hot: &self.hot,
+            span: &self.span,
+            fwd: &self.fwd,
             overlay: None,
         }
     }
 
-    fn cycles_of(&self, view: &View<'_, K, P>) -> Vec<Cycle<K>> {
+    fn cycles_of(&self, view: &View<'_>) -> Vec<Cycle<K>> {
         graph::canonical_cycles(view)
             .into_iter()
             .map(|path| Cycle {
-                path: path
-                    .into_iter()
-                    .map(|n| self.nodes[n].key.clone())
-                    .collect(),
+                path: path.into_iter().map(|n| self.keys[n].clone()).collect(),
             })
             .collect()
     }
+
+    // ----- small helpers ---------------------------------------------------------------
+
+    /// Moves node `n`'s current version to state `to`, keeping the per-state counts exact.
+    fn transition(&mut self, n: u32, to: TaskState) {
+        let h = &mut self.hot[idx(n)];
+        self.counts[h.state as usize] -= 1;
+        self.counts[to as usize] += 1;
+        h.state = to as u8;
+    }
+
+    /// A pending version of `n` stops waiting other than by its last release: its remaining
+    /// reverse edges become stale.
+    fn drop_waits(&mut self, n: u32) {
+        let h = &mut self.hot[idx(n)];
+        if self.rev_built {
+            self.rev_stale += h.count as usize;
+        }
+        h.count = 0;
+    }
+
+    /// Number of ready versions.
+    fn ready_len(&self) -> usize {
+        self.ready.len()
+    }
+
+    /// Takes a version that stops being ready other than by a claim out of the ready queue.
+    fn remove_ready(&mut self, n: u32) {
+        self.ready.remove(self.hot[idx(n)].seq);
+    }
+
+    /// Frees the cancel-token slot of node `n`'s version, which just stopped running.
+    fn release_token(&mut self, n: u32) {
+        let h = &mut self.hot[idx(n)];
+        if let Some(t) = self.running_tokens.get_mut(h.count as usize) {
+            *t = None;
+            self.running_free.push(h.count);
+        }
+        h.count = 0;
+    }
+
+    /// Gives the current versions new submission sequences `0..`, in the same order, once
+    /// sequences of replaced versions outnumber the live ones (so the ready set and
+    /// `seq_node` stay within twice the ids plus a constant). O(V log V), amortised O(log V)
+    /// per submission. Only the order of sequences is observable, and it is kept.
+    fn renumber(&mut self) {
+        let mut live: Vec<(u64, u32)> = self
+            .order
+            .iter()
+            .filter(|&&n| self.hot[idx(n)].state != ABSENT)
+            .map(|&n| (self.hot[idx(n)].seq, n))
+            .collect();
+        live.sort_unstable();
+        self.ready.clear();
+        self.seq_node.clear();
+        for (rank, &(_, n)) in live.iter().enumerate() {
+            let h = &mut self.hot[idx(n)];
+            h.seq = rank as u64;
+            self.seq_node.push(n);
+            if h.is(TaskState::Ready) {
+                self.ready.insert(rank as u64);
+            }
+        }
+        self.next_seq = live.len() as u64;
+    }
+
+    /// True when the entry belongs to a pending current version (see the module docs).
+    fn is_live(&self, e: Entry) -> bool {
+        let h = &self.hot[idx(e.node)];
+        // SEEDED BUG (stale_edges): the generation is not compared, so a replaced version's
+        // reverse edges count for the version that replaced it.
+        (h.tag() == e.tag || seeded_bug!("stale_edges")) && h.is(TaskState::Pending)
+    }
+
+    /// The CSR part of `d`'s waiter list, if any and not consumed.
+    fn csr_range(&self, d: u32) -> std::ops::Range<usize> {
+        let d = idx(d);
+        if d + 1 < self.rev_off.len() && self.hot[d].flags & REV_TAKEN == 0 {
+            self.rev_off[d] as usize..self.rev_off[d + 1] as usize
+        } else {
+            0..0
+        }
+    }
+
+    /// Builds the reverse edges from the dependency lists of the pending versions, in one
+    /// counting pass and one filling pass (O(V + E)); a no-op once built.
+    fn ensure_rev(&mut self) {
+        if self.rev_built {
+            return;
+        }
+        let n = self.hot.len();
+        let mut off = vec![0u32; n + 1];
+        for v in 0..n {
+            if self.hot[v].is(TaskState::Pending) {
+                for &d in &self.fwd[self.span[v].range()] {
+                    off[idx(d)] += 1;
+                }
+            }
+        }
+        // Inclusive prefix sums: off[d] is the end of d's list; the fill below moves each
+        // back to its start.
+        let mut total = 0u32;
+        for o in off.iter_mut() {
+            total += *o;
+            *o = total;
+        }
+        let mut rev = vec![Entry { node: 0, tag: 0 }; total as usize];
+        for v in (0..n).rev() {
+            let h = self.hot[v];
+            if h.state == TaskState::Pending as u8 {
+                for &d in &self.fwd[self.span[v].range()] {
+                    let o = &mut off[idx(d)];
+                    *o -= 1;
+                    rev[*o as usize] = Entry {
+                        node: v as u32,
+                        tag: h.tag(),
+                    };
+                }
+            }
+        }
+        self.rev_off = off;
+        self.rev = rev;
+        self.rev_entries = total as usize;
+        self.rev_stale = 0;
+        self.rev_built = true;
+    }
+
+    /// Rebuilds the reverse edges from the live entries of every unconsumed list: stale
+    /// entries are purged, overflow lists merged, consumed marks cleared. O(V + entries).
+    fn compact_rev(&mut self) {
+        let n = self.hot.len();
+        let mut off = vec![0u32; n + 1];
+        let mut extra = std::mem::take(&mut self.rev_extra);
+        for d in 0..n as u32 {
+            let r = self.csr_range(d);
+            let live_csr = self.rev[r].iter().filter(|&&e| self.is_live(e)).count();
+            let live_extra = extra
+                .get(&d)
+                .map_or(0, |l| l.iter().filter(|&&e| self.is_live(e)).count());
+            off[idx(d)] = (live_csr + live_extra) as u32;
+        }
+        let mut total = 0u32;
+        for o in off.iter_mut() {
+            total += *o;
+            *o = total;
+        }
+        let mut rev = vec![Entry { node: 0, tag: 0 }; total as usize];
+        for d in (0..n as u32).rev() {
+            let r = self.csr_range(d);
+            let list = extra.remove(&d).unwrap_or_default();
+            for &e in self.rev[r].iter().chain(list.iter()) {
+                if self.is_live(e) {
+                    let o = &mut off[idx(d)];
+                    *o -= 1;
+                    rev[*o as usize] = e;
+                }
+            }
+        }
+        for h in &mut self.hot {
+            h.flags &= !REV_TAKEN;
+        }
+        self.rev_off = off;
+        self.rev = rev;
+        self.rev_entries = total as usize;
+        self.rev_stale = 0;
+    }
+
+    /// Compacts the reverse edges once stale entries outnumber live ones.
+    fn maybe_compact_rev(&mut self) {
+        if self.rev_stale > COMPACT_FLOOR && self.rev_stale * 2 > self.rev_entries {
+            self.compact_rev();
+        }
+    }
+
+    /// Appends `deps` to the dependency arena, compacting it first if garbage outnumbers
+    /// live entries. Returns the new span.
+    fn push_edges(&mut self, deps: &[u32]) -> Span {
+        if self.fwd_garbage > COMPACT_FLOOR && self.fwd_garbage * 2 > self.fwd.len() {
+            let mut fwd = Vec::with_capacity(self.fwd.len() - self.fwd_garbage + deps.len());
+            for s in self.span.iter_mut() {
+                let start = fwd.len() as u32;
+                fwd.extend_from_slice(&self.fwd[s.range()]);
+                s.start = start;
+            }
+            self.fwd = fwd;
+            self.fwd_garbage = 0;
+        }
+        let start = u32::try_from(self.fwd.len()).expect("at most 2^32 dependency entries");
+        self.fwd.extend_from_slice(deps);
+        Span {
+            start,
+            len: deps.len() as u32,
+        }
+    }
+
+    /// Consumes `d`'s waiter list (CSR part and overflow) and hands every live entry to
+    /// `each`; stale entries leave the count. Returns how many live entries there were.
+    fn take_waiters(&mut self, d: u32, mut each: impl FnMut(&mut Self, Entry)) -> usize {
+        let r = self.csr_range(d);
+        let extra = if self.rev_extra.is_empty() {
+            None
+        } else {
+            self.rev_extra.remove(&d)
+        };
+        // INVARIANT (A5.release-once-per-edge): the list is consumed before its entries are
+        // handed out, so no later settlement of `d` sees them again.
+        // SEEDED BUG (double_release): the list is not consumed, so a repeat finds it again.
+        if !seeded_bug!("double_release") {
+            self.hot[idx(d)].flags |= REV_TAKEN;
+            self.rev_entries -= r.len() + extra.as_ref().map_or(0, Vec::len);
+        } else if let Some(list) = &extra {
+            self.rev_extra.insert(d, list.clone());
+        }
+        let mut live = 0;
+        for i in r {
+            let e = self.rev[i];
+            if self.is_live(e) {
+                live += 1;
+                each(self, e);
+            } else if !seeded_bug!("double_release") {
+                self.rev_stale -= 1;
+            }
+        }
+        for e in extra.into_iter().flatten() {
+            if self.is_live(e) {
+                live += 1;
+                each(self, e);
+            } else if !seeded_bug!("double_release") {
+                self.rev_stale -= 1;
+            }
+        }
+        live
+    }
+
+    // ----- operations ------------------------------------------------------------------
 
     /// `submit`, checks in the order of `docs/semantics.md` "Submit". The payload is taken out
     /// of `payload` only if the submission is accepted (a refused one leaves it for the caller
@@ -322,7 +721,7 @@ impl<K: TaskKey, P> Core<K, P> {
     pub(crate) fn submit(
         &mut self,
         id: K,
-        deps: Vec<K>,
+        deps: &[K],
         payload: &mut Option<P>,
         garbage: &mut Vec<P>,
     ) -> Result<Generation, SchedulerError<K>> {
@@ -331,7 +730,7 @@ impl<K: TaskKey, P> Core<K, P> {
             return Err(SchedulerError::Closed);
         }
         // 2. a dependency named twice
-        if let Some(dup) = first_duplicate(&deps) {
+        if let Some(dup) = first_duplicate(deps) {
             return Err(SchedulerError::DuplicateDependency {
                 task: id,
                 dependency: dup.clone(),
@@ -339,23 +738,25 @@ impl<K: TaskKey, P> Core<K, P> {
         }
         // 3. the current version is running [A2 no silent replace]
         let existing = self.known(&id);
-        let mut known_deps: Option<Vec<usize>> = None;
-        if let Some(ver) = existing.and_then(|n| self.nodes[n].version.as_ref())
-            && ver.state == TaskState::Running
-        {
-            return Err(SchedulerError::Running {
-                id,
-                generation: ver.generation,
-            });
+        if let Some(n) = existing {
+            let h = self.hot[idx(n)];
+            if h.is(TaskState::Running) {
+                return Err(SchedulerError::Running {
+                    id,
+                    generation: Generation(h.generation),
+                });
+            }
         }
+        let mut dep_nodes = std::mem::take(&mut self.scratch_deps);
+        dep_nodes.clear();
         // 4. after start: new id, unknown dependencies, cycles (A3)
         if self.started {
             let Some(n) = existing else {
+                self.scratch_deps = dep_nodes;
                 return Err(SchedulerError::NewTaskAfterStart { id });
             };
             let mut missing = Vec::new();
-            let mut dep_nodes = Vec::with_capacity(deps.len());
-            for d in &deps {
+            for d in deps {
                 match self.known(d) {
                     Some(i) => dep_nodes.push(i),
                     None => missing.push(MissingDependency {
@@ -365,185 +766,224 @@ impl<K: TaskKey, P> Core<K, P> {
                 }
             }
             if !missing.is_empty() {
+                self.scratch_deps = dep_nodes;
                 return Err(SchedulerError::UnknownDependency { missing });
             }
             // The graph is acyclic once started, so every new cycle passes through `n`: the
             // new edges close one exactly when `n` is reachable from its new dependencies.
-            if graph::reaches(&self.view(), &dep_nodes, n) {
+            let from: Vec<usize> = dep_nodes.iter().map(|&d| idx(d)).collect();
+            if graph::reaches(&self.view(), &from, idx(n)) {
                 let view = View {
-                    nodes: &self.nodes,
-                    overlay: Some((n, &dep_nodes, self.next_seq)),
+                    overlay: Some((idx(n), &dep_nodes, self.next_seq)),
+                    ..self.view()
                 };
                 let cycles = self.cycles_of(&view);
                 if !cycles.is_empty() {
+                    self.scratch_deps = dep_nodes;
                     return Err(SchedulerError::Cycles { cycles });
                 }
             }
-            known_deps = Some(dep_nodes);
         }
 
         // Accepted: from here on nothing can fail.
         // SEEDED BUG (retry_flips_failed): the failed version goes back to ready, same generation.
         if let Some(n) = existing.filter(|_| seeded_bug!("retry_flips_failed"))
-            && let Some(ver) = self.nodes[n]
-                .version
-                .as_mut()
-                .filter(|v| v.state == TaskState::Failed)
+            && self.hot[idx(n)].is(TaskState::Failed)
         {
-            transition(&mut self.counts, ver, TaskState::Ready);
-            let (seq, generation) = (ver.seq, ver.generation);
-            ver.payload = payload.take();
-            self.push_ready(seq, n);
-            return Ok(generation);
+            self.transition(n, TaskState::Ready);
+            self.details.remove(&n);
+            let h = self.hot[idx(n)];
+            self.payload[idx(n)] = payload.take();
+            self.ready.insert(h.seq);
+            self.scratch_deps = dep_nodes;
+            return Ok(Generation(h.generation));
         }
         let n = match existing {
             Some(n) => n,
-            None => self.intern(id),
+            None => self.intern_with(&id, || id.clone()),
         };
-        let mut edges: Box<[Edge]> = match known_deps {
-            Some(nodes) => nodes
-                .into_iter()
-                .map(|node| Edge { node, slot: NONE })
-                .collect(),
-            None => deps
-                .into_iter()
-                .map(|d| Edge {
-                    node: self.intern(d),
-                    slot: NONE,
-                })
-                .collect(),
-        };
-
-        // Dependency snapshot, against each dependency's current version at submission time
-        // (for a self-dependency that is the version being replaced). Edges to wait on are
-        // marked `TO_WAIT` and registered below, once the old version's edges are gone.
-        let mut cause: Option<BlockCause<K>> = None;
-        for edge in edges.iter_mut() {
-            let d = edge.node;
-            match &self.nodes[d].version {
-                // Satisfied for good: a later resubmission of d does not affect this version.
-                Some(v) if v.state == TaskState::Succeeded => {}
-                // Lost: blocked at once; the first lost dependency in list order gives the
-                // cause (d itself, or d's own root cause if d is blocked).
-                Some(v) if matches!(v.state, TaskState::Failed | TaskState::Cancelled) => {
-                    cause = Some(BlockCause {
-                        task: self.nodes[d].key.clone(),
-                        generation: v.generation,
-                        state: v.state,
-                    });
-                    break;
-                }
-                Some(v) if v.state == TaskState::Blocked => {
-                    cause = Some(v.blocked_by().cloned().unwrap_or_else(|| BlockCause {
-                        task: self.nodes[d].key.clone(),
-                        generation: v.generation,
-                        state: v.state,
-                    }));
-                    break;
-                }
-                // Pending, ready, running, or not yet submitted: wait on the id.
-                _ => edge.slot = TO_WAIT,
+        if !self.started {
+            for d in deps {
+                let dn = self.intern_with(d, || d.clone());
+                dep_nodes.push(dn);
             }
         }
 
-        // Replace the old version: remove its own reverse edges first [A2 replace removes
-        // edges]; a ready one leaves the queue. Its waiters keep waiting on the id.
-        let generation = match self.nodes[n].version.take() {
-            Some(mut old) => {
+        // Dependency snapshot, against each dependency's current version at submission time
+        // (for a self-dependency that is the version being replaced). Before anything was
+        // cancelled (the reverse edges are built on the first cancel), no dependency can be
+        // lost, so every one is waited on.
+        let mut waits = std::mem::take(&mut self.scratch_waits);
+        waits.clear();
+        let mut cause: Option<BlockCause<K>> = None;
+        if !self.rev_built {
+            for &d in &dep_nodes {
+                let h = &self.hot[idx(d)];
+                debug_assert!(!self.started);
+                debug_assert!(matches!(
+                    h.task_state(),
+                    None | Some(TaskState::Pending | TaskState::Ready)
+                ));
+                if h.state == ABSENT || d == n {
+                    self.maybe_cyclic = true;
+                }
+            }
+        } else {
+            for &d in &dep_nodes {
+                let h = &self.hot[idx(d)];
+                match h.task_state() {
+                    // Satisfied for good: a later resubmission of d does not affect this version.
+                    Some(TaskState::Succeeded) => {}
+                    // Lost: blocked at once; the first lost dependency in list order gives the
+                    // cause (d itself, or d's own root cause if d is blocked).
+                    Some(s @ (TaskState::Failed | TaskState::Cancelled)) => {
+                        cause = Some(BlockCause {
+                            task: self.keys[idx(d)].clone(),
+                            generation: Generation(h.generation),
+                            state: s,
+                        });
+                        break;
+                    }
+                    Some(TaskState::Blocked) => {
+                        cause = Some(match self.details.get(&d) {
+                            Some(Detail::Blocked(c)) => c.clone(),
+                            _ => BlockCause {
+                                task: self.keys[idx(d)].clone(),
+                                generation: Generation(h.generation),
+                                state: TaskState::Blocked,
+                            },
+                        });
+                        break;
+                    }
+                    // Pending, ready, running, or not yet submitted: wait on the id.
+                    _ => {
+                        if h.state == ABSENT || d == n {
+                            self.maybe_cyclic = true;
+                        }
+                        waits.push(d);
+                    }
+                }
+            }
+        }
+
+        // Replace the old version; a ready one leaves the queue, a pending one's reverse
+        // edges turn stale [A2 replace removes edges]. Its waiters keep waiting on the id.
+        let generation = match existing {
+            Some(_) => {
+                self.maybe_cyclic = true;
+                let old = self.hot[idx(n)];
                 self.counts[old.state as usize] -= 1;
-                if old.state == TaskState::Ready {
-                    self.remove_ready();
+                if old.is(TaskState::Ready) {
+                    self.remove_ready(n);
                 }
-                // SEEDED BUG (stale_edges): the old version's reverse edges stay behind.
-                if !seeded_bug!("stale_edges") {
-                    unregister(&mut self.nodes, &mut old);
+                if old.is(TaskState::Pending) {
+                    self.drop_waits(n);
                 }
-                garbage.extend(old.payload.take());
-                old.generation.next()
+                self.hot[idx(n)].state = ABSENT;
+                self.fwd_garbage += self.span[idx(n)].len as usize;
+                self.span[idx(n)] = Span::default();
+                garbage.extend(self.payload[idx(n)].take());
+                self.details.remove(&n);
+                let next = old.generation + 1;
+                // SEEDED BUG (tag_wrap_unpurged): tags wrap without purging stale entries, so
+                // a stale entry of an old version can match a new version's tag.
+                if tag_of(next) == 0 && self.rev_built && !seeded_bug!("tag_wrap_unpurged") {
+                    // INVARIANT (A2.generation-tag): tags wrap here; purge every stale entry
+                    // (this node's included: it is absent right now) before one could match.
+                    self.compact_rev();
+                }
+                next
             }
             None => {
                 self.order.push(n);
-                Generation::FIRST
+                1
             }
         };
+        if self.next_seq as usize > 2 * self.order.len() + COMPACT_FLOOR {
+            self.renumber();
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
+        self.seq_node.push(n);
+        self.ready.grow_to(self.next_seq);
+        let span = self.push_edges(&dep_nodes);
+        self.span[idx(n)] = span;
 
-        let mut remaining = 0;
-        if cause.is_some() {
-            for edge in edges.iter_mut() {
-                edge.slot = NONE;
-            }
-        } else {
-            for (k, edge) in edges.iter_mut().enumerate() {
-                if edge.slot == TO_WAIT {
-                    let list = &mut self.nodes[edge.node].waiters;
-                    edge.slot = list.len();
-                    list.push(WaiterRef { node: n, edge: k });
-                    remaining += 1;
-                }
-            }
-        }
-        let mut ver = Version {
-            generation,
-            seq,
-            edges,
-            remaining,
-            state: TaskState::Pending,
-            cancel_requested: false,
-            detail: None,
-            payload: None,
-            token: None,
-        };
+        let mut state = TaskState::Pending;
+        let mut remaining = 0u32;
         if let Some(c) = &cause {
-            ver.state = TaskState::Blocked;
-            ver.detail = Some(Box::new(Detail::Blocked(c.clone())));
+            state = TaskState::Blocked;
+            self.details.insert(n, Detail::Blocked(c.clone()));
             garbage.extend(payload.take());
         } else {
-            ver.payload = payload.take();
+            let tag = tag_of(generation);
+            if self.rev_built {
+                for &d in &waits {
+                    self.rev_extra
+                        .entry(d)
+                        .or_default()
+                        .push(Entry { node: n, tag });
+                }
+                self.rev_entries += waits.len();
+                remaining = waits.len() as u32;
+            } else {
+                remaining = dep_nodes.len() as u32;
+            }
+            self.payload[idx(n)] = payload.take();
             // SEEDED BUG (static_order): queued in submission order, whatever it waits on.
-            if ver.remaining == 0 || seeded_bug!("static_order") {
-                ver.state = TaskState::Ready;
-                self.push_ready(seq, n);
+            if remaining == 0 || seeded_bug!("static_order") {
+                if self.rev_built {
+                    self.rev_stale += remaining as usize;
+                }
+                remaining = 0;
+                state = TaskState::Ready;
+                self.ready.insert(seq);
             }
         }
-        self.counts[ver.state as usize] += 1;
-        self.nodes[n].version = Some(ver);
+        let flags = self.hot[idx(n)].flags & REV_TAKEN;
+        self.hot[idx(n)] = Hot {
+            generation,
+            seq,
+            count: remaining,
+            state: state as u8,
+            flags,
+        };
+        self.counts[state as usize] += 1;
+        self.scratch_deps = dep_nodes;
+        self.scratch_waits = waits;
         if let Some(c) = cause {
             // Versions that waited on the id now wait on a version that can never succeed.
             self.block_waiters(n, &c, garbage);
         }
-        Ok(generation)
+        self.maybe_compact_rev();
+        Ok(Generation(generation))
     }
 
     /// Blocks every pending waiter of `root`, and transitively theirs, with `cause`; returns
-    /// how many became blocked. `root` must already be out of every waiter list.
+    /// how many became blocked. `root` must no longer be pending.
     ///
     /// An explicit worklist, no recursion (A5); O(edges visited).
-    fn block_waiters(&mut self, root: usize, cause: &BlockCause<K>, garbage: &mut Vec<P>) -> usize {
-        let mut work = vec![root];
+    fn block_waiters(&mut self, root: u32, cause: &BlockCause<K>, garbage: &mut Vec<P>) -> usize {
+        self.ensure_rev();
+        let mut work = std::mem::take(&mut self.scratch_work);
+        work.clear();
+        work.push(root);
         let mut blocked = 0;
         while let Some(x) = work.pop() {
-            let list = std::mem::take(&mut self.nodes[x].waiters);
-            self.visits += 1 + list.len() as u64;
-            for w in list {
-                let Some(mut ver) = self.nodes[w.node].version.take() else {
-                    continue;
-                };
-                ver.edges[w.edge].slot = NONE;
-                ver.remaining -= 1;
-                if ver.state == TaskState::Pending {
-                    unregister(&mut self.nodes, &mut ver);
-                    transition(&mut self.counts, &mut ver, TaskState::Blocked);
-                    // A blocked version never loses its first cause: it is terminal.
-                    ver.detail = Some(Box::new(Detail::Blocked(cause.clone())));
-                    garbage.extend(ver.payload.take());
-                    blocked += 1;
-                    work.push(w.node);
-                }
-                self.nodes[w.node].version = Some(ver);
-            }
+            let live = self.take_waiters(x, |core, e| {
+                let w = e.node;
+                core.hot[idx(w)].count -= 1;
+                // A blocked version never loses its first cause: it is terminal.
+                core.drop_waits(w);
+                core.transition(w, TaskState::Blocked);
+                core.details.insert(w, Detail::Blocked(cause.clone()));
+                garbage.extend(core.payload[idx(w)].take());
+                blocked += 1;
+                work.push(w);
+            });
+            self.visits += 1 + live as u64;
         }
+        self.scratch_work = work;
         blocked
     }
 
@@ -564,6 +1004,8 @@ impl<K: TaskKey, P> Core<K, P> {
                 cycles: report.cycles,
             });
         }
+        // The reverse edges are built here, in one pass, once the graph is known to be valid.
+        self.ensure_rev();
         self.started = true;
         Ok(())
     }
@@ -571,40 +1013,49 @@ impl<K: TaskKey, P> Core<K, P> {
     /// Every missing dependency (task submission sequence, then list order) and the canonical
     /// cycles of the current versions. O(V + E) plus sorting the tasks with missing deps.
     pub(crate) fn check(&self) -> GraphReport<K> {
-        let mut with_missing: Vec<(u64, usize)> = Vec::new();
-        for &n in &self.order {
-            if let Some(ver) = &self.nodes[n].version
-                && ver
-                    .edges
-                    .iter()
-                    .any(|e| self.nodes[e.node].version.is_none())
-            {
-                with_missing.push((ver.seq, n));
-            }
-        }
-        with_missing.sort_unstable();
         let mut missing = Vec::new();
-        for (_, n) in with_missing {
-            let node = &self.nodes[n];
-            if let Some(ver) = &node.version {
-                for e in &ver.edges {
-                    if self.nodes[e.node].version.is_none() {
+        // Every node has a version unless some id was named and never submitted.
+        if self.order.len() < self.keys.len() {
+            let mut with_missing: Vec<(u64, u32)> = Vec::new();
+            for &n in &self.order {
+                let h = &self.hot[idx(n)];
+                if self.fwd[self.span[idx(n)].range()]
+                    .iter()
+                    .any(|&d| self.hot[idx(d)].state == ABSENT)
+                {
+                    with_missing.push((h.seq, n));
+                }
+            }
+            with_missing.sort_unstable();
+            for (_, n) in with_missing {
+                for &d in &self.fwd[self.span[idx(n)].range()] {
+                    if self.hot[idx(d)].state == ABSENT {
                         missing.push(MissingDependency {
-                            task: node.key.clone(),
-                            dependency: self.nodes[e.node].key.clone(),
+                            task: self.keys[idx(n)].clone(),
+                            dependency: self.keys[idx(d)].clone(),
                         });
                     }
                 }
             }
         }
-        GraphReport {
-            missing,
-            cycles: self.cycles_of(&self.view()),
-        }
+        // Once started the graph stays acyclic (later submissions are checked); while
+        // building, only forward references and replacements can close a cycle, and the
+        // canonical report (Tarjan) runs only when the quick search finds one.
+        let cycles = if self.started || !self.maybe_cyclic || !has_cycle(&self.view()) {
+            Vec::new()
+        } else {
+            self.cycles_of(&self.view())
+        };
+        GraphReport { missing, cycles }
     }
 
-    /// Claims up to `limit` ready versions within the free slots, in submission order.
-    pub(crate) fn claim(&mut self, limit: usize) -> Result<Vec<Claim<K, P>>, SchedulerError<K>> {
+    /// Claims up to `limit` ready versions within the free slots, in submission order,
+    /// appending them to `out`. Returns how many were claimed.
+    pub(crate) fn claim_into(
+        &mut self,
+        limit: usize,
+        out: &mut Vec<Claim<K, P>>,
+    ) -> Result<usize, SchedulerError<K>> {
         if self.closed {
             return Err(SchedulerError::Closed);
         }
@@ -618,47 +1069,57 @@ impl<K: TaskKey, P> Core<K, P> {
             free
         };
         let take = limit.min(free).min(self.ready_len());
-        let mut claims = Vec::with_capacity(take);
-        while claims.len() < take {
+        out.reserve(take);
+        let mut claimed = 0;
+        while claimed < take {
             // LINEARIZATION POINT (A4.claim-once): the version leaves the ready queue and
             // becomes running in the same critical section that computed the free slots; no
             // other caller can see it as ready afterwards.
-            let Some(Reverse((seq, n))) = self.ready.pop() else {
+            let Some(seq) = self.ready.pop_first() else {
                 break;
             };
-            if !is_ready_entry(&self.nodes, seq, n) {
-                self.ready_stale -= 1;
-                continue;
-            }
-            let node = &mut self.nodes[n];
-            let Some(ver) = node.version.as_mut() else {
+            let n = self.seq_node[seq as usize];
+            let Some(payload) = self.payload[idx(n)].take() else {
                 continue;
             };
-            let Some(payload) = ver.payload.take() else {
-                continue;
+            self.transition(n, TaskState::Running);
+            let token = self.tokens_source.fresh();
+            let slot = match self.running_free.pop() {
+                Some(slot) => {
+                    self.running_tokens[slot as usize] = Some(token.clone());
+                    slot
+                }
+                None => {
+                    self.running_tokens.push(Some(token.clone()));
+                    (self.running_tokens.len() - 1) as u32
+                }
             };
-            transition(&mut self.counts, ver, TaskState::Running);
-            let token = self.tokens.fresh();
-            ver.token = Some(token.clone());
-            claims.push(Claim {
-                id: node.key.clone(),
-                generation: ver.generation,
+            self.hot[idx(n)].count = slot;
+            out.push(Claim {
+                id: self.keys[idx(n)].clone(),
+                generation: Generation(self.hot[idx(n)].generation),
                 payload,
                 token,
             });
+            claimed += 1;
         }
-        Ok(claims)
+        Ok(claimed)
+    }
+
+    /// Claims up to `limit` ready versions within the free slots, in submission order.
+    #[cfg(test)]
+    pub(crate) fn claim(&mut self, limit: usize) -> Result<Vec<Claim<K, P>>, SchedulerError<K>> {
+        let mut out = Vec::new();
+        self.claim_into(limit, &mut out)?;
+        Ok(out)
     }
 
     /// Looks up the current version for a callback: unknown id, then stale generation.
-    fn callback_target(&self, id: &K, generation: Generation) -> Result<usize, SchedulerError<K>> {
+    fn callback_target(&self, id: &K, generation: Generation) -> Result<u32, SchedulerError<K>> {
         let n = self
             .known(id)
             .ok_or_else(|| SchedulerError::UnknownTask { id: id.clone() })?;
-        let current = self.nodes[n]
-            .version
-            .as_ref()
-            .map_or(Generation::FIRST, |v| v.generation);
+        let current = Generation(self.hot[idx(n)].generation);
         // SEEDED BUG (stale_generation): any generation settles the current version.
         if generation != current && !seeded_bug!("stale_generation") {
             return Err(SchedulerError::StaleGeneration {
@@ -678,53 +1139,40 @@ impl<K: TaskKey, P> Core<K, P> {
         generation: Generation,
     ) -> Result<CallbackOutcome, SchedulerError<K>> {
         let n = self.callback_target(id, generation)?;
-        let Some(ver) = self.nodes[n].version.as_mut() else {
-            return Err(SchedulerError::UnknownTask { id: id.clone() });
-        };
-        match ver.state {
-            TaskState::Running => {}
+        match self.hot[idx(n)].task_state() {
+            Some(TaskState::Running) => {}
             // SEEDED BUG (double_release): a repeated completion is applied again.
-            TaskState::Succeeded if seeded_bug!("double_release") => {}
-            TaskState::Succeeded => return Ok(CallbackOutcome::Duplicate(TaskState::Succeeded)),
+            Some(TaskState::Succeeded) if seeded_bug!("double_release") => {}
+            Some(TaskState::Succeeded) => {
+                return Ok(CallbackOutcome::Duplicate(TaskState::Succeeded));
+            }
             state => {
                 return Err(SchedulerError::Conflict {
                     id: id.clone(),
                     generation,
-                    state,
+                    state: state.unwrap_or(TaskState::Pending),
                 });
             }
         }
         // LINEARIZATION POINT (A5.callback-once): running -> succeeded happens once per
         // version; a repeated callback sees `Succeeded` above and releases nothing.
-        transition(&mut self.counts, ver, TaskState::Succeeded);
-        ver.token = None;
+        self.transition(n, TaskState::Succeeded);
+        self.release_token(n);
         let mut effect = Effect::default();
-        // SEEDED BUG (double_release): the reverse edges are kept, so a repeat finds them again.
-        let waiters = if seeded_bug!("double_release") {
-            self.nodes[n].waiters.clone()
-        } else {
-            std::mem::take(&mut self.nodes[n].waiters)
-        };
-        self.visits += 1 + waiters.len() as u64;
-        // SEEDED BUG (rescan_all): every task is looked at after each completion.
-        if seeded_bug!("rescan_all") {
-            self.visits += self
-                .nodes
-                .iter()
-                .map(|x| u64::from(x.version.is_some()))
-                .sum::<u64>();
-        }
-        for w in waiters {
-            let Some(waiter) = self.nodes[w.node].version.as_mut() else {
-                continue;
-            };
-            waiter.edges[w.edge].slot = NONE;
-            waiter.remaining -= 1;
-            if waiter.state == TaskState::Pending && waiter.remaining == 0 {
-                transition(&mut self.counts, waiter, TaskState::Ready);
-                self.ready.push(Reverse((waiter.seq, w.node)));
+        let live = self.take_waiters(n, |core, e| {
+            let h = &mut core.hot[idx(e.node)];
+            h.count -= 1;
+            if h.count == 0 {
+                let seq = h.seq;
+                core.transition(e.node, TaskState::Ready);
+                core.ready.insert(seq);
                 effect.ready += 1;
             }
+        });
+        self.visits += 1 + live as u64;
+        // SEEDED BUG (rescan_all): every task is looked at after each completion.
+        if seeded_bug!("rescan_all") {
+            self.visits += self.order.len() as u64;
         }
         Ok(CallbackOutcome::Applied(effect))
     }
@@ -739,17 +1187,14 @@ impl<K: TaskKey, P> Core<K, P> {
         garbage: &mut Vec<P>,
     ) -> Result<CallbackOutcome, SchedulerError<K>> {
         let n = self.callback_target(id, generation)?;
-        let Some(ver) = self.nodes[n].version.as_mut() else {
-            return Err(SchedulerError::UnknownTask { id: id.clone() });
-        };
-        match ver.state {
-            TaskState::Running => {}
-            TaskState::Failed => return Ok(CallbackOutcome::Duplicate(TaskState::Failed)),
+        match self.hot[idx(n)].task_state() {
+            Some(TaskState::Running) => {}
+            Some(TaskState::Failed) => return Ok(CallbackOutcome::Duplicate(TaskState::Failed)),
             state => {
                 return Err(SchedulerError::Conflict {
                     id: id.clone(),
                     generation,
-                    state,
+                    state: state.unwrap_or(TaskState::Pending),
                 });
             }
         }
@@ -758,15 +1203,16 @@ impl<K: TaskKey, P> Core<K, P> {
             return self.complete(id, generation);
         }
         // LINEARIZATION POINT (A5.callback-once): running -> failed happens once per version.
-        transition(&mut self.counts, ver, TaskState::Failed);
-        ver.token = None;
-        ver.detail = Some(Box::new(Detail::Failed(error)));
+        self.transition(n, TaskState::Failed);
+        self.release_token(n);
+        self.details.insert(n, Detail::Failed(error));
         let cause = BlockCause {
             task: id.clone(),
             generation,
             state: TaskState::Failed,
         };
         let blocked = self.block_waiters(n, &cause, garbage);
+        self.maybe_compact_rev();
         Ok(CallbackOutcome::Applied(Effect { ready: 0, blocked }))
     }
 
@@ -780,43 +1226,45 @@ impl<K: TaskKey, P> Core<K, P> {
         let n = self
             .known(id)
             .ok_or_else(|| SchedulerError::UnknownTask { id: id.clone() })?;
-        let Some(mut ver) = self.nodes[n].version.take() else {
-            return Err(SchedulerError::UnknownTask { id: id.clone() });
-        };
-        let outcome = match ver.state {
-            TaskState::Pending | TaskState::Ready => {
-                if ver.state == TaskState::Ready {
-                    self.remove_ready();
+        let h = self.hot[idx(n)];
+        let outcome = match h.task_state() {
+            Some(state @ (TaskState::Pending | TaskState::Ready)) => {
+                // The reverse edges exist before any version leaves the pending state here.
+                self.ensure_rev();
+                self.transition(n, TaskState::Cancelled);
+                if state == TaskState::Ready {
+                    self.remove_ready(n);
+                } else {
+                    self.drop_waits(n);
                 }
-                unregister(&mut self.nodes, &mut ver);
-                transition(&mut self.counts, &mut ver, TaskState::Cancelled);
-                ver.detail = Some(Box::new(Detail::Cancelled(CancelReason::User)));
-                garbage.extend(ver.payload.take());
+                self.details
+                    .insert(n, Detail::Cancelled(CancelReason::User));
+                garbage.extend(self.payload[idx(n)].take());
                 let cause = BlockCause {
                     task: id.clone(),
-                    generation: ver.generation,
+                    generation: Generation(h.generation),
                     state: TaskState::Cancelled,
                 };
-                self.nodes[n].version = Some(ver);
                 let blocked = self.block_waiters(n, &cause, garbage);
-                return Ok(CancelOutcome::Cancelled(Effect { ready: 0, blocked }));
+                self.maybe_compact_rev();
+                CancelOutcome::Cancelled(Effect { ready: 0, blocked })
             }
             // SEEDED BUG (forced_cancel): a running version is marked cancelled, its slot freed.
-            TaskState::Running if seeded_bug!("forced_cancel") => {
-                transition(&mut self.counts, &mut ver, TaskState::Cancelled);
+            Some(TaskState::Running) if seeded_bug!("forced_cancel") => {
+                self.transition(n, TaskState::Cancelled);
                 CancelOutcome::Cancelled(Effect::default())
             }
-            TaskState::Running => {
+            Some(TaskState::Running) => {
                 // Cooperative only: the function confirms by returning (A1).
-                if let Some(token) = &ver.token {
+                if let Some(Some(token)) = self.running_tokens.get(h.count as usize) {
                     token.set();
                 }
-                ver.cancel_requested = true;
+                self.hot[idx(n)].flags |= CANCEL_REQUESTED;
                 CancelOutcome::Requested
             }
-            state => CancelOutcome::AlreadyTerminal(state),
+            Some(state) => CancelOutcome::AlreadyTerminal(state),
+            None => return Err(SchedulerError::UnknownTask { id: id.clone() }),
         };
-        self.nodes[n].version = Some(ver);
         Ok(outcome)
     }
 
@@ -830,21 +1278,23 @@ impl<K: TaskKey, P> Core<K, P> {
         }
         self.closed = true;
         let mut cancelled = 0;
-        for n in 0..self.nodes.len() {
-            let Some(mut ver) = self.nodes[n].version.take() else {
-                continue;
-            };
-            if matches!(ver.state, TaskState::Pending | TaskState::Ready) {
-                unregister(&mut self.nodes, &mut ver);
-                transition(&mut self.counts, &mut ver, TaskState::Cancelled);
-                ver.detail = Some(Box::new(Detail::Cancelled(CancelReason::Closed)));
-                garbage.extend(ver.payload.take());
+        for &n in &self.order {
+            let h = &mut self.hot[idx(n)];
+            if h.is(TaskState::Pending) || h.is(TaskState::Ready) {
+                if self.rev_built {
+                    self.rev_stale += h.count as usize;
+                }
+                h.count = 0;
+                self.counts[h.state as usize] -= 1;
+                self.counts[TaskState::Cancelled as usize] += 1;
+                h.state = TaskState::Cancelled as u8;
+                self.details
+                    .insert(n, Detail::Cancelled(CancelReason::Closed));
+                garbage.extend(self.payload[idx(n)].take());
                 cancelled += 1;
             }
-            self.nodes[n].version = Some(ver);
         }
         self.ready.clear();
-        self.ready_stale = 0;
         CloseReport {
             cancelled,
             running: self.running(),
@@ -853,46 +1303,57 @@ impl<K: TaskKey, P> Core<K, P> {
 
     pub(crate) fn status(&self, id: &K) -> Option<TaskStatus<K>> {
         let n = self.known(id)?;
-        self.nodes[n].version.as_ref().map(|v| TaskStatus {
-            generation: v.generation,
-            state: v.state,
-            blocked_by: v.blocked_by().cloned(),
-            cancelled_by: v.cancelled_by(),
-            error: v.error().map(str::to_owned),
-        })
+        Some(self.status_of(n))
+    }
+
+    fn status_of(&self, n: u32) -> TaskStatus<K> {
+        let h = &self.hot[idx(n)];
+        let detail = self.details.get(&n);
+        TaskStatus {
+            generation: Generation(h.generation),
+            state: h.task_state().unwrap_or(TaskState::Pending),
+            blocked_by: match detail {
+                Some(Detail::Blocked(c)) => Some(c.clone()),
+                _ => None,
+            },
+            cancelled_by: match detail {
+                Some(Detail::Cancelled(r)) => Some(*r),
+                _ => None,
+            },
+            error: match detail {
+                Some(Detail::Failed(e)) => Some(e.clone()),
+                _ => None,
+            },
+        }
     }
 
     pub(crate) fn state(&self, id: &K) -> Option<TaskState> {
         let n = self.known(id)?;
-        self.nodes[n].version.as_ref().map(|v| v.state)
+        self.hot[idx(n)].task_state()
     }
 
     pub(crate) fn generation(&self, id: &K) -> Option<Generation> {
         let n = self.known(id)?;
-        self.nodes[n].version.as_ref().map(|v| v.generation)
+        Some(Generation(self.hot[idx(n)].generation))
     }
 
     pub(crate) fn blocked_by(&self, id: &K) -> Option<BlockCause<K>> {
         let n = self.known(id)?;
-        self.nodes[n]
-            .version
-            .as_ref()
-            .and_then(|v| v.blocked_by().cloned())
+        match self.details.get(&n) {
+            Some(Detail::Blocked(c)) => Some(c.clone()),
+            _ => None,
+        }
     }
 
     pub(crate) fn cancel_requested(&self, id: &K) -> bool {
         self.known(id)
-            .and_then(|n| self.nodes[n].version.as_ref())
-            .is_some_and(|v| v.cancel_requested)
+            .is_some_and(|n| self.hot[idx(n)].flags & CANCEL_REQUESTED != 0)
     }
 
     pub(crate) fn snapshot(&self) -> Vec<(K, TaskStatus<K>)> {
         self.order
             .iter()
-            .filter_map(|&n| {
-                let key = &self.nodes[n].key;
-                self.status(key).map(|s| (key.clone(), s))
-            })
+            .map(|&n| (self.keys[idx(n)].clone(), self.status_of(n)))
             .collect()
     }
 
@@ -929,49 +1390,133 @@ impl<K: TaskKey, P> Core<K, P> {
         }
     }
 
-    /// Checks the representation invariants (waiter lists and slots are exact inverses, only
-    /// pending versions wait, `remaining` counts live slots, ready queue = ready versions,
-    /// counts are exact). For tests; O(V + E).
+    /// Forces a compaction of both edge arrays (tests: the compacted representation must
+    /// answer exactly as before).
+    #[cfg(test)]
+    pub(crate) fn compact_now(&mut self) {
+        if self.rev_built {
+            self.compact_rev();
+        }
+        let mut fwd = Vec::new();
+        for s in self.span.iter_mut() {
+            let start = fwd.len() as u32;
+            fwd.extend_from_slice(&self.fwd[s.range()]);
+            s.start = start;
+        }
+        self.fwd = fwd;
+        self.fwd_garbage = 0;
+    }
+
+    /// Checks the representation invariants (see the module docs): live reverse entries are
+    /// exactly the waits of pending versions, `remaining` counts them, the stale and entry
+    /// counts are exact, edge spans lie inside the arena, the ready queue holds the ready
+    /// versions, the per-state counts are exact. For tests; O(V + E).
     #[cfg(test)]
     pub(crate) fn assert_invariants(&self) {
         let mut counts = [0usize; 7];
-        let mut queued: HashMap<(u64, usize), usize> = HashMap::new();
-        for &Reverse(entry) in &self.ready {
-            *queued.entry(entry).or_default() += 1;
+        // INVARIANT (A2.edge-arena-bounds): every span lies inside the arena, and live
+        // entries plus garbage account for the whole arena.
+        let mut live_fwd = 0;
+        for (n, s) in self.span.iter().enumerate() {
+            assert!(
+                s.range().end <= self.fwd.len(),
+                "span of node {n} out of bounds"
+            );
+            live_fwd += s.len as usize;
+            if self.hot[n].state == ABSENT {
+                assert_eq!(s.len, 0, "an absent node has no dependency list");
+            }
         }
-        for (n, node) in self.nodes.iter().enumerate() {
-            for (pos, w) in node.waiters.iter().enumerate() {
-                let ver = self.nodes[w.node]
-                    .version
-                    .as_ref()
-                    .expect("waiter has a version");
-                assert_eq!(ver.state, TaskState::Pending, "only pending versions wait");
-                assert_eq!(ver.edges[w.edge].node, n);
-                assert_eq!(ver.edges[w.edge].slot, pos);
+        assert_eq!(live_fwd + self.fwd_garbage, self.fwd.len());
+        let direct = self.direct.iter().filter(|&&d| d != 0).count();
+        assert_eq!(
+            self.index.len() + direct,
+            self.keys.len(),
+            "each key interned once"
+        );
+        for (n, k) in self.keys.iter().enumerate() {
+            assert_eq!(
+                self.find(k),
+                Some(n as u32),
+                "index maps each key to its node"
+            );
+        }
+        // Live entries per waiter, and the stale count.
+        let mut live_per_node = vec![0u32; self.hot.len()];
+        let mut entries = 0;
+        let mut stale = 0;
+        if self.rev_built {
+            for d in 0..self.hot.len() as u32 {
+                let csr = self.csr_range(d);
+                let extra = self.rev_extra.get(&d).map(Vec::as_slice).unwrap_or(&[]);
+                for &e in self.rev[csr].iter().chain(extra) {
+                    entries += 1;
+                    if self.is_live(e) {
+                        live_per_node[idx(e.node)] += 1;
+                        assert!(
+                            self.fwd[self.span[idx(e.node)].range()].contains(&d),
+                            "a live entry is one of its waiter's dependencies"
+                        );
+                    } else {
+                        stale += 1;
+                    }
+                }
             }
-            if let Some(ver) = &node.version {
-                counts[ver.state as usize] += 1;
-                let live = ver.edges.iter().filter(|e| e.slot != NONE).count();
-                assert_eq!(live, ver.remaining);
-                if ver.state == TaskState::Pending {
-                    assert!(ver.remaining > 0, "a pending version waits on something");
+            assert_eq!(entries, self.rev_entries, "entry count");
+            assert_eq!(stale, self.rev_stale, "stale count");
+        }
+        for (n, h) in self.hot.iter().enumerate() {
+            let Some(state) = h.task_state() else {
+                assert_eq!(h.state, ABSENT);
+                continue;
+            };
+            counts[state as usize] += 1;
+            if self.rev_built {
+                let live = if state == TaskState::Pending {
+                    h.count
                 } else {
-                    assert_eq!(ver.remaining, 0);
-                }
-                // A version that stopped being ready may leave a stale entry behind (counted
-                // below); a ready one is queued exactly once.
-                if ver.state == TaskState::Ready {
-                    assert_eq!(queued.get(&(ver.seq, n)), Some(&1));
-                }
+                    0
+                };
+                assert_eq!(live_per_node[n], live, "remaining counts live entries");
+            } else if state == TaskState::Pending {
+                assert_eq!(h.count, self.span[n].len, "before the build, all deps wait");
             }
+            if state == TaskState::Pending {
+                assert!(h.count > 0, "a pending version waits on something");
+            } else if state != TaskState::Running {
+                assert_eq!(h.count, 0);
+            }
+            if state == TaskState::Running {
+                assert!(
+                    matches!(self.running_tokens.get(h.count as usize), Some(Some(_))),
+                    "a running version holds a token slot"
+                );
+            }
+            assert_eq!(
+                self.seq_node[h.seq as usize], n as u32,
+                "seq_node of node {n}"
+            );
+            assert_eq!(
+                self.payload[n].is_some(),
+                matches!(state, TaskState::Pending | TaskState::Ready),
+                "payloads of runnable versions only"
+            );
+            // The ready set holds exactly the sequences of the ready versions.
+            assert_eq!(
+                self.ready.contains(h.seq),
+                state == TaskState::Ready,
+                "ready set membership of node {n}"
+            );
         }
         assert_eq!(counts, self.counts);
-        let stale = self
-            .ready
-            .iter()
-            .filter(|&&Reverse((seq, n))| !is_ready_entry(&self.nodes, seq, n))
-            .count();
-        assert_eq!(stale, self.ready_stale);
         assert_eq!(self.ready_len(), self.counts[TaskState::Ready as usize]);
+        self.ready.assert_invariants();
+        let running_slots = self.running_tokens.iter().filter(|t| t.is_some()).count();
+        assert_eq!(running_slots, self.counts[TaskState::Running as usize]);
+        assert_eq!(
+            running_slots + self.running_free.len(),
+            self.running_tokens.len(),
+            "every token slot is used or free"
+        );
     }
 }

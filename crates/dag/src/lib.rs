@@ -107,11 +107,13 @@ mod claim;
 mod core;
 pub mod executor;
 mod graph;
+mod ready;
 
 use std::fmt;
 use std::time::Duration;
 
 use lockstep_sync::{Condvar, Mutex, MutexGuard, time};
+use smallvec::SmallVec;
 
 pub use crate::claim::{CancelToken, Claim};
 pub use lockstep_contract::{
@@ -177,6 +179,41 @@ pub struct SchedulerStats {
     /// [`TaskScheduler::new`]: one for the settled (or cancelled) version and for every
     /// version it blocks, plus one per waiter entry visited.
     pub callback_visits: u64,
+}
+
+/// What a batch operation ([`TaskScheduler::submit_batch`], [`TaskScheduler::complete_batch`])
+/// refused: the position of the first refused item in the batch and why. Items before
+/// `index` were applied; the refused item and those after it were not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchError<K: TaskKey> {
+    /// Zero-based position of the refused item in the batch.
+    pub index: usize,
+    /// The error the single operation would have returned for it.
+    pub error: SchedulerError<K>,
+}
+
+impl<K: TaskKey> fmt::Display for BatchError<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "item {} of the batch was refused: {}",
+            self.index, self.error
+        )
+    }
+}
+
+impl<K: TaskKey> std::error::Error for BatchError<K> {}
+
+/// What [`TaskScheduler::complete_batch`] did: how many completions were applied and how
+/// many were recognised as duplicates, and the summed [`Effect`] of the applied ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct BatchOutcome {
+    /// Completions applied (`CallbackOutcome::Applied`).
+    pub applied: usize,
+    /// Completions of versions that had already succeeded (`CallbackOutcome::Duplicate`).
+    pub duplicates: usize,
+    /// The sum of the applied completions' effects.
+    pub effect: Effect,
 }
 
 /// The dependency-aware task scheduler (SPEC Part A), safe to share between threads.
@@ -249,10 +286,12 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
         deps: impl IntoIterator<Item = K>,
         payload: P,
     ) -> Result<Generation, SchedulerError<K>> {
-        let deps: Vec<K> = deps.into_iter().collect();
+        // Collected outside the lock (user iterator code never runs under it); up to eight
+        // dependencies stay on the stack.
+        let deps: SmallVec<[K; 8]> = deps.into_iter().collect();
         let mut payload = Some(payload);
         let mut garbage = Vec::new();
-        let result = self.lock().submit(id, deps, &mut payload, &mut garbage);
+        let result = self.lock().submit(id, &deps, &mut payload, &mut garbage);
         // Outside the lock: a refused submission's payload, and any that can no longer run.
         drop(payload);
         drop(garbage);
@@ -322,15 +361,153 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
     pub fn ready_at_most(&self, n: usize) -> Result<Vec<Claim<K, P>>, SchedulerError<K>> {
         // SEEDED BUG (claim_two_sections): the free slots are read in a critical section of
         // their own; the claim below trusts them.
-        let n = if lockstep_sync::seeded_bug!("claim_two_sections") {
+        let n = self.seeded_free_slots(n);
+        let mut out = Vec::new();
+        // LINEARIZATION POINT (A4.claim-once): inside `Core::claim_into`, in this one critical
+        // section: free slots computed, versions popped from the ready queue, marked running.
+        self.lock().claim_into(n, &mut out)?;
+        Ok(out)
+    }
+
+    /// SEEDED BUG (claim_two_sections): the free slots are read in a critical section of
+    /// their own, and the claim that follows trusts them. Without the bug: `n` unchanged.
+    fn seeded_free_slots(&self, n: usize) -> usize {
+        if lockstep_sync::seeded_bug!("claim_two_sections") {
             let core = self.lock();
             n.min(core.max_concurrency().saturating_sub(core.running()))
         } else {
             n
-        };
-        // LINEARIZATION POINT (A4.claim-once): inside `Core::claim`, in this one critical
-        // section: free slots computed, versions popped from the ready queue, marked running.
-        self.lock().claim(n)
+        }
+    }
+
+    /// Like [`ready_at_most`](Self::ready_at_most), but appends the claims to the caller's
+    /// buffer `out` instead of allocating a new vector, and returns how many it appended.
+    /// `out` is not cleared first; reusing one buffer across calls makes a claim loop
+    /// allocation-free once the buffer has grown (the scheduler allocates nothing per claim).
+    ///
+    /// # Errors
+    /// As [`ready`](Self::ready); on error `out` is unchanged.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// O((k + 1) log V) for `k` claims.
+    pub fn ready_into(
+        &self,
+        n: usize,
+        out: &mut Vec<Claim<K, P>>,
+    ) -> Result<usize, SchedulerError<K>> {
+        let n = self.seeded_free_slots(n);
+        // LINEARIZATION POINT (A4.claim-once): inside `Core::claim_into`, as for `ready_at_most`.
+        self.lock().claim_into(n, out)
+    }
+
+    /// Submits many tasks in one critical section: exactly as if [`submit`](Self::submit)
+    /// were called for each `(id, deps, payload)` in order, with no other operation in
+    /// between, stopping at the first refused one. The generation of every accepted task is
+    /// appended to `generations` (not cleared first).
+    ///
+    /// The input is collected before the lock is taken (the iterators are the caller's code
+    /// and never run under it): one pass, two allocations per batch, none per task. The size
+    /// hint of `tasks` reserves room in the scheduler's arrays.
+    ///
+    /// # Errors
+    /// [`BatchError`] with the position of the first refused task in `tasks` and its
+    /// [`SchedulerError`] (any error of [`submit`](Self::submit)). The tasks before it were
+    /// accepted (their generations are in `generations`); it and the tasks after it were not,
+    /// and their payloads are dropped outside the lock.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// The sum of the single submissions' costs, plus O(total dependencies) to collect.
+    pub fn submit_batch<I, D>(
+        &self,
+        tasks: I,
+        generations: &mut Vec<Generation>,
+    ) -> Result<(), BatchError<K>>
+    where
+        I: IntoIterator<Item = (K, D, P)>,
+        D: IntoIterator<Item = K>,
+    {
+        let tasks = tasks.into_iter();
+        let mut items: Vec<(K, u32, Option<P>)> = Vec::with_capacity(tasks.size_hint().0);
+        let mut deps: Vec<K> = Vec::with_capacity(tasks.size_hint().0);
+        for (id, ds, payload) in tasks {
+            let before = deps.len();
+            deps.extend(ds);
+            let count = u32::try_from(deps.len() - before).unwrap_or(u32::MAX);
+            items.push((id, count, Some(payload)));
+        }
+        let mut garbage = Vec::new();
+        let mut failed = None;
+        {
+            let mut core = self.lock();
+            core.reserve(items.len(), deps.len());
+            let mut at = 0usize;
+            for (index, (id, count, payload)) in items.iter_mut().enumerate() {
+                let ds = &deps[at..at + *count as usize];
+                at += *count as usize;
+                match core.submit(id.clone(), ds, payload, &mut garbage) {
+                    Ok(g) => generations.push(g),
+                    Err(error) => {
+                        failed = Some(BatchError { index, error });
+                        break;
+                    }
+                }
+            }
+        }
+        // Outside the lock: the payloads that can no longer run, and those never applied.
+        drop(garbage);
+        drop(items);
+        drop(deps);
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Reports many running versions as succeeded in one critical section: exactly as if
+    /// [`complete`](Self::complete) were called for each `(id, generation)` in order,
+    /// stopping at the first error. Returns the sum of the applied effects and how many were
+    /// applied and how many were duplicates.
+    ///
+    /// # Errors
+    /// [`BatchError`] with the position of the first refused version and its error (any
+    /// error of [`complete`](Self::complete)); the versions before it were settled, it and
+    /// the ones after it were not.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// The sum of the single completions' costs; no allocation.
+    pub fn complete_batch(
+        &self,
+        versions: &[(K, Generation)],
+    ) -> Result<BatchOutcome, BatchError<K>> {
+        let mut outcome = BatchOutcome::default();
+        let mut failed = None;
+        let mut core = self.lock();
+        for (index, (id, generation)) in versions.iter().enumerate() {
+            match core.complete(id, *generation) {
+                Ok(CallbackOutcome::Applied(e)) => {
+                    outcome.applied += 1;
+                    outcome.effect.ready += e.ready;
+                    outcome.effect.blocked += e.blocked;
+                }
+                Ok(CallbackOutcome::Duplicate(_)) => outcome.duplicates += 1,
+                Err(error) => {
+                    failed = Some(BatchError { index, error });
+                    break;
+                }
+            }
+        }
+        let idle = core.running() == 0 && core.idle_waiters > 0;
+        drop(core);
+        if idle && outcome.applied > 0 {
+            self.idle.notify_all();
+        }
+        failed.map_or(Ok(outcome), Err)
     }
 
     /// Reports that the running version `(id, generation)` succeeded: frees its slot and

@@ -307,7 +307,11 @@ pub const BUGS: &[(&str, &str)] = &[
     ),
     (
         "stale_edges",
-        "scheduler: replacing a version leaves its old reverse edges in its dependencies' waiter lists",
+        "scheduler: reverse edges are matched without their generation, so a replaced version's edges still count (for its replacement)",
+    ),
+    (
+        "tag_wrap_unpurged",
+        "scheduler: generation tags of reverse edges wrap without purging stale edges, so an old version's edge can match a new version",
     ),
     (
         "double_release",

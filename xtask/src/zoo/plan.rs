@@ -299,6 +299,7 @@ pub const PLANS: &[BugPlan] = &[
     plan("exceed_limit", Part::Scheduler, "unit_dag"),
     plan("retry_flips_failed", Part::Scheduler, "model_dag"),
     plan("stale_edges", Part::Scheduler, "unit_dag"),
+    plan("tag_wrap_unpurged", Part::Scheduler, "unit_dag"),
     plan("double_release", Part::Scheduler, "unit_dag"),
     plan("claim_two_sections", Part::Scheduler, "shuttle_dag"),
     plan("executor_relaxed_count", Part::Scheduler, "loom_executor"),

@@ -132,12 +132,27 @@ pub fn wavefront(side: usize) -> Shape {
     })
 }
 
+/// A static binary tree of `n` tasks (2^20 - 1 in the benches): task `t > 0` depends on
+/// its parent `(t - 1) / 2`.
+pub fn binary_tree(n: usize) -> Shape {
+    Shape::from_lists("binary_tree_1M", n, |t, deps| {
+        if t > 0 {
+            deps.push((t as u32 - 1) / 2);
+        }
+    })
+}
+
 /// `n` tasks and no edges (the baseline that splits memory into per task and per edge).
 pub fn edgeless(n: usize) -> Shape {
     Shape::from_lists("edgeless_1M", n, |_, _| {})
 }
 
-/// The three benchmark shapes of one million tasks.
+/// The four benchmark shapes of (about) one million tasks.
 pub fn all() -> Vec<Shape> {
-    vec![random(1_000_000), chain(1_000_000), wavefront(1000)]
+    vec![
+        random(1_000_000),
+        chain(1_000_000),
+        wavefront(1000),
+        binary_tree((1 << 20) - 1),
+    ]
 }
