@@ -28,8 +28,8 @@ use std::fmt::Debug;
 use std::marker::PhantomData;
 
 use lockstep_contract::{
-    CallbackOutcome, CancelOutcome, CloseReport, Generation, GraphReport, SchedulerError, TaskKey,
-    TaskState, VersionRef,
+    CallbackOutcome, CancelOutcome, CloseReport, Effect, Generation, GraphReport, SchedulerError,
+    TaskKey, TaskState, VersionRef,
 };
 use lockstep_dag::{CancelToken, TaskScheduler};
 use lockstep_models::dag::SchedulerModel;
@@ -55,7 +55,19 @@ enum Op<K> {
     Fail(K, Generation, &'static str),
     Cancel(K),
     Close,
+    /// `submit_batch` on production; the single submissions in order on the model, stopping
+    /// at the first refusal.
+    SubmitBatch(Vec<(K, Vec<K>)>),
+    /// `ready_into` (the buffer reused across steps) on production; `ready_at_most` on the
+    /// model.
+    ReadyInto(usize),
+    /// `complete_batch` on production; the single completions in order on the model.
+    CompleteBatch(Vec<(K, Generation)>),
 }
+
+/// What a batch returned: the accepted prefix's results, and the first refusal (position
+/// and error), if any.
+type BatchResult<T, K> = (T, Option<(usize, SchedulerError<K>)>);
 
 /// What an operation returned, in one shape for both sides.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,6 +79,9 @@ enum Output<K: TaskKey> {
     Callback(Result<CallbackOutcome, SchedulerError<K>>),
     Cancel(Result<CancelOutcome, SchedulerError<K>>),
     Close(CloseReport),
+    SubmitBatch(BatchResult<Vec<Generation>, K>),
+    /// `(applied, duplicates, summed effect)` of the applied prefix.
+    CompleteBatch(BatchResult<(usize, usize, Effect), K>),
 }
 
 fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &Op<K>) -> Output<K> {
@@ -80,6 +95,34 @@ fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &Op<K>) -> Output<K> {
         Op::Fail(id, g, e) => Output::Callback(m.fail(id, *g, *e)),
         Op::Cancel(id) => Output::Cancel(m.cancel(id)),
         Op::Close => Output::Close(m.close()),
+        Op::SubmitBatch(items) => {
+            let mut gens = Vec::new();
+            for (i, (id, deps)) in items.iter().enumerate() {
+                match m.submit(id.clone(), deps.clone()) {
+                    Ok(g) => gens.push(g),
+                    Err(e) => return Output::SubmitBatch((gens, Some((i, e)))),
+                }
+            }
+            Output::SubmitBatch((gens, None))
+        }
+        Op::ReadyInto(n) => Output::Claims(m.ready_at_most(*n)),
+        Op::CompleteBatch(items) => {
+            let (mut applied, mut dups, mut effect) = (0, 0, Effect::default());
+            for (i, (id, g)) in items.iter().enumerate() {
+                match m.complete(id, *g) {
+                    Ok(CallbackOutcome::Applied(e)) => {
+                        applied += 1;
+                        effect.ready += e.ready;
+                        effect.blocked += e.blocked;
+                    }
+                    Ok(CallbackOutcome::Duplicate(_)) => dups += 1,
+                    Err(e) => {
+                        return Output::CompleteBatch(((applied, dups, effect), Some((i, e))));
+                    }
+                }
+            }
+            Output::CompleteBatch(((applied, dups, effect), None))
+        }
     }
 }
 
@@ -90,6 +133,8 @@ struct Sut<K: TaskKey> {
     claimed: HashSet<VersionRef<K>>,
     /// The cancellation token of every claim, by version.
     tokens: HashMap<VersionRef<K>, CancelToken>,
+    /// The buffer of `ready_into`, reused across steps (claims are drained after each).
+    buffer: Vec<lockstep_dag::Claim<K, ()>>,
 }
 
 impl<K: TaskKey> Sut<K> {
@@ -98,6 +143,7 @@ impl<K: TaskKey> Sut<K> {
             sched: TaskScheduler::new(max_concurrency),
             claimed: HashSet::new(),
             tokens: HashMap::new(),
+            buffer: Vec::new(),
         }
     }
 
@@ -113,6 +159,39 @@ impl<K: TaskKey> Sut<K> {
             Op::Fail(id, g, e) => Output::Callback(s.fail(id, *g, *e)),
             Op::Cancel(id) => Output::Cancel(s.cancel(id)),
             Op::Close => Output::Close(s.close()),
+            Op::SubmitBatch(items) => {
+                let mut gens = Vec::new();
+                let r = s.submit_batch(
+                    items
+                        .iter()
+                        .map(|(id, deps)| (id.clone(), deps.clone(), ())),
+                    &mut gens,
+                );
+                Output::SubmitBatch((gens, r.err().map(|e| (e.index, e.error))))
+            }
+            Op::ReadyInto(n) => {
+                let mut buffer = std::mem::take(&mut self.buffer);
+                let before = buffer.len();
+                let r = s.ready_into(*n, &mut buffer).map(|k| {
+                    assert_eq!(
+                        buffer.len(),
+                        before + k,
+                        "ready_into appends what it counts"
+                    );
+                    buffer.drain(before..).collect()
+                });
+                self.buffer = buffer;
+                Output::Claims(self.claims(r))
+            }
+            Op::CompleteBatch(items) => {
+                let mut o = lockstep_dag::BatchOutcome::default();
+                let r = s.complete_batch(items, &mut o);
+                let out = (
+                    (o.applied, o.duplicates, o.effect),
+                    r.err().map(|e| (e.index, e.error)),
+                );
+                Output::CompleteBatch(out)
+            }
         }
     }
 
@@ -440,11 +519,52 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
         let k = known.len() as u32;
         // `close` is rare (about one step in a hundred): a closed scheduler refuses most work,
         // so an early close would end the interesting part of a run.
+        // The batch forms (last three) are generated from the same pieces: one to three
+        // submissions, a claim into the reused buffer, one to three completions.
         let weights = if m.is_started() {
-            [12, 16, 2, 3, 20, 12, 28, 12, 8, 1]
+            [12, 16, 2, 3, 20, 12, 28, 12, 8, 1, 3, 6, 8]
         } else {
-            [32, 8, 4 + 2 * k, 4, 4 * k, 2 * k, 4, 4, 4, u32::from(k > 1)]
+            [
+                32,
+                8,
+                4 + 2 * k,
+                4,
+                4 * k,
+                2 * k,
+                4,
+                4,
+                4,
+                u32::from(k > 1),
+                6,
+                k,
+                2,
+            ]
         };
+        let submit_batch =
+            proptest::collection::vec(resubmit.clone().prop_union(submit.clone()), 1..=3)
+                .prop_map(|ops| {
+                    Op::SubmitBatch(
+                        ops.into_iter()
+                            .filter_map(|op| match op {
+                                Op::Submit(id, deps) => Some((id, deps)),
+                                _ => None,
+                            })
+                            .collect(),
+                    )
+                })
+                .boxed();
+        let complete_batch = proptest::collection::vec(complete.clone(), 1..=3)
+            .prop_map(|ops| {
+                Op::CompleteBatch(
+                    ops.into_iter()
+                        .filter_map(|op| match op {
+                            Op::Complete(id, g) => Some((id, g)),
+                            _ => None,
+                        })
+                        .collect(),
+                )
+            })
+            .boxed();
         let options: Vec<BoxedStrategy<Op<P::K>>> = vec![
             submit,
             resubmit,
@@ -456,6 +576,9 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
             fail,
             any_id.prop_map(Op::Cancel).boxed(),
             Just(Op::Close).boxed(),
+            submit_batch,
+            (0usize..=3).prop_map(Op::ReadyInto).boxed(),
+            complete_batch,
         ];
         weighted(
             weights

@@ -17,7 +17,7 @@
 //! The report quotes the median with criterion's 95% confidence interval, the median per
 //! element when the group declares a throughput, and for every `lockstep_*` function its
 //! ratio to every peer in the same group (median over median: below 1.0 we are faster).
-//! The targets of issue 4 are then checked against those numbers ([`TARGETS`]).
+//! The targets of issues 4, 9 and 10 are then checked against those numbers ([`TARGETS`]).
 //!
 //! When `cargo bench` ran in this invocation, only the estimates written by it are read (file
 //! times after the start), so a stale result of an earlier run is never mixed in; with
@@ -103,7 +103,7 @@ enum Bound {
     Extra { unit: &'static str, max: f64 },
 }
 
-/// One target of issue 4: `group` may end in `*` (a prefix match), `ours` is a function id
+/// One target (issues 4, 9, 10): `group` may end in `*` (a prefix match), `ours` is a function id
 /// (or, for [`Bound::Extra`], an implementation name) and may end in `*` too.
 #[derive(Debug, Clone, Copy)]
 struct Target {
@@ -113,7 +113,7 @@ struct Target {
     bound: Bound,
 }
 
-/// The targets of issue 4 ("Targets (ratios in one run on this 2-core machine)").
+/// The targets of issues 4, 9 and 10 (each issue's "Targets" section).
 const TARGETS: &[Target] = &[
     Target {
         what: "deque push+pop no slower than crossbeam-deque",
@@ -152,18 +152,57 @@ const TARGETS: &[Target] = &[
         },
     },
     Target {
+        what: "pool: a million outside submissions no slower than rayon",
+        group: "pool/submit*",
+        ours: "lockstep_chase_lev",
+        bound: Bound::RatioTo {
+            peer: "rayon",
+            max: 1.0,
+        },
+    },
+    Target {
         what: "pull API under 150 ns per (V + E) on the random graph",
         group: "graph/random*",
-        ours: "lockstep_pull",
+        ours: "lockstep_pull*",
         bound: Bound::NsPerElement(150.0),
     },
     Target {
-        what: "pull API within 2x of a bare indegree pass",
+        what: "pull API within 2x of Kahn building its arrays from the edge list",
         group: "graph/random*",
-        ours: "lockstep_pull",
+        ours: "lockstep_pull*",
         bound: Bound::RatioTo {
-            peer: "bare_indegree",
+            peer: "kahn_from_edges",
             max: 2.0,
+        },
+    },
+    Target {
+        what: "pull API under 40 ns per task on the chain",
+        group: "graph/chain*",
+        ours: "lockstep_pull*",
+        bound: Bound::NsPerElement(40.0),
+    },
+    Target {
+        what: "pull API under 60 ns per task on the wavefront",
+        group: "graph/wavefront*",
+        ours: "lockstep_pull*",
+        bound: Bound::NsPerElement(60.0),
+    },
+    Target {
+        what: "executor chain and wavefront at most half of rayon level-by-level",
+        group: "graph/chain*",
+        ours: "lockstep_executor*",
+        bound: Bound::RatioTo {
+            peer: "rayon_levels",
+            max: 0.5,
+        },
+    },
+    Target {
+        what: "executor chain and wavefront at most half of rayon level-by-level",
+        group: "graph/wavefront*",
+        ours: "lockstep_executor*",
+        bound: Bound::RatioTo {
+            peer: "rayon_levels",
+            max: 0.5,
         },
     },
     Target {
@@ -188,18 +227,36 @@ const TARGETS: &[Target] = &[
         bound: Bound::NsPerElement(80.0),
     },
     Target {
-        what: "memory: at most 100 bytes per task",
+        what: "memory: pull API at most 64 bytes per task",
         group: "graph/*",
-        ours: "lockstep_*",
+        ours: "lockstep_pull",
+        bound: Bound::Extra {
+            unit: "bytes/task",
+            max: 64.0,
+        },
+    },
+    Target {
+        what: "memory: pull API at most 12 bytes per edge",
+        group: "graph/*",
+        ours: "lockstep_pull",
+        bound: Bound::Extra {
+            unit: "bytes/edge",
+            max: 12.0,
+        },
+    },
+    Target {
+        what: "memory: executor at most 100 bytes per task",
+        group: "graph/*",
+        ours: "lockstep_executor",
         bound: Bound::Extra {
             unit: "bytes/task",
             max: 100.0,
         },
     },
     Target {
-        what: "memory: at most 16 bytes per edge",
+        what: "memory: executor at most 16 bytes per edge",
         group: "graph/*",
-        ours: "lockstep_*",
+        ours: "lockstep_executor",
         bound: Bound::Extra {
             unit: "bytes/edge",
             max: 16.0,
@@ -516,7 +573,7 @@ fn render(
             "\n**Note:** written with `--no-run`: the results may come from different runs."
         );
     }
-    let _ = writeln!(s, "\n### Targets (issue 4)\n");
+    let _ = writeln!(s, "\n### Targets (issues 4, 9, 10)\n");
     let _ = writeln!(s, "| target | group | ours | measured | bound | met |");
     let _ = writeln!(s, "|---|---|---|---|---|---|");
     for t in TARGETS {
@@ -729,7 +786,11 @@ mod tests {
             50_000_000.0,
             Some(1_000_000),
         )];
-        let rows = check_target(&TARGETS[7], &ms, &[]);
+        let target = TARGETS
+            .iter()
+            .find(|t| t.what == "executor under 80 ns per task on the chain (2 workers)")
+            .expect("the chain target is listed");
+        let rows = check_target(target, &ms, &[]);
         assert!(
             rows[0].contains("50.0 ns/element") && rows[0].ends_with("| yes |"),
             "{rows:?}"

@@ -51,7 +51,9 @@ fn main() {
             }
             fin.clear();
             fin.extend(claims.drain(..).map(|c| (black_box(c.id), c.generation)));
-            done += s.complete_batch(&fin).expect("running").applied;
+            let mut outcome = lockstep_dag::BatchOutcome::default();
+            s.complete_batch(&fin, &mut outcome).expect("running");
+            done += outcome.applied;
         }
     } else {
         for (id, deps) in shape.tasks_iter() {

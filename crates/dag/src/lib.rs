@@ -468,13 +468,14 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
 
     /// Reports many running versions as succeeded in one critical section: exactly as if
     /// [`complete`](Self::complete) were called for each `(id, generation)` in order,
-    /// stopping at the first error. Returns the sum of the applied effects and how many were
-    /// applied and how many were duplicates.
+    /// stopping at the first error. What the applied ones did is added to `outcome` (how many
+    /// were applied, how many were duplicates, the sum of their effects), also when a later
+    /// one is refused.
     ///
     /// # Errors
     /// [`BatchError`] with the position of the first refused version and its error (any
-    /// error of [`complete`](Self::complete)); the versions before it were settled, it and
-    /// the ones after it were not.
+    /// error of [`complete`](Self::complete)); the versions before it were settled (and are
+    /// counted in `outcome`), it and the ones after it were not.
     ///
     /// # Panics
     /// Never.
@@ -484,13 +485,15 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
     pub fn complete_batch(
         &self,
         versions: &[(K, Generation)],
-    ) -> Result<BatchOutcome, BatchError<K>> {
-        let mut outcome = BatchOutcome::default();
+        outcome: &mut BatchOutcome,
+    ) -> Result<(), BatchError<K>> {
         let mut failed = None;
+        let mut applied = false;
         let mut core = self.lock();
         for (index, (id, generation)) in versions.iter().enumerate() {
             match core.complete(id, *generation) {
                 Ok(CallbackOutcome::Applied(e)) => {
+                    applied = true;
                     outcome.applied += 1;
                     outcome.effect.ready += e.ready;
                     outcome.effect.blocked += e.blocked;
@@ -504,10 +507,10 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
         }
         let idle = core.running() == 0 && core.idle_waiters > 0;
         drop(core);
-        if idle && outcome.applied > 0 {
+        if idle && applied {
             self.idle.notify_all();
         }
-        failed.map_or(Ok(outcome), Err)
+        failed.map_or(Ok(()), Err)
     }
 
     /// Reports that the running version `(id, generation)` succeeded: frees its slot and

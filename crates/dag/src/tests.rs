@@ -818,7 +818,20 @@ fn batch_forms_are_the_single_operations_in_order() {
     assert_eq!(s.ready_into(5, &mut buf), Ok(0));
     assert_eq!(ids(&buf), ["a"]);
     let done = [("a", g(1)), ("a", g(1)), ("b", g(1)), ("c", g(1))];
-    let err = s.complete_batch(&done).unwrap_err();
+    let mut outcome = BatchOutcome::default();
+    let err = s.complete_batch(&done, &mut outcome).unwrap_err();
+    assert_eq!(
+        outcome,
+        BatchOutcome {
+            applied: 1,
+            duplicates: 1,
+            effect: Effect {
+                ready: 2,
+                blocked: 0
+            }
+        },
+        "the prefix before the refusal is counted"
+    );
     assert_eq!(err.index, 2);
     assert_eq!(
         err.error,
@@ -833,13 +846,18 @@ fn batch_forms_are_the_single_operations_in_order() {
     assert_eq!(s.ready_into(5, &mut buf), Ok(2));
     // Submission order: b's second version came after c.
     assert_eq!(ids(&buf), ["a", "c", "b"]);
+    let mut outcome = BatchOutcome::default();
     assert_eq!(
-        s.complete_batch(&[("b", g(2)), ("c", g(1)), ("c", g(1))]),
-        Ok(BatchOutcome {
+        s.complete_batch(&[("b", g(2)), ("c", g(1)), ("c", g(1))], &mut outcome),
+        Ok(())
+    );
+    assert_eq!(
+        outcome,
+        BatchOutcome {
             applied: 2,
             duplicates: 1,
             effect: Effect::default()
-        })
+        }
     );
     assert!(s.wait_idle(Some(std::time::Duration::ZERO)));
 }
