@@ -72,24 +72,37 @@
 //! `ready()` computes the free slots, takes versions off the ready queue and marks them
 //! running without letting go of the lock, which is what makes a claim happen at most once
 //! per `(id, generation)` (SPEC A4). Inside, it is Kahn's algorithm run incrementally: each
-//! version counts the dependencies it still waits on, each id keeps the list of versions
-//! waiting on it (reverse edges), and a success visits only that list (SPEC A5). Failure and
-//! cancellation walk the reverse edges with an explicit worklist, so a chain of a million
-//! tasks needs no deep stack. Cycles are found with Tarjan's strongly-connected-components
-//! algorithm (iterative) and reported as concrete paths in the canonical form of
+//! version counts the dependencies it still waits on (its indegree), each id keeps the list
+//! of versions waiting on it (reverse edges), and a success visits only that list (SPEC A5).
+//! Failure and cancellation walk the reverse edges with an explicit worklist, so a chain of a
+//! million tasks needs no deep stack. Cycles are found with Tarjan's strongly-connected-
+//! components algorithm (iterative) and reported as concrete paths in the canonical form of
 //! `docs/semantics.md`.
+//!
+//! The state is laid out for speed (details in `core.rs`): ids are interned once into dense
+//! `u32` node indices (unsigned integer ids through a direct-mapped array, other ids through
+//! a hash table); per-version fields live in flat arrays (struct of arrays); every
+//! dependency list sits in one shared arena and the reverse edges in one CSR array built in
+//! a single pass when scheduling starts; the ready queue is a hierarchical bitset of
+//! submission sequences. Steady-state `submit`, claim and `complete` allocate nothing of
+//! their own. The batch forms [`submit_batch`](TaskScheduler::submit_batch),
+//! [`ready_into`](TaskScheduler::ready_into) and
+//! [`complete_batch`](TaskScheduler::complete_batch) also avoid the per-call `Vec`s that the
+//! single forms' signatures force, each in one critical section.
 //!
 //! | operation | cost |
 //! |---|---|
-//! | `submit` (building) | O(d) for d dependencies, amortised hashing |
+//! | `submit` (building) | O(d) for d dependencies (one id lookup each) |
 //! | `submit` (new version after start) | O(d) plus O(part of the graph reachable from its dependencies) for the cycle check |
 //! | `start` / `check` | O(V + E) |
-//! | `ready` claiming k | O((k + 1) log V) |
+//! | `ready` claiming k | O((k + 1) log_64 S), S the submission sequences in use (at most 2V + 1024) |
 //! | `complete` | O(direct waiters) |
 //! | `fail` / `cancel` | O(edges of the blocked descendants) |
-//! | `close` | O(V + E) the first time |
+//! | `close` | O(V) |
 //!
-//! The whole run is O(V + E) plus O(log V) per claim; space is O(V + E).
+//! The whole run is O(V + E) plus O(log_64 V) per claim (amortised: stale reverse edges and
+//! sequences of replaced versions are compacted away in O(V + E) once they outnumber the live
+//! ones); space is O(V + E).
 //!
 //! Sources: Kahn, "Topological sorting of large networks", CACM 5(11), 1962; Tarjan,
 //! "Depth-first search and linear graph algorithms", SIAM J. Comput. 1(2), 1972;

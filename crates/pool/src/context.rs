@@ -50,6 +50,8 @@ pub(crate) trait ChildSink {
     fn run_found(&self, task: Task);
     /// One search as an idle worker does it; runs what it finds. False if it found nothing.
     fn help(&self) -> bool;
+    /// How many workers of the pool are parked (idle) right now: a hint.
+    fn idle_workers(&self) -> usize;
 }
 
 /// Ends a blocking section however `f` ends (return or panic).
@@ -83,6 +85,18 @@ impl<'a> WorkerContext<'a> {
     /// The number of workers in the pool.
     pub fn worker_count(&self) -> usize {
         self.workers
+    }
+
+    /// How many workers of this pool are parked, waiting for work, at this moment. A hint
+    /// for work sharing (the graph executor keeps released tasks on its own worker while
+    /// this is zero and hands them to the pool when it is not): it is read without
+    /// synchronisation (`Relaxed`), so it may be stale by the time it is used, and a worker
+    /// that is still spinning before it parks is not counted. Nothing may depend on it for
+    /// correctness or liveness.
+    ///
+    /// O(1): one atomic load. Never panics.
+    pub fn idle_workers(&self) -> usize {
+        self.sink.idle_workers()
     }
 
     /// Spawns a child task onto the bottom of this worker's own deque and returns its

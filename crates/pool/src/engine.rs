@@ -516,6 +516,10 @@ impl<D: DequeFamily> ChildSink for Sink<'_, D> {
         }
     }
 
+    fn idle_workers(&self) -> usize {
+        self.shared.sleep.sleepers()
+    }
+
     fn help(&self) -> bool {
         match self.local.find_task(self.shared, None) {
             Found::Task(t) => {

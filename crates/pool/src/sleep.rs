@@ -83,6 +83,12 @@ impl Sleep {
         }
     }
 
+    /// How many workers are parked right now (a `Relaxed` load: a hint that may be stale by
+    /// the time it is used; nothing depends on it for liveness).
+    pub(crate) fn sleepers(&self) -> usize {
+        self.sleepers.load(Relaxed)
+    }
+
     /// Announces work just pushed onto the queue(s) of worker `queue` (step P2), after the
     /// push (and after the inbox lock was released). Costs one load while nobody sleeps.
     /// Otherwise: if `queue`'s owner is parked it is woken (its inbox got a root it must not

@@ -55,9 +55,12 @@
 //!    final state is stored.
 //! 4. **Release.** The worker decrements each dependent's count
 //!    (`fetch_sub(1, AcqRel)`, `EXECUTOR.count-release` in the source). Of the dependents
-//!    that reach zero, the first is kept and decided next on the same worker (the
-//!    *continuation*: a chain runs without touching a deque), the others are spawned onto
-//!    the worker's own deque, where idle workers may steal them.
+//!    that reach zero, the first is decided next on the same worker (the *continuation*: a
+//!    chain runs without touching a deque), the others are kept on a worker-local queue and
+//!    decided by the same worker, newest first. Only while another worker is parked
+//!    ([`WorkerContext::idle_workers`], a hint) are the oldest kept tasks spawned onto the
+//!    worker's own deque, one per parked worker, for the idle workers to steal: work is
+//!    shared when someone can take it, and otherwise costs no spawn and no allocation.
 //! 5. **Finish.** Each pool task counts the tasks it settled and subtracts them from the
 //!    run's `unsettled` count once, at its end; the subtraction that reaches zero wakes
 //!    [`GraphRun::wait`].
@@ -111,6 +114,7 @@
 
 mod frozen;
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc as StdArc;
@@ -604,12 +608,22 @@ fn spawned<K: TaskKey>(sh: &Arc<Shared<K>>, t: u32, ctx: &WorkerContext<'_>) {
     sh.finish(settled);
 }
 
-/// Decides, runs and releases `first`, then its continuations; returns how many tasks
-/// this settled.
+/// Decides, runs and releases `first`, then everything it releases that this worker keeps;
+/// returns how many tasks this settled.
+///
+/// Released tasks stay on this worker: the first one released by a task is decided next
+/// (the *continuation*), the others go onto a worker-local double-ended queue and are
+/// decided newest first (depth first, like a deque's owner end). Only while another worker
+/// of the pool is parked (`WorkerContext::idle_workers`, a hint) are the oldest kept tasks
+/// handed to the pool, one per parked worker and round, as detached spawns that the idle
+/// workers pick up. So a run touches the pool only to share work, and no released task
+/// costs an allocation unless it is shared (the local queue grows by doubling, once per
+/// call).
 fn drive<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_>) -> usize {
     let mut settled = 0;
     let mut next = Some(first);
-    while let Some(t) = next.take() {
+    let mut kept: VecDeque<u32> = VecDeque::new();
+    while let Some(t) = next.take().or_else(|| kept.pop_back()) {
         let Some(lost) = sh.settle(t, ctx.worker_index()) else {
             continue;
         };
@@ -637,11 +651,20 @@ fn drive<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_>) -
             if next.is_none() {
                 next = Some(d); // the continuation: decided next on this worker
             } else {
-                // Onto this worker's own deque (no lock with the Chase–Lev deque),
-                // where idle workers may steal it.
-                let sh = Arc::clone(sh);
-                ctx.spawn_detached(move |ctx| spawned(&sh, d, ctx));
+                kept.push_back(d);
             }
+        }
+        // Share with parked workers: the oldest kept tasks go onto this worker's own deque
+        // (no lock with the Chase–Lev deque), and each spawn wakes a sleeper to steal it.
+        let idle = if kept.is_empty() {
+            0
+        } else {
+            ctx.idle_workers()
+        };
+        for _ in 0..idle {
+            let Some(d) = kept.pop_front() else { break };
+            let sh = Arc::clone(sh);
+            ctx.spawn_detached(move |ctx| spawned(&sh, d, ctx));
         }
     }
     settled

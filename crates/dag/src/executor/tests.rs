@@ -389,6 +389,38 @@ fn at_most_worker_count_tasks_run_at_once() {
     assert!(peak.load(SeqCst) <= 3, "peak {}", peak.load(SeqCst));
 }
 
+/// EXECUTOR.share-when-idle: released tasks stay on the releasing worker, but while another
+/// worker is parked they are handed to it. One root releases 64 slow dependents on a pool of
+/// two: the second worker (parked while the root runs) takes part, and every task runs once.
+#[test]
+fn released_tasks_are_shared_with_a_parked_worker() {
+    let tasks: Vec<(u32, Vec<u32>)> = (0..65u32)
+        .map(|i| (i, if i == 0 { vec![] } else { vec![0] }))
+        .collect();
+    let g = StdArc::new(FrozenGraph::new(tasks).expect("valid"));
+    let pool = Pool::new(2).expect("pool");
+    let workers = StdArc::new(std::sync::Mutex::new(vec![0usize; 2]));
+    let w = StdArc::clone(&workers);
+    let out = execute(g, &pool, move |ctx| {
+        if ctx.index() == 0 {
+            // Long enough for the other worker to park before anything is released.
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        } else {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        w.lock().expect("not poisoned")[ctx.worker_index()] += 1;
+        Ok(())
+    })
+    .expect("run");
+    assert!(out.all_succeeded());
+    let per_worker = workers.lock().expect("not poisoned").clone();
+    assert_eq!(per_worker.iter().sum::<usize>(), 65, "every task ran once");
+    assert!(
+        per_worker.iter().all(|&k| k > 0),
+        "both workers ran tasks: {per_worker:?}"
+    );
+}
+
 #[test]
 fn million_task_chain_runs_without_deep_stacks_and_its_root_failure_blocks_all() {
     let n = 1_000_000u32;
