@@ -816,17 +816,23 @@ impl<K: TaskKey, P> Core<K, P> {
         let mut waits = std::mem::take(&mut self.scratch_waits);
         waits.clear();
         let mut cause: Option<BlockCause<K>> = None;
+        // While building, a forward reference (or a self-dependency) is what can close a
+        // cycle: every dependency counts, also those after a lost one.
+        if !self.started
+            && !self.maybe_cyclic
+            && dep_nodes
+                .iter()
+                .any(|&d| d == n || self.hot[idx(d)].state == ABSENT)
+        {
+            self.maybe_cyclic = true;
+        }
         if !self.rev_built {
             for &d in &dep_nodes {
-                let h = &self.hot[idx(d)];
                 debug_assert!(!self.started);
                 debug_assert!(matches!(
-                    h.task_state(),
+                    self.hot[idx(d)].task_state(),
                     None | Some(TaskState::Pending | TaskState::Ready)
                 ));
-                if h.state == ABSENT || d == n {
-                    self.maybe_cyclic = true;
-                }
             }
         } else {
             for &d in &dep_nodes {
@@ -856,12 +862,7 @@ impl<K: TaskKey, P> Core<K, P> {
                         break;
                     }
                     // Pending, ready, running, or not yet submitted: wait on the id.
-                    _ => {
-                        if h.state == ABSENT || d == n {
-                            self.maybe_cyclic = true;
-                        }
-                        waits.push(d);
-                    }
+                    _ => waits.push(d),
                 }
             }
         }

@@ -927,3 +927,24 @@ fn compaction_changes_no_answer() {
         }
     }
 }
+
+/// A3.cycles-as-paths: a cycle is reported even when its members were blocked at submission
+/// (a cancelled dependency listed before the forward reference that closes the cycle). The
+/// start-up cycle search runs only after a forward reference; this forward reference sits
+/// after the lost dependency in the list, where the snapshot stops looking.
+#[test]
+fn a_cycle_through_tasks_blocked_at_submission_is_reported() {
+    let s = S::new(1);
+    s.submit("c", [], ()).unwrap();
+    s.cancel(&"c").unwrap();
+    s.submit("x", ["c", "y"], ()).unwrap();
+    s.submit("y", ["x"], ()).unwrap();
+    assert_eq!(s.state(&"x"), Some(TaskState::Blocked));
+    assert_eq!(s.check().cycles, [cycle(&["x", "y", "x"])]);
+    assert_eq!(
+        s.start(),
+        Err(SchedulerError::Cycles {
+            cycles: vec![cycle(&["x", "y", "x"])]
+        })
+    );
+}
