@@ -15,6 +15,7 @@ use lockstep_contract::{GraphReport, SchedulerError};
 use lockstep_dag::TaskScheduler;
 
 use crate::graph::TaskGraph;
+use crate::timings::{self, Timings};
 
 /// A task id defined more than once.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,6 +144,66 @@ pub fn unique_tasks(graph: &TaskGraph) -> Vec<(&str, Vec<&str>)> {
 /// A [`SchedulerError`] only if the scheduler refuses a submission that this function
 /// made valid (duplicates removed, nothing started); that would be a bug in one of them.
 pub fn validate(graph: &TaskGraph) -> Result<Report, SchedulerError<String>> {
+    validate_timed(graph, &mut Timings::new())
+}
+
+/// [`validate`], recording two phases in `timings`: `build` (the graph without repeats,
+/// submitted to the scheduler) and `validate` (the scan for duplicates and the scheduler's
+/// `check`: unknown dependencies and cycles).
+///
+/// # Errors
+/// As [`validate`].
+pub fn validate_timed(
+    graph: &TaskGraph,
+    timings: &mut Timings,
+) -> Result<Report, SchedulerError<String>> {
+    let building = timings.start("build");
+    let unique = unique_tasks(graph);
+    let sched: TaskScheduler<String, ()> = TaskScheduler::new(1);
+    for (id, deps) in &unique {
+        sched.submit(
+            (*id).to_string(),
+            deps.iter().map(|d| (*d).to_string()).collect::<Vec<_>>(),
+            (),
+        )?;
+    }
+    let tasks = unique.len();
+    let edges = unique.iter().map(|(_, d)| d.len()).sum();
+    let roots = unique.iter().filter(|(_, d)| d.is_empty()).count();
+    drop(unique);
+    timings.end(
+        building,
+        format!(
+            "{} submitted to the scheduler",
+            timings::tasks_edges(tasks, edges)
+        ),
+    );
+
+    let validating = timings.start("validate");
+    let (duplicate_ids, duplicate_deps, self_deps) = duplicates(graph);
+    let report = Report {
+        tasks,
+        edges,
+        roots,
+        duplicate_ids,
+        duplicate_deps,
+        self_deps,
+        graph: sched.check(),
+    };
+    let problems = report.problem_lines().len();
+    timings.end(
+        validating,
+        format!(
+            "{} problem(s): duplicates, unknown dependencies, cycles",
+            timings::count(problems)
+        ),
+    );
+    Ok(report)
+}
+
+/// Duplicate ids, dependencies listed twice by one task, and self-dependencies, each in
+/// file order. O(V + E).
+fn duplicates(graph: &TaskGraph) -> (Vec<DuplicateId>, Vec<DuplicateDep>, Vec<String>) {
     let mut duplicate_ids: Vec<DuplicateId> = Vec::new();
     let mut first: HashMap<&str, usize> = HashMap::new();
     let mut duplicate_deps = Vec::new();
@@ -180,26 +241,7 @@ pub fn validate(graph: &TaskGraph) -> Result<Report, SchedulerError<String>> {
         }
     }
     duplicate_ids.retain(|d| d.count > 1);
-
-    let unique = unique_tasks(graph);
-    let sched: TaskScheduler<String, ()> = TaskScheduler::new(1);
-    for (id, deps) in &unique {
-        sched.submit(
-            (*id).to_string(),
-            deps.iter().map(|d| (*d).to_string()).collect::<Vec<_>>(),
-            (),
-        )?;
-    }
-    let report = sched.check();
-    Ok(Report {
-        tasks: unique.len(),
-        edges: unique.iter().map(|(_, d)| d.len()).sum(),
-        roots: unique.iter().filter(|(_, d)| d.is_empty()).count(),
-        duplicate_ids,
-        duplicate_deps,
-        self_deps,
-        graph: report,
-    })
+    (duplicate_ids, duplicate_deps, self_deps)
 }
 
 #[cfg(test)]
