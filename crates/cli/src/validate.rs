@@ -8,13 +8,14 @@
 //! component, in the canonical form of `docs/semantics.md`), so the command and the library
 //! always agree.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fmt::{self, Write as _};
 
 use lockstep_contract::{Cycle, GraphReport, MissingDependency, SchedulerError};
 use lockstep_dag::TaskScheduler;
 
 use crate::graph::TaskGraph;
+use crate::graph::intern::Interner;
 use crate::timings::{self, Timings};
 
 /// A task id defined more than once.
@@ -264,16 +265,9 @@ impl<'a> Interned<'a> {
     /// O(V + E) with one hash lookup per id mention.
     fn new(graph: &'a TaskGraph) -> Self {
         let n = graph.tasks.len();
-        let mut index: HashMap<&'a str, u32, foldhash::fast::RandomState> =
-            HashMap::with_capacity_and_hasher(n, Default::default());
-        let mut names: Vec<&'a str> = Vec::with_capacity(n);
-        let mut intern = |s: &'a str| -> u32 {
-            *index.entry(s).or_insert_with(|| {
-                names.push(s);
-                // More than 4 billion distinct ids do not fit in memory as TaskSpecs.
-                u32::try_from(names.len() - 1).expect("fewer than 2^32 ids")
-            })
-        };
+        let mut interner = Interner::with_capacity(n);
+        // More than 4 billion distinct ids do not fit in memory as TaskSpecs.
+        let mut intern = |s: &'a str| interner.intern(s).expect("fewer than 2^32 ids");
         let mut ids = Vec::with_capacity(n);
         let mut first = Vec::with_capacity(n);
         let mut deps = Vec::with_capacity(graph.edge_count());
@@ -293,6 +287,7 @@ impl<'a> Interned<'a> {
             deps.extend(t.deps.iter().map(|d| intern(d)));
             ends.push(deps.len());
         }
+        let names = interner.names;
         first_task.resize(names.len(), u32::MAX);
         Interned {
             names,

@@ -19,6 +19,7 @@
 
 pub mod cargo_metadata;
 pub mod dot;
+pub mod intern;
 mod location;
 pub mod toml_file;
 

@@ -23,11 +23,11 @@
 //! of `a` on `b`, repeated edges merged, quotes removed): `dot::tests` compares the two
 //! paths on generated inputs of the subset (`the_fast_path_equals_graphviz_rust_on_its_subset`).
 //!
-//! Cost: O(bytes + V + E) with one hash lookup per id mention; the hasher is foldhash.
-
-use std::collections::HashMap;
+//! Cost: O(bytes + V + E) with one hash lookup per id mention ([`Interner`]).
 
 use foldhash::fast::RandomState;
+
+use crate::graph::intern::Interner;
 
 /// A digraph of the subset: ids in order of first mention, each node's dependencies (as
 /// indices into `ids`, without repeats, in order of first appearance).
@@ -45,20 +45,17 @@ const SCAN_LIMIT: usize = 16;
 
 struct Builder<'a> {
     g: Simple<'a>,
-    index: HashMap<&'a str, u32, RandomState>,
+    index: Interner<'a>,
     /// Edges of nodes whose dependency lists outgrew [`SCAN_LIMIT`].
     big: std::collections::HashSet<(u32, u32), RandomState>,
 }
 
 impl<'a> Builder<'a> {
     fn node(&mut self, id: &'a str) -> Option<u32> {
-        if let Some(&i) = self.index.get(id) {
-            return Some(i);
+        let i = self.index.intern(id)?;
+        if i as usize == self.g.deps.len() {
+            self.g.deps.push(Vec::new());
         }
-        let i = u32::try_from(self.g.ids.len()).ok()?;
-        self.g.ids.push(id);
-        self.g.deps.push(Vec::new());
-        self.index.insert(id, i);
         Some(i)
     }
 
@@ -139,6 +136,11 @@ fn id<'a>(text: &'a str, i: &mut usize) -> Option<&'a str> {
     }
 }
 
+/// True when `b[i..]` starts with `->` (without a call to `memcmp`).
+fn arrow(b: &[u8], i: usize) -> bool {
+    b.get(i) == Some(&b'-') && b.get(i + 1) == Some(&b'>')
+}
+
 /// Reads `text` if it is in the subset of the module documentation, else `None`.
 pub(super) fn parse(text: &str) -> Option<Simple<'_>> {
     let b = text.as_bytes();
@@ -162,13 +164,10 @@ pub(super) fn parse(text: &str) -> Option<Simple<'_>> {
         return None;
     }
     i += 1;
-    // A line per edge is the common shape: about 8 bytes per edge is a low guess.
+    // A line per edge is the common shape; 64 bytes per task is a low guess.
     let mut builder = Builder {
-        g: Simple {
-            ids: Vec::with_capacity(text.len() / 64),
-            deps: Vec::with_capacity(text.len() / 64),
-        },
-        index: HashMap::with_capacity_and_hasher(text.len() / 64, RandomState::default()),
+        g: Simple::default(),
+        index: Interner::with_capacity(text.len() / 64),
         big: Default::default(),
     };
     loop {
@@ -182,7 +181,7 @@ pub(super) fn parse(text: &str) -> Option<Simple<'_>> {
                 let mut tail = builder.node(id(text, &mut i)?)?;
                 loop {
                     skip_ws(b, &mut i)?;
-                    if !b[i..].starts_with(b"->") {
+                    if !arrow(b, i) {
                         break;
                     }
                     i += 2;
@@ -198,5 +197,7 @@ pub(super) fn parse(text: &str) -> Option<Simple<'_>> {
         }
     }
     skip_ws(b, &mut i)?;
-    (i == b.len()).then_some(builder.g)
+    let mut g = builder.g;
+    g.ids = builder.index.names;
+    (i == b.len()).then_some(g)
 }
