@@ -42,12 +42,12 @@
 //!
 //! ## The fast path
 //! A file that holds only `a -> b` and `a` statements with plain or quoted ids (what
-//! generators write, one edge per line) is read by a one-pass scanner ([`simple`]) instead
-//! of graphviz-rust, whose pest grammar costs about 1,800 instructions per byte: 10.8 s
-//! against 0.7 s for a 200,000-task file (`docs/benchmarks.md`, "Reading input"). Anything
-//! else, errors included, goes to graphviz-rust; on the subset both give the same graph,
-//! which property tests check on generated files and near misses ([`parse_general`] is the
-//! path without the scanner).
+//! generators write, one edge per line) is read by a one-pass scanner (`dot/simple.rs`)
+//! instead of graphviz-rust, whose pest grammar costs about 1,800 instructions per byte:
+//! 8.4 s against 0.43 s for a 200,000-task file (`docs/benchmarks.md`, "Reading input").
+//! Anything else, errors included, goes to graphviz-rust; on the subset both give the same
+//! graph, which property tests check on generated files and near misses
+//! ([`parse_general`] is the path without the scanner).
 //!
 //! ## Limits
 //! Subgraphs may nest at most [`MAX_NESTING`] levels (checked on the raw text before
