@@ -11,7 +11,9 @@
 //!   executor (`lockstep_dag::executor`, `docs/executor.md`) over a `lockstep_pool::Pool`
 //!   of `-j N` workers (`--dry-run` lists the claim order with `lockstep_dag::TaskScheduler`);
 //! * [`store`]: `lockstep run --store`, a run recorded in a durable store and resumed;
-//! * [`worker`]: `lockstep worker`, which shares a stored run with other processes.
+//! * [`worker`]: `lockstep worker`, which shares a stored run with other processes;
+//! * [`timings`]: `--timings`, the wall time of each phase (read, parse, build, validate,
+//!   run).
 //!
 //! Exit codes of the command: 0 the graph can run / every task succeeded; 1 the graph
 //! cannot run (`check`) / some task did not succeed (`run`); 2 unreadable input (missing
@@ -21,5 +23,6 @@
 pub mod graph;
 pub mod run;
 pub mod store;
+pub mod timings;
 pub mod validate;
 pub mod worker;

@@ -74,6 +74,7 @@ use lockstep_dag::executor::{FrozenGraph, GraphRun, RunOutcome, TaskContext};
 use lockstep_pool::Pool;
 
 use crate::graph::TaskGraph;
+use crate::timings::{self, Timings};
 use crate::validate::{self, Report};
 
 /// What a task runs: the part of a [`crate::graph::TaskSpec`] the pool needs.
@@ -268,15 +269,11 @@ fn secs(d: Duration) -> String {
     format!("{:.3} s", d.as_secs_f64())
 }
 
-/// Validates the graph and builds a scheduler holding it (not started).
+/// Builds a scheduler holding a validated graph (not started).
 fn build(
     graph: &TaskGraph,
     jobs: usize,
 ) -> Result<(TaskScheduler<String, TaskPayload>, Vec<String>), RunError> {
-    let report = validate::validate(graph)?;
-    if !report.is_runnable() {
-        return Err(RunError::Invalid(Box::new(report)));
-    }
     // Valid: ids are unique and dependency lists have no repeats.
     let sched = TaskScheduler::new(jobs);
     let mut ids = Vec::with_capacity(graph.tasks.len());
@@ -299,6 +296,25 @@ fn build(
 /// # Errors
 /// [`RunError::Invalid`] for a graph that cannot run.
 pub fn dry_run(graph: &TaskGraph, jobs: usize) -> Result<Vec<String>, RunError> {
+    dry_run_timed(graph, jobs, &mut Timings::new())
+}
+
+/// [`dry_run`], recording the phases `build` and `validate` (those of `check`) and
+/// `schedule` (submission to the scheduler that claims, and the simulated claims) in
+/// `timings`.
+///
+/// # Errors
+/// As [`dry_run`].
+pub fn dry_run_timed(
+    graph: &TaskGraph,
+    jobs: usize,
+    timings: &mut Timings,
+) -> Result<Vec<String>, RunError> {
+    let report = validate::validate_timed(graph, timings)?;
+    if !report.is_runnable() {
+        return Err(RunError::Invalid(Box::new(report)));
+    }
+    let scheduling = timings.start("schedule");
     let (sched, _) = build(graph, jobs.max(1))?;
     let mut order = Vec::with_capacity(graph.tasks.len());
     let mut running = std::collections::VecDeque::new();
@@ -313,6 +329,14 @@ pub fn dry_run(graph: &TaskGraph, jobs: usize) -> Result<Vec<String>, RunError> 
         };
         sched.complete(&id, g)?;
     }
+    timings.end(
+        scheduling,
+        format!(
+            "{} task(s) claimed with -j {}",
+            timings::count(order.len()),
+            jobs.max(1)
+        ),
+    );
     Ok(order)
 }
 
@@ -393,22 +417,44 @@ impl Out {
 /// [`RunError::LogDir`] when `--log-dir` cannot be created; [`RunError::Pool`] when the pool
 /// cannot be created; [`RunError::Graph`] only on a bug (a validated graph always freezes).
 pub fn run(graph: &TaskGraph, opts: &RunOptions) -> Result<RunReport, RunError> {
-    run_inner(graph, opts, false)
+    run_inner(graph, opts, false, &mut Timings::new())
+}
+
+/// [`run`], recording the phases `build` and `validate` (those of `check`), `freeze` (the
+/// executor's graph) and `run` (from the start of the run to its last result) in `timings`.
+///
+/// # Errors
+/// As [`run`].
+pub fn run_timed(
+    graph: &TaskGraph,
+    opts: &RunOptions,
+    timings: &mut Timings,
+) -> Result<RunReport, RunError> {
+    run_inner(graph, opts, false, timings)
 }
 
 /// Validates the graph and freezes it for the executor.
-fn freeze(graph: &TaskGraph) -> Result<FrozenGraph<String>, RunError> {
-    let report = validate::validate(graph)?;
+fn freeze(graph: &TaskGraph, timings: &mut Timings) -> Result<FrozenGraph<String>, RunError> {
+    let report = validate::validate_timed(graph, timings)?;
     if !report.is_runnable() {
         return Err(RunError::Invalid(Box::new(report)));
     }
-    FrozenGraph::new(
+    let freezing = timings.start("freeze");
+    let frozen = FrozenGraph::new(
         graph
             .tasks
             .iter()
             .map(|t| (t.id.clone(), t.deps.iter().cloned())),
     )
-    .map_err(|e| RunError::Graph(e.to_string()))
+    .map_err(|e| RunError::Graph(e.to_string()))?;
+    timings.end(
+        freezing,
+        format!(
+            "{} for the executor",
+            timings::tasks_edges(report.tasks, report.edges)
+        ),
+    );
+    Ok(frozen)
 }
 
 /// [`run`]; with `interrupt_first`, a Ctrl-C is queued before the run starts (for tests: it
@@ -417,9 +463,11 @@ fn run_inner(
     graph: &TaskGraph,
     opts: &RunOptions,
     interrupt_first: bool,
+    timings: &mut Timings,
 ) -> Result<RunReport, RunError> {
     let jobs = opts.jobs.max(1);
-    let frozen = std::sync::Arc::new(freeze(graph)?);
+    let frozen = std::sync::Arc::new(freeze(graph, timings)?);
+    let running_phase = timings.start("run");
     let ids = frozen.ids().to_vec();
     if let Some(dir) = &opts.log_dir {
         std::fs::create_dir_all(dir).map_err(|source| RunError::LogDir {
@@ -643,6 +691,13 @@ fn run_inner(
         });
     }
     let (critical_time, critical_path) = critical_path(graph, &finish_order, &durations);
+    timings.end(
+        running_phase,
+        format!(
+            "{} task(s) settled with -j {jobs}",
+            timings::count(tasks.len())
+        ),
+    );
     Ok(RunReport {
         tasks,
         counts: TaskState::ALL
@@ -995,7 +1050,7 @@ mod tests {
             simulate: Some(Duration::from_secs(60)),
             ..RunOptions::default()
         };
-        let r = run_inner(&g, &opts, true).unwrap();
+        let r = run_inner(&g, &opts, true, &mut Timings::new()).unwrap();
         assert!(r.interrupted);
         assert!(!r.all_succeeded());
         let a = &r.tasks[0];
@@ -1042,7 +1097,7 @@ mod tests {
             jobs: 2,
             ..RunOptions::default()
         };
-        let r = run_inner(&g, &opts, true).unwrap();
+        let r = run_inner(&g, &opts, true, &mut Timings::new()).unwrap();
         let states: Vec<_> = r
             .tasks
             .iter()

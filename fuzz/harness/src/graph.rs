@@ -17,6 +17,8 @@
 //! catches a hang) without panicking, and:
 //!
 //! * an error names the file, and every line/column it carries lies inside the text;
+//! * DOT: the reader with its fast path for `a -> b` files (`dot::parse`) and graphviz-rust
+//!   alone (`dot::parse_general`) give the same graph, or the same error;
 //! * a graph's task lines lie inside the text, and `lockstep check`'s `validate` accepts it
 //!   (an `Err` there would mean the scheduler refused a submission `validate` made valid);
 //! * `reverse` keeps the task list and the edge count minus the dangling edges it notes,
@@ -27,7 +29,7 @@
 use std::path::Path;
 
 use lockstep_cli::graph::{
-    EdgeMatch, Format, Location, ReadError, ReadOptions, TaskGraph, read_str,
+    EdgeMatch, Format, Location, ReadError, ReadOptions, TaskGraph, dot, read_str,
 };
 use lockstep_cli::validate::validate;
 
@@ -117,6 +119,25 @@ fn check_graph(g: &TaskGraph, text: &str) {
     }
 }
 
+/// DOT: the fast path must read exactly what graphviz-rust reads (the scanner returns
+/// `None` outside its subset, and then both calls are the same code).
+fn check_dot_paths(text: &str, path: &Path, format: Format, opts: &ReadOptions) {
+    let profile = match format {
+        Format::Dot => None,
+        Format::AptDotty => Some(dot::Profile::AptDotty),
+        _ => return,
+    };
+    let o = dot::DotOptions::from_read(opts, profile);
+    match (
+        dot::parse(text, path, &o),
+        dot::parse_general(text, path, &o),
+    ) {
+        (Ok(fast), Ok(general)) => assert_eq!(fast, general, "fast path vs graphviz-rust"),
+        (Err(fast), Err(general)) => assert_eq!(fast.to_string(), general.to_string()),
+        (fast, general) => panic!("fast path {fast:?} vs graphviz-rust {general:?}"),
+    }
+}
+
 /// The `graph_files` target: reads `data` as described in the module documentation and
 /// panics if a reader panics or breaks one of the rules there.
 pub fn run(data: &[u8]) {
@@ -126,6 +147,7 @@ pub fn run(data: &[u8]) {
     let text = String::from_utf8_lossy(body);
     let (format, opts) = options(selector);
     let path = path_for(format);
+    check_dot_paths(&text, path, format, &opts);
     let mut graph = match read_str(&text, path, format, &opts) {
         Ok(g) => g,
         Err(e) => {

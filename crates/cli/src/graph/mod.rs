@@ -19,6 +19,7 @@
 
 pub mod cargo_metadata;
 pub mod dot;
+pub mod intern;
 mod location;
 pub mod toml_file;
 
@@ -28,6 +29,8 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 pub use location::Location;
+
+use crate::timings::{self, Timings};
 
 /// One task as read from a graph file.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -435,6 +438,22 @@ pub const STDIN_NAME: &str = "<stdin>";
 /// UTF-8, does not parse, or `--exclude-task` names an unknown id; for standard input
 /// without `opts.format`, [`ReadError::StdinNeedsFormat`] (before anything is read).
 pub fn read_input(path: &Path, opts: &ReadOptions, max_bytes: u64) -> Result<TaskGraph, ReadError> {
+    read_input_timed(path, opts, max_bytes, &mut Timings::new())
+}
+
+/// [`read_input`], recording the `read` phase (the bytes into memory) and the `parse` phase
+/// (decoding, the reader, `--reverse` and `--exclude-task`) in `timings`. A phase that
+/// fails is not recorded.
+///
+/// # Errors
+/// As [`read_input`].
+pub fn read_input_timed(
+    path: &Path,
+    opts: &ReadOptions,
+    max_bytes: u64,
+    timings: &mut Timings,
+) -> Result<TaskGraph, ReadError> {
+    let reading = timings.start("read");
     if path == Path::new(STDIN_PATH) {
         let format = opts.format.ok_or(ReadError::StdinNeedsFormat)?;
         let name = Path::new(STDIN_NAME);
@@ -447,7 +466,8 @@ pub fn read_input(path: &Path, opts: &ReadOptions, max_bytes: u64) -> Result<Tas
                 path: name.to_path_buf(),
                 limit: max_bytes,
             })?;
-        return read_bytes(bytes, name, format, opts);
+        timings.end(reading, format!("{} bytes", timings::count(bytes.len())));
+        return read_bytes_timed(bytes, name, format, opts, timings);
     }
     let io = |source| ReadError::Io {
         path: path.to_path_buf(),
@@ -477,7 +497,25 @@ pub fn read_input(path: &Path, opts: &ReadOptions, max_bytes: u64) -> Result<Tas
     let bytes = read_capped(&mut file, max_bytes, hint)
         .map_err(io)?
         .ok_or_else(too_large)?;
-    read_bytes(bytes, path, format, opts)
+    timings.end(reading, format!("{} bytes", timings::count(bytes.len())));
+    read_bytes_timed(bytes, path, format, opts, timings)
+}
+
+/// [`read_bytes`], recording the `parse` phase.
+fn read_bytes_timed(
+    bytes: Vec<u8>,
+    path: &Path,
+    format: Format,
+    opts: &ReadOptions,
+    timings: &mut Timings,
+) -> Result<TaskGraph, ReadError> {
+    let parsing = timings.start("parse");
+    let graph = read_bytes(bytes, path, format, opts)?;
+    timings.end(
+        parsing,
+        timings::tasks_edges(graph.tasks.len(), graph.edge_count()),
+    );
+    Ok(graph)
 }
 
 /// Decodes and parses the bytes read from `path`, then applies `reverse` and
