@@ -587,7 +587,11 @@ impl<D: DequeFamily> ChildSink for Sink<'_, D> {
         // B4.blocking-limit: the permit goes back with the call that took it, now, even if
         // the spare is still running a task (it finishes that task, hands over its deque and
         // retires without looking for more work).
-        self.shared.blocking.lock().calls -= 1;
+        // SEEDED BUG (compensation_slot_leaked): the permit goes back only when the spare
+        // thread retires, so a spare busy with a long task keeps the next call uncompensated.
+        if !seeded_bug!("compensation_slot_leaked") {
+            self.shared.blocking.lock().calls -= 1;
+        }
     }
 }
 
@@ -640,6 +644,12 @@ fn start_spare<D: DequeFamily>(arc: &Arc<Shared<D>>, index: usize) -> Option<Com
 impl<D: DequeFamily> Shared<D> {
     /// A spare retired (after its last park): its parking slot is free again.
     pub(crate) fn spare_retired(&self, slot: usize) {
-        self.blocking.lock().free_slots.push(slot);
+        let mut b = self.blocking.lock();
+        b.free_slots.push(slot);
+        // SEEDED BUG (compensation_slot_leaked): the call's permit is given back here, by the
+        // thread, instead of by `end_blocking` when the call returns.
+        if seeded_bug!("compensation_slot_leaked") {
+            b.calls -= 1;
+        }
     }
 }
