@@ -437,8 +437,21 @@ impl<D: DequeFamily> Local<D> {
 
     /// True if this worker has queued work of its own (deque or inbox): the re-check of
     /// the parking protocol.
+    ///
+    /// A spare re-checks its private deque and the **inbox and deque of the worker it stands
+    /// in for**: that worker is blocked, so it will not look at them, and the spare is the
+    /// awake owner they need (B4.blocking-limit). The inbox is read under its lock, which
+    /// orders the re-check against a `submit` exactly as for a worker's own inbox (crate
+    /// docs, "Parking"). Without it a root submitted while the spare was between its last
+    /// search and its registration was slept through (found by
+    /// `shuttle_pool::shuttle_blocked_calls_race_submissions`).
     pub(crate) fn has_local_work(&self, shared: &Shared<D>) -> bool {
-        !self.owner.is_empty() || (!self.spare && !shared.inboxes[self.index].lock().is_empty())
+        if self.spare {
+            return !self.owner.is_empty()
+                || !shared.thieves[self.index].is_empty()
+                || !shared.inboxes[self.index].lock().is_empty();
+        }
+        !self.owner.is_empty() || !shared.inboxes[self.index].lock().is_empty()
     }
 
     /// Moves a removed task `Queued -> Running`, or drops it if its handle cancelled it.
