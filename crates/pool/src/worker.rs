@@ -105,8 +105,9 @@ pub(crate) fn worker_main<D: DequeFamily>(shared: Arc<Shared<D>>, local: Local<D
 /// The body of a spare thread (blocking compensation): a worker without an inbox, standing
 /// in for worker `local.index` until `released` (the blocked call returned).
 ///
-/// Once released it looks for no more work: the task it may be running when the call
-/// returns is finished (for that while two threads serve worker `local.index`'s role: the
+/// Once released it looks for no more work (it checks before every search; a search already
+/// under way when the call returned may still bring one task, which it runs): the task it
+/// may be running when the call returns is finished (for that while two threads serve worker `local.index`'s role: the
 /// returning worker and this spare; every task was removed from its queue exactly once, so
 /// neither runs anything twice), then what is left on its private deque (children of that
 /// task) goes to the worker's inbox ([`Local::hand_over`]), and it retires. The permit of
