@@ -843,7 +843,7 @@ fn a_compensation_slot_is_free_again_when_its_blocked_call_returns<D: DequeFamil
             t2_in.wait();
         })
         .expect("accepting");
-    let t1 = t1.join_timeout(WAIT).ok().expect("T1 resolves");
+    let t1 = t1.join_timeout(WAIT).expect("T1 resolves");
     assert_eq!(t1, Ok(Ok(1)));
     let t2_out = Arc::clone(&t2_blocking);
     let t2 = pool
@@ -941,7 +941,7 @@ fn a_spare_whose_task_blocks_hands_its_queued_children_over<D: DequeFamily>() {
             ctx.block_in_place(|| rx.recv_timeout(WAIT))
         })
         .expect("accepting");
-    let got = x.join_timeout(WAIT + WAIT).ok().expect("X resolves");
+    let got = x.join_timeout(WAIT + WAIT).expect("X resolves");
     assert_eq!(
         got,
         Ok(Ok(7)),
