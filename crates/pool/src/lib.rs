@@ -101,6 +101,13 @@
 //! of a draining pool finishing) happen before `wake_all`, which takes the idle list's lock
 //! and notifies every parked worker; a worker that registers later sees the change in S3.
 //!
+//! A spare thread (blocking compensation) stands in as the awake owner of the blocked
+//! worker's queues: its S3 re-checks its private deque and the blocked worker's inbox (under
+//! the inbox's lock, so the argument above holds for it unchanged) and deque. A spare whose
+//! task blocks, or that retires, first moves what is left on its private deque into that
+//! inbox and wakes the inbox's owner (P1, P2), so no queue is left with only a blocked or
+//! departed owner.
+//!
 //! Helpers for a busy worker's deque are woken on the same `sleepers` read; that read may be
 //! stale, which costs parallelism for a while (one helper fewer), never liveness. A stale
 //! notification (a waker picked a worker whose re-check then declined) makes its next park
