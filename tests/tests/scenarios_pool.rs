@@ -810,6 +810,151 @@ fn blocking_compensation_stops_at_its_limit<D: DequeFamily>() {
     pool.await_termination();
 }
 
+/// Issue 10, item 4: a compensation slot belongs to the blocked **call**, not to the spare
+/// thread that stood in for it. On one worker with the default limit (one spare):
+/// T1 blocks in `block_in_place`; S1 runs on the spare, releases T1, and keeps that spare
+/// busy; after T1 resolved, T2 blocks in `block_in_place` (one call blocked, the limit is
+/// one, so T2 must be compensated although T1's spare is still running S1); S2, which
+/// releases T2, is submitted only after S1 has finished, and must still find a thread.
+/// Before the fix T2's call ran uncompensated (the slot went back only when T1's spare
+/// exited) and S2 waited forever in the inbox of the only, blocked, worker. Meanwhile
+/// tasks queued while two threads serve worker 0 (the returning worker and the lingering
+/// spare) each run exactly once, and shutdown drains everything.
+fn a_compensation_slot_is_free_again_when_its_blocked_call_returns<D: DequeFamily>() {
+    /// Only turns a hang into a failure (S2 runs within milliseconds when it can run).
+    const WAIT: Duration = Duration::from_secs(10);
+    const EXTRA: usize = 20;
+    let pool = new_pool::<D>(1).expect("pool");
+    let (tx1, rx1) = mpsc::channel::<u32>();
+    let (tx2, rx2) = mpsc::channel::<u32>();
+    // If an assertion fails while T2 waits, this sender releases it so that the pool drains.
+    let rescue = tx2.clone();
+    let t2_blocking = Arc::new(Gate::default());
+    let _open = OpenOnDrop(Arc::clone(&t2_blocking));
+    let t1 = pool
+        .submit(move |ctx| ctx.block_in_place(|| rx1.recv()))
+        .expect("accepting");
+    let t2_in = Arc::clone(&t2_blocking);
+    let s1 = pool
+        .submit(move |_| {
+            tx1.send(1).expect("T1 waits");
+            // Keep T1's spare busy until T2 has entered its blocking section (the issue's
+            // 300 ms sleep, made an event): the slot T1 took must be free by then.
+            t2_in.wait();
+        })
+        .expect("accepting");
+    let t1 = t1.join_timeout(WAIT).expect("T1 resolves");
+    assert_eq!(t1, Ok(Ok(1)));
+    let t2_out = Arc::clone(&t2_blocking);
+    let t2 = pool
+        .submit(move |ctx| {
+            ctx.block_in_place(|| {
+                t2_out.open();
+                rx2.recv()
+            })
+        })
+        .expect("accepting");
+    assert_eq!(s1.join_timeout(WAIT).ok(), Some(Ok(())), "S1 resolves");
+    // Two threads may now serve worker 0's role (T2's spare, and T1's spare retiring);
+    // tasks queued now run exactly once.
+    let ran = counters(EXTRA);
+    let extra: Vec<_> = (0..EXTRA)
+        .map(|i| {
+            let r = Arc::clone(&ran);
+            pool.submit(move |_| {
+                r[i].fetch_add(1, SeqCst);
+            })
+            .expect("accepting")
+        })
+        .collect();
+    for h in extra {
+        if h.join_timeout(WAIT).is_err() {
+            let m = pool.metrics().total();
+            panic!(
+                "a task queued while T2 blocks never ran: T2's call was not compensated \
+                 (compensated {}, uncompensated {})",
+                m.compensated_blocks, m.uncompensated_blocks
+            );
+        }
+    }
+    assert_each_exactly_once(&ran);
+    // The issue's "600 ms later": time for T1's spare to retire (what used to give the
+    // slot back) before S2 exists. Not an assertion about speed.
+    thread::sleep(Duration::from_millis(600));
+    let s2 = pool
+        .submit(move |_| tx2.send(2).expect("T2 waits"))
+        .expect("accepting");
+    let t2 = match t2.join_timeout(WAIT) {
+        Ok(r) => r,
+        Err(_) => {
+            let m = pool.metrics().total();
+            let _ = rescue.send(0);
+            panic!(
+                "T2 never resolved: its blocked call was not compensated and S2 had no \
+                 thread (compensated {}, uncompensated {})",
+                m.compensated_blocks, m.uncompensated_blocks
+            );
+        }
+    };
+    assert_eq!(t2, Ok(Ok(2)));
+    assert_eq!(s2.join_timeout(WAIT).ok(), Some(Ok(())));
+    let m = pool.metrics().total();
+    assert_eq!(
+        (m.compensated_blocks, m.uncompensated_blocks),
+        (2, 0),
+        "both calls compensated"
+    );
+    pool.shutdown();
+    assert!(pool.await_termination_timeout(WAIT), "the pool drains");
+    assert_eq!(pool.metrics().total().tasks_run, 4 + EXTRA as u64);
+}
+
+/// A spare's deque is private (no thief can see it). When a task running on a spare blocks
+/// in `block_in_place`, the children it queued there go to the inbox of the worker the spare
+/// stands in for, where the new spare finds them: with two calls blocked and a limit of two,
+/// queued work still has a thread (B4.blocking-limit).
+fn a_spare_whose_task_blocks_hands_its_queued_children_over<D: DequeFamily>() {
+    const WAIT: Duration = Duration::from_secs(10);
+    let pool = PoolBuilder::new(1)
+        .max_blocking(2)
+        .build_with::<D>()
+        .expect("pool");
+    let gate = Arc::new(Gate::default());
+    let _open = OpenOnDrop(Arc::clone(&gate));
+    let started = Arc::new(AtomicUsize::new(0));
+    let (g, st) = (Arc::clone(&gate), Arc::clone(&started));
+    // T1 holds the only worker (compensated: spare A).
+    let t1 = pool
+        .submit(move |ctx| {
+            ctx.block_in_place(|| {
+                st.fetch_add(1, SeqCst);
+                g.wait();
+            })
+        })
+        .expect("accepting");
+    wait_until("T1 is blocked", || started.load(SeqCst) == 1);
+    // X runs on spare A: it queues C on A's private deque, then blocks until C has run.
+    let x = pool
+        .submit(|ctx| {
+            let (tx, rx) = mpsc::channel();
+            ctx.spawn_detached(move |_| tx.send(7).expect("X waits"));
+            ctx.block_in_place(|| rx.recv_timeout(WAIT))
+        })
+        .expect("accepting");
+    let got = x.join_timeout(WAIT + WAIT).expect("X resolves");
+    assert_eq!(
+        got,
+        Ok(Ok(7)),
+        "the child queued on the blocked spare's deque ran"
+    );
+    let m = pool.metrics().total();
+    assert_eq!((m.compensated_blocks, m.uncompensated_blocks), (2, 0));
+    gate.open();
+    assert!(t1.join_timeout(WAIT).is_ok());
+    pool.shutdown();
+    assert!(pool.await_termination_timeout(WAIT), "the pool drains");
+}
+
 /// fib by fork-join, counting every call.
 fn fib_join(ctx: &WorkerContext<'_>, n: u64, calls: &Arc<AtomicUsize>) -> u64 {
     calls.fetch_add(1, SeqCst);
@@ -1012,5 +1157,7 @@ on_both_deques!(
     spawn_detached_is_refused_after_shutdown_and_after_termination,
     blocked_workers_in_compensated_sections_do_not_starve_queued_tasks,
     blocking_compensation_stops_at_its_limit,
+    a_compensation_slot_is_free_again_when_its_blocked_call_returns,
+    a_spare_whose_task_blocks_hands_its_queued_children_over,
     join_runs_both_halves_and_helps_while_waiting,
 );

@@ -17,6 +17,7 @@
 //! | `shuttle_children_spawned_while_shutdown_runs` | child spawns vs termination | 10,000 | 10,000 |
 //! | `shuttle_cancel_races_claim` | cancel vs claim | 10,000 | 10,000 |
 //! | `shuttle_submitters_race_parking_workers` | submit vs parking (lost wake-ups) | 10,000 | 10,000 |
+//! | `shuttle_blocked_calls_race_submissions` | `block_in_place` calls vs submissions vs spares retiring (B4.blocking-limit) | 10,000 | 10,000 |
 //! | `shuttle_steals_race_the_owner` | steals (single and batch) vs the owner's pops, locked deque, linearizability-checked | 20,000 | 20,000 |
 //! | `shuttle_steals_race_the_owner_chase_lev` | the same on the Chase–Lev deque (exactly once, FIFO thief; its batch is one steal per task, so not one atomic step) | 20,000 | 20,000 |
 //! | `shuttle_single_steals_race_the_owner` | two single thieves vs the owner, on both deques, linearizability-checked | 10,000 + 10,000 | 10,000 + 10,000 |
@@ -42,7 +43,7 @@ use std::num::NonZeroUsize;
 use lockstep_contract::TaskError;
 use lockstep_deque::{ChaseLev, DequeFamily, Locked, Owner, Steal, Thief};
 use lockstep_pool::{JoinHandle, Pool, PoolBuilder, PoolError, PoolState, WorkerContext};
-use lockstep_sync::{Arc, Mutex, rng_u64, thread};
+use lockstep_sync::{Arc, Condvar, Mutex, rng_u64, thread};
 use lockstep_tests::lin::{self, Recorder};
 use lockstep_tests::shuttle_check;
 use lockstep_tests::shuttle_run::Plan;
@@ -469,6 +470,111 @@ fn shuttle_submitters_race_parking_workers() {
 #[test]
 fn shuttle_submitters_race_parking_workers_chase_lev() {
     shuttle_check!(PLAN, submitters_race_parking_workers::<ChaseLev>);
+}
+
+/// A one-way flag that threads and tasks wait on (shuttle's mutex and condition variable).
+#[derive(Default)]
+struct Flag {
+    set: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Flag {
+    fn set(&self) {
+        *self.set.lock() = true;
+        self.cv.notify_all();
+    }
+    fn wait(&self) {
+        let mut s = self.set.lock();
+        while !*s {
+            s = self.cv.wait(s);
+        }
+    }
+}
+
+/// True on the pool's worker 0 (threads are named `lockstep-pool-<id>-w<slot>`; spares have
+/// slots from the worker count on).
+fn on_worker_0() -> bool {
+    thread::current().name().is_some_and(|n| n.ends_with("-w0"))
+}
+
+/// Rounds of `blocked_calls_race_submissions`.
+const BLOCK_ROUNDS: usize = 3;
+
+/// Blocked calls race submissions (B4.blocking-limit: while fewer than `max_blocking` calls
+/// are blocked, queued work always has a thread). One worker, limit one. The main thread
+/// runs `BLOCK_ROUNDS` blockers one after another: blocker `k` waits in `block_in_place`
+/// for gate `k`. A submitter thread submits, once blocker `k` is inside its section, the
+/// task that opens gate `k`; it runs on a spare (blocker `k`'s, or, when a released spare's
+/// last search raced the submission of blocker `k` and ran it, on that spare's or on the
+/// free worker), and in some schedules (a shuttle coin), when it runs on a spare, it keeps
+/// that spare busy until blocker `k + 1` is inside its own section. Blocker `k + 1`'s call starts with no other call blocked, so it must be
+/// compensated whatever the old spare is doing, or the next opener waits forever in the
+/// blocked worker's inbox (shuttle: deadlock). Every blocker and opener runs once, every
+/// call is compensated, and shutdown drains.
+fn blocked_calls_race_submissions<D: DequeFamily>() {
+    let pool = Arc::new(PoolBuilder::new(1).build_with::<D>().expect("pool"));
+    let gates: Arc<Vec<Flag>> = Arc::new((0..BLOCK_ROUNDS).map(|_| Flag::default()).collect());
+    let entered: Arc<Vec<Flag>> = Arc::new((0..BLOCK_ROUNDS).map(|_| Flag::default()).collect());
+    let linger: Vec<bool> = (0..BLOCK_ROUNDS).map(|_| pick(2) == 0).collect();
+    let submitter = {
+        let (pool, gates, entered) = (Arc::clone(&pool), Arc::clone(&gates), Arc::clone(&entered));
+        thread::spawn(move || {
+            let openers: Vec<_> = (0..BLOCK_ROUNDS)
+                .map(|k| {
+                    entered[k].wait();
+                    let (g, e, stay) = (Arc::clone(&gates), Arc::clone(&entered), linger[k]);
+                    pool.submit(move |_| {
+                        g[k].set();
+                        // Lingering blocks this thread outside `block_in_place`; only a
+                        // spare may do that here (the worker, slot 0, may run an opener
+                        // when a spare's search raced its release and took a blocker).
+                        if stay && k + 1 < BLOCK_ROUNDS && !on_worker_0() {
+                            e[k + 1].wait();
+                        }
+                        k
+                    })
+                    .expect("accepting")
+                })
+                .collect();
+            for (k, h) in openers.into_iter().enumerate() {
+                assert_eq!(h.join(), Ok(k), "opener {k}");
+            }
+        })
+    };
+    for k in 0..BLOCK_ROUNDS {
+        let (g, e) = (Arc::clone(&gates), Arc::clone(&entered));
+        let h = pool
+            .submit(move |ctx| {
+                ctx.block_in_place(|| {
+                    e[k].set();
+                    g[k].wait();
+                });
+                k
+            })
+            .expect("accepting");
+        assert_eq!(h.join(), Ok(k), "blocker {k}");
+    }
+    submitter.join().expect("submitter");
+    let m = pool.metrics().total();
+    assert_eq!(
+        (m.compensated_blocks, m.uncompensated_blocks),
+        (BLOCK_ROUNDS as u64, 0),
+        "every call started with no other call blocked"
+    );
+    pool.shutdown();
+    pool.await_termination();
+    assert_eq!(pool.metrics().total().tasks_run, 2 * BLOCK_ROUNDS as u64);
+}
+
+#[test]
+fn shuttle_blocked_calls_race_submissions() {
+    shuttle_check!(PLAN, blocked_calls_race_submissions::<Locked>);
+}
+
+#[test]
+fn shuttle_blocked_calls_race_submissions_chase_lev() {
+    shuttle_check!(PLAN, blocked_calls_race_submissions::<ChaseLev>);
 }
 
 // ---------------------------------------------------------------------------------------

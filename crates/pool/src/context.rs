@@ -40,9 +40,11 @@ pub(crate) trait ChildSink {
     fn register_child(&self) -> TaskId;
     /// Pushes a registered child onto this worker's own deque and wakes a sleeper.
     fn push_child(&self, task: Task);
-    /// Starts a spare thread for a blocking section, if the limit allows (counted either way).
+    /// Starts a spare thread for a blocking section, if the limit allows (counted either way);
+    /// a spare calling it first hands its private deque over to its worker's inbox.
     fn begin_blocking(&self) -> Option<Compensation>;
-    /// Retires the spare started by `begin_blocking` (it drains its own deque first).
+    /// Releases the spare started by `begin_blocking` and gives the call's permit back at
+    /// once (the spare finishes its task, hands over its deque and retires on its own).
     fn end_blocking(&self, c: Compensation);
     /// Pops the bottom of this worker's own deque (the owner's pop).
     fn pop_own(&self) -> Option<Task>;
@@ -262,22 +264,37 @@ impl WorkerContext<'_> {
     /// Runs `f`, which may block this worker's thread (a lock, I/O, a channel, a
     /// [`JoinHandle::join`]), with **blocking compensation**: while `f` runs, a spare thread
     /// stands in for this worker, so that the pool keeps `worker_count()` threads running
-    /// tasks and queued work cannot starve behind blocked workers. Returns `f`'s value; a
-    /// panic in `f` propagates (the spare is retired all the same).
+    /// tasks and queued work cannot starve behind blocked workers. Returns `f`'s value.
     ///
     /// **The spare.** It steals from every worker (this one's deque and inbox included:
     /// they stay stealable while this worker blocks), parks like a worker when it finds
-    /// nothing, and keeps the children of the tasks it runs on a deque of its own, which it
-    /// drains before it retires (so a spare may outlive `f` by the tasks it already took).
-    /// Tasks it runs see this worker's index and are counted in this worker's metrics.
+    /// nothing, and keeps the children of the tasks it runs on a deque of its own. When `f`
+    /// returns the spare takes no new work: it finishes the task it may be running (for
+    /// that while, two threads serve this worker's role; no task is run twice, since each
+    /// was removed from its queue once), moves what is left on its own deque to this
+    /// worker's inbox, and retires. If a task running on a spare calls `block_in_place`
+    /// itself, the spare's deque is moved to the inbox first, so that nothing queued there
+    /// waits for a blocked thread. Tasks a spare runs see this worker's index and are counted
+    /// in this worker's metrics.
     ///
     /// **The limit.** At most [`PoolBuilder::max_blocking`](crate::PoolBuilder::max_blocking)
-    /// spares exist at once (default: the number of workers). Beyond it, or if the thread
-    /// cannot be started, `f` runs without compensation (as a plain call would). Each call
-    /// is counted in [`WorkerMetrics`](crate::WorkerMetrics) as `compensated_blocks` or
-    /// `uncompensated_blocks`. Cost: one thread start per compensated call (use it for
-    /// sections that block for long, not for every short lock). In the deterministic
-    /// stepping core `f` simply runs.
+    /// calls are compensated at once (default: the number of workers). The permit belongs to
+    /// the call: it is free again as soon as `f` returns or panics, even if the spare is
+    /// still finishing a task. So a call that starts while fewer than `max_blocking`
+    /// compensated calls are in progress gets a spare, unless its thread cannot be started;
+    /// otherwise `f` runs without compensation (as a plain call would). Each call is counted
+    /// in [`WorkerMetrics`](crate::WorkerMetrics) as `compensated_blocks` or
+    /// `uncompensated_blocks`. In the deterministic stepping core `f` simply runs.
+    ///
+    /// **Cost.** One thread start per compensated call (use it for sections that block for
+    /// long, not for every short lock), two uncontended locks of the compensation ledger,
+    /// and O(k) to hand over k tasks when the call runs on a spare. Spare threads that are
+    /// finishing their last task are not counted against the limit, so the number of live
+    /// spares can briefly exceed it (by the number of such tasks).
+    ///
+    /// # Panics
+    /// Never on its own; a panic in `f` propagates to the caller after the call's permit has
+    /// been given back and its spare released (a drop guard).
     ///
     /// ```
     /// use lockstep_pool::Pool;

@@ -123,11 +123,30 @@ pub(crate) struct Shared<D: DequeFamily> {
     /// How many workers have exited; `term_cv` is notified when it reaches `workers()`.
     exited: Mutex<usize>,
     term_cv: Condvar,
-    /// Parking slots (`workers()..`) free for spare threads (blocking compensation); their
-    /// number is the compensation limit.
-    spare_slots: Mutex<Vec<usize>>,
+    /// Blocking compensation: the compensated calls in progress (the limit) and the parking
+    /// slots free for spare threads.
+    blocking: Mutex<Blocking>,
+    /// The compensation limit: at most this many `block_in_place` calls hold a spare.
+    max_blocking: usize,
     /// Spare threads started so far, joined with the workers.
     pub(crate) spare_threads: Mutex<Vec<thread::JoinHandle<()>>>,
+}
+
+/// The compensation ledger (under one lock): how many blocked calls hold a compensation
+/// permit, and which spare parking slots are free.
+///
+/// **A permit belongs to a call, not to a thread** (issue 10, `docs/invariants.md`
+/// B4.blocking-limit): `begin_blocking` takes one, and the same call's `end_blocking` gives
+/// it back, whatever the spare it started is doing then. A parking slot belongs to a spare
+/// *thread*: it goes back when that thread retires (after its last park), so it is never
+/// shared; when none is free a new one is added ([`Sleep::add_slot`]), because a spare that
+/// is finishing its last task no longer holds a permit.
+#[derive(Debug)]
+struct Blocking {
+    /// Compensated `block_in_place` calls that have not returned yet (at most `max_blocking`).
+    calls: usize,
+    /// Parking slots (`workers()..`) that no live spare uses.
+    free_slots: Vec<usize>,
 }
 
 /// One worker's own side (or a spare's): its index, parking slot and deque.
@@ -137,8 +156,9 @@ pub(crate) struct Local<D: DequeFamily> {
     pub(crate) index: usize,
     /// Its parking slot in `Sleep` (the index for a worker; `workers()..` for a spare).
     pub(crate) slot: usize,
-    /// A spare: its deque is private (thieves cannot see it; the spare drains it before
-    /// it retires) and it has no inbox.
+    /// A spare: its deque is private (thieves cannot see it; the spare hands what is left
+    /// on it to the inbox of the worker it stands in for before it blocks or retires) and
+    /// it has no inbox.
     spare: bool,
     owner: D::Owner<Task>,
 }
@@ -169,7 +189,11 @@ pub(crate) fn build<D: DequeFamily>(
         steal_batch,
         exited: Mutex::new(0),
         term_cv: Condvar::new(),
-        spare_slots: Mutex::new((n..n + max_blocking).rev().collect()),
+        blocking: Mutex::new(Blocking {
+            calls: 0,
+            free_slots: (n..n + max_blocking).rev().collect(),
+        }),
+        max_blocking,
         spare_threads: Mutex::new(Vec::new()),
     };
     (shared, locals)
@@ -413,8 +437,21 @@ impl<D: DequeFamily> Local<D> {
 
     /// True if this worker has queued work of its own (deque or inbox): the re-check of
     /// the parking protocol.
+    ///
+    /// A spare re-checks its private deque and the **inbox and deque of the worker it stands
+    /// in for**: that worker is blocked, so it will not look at them, and the spare is the
+    /// awake owner they need (B4.blocking-limit). The inbox is read under its lock, which
+    /// orders the re-check against a `submit` exactly as for a worker's own inbox (crate
+    /// docs, "Parking"). Without it a root submitted while the spare was between its last
+    /// search and its registration was slept through (found by
+    /// `shuttle_pool::shuttle_blocked_calls_race_submissions`).
     pub(crate) fn has_local_work(&self, shared: &Shared<D>) -> bool {
-        !self.owner.is_empty() || (!self.spare && !shared.inboxes[self.index].lock().is_empty())
+        if self.spare {
+            return !self.owner.is_empty()
+                || !shared.thieves[self.index].is_empty()
+                || !shared.inboxes[self.index].lock().is_empty();
+        }
+        !self.owner.is_empty() || !shared.inboxes[self.index].lock().is_empty()
     }
 
     /// Moves a removed task `Queued -> Running`, or drops it if its handle cancelled it.
@@ -463,6 +500,31 @@ impl<D: DequeFamily> Local<D> {
     pub(crate) fn deque_is_empty(&self) -> bool {
         self.owner.is_empty()
     }
+
+    /// A spare about to stop serving (it retires, or the task it runs blocks) hands every
+    /// task left on its private deque to the inbox of the worker it stands in for, oldest
+    /// first, and wakes that inbox's owner if it is parked: nobody can steal from a private
+    /// deque, so work left there would have no thread. Each task is removed once from the
+    /// deque and later once from the inbox (B2.remove-once); `outstanding` is unchanged.
+    /// O(tasks moved). A worker's deque is stealable and is never handed over.
+    pub(crate) fn hand_over(&self, shared: &Shared<D>) {
+        if !self.spare {
+            return;
+        }
+        let mut moved = Vec::new();
+        while let Some(t) = self.owner.pop() {
+            moved.push(t);
+        }
+        if moved.is_empty() {
+            return;
+        }
+        // Popped newest first; the inbox is FIFO, so the oldest goes in first.
+        shared.inboxes[self.index]
+            .lock()
+            .extend(moved.into_iter().rev());
+        // After the push (P2), as for a submitted root.
+        shared.sleep.new_work(self.index);
+    }
 }
 
 /// The child sink of one running task: this worker's deque, this pool's counters.
@@ -496,6 +558,9 @@ impl<D: DequeFamily> ChildSink for Sink<'_, D> {
     }
 
     fn begin_blocking(&self) -> Option<Compensation> {
+        // A spare whose task blocks must not strand its private deque (invariant
+        // B4.blocking-limit: queued work always has a thread).
+        self.local.hand_over(self.shared);
         let counters = &self.shared.counters[self.local.index];
         let started = self.arc.and_then(|arc| start_spare(arc, self.local.index));
         bump(if started.is_some() {
@@ -536,6 +601,14 @@ impl<D: DequeFamily> ChildSink for Sink<'_, D> {
         // re-check (both are ordered by the idle list's lock).
         c.released.store(true, SeqCst);
         self.shared.sleep.wake(c.slot);
+        // B4.blocking-limit: the permit goes back with the call that took it, now, even if
+        // the spare is still running a task (it finishes that task, hands over its deque and
+        // retires without looking for more work).
+        // SEEDED BUG (compensation_slot_leaked): the permit goes back only when the spare
+        // thread retires, so a spare busy with a long task keeps the next call uncompensated.
+        if !seeded_bug!("compensation_slot_leaked") {
+            self.shared.blocking.lock().calls -= 1;
+        }
     }
 }
 
@@ -545,10 +618,21 @@ pub(crate) struct Compensation {
     released: Arc<AtomicBool>,
 }
 
-/// Starts a spare thread that stands in for worker `index` while it blocks, if a parking
-/// slot is free (the compensation limit) and the thread starts.
+/// Starts a spare thread that stands in for worker `index` while it blocks, if the
+/// compensation limit allows one more compensated call and the thread starts. Takes the
+/// call's permit and a parking slot (a new one if every slot belongs to a live spare).
 fn start_spare<D: DequeFamily>(arc: &Arc<Shared<D>>, index: usize) -> Option<Compensation> {
-    let slot = arc.spare_slots.lock().pop()?;
+    // B4.blocking-limit: one permit per compensated call in progress, taken here and given
+    // back by the same call's `end_blocking`.
+    let free_slot = {
+        let mut b = arc.blocking.lock();
+        if b.calls >= arc.max_blocking {
+            return None;
+        }
+        b.calls += 1;
+        b.free_slots.pop()
+    };
+    let slot = free_slot.unwrap_or_else(|| arc.sleep.add_slot());
     let released = Arc::new(AtomicBool::new(false));
     let local = Local {
         index,
@@ -566,15 +650,23 @@ fn start_spare<D: DequeFamily>(arc: &Arc<Shared<D>>, index: usize) -> Option<Com
             Some(Compensation { slot, released })
         }
         Err(_) => {
-            arc.spare_slots.lock().push(slot);
+            let mut b = arc.blocking.lock();
+            b.calls -= 1;
+            b.free_slots.push(slot);
             None
         }
     }
 }
 
 impl<D: DequeFamily> Shared<D> {
-    /// A spare retired: its parking slot is free again.
+    /// A spare retired (after its last park): its parking slot is free again.
     pub(crate) fn spare_retired(&self, slot: usize) {
-        self.spare_slots.lock().push(slot);
+        let mut b = self.blocking.lock();
+        b.free_slots.push(slot);
+        // SEEDED BUG (compensation_slot_leaked): the call's permit is given back here, by the
+        // thread, instead of by `end_blocking` when the call returns.
+        if seeded_bug!("compensation_slot_leaked") {
+            b.calls -= 1;
+        }
     }
 }

@@ -101,6 +101,13 @@
 //! of a draining pool finishing) happen before `wake_all`, which takes the idle list's lock
 //! and notifies every parked worker; a worker that registers later sees the change in S3.
 //!
+//! A spare thread (blocking compensation) stands in as the awake owner of the blocked
+//! worker's queues: its S3 re-checks its private deque and the blocked worker's inbox (under
+//! the inbox's lock, so the argument above holds for it unchanged) and deque. A spare whose
+//! task blocks, or that retires, first moves what is left on its private deque into that
+//! inbox and wakes the inbox's owner (P1, P2), so no queue is left with only a blocked or
+//! departed owner.
+//!
 //! Helpers for a busy worker's deque are woken on the same `sleepers` read; that read may be
 //! stale, which costs parallelism for a while (one helper fewer), never liveness. A stale
 //! notification (a waker picked a worker whose re-check then declined) makes its next park
@@ -131,8 +138,9 @@
 //!
 //! Blocking inside a task (waiting on a lock, on I/O, or on another task's [`JoinHandle`])
 //! blocks its worker. Wrap it in [`WorkerContext::block_in_place`]: a spare thread then
-//! stands in for the worker while it blocks (at most [`PoolBuilder::max_blocking`] spares at
-//! once, default the worker count), so queued work runs even when every worker blocks.
+//! stands in for the worker while it blocks (at most [`PoolBuilder::max_blocking`] blocked
+//! calls compensated at once, default the worker count; a call's permit is free again when
+//! the call returns), so queued work runs even when every worker blocks.
 //! Blocking outside it holds the worker: if every worker blocks on something that only
 //! queued work can release, the pool deadlocks. Waiting for a child is best done with
 //! [`WorkerContext::join`], which runs other tasks while it waits.
@@ -239,10 +247,12 @@ impl PoolBuilder {
         self
     }
 
-    /// The most spare threads that may stand in for blocked workers at once
-    /// ([`WorkerContext::block_in_place`]); default: the number of workers, so that a pool
-    /// whose every worker blocks keeps as many threads running tasks. Zero turns blocking
-    /// compensation off (`block_in_place` then just runs its function).
+    /// The most [`WorkerContext::block_in_place`] calls that may be compensated (have a
+    /// spare thread standing in) at once; default: the number of workers, so that a pool
+    /// whose every worker blocks keeps as many threads running tasks. The limit counts calls,
+    /// not threads: a call's permit is free again when it returns, while its spare may still
+    /// be finishing a task. Zero turns blocking compensation off (`block_in_place` then just
+    /// runs its function).
     #[must_use]
     pub fn max_blocking(mut self, limit: usize) -> Self {
         self.max_blocking = Some(limit);
@@ -480,8 +490,10 @@ impl<D: DequeFamily> Pool<D> {
 
     fn join_threads(&self, propagate: bool) {
         let mut threads = std::mem::take(&mut *self.threads.lock());
-        // Spares retire once their blocking section ended and their deque is empty; after
-        // termination nothing is outstanding, so they are retiring or gone.
+        // A spare retires once its call returned and the task it was running finished (it
+        // hands what is left on its deque to an inbox). Every call runs inside a counted
+        // task, so after termination every call has returned and every spare is retiring
+        // or gone.
         threads.extend(std::mem::take(&mut *self.shared.spare_threads.lock()));
         for h in threads {
             if let Err(p) = h.join()

@@ -23,12 +23,24 @@
 //! Pushes onto a worker's own deque wake helpers on the same load, but nothing depends on
 //! that for liveness (the owner is awake and pops its deque before it parks); a stale
 //! `sleepers == 0` only means one helper fewer for a while. So `sleepers` is read `Relaxed`.
+//!
+//! # Slots of spare threads
+//! The first slots (`0..workers`) are the workers'; the others are lent to spare threads
+//! (blocking compensation). A spare's slot goes back to the pool's free list only when that
+//! spare retires, after its last `park` returned, so two threads never use one slot at once.
+//! Because a spare may still be finishing a task after its blocked call returned (and no
+//! longer counts against the compensation limit), the number of live spares is not bounded
+//! by the limit: [`Sleep::add_slot`] grows the table. So the slots live under the idle lock,
+//! each behind an `Arc` that a waker or a parker clones while it holds that lock (one more
+//! uncontended increment per park and per wake-up; nothing on the path where nobody sleeps).
+//! A slot handed to a new spare may carry a stale notification from its previous user: the
+//! new spare's first park then returns at once, which every caller tolerates.
 
 use lockstep_sync::atomic::{
     AtomicUsize,
     Ordering::{Relaxed, SeqCst},
 };
-use lockstep_sync::{Condvar, Mutex};
+use lockstep_sync::{Arc, Condvar, Mutex};
 
 /// One worker's parking place.
 #[derive(Debug, Default)]
@@ -46,11 +58,13 @@ struct SlotState {
 }
 
 /// The idle list: parked workers (order not kept beyond "last is a recent one") and each
-/// worker's position in it, so that membership tests and removals are O(1).
+/// worker's position in it, so that membership tests and removals are O(1); and every
+/// parking slot, by number (the table grows when a spare needs a new one).
 #[derive(Debug)]
 struct Idle {
     stack: Vec<usize>,
     position: Vec<Option<usize>>,
+    slots: Vec<Arc<Slot>>,
 }
 
 /// The pool's parking machinery.
@@ -59,7 +73,6 @@ pub(crate) struct Sleep {
     /// The length of `idle.stack`, readable without its lock (changed only under it).
     sleepers: AtomicUsize,
     idle: Mutex<Idle>,
-    slots: Box<[Slot]>,
 }
 
 /// What a call to [`Sleep::park`] ended with.
@@ -72,14 +85,15 @@ pub(crate) enum Parked {
 }
 
 impl Sleep {
-    pub(crate) fn new(workers: usize) -> Self {
+    /// Parking machinery with `slots` slots to start with (workers, then spares).
+    pub(crate) fn new(slots: usize) -> Self {
         Sleep {
             sleepers: AtomicUsize::new(0),
             idle: Mutex::new(Idle {
-                stack: Vec::with_capacity(workers),
-                position: vec![None; workers],
+                stack: Vec::with_capacity(slots),
+                position: vec![None; slots],
+                slots: (0..slots).map(|_| Arc::new(Slot::default())).collect(),
             }),
-            slots: (0..workers).map(|_| Slot::default()).collect(),
         }
     }
 
@@ -87,6 +101,15 @@ impl Sleep {
     /// the time it is used; nothing depends on it for liveness).
     pub(crate) fn sleepers(&self) -> usize {
         self.sleepers.load(Relaxed)
+    }
+
+    /// Adds a parking slot and returns its number (for a spare thread when every slot
+    /// already belongs to a live spare). O(1) amortised.
+    pub(crate) fn add_slot(&self) -> usize {
+        let mut idle = self.idle.lock();
+        idle.position.push(None);
+        idle.slots.push(Arc::new(Slot::default()));
+        idle.slots.len() - 1
     }
 
     /// Announces work just pushed onto the queue(s) of worker `queue` (step P2), after the
@@ -105,14 +128,14 @@ impl Sleep {
             } else {
                 idle.stack.last().copied()
             };
-            if let Some(w) = pick {
+            pick.map(|w| {
                 idle.remove(w);
                 self.sleepers.fetch_sub(1, SeqCst);
-            }
-            pick
+                Arc::clone(&idle.slots[w])
+            })
         };
-        if let Some(w) = target {
-            self.notify(w, Some(queue));
+        if let Some(slot) = target {
+            notify(&slot, Some(queue));
         }
     }
 
@@ -120,43 +143,35 @@ impl Sleep {
     /// happen before the call, so a worker that registers after this takes the lock after
     /// it and sees them in its re-check.
     pub(crate) fn wake_all(&self) {
-        let woken: Vec<usize> = {
+        let woken: Vec<Arc<Slot>> = {
             let mut idle = self.idle.lock();
             let all = std::mem::take(&mut idle.stack);
             for &w in &all {
                 idle.position[w] = None;
             }
             self.sleepers.store(0, SeqCst);
-            all
+            all.iter().map(|&w| Arc::clone(&idle.slots[w])).collect()
         };
-        for w in woken {
-            self.notify(w, None);
+        for slot in woken {
+            notify(&slot, None);
         }
     }
 
     /// Wakes parking slot `w` if it is parked (a spare told to retire). Whoever changed
-    /// what `w` re-checks did so before this call, which takes the idle lock.
+    /// what `w` re-checks did so before this call, which takes the idle lock. If the slot
+    /// has meanwhile passed to another spare, that spare wakes for nothing and parks again.
     pub(crate) fn wake(&self, w: usize) {
         let parked = {
             let mut idle = self.idle.lock();
-            let parked = idle.position[w].is_some();
-            if parked {
+            idle.position[w].is_some().then(|| {
                 idle.remove(w);
                 self.sleepers.fetch_sub(1, SeqCst);
-            }
-            parked
+                Arc::clone(&idle.slots[w])
+            })
         };
-        if parked {
-            self.notify(w, None);
+        if let Some(slot) = parked {
+            notify(&slot, None);
         }
-    }
-
-    fn notify(&self, w: usize, hint: Option<usize>) {
-        let slot = &self.slots[w];
-        let mut s = slot.state.lock();
-        s.notified = true;
-        s.hint = hint;
-        slot.cv.notify_one();
     }
 
     /// Parks worker `w` (step S3): registers it as idle, then runs `recheck` (its own deque
@@ -176,20 +191,21 @@ impl Sleep {
         // protocol (no publisher knows this worker is asleep).
         if lockstep_sync::seeded_bug!("sleep_polling") {
             on_park();
-            let slot = &self.slots[w];
+            let slot = Arc::clone(&self.idle.lock().slots[w]);
             drop(
                 slot.cv
                     .wait_timeout(slot.state.lock(), std::time::Duration::from_millis(1)),
             );
             return Parked::Woken(None);
         }
-        {
+        let slot = {
             let mut idle = self.idle.lock();
             let at = idle.stack.len();
             idle.stack.push(w);
             idle.position[w] = Some(at);
             self.sleepers.fetch_add(1, SeqCst);
-        }
+            Arc::clone(&idle.slots[w])
+        };
         // The re-check takes the inbox lock after the registration (see the module docs).
         if recheck() {
             let mut idle = self.idle.lock();
@@ -200,7 +216,6 @@ impl Sleep {
             return Parked::Declined;
         }
         on_park();
-        let slot = &self.slots[w];
         let mut s = slot.state.lock();
         while !s.notified {
             s = slot.cv.wait(s);
@@ -208,6 +223,14 @@ impl Sleep {
         s.notified = false;
         Parked::Woken(s.hint.take())
     }
+}
+
+/// Sets `slot`'s notification (with the waker's hint) and wakes its thread if it waits.
+fn notify(slot: &Slot, hint: Option<usize>) {
+    let mut s = slot.state.lock();
+    s.notified = true;
+    s.hint = hint;
+    slot.cv.notify_one();
 }
 
 impl Idle {

@@ -103,7 +103,16 @@ pub(crate) fn worker_main<D: DequeFamily>(shared: Arc<Shared<D>>, local: Local<D
 }
 
 /// The body of a spare thread (blocking compensation): a worker without an inbox, standing
-/// in for worker `local.index` until `released`, then draining its own deque and retiring.
+/// in for worker `local.index` until `released` (the blocked call returned).
+///
+/// Once released it looks for no more work (it checks before every search; a search already
+/// under way when the call returned may still bring one task, which it runs): the task it
+/// may be running when the call returns is finished (for that while two threads serve worker `local.index`'s role: the
+/// returning worker and this spare; every task was removed from its queue exactly once, so
+/// neither runs anything twice), then what is left on its private deque (children of that
+/// task) goes to the worker's inbox ([`Local::hand_over`]), and it retires. The permit of
+/// the call went back when the call returned (`Sink::end_blocking`); its parking slot goes
+/// back here, after its last park.
 pub(crate) fn spare_main<D: DequeFamily>(
     shared: Arc<Shared<D>>,
     local: Local<D>,
@@ -111,7 +120,8 @@ pub(crate) fn spare_main<D: DequeFamily>(
 ) {
     let mut backoff = Backoff::default();
     let mut hint = None;
-    loop {
+    // Checked before every search: a released spare takes no new work.
+    while !released.load(SeqCst) {
         match local.find_task(&shared, hint.take()) {
             Found::Task(task) => {
                 local.run(&shared, Some(&shared), task);
@@ -124,10 +134,6 @@ pub(crate) fn spare_main<D: DequeFamily>(
                 continue;
             }
             Found::Empty => {}
-        }
-        // Its own deque is empty here (the search starts there).
-        if released.load(SeqCst) {
-            break;
         }
         if backoff.snooze() {
             shared.count_backoff(local.index);
@@ -143,6 +149,7 @@ pub(crate) fn spare_main<D: DequeFamily>(
         }
         backoff.reset();
     }
+    local.hand_over(&shared);
     debug_assert!(local.deque_is_empty(), "spare retired with queued work");
     shared.spare_retired(local.slot);
 }

@@ -371,6 +371,10 @@ pub const BUGS: &[(&str, &str)] = &[
         "sleep_polling",
         "pool: an idle worker polls with a timed wait instead of the epoch/sleepers protocol",
     ),
+    (
+        "compensation_slot_leaked",
+        "pool: a blocking-compensation permit goes back when the spare thread retires, not when the blocked call returns",
+    ),
     // The durable scheduler (issue 5).
     (
         "durable_unfenced_complete",
