@@ -1171,6 +1171,8 @@ impl<K: TaskKey, P> Core<K, P> {
             }
         });
         self.visits += 1 + live as u64;
+        // Consuming a list can leave stale entries the majority: keep the bound.
+        self.maybe_compact_rev();
         // SEEDED BUG (rescan_all): every task is looked at after each completion.
         if seeded_bug!("rescan_all") {
             self.visits += self.order.len() as u64;
@@ -1296,6 +1298,7 @@ impl<K: TaskKey, P> Core<K, P> {
             }
         }
         self.ready.clear();
+        self.maybe_compact_rev();
         CloseReport {
             cancelled,
             running: self.running(),
@@ -1429,6 +1432,27 @@ impl<K: TaskKey, P> Core<K, P> {
             }
         }
         assert_eq!(live_fwd + self.fwd_garbage, self.fwd.len());
+        // Space stays O(V + E): garbage, stale reverse edges and the sequences of replaced
+        // versions never outnumber the live ones by more than the amortisation floor.
+        assert!(
+            self.fwd_garbage <= COMPACT_FLOOR || self.fwd_garbage * 2 <= self.fwd.len(),
+            "dependency arena garbage {} of {}",
+            self.fwd_garbage,
+            self.fwd.len()
+        );
+        assert!(
+            self.rev_stale <= COMPACT_FLOOR || self.rev_stale * 2 <= self.rev_entries,
+            "stale reverse edges {} of {}",
+            self.rev_stale,
+            self.rev_entries
+        );
+        assert!(
+            self.next_seq as usize <= 2 * self.order.len() + COMPACT_FLOOR + 1,
+            "sequences {} for {} ids",
+            self.next_seq,
+            self.order.len()
+        );
+        assert_eq!(self.seq_node.len() as u64, self.next_seq);
         let direct = self.direct.iter().filter(|&&d| d != 0).count();
         assert_eq!(
             self.index.len() + direct,
