@@ -19,6 +19,14 @@ fn invariants<K: TaskKey>(s: &TaskScheduler<K>) {
 }
 
 fn assert_campaign<K: TaskKey>(seeds: std::ops::Range<u64>, cfg: &Config<K>) {
+    // `ADVERSARIAL_SEEDS=a..b` replaces the seed range (longer campaigns).
+    let seeds = std::env::var("ADVERSARIAL_SEEDS")
+        .ok()
+        .and_then(|v| {
+            let (a, b) = v.split_once("..")?;
+            Some(a.parse().ok()?..b.parse().ok()?)
+        })
+        .unwrap_or(seeds);
     let failures = runner::campaign(seeds, cfg, &invariants);
     assert!(
         failures.is_empty(),
@@ -71,4 +79,23 @@ fn model_comparison_with_small_floors_and_tags_sparse_u64() {
         check_each_step: true,
     };
     assert_campaign(0..300, &cfg);
+}
+
+/// Every run cancels before start (overflow lists before start), with capacity 0 or 1 and
+/// frequent closes.
+#[test]
+fn model_comparison_cancel_before_start_low_capacity() {
+    for max_concurrency in [0, 1] {
+        let cfg = Config {
+            pool: (0..8u8).collect(),
+            ghost: 200,
+            steps: 200,
+            max_concurrency,
+            close_per_mille: 10,
+            cancel_before_start_pct: 100,
+            max_deps: 4,
+            check_each_step: true,
+        };
+        assert_campaign(0..200, &cfg);
+    }
 }
