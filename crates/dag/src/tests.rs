@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::*;
 use crate::core::Core;
 
+mod adversarial;
+
 type S = TaskScheduler<&'static str>;
 
 fn g(n: u64) -> Generation {

@@ -1,0 +1,341 @@
+//! Adversarial model comparison of the rewritten scheduler core (dense indices, lazy reverse
+//! edges, generation tags, hierarchical ready set, direct-mapped integer ids), with the
+//! production constants (compaction and renumbering floors of 1024, 32-bit tags).
+//!
+//! Random campaigns (`tests/tests/common/adversarial_runner.rs`) biased towards the
+//! representation's corner cases, each step compared with the model (return values,
+//! `snapshot`, `status`, `check`, counts, tokens); and hand-written sequences for the
+//! attacks named in the review brief. A divergence is minimised and printed.
+
+#[path = "common/adversarial_runner.rs"]
+mod runner;
+
+mod dag {
+    pub use lockstep_dag::*;
+}
+
+use lockstep_contract::{Generation, TaskKey, TaskState};
+use lockstep_dag::TaskScheduler;
+use lockstep_models::dag::SchedulerModel;
+use runner::{Config, Op, Sut};
+
+fn no_hook<K: TaskKey>(_: &TaskScheduler<K>) {}
+
+fn assert_campaign<K: TaskKey>(seeds: std::ops::Range<u64>, cfg: &Config<K>) {
+    let failures = runner::campaign(seeds, cfg, &no_hook);
+    assert!(
+        failures.is_empty(),
+        "{} divergent seeds; first:\n{}",
+        failures.len(),
+        failures[0]
+    );
+}
+
+/// Replays a hand-written sequence on both sides, comparing after every step.
+fn replay_ok<K: TaskKey>(max_concurrency: usize, ops: &[Op<K>], ids: &[K]) {
+    if let Some((i, e)) = runner::replay(max_concurrency, ops, ids, &no_hook) {
+        panic!("diverged at step {i} ({:?}):\n{e}", ops.get(i));
+    }
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn campaign_small_string_pool() {
+    let cfg = Config {
+        pool: strings(&["a", "b", "c", "d", "e", "f"]),
+        ghost: "ghost".to_string(),
+        steps: 250,
+        max_concurrency: 2,
+        close_per_mille: 3,
+        cancel_before_start_pct: 60,
+        max_deps: 4,
+        check_each_step: true,
+    };
+    assert_campaign(0..300, &cfg);
+}
+
+#[test]
+fn campaign_u16_pool_wide() {
+    let cfg = Config {
+        pool: (0..16u16).collect(),
+        ghost: 999,
+        steps: 400,
+        max_concurrency: 3,
+        close_per_mille: 2,
+        cancel_before_start_pct: 60,
+        max_deps: 6,
+        check_each_step: true,
+    };
+    assert_campaign(0..150, &cfg);
+}
+
+/// Sparse u64 ids: direct array and hash table side by side (ids near u64::MAX, 10^12,
+/// around the 2^16 slack, and small ones).
+#[test]
+fn campaign_sparse_u64_ids() {
+    let cfg = Config {
+        pool: vec![
+            0,
+            1,
+            2,
+            65_535,
+            65_536,
+            65_537,
+            131_072,
+            1_000_000_000_000,
+            1_000_000_000_001,
+            u64::MAX - 1,
+            u64::MAX,
+        ],
+        ghost: u64::MAX - 7,
+        steps: 300,
+        max_concurrency: 2,
+        close_per_mille: 2,
+        cancel_before_start_pct: 60,
+        max_deps: 4,
+        check_each_step: true,
+    };
+    assert_campaign(0..150, &cfg);
+}
+
+/// Long runs over a small pool: thousands of resubmissions cross the production floors of
+/// 1024 (arena compaction, reverse-edge compaction, renumbering of sequences).
+#[test]
+fn campaign_long_runs_cross_the_compaction_floors() {
+    let cfg = Config {
+        pool: (0..10u32).collect(),
+        ghost: 77,
+        steps: 8_000,
+        max_concurrency: 1,
+        close_per_mille: 0,
+        cancel_before_start_pct: 50,
+        max_deps: 5,
+        check_each_step: false,
+    };
+    assert_campaign(0..8, &cfg);
+}
+
+// ----------------------------------------------------------------------------------------
+// Hand-written attacks
+// ----------------------------------------------------------------------------------------
+
+fn sub<K: Clone>(id: K, deps: &[K]) -> Op<K> {
+    Op::Submit(id, deps.to_vec())
+}
+
+/// Cancel before start builds the reverse edges; later submissions (forward references,
+/// resubmissions of pending and cancelled versions, self-dependencies) go to overflow lists.
+#[test]
+fn cancel_before_start_then_more_submissions() {
+    use Op::*;
+    let ops = vec![
+        sub("a", &[]),
+        sub("b", &["a"]),
+        sub("c", &["b", "x"]),
+        Cancel("a"),
+        sub("a", &[]),
+        sub("b", &["a"]),
+        sub("x", &["a"]),
+        sub("d", &["c", "b"]),
+        sub("c", &["b", "x"]),
+        Check,
+        Ready,
+        Complete("a", Generation(2)),
+        Ready,
+        Complete("b", Generation(2)),
+        Complete("x", Generation(1)),
+        Ready,
+        Complete("c", Generation(2)),
+        Ready,
+        Complete("d", Generation(1)),
+        Check,
+    ];
+    replay_ok(2, &ops, &["a", "b", "c", "d", "x", "y"]);
+}
+
+/// A resubmission after start that closes a cycle through several versions: the canonical
+/// report (smallest sequence first, BFS in list order).
+#[test]
+fn cycle_closed_after_start_is_canonical() {
+    use Op::*;
+    let ops = vec![
+        sub("a", &[]),
+        sub("b", &["a"]),
+        sub("c", &["b", "a"]),
+        sub("d", &["c"]),
+        Start,
+        sub("a", &["d"]),
+        sub("b", &["c"]),
+        sub("a", &["c", "b"]),
+        sub("a", &["a"]),
+        sub("d", &["d", "c"]),
+        Check,
+    ];
+    replay_ok(1, &ops, &["a", "b", "c", "d"]);
+}
+
+/// Many running versions; cancel some, settle them, claim again: a later claim reusing a
+/// token slot must not see an earlier cancel.
+#[test]
+fn token_slots_are_not_shared_between_claims() {
+    let n = 100u32;
+    let mut ops: Vec<Op<u32>> = (0..n).map(|i| sub(i, &[])).collect();
+    ops.push(Op::Ready);
+    for i in (0..n).step_by(3) {
+        ops.push(Op::Cancel(i));
+    }
+    for i in (0..n).step_by(2) {
+        ops.push(Op::Complete(i, Generation(1)));
+    }
+    for i in (0..n).step_by(2) {
+        ops.push(sub(i, &[]));
+    }
+    ops.push(Op::Ready);
+    for i in (0..n).step_by(5) {
+        ops.push(Op::Cancel(i));
+    }
+    for i in (1..n).step_by(2) {
+        ops.push(Op::Fail(i, Generation(1)));
+    }
+    for i in (1..n).step_by(2) {
+        ops.push(sub(i, &[]));
+    }
+    ops.push(Op::Ready);
+    let ids: Vec<u32> = (0..n).collect();
+    replay_ok(n as usize, &ops, &ids);
+}
+
+/// Thousands of resubmissions of pending versions with many dependencies after start:
+/// stale reverse entries beyond the floor, arena compaction, renumbering; then the chain
+/// must still release in order.
+#[test]
+fn many_resubmissions_after_start_cross_every_floor() {
+    use Op::*;
+    let width = 12u32;
+    let mut ops: Vec<Op<u32>> = vec![sub(0, &[])];
+    for i in 1..width {
+        ops.push(sub(i, &(0..i).collect::<Vec<_>>()));
+    }
+    ops.push(Start);
+    for round in 0..400u32 {
+        let i = 1 + round % (width - 1);
+        ops.push(sub(i, &(0..i).rev().collect::<Vec<_>>()));
+        if round % 97 == 0 {
+            ops.push(Check);
+        }
+    }
+    ops.push(Cancel(width - 1));
+    for _ in 0..width - 1 {
+        ops.push(Ready);
+        ops.push(CompleteOldestRunning);
+    }
+    ops.push(Check);
+    let ids: Vec<u32> = (0..width + 1).collect();
+    replay_ok(1, &ops, &ids);
+}
+
+/// Renumbering while versions are ready: claims must still come out in submission order.
+#[test]
+fn renumbering_keeps_claim_order() {
+    use Op::*;
+    let mut ops: Vec<Op<u16>> = Vec::new();
+    for i in 0..6u16 {
+        ops.push(sub(i, &[]));
+    }
+    ops.push(Start);
+    for round in 0..3000u32 {
+        let i = (round * 7 % 6) as u16;
+        ops.push(sub(i, &[]));
+    }
+    ops.push(ReadyAtMost(2));
+    ops.push(Ready);
+    let ids: Vec<u16> = (0..7).collect();
+    replay_ok(10, &ops, &ids);
+}
+
+/// Bad input: generations 0 and u64::MAX, unknown ids, huge dependency lists (with and
+/// without a duplicate at the end), dependency lists naming only ghosts.
+#[test]
+fn bad_input_never_panics_and_matches_the_model() {
+    use Op::*;
+    let big: Vec<u64> = (1_000..6_000).collect();
+    let mut big_dup = big.clone();
+    big_dup.push(1_000);
+    let ops: Vec<Op<u64>> = vec![
+        Complete(1, Generation(0)),
+        Fail(1, Generation(u64::MAX)),
+        Cancel(1),
+        sub(1, &big_dup),
+        sub(1, &big),
+        Check,
+        Start,
+        sub(2, &[]),
+        Complete(2, Generation(0)),
+        Complete(2, Generation(u64::MAX)),
+        Fail(2, Generation(2)),
+        Cancel(999_999),
+        Close,
+        Start,
+        Check,
+    ];
+    replay_ok(1, &ops, &[1, 2, 1_000, 5_999, 999_999]);
+    // The same big graph, complete: every leaf submitted, then started and run.
+    let mut ops: Vec<Op<u64>> = Vec::new();
+    for i in 1_000..6_000u64 {
+        ops.push(sub(i, &[]));
+    }
+    ops.push(sub(1, &big));
+    ops.push(Start);
+    ops.push(Cancel(3_000));
+    ops.push(Check);
+    replay_ok(1, &ops, &[1, 1_000, 3_000, 5_999]);
+}
+
+/// Sanity: a model and a fresh production scheduler agree on an empty run.
+#[test]
+fn empty_runs_agree() {
+    let m: SchedulerModel<u8> = SchedulerModel::new(0);
+    let s: Sut<u8> = Sut::new(0);
+    runner::observe_diff(&m, &s, &[0, 1], true).unwrap();
+    assert_eq!(s.sched.state(&0), None::<TaskState>);
+}
+
+/// Cost (SPEC A7, "amortised O(1)" in core.rs): resubmitting one pending version over and
+/// over creates one stale reverse entry and one garbage arena entry per resubmission; both
+/// compactions trigger once garbage passes the floor (1024) and outnumbers the *live*
+/// entries, and both walk every node (`compact_rev`: `for d in 0..hot.len()`, `vec![0; n + 1]`;
+/// `push_edges`: `for s in self.span.iter_mut()`). With few live edges and many nodes, each
+/// compaction costs O(V) for only ~1025 resubmissions: a resubmission costs O(V / 1024)
+/// amortised, not O(1). Measured: the same 20 000 resubmissions with 200 000 other (edge-free)
+/// tasks vs 2 000.
+#[test]
+#[ignore = "BUG (cost): reverse-edge and arena compactions walk all V nodes each time ~1025 stale/garbage entries accumulate, so a resubmission costs O(V/1024) amortised when live edges are few (core.rs compact_rev / push_edges)"]
+fn resubmission_cost_does_not_grow_with_unrelated_tasks() {
+    fn time_resubmissions(others: u32) -> std::time::Duration {
+        let s: TaskScheduler<u32> = TaskScheduler::new(0);
+        for i in 0..others {
+            s.submit(10 + i, [], ()).unwrap();
+        }
+        s.submit(0, [], ()).unwrap(); // ready, never claimed (capacity 0)
+        s.submit(1, [0], ()).unwrap(); // pending on 0
+        s.submit(2, [1], ()).unwrap(); // pending on 1
+        s.start().unwrap();
+        let t = std::time::Instant::now();
+        for _ in 0..20_000 {
+            s.submit(2, [1], ()).unwrap();
+        }
+        t.elapsed()
+    }
+    // Warm up, then measure.
+    let _ = time_resubmissions(2_000);
+    let small = time_resubmissions(2_000);
+    let large = time_resubmissions(200_000);
+    eprintln!("20 000 resubmissions: {small:?} with 2 000 other tasks, {large:?} with 200 000");
+    assert!(
+        large < small * 5,
+        "resubmission cost grows with unrelated tasks: {small:?} vs {large:?}"
+    );
+}

@@ -1,0 +1,576 @@
+//! A differential runner for the scheduler: long random operation sequences (seeded, biased
+//! towards the representation's corner cases: resubmissions, cancels before start, forward
+//! references, self-dependencies, stale and invented generations, batches with refusals)
+//! applied to the sequential model and to production, compared after every step.
+//!
+//! Shared by the integration test `adversarial_dag` (production constants: compaction floor
+//! 1024, 32-bit tags) and the dag crate's unit tests (floor 4, 3-bit tags, plus the
+//! representation invariants after every step). The host module provides `super::dag`, the
+//! dag crate's public items.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+
+use super::dag::{BatchOutcome, CancelToken, Claim, TaskScheduler};
+use lockstep_contract::{
+    CallbackOutcome, CancelOutcome, CloseReport, Effect, Generation, GraphReport, SchedulerError,
+    TaskKey, TaskState, VersionRef,
+};
+use lockstep_models::dag::SchedulerModel;
+
+/// One operation with concrete arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op<K> {
+    Submit(K, Vec<K>),
+    SubmitBatch(Vec<(K, Vec<K>)>),
+    Start,
+    Check,
+    Ready,
+    ReadyAtMost(usize),
+    ReadyInto(usize),
+    Complete(K, Generation),
+    Fail(K, Generation),
+    CompleteBatch(Vec<(K, Generation)>),
+    Cancel(K),
+    Close,
+    /// Resolved against the model before applying: completes the running version with the
+    /// smallest submission sequence (a `Check` if none runs).
+    CompleteOldestRunning,
+}
+
+/// Turns the abstract operations into concrete ones, from the model's state.
+pub fn resolve<K: TaskKey>(m: &SchedulerModel<K>, op: &Op<K>) -> Op<K> {
+    match op {
+        Op::CompleteOldestRunning => m
+            .snapshot()
+            .into_iter()
+            .filter(|(_, s)| s.state == TaskState::Running)
+            .min_by_key(|(k, _)| m.seq(k))
+            .map_or(Op::Check, |(k, s)| Op::Complete(k, s.generation)),
+        other => other.clone(),
+    }
+}
+
+type BatchResult<T, K> = (T, Option<(usize, SchedulerError<K>)>);
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output<K: TaskKey> {
+    Submit(Result<Generation, SchedulerError<K>>),
+    SubmitBatch(BatchResult<Vec<Generation>, K>),
+    Start(Result<(), SchedulerError<K>>),
+    Check(GraphReport<K>),
+    Claims(Result<Vec<VersionRef<K>>, SchedulerError<K>>),
+    Callback(Result<CallbackOutcome, SchedulerError<K>>),
+    CompleteBatch(BatchResult<(usize, usize, Effect), K>),
+    Cancel(Result<CancelOutcome, SchedulerError<K>>),
+    Close(CloseReport),
+}
+
+pub fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &Op<K>) -> Output<K> {
+    match op {
+        Op::Submit(id, deps) => Output::Submit(m.submit(id.clone(), deps.clone())),
+        Op::SubmitBatch(items) => {
+            let mut gens = Vec::new();
+            for (i, (id, deps)) in items.iter().enumerate() {
+                match m.submit(id.clone(), deps.clone()) {
+                    Ok(g) => gens.push(g),
+                    Err(e) => return Output::SubmitBatch((gens, Some((i, e)))),
+                }
+            }
+            Output::SubmitBatch((gens, None))
+        }
+        Op::Start => Output::Start(m.start()),
+        Op::Check => Output::Check(m.check()),
+        Op::Ready => Output::Claims(m.ready()),
+        Op::ReadyAtMost(n) | Op::ReadyInto(n) => Output::Claims(m.ready_at_most(*n)),
+        Op::Complete(id, g) => Output::Callback(m.complete(id, *g)),
+        Op::Fail(id, g) => Output::Callback(m.fail(id, *g, "boom")),
+        Op::CompleteBatch(items) => {
+            let (mut applied, mut dups, mut effect) = (0, 0, Effect::default());
+            for (i, (id, g)) in items.iter().enumerate() {
+                match m.complete(id, *g) {
+                    Ok(CallbackOutcome::Applied(e)) => {
+                        applied += 1;
+                        effect.ready += e.ready;
+                        effect.blocked += e.blocked;
+                    }
+                    Ok(CallbackOutcome::Duplicate(_)) => dups += 1,
+                    Err(e) => return Output::CompleteBatch(((applied, dups, effect), Some((i, e)))),
+                }
+            }
+            Output::CompleteBatch(((applied, dups, effect), None))
+        }
+        Op::Cancel(id) => Output::Cancel(m.cancel(id)),
+        Op::Close => Output::Close(m.close()),
+        Op::CompleteOldestRunning => unreachable!("resolved first"),
+    }
+}
+
+/// Production plus the tokens of its claims.
+pub struct Sut<K: TaskKey> {
+    pub sched: TaskScheduler<K>,
+    pub tokens: HashMap<VersionRef<K>, CancelToken>,
+    buffer: Vec<Claim<K, ()>>,
+}
+
+impl<K: TaskKey> Sut<K> {
+    pub fn new(max_concurrency: usize) -> Self {
+        Sut {
+            sched: TaskScheduler::new(max_concurrency),
+            tokens: HashMap::new(),
+            buffer: Vec::new(),
+        }
+    }
+
+    fn claims(
+        &mut self,
+        r: Result<Vec<Claim<K, ()>>, SchedulerError<K>>,
+    ) -> Result<Vec<VersionRef<K>>, SchedulerError<K>> {
+        let claims = r?;
+        let mut out = Vec::new();
+        for c in claims {
+            let v = c.version();
+            assert!(
+                self.tokens.insert(v.clone(), c.token.clone()).is_none(),
+                "claimed twice: {v:?}"
+            );
+            out.push(v);
+        }
+        Ok(out)
+    }
+
+    pub fn apply(&mut self, op: &Op<K>) -> Output<K> {
+        match op {
+            Op::Submit(id, deps) => {
+                Output::Submit(self.sched.submit(id.clone(), deps.clone(), ()))
+            }
+            Op::SubmitBatch(items) => {
+                let mut gens = Vec::new();
+                let r = self.sched.submit_batch(
+                    items.iter().map(|(id, d)| (id.clone(), d.clone(), ())),
+                    &mut gens,
+                );
+                Output::SubmitBatch((gens, r.err().map(|e| (e.index, e.error))))
+            }
+            Op::Start => Output::Start(self.sched.start()),
+            Op::Check => Output::Check(self.sched.check()),
+            Op::Ready => {
+                let r = self.sched.ready();
+                Output::Claims(self.claims(r))
+            }
+            Op::ReadyAtMost(n) => {
+                let r = self.sched.ready_at_most(*n);
+                Output::Claims(self.claims(r))
+            }
+            Op::ReadyInto(n) => {
+                let mut buffer = std::mem::take(&mut self.buffer);
+                let r = self
+                    .sched
+                    .ready_into(*n, &mut buffer)
+                    .map(|_| buffer.drain(..).collect());
+                self.buffer = buffer;
+                Output::Claims(self.claims(r))
+            }
+            Op::Complete(id, g) => Output::Callback(self.sched.complete(id, *g)),
+            Op::Fail(id, g) => Output::Callback(self.sched.fail(id, *g, "boom")),
+            Op::CompleteBatch(items) => {
+                let mut o = BatchOutcome::default();
+                let r = self.sched.complete_batch(items, &mut o);
+                Output::CompleteBatch((
+                    (o.applied, o.duplicates, o.effect),
+                    r.err().map(|e| (e.index, e.error)),
+                ))
+            }
+            Op::Cancel(id) => Output::Cancel(self.sched.cancel(id)),
+            Op::Close => Output::Close(self.sched.close()),
+            Op::CompleteOldestRunning => unreachable!("resolved first"),
+        }
+    }
+}
+
+/// Every observable difference, or `Ok`.
+pub fn observe_diff<K: TaskKey>(
+    m: &SchedulerModel<K>,
+    s: &Sut<K>,
+    ids: &[K],
+    full: bool,
+) -> Result<(), String> {
+    let mut diffs = Vec::new();
+    let p = &s.sched;
+    macro_rules! same {
+        ($what:expr, $model:expr, $prod:expr) => {{
+            let (mv, pv) = ($model, $prod);
+            if mv != pv {
+                diffs.push(format!("{}: model {:?}, production {:?}", $what, mv, pv));
+            }
+        }};
+    }
+    let snap = m.snapshot();
+    same!("snapshot()", &snap, &p.snapshot());
+    same!("running()", m.running(), p.running());
+    same!("is_started()", m.is_started(), p.is_started());
+    same!("is_closed()", m.is_closed(), p.is_closed());
+    let counts = p.counts();
+    for st in TaskState::ALL {
+        let mc = snap.iter().filter(|(_, s)| s.state == st).count();
+        same!(format!("counts({st:?})"), mc, counts.get(st));
+    }
+    if full {
+        same!("check()", m.check(), p.check());
+    }
+    for id in ids {
+        same!(format!("status({id})"), m.status(id), p.status(id));
+        same!(format!("generation({id})"), m.generation(id), p.generation(id));
+        same!(format!("blocked_by({id})"), m.blocked_by(id), p.blocked_by(id));
+        same!(
+            format!("cancel_requested({id})"),
+            m.cancel_requested(id),
+            p.cancel_requested(id)
+        );
+    }
+    for (v, token) in &s.tokens {
+        if m.generation(&v.id) == Some(v.generation) {
+            same!(
+                format!("token of {v:?}"),
+                m.cancel_requested(&v.id),
+                token.is_cancelled()
+            );
+        } else {
+            // An older version's token: set only if that version was cancelled while running,
+            // which the model no longer knows; it must at least never be set by a later one.
+        }
+    }
+    if diffs.is_empty() {
+        Ok(())
+    } else {
+        Err(diffs.join("\n"))
+    }
+}
+
+/// xorshift64*.
+pub struct Rng(pub u64);
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n.max(1)
+    }
+    pub fn chance(&mut self, num: usize, den: usize) -> bool {
+        self.below(den) < num
+    }
+}
+
+/// How a run draws its operations.
+#[derive(Clone, Debug)]
+pub struct Config<K> {
+    pub pool: Vec<K>,
+    pub ghost: K,
+    pub steps: usize,
+    pub max_concurrency: usize,
+    /// Out of 1000 steps: how often `close` is drawn.
+    pub close_per_mille: usize,
+    /// Probability (out of 100) that a run cancels something before its first start.
+    pub cancel_before_start_pct: usize,
+    /// Longest dependency list drawn.
+    pub max_deps: usize,
+    /// Compare `check()` after every step.
+    pub check_each_step: bool,
+}
+
+fn pick<'a, K>(rng: &mut Rng, v: &'a [K]) -> &'a K {
+    &v[rng.below(v.len())]
+}
+
+/// A generation for a callback on `id`: mostly the current one, sometimes odd ones.
+fn odd_generation<K: TaskKey>(rng: &mut Rng, m: &SchedulerModel<K>, id: &K) -> Generation {
+    let cur = m.generation(id).map_or(1, |g| g.0);
+    match rng.below(6) {
+        0 => Generation(0),
+        1 => Generation(u64::MAX),
+        2 => Generation(cur.saturating_sub(1)),
+        3 => Generation(cur + 1),
+        _ => Generation(cur),
+    }
+}
+
+fn gen_deps<K: TaskKey>(rng: &mut Rng, cfg: &Config<K>, m: &SchedulerModel<K>, id: &K) -> Vec<K> {
+    let pos = cfg.pool.iter().position(|p| p == id).unwrap_or(0);
+    let mut deps: Vec<K> = Vec::new();
+    let len = rng.below(cfg.max_deps + 1);
+    let mode = rng.below(10);
+    for _ in 0..len {
+        let d = match mode {
+            // Earlier pool ids: acyclic graphs that start.
+            0..=5 if pos > 0 => cfg.pool[rng.below(pos)].clone(),
+            // Anything in the pool (forward references, cycles).
+            6 | 7 => pick(rng, &cfg.pool).clone(),
+            // Self, ghost, known ids.
+            8 => match rng.below(3) {
+                0 => id.clone(),
+                1 => cfg.ghost.clone(),
+                _ => {
+                    let snap = m.snapshot();
+                    if snap.is_empty() {
+                        cfg.ghost.clone()
+                    } else {
+                        snap[rng.below(snap.len())].0.clone()
+                    }
+                }
+            },
+            _ => pick(rng, &cfg.pool).clone(),
+        };
+        deps.push(d);
+    }
+    // Usually deduplicate; sometimes keep duplicates (refusals).
+    if !rng.chance(1, 20) {
+        let mut seen = Vec::new();
+        deps.retain(|d| {
+            if seen.contains(d) {
+                false
+            } else {
+                seen.push(d.clone());
+                true
+            }
+        });
+    }
+    deps
+}
+
+/// Draws the next operation from the model's state.
+pub fn gen_op<K: TaskKey>(
+    rng: &mut Rng,
+    cfg: &Config<K>,
+    m: &SchedulerModel<K>,
+    cancelled_before_start: &mut bool,
+    want_cancel_before_start: bool,
+) -> Op<K> {
+    let snap = m.snapshot();
+    let running: Vec<(K, Generation)> = snap
+        .iter()
+        .filter(|(_, s)| s.state == TaskState::Running)
+        .map(|(k, s)| (k.clone(), s.generation))
+        .collect();
+    let id_any = |rng: &mut Rng| -> K {
+        if !snap.is_empty() && rng.chance(7, 10) {
+            snap[rng.below(snap.len())].0.clone()
+        } else if rng.chance(1, 15) {
+            cfg.ghost.clone()
+        } else {
+            pick(rng, &cfg.pool).clone()
+        }
+    };
+    if cfg.close_per_mille > 0 && rng.below(1000) < cfg.close_per_mille {
+        return Op::Close;
+    }
+    if !m.is_started() && want_cancel_before_start && !*cancelled_before_start && snap.len() > 3 {
+        if rng.chance(1, 4) {
+            *cancelled_before_start = true;
+            return Op::Cancel(id_any(rng));
+        }
+    }
+    let r = rng.below(100);
+    match r {
+        0..=29 => {
+            let id = id_any(rng);
+            let deps = gen_deps(rng, cfg, m, &id);
+            Op::Submit(id, deps)
+        }
+        30..=34 => {
+            let n = 1 + rng.below(4);
+            let items = (0..n)
+                .map(|_| {
+                    let id = id_any(rng);
+                    let deps = gen_deps(rng, cfg, m, &id);
+                    (id, deps)
+                })
+                .collect();
+            Op::SubmitBatch(items)
+        }
+        35..=38 => {
+            if m.is_started() {
+                Op::Check
+            } else {
+                Op::Start
+            }
+        }
+        39..=41 => Op::Check,
+        42..=47 => Op::Ready,
+        48..=51 => Op::ReadyAtMost(rng.below(3)),
+        52..=54 => Op::ReadyInto(rng.below(4)),
+        55..=71 => {
+            if running.is_empty() || rng.chance(1, 8) {
+                let id = id_any(rng);
+                let g = odd_generation(rng, m, &id);
+                Op::Complete(id, g)
+            } else {
+                let (id, g) = pick(rng, &running).clone();
+                Op::Complete(id, g)
+            }
+        }
+        72..=77 => {
+            if running.is_empty() || rng.chance(1, 8) {
+                let id = id_any(rng);
+                let g = odd_generation(rng, m, &id);
+                Op::Fail(id, g)
+            } else {
+                let (id, g) = pick(rng, &running).clone();
+                Op::Fail(id, g)
+            }
+        }
+        78..=81 => {
+            let mut items: Vec<(K, Generation)> = running.clone();
+            // Shuffle a bit, truncate, sometimes add an odd entry in the middle.
+            for i in (1..items.len()).rev() {
+                let j = rng.below(i + 1);
+                items.swap(i, j);
+            }
+            items.truncate(1 + rng.below(3));
+            if items.is_empty() || rng.chance(1, 4) {
+                let id = id_any(rng);
+                let g = odd_generation(rng, m, &id);
+                let at = rng.below(items.len() + 1);
+                items.insert(at, (id, g));
+            }
+            Op::CompleteBatch(items)
+        }
+        _ => Op::Cancel(id_any(rng)),
+    }
+}
+
+/// Applies `op` to both sides and compares; returns the divergence, if any.
+pub fn step<K: TaskKey>(
+    m: &mut SchedulerModel<K>,
+    s: &mut Sut<K>,
+    op: &Op<K>,
+    ids: &[K],
+    full: bool,
+    hook: &dyn Fn(&TaskScheduler<K>),
+) -> Result<(), String> {
+    let op = &resolve(m, op);
+    let want = apply_model(m, op);
+    let got = s.apply(op);
+    hook(&s.sched);
+    if want != got {
+        return Err(format!("return value: model {want:?}\n production {got:?}"));
+    }
+    observe_diff(m, s, ids, full)
+}
+
+/// Replays `ops` from scratch; `Some((step index, message))` at the first divergence (or
+/// panic).
+pub fn replay<K: TaskKey>(
+    max_concurrency: usize,
+    ops: &[Op<K>],
+    ids: &[K],
+    hook: &dyn Fn(&TaskScheduler<K>),
+) -> Option<(usize, String)> {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut m = SchedulerModel::new(max_concurrency);
+        let mut s = Sut::new(max_concurrency);
+        for (i, op) in ops.iter().enumerate() {
+            if let Err(e) = step(&mut m, &mut s, op, ids, true, hook) {
+                return Some((i, e));
+            }
+        }
+        None
+    }));
+    match r {
+        Ok(x) => x,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            Some((usize::MAX, format!("panic: {msg}")))
+        }
+    }
+}
+
+/// Greedy delta debugging: removes chunks, then single ops, while the sequence still
+/// diverges.
+pub fn minimise<K: TaskKey>(
+    max_concurrency: usize,
+    mut ops: Vec<Op<K>>,
+    ids: &[K],
+    hook: &dyn Fn(&TaskScheduler<K>),
+) -> Vec<Op<K>> {
+    if let Some((i, _)) = replay(max_concurrency, &ops, ids, hook) {
+        if i != usize::MAX {
+            ops.truncate(i + 1);
+        }
+    }
+    let mut chunk = ops.len() / 2;
+    while chunk >= 1 {
+        let mut i = 0;
+        while i < ops.len() {
+            let mut trial = ops.clone();
+            let end = (i + chunk).min(trial.len());
+            trial.drain(i..end);
+            if !trial.is_empty() && replay(max_concurrency, &trial, ids, hook).is_some() {
+                ops = trial;
+            } else {
+                i += chunk;
+            }
+        }
+        chunk /= 2;
+    }
+    ops
+}
+
+/// One seeded run: `Err` with the minimised sequence and the divergence.
+pub fn run<K: TaskKey>(
+    seed: u64,
+    cfg: &Config<K>,
+    hook: &dyn Fn(&TaskScheduler<K>),
+) -> Result<(), String> {
+    let mut rng = Rng::new(seed);
+    let max_c = cfg.max_concurrency;
+    let want_cbs = rng.below(100) < cfg.cancel_before_start_pct;
+    let mut ids = cfg.pool.clone();
+    ids.push(cfg.ghost.clone());
+    let mut ops = Vec::new();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut m = SchedulerModel::new(max_c);
+        let mut s = Sut::new(max_c);
+        let mut cbs = false;
+        for _ in 0..cfg.steps {
+            let op = gen_op(&mut rng, cfg, &m, &mut cbs, want_cbs);
+            ops.push(op.clone());
+            step(&mut m, &mut s, &op, &ids, cfg.check_each_step, hook)?;
+        }
+        Ok::<(), String>(())
+    }));
+    let first = match result {
+        Ok(Ok(())) => return Ok(()),
+        Ok(Err(e)) => e,
+        Err(_) => "panic".to_string(),
+    };
+    let min = minimise(max_c, ops, &ids, hook);
+    let why = replay(max_c, &min, &ids, hook)
+        .map(|(_, e)| e)
+        .unwrap_or_else(|| first.clone());
+    Err(format!(
+        "seed {seed}: diverged\nfirst: {first}\nminimal ({} ops, max_concurrency {max_c}):\n{}\n=> {why}",
+        min.len(),
+        min.iter()
+            .map(|o| format!("  {o:?}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    ))
+}
+
+/// Runs `seeds` and collects every divergence (one per seed).
+pub fn campaign<K: TaskKey + Debug>(
+    seeds: std::ops::Range<u64>,
+    cfg: &Config<K>,
+    hook: &dyn Fn(&TaskScheduler<K>),
+) -> Vec<String> {
+    seeds.filter_map(|seed| run(seed, cfg, hook).err()).collect()
+}
