@@ -30,7 +30,7 @@
 //!   generation and is still pending; a version that stops being pending other than by its
 //!   last release (replaced, cancelled, blocked, closed) leaves its remaining entries behind
 //!   as *stale*, counted in `rev_stale`, skipped (not counted as visits) when met, and purged
-//!   by a compaction once they outnumber the live ones. A list is consumed when its
+//!   by a compaction once they outnumber the nodes plus the live ones. A list is consumed when its
 //!   dependency settles (`REV_TAKEN` for the CSR part; the overflow list is removed), so a
 //!   live entry is released at most once [INVARIANT (A5.release-once-per-edge)].
 //!   Generations are compared modulo 2^32 (`TAG_MASK`); the compaction that runs whenever a generation
@@ -207,6 +207,9 @@ pub(crate) struct Core<K, P> {
     /// Live waiter entries and versions looked at by callbacks, for
     /// [`crate::SchedulerStats`]: a whole run keeps it within V + E (A7).
     visits: u64,
+    /// Nodes, entries and sequences walked by compactions and renumberings, for
+    /// [`crate::SchedulerStats`]: amortised O(1) per operation.
+    compaction_visits: u64,
     /// Callers inside `wait_idle`: callbacks notify the condition variable only when one is
     /// waiting (a notify is a system call even with no waiter).
     pub(crate) idle_waiters: usize,
@@ -382,6 +385,7 @@ impl<K: TaskKey, P> Core<K, P> {
             closed: false,
             maybe_cyclic: false,
             visits: 0,
+            compaction_visits: 0,
             idle_waiters: 0,
             tokens_source: TokenSource::default(),
             scratch_deps: Vec::new(),
@@ -524,6 +528,7 @@ impl<K: TaskKey, P> Core<K, P> {
     /// `seq_node` stay within twice the ids plus a constant). O(V log V), amortised O(log V)
     /// per submission. Only the order of sequences is observable, and it is kept.
     fn renumber(&mut self) {
+        self.compaction_visits += self.order.len() as u64;
         let mut live: Vec<(u64, u32)> = self
             .order
             .iter()
@@ -609,6 +614,7 @@ impl<K: TaskKey, P> Core<K, P> {
     /// entries are purged, overflow lists merged, consumed marks cleared. O(V + entries).
     fn compact_rev(&mut self) {
         let n = self.hot.len();
+        self.compaction_visits += (n + self.rev_entries) as u64;
         let mut off = vec![0u32; n + 1];
         let mut extra = std::mem::take(&mut self.rev_extra);
         for d in 0..n as u32 {
@@ -645,9 +651,12 @@ impl<K: TaskKey, P> Core<K, P> {
         self.rev_stale = 0;
     }
 
-    /// Compacts the reverse edges once stale entries outnumber live ones.
+    /// Compacts the reverse edges once stale entries outnumber the nodes plus the live
+    /// entries: a compaction walks every node and entry, so this makes it amortised O(1) per
+    /// stale entry, whatever the number of unrelated nodes.
     fn maybe_compact_rev(&mut self) {
-        if self.rev_stale > COMPACT_FLOOR && self.rev_stale * 2 > self.rev_entries {
+        let live = self.rev_entries - self.rev_stale;
+        if self.rev_stale > COMPACT_FLOOR && self.rev_stale > self.hot.len() + live {
             self.compact_rev();
         }
     }
@@ -655,7 +664,11 @@ impl<K: TaskKey, P> Core<K, P> {
     /// Appends `deps` to the dependency arena, compacting it first if garbage outnumbers
     /// live entries. Returns the new span.
     fn push_edges(&mut self, deps: &[u32]) -> Span {
-        if self.fwd_garbage > COMPACT_FLOOR && self.fwd_garbage * 2 > self.fwd.len() {
+        let live = self.fwd.len() - self.fwd_garbage;
+        // Compaction walks every node's span: only once garbage outnumbers nodes plus live
+        // entries (amortised O(1) per garbage entry, whatever the unrelated nodes).
+        if self.fwd_garbage > COMPACT_FLOOR && self.fwd_garbage > self.span.len() + live {
+            self.compaction_visits += (self.span.len() + live) as u64;
             let mut fwd = Vec::with_capacity(self.fwd.len() - self.fwd_garbage + deps.len());
             for s in self.span.iter_mut() {
                 let start = fwd.len() as u32;
@@ -1381,6 +1394,10 @@ impl<K: TaskKey, P> Core<K, P> {
         self.visits
     }
 
+    pub(crate) fn compaction_visits(&self) -> u64 {
+        self.compaction_visits
+    }
+
     pub(crate) fn counts(&self) -> StateCounts {
         let c = &self.counts;
         StateCounts {
@@ -1435,13 +1452,15 @@ impl<K: TaskKey, P> Core<K, P> {
         // Space stays O(V + E): garbage, stale reverse edges and the sequences of replaced
         // versions never outnumber the live ones by more than the amortisation floor.
         assert!(
-            self.fwd_garbage <= COMPACT_FLOOR || self.fwd_garbage * 2 <= self.fwd.len(),
+            self.fwd_garbage <= COMPACT_FLOOR
+                || self.fwd_garbage <= self.span.len() + self.fwd.len() - self.fwd_garbage,
             "dependency arena garbage {} of {}",
             self.fwd_garbage,
             self.fwd.len()
         );
         assert!(
-            self.rev_stale <= COMPACT_FLOOR || self.rev_stale * 2 <= self.rev_entries,
+            self.rev_stale <= COMPACT_FLOOR
+                || self.rev_stale <= self.hot.len() + self.rev_entries - self.rev_stale,
             "stale reverse edges {} of {}",
             self.rev_stale,
             self.rev_entries

@@ -192,6 +192,12 @@ pub struct SchedulerStats {
     /// [`TaskScheduler::new`]: one for the settled (or cancelled) version and for every
     /// version it blocks, plus one per waiter entry visited.
     pub callback_visits: u64,
+    /// Nodes, reverse edges, dependency entries and submission sequences walked by the
+    /// scheduler's internal compactions (stale reverse edges and dependency lists of replaced
+    /// versions purged, sequences renumbered) since [`TaskScheduler::new`]. A compaction runs
+    /// only once the garbage outnumbers the nodes plus the live entries, so this stays within
+    /// a small constant times the number of operations, whatever the size of the graph.
+    pub compaction_visits: u64,
 }
 
 /// What a batch operation ([`TaskScheduler::submit_batch`], [`TaskScheduler::complete_batch`])
@@ -744,8 +750,10 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
 
     /// The cost counters (see [`SchedulerStats`]), in one consistent cut. O(1); never panics.
     pub fn stats(&self) -> SchedulerStats {
+        let core = self.lock();
         SchedulerStats {
-            callback_visits: self.lock().visits(),
+            callback_visits: core.visits(),
+            compaction_visits: core.compaction_visits(),
         }
     }
 }

@@ -97,7 +97,9 @@ pub fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &Op<K>) -> Output<
                         effect.blocked += e.blocked;
                     }
                     Ok(CallbackOutcome::Duplicate(_)) => dups += 1,
-                    Err(e) => return Output::CompleteBatch(((applied, dups, effect), Some((i, e)))),
+                    Err(e) => {
+                        return Output::CompleteBatch(((applied, dups, effect), Some((i, e))));
+                    }
                 }
             }
             Output::CompleteBatch(((applied, dups, effect), None))
@@ -143,9 +145,7 @@ impl<K: TaskKey> Sut<K> {
 
     pub fn apply(&mut self, op: &Op<K>) -> Output<K> {
         match op {
-            Op::Submit(id, deps) => {
-                Output::Submit(self.sched.submit(id.clone(), deps.clone(), ()))
-            }
+            Op::Submit(id, deps) => Output::Submit(self.sched.submit(id.clone(), deps.clone(), ())),
             Op::SubmitBatch(items) => {
                 let mut gens = Vec::new();
                 let r = self.sched.submit_batch(
@@ -169,7 +169,7 @@ impl<K: TaskKey> Sut<K> {
                 let r = self
                     .sched
                     .ready_into(*n, &mut buffer)
-                    .map(|_| buffer.drain(..).collect());
+                    .map(|_| std::mem::take(&mut buffer));
                 self.buffer = buffer;
                 Output::Claims(self.claims(r))
             }
@@ -222,8 +222,16 @@ pub fn observe_diff<K: TaskKey>(
     }
     for id in ids {
         same!(format!("status({id})"), m.status(id), p.status(id));
-        same!(format!("generation({id})"), m.generation(id), p.generation(id));
-        same!(format!("blocked_by({id})"), m.blocked_by(id), p.blocked_by(id));
+        same!(
+            format!("generation({id})"),
+            m.generation(id),
+            p.generation(id)
+        );
+        same!(
+            format!("blocked_by({id})"),
+            m.blocked_by(id),
+            p.blocked_by(id)
+        );
         same!(
             format!("cancel_requested({id})"),
             m.cancel_requested(id),
@@ -368,11 +376,14 @@ pub fn gen_op<K: TaskKey>(
     if cfg.close_per_mille > 0 && rng.below(1000) < cfg.close_per_mille {
         return Op::Close;
     }
-    if !m.is_started() && want_cancel_before_start && !*cancelled_before_start && snap.len() > 3 {
-        if rng.chance(1, 4) {
-            *cancelled_before_start = true;
-            return Op::Cancel(id_any(rng));
-        }
+    if !m.is_started()
+        && want_cancel_before_start
+        && !*cancelled_before_start
+        && snap.len() > 3
+        && rng.chance(1, 4)
+    {
+        *cancelled_before_start = true;
+        return Op::Cancel(id_any(rng));
     }
     let r = rng.below(100);
     match r {
@@ -501,10 +512,10 @@ pub fn minimise<K: TaskKey>(
     ids: &[K],
     hook: &dyn Fn(&TaskScheduler<K>),
 ) -> Vec<Op<K>> {
-    if let Some((i, _)) = replay(max_concurrency, &ops, ids, hook) {
-        if i != usize::MAX {
-            ops.truncate(i + 1);
-        }
+    if let Some((i, _)) = replay(max_concurrency, &ops, ids, hook)
+        && i != usize::MAX
+    {
+        ops.truncate(i + 1);
     }
     let mut chunk = ops.len() / 2;
     while chunk >= 1 {
@@ -572,5 +583,7 @@ pub fn campaign<K: TaskKey + Debug>(
     cfg: &Config<K>,
     hook: &dyn Fn(&TaskScheduler<K>),
 ) -> Vec<String> {
-    seeds.filter_map(|seed| run(seed, cfg, hook).err()).collect()
+    seeds
+        .filter_map(|seed| run(seed, cfg, hook).err())
+        .collect()
 }
