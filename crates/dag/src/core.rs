@@ -573,6 +573,9 @@ impl<K: TaskKey, P> Core<K, P> {
         if self.rev_built {
             return;
         }
+        // The arena grew by doubling while building; give the slack back before the reverse
+        // edges take their 8 bytes per edge (the peak of a whole run is here).
+        self.fwd.shrink_to_fit();
         let n = self.hot.len();
         let mut off = vec![0u32; n + 1];
         for v in 0..n {
