@@ -31,111 +31,24 @@
 #[path = "common/shapes.rs"]
 mod shapes;
 
+#[path = "common/drivers.rs"]
+mod drivers;
+
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use lockstep_dag::TaskScheduler;
 use lockstep_dag::executor::{FrozenGraph, GraphRun};
 use lockstep_pool::{DequeFamily, Pool, PoolBuilder};
 use petgraph::graph::{DiGraph, NodeIndex};
 use rayon::prelude::*;
 
+use drivers::{kahn_from_edges, pull, pull_batch};
 use shapes::Shape;
 
 /// The deque family the executor's pool uses (the Chase–Lev deque: spawns take no lock).
 type Family = lockstep_pool::ChaseLev;
-
-fn pull(shape: &Shape) -> usize {
-    let s: TaskScheduler<u32> = TaskScheduler::new(usize::MAX);
-    for (id, deps) in shape.tasks_iter() {
-        s.submit(id, deps, ()).expect("valid graph");
-    }
-    let mut done = 0;
-    loop {
-        let claims = s.ready_at_most(1024).expect("acyclic");
-        if claims.is_empty() {
-            break;
-        }
-        for c in claims {
-            black_box(c.id);
-            s.complete(&c.id, c.generation).expect("running");
-            done += 1;
-        }
-    }
-    done
-}
-
-fn pull_batch(shape: &Shape) -> usize {
-    let s: TaskScheduler<u32> = TaskScheduler::new(usize::MAX);
-    let mut generations = Vec::with_capacity(shape.tasks());
-    s.submit_batch(
-        shape.tasks_iter().map(|(id, deps)| (id, deps, ())),
-        &mut generations,
-    )
-    .expect("valid graph");
-    let mut claims = Vec::with_capacity(1024);
-    let mut done: Vec<(u32, lockstep_dag::Generation)> = Vec::with_capacity(1024);
-    let mut total = 0;
-    loop {
-        claims.clear();
-        if s.ready_into(1024, &mut claims).expect("acyclic") == 0 {
-            break;
-        }
-        done.clear();
-        done.extend(claims.drain(..).map(|c| (black_box(c.id), c.generation)));
-        let mut outcome = lockstep_dag::BatchOutcome::default();
-        s.complete_batch(&done, &mut outcome).expect("running");
-        total += outcome.applied;
-    }
-    total
-}
-
-/// Kahn's algorithm from the `(id, deps)` list: indegrees and the reverse CSR built in two
-/// passes over the input, then one decrement per edge.
-fn kahn_from_edges(shape: &Shape) -> usize {
-    let n = shape.tasks();
-    let mut indegree = vec![0u32; n];
-    let mut off = vec![0u32; n + 1];
-    let mut edges = 0usize;
-    for (t, deps) in shape.tasks_iter() {
-        for d in deps {
-            indegree[t as usize] += 1;
-            off[d as usize] += 1;
-            edges += 1;
-        }
-    }
-    let mut sum = 0u32;
-    for o in off.iter_mut() {
-        sum += *o;
-        *o = sum;
-    }
-    let mut rev = vec![0u32; edges];
-    for (t, deps) in shape.tasks_iter() {
-        for d in deps {
-            let o = &mut off[d as usize];
-            *o -= 1;
-            rev[*o as usize] = t;
-        }
-    }
-    let mut stack: Vec<u32> = (0..n as u32)
-        .filter(|&t| indegree[t as usize] == 0)
-        .collect();
-    let mut done = 0;
-    while let Some(t) = stack.pop() {
-        black_box(t);
-        done += 1;
-        for &w in &rev[off[t as usize] as usize..off[t as usize + 1] as usize] {
-            let c = &mut indegree[w as usize];
-            *c -= 1;
-            if *c == 0 {
-                stack.push(w);
-            }
-        }
-    }
-    done
-}
 
 fn executor<D: DequeFamily>(graph: &Arc<FrozenGraph<u32>>, pool: &Pool<D>) -> usize {
     let run = GraphRun::new(Arc::clone(graph), |ctx| {

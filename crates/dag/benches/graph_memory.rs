@@ -15,6 +15,9 @@
 #[path = "common/shapes.rs"]
 mod shapes;
 
+#[path = "common/drivers.rs"]
+mod drivers;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::fs;
 use std::io::Write;
@@ -22,7 +25,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
-use lockstep_dag::TaskScheduler;
 use lockstep_dag::executor::{FrozenGraph, GraphRun};
 use lockstep_pool::Pool;
 use serde_json::json;
@@ -82,24 +84,7 @@ fn peak_of(f: impl FnOnce()) -> usize {
 }
 
 fn pull(shape: &Shape) -> usize {
-    peak_of(|| {
-        let s: TaskScheduler<u32> = TaskScheduler::new(usize::MAX);
-        for (id, deps) in shape.tasks_iter() {
-            s.submit(id, deps, ()).expect("valid graph");
-        }
-        let mut done = 0;
-        loop {
-            let claims = s.ready_at_most(1024).expect("acyclic");
-            if claims.is_empty() {
-                break;
-            }
-            for c in claims {
-                s.complete(&c.id, c.generation).expect("running");
-                done += 1;
-            }
-        }
-        assert_eq!(done, shape.tasks());
-    })
+    peak_of(|| assert_eq!(drivers::pull(shape), shape.tasks()))
 }
 
 fn executor(shape: &Shape, pool: &Pool) -> usize {

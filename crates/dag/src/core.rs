@@ -664,6 +664,19 @@ impl<K: TaskKey, P> Core<K, P> {
         }
     }
 
+    /// Rebuilds the dependency arena from the current versions' lists only (garbage
+    /// dropped), with room for `extra` more entries. O(V + live entries).
+    fn compact_fwd(&mut self, extra: usize) {
+        let mut fwd = Vec::with_capacity(self.fwd.len() - self.fwd_garbage + extra);
+        for s in self.span.iter_mut() {
+            let start = fwd.len() as u32;
+            fwd.extend_from_slice(&self.fwd[s.range()]);
+            s.start = start;
+        }
+        self.fwd = fwd;
+        self.fwd_garbage = 0;
+    }
+
     /// Appends `deps` to the dependency arena, compacting it first if garbage outnumbers
     /// live entries. Returns the new span.
     fn push_edges(&mut self, deps: &[u32]) -> Span {
@@ -672,14 +685,7 @@ impl<K: TaskKey, P> Core<K, P> {
         // entries (amortised O(1) per garbage entry, whatever the unrelated nodes).
         if self.fwd_garbage > COMPACT_FLOOR && self.fwd_garbage > self.span.len() + live {
             self.compaction_visits += (self.span.len() + live) as u64;
-            let mut fwd = Vec::with_capacity(self.fwd.len() - self.fwd_garbage + deps.len());
-            for s in self.span.iter_mut() {
-                let start = fwd.len() as u32;
-                fwd.extend_from_slice(&self.fwd[s.range()]);
-                s.start = start;
-            }
-            self.fwd = fwd;
-            self.fwd_garbage = 0;
+            self.compact_fwd(deps.len());
         }
         let start = u32::try_from(self.fwd.len()).expect("at most 2^32 dependency entries");
         self.fwd.extend_from_slice(deps);
@@ -1421,14 +1427,7 @@ impl<K: TaskKey, P> Core<K, P> {
         if self.rev_built {
             self.compact_rev();
         }
-        let mut fwd = Vec::new();
-        for s in self.span.iter_mut() {
-            let start = fwd.len() as u32;
-            fwd.extend_from_slice(&self.fwd[s.range()]);
-            s.start = start;
-        }
-        self.fwd = fwd;
-        self.fwd_garbage = 0;
+        self.compact_fwd(0);
     }
 
     /// Checks the representation invariants (see the module docs): live reverse entries are
