@@ -58,8 +58,9 @@
 //!    that reach zero, the first is decided next on the same worker (the *continuation*: a
 //!    chain runs without touching a deque), the others are kept on a worker-local queue and
 //!    decided by the same worker, newest first. Only while another worker is parked
-//!    ([`WorkerContext::idle_workers`], a hint) is the older half of the kept tasks spawned
-//!    onto the worker's own deque, for the idle workers to steal: work is
+//!    ([`WorkerContext::idle_workers`], a hint) are the oldest kept tasks (one per parked
+//!    worker, and at least the older half) spawned onto the worker's own deque, for the
+//!    idle workers to steal: work is
 //!    shared when someone can take it, and otherwise costs no spawn and no allocation.
 //! 5. **Finish.** Each pool task counts the tasks it settled and subtracts them from the
 //!    run's `unsettled` count once, at its end; the subtraction that reaches zero wakes
@@ -614,8 +615,9 @@ fn spawned<K: TaskKey>(sh: &Arc<Shared<K>>, t: u32, ctx: &WorkerContext<'_>) {
 /// Released tasks stay on this worker: the first one released by a task is decided next
 /// (the *continuation*), the others go onto a worker-local double-ended queue and are
 /// decided newest first (depth first, like a deque's owner end). Only while another worker
-/// of the pool is parked (`WorkerContext::idle_workers`, a hint) is the older half of the
-/// kept tasks handed to the pool, as detached spawns that the idle workers steal. So a run touches the pool only to share work, and no released task
+/// of the pool is parked (`WorkerContext::idle_workers`, a hint) are the oldest kept tasks
+/// handed to the pool (one per parked worker, and at least the older half), as detached
+/// spawns that the idle workers steal. So a run touches the pool only to share work, and no released task
 /// costs an allocation unless it is shared (the local queue grows by doubling, once per
 /// call).
 fn drive<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_>) -> usize {
@@ -653,14 +655,20 @@ fn drive<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_>) -
                 kept.push_back(d);
             }
         }
-        // Share with parked workers: the older half of the kept tasks goes onto this
-        // worker's own deque (no lock with the Chase–Lev deque), where the woken sleepers
-        // steal them; half, so that a woken worker has enough to stay busy instead of
-        // parking and being woken again for every task.
-        let share = if kept.is_empty() || ctx.idle_workers() == 0 {
+        // Share with parked workers: the oldest kept tasks go onto this worker's own deque
+        // (no lock with the Chase–Lev deque), where the woken sleepers steal them: at least
+        // one per parked worker (so that slow tasks released together all start at once),
+        // and at least the older half (so that a woken worker has enough to stay busy
+        // instead of parking and being woken again for every task).
+        let idle = if kept.is_empty() {
             0
         } else {
-            kept.len().div_ceil(2)
+            ctx.idle_workers()
+        };
+        let share = if idle == 0 {
+            0
+        } else {
+            idle.max(kept.len().div_ceil(2))
         };
         for _ in 0..share {
             let Some(d) = kept.pop_front() else { break };

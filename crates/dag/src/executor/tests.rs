@@ -421,6 +421,41 @@ fn released_tasks_are_shared_with_a_parked_worker() {
     );
 }
 
+/// EXECUTOR.share-when-idle, the `lockstep run -j 8` case: one task releases eight slow
+/// ones on a pool of eight, whose other workers are parked by then: all eight run at once
+/// (a policy that kept some of them back on the releasing worker left slots idle while they
+/// waited: found by following the README, 5 of 8 started).
+#[test]
+fn slow_tasks_released_together_all_start_when_workers_are_idle() {
+    let tasks: Vec<(u32, Vec<u32>)> = (0..9u32)
+        .map(|i| (i, if i == 0 { vec![] } else { vec![0] }))
+        .collect();
+    let g = StdArc::new(FrozenGraph::new(tasks).expect("valid"));
+    let pool = Pool::new(8).expect("pool");
+    let running = StdArc::new(StdAtomicUsize::new(0));
+    let peak = StdArc::new(StdAtomicUsize::new(0));
+    let (r, p) = (StdArc::clone(&running), StdArc::clone(&peak));
+    let out = execute(g, &pool, move |ctx| {
+        if ctx.index() == 0 {
+            // Long enough for the other seven workers to park.
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            return Ok(());
+        }
+        let now = r.fetch_add(1, SeqCst) + 1;
+        p.fetch_max(now, SeqCst);
+        // Each dependent waits (up to 5 s) until all eight have been running at once.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while p.load(SeqCst) < 8 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        r.fetch_sub(1, SeqCst);
+        Ok(())
+    })
+    .expect("run");
+    assert!(out.all_succeeded());
+    assert_eq!(peak.load(SeqCst), 8, "all eight released tasks ran at once");
+}
+
 #[test]
 fn million_task_chain_runs_without_deep_stacks_and_its_root_failure_blocks_all() {
     let n = 1_000_000u32;
