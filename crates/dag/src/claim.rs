@@ -14,7 +14,7 @@ use lockstep_sync::atomic::{AtomicBool, Ordering};
 /// Clones share one flag.
 ///
 /// # Representation
-/// Flags are handed out from shared chunks of [`TOKEN_CHUNK`] flags, one fresh flag per
+/// Flags are handed out from shared chunks of 64 flags (`TOKEN_CHUNK`), one fresh flag per
 /// claim (never reused), so a claim costs a reference-count increment rather than an
 /// allocation; a chunk is freed when its last token is dropped.
 ///

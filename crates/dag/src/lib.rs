@@ -66,6 +66,47 @@
 //! # }
 //! ```
 //!
+//! # Batch forms
+//!
+//! For big graphs, submit and settle in batches, and claim into a buffer you reuse: each
+//! call is one critical section, and the loop allocates nothing per task once the buffers
+//! have grown.
+//!
+//! ```
+//! use lockstep_dag::{BatchOutcome, Generation, TaskScheduler};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let s: TaskScheduler<u32> = TaskScheduler::new(4);
+//! // A chain 0 <- 1 <- ... <- 99 and ten tasks that each need task 99.
+//! let tasks = (0..110u32).map(|t| {
+//!     let deps = match t {
+//!         0 => vec![],
+//!         1..=99 => vec![t - 1],
+//!         _ => vec![99],
+//!     };
+//!     (t, deps, ())
+//! });
+//! let mut generations = Vec::new();
+//! s.submit_batch(tasks, &mut generations)?;
+//! assert_eq!(generations.len(), 110);
+//!
+//! let (mut claims, mut done) = (Vec::new(), Vec::<(u32, Generation)>::new());
+//! let mut outcome = BatchOutcome::default();
+//! loop {
+//!     claims.clear();
+//!     if s.ready_into(usize::MAX, &mut claims)? == 0 {
+//!         break;
+//!     }
+//!     done.clear();
+//!     done.extend(claims.drain(..).map(|c| (c.id, c.generation)));
+//!     s.complete_batch(&done, &mut outcome)?;
+//! }
+//! assert_eq!(outcome.applied, 110);
+//! assert_eq!(s.counts().succeeded, 110);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # How it works
 //!
 //! All state sits behind one mutex, and every public operation is one critical section:
