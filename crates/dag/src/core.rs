@@ -315,9 +315,9 @@ impl DepGraph for View<'_> {
     }
 }
 
-/// True when the current version of node `v` holds a cycle-free forward graph: an
-/// iterative three-colour depth-first search over the dependency lists (white, on the path,
-/// done). O(V + E) time, one byte per node and the path as extra space.
+/// True when the dependency graph of the current versions has a cycle: an iterative
+/// three-colour depth-first search over the dependency lists (white, on the path, done); a
+/// dependency found on the current path closes a cycle. O(V + E) time, one byte per node and the path as extra space.
 fn has_cycle<G: DepGraph>(g: &G) -> bool {
     const WHITE: u8 = 0;
     const GREY: u8 = 1;
