@@ -18,6 +18,7 @@
 //! | `shuttle_cancel_races_claim` | cancel vs claim | 10,000 | 10,000 |
 //! | `shuttle_submitters_race_parking_workers` | submit vs parking (lost wake-ups) | 10,000 | 10,000 |
 //! | `shuttle_blocked_calls_race_submissions` | `block_in_place` calls vs submissions vs spares retiring (B4.blocking-limit) | 10,000 | 10,000 |
+//! | `shuttle_released_spare_passes_on_its_wakeup` | a submission vs a released spare on the idle list, two calls on one worker (B4.blocking-limit) | 10,000 | 10,000 |
 //! | `shuttle_steals_race_the_owner` | steals (single and batch) vs the owner's pops, locked deque, linearizability-checked | 20,000 | 20,000 |
 //! | `shuttle_steals_race_the_owner_chase_lev` | the same on the Chase–Lev deque (exactly once, FIFO thief; its batch is one steal per task, so not one atomic step) | 20,000 | 20,000 |
 //! | `shuttle_single_steals_race_the_owner` | two single thieves vs the owner, on both deques, linearizability-checked | 10,000 + 10,000 | 10,000 + 10,000 |
@@ -575,6 +576,82 @@ fn shuttle_blocked_calls_race_submissions() {
 #[test]
 fn shuttle_blocked_calls_race_submissions_chase_lev() {
     shuttle_check!(PLAN, blocked_calls_race_submissions::<ChaseLev>);
+}
+
+/// A released spare passes on the wake-up it was handed (B4.blocking-limit; the zoo bug
+/// `retired_spare_swallows_wakeup`). One worker, limit two, two calls in progress on the
+/// same worker index: call A (on the worker, compensated by spare S1) and call B (made by a
+/// task on S1, compensated by spare S2). The opener of B runs on S2; B returns and releases
+/// S2 while S2 is searching or parking. Only then is the opener of A submitted: it lands in
+/// the blocked worker's inbox, whose only watcher is S1 (parked once B's task ended). A
+/// submission that picks the retiring S2 from the idle list must not lose its wake-up, or
+/// S1 sleeps through the root and A never returns (shuttle: deadlock). This is the shortest
+/// form of the race `shuttle_blocked_calls_race_submissions` found under PCT in CI.
+fn released_spare_passes_on_its_wakeup<D: DequeFamily>() {
+    let pool = Arc::new(
+        PoolBuilder::new(1)
+            .max_blocking(2)
+            .build_with::<D>()
+            .expect("pool"),
+    );
+    let (gate_a, gate_b) = (Arc::new(Flag::default()), Arc::new(Flag::default()));
+    let (in_a, in_b) = (Arc::new(Flag::default()), Arc::new(Flag::default()));
+    let a = {
+        let (g, e) = (Arc::clone(&gate_a), Arc::clone(&in_a));
+        pool.submit(move |ctx| {
+            ctx.block_in_place(|| {
+                e.set();
+                g.wait();
+            });
+            "a"
+        })
+        .expect("accepting")
+    };
+    in_a.wait();
+    // Runs on S1, the only thread free: its call B starts S2.
+    let b = {
+        let (g, e) = (Arc::clone(&gate_b), Arc::clone(&in_b));
+        pool.submit(move |ctx| {
+            ctx.block_in_place(|| {
+                e.set();
+                g.wait();
+            });
+            "b"
+        })
+        .expect("accepting")
+    };
+    in_b.wait();
+    let open_b = {
+        let g = Arc::clone(&gate_b);
+        pool.submit(move |_| g.set()).expect("accepting")
+    };
+    assert_eq!(open_b.join(), Ok(()), "opener of B");
+    assert_eq!(b.join(), Ok("b"), "call B's task");
+    let open_a = {
+        let g = Arc::clone(&gate_a);
+        pool.submit(move |_| g.set()).expect("accepting")
+    };
+    assert_eq!(open_a.join(), Ok(()), "opener of A");
+    assert_eq!(a.join(), Ok("a"), "call A's task");
+    let m = pool.metrics().total();
+    assert_eq!(
+        (m.compensated_blocks, m.uncompensated_blocks),
+        (2, 0),
+        "both calls started under the limit of two"
+    );
+    pool.shutdown();
+    pool.await_termination();
+    assert_eq!(pool.metrics().total().tasks_run, 4);
+}
+
+#[test]
+fn shuttle_released_spare_passes_on_its_wakeup() {
+    shuttle_check!(PLAN, released_spare_passes_on_its_wakeup::<Locked>);
+}
+
+#[test]
+fn shuttle_released_spare_passes_on_its_wakeup_chase_lev() {
+    shuttle_check!(PLAN, released_spare_passes_on_its_wakeup::<ChaseLev>);
 }
 
 // ---------------------------------------------------------------------------------------

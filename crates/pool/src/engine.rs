@@ -343,6 +343,17 @@ impl<D: DequeFamily> Shared<D> {
 }
 
 impl<D: DequeFamily> Local<D> {
+    /// The local side of a spare thread standing in for worker `index`, parking on `slot`,
+    /// with a new private deque.
+    pub(crate) fn spare(index: usize, slot: usize) -> Self {
+        Local {
+            index,
+            slot,
+            spare: true,
+            owner: <D::Owner<Task> as Owner<Task>>::new(),
+        }
+    }
+
     /// Looks for work at home: the bottom of the own deque (newest first), then the front of
     /// the own inbox (oldest root first).
     pub(crate) fn take_local(&self, shared: &Shared<D>) -> Found {
@@ -634,12 +645,7 @@ fn start_spare<D: DequeFamily>(arc: &Arc<Shared<D>>, index: usize) -> Option<Com
     };
     let slot = free_slot.unwrap_or_else(|| arc.sleep.add_slot());
     let released = Arc::new(AtomicBool::new(false));
-    let local = Local {
-        index,
-        slot,
-        spare: true,
-        owner: <D::Owner<Task> as Owner<Task>>::new(),
-    };
+    let local = Local::spare(index, slot);
     let (sh, rel) = (Arc::clone(arc), Arc::clone(&released));
     // Named like a worker (slot numbers follow the workers' indexes), so that
     // `Pool::await_termination` recognises a call from a task the spare runs.

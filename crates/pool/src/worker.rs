@@ -4,7 +4,7 @@ use crate::engine::{Found, Local, Shared};
 use crate::sleep::Parked;
 use lockstep_deque::DequeFamily;
 use lockstep_sync::atomic::{AtomicBool, Ordering::SeqCst};
-use lockstep_sync::{Arc, thread};
+use lockstep_sync::{Arc, seeded_bug, thread};
 
 /// Failed rounds spent spinning or yielding before a worker parks. Under loom every extra
 /// round multiplies the interleavings, so a loom worker parks at once; under shuttle one
@@ -151,5 +151,78 @@ pub(crate) fn spare_main<D: DequeFamily>(
     }
     local.hand_over(&shared);
     debug_assert!(local.deque_is_empty(), "spare retired with queued work");
+    // B4.blocking-limit: pass on a wake-up this spare may have swallowed. A publisher that
+    // found it on the idle list (between its registration and the re-check that saw the
+    // release, or while it waited) picked it to look at worker `local.index`'s queues, and a
+    // released spare does not look: the root that publisher pushed would sit in the inbox
+    // of a blocked worker while the next spare sleeps through it (found by
+    // `shuttle_pool::shuttle_blocked_calls_race_submissions`, pct). One more `new_work`
+    // per retirement: a load when nobody sleeps, at worst one spurious wake-up otherwise.
+    // SEEDED BUG (retired_spare_swallows_wakeup): the wake-up dies with the spare.
+    if !seeded_bug!("retired_spare_swallows_wakeup") {
+        shared.sleep.new_work(local.index);
+    }
     shared.spare_retired(local.slot);
+}
+
+#[cfg(all(test, not(any(loom, shuttle))))]
+mod tests {
+    use super::*;
+    use crate::engine::build;
+    use lockstep_deque::Locked;
+    use std::num::NonZeroUsize;
+    use std::time::{Duration, Instant};
+
+    /// Long enough for any thread to get from a search to its park on a loaded machine: a
+    /// guard against a hang, not a timing claim.
+    const PATIENCE: Duration = Duration::from_secs(30);
+
+    fn wait_until(what: &str, cond: impl Fn() -> bool) {
+        let start = Instant::now();
+        while !cond() {
+            assert!(start.elapsed() < PATIENCE, "{what}: not after {PATIENCE:?}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// B4.blocking-limit, the zoo bug `retired_spare_swallows_wakeup`: a publisher that picks
+    /// a released spare off the idle list must not lose its wake-up. Deterministic form of
+    /// the race `shuttle_pool::shuttle_released_spare_passes_on_its_wakeup` searches for:
+    /// worker 0 never runs (it stands for a worker blocked in `block_in_place`), two real
+    /// spares for it park on slots 1 and 2, and spare 2 is released the way
+    /// `Sink::end_blocking` does it, flag first, before its wake-up. A root submitted to
+    /// worker 0's inbox now wakes the last parked thread, spare 2, which retires; only if it
+    /// passes the wake-up on does spare 1 wake and run the root.
+    #[test]
+    fn a_released_spare_passes_on_a_wake_up_it_was_handed() {
+        let one = NonZeroUsize::MIN;
+        let (shared, _worker_never_started) = build::<Locked>(one, one, 2);
+        let shared = Arc::new(shared);
+        let start = |slot: usize| {
+            let released = Arc::new(AtomicBool::new(false));
+            let (sh, rel) = (Arc::clone(&shared), Arc::clone(&released));
+            let h = thread::spawn(move || spare_main(sh, Local::<Locked>::spare(0, slot), rel));
+            (h, released)
+        };
+        let (s1, released_1) = start(1);
+        wait_until("spare 1 parks", || shared.sleep.sleepers() == 1);
+        let (s2, released_2) = start(2);
+        wait_until("spare 2 parks", || shared.sleep.sleepers() == 2);
+        // Call B returned: its spare's flag is set, its wake-up not yet sent.
+        released_2.store(true, SeqCst);
+        let root = shared.submit_root(0, |_| 7).expect("accepting");
+        let outcome = root.join_timeout(PATIENCE);
+        // Let spare 1 go whatever happened, so that a failure does not hang the test.
+        released_1.store(true, SeqCst);
+        shared.sleep.wake(1);
+        shared.sleep.wake(2);
+        s1.join().expect("spare 1");
+        s2.join().expect("spare 2");
+        assert!(
+            matches!(outcome, Ok(Ok(7))),
+            "the root in the blocked worker's inbox never ran: the wake-up died with spare 2"
+        );
+        assert_eq!(shared.outstanding(), 0);
+        assert_eq!(shared.sleep.sleepers(), 0);
+    }
 }

@@ -375,6 +375,10 @@ pub const BUGS: &[(&str, &str)] = &[
         "compensation_slot_leaked",
         "pool: a blocking-compensation permit goes back when the spare thread retires, not when the blocked call returns",
     ),
+    (
+        "retired_spare_swallows_wakeup",
+        "pool: a released spare retires without passing on a wake-up a publisher handed it, so the next spare sleeps through a root in a blocked worker's inbox",
+    ),
     // The durable scheduler (issue 5).
     (
         "durable_unfenced_complete",
