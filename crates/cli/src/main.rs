@@ -170,6 +170,7 @@ impl GraphArgs {
     fn timed(&self, body: impl FnOnce(&mut Timings) -> ExitCode) -> ExitCode {
         let mut timings = Timings::new();
         let code = body(&mut timings);
+        timings.stop();
         if self.timings {
             for line in timings.lines() {
                 eprintln!("{line}");

@@ -24,7 +24,18 @@
 //! ```
 //!
 //! Each line is `timings: PHASE WALL UNIT PERCENT% DETAIL` with `UNIT` one of `µs`, `ms`,
-//! `s`; the percentage is of the sum of the phases.
+//! `s`; the percentage is of the sum of the phases, rounded so that the phases' percentages
+//! add up to exactly 100 (largest remainder: each is rounded down, and the points left over
+//! go to the phases with the largest fractions).
+//!
+//! A phase that was started but not ended (the command stopped in it: an unreadable file,
+//! a parse error) is printed with the time until the command stopped and the detail
+//! `stopped here`, so the total is never the empty `0 µs` of a command that did work:
+//!
+//! ```text
+//! timings: read           41 µs  100%  stopped here
+//! timings: total          41 µs  100%
+//! ```
 
 use std::time::{Duration, Instant};
 
@@ -44,7 +55,12 @@ pub struct Phase {
 pub struct Timings {
     /// The phases measured so far.
     pub phases: Vec<Phase>,
+    /// The phase started last and not ended yet, with its start.
+    open: Option<(&'static str, Instant)>,
 }
+
+/// The detail of a phase the command stopped in ([`Timings::stop`]).
+pub const STOPPED: &str = "stopped here";
 
 /// A phase being measured: started by [`Timings::start`], ended by [`Timings::end`].
 #[derive(Debug)]
@@ -60,16 +76,19 @@ impl Timings {
         Timings::default()
     }
 
-    /// Starts measuring the phase `name`.
-    pub fn start(&self, name: &'static str) -> Started {
-        Started {
-            name,
-            at: Instant::now(),
-        }
+    /// Starts measuring the phase `name` (it becomes the open phase that [`Timings::stop`]
+    /// records if the command stops before [`Timings::end`]).
+    pub fn start(&mut self, name: &'static str) -> Started {
+        let at = Instant::now();
+        self.open = Some((name, at));
+        Started { name, at }
     }
 
     /// Ends a phase started with [`Timings::start`] and records it with `detail`.
     pub fn end(&mut self, started: Started, detail: impl Into<String>) {
+        if self.open.is_some_and(|(_, at)| at == started.at) {
+            self.open = None;
+        }
         self.phases.push(Phase {
             name: started.name,
             wall: started.at.elapsed(),
@@ -77,30 +96,39 @@ impl Timings {
         });
     }
 
+    /// Records the open phase, if any, as the one the command stopped in: its time until
+    /// now and the detail [`STOPPED`]. Called once the command's body has returned; a
+    /// no-op when every started phase was ended.
+    pub fn stop(&mut self) {
+        if let Some((name, at)) = self.open.take() {
+            self.phases.push(Phase {
+                name,
+                wall: at.elapsed(),
+                detail: STOPPED.to_string(),
+            });
+        }
+    }
+
     /// The sum of the phases' wall times.
     pub fn total(&self) -> Duration {
         self.phases.iter().map(|p| p.wall).sum()
     }
 
-    /// The lines `--timings` prints: one per phase, then `total`.
+    /// The lines `--timings` prints: one per phase, then `total`. O(p log p) for p phases.
     pub fn lines(&self) -> Vec<String> {
         let total = self.total();
-        let percent = |d: Duration| {
-            if total.is_zero() {
-                0.0
-            } else {
-                100.0 * d.as_secs_f64() / total.as_secs_f64()
-            }
-        };
+        let walls: Vec<Duration> = self.phases.iter().map(|p| p.wall).collect();
+        let percents = whole_percents(&walls);
         let mut out: Vec<String> = self
             .phases
             .iter()
-            .map(|p| {
+            .zip(&percents)
+            .map(|(p, pct)| {
                 format!(
-                    "timings: {:<8} {:>10} {:>4.0}%  {}",
+                    "timings: {:<8} {:>10} {:>4}%  {}",
                     p.name,
                     human(p.wall),
-                    percent(p.wall),
+                    pct,
                     p.detail
                 )
                 .trim_end()
@@ -108,13 +136,38 @@ impl Timings {
             })
             .collect();
         out.push(format!(
-            "timings: {:<8} {:>10} {:>4.0}%",
+            "timings: {:<8} {:>10} {:>4}%",
             "total",
             human(total),
-            if total.is_zero() { 0.0 } else { 100.0 }
+            if total.is_zero() { 0 } else { 100 }
         ));
         out
     }
+}
+
+/// Each of `parts` as a whole percentage of their sum, adding up to exactly 100 (all 0 when
+/// the sum is zero): the largest-remainder method (Hamilton's apportionment), ties to the
+/// earlier part. Computed in nanoseconds, exactly. O(p log p).
+pub fn whole_percents(parts: &[Duration]) -> Vec<u32> {
+    let total: u128 = parts.iter().map(Duration::as_nanos).sum();
+    if total == 0 {
+        return vec![0; parts.len()];
+    }
+    let scaled: Vec<u128> = parts.iter().map(|d| d.as_nanos() * 100).collect();
+    let mut out: Vec<u32> = scaled
+        .iter()
+        .map(|s| u32::try_from(s / total).unwrap_or(100))
+        .collect();
+    let given: u32 = out.iter().sum();
+    let mut by_remainder: Vec<usize> = (0..parts.len()).collect();
+    by_remainder.sort_by_key(|&i| std::cmp::Reverse(scaled[i] % total));
+    for &i in by_remainder
+        .iter()
+        .take(100u32.saturating_sub(given) as usize)
+    {
+        out[i] += 1;
+    }
+    out
 }
 
 /// A wall time with three or four significant digits: `812 µs`, `9.10 ms`, `521.3 ms`,
@@ -192,5 +245,54 @@ mod tests {
             Timings::new().lines(),
             vec!["timings: total          0 µs    0%"]
         );
+    }
+
+    #[test]
+    fn percentages_add_up_to_exactly_one_hundred() {
+        let ms = Duration::from_millis;
+        // Three thirds: 33.3 each, rounded alone to 33 + 33 + 33 = 99.
+        assert_eq!(whole_percents(&[ms(1), ms(1), ms(1)]), vec![34, 33, 33]);
+        // 0.5 / 0.5 / 99: rounded alone to 1 + 1 + 99 = 101.
+        assert_eq!(
+            whole_percents(&[
+                Duration::from_micros(500),
+                Duration::from_micros(500),
+                ms(99)
+            ]),
+            vec![1, 0, 99]
+        );
+        assert_eq!(whole_percents(&[ms(3), ms(1)]), vec![75, 25]);
+        assert_eq!(
+            whole_percents(&[Duration::ZERO, Duration::ZERO]),
+            vec![0, 0]
+        );
+        assert_eq!(whole_percents(&[]), Vec::<u32>::new());
+        // Sums to 100 whatever the split.
+        for a in 0..50u64 {
+            for b in 0..50u64 {
+                let p = whole_percents(&[ms(a), ms(b), ms(7)]);
+                assert_eq!(p.iter().sum::<u32>(), 100, "{a} {b} 7: {p:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_phase_the_command_stopped_in_is_printed() {
+        let mut t = Timings::new();
+        let s = t.start("read");
+        t.end(s, "3 bytes");
+        let _parsing = t.start("parse");
+        t.stop();
+        assert_eq!(t.phases.len(), 2);
+        assert_eq!(t.phases[1].name, "parse");
+        assert_eq!(t.phases[1].detail, STOPPED);
+        // Stopping again, or after every phase ended, records nothing more.
+        t.stop();
+        assert_eq!(t.phases.len(), 2);
+        let mut done = Timings::new();
+        let s = done.start("read");
+        done.end(s, "");
+        done.stop();
+        assert_eq!(done.phases.len(), 1);
     }
 }

@@ -84,7 +84,7 @@ fn assert_total_adds_up(lines: &[Line]) {
         total.seconds
     );
     let percent: f64 = phases.iter().map(|l| l.percent).sum();
-    assert!((percent - 100.0).abs() <= phases.len() as f64, "{percent}");
+    assert_eq!(percent, 100.0, "the phases' percentages add up to 100");
 }
 
 #[test]
@@ -145,8 +145,34 @@ fn a_file_that_does_not_parse_still_prints_the_phases_that_ended() {
     let (code, _, stderr) = run(&["check", "--timings"], &bad);
     assert_eq!(code, 2, "{stderr}");
     let lines = timing_lines(&stderr);
-    assert_eq!(phases(&lines), ["read", "total"]);
+    assert_eq!(phases(&lines), ["read", "parse", "total"]);
     assert_eq!(lines[0].detail, "16 bytes");
+    assert_eq!(lines[1].detail, "stopped here", "the phase it stopped in");
+    assert_total_adds_up(&lines);
+}
+
+#[test]
+fn a_file_that_cannot_be_read_prints_the_read_it_stopped_in() {
+    let dir = tempfile::tempdir().unwrap();
+    // A directory where a file is expected, and a file that does not exist.
+    for path in [
+        dir.path().join("graph.toml"),
+        dir.path().join("missing.toml"),
+    ] {
+        if path.ends_with("graph.toml") {
+            std::fs::create_dir(&path).unwrap();
+        }
+        let (code, _, stderr) = run(&["check", "--timings"], &path);
+        assert_eq!(code, 2, "{stderr}");
+        let lines = timing_lines(&stderr);
+        assert_eq!(phases(&lines), ["read", "total"], "{stderr}");
+        assert_eq!(lines[0].detail, "stopped here");
+        assert!(
+            lines[1].seconds > 0.0,
+            "a command that did work is not 0 µs: {stderr}"
+        );
+        assert_total_adds_up(&lines);
+    }
 }
 
 #[test]
