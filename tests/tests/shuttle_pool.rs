@@ -596,30 +596,28 @@ fn released_spare_passes_on_its_wakeup<D: DequeFamily>() {
     );
     let (gate_a, gate_b) = (Arc::new(Flag::default()), Arc::new(Flag::default()));
     let (in_a, in_b) = (Arc::new(Flag::default()), Arc::new(Flag::default()));
-    let a = {
-        let (g, e) = (Arc::clone(&gate_a), Arc::clone(&in_a));
+    /// A task that sets `entered` inside `block_in_place`, waits there for `gate`, and
+    /// returns `value`.
+    fn blocker<D: DequeFamily>(
+        pool: &Pool<D>,
+        gate: &Arc<Flag>,
+        entered: &Arc<Flag>,
+        value: &'static str,
+    ) -> JoinHandle<&'static str> {
+        let (g, e) = (Arc::clone(gate), Arc::clone(entered));
         pool.submit(move |ctx| {
             ctx.block_in_place(|| {
                 e.set();
                 g.wait();
             });
-            "a"
+            value
         })
         .expect("accepting")
-    };
+    }
+    let a = blocker(&pool, &gate_a, &in_a, "a");
     in_a.wait();
     // Runs on S1, the only thread free: its call B starts S2.
-    let b = {
-        let (g, e) = (Arc::clone(&gate_b), Arc::clone(&in_b));
-        pool.submit(move |ctx| {
-            ctx.block_in_place(|| {
-                e.set();
-                g.wait();
-            });
-            "b"
-        })
-        .expect("accepting")
-    };
+    let b = blocker(&pool, &gate_b, &in_b, "b");
     in_b.wait();
     let open_b = {
         let g = Arc::clone(&gate_b);
