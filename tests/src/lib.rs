@@ -10,6 +10,10 @@
 //! - `shuttle_run` (only under `--cfg shuttle`): runs a shuttle test with random and PCT
 //!   schedulers, writes a failing schedule to a file, and replays it
 //!   (`LOCKSTEP_SHUTTLE_REPLAY`); see `docs/verification.md`.
+//! - `loom_run` (only under `--cfg loom`): runs a loom model with the suites' preemption
+//!   bound, counts its executions, and turns on loom's event log with `LOOM_LOG`;
+//! - [`report`]: failure messages that name the broken invariant, where to read about it and
+//!   the seeded bug in force, and the exactly-once check that says who took what.
 
 pub mod executor_check;
 pub mod lin;
@@ -17,3 +21,8 @@ pub mod specs;
 
 #[cfg(shuttle)]
 pub mod shuttle_run;
+
+#[cfg(loom)]
+pub mod loom_run;
+
+pub mod report;

@@ -26,31 +26,9 @@
 use lockstep_deque::Steal;
 use lockstep_deque::chase_lev::{Stealer, Worker};
 use lockstep_sync::Arc;
+use lockstep_tests::loom_run::model;
+use lockstep_tests::report;
 use std::num::NonZeroUsize;
-
-/// Runs `f` under loom (preemption bound 2 unless `LOOM_MAX_PREEMPTIONS` says otherwise),
-/// prints how many executions were explored, and checks that there was more than one.
-
-fn model<F: Fn() + Sync + Send + 'static>(name: &str, f: F) {
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(2);
-    }
-    let executions = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let e = std::sync::Arc::clone(&executions);
-    b.check(move || {
-        e.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        f();
-    });
-    let n = executions.load(std::sync::atomic::Ordering::Relaxed);
-    eprintln!("{name}: {n} executions explored");
-    // The line `cargo xtask report` counts.
-    println!("lockstep-stats: executions={n} test={name}");
-    assert!(
-        n > 1,
-        "{name}: only one execution: the model has no concurrency"
-    );
-}
 
 /// A tracked task: its id, and a clone of the model's token (loom reports it if leaked).
 struct Task {
@@ -85,16 +63,18 @@ fn steal_until_empty(s: &Stealer<Task>) -> Vec<Task> {
 }
 
 /// Asserts that the tasks taken by everyone are exactly `0..n`, each once, then drops them.
-/// On a duplicate the tasks are forgotten before the panic: a task returned twice is two
-/// bitwise copies of one token, and dropping both would abort the run before loom could
-/// report the assertion.
-fn exactly_once(all: Vec<Task>, n: usize) {
-    let mut ids: Vec<usize> = all.iter().map(|t| t.id).collect();
-    ids.sort_unstable();
-    let expected: Vec<usize> = (0..n).collect();
-    if ids != expected {
-        std::mem::forget(all);
-        panic!("every task taken exactly once: took {ids:?}, pushed {expected:?}");
+/// `takers` keeps who took what apart (`"owner"`, `"thief"`, ...), so a failure says which
+/// two took a duplicate ([`report::exactly_once`]). On a failure the tasks are forgotten
+/// before the panic: a task returned twice is two bitwise copies of one token, and dropping
+/// both would abort the run before loom could report the assertion.
+fn exactly_once(takers: Vec<(&str, Vec<Task>)>, n: usize) {
+    let ids: Vec<(&str, Vec<usize>)> = takers
+        .iter()
+        .map(|(who, tasks)| (*who, tasks.iter().map(|t| t.id).collect()))
+        .collect();
+    if let Err(failure) = report::exactly_once(&ids, n) {
+        std::mem::forget(takers);
+        panic!("{failure}");
     }
 }
 
@@ -105,10 +85,9 @@ fn loom_chase_lev_last_task_owner_pop_vs_thief() {
     model("loom_chase_lev_last_task_owner_pop_vs_thief", || {
         let (w, s, token) = filled(2, 1);
         let thief = loom::thread::spawn(move || s.steal().success());
-        let mut all: Vec<Task> = Vec::new();
-        all.extend(w.pop());
-        all.extend(thief.join().expect("thief"));
-        exactly_once(all, 1);
+        let owner: Vec<Task> = w.pop().into_iter().collect();
+        let thief: Vec<Task> = thief.join().expect("thief").into_iter().collect();
+        exactly_once(vec![("owner", owner), ("thief", thief)], 1);
         assert!(w.is_empty());
         drop(w);
         assert_eq!(Arc::strong_count(&token), 1, "no task left behind");
@@ -122,11 +101,11 @@ fn loom_chase_lev_two_tasks_owner_pops_vs_thief() {
     model("loom_chase_lev_two_tasks_owner_pops_vs_thief", || {
         let (w, s, token) = filled(2, 2);
         let thief = loom::thread::spawn(move || steal_until_empty(&s));
-        let mut all: Vec<Task> = Vec::new();
-        all.extend(w.pop());
-        all.extend(w.pop());
-        all.extend(thief.join().expect("thief"));
-        exactly_once(all, 2);
+        let mut owner: Vec<Task> = Vec::new();
+        owner.extend(w.pop());
+        owner.extend(w.pop());
+        let thief = thief.join().expect("thief");
+        exactly_once(vec![("owner", owner), ("thief", thief)], 2);
         drop(w);
         assert_eq!(Arc::strong_count(&token), 1);
     });
@@ -141,9 +120,8 @@ fn loom_chase_lev_two_thieves_one_task() {
         let s2 = s.clone();
         let a = loom::thread::spawn(move || steal_until_empty(&s));
         let b = loom::thread::spawn(move || steal_until_empty(&s2));
-        let mut all = a.join().expect("thief a");
-        all.extend(b.join().expect("thief b"));
-        exactly_once(all, 1);
+        let (a, b) = (a.join().expect("thief a"), b.join().expect("thief b"));
+        exactly_once(vec![("thief a", a), ("thief b", b)], 1);
         drop(w);
         assert_eq!(Arc::strong_count(&token), 1);
     });
@@ -167,12 +145,9 @@ fn loom_chase_lev_batch_steal_vs_owner_pops() {
             }
             got
         });
-        let mut all: Vec<Task> = Vec::new();
-        while let Some(t) = w.pop() {
-            all.push(t);
-        }
-        all.extend(thief.join().expect("thief"));
-        exactly_once(all, 3);
+        let owner: Vec<Task> = std::iter::from_fn(|| w.pop()).collect();
+        let thief = thief.join().expect("thief");
+        exactly_once(vec![("owner", owner), ("thief", thief)], 3);
         drop(w);
         assert_eq!(Arc::strong_count(&token), 1);
     });
@@ -193,12 +168,9 @@ fn loom_chase_lev_steal_while_owner_grows() {
                 _token: Arc::clone(&token),
             });
         }
-        let mut all: Vec<Task> = Vec::new();
-        while let Some(t) = w.pop() {
-            all.push(t);
-        }
-        all.extend(thief.join().expect("thief"));
-        exactly_once(all, 3);
+        let owner: Vec<Task> = std::iter::from_fn(|| w.pop()).collect();
+        let thief = thief.join().expect("thief");
+        exactly_once(vec![("owner", owner), ("thief", thief)], 3);
         // Three pushes into one slot: at least one growth whatever the thief did (two if it
         // had not stolen before the owner's second push).
         assert!(w.capacity() >= 2, "the owner grew the buffer");
@@ -226,12 +198,9 @@ fn loom_chase_lev_push_reuses_slot_of_in_flight_steal() {
             id: 2,
             _token: Arc::clone(&token),
         });
-        let mut all: Vec<Task> = Vec::new();
-        all.extend(thief.join().expect("thief"));
-        while let Some(t) = w.pop() {
-            all.push(t);
-        }
-        exactly_once(all, 3);
+        let thief: Vec<Task> = thief.join().expect("thief").into_iter().collect();
+        let owner: Vec<Task> = std::iter::from_fn(|| w.pop()).collect();
+        exactly_once(vec![("owner", owner), ("thief", thief)], 3);
         drop(w);
         assert_eq!(Arc::strong_count(&token), 1);
     });
@@ -269,13 +238,9 @@ fn loom_chase_lev_two_thieves_while_owner_grows_and_pops() {
                     _token: Arc::clone(&token),
                 });
             }
-            let mut all: Vec<Task> = Vec::new();
-            while let Some(t) = w.pop() {
-                all.push(t);
-            }
-            all.extend(a.join().expect("thief a"));
-            all.extend(b.join().expect("thief b"));
-            exactly_once(all, 3);
+            let owner: Vec<Task> = std::iter::from_fn(|| w.pop()).collect();
+            let (a, b) = (a.join().expect("thief a"), b.join().expect("thief b"));
+            exactly_once(vec![("owner", owner), ("thief a", a), ("thief b", b)], 3);
             drop(w);
             assert_eq!(Arc::strong_count(&token), 1);
         },

@@ -24,28 +24,7 @@ use lockstep_dag::executor::{FrozenGraph, GraphRun, RunOutcome};
 use lockstep_pool::Pool;
 use lockstep_sync::Arc;
 use lockstep_sync::atomic::{AtomicUsize, Ordering::Relaxed};
-
-/// Runs `f` under loom (preemption bound 2 unless `LOOM_MAX_PREEMPTIONS` says otherwise) and
-/// checks that more than one execution was explored.
-fn model<F: Fn() + Sync + Send + 'static>(name: &str, f: F) {
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(2);
-    }
-    let executions = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let e = std::sync::Arc::clone(&executions);
-    b.check(move || {
-        e.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        f();
-    });
-    let n = executions.load(std::sync::atomic::Ordering::Relaxed);
-    eprintln!("{name}: {n} executions explored");
-    println!("lockstep-stats: executions={n} test={name}");
-    assert!(
-        n > 1,
-        "{name}: only one execution: the model has no concurrency"
-    );
-}
+use lockstep_tests::loom_run::model;
 
 /// Runs `deps` (task `t` depends on `deps[t]`) on a pool of `workers`. Task `t` first checks
 /// that it sees every dependency's value (`Relaxed` loads), then writes its own value

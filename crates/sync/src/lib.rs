@@ -421,7 +421,15 @@ pub mod zoo {
     /// If `LOCKSTEP_BUG` is set to a name not listed in [`BUGS`](super::BUGS) (only seeded
     /// builds read it; `cargo xtask zoo` checks the name before it runs anything).
     pub fn active(name: &str) -> bool {
-        let active = ACTIVE.get_or_init(|| {
+        active_index().is_some_and(|i| super::BUGS[i].0 == name)
+    }
+
+    /// The index in [`BUGS`](super::BUGS) of the bug `LOCKSTEP_BUG` names, if any.
+    ///
+    /// # Panics
+    /// As [`active`].
+    pub fn active_index() -> Option<usize> {
+        *ACTIVE.get_or_init(|| {
             let value = std::env::var("LOCKSTEP_BUG").unwrap_or_default();
             if value.is_empty() {
                 return None;
@@ -435,8 +443,24 @@ pub mod zoo {
                 );
             }
             found
-        });
-        active.is_some_and(|i| super::BUGS[i].0 == name)
+        })
+    }
+}
+
+/// The seeded bug this process runs with: the name `LOCKSTEP_BUG` gives in a build with
+/// `--cfg lockstep_bug`, else `None` (every other build). For failure messages that point a
+/// learner at the bug's section of `docs/bug-zoo.md`.
+///
+/// # Panics
+/// In a seeded build, if `LOCKSTEP_BUG` names no listed bug (as [`seeded_bug!`] does).
+pub fn active_bug() -> Option<&'static str> {
+    #[cfg(lockstep_bug)]
+    {
+        zoo::active_index().map(|i| BUGS[i].0)
+    }
+    #[cfg(not(lockstep_bug))]
+    {
+        None
     }
 }
 
