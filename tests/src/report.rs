@@ -10,14 +10,15 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// The first lines of a failure report for invariant `rule` (a name of `docs/invariants.md`,
-/// such as `B2.remove-once`): the rule, where to read it, and the seeded bug if one is on.
+/// such as `B2.remove-once`, or several separated by commas): the rule, where to read it, and
+/// the seeded bug if one is on.
 ///
 /// ```
 /// let h = lockstep_tests::report::header("B2.remove-once");
-/// assert!(h.starts_with("broken: B2.remove-once (docs/invariants.md"));
+/// assert!(h.starts_with("broken: B2.remove-once (the rules of docs/invariants.md)"));
 /// ```
 pub fn header(rule: &str) -> String {
-    let mut out = format!("broken: {rule} (docs/invariants.md, row {rule})");
+    let mut out = format!("broken: {rule} (the rules of docs/invariants.md)");
     if let Some(bug) = lockstep_sync::active_bug() {
         let _ = write!(
             out,

@@ -199,6 +199,10 @@ impl SequentialSpec for Spec {
     type Op = Op;
     type Ret = Ret;
 
+    fn rules(&self) -> &'static str {
+        "D.same-contract, D.fencing"
+    }
+
     fn apply(&self, state: &mut Model, op: &Op) -> Ret {
         let m = &mut state.0;
         match op {

@@ -112,4 +112,11 @@ pub trait SequentialSpec {
     fn describe(&self, state: &Self::State) -> String {
         format!("{state:?}")
     }
+
+    /// The invariants a history this specification refuses breaks, as named in
+    /// `docs/invariants.md` (`"B1.owner-lifo-thief-fifo, B2.remove-once"`): a failure report
+    /// starts with them ([`crate::report::header`]). Default: none named.
+    fn rules(&self) -> &'static str {
+        ""
+    }
 }

@@ -26,14 +26,14 @@ pub struct Linearized {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Failure {
     /// No order of the operations respects real time and is a run of the model.
-    NotLinearizable(Stuck),
+    NotLinearizable(Box<Stuck>),
     /// The search used [`Checker::max_steps`] steps without deciding. The report shows the
     /// deepest point reached so far.
     Exhausted {
         /// Steps used.
         steps: u64,
         /// The deepest point reached.
-        stuck: Stuck,
+        stuck: Box<Stuck>,
     },
     /// An event has `inv >= resp`: it was not recorded with one counter, before then after.
     Malformed {
@@ -51,6 +51,8 @@ pub enum Failure {
 /// Where the search got stuck: the deepest point it reached, and the operations around it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stuck {
+    /// The invariants the history breaks ([`SequentialSpec::rules`]; empty if none named).
+    pub rules: &'static str,
     /// Operations in the history.
     pub operations: usize,
     /// Distinct thread labels in the history.
@@ -211,7 +213,7 @@ impl<'a, S: SequentialSpec> Checker<'a, S> {
             if steps > self.max_steps {
                 return Err(Failure::Exhausted {
                     steps: steps - 1,
-                    stuck: self.stuck(init, history, &best),
+                    stuck: Box::new(self.stuck(init, history, &best)),
                 });
             }
             debug_assert!(
@@ -238,7 +240,9 @@ impl<'a, S: SequentialSpec> Checker<'a, S> {
             } else {
                 // A return whose call could not be placed before it: backtrack.
                 let Some((i, before)) = stack.pop() else {
-                    return Err(Failure::NotLinearizable(self.stuck(init, history, &best)));
+                    return Err(Failure::NotLinearizable(Box::new(
+                        self.stuck(init, history, &best),
+                    )));
                 };
                 placed[i / 64] &= !(1 << (i % 64));
                 state = before;
@@ -320,6 +324,7 @@ impl<'a, S: SequentialSpec> Checker<'a, S> {
         threads.sort_unstable();
         threads.dedup();
         Stuck {
+            rules: self.spec.rules(),
             operations: events.len(),
             threads: threads.len(),
             placed: best.len(),
@@ -353,6 +358,11 @@ fn unlift(next: &mut [usize], prev: &mut [usize], c: usize, r: usize) {
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Failure::NotLinearizable(stuck) | Failure::Exhausted { stuck, .. } = self
+            && !stuck.rules.is_empty()
+        {
+            writeln!(f, "{}", crate::report::header(stuck.rules))?;
+        }
         match self {
             Failure::NotLinearizable(stuck) => {
                 writeln!(

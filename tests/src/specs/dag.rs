@@ -90,6 +90,10 @@ impl<K: TaskKey> SequentialSpec for DagSpec<K> {
     type Op = DagOp<K>;
     type Ret = DagRet<K>;
 
+    fn rules(&self) -> &'static str {
+        "A4.claim-once, A4.submission-order, A4.capacity, A5.callback-once"
+    }
+
     fn apply(&self, m: &mut SchedulerModel<K>, op: &DagOp<K>) -> DagRet<K> {
         apply_model(m, op)
     }

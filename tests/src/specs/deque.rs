@@ -60,6 +60,10 @@ impl SequentialSpec for DequeSpec {
     type Op = DequeOp;
     type Ret = DequeRet;
 
+    fn rules(&self) -> &'static str {
+        "B1.owner-lifo-thief-fifo, B2.remove-once"
+    }
+
     fn apply(&self, s: &mut Deques, op: &DequeOp) -> DequeRet {
         match op {
             DequeOp::Push(x) => {

@@ -154,6 +154,10 @@ impl SequentialSpec for PoolSpec {
     type Op = PoolOp;
     type Ret = PoolRet;
 
+    fn rules(&self) -> &'static str {
+        "B3.root-accept, B3.drain-children, B3.exit-when-drained, B4.cancel-unclaimed"
+    }
+
     /// The deterministic reading: `cancel` of a queued task succeeds, `state` reports
     /// `Draining` until termination was observed. [`PoolSpec::step`] accepts the other
     /// allowed answers.
