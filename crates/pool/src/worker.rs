@@ -175,7 +175,7 @@ mod tests {
 
     /// Long enough for any thread to get from a search to its park on a loaded machine: a
     /// guard against a hang, not a timing claim.
-    const PATIENCE: Duration = Duration::from_secs(30);
+    const PATIENCE: Duration = Duration::from_secs(10);
 
     fn wait_until(what: &str, cond: impl Fn() -> bool) {
         let start = Instant::now();
