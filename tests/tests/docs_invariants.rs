@@ -56,6 +56,11 @@ fn test_names(cell: &str) -> Vec<String> {
         .skip(1)
         .step_by(2)
         .filter_map(|code| {
+            // `suite::generic::{locked,chase_lev}` names instances of the function `generic`.
+            let code = code
+                .strip_suffix('}')
+                .and_then(|c| c.split_once("::{"))
+                .map_or(code, |(base, _)| base);
             let last = code.rsplit("::").next().unwrap_or(code);
             let plain = last
                 .chars()
@@ -107,6 +112,165 @@ fn the_name_extractor_finds_qualified_and_plain_names_only() {
         [
             "two_threads_race_for_one_ready_task",
             "cancel_outcomes_and_the_token"
+        ]
+    );
+}
+
+/// The tests `--exact` can run in one integration-test file, by their full libtest names:
+/// every `fn` carrying `#[test]` (other attributes and doc comments may sit between; this
+/// covers `proptest!` blocks), and for each name listed in `on_both_deques!(...)` the two
+/// tests it generates, `name::locked` and `name::chase_lev`.
+fn runnable_tests(text: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut pending_test = false;
+    for line in text.lines() {
+        let t = line.trim_start();
+        if t.starts_with("#[test]") {
+            pending_test = true;
+            continue;
+        }
+        if pending_test && (t.starts_with("#[") || t.starts_with("///") || t.is_empty()) {
+            continue;
+        }
+        if pending_test && let Some(rest) = t.strip_prefix("fn ") {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            names.insert(name);
+        }
+        pending_test = false;
+    }
+    if let Some(at) = text.find("\non_both_deques!(") {
+        let list = &text[at + "\non_both_deques!(".len()..];
+        let list = &list[..list.find(')').unwrap_or(list.len())];
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            names.insert(format!("{name}::locked"));
+            names.insert(format!("{name}::chase_lev"));
+        }
+    }
+    names
+}
+
+/// Backticked `suite::test` references in `doc` whose `suite` is a file of `tests/tests/`:
+/// `(suite, test path)`, e.g. `("scenarios_pool", "queues_drain_after_shutdown::locked")`. A
+/// final `::{a,b}` names several instances at once and is expanded
+/// (`queues_drain_after_shutdown::{locked,chase_lev}` is both).
+fn qualified_references(doc: &str, suites: &BTreeSet<String>) -> Vec<(String, String)> {
+    doc.split('`')
+        .skip(1)
+        .step_by(2)
+        .flat_map(|code| {
+            let Some((suite, test)) = code.split_once("::") else {
+                return Vec::new();
+            };
+            let plain = test
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_:{},".contains(c));
+            if !suites.contains(suite) || !plain || test.is_empty() {
+                return Vec::new();
+            }
+            let tests: Vec<String> = match test.strip_suffix('}').and_then(|t| t.split_once("::{"))
+            {
+                Some((base, alternatives)) => alternatives
+                    .split(',')
+                    .map(|a| format!("{base}::{}", a.trim()))
+                    .collect(),
+                None => vec![test.to_string()],
+            };
+            tests.into_iter().map(|t| (suite.to_string(), t)).collect()
+        })
+        .collect()
+}
+
+/// Every `suite::test` that `docs/invariants.md` names is a test that
+/// `cargo test --test suite -- --exact test` runs: a generic function that a macro
+/// instantiates per deque runs nothing under its own name, so the page must name the
+/// instances (`name::locked`, `name::chase_lev`).
+#[test]
+fn every_qualified_test_name_runs_a_test() {
+    let root = workspace_root();
+    let doc = fs::read_to_string(root.join("docs/invariants.md")).expect("docs/invariants.md");
+    let dir = root.join("tests/tests");
+    let mut runnable = std::collections::BTreeMap::new();
+    for entry in fs::read_dir(&dir).expect("tests/tests") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            let suite = path
+                .file_stem()
+                .expect("stem")
+                .to_string_lossy()
+                .into_owned();
+            let text = fs::read_to_string(&path).expect("readable test file");
+            runnable.insert(suite, runnable_tests(&text));
+        }
+    }
+    let suites: BTreeSet<String> = runnable.keys().cloned().collect();
+    let refs = qualified_references(&doc, &suites);
+    assert!(
+        refs.len() >= 50,
+        "expected the qualified names, found {}",
+        refs.len()
+    );
+    let mut wrong: Vec<String> = refs
+        .iter()
+        .filter(|(suite, test)| !runnable[suite].contains(test))
+        .map(|(suite, test)| {
+            let instances: Vec<&String> = runnable[suite]
+                .iter()
+                .filter(|r| r.starts_with(&format!("{test}::")))
+                .collect();
+            if instances.is_empty() {
+                format!("{suite}::{test}: no such test in tests/tests/{suite}.rs")
+            } else {
+                format!("{suite}::{test}: runs nothing with --exact; its tests are {instances:?}")
+            }
+        })
+        .collect();
+    wrong.sort();
+    wrong.dedup();
+    assert!(
+        wrong.is_empty(),
+        "docs/invariants.md names tests that `--exact` does not run:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn qualified_references_expand_instance_lists() {
+    let suites: BTreeSet<String> = ["scenarios_pool".to_string()].into();
+    let doc = "`scenarios_pool::queues_drain::{locked,chase_lev}`, `scenarios_pool::one`, \
+               `Pool::submit`, `other_suite::x_y`";
+    assert_eq!(
+        qualified_references(doc, &suites),
+        [
+            (
+                "scenarios_pool".to_string(),
+                "queues_drain::locked".to_string()
+            ),
+            (
+                "scenarios_pool".to_string(),
+                "queues_drain::chase_lev".to_string()
+            ),
+            ("scenarios_pool".to_string(), "one".to_string()),
+        ]
+    );
+}
+
+#[test]
+fn runnable_tests_are_test_functions_and_macro_instances() {
+    let text = "#[test]\n/// doc\n#[ignore]\nfn a_real_test() {}\nfn helper_not_a_test() {}\n\
+                #[test]\nfn another_test() {}\n\non_both_deques!(\n    generic_one,\n    generic_two,\n);\n";
+    let got: Vec<String> = runnable_tests(text).into_iter().collect();
+    assert_eq!(
+        got,
+        [
+            "a_real_test",
+            "another_test",
+            "generic_one::chase_lev",
+            "generic_one::locked",
+            "generic_two::chase_lev",
+            "generic_two::locked"
         ]
     );
 }
