@@ -487,6 +487,12 @@ impl<K: TaskKey, P> Core<K, P> {
 
     /// Moves node `n`'s current version to state `to`, keeping the per-state counts exact.
     fn transition(&mut self, n: u32, to: TaskState) {
+        // INVARIANT (A1.forward-only): every state change of a version goes through here (or
+        // through `close`, which cancels pending and ready ones), and each caller moves it
+        // forward only: pending -> ready/blocked/cancelled (`submit`, `complete`,
+        // `block_waiters`, `cancel`), ready -> running/cancelled (`claim_into`, `cancel`),
+        // running -> succeeded/failed (`complete`, `fail`). A terminal version is never moved
+        // again; a resubmission makes a new version instead (`submit`).
         let h = &mut self.hot[idx(n)];
         self.counts[h.state as usize] -= 1;
         self.counts[to as usize] += 1;
@@ -752,13 +758,16 @@ impl<K: TaskKey, P> Core<K, P> {
             return Err(SchedulerError::Closed);
         }
         // 2. a dependency named twice
+        // INVARIANT (A3.duplicate-dependency): refused with the first repeated id.
         if let Some(dup) = first_duplicate(deps) {
             return Err(SchedulerError::DuplicateDependency {
                 task: id,
                 dependency: dup.clone(),
             });
         }
-        // 3. the current version is running [A2 no silent replace]
+        // 3. the current version is running
+        // INVARIANT (A2.no-silent-replace): a running version is never replaced; the refusal
+        // comes before any change.
         let existing = self.known(&id);
         if let Some(n) = existing {
             let h = self.hot[idx(n)];
@@ -771,7 +780,9 @@ impl<K: TaskKey, P> Core<K, P> {
         }
         let mut dep_nodes = std::mem::take(&mut self.scratch_deps);
         dep_nodes.clear();
-        // 4. after start: new id, unknown dependencies, cycles (A3)
+        // 4. after start: new id, unknown dependencies, cycles
+        // INVARIANT (A3.frozen-after-start): once started, only known ids are resubmitted,
+        // with known dependencies, and no resubmission closes a cycle.
         if self.started {
             let Some(n) = existing else {
                 self.scratch_deps = dep_nodes;
@@ -808,6 +819,8 @@ impl<K: TaskKey, P> Core<K, P> {
         }
 
         // Accepted: from here on nothing can fail.
+        // INVARIANT (A.refusal-changes-nothing): every refusal above returned before the
+        // first change (the scratch vectors it borrowed are given back unchanged).
         // SEEDED BUG (retry_flips_failed): the failed version goes back to ready, same generation.
         if let Some(n) = existing.filter(|_| seeded_bug!("retry_flips_failed"))
             && self.hot[idx(n)].is(TaskState::Failed)
@@ -831,7 +844,8 @@ impl<K: TaskKey, P> Core<K, P> {
             }
         }
 
-        // Dependency snapshot, against each dependency's current version at submission time
+        // INVARIANT (A5.snapshot): dependency snapshot, against each dependency's current
+        // version at submission time
         // (for a self-dependency that is the version being replaced). Before anything was
         // cancelled (the reverse edges are built on the first cancel), no dependency can be
         // lost, so every one is waited on.
@@ -889,8 +903,9 @@ impl<K: TaskKey, P> Core<K, P> {
             }
         }
 
-        // Replace the old version; a ready one leaves the queue, a pending one's reverse
-        // edges turn stale [A2 replace removes edges]. Its waiters keep waiting on the id.
+        // INVARIANT (A2.replace-removes-edges): replace the old version; a ready one leaves
+        // the queue, a pending one's reverse edges turn stale (`drop_waits`: lazily removed,
+        // never matched again, `is_live`). Its waiters keep waiting on the id.
         let generation = match existing {
             Some(_) => {
                 self.maybe_cyclic = true;
@@ -907,6 +922,8 @@ impl<K: TaskKey, P> Core<K, P> {
                 self.span[idx(n)] = Span::default();
                 garbage.extend(self.payload[idx(n)].take());
                 self.details.remove(&n);
+                // INVARIANT (A2.no-auto-retry): a resubmission, also of a failed version, is
+                // a new generation; nothing else ever makes a settled version runnable.
                 let next = old.generation + 1;
                 // SEEDED BUG (tag_wrap_unpurged): tags wrap without purging stale entries, so
                 // a stale entry of an old version can match a new version's tag.
@@ -987,6 +1004,9 @@ impl<K: TaskKey, P> Core<K, P> {
     ///
     /// An explicit worklist, no recursion (A5); O(edges visited).
     fn block_waiters(&mut self, root: u32, cause: &BlockCause<K>, garbage: &mut Vec<P>) -> usize {
+        // INVARIANT (A5.block-with-first-cause): every transitive pending waiter becomes
+        // blocked with `cause`, the root's; an already blocked version is terminal and keeps
+        // its first cause (it is no longer a live waiter, so the walk never reaches it).
         self.ensure_rev();
         let mut work = std::mem::take(&mut self.scratch_work);
         work.clear();
@@ -1017,6 +1037,8 @@ impl<K: TaskKey, P> Core<K, P> {
             return Ok(());
         }
         let report = self.check();
+        // INVARIANT (A3.unknown-dependency): a missing dependency is never treated as done:
+        // `start` refuses, naming every missing pair, and nothing changes.
         if !report.missing.is_empty() {
             return Err(SchedulerError::UnknownDependency {
                 missing: report.missing,
@@ -1083,6 +1105,8 @@ impl<K: TaskKey, P> Core<K, P> {
             return Err(SchedulerError::Closed);
         }
         self.start()?;
+        // INVARIANT (A4.capacity): only running versions use slots; this claim takes at most
+        // the free ones, computed in the same critical section as the claims.
         let free = self.max_concurrency.saturating_sub(self.running());
         // SEEDED BUG (exceed_limit): the whole backlog is claimed, whatever the limit.
         // SEEDED BUG (claim_two_sections): trusts free slots checked in an earlier section.
@@ -1143,6 +1167,8 @@ impl<K: TaskKey, P> Core<K, P> {
             .known(id)
             .ok_or_else(|| SchedulerError::UnknownTask { id: id.clone() })?;
         let current = Generation(self.hot[idx(n)].generation);
+        // INVARIANT (A2.generation-key): a callback names `(id, generation)`; any generation
+        // but the current one is refused here, before anything changes.
         // SEEDED BUG (stale_generation): any generation settles the current version.
         if generation != current && !seeded_bug!("stale_generation") {
             return Err(SchedulerError::StaleGeneration {
@@ -1182,6 +1208,9 @@ impl<K: TaskKey, P> Core<K, P> {
         self.transition(n, TaskState::Succeeded);
         self.release_token(n);
         let mut effect = Effect::default();
+        // INVARIANT (A5.release-by-reverse-edges): only this version's live waiters are
+        // visited, each one's remaining count goes down by one, and one reaching zero becomes
+        // ready: O(1 + its waiters), never a scan of all tasks.
         let live = self.take_waiters(n, |core, e| {
             let h = &mut core.hot[idx(e.node)];
             h.count -= 1;
@@ -1280,7 +1309,9 @@ impl<K: TaskKey, P> Core<K, P> {
                 CancelOutcome::Cancelled(Effect::default())
             }
             Some(TaskState::Running) => {
-                // Cooperative only: the function confirms by returning (A1).
+                // LINEARIZATION POINT (A1.cancel-is-a-request): setting the token (and the
+                // flag `cancel_requested` reads) is all a cancel does to a running version:
+                // cooperative only, it stays running until its function's callback arrives.
                 if let Some(Some(token)) = self.running_tokens.get(h.count as usize) {
                     token.set();
                 }
@@ -1295,6 +1326,9 @@ impl<K: TaskKey, P> Core<K, P> {
 
     /// `close()`: idempotent; cancels every pending and ready version with reason `Closed`.
     pub(crate) fn close(&mut self, garbage: &mut Vec<P>) -> CloseReport {
+        // LINEARIZATION POINT (A6.close): in one critical section the scheduler stops
+        // accepting and claiming and cancels every pending and ready version (reason
+        // `Closed`); running ones finish normally. A second call changes nothing.
         if self.closed {
             return CloseReport {
                 cancelled: 0,

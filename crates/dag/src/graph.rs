@@ -33,6 +33,10 @@ pub(crate) trait DepGraph {
 /// Source: Tarjan, "Depth-first search and linear graph algorithms", SIAM J. Comput. 1(2),
 /// 1972, made iterative with an explicit call stack of `(node, next edge)` frames.
 pub(crate) fn canonical_cycles<G: DepGraph>(g: &G) -> Vec<Vec<usize>> {
+    // INVARIANT (A3.cycles-as-paths): one cycle per strongly connected component that has
+    // one, as a concrete path (the shortest through its earliest-submitted member, found by
+    // breadth-first search), rotated to start at that member; the components in submission
+    // order. INVARIANT (A7.linear-and-flat): O(V + E), with explicit stacks, no recursion.
     let n = g.node_count();
     let mut index = vec![NONE; n];
     let mut low = vec![0usize; n];

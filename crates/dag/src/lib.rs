@@ -504,6 +504,9 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
         let mut garbage = Vec::new();
         let mut failed = None;
         {
+            // INVARIANT (A4.batch-forms): the whole batch in one critical section, each item
+            // exactly as its single operation, stopping at the first refusal (so is
+            // `ready_into`, one claim call; `complete_batch`, the same loop of `complete`).
             let mut core = self.lock();
             core.reserve(items.len(), deps.len());
             let mut at = 0usize;

@@ -131,6 +131,9 @@ impl ReadySet {
     }
 
     /// Removes and returns the smallest member.
+    ///
+    /// INVARIANT (A4.submission-order): the members are submission sequences, so ready
+    /// versions are claimed oldest submission first (`Core::renumber` keeps the order).
     pub(crate) fn pop_first(&mut self) -> Option<u64> {
         let key = self.first()?;
         self.remove(key);

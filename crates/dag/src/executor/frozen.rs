@@ -262,6 +262,8 @@ impl<K: TaskKey> FrozenGraph<K> {
         }
         drop(cursor);
 
+        // INVARIANT (EXECUTOR.frozen-checked): nothing runs before the frozen graph is known
+        // to have no duplicate, no unknown dependency and no cycle.
         // Kahn's algorithm (1962): acyclic exactly when every task gets indegree zero.
         let mut indegree: Vec<u32> = (0..n)
             .map(|t| dep_offsets[t + 1] - dep_offsets[t])

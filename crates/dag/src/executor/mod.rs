@@ -424,6 +424,8 @@ impl<K: TaskKey> GraphRun<K> {
         if roots == 0 {
             return Ok(()); // an empty graph (a non-empty acyclic one has a root)
         }
+        // INVARIANT (EXECUTOR.concurrency): at most one runner per worker; a runner runs one
+        // task function at a time, so no more than the pool's workers run at once.
         let runners = pool.worker_count().min(roots);
         let sh = Arc::clone(&self.shared);
         let submitted = pool.spawn_detached(move |ctx| {
@@ -574,6 +576,8 @@ impl<K: TaskKey> Shared<K> {
     /// The root cause carried by `t`'s first lost dependency in list order, if any: the
     /// dependency itself when it failed or was cancelled, its own cause when it is blocked.
     fn first_lost_cause(&self, t: u32) -> Option<u32> {
+        // INVARIANT (EXECUTOR.block-with-cause): a task with a lost dependency is blocked
+        // with the cause of the first lost one in list order, as the model's.
         for &d in self.graph.dependencies(t) {
             // Relaxed: ordered by the acquire decrement that made this worker the decider.
             let s = self.state[d as usize].load(Ordering::Relaxed);
@@ -623,6 +627,8 @@ fn spawned<K: TaskKey>(sh: &Arc<Shared<K>>, t: u32, ctx: &WorkerContext<'_>) {
 fn drive<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_>) -> usize {
     let mut settled = 0;
     let mut next = Some(first);
+    // INVARIANT (EXECUTOR.share-when-idle): released tasks are kept on this worker (no
+    // deque traffic on a chain) only while no worker is parked; see the sharing below.
     let mut kept: VecDeque<u32> = VecDeque::new();
     while let Some(t) = next.take().or_else(|| kept.pop_back()) {
         let Some(lost) = sh.settle(t, ctx.worker_index()) else {
@@ -640,7 +646,7 @@ fn drive<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_>) -
             Ordering::AcqRel
         };
         for &d in sh.graph.dependents(t) {
-            // EXECUTOR.count-release: release (this task's writes and final state) and
+            // INVARIANT (EXECUTOR.count-release): release (this task's writes and final state) and
             // acquire (every earlier decrement's): the decrement reading 1 makes its
             // worker the decider, after every dependency.
             let before = sh.count[d as usize].fetch_sub(1, order);
