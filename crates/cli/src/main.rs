@@ -77,6 +77,8 @@ enum Cmd {
         #[arg(long)]
         no_progress: bool,
         #[command(flatten)]
+        grace: GraceArg,
+        #[command(flatten)]
         durable: DurableRunArgs,
     },
     /// Work on a run kept in a store: claim tasks with leases, run them, report results.
@@ -103,7 +105,20 @@ enum Cmd {
         /// Wait this long before looking again when nothing can be claimed.
         #[arg(long, value_name = "MS", default_value_t = 200)]
         poll_ms: u64,
+        #[command(flatten)]
+        grace: GraceArg,
     },
+}
+
+/// `--grace`, of `run` and `worker`.
+#[derive(Debug, Args)]
+struct GraceArg {
+    /// After Ctrl-C or SIGTERM (or a lost lease), each running command's process group gets
+    /// SIGTERM, then SIGKILL if it has not exited after this long: seconds (5, 0.5) or a number
+    /// with a unit (500ms, 10s), at most 3600 s. Also how long processes that a finished
+    /// command left running (`cmd &`) get between SIGTERM and SIGKILL.
+    #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = lockstep_cli::command::parse_grace)]
+    grace: Duration,
 }
 
 /// `run --store`: record the run in a durable store (resumable, shareable with workers).
@@ -206,6 +221,7 @@ fn main() -> ExitCode {
             simulate,
             log_dir,
             no_progress,
+            grace,
             durable,
         } => {
             let jobs = jobs.map_or_else(default_jobs, |j| j as usize);
@@ -215,6 +231,7 @@ fn main() -> ExitCode {
                     limit: durable.store_limit.map_or(jobs, |n| n as usize),
                     lease: Duration::from_millis(durable.lease_ms),
                     simulate: simulate.map(Duration::from_millis),
+                    grace: grace.grace,
                 };
                 return store_run_cmd(&graph, &spec, &opts);
             }
@@ -224,6 +241,7 @@ fn main() -> ExitCode {
                 log_dir,
                 progress: !no_progress && !dry_run && std::io::stderr().is_terminal(),
                 handle_interrupt: true,
+                grace: grace.grace,
             };
             run_cmd(&graph, &opts, dry_run)
         }
@@ -233,6 +251,7 @@ fn main() -> ExitCode {
             lease_ms,
             simulate,
             poll_ms,
+            grace,
         } => {
             let opts = lockstep_cli::worker::WorkerOptions {
                 owner: lockstep_cli::worker::default_owner(),
@@ -240,6 +259,7 @@ fn main() -> ExitCode {
                 lease: Duration::from_millis(lease_ms),
                 poll: Duration::from_millis(poll_ms),
                 simulate: simulate.map(Duration::from_millis),
+                grace: grace.grace,
             };
             worker_cmd(&store, &opts)
         }

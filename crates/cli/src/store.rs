@@ -238,6 +238,8 @@ pub struct StoreRunOptions {
     pub lease: Duration,
     /// Run each task as a sleep of this long instead of its command.
     pub simulate: Option<Duration>,
+    /// Time between SIGTERM and SIGKILL when a running command is stopped (`--grace`).
+    pub grace: Duration,
 }
 
 /// What `run --store` did.
@@ -363,6 +365,7 @@ pub fn run(
         lease: opts.lease,
         poll: Duration::from_millis(50),
         simulate: opts.simulate,
+        grace: opts.grace,
     };
     let workers = worker::run(|| spec.open(None), &wopts).map_err(store_err)?;
     let wall = started.elapsed();
