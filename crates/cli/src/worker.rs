@@ -33,7 +33,7 @@
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc;
+use std::sync::{Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -43,6 +43,7 @@ use lockstep_durable::{
 };
 
 use crate::command::{self, CommandSpec, Output};
+use crate::interrupt::{StopRequest, StopSignal};
 use crate::store::StoredPayload;
 
 /// How a worker runs.
@@ -60,10 +61,23 @@ pub struct WorkerOptions {
     pub simulate: Option<Duration>,
     /// Time between SIGTERM and SIGKILL when a running command is stopped (`--grace`).
     pub grace: Duration,
+    /// Set by Ctrl-C or SIGTERM: claim nothing more, stop the running commands, give their
+    /// claims back to the store.
+    pub stop: StopRequest,
+}
+
+/// A task this worker stopped on Ctrl-C or SIGTERM and gave back to the store
+/// ([`Store::abandon`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GivenBack {
+    /// The task id.
+    pub id: String,
+    /// How its command ended (`killed by signal 15`).
+    pub how: String,
 }
 
 /// What a worker did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WorkerStats {
     /// Tasks it completed (results accepted).
     pub succeeded: usize,
@@ -73,6 +87,11 @@ pub struct WorkerStats {
     pub fenced: usize,
     /// Lease renewals refused (lease lost while the task ran).
     pub lost_leases: usize,
+    /// Tasks stopped by Ctrl-C or SIGTERM and given back to the store, in the order they
+    /// were.
+    pub given_back: Vec<GivenBack>,
+    /// The signal that stopped the worker, if one did.
+    pub stopped_by: Option<StopSignal>,
 }
 
 /// `HOST:PID`, the default owner prefix.
@@ -86,8 +105,16 @@ pub fn default_owner() -> String {
     format!("{host}:{}", std::process::id())
 }
 
-/// Runs the worker's threads until the run is finished or closed; each thread opens its own
-/// connection with `open`.
+/// Runs the worker's threads until the run is finished or closed, or [`WorkerOptions::stop`] is
+/// requested; each thread opens its own connection with `open`.
+///
+/// # Stopping
+/// Once `opts.stop` is requested (Ctrl-C, SIGTERM): no thread claims again; each running
+/// command gets SIGTERM, then SIGKILL after `opts.grace`; a task that still succeeded is
+/// completed, any other is **given back** ([`Store::abandon`], with its fencing token), so
+/// that the next worker or `run` claims it at once instead of after its lease. A task that was
+/// given back prints `given back: ID gN (HOW)` and is listed in
+/// [`WorkerStats::given_back`].
 ///
 /// # Errors
 /// The first store error that stopped a thread (the other threads finish their loop).
@@ -125,7 +152,9 @@ where
     for r in results {
         r?;
     }
-    Ok(counters.stats())
+    let mut stats = counters.stats();
+    stats.stopped_by = opts.stop.get();
+    Ok(stats)
 }
 
 #[derive(Default)]
@@ -134,6 +163,7 @@ struct Counters {
     failed: AtomicUsize,
     fenced: AtomicUsize,
     lost: AtomicUsize,
+    given_back: Mutex<Vec<GivenBack>>,
 }
 
 impl Counters {
@@ -143,6 +173,12 @@ impl Counters {
             failed: self.failed.load(Ordering::SeqCst),
             fenced: self.fenced.load(Ordering::SeqCst),
             lost_leases: self.lost.load(Ordering::SeqCst),
+            given_back: self
+                .given_back
+                .lock()
+                .map(|g| g.clone())
+                .unwrap_or_default(),
+            stopped_by: None,
         }
     }
 }
@@ -179,7 +215,7 @@ fn slot_loop(
             what: "the store's concurrency limit is 0: no task could ever run".into(),
         });
     }
-    while !stop.load(Ordering::SeqCst) {
+    while !stop.load(Ordering::SeqCst) && !opts.stop.is_requested() {
         // Never claim from a store without tasks: claiming starts the graph, and the
         // submitting process may not have committed yet.
         if store.counts()?.total() == 0 {
@@ -228,6 +264,7 @@ fn run_one(
     let (tx, rx) = mpsc::channel();
     let simulate = opts.simulate;
     let grace = opts.grace;
+    let interrupt = opts.stop.clone();
     // Set when the command must stop: the user cancelled the task, or the lease moved on.
     let cancelled = Arc::new(AtomicBool::new(lease.cancel_requested));
     let runner = {
@@ -240,7 +277,9 @@ fn run_one(
                     reason: format!("unreadable payload: {e}"),
                     output: Vec::new(),
                 },
-                Ok(p) => execute(&p, simulate, grace, &|| cancelled.load(Ordering::SeqCst)),
+                Ok(p) => execute(&p, simulate, grace, &|| {
+                    cancelled.load(Ordering::SeqCst) || interrupt.is_requested()
+                }),
             };
             let _ = tx.send(out);
         })
@@ -307,6 +346,10 @@ fn run_one(
     for line in String::from_utf8_lossy(&outcome.output).lines() {
         say(&format!("[{}] {line}", token.id));
     }
+    // Stopped by Ctrl-C without succeeding: not a result, give the claim back.
+    if !outcome.ok && !fenced && opts.stop.is_requested() {
+        return give_back(store, &token, &outcome, counters, opts.poll);
+    }
     settle(
         store,
         &token,
@@ -315,6 +358,51 @@ fn run_one(
         counters,
         opts.poll,
     )
+}
+
+/// Gives the claim back ([`Store::abandon`]) after Ctrl-C; a refusal by the fence (the version
+/// moved on meanwhile) is counted, not an error.
+fn give_back(
+    store: &mut dyn Store,
+    token: &FencingToken,
+    outcome: &Outcome,
+    counters: &Counters,
+    poll: Duration,
+) -> Result<(), DurableError> {
+    let result = loop {
+        match store.abandon(token, SystemClock.now()) {
+            Err(e @ DurableError::Busy { .. }) => {
+                say(&format!("give back {}: {e}; retrying", token.id));
+                thread::sleep(poll);
+            }
+            r => break r,
+        }
+    };
+    match result {
+        Ok(()) => {
+            say(&format!(
+                "given back: {} {} ({})",
+                token.id, token.generation, outcome.reason
+            ));
+            if let Ok(mut g) = counters.given_back.lock() {
+                g.push(GivenBack {
+                    id: token.id.clone(),
+                    how: outcome.reason.clone(),
+                });
+            }
+            Ok(())
+        }
+        Err(
+            e @ (DurableError::Fenced { .. }
+            | DurableError::StaleGeneration { .. }
+            | DurableError::Conflict { .. }),
+        ) => {
+            counters.fenced.fetch_add(1, Ordering::SeqCst);
+            say(&format!("refused: {e}"));
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Reports the result with the fencing token; a refusal by the fence is counted, not an error.

@@ -18,6 +18,7 @@ fn opts(limit: usize) -> StoreRunOptions {
         lease: Duration::from_millis(2_000),
         simulate: None,
         grace: lockstep_cli::command::DEFAULT_GRACE,
+        stop: lockstep_cli::interrupt::StopRequest::new(),
     }
 }
 
@@ -238,6 +239,7 @@ fn a_worker_waits_out_a_busy_store() {
         poll: Duration::from_millis(20),
         simulate: None,
         grace: lockstep_cli::command::DEFAULT_GRACE,
+        stop: lockstep_cli::interrupt::StopRequest::new(),
     };
     let got = std::thread::scope(|s| {
         let h = s.spawn(|| worker::run(|| spec.open(None), &wopts));
