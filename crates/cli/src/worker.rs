@@ -259,6 +259,15 @@ fn run_one(
     counters: &Counters,
 ) -> Result<(), DurableError> {
     let token = lease.token();
+    // A claim that was under way when the stop came: give it back without starting it.
+    if opts.stop.is_requested() {
+        let outcome = Outcome {
+            ok: false,
+            reason: "not started".into(),
+            output: Vec::new(),
+        };
+        return give_back(store, &token, &outcome, counters, opts.poll);
+    }
     let started = Instant::now();
     let payload = StoredPayload::decode(&lease.payload);
     let (tx, rx) = mpsc::channel();
