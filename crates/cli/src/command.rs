@@ -69,10 +69,12 @@ const CHECK_EVERY: Duration = Duration::from_millis(20);
 /// How often a group of leftovers is looked at during its grace period.
 const SWEEP_EVERY: Duration = Duration::from_millis(50);
 
-/// The most bytes read from the pipe after the command exited: what it wrote before it exited
-/// fits in the pipe's buffer (64 KiB by default, at most 1 MiB on Linux); the cap keeps a
-/// leftover that writes without end (`yes &`) from holding the task.
-const DRAIN_AFTER_EXIT: usize = 1 << 20;
+/// The most bytes read from the pipe at one time. After the command exited: what it wrote
+/// before it exited fits in the pipe's buffer (64 KiB by default, at most 1 MiB on Linux), and
+/// the cap keeps a leftover that writes without end (`yes &`) from holding the task. While it
+/// runs: a command that writes as fast as it is read cannot keep the stop request from being
+/// looked at.
+const DRAIN_AT_ONCE: usize = 1 << 20;
 
 /// Where a command's standard output and standard error go.
 #[derive(Debug)]
@@ -256,7 +258,7 @@ pub fn run(spec: CommandSpec<'_>, stop: &dyn Fn() -> bool) -> Result<Finished, C
         };
         if readable
             && let Some(r) = &mut reader
-            && !drain(r, &mut output, usize::MAX)
+            && !drain(r, &mut output, DRAIN_AT_ONCE)
         {
             reader = None;
         }
@@ -288,7 +290,7 @@ pub fn run(spec: CommandSpec<'_>, stop: &dyn Fn() -> bool) -> Result<Finished, C
     // What the command wrote before it exited is in the pipe: read it, without waiting for
     // leftovers that still hold the write end.
     if let Some(r) = &mut reader {
-        drain(r, &mut output, DRAIN_AFTER_EXIT);
+        drain(r, &mut output, DRAIN_AT_ONCE);
     }
     drop(reader);
     let status = match waiter.join() {
@@ -529,7 +531,15 @@ mod tests {
         }
     }
 
+    /// A live process: not gone, and (where `/proc` tells) not a zombie waiting for a pid 1
+    /// that does not reap.
     fn alive(pid: i32) -> bool {
+        if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            return stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .is_some_and(|state| state != "Z" && state != "X");
+        }
         nix::sys::signal::kill(Pid::from_raw(pid), None).is_ok()
     }
 
@@ -576,6 +586,30 @@ mod tests {
             eventually(|| !alive(bg)),
             "the background sleep {bg} survived"
         );
+    }
+
+    #[test]
+    fn large_output_is_read_whole_and_an_endless_leftover_does_not_hold_the_task() {
+        let env = BTreeMap::new();
+        let f = run(
+            spec("head -c 3000000 /dev/zero | tr '\\0' a; echo end", &env),
+            &|| false,
+        )
+        .unwrap();
+        assert_eq!(f.output.len(), 3_000_004);
+        assert!(f.output.ends_with(b"aend\n"));
+        // `yes` writes into the task's pipe without end, after the task ended.
+        let dir = tempfile::tempdir().unwrap();
+        let pid = dir.path().join("yes.pid");
+        let cmd = format!("yes & echo $! > '{}'", pid.display());
+        let f = run(spec(&cmd, &env), &|| false).unwrap();
+        assert!(f.success() && f.leftovers);
+        let yes: i32 = std::fs::read_to_string(&pid)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(eventually(|| !alive(yes)), "yes ({yes}) survived");
     }
 
     #[test]

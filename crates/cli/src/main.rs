@@ -2,9 +2,9 @@
 //!
 //! ```text
 //! lockstep check FILE [GRAPH OPTIONS]          (FILE `-`: standard input, with --format)
-//! lockstep run FILE [-j N] [--dry-run] [--simulate MS] [--log-dir DIR] [GRAPH OPTIONS]
-//! lockstep run FILE --store sqlite:PATH|postgres://... [-j N] [--lease-ms MS]
-//! lockstep worker --store sqlite:PATH|postgres://... [--slots N] [--lease-ms MS]
+//! lockstep run FILE [-j N] [--dry-run] [--simulate MS] [--log-dir DIR] [--grace S] [GRAPH OPTIONS]
+//! lockstep run FILE --store sqlite:PATH|postgres://... [-j N] [--lease-ms MS] [--grace S]
+//! lockstep worker --store sqlite:PATH|postgres://... [--slots N] [--lease-ms MS] [--grace S]
 //! ```
 //!
 //! Exit status: 0 the graph can run / every task succeeded / the run finished (`worker`); 1
