@@ -386,13 +386,44 @@ fn run_help_documents_grace() {
 struct Place {
     _dir: tempfile::TempDir,
     spec: StoreSpec,
+    /// The server and schema of a PostgreSQL place, dropped at the end.
+    pg: Option<(String, String)>,
 }
 
 impl Place {
     fn new() -> Place {
         let dir = tempfile::tempdir().unwrap();
         let spec = StoreSpec::Sqlite(dir.path().join("run.lockstep"));
-        Place { _dir: dir, spec }
+        Place {
+            _dir: dir,
+            spec,
+            pg: None,
+        }
+    }
+
+    /// A fresh schema on the server of `LOCKSTEP_PG_URL`; `None` (with a `skipped:` line)
+    /// without one, a failure with `LOCKSTEP_REQUIRE_PG=1`.
+    fn postgres(name: &str) -> Option<Place> {
+        let url = match std::env::var("LOCKSTEP_PG_URL") {
+            Ok(u) if !u.trim().is_empty() => u,
+            _ => {
+                assert!(
+                    std::env::var("LOCKSTEP_REQUIRE_PG").as_deref() != Ok("1"),
+                    "LOCKSTEP_REQUIRE_PG=1 but LOCKSTEP_PG_URL is not set"
+                );
+                eprintln!("skipped: LOCKSTEP_PG_URL is not set");
+                return None;
+            }
+        };
+        let schema = format!("t_signals_{name}_{}", std::process::id());
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+            .unwrap();
+        Some(Place {
+            _dir: tempfile::tempdir().unwrap(),
+            spec: StoreSpec::Postgres(format!("{url}#{schema}")),
+            pg: Some((url, schema)),
+        })
     }
 
     fn dir(&self) -> &Path {
@@ -400,11 +431,24 @@ impl Place {
     }
 
     fn arg(&self) -> String {
-        self.spec.to_string()
+        match &self.spec {
+            StoreSpec::Sqlite(p) => format!("sqlite:{}", p.display()),
+            StoreSpec::Postgres(u) => u.clone(),
+        }
     }
 
     fn open(&self) -> Box<dyn Store + Send> {
         self.spec.open(None).unwrap()
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        if let Some((url, schema)) = &self.pg
+            && let Ok(mut c) = postgres::Client::connect(url, postgres::NoTls)
+        {
+            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+        }
     }
 }
 
@@ -562,8 +606,25 @@ fn worker(place: &Place, extra: &[&str]) -> Command {
 
 #[test]
 fn worker_ctrl_c_and_sigterm_give_claims_back_and_exit_1() {
+    worker_signals_give_claims_back(Place::new);
+}
+
+#[test]
+fn worker_postgres_ctrl_c_and_sigterm_give_claims_back_and_exit_1() {
+    if Place::postgres("probe").is_some() {
+        let n = std::sync::atomic::AtomicU32::new(0);
+        worker_signals_give_claims_back(|| {
+            let i = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Place::postgres(&format!("w{i}")).unwrap()
+        });
+    }
+}
+
+/// Ctrl-C, then SIGTERM, each to a worker running a command that ignores SIGTERM, on a store
+/// from `place`.
+fn worker_signals_give_claims_back(place: impl Fn() -> Place) {
     for (sig, name) in [("-INT", "Ctrl-C"), ("-TERM", "SIGTERM")] {
-        let place = Place::new();
+        let place = place();
         let d = place.dir();
         stored(
             &place,
