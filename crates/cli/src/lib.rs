@@ -19,8 +19,10 @@
 //! * [`timings`]: `--timings`, the wall time of each phase (read, parse, build, validate,
 //!   run).
 //!
-//! Exit codes of the command: 0 the graph can run / every task succeeded; 1 the graph
-//! cannot run (`check`) / some task did not succeed (`run`); 2 unreadable input (missing
+//! Exit codes of the command: 0 the graph can run / every task succeeded / the run finished
+//! (`worker`); 1 the graph cannot run (`check`) / some task did not succeed (`run`) / stopped
+//! by Ctrl-C or SIGTERM (`run`, `run --store`, `worker`; a second signal exits at once with
+//! 130, or 143 for SIGTERM); 2 unreadable input (missing
 //! file, parse error), bad options, a store that cannot be opened or fails (`run --store`,
 //! `worker`) and, for `run`, an invalid graph (nothing was run).
 
