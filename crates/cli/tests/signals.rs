@@ -543,6 +543,26 @@ fn run_store_sigterm_and_the_rerun_claims_the_given_back_task_at_once() {
 }
 
 #[test]
+fn run_store_a_background_child_does_not_hold_the_task_and_is_stopped() {
+    let place = Place::new();
+    let d = place.dir();
+    let bg = d.join("bg.pid");
+    let f = write_file(
+        d,
+        "bg.toml",
+        &format!(
+            "[[task]]\nid = \"t\"\ncommand = \"sleep 1000 & echo $! > '{}'; echo started\"\n",
+            bg.display()
+        ),
+    );
+    let (status, out) = Running::spawn(store_run(&place, &f, &[])).finish();
+    assert_eq!(status.code(), Some(0), "{out}");
+    assert!(out.contains("\n[t] started\n"), "{out}");
+    assert!(out.contains("\nsummary: 1 succeeded;"), "{out}");
+    assert_gone(pid_in(&bg), "the background sleep");
+}
+
+#[test]
 fn run_store_started_in_the_background_of_a_script_stops_on_sigint() {
     let place = Place::new();
     let d = place.dir();
