@@ -278,7 +278,6 @@ fn run_one(
     let cancelled = Arc::new(AtomicBool::new(lease.cancel_requested));
     let runner = {
         let cancelled = Arc::clone(&cancelled);
-        // The command is forked on this thread, which lives until it exited (command docs).
         thread::spawn(move || {
             let out = match payload {
                 Err(e) => Outcome {

@@ -733,3 +733,61 @@ fn lockstep_worker_with_lease(place: &Place, lease_ms: &str) -> Command {
         .args(["--poll-ms", "20"]);
     c
 }
+
+/// The children of `parent` whose command line contains `needle`.
+fn children_with(parent: u32, needle: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if ppid == Some(parent) && String::from_utf8_lossy(&cmdline).contains(needle) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_guard_killed_by_hand_is_started_again_and_still_kills_the_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let go = d.join("go");
+    let first = format!(
+        "echo $$ > '{}'; while [ ! -e '{}' ]; do sleep 0.05; done",
+        d.join("first.pid").display(),
+        go.display()
+    );
+    let f = write_file(
+        d,
+        "g.toml",
+        &format!(
+            "[[task]]\nid = \"first\"\ncommand = '''{first}'''\n\n\
+             [[task]]\nid = \"second\"\ndeps = [\"first\"]\ncommand = '''{}'''\n",
+            with_pid(d, "exec sleep 1000")
+        ),
+    );
+    let mut r = Running::spawn(run_cmd(&f, &[]));
+    pid_in(&d.join("first.pid"));
+    let guards = children_with(r.pid(), "lockstep-guard");
+    assert_eq!(guards.len(), 1, "one guard: {guards:?}");
+    signal("-KILL", guards[0]);
+    assert_gone(guards[0], "the first guard");
+    // `first` ends: lockstep finds the guard dead and starts another; `second` starts.
+    std::fs::write(&go, "").unwrap();
+    let sh = pid_in(&d.join("sh.pid"));
+    let again = children_with(r.pid(), "lockstep-guard");
+    assert!(
+        again.len() == 1 && again[0] != guards[0],
+        "a new guard: {again:?}"
+    );
+    r.child.kill().unwrap();
+    let _ = r.finish();
+    assert_gone(sh, "the second task's command");
+}
