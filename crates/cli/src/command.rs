@@ -629,12 +629,15 @@ mod tests {
             (f.signal(), f.stopped, f.killed),
             (Some(15), Some(Stopped::Requested), false)
         );
-        // `sh` traps and ignores SIGTERM: SIGKILL after the grace period.
-        let f = run(
-            spec("trap '' TERM; while :; do sleep 0.05; done", &env),
-            &|| true,
-        )
-        .unwrap();
+        // `sh` traps and ignores SIGTERM: SIGKILL after the grace period. Stopped once the
+        // trap is set (it says so in a file).
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        let cmd = format!(
+            "trap '' TERM; touch '{}'; while :; do sleep 0.05; done",
+            ready.display()
+        );
+        let f = run(spec(&cmd, &env), &|| ready.exists()).unwrap();
         assert_eq!((f.signal(), f.killed), (Some(9), true), "{}", f.describe());
     }
 

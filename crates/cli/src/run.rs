@@ -469,8 +469,12 @@ fn freeze(graph: &TaskGraph, timings: &mut Timings) -> Result<FrozenGraph<String
     Ok(frozen)
 }
 
+/// How long after the first tasks started a test's queued Ctrl-C is handled (`run_inner`).
+const TEST_INTERRUPT_DELAY: Duration = Duration::from_millis(300);
+
 /// [`run`]; with `interrupt_first`, a Ctrl-C is queued before the run starts (for tests: it
-/// is handled once the first tasks, as many as can run at once, have started).
+/// is handled [`TEST_INTERRUPT_DELAY`] after the first tasks, as many as can run at once, have
+/// started, so that their commands have set their traps).
 fn run_inner(
     graph: &TaskGraph,
     opts: &RunOptions,
@@ -593,6 +597,9 @@ fn run_inner(
             let _ = tx.send(Msg::Finished(run.wait()));
         })
     };
+    // Tests only: the deferred interrupt is sent again through this, a moment after the tasks
+    // started (their commands must have installed their traps by then).
+    let mut test_tx = interrupt_first.then(|| tx.clone());
     drop(tx);
 
     // A deferred test interrupt is handled once this many tasks have started.
@@ -631,9 +638,15 @@ fn run_inner(
                 started_count += 1;
                 running.push(id);
                 out.set_running(&running);
-                if deferred_interrupt && started_count >= want_started {
+                if deferred_interrupt
+                    && started_count >= want_started
+                    && let Some(tx) = test_tx.take()
+                {
                     deferred_interrupt = false;
-                    interrupt(&mut interrupted, StopSignal::Interrupt);
+                    std::thread::spawn(move || {
+                        std::thread::sleep(TEST_INTERRUPT_DELAY);
+                        let _ = tx.send(Msg::Interrupt(StopSignal::Interrupt));
+                    });
                 }
             }
             Msg::Done(done) => {

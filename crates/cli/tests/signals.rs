@@ -164,6 +164,15 @@ fn with_pid(dir: &Path, rest: &str) -> String {
     format!("echo $$ > '{}'; {rest}", dir.join("sh.pid").display())
 }
 
+/// A command that ignores SIGTERM: the trap is set before the pid is written, so that a test
+/// that waits for the pid never signals it before the trap.
+fn ignores_sigterm(dir: &Path) -> String {
+    format!(
+        "trap '' TERM; {}",
+        with_pid(dir, "while :; do sleep 0.1; done")
+    )
+}
+
 fn lines_starting<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
     text.lines().filter(|l| l.starts_with(prefix)).collect()
 }
@@ -182,7 +191,7 @@ fn run_cmd(file: &Path, extra: &[&str]) -> Command {
 fn run_ctrl_c_kills_a_command_that_ignores_sigterm_after_the_grace_period() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let f = two_tasks(d, &with_pid(d, "trap '' TERM; while :; do sleep 0.1; done"));
+    let f = two_tasks(d, &ignores_sigterm(d));
     let r = Running::spawn(run_cmd(&f, &["--grace", "0.3"]));
     let sh = pid_in(&d.join("sh.pid"));
     signal("-INT", r.pid());
@@ -235,7 +244,7 @@ fn run_second_ctrl_c_exits_130_and_the_guard_kills_the_command() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     // Ignores SIGTERM; the grace period is longer than the test's deadline.
-    let f = two_tasks(d, &with_pid(d, "trap '' TERM; while :; do sleep 0.1; done"));
+    let f = two_tasks(d, &ignores_sigterm(d));
     let r = Running::spawn(run_cmd(&f, &["--grace", "600"]));
     let sh = pid_in(&d.join("sh.pid"));
     signal("-INT", r.pid());
@@ -476,7 +485,7 @@ fn store_run(place: &Place, file: &Path, extra: &[&str]) -> Command {
 fn run_store_ctrl_c_stops_the_command_gives_the_claim_back_and_exits_1() {
     let place = Place::new();
     let d = place.dir();
-    let f = two_tasks(d, &with_pid(d, "trap '' TERM; while :; do sleep 0.1; done"));
+    let f = two_tasks(d, &ignores_sigterm(d));
     let r = Running::spawn(store_run(&place, &f, &["--grace", "0.3"]));
     let sh = pid_in(&d.join("sh.pid"));
     signal("-INT", r.pid());
@@ -646,10 +655,7 @@ fn worker_signals_give_claims_back(place: impl Fn() -> Place) {
     for (sig, name) in [("-INT", "Ctrl-C"), ("-TERM", "SIGTERM")] {
         let place = place();
         let d = place.dir();
-        stored(
-            &place,
-            &with_pid(d, "trap '' TERM; while :; do sleep 0.1; done"),
-        );
+        stored(&place, &ignores_sigterm(d));
         let r = Running::spawn(worker(&place, &["--grace", "0.2"]));
         let sh = pid_in(&d.join("sh.pid"));
         signal(sig, r.pid());
