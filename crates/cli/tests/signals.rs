@@ -572,6 +572,35 @@ fn run_store_a_background_child_does_not_hold_the_task_and_is_stopped() {
 }
 
 #[test]
+fn run_store_killed_by_sigkill_leaves_no_process_of_its_tasks() {
+    let place = Place::new();
+    let d = place.dir();
+    let bg = d.join("bg.pid");
+    let cmd = with_pid(
+        d,
+        &format!("sleep 1000 & echo $! > '{}'; sleep 1000", bg.display()),
+    );
+    let f = two_tasks(d, &cmd);
+    let mut r = Running::spawn(store_run(&place, &f, &[]));
+    let (sh, bg) = (pid_in(&d.join("sh.pid")), pid_in(&bg));
+    r.child.kill().unwrap();
+    let (status, _) = r.finish();
+    assert_eq!(status.code(), None, "killed");
+    assert_gone(sh, "the task's sh");
+    assert_gone(bg, "the task's background sleep");
+    // Not given back (no chance to): the claim waits for its lease.
+    let mut s = place.open();
+    let me = LeaseOwner::new("test").unwrap();
+    assert!(
+        s.claim(&me, SystemClock.now(), Millis(30_000), 1)
+            .unwrap()
+            .iter()
+            .all(|l| l.id != "long"),
+        "a killed run gives nothing back"
+    );
+}
+
+#[test]
 fn run_store_started_in_the_background_of_a_script_stops_on_sigint() {
     let place = Place::new();
     let d = place.dir();
