@@ -15,7 +15,11 @@
 //! * **the fence**: `complete`, `fail` and `renew` present `(id, generation, owner, epoch)`;
 //!   after the generation check, a token that is not the version's latest claim is
 //!   [`LeaseError::Fenced`] and changes nothing. An expired lease does not refuse a
-//!   completion (only a newer claim does); it refuses a renewal ([`LeaseError::LeaseExpired`]).
+//!   completion (only a newer claim does); it refuses a renewal ([`LeaseError::LeaseExpired`]);
+//! * **giving a claim back**: `abandon` presents the token too (fenced the same way) and ends
+//!   the lease now, so the version is claimable at once instead of after its expiry (a worker
+//!   stopped by Ctrl-C). A fenced `abandon` changes nothing: it must never end the lease of a
+//!   newer claim.
 //!
 //! A refused operation changes nothing, not even the high-water clock.
 //!
@@ -382,6 +386,36 @@ impl DurableModel {
             expiry,
             cancel_requested: self.inner.cancel_requested(&token.id),
         })
+    }
+
+    /// Gives the claim `token` back (D.abandon): the fence, as `complete`; the version must be
+    /// running (`Conflict`); then its lease ends now: `expiry = min(expiry, t)`, so the
+    /// version is claimable at once (by anyone, in submission order) and holds no slot. State,
+    /// generation, attempt count and the latest claim's `(owner, epoch)` stay, so the token's
+    /// later `complete`, `fail` or `renew` are judged as after an expiry. A lease that had
+    /// already expired is accepted and unchanged.
+    ///
+    /// # Errors
+    /// `UnknownTask`, `StaleGeneration`, [`LeaseError::Fenced`], `Conflict`.
+    pub fn abandon(&mut self, token: &Token, now: u64) -> Result<(), LeaseError> {
+        self.fence(token)?;
+        let state = self.inner.state(&token.id).expect("fence checked the id");
+        if state != TaskState::Running {
+            return Err(SchedulerError::Conflict {
+                id: token.id.clone(),
+                generation: token.generation,
+                state,
+            }
+            .into());
+        }
+        let t = self.at(now);
+        let l = self
+            .leases
+            .get_mut(&token.id)
+            .expect("a running version has a lease");
+        l.expiry = l.expiry.min(t);
+        self.clock = t;
+        Ok(())
     }
 
     /// `SchedulerModel::cancel`.

@@ -214,6 +214,7 @@ enum Op {
     Complete(Token, u64),
     Fail(Token, u64, &'static str),
     Renew(Token, u64, u64),
+    Abandon(Token, u64),
     Cancel(String, u64),
     Close(u64),
     /// The test clock moves to this value (forwards or backwards); nothing is called.
@@ -231,6 +232,7 @@ enum Output {
     Claim(Result<Vec<Lease>, DurableError>),
     Callback(Result<CallbackOutcome, DurableError>),
     Renew(Result<Renewal, DurableError>),
+    Abandon(Result<(), DurableError>),
     Cancel(Result<CancelOutcome, DurableError>),
     Close(CloseReport),
     Nothing,
@@ -333,6 +335,7 @@ fn apply_model(m: &mut DurableModel, op: &Op) -> Output {
                 })
                 .map_err(durable_err),
         ),
+        Op::Abandon(t, now) => Output::Abandon(m.abandon(t, *now).map_err(durable_err)),
         Op::Cancel(id, now) => Output::Cancel(m.cancel(id, *now).map_err(durable_err)),
         Op::Close(now) => Output::Close(m.close(*now)),
         Op::Tick(_) | Op::Reopen => Output::Nothing,
@@ -387,6 +390,7 @@ impl<B: Backend> Sut<B> {
             Op::Renew(t, now, lease) => {
                 Output::Renew(self.s().renew(&fencing(t), Millis(*now), Millis(*lease)))
             }
+            Op::Abandon(t, now) => Output::Abandon(self.s().abandon(&fencing(t), Millis(*now))),
             Op::Cancel(id, now) => Output::Cancel(self.s().cancel(id, Millis(*now))),
             Op::Close(now) => Output::Close(self.s().close(Millis(*now)).expect("no store error")),
             Op::Tick(_) => Output::Nothing,
@@ -463,6 +467,7 @@ static EXPIRED: AtomicUsize = AtomicUsize::new(0);
 static RENEWED: AtomicUsize = AtomicUsize::new(0);
 static REOPENS: AtomicUsize = AtomicUsize::new(0);
 static APPLIED: AtomicUsize = AtomicUsize::new(0);
+static ABANDONED: AtomicUsize = AtomicUsize::new(0);
 
 impl Coverage {
     fn record(op: &Op, out: &Output) {
@@ -472,7 +477,9 @@ impl Coverage {
         match out {
             Output::Claim(Ok(ls)) if ls.iter().any(|l| l.attempt > 1) => bump(&RECLAIMS),
             Output::Callback(Err(DurableError::Fenced { .. }))
-            | Output::Renew(Err(DurableError::Fenced { .. })) => bump(&FENCED),
+            | Output::Renew(Err(DurableError::Fenced { .. }))
+            | Output::Abandon(Err(DurableError::Fenced { .. })) => bump(&FENCED),
+            Output::Abandon(Ok(())) => bump(&ABANDONED),
             Output::Renew(Err(DurableError::LeaseExpired { .. })) => bump(&EXPIRED),
             Output::Renew(Ok(_)) => bump(&RENEWED),
             Output::Callback(Ok(CallbackOutcome::Applied(_))) => bump(&APPLIED),
@@ -493,6 +500,7 @@ impl Coverage {
             ("renewals refused as expired", &EXPIRED),
             ("renewals", &RENEWED),
             ("applied callbacks", &APPLIED),
+            ("claims given back", &ABANDONED),
             ("reopens", &REOPENS),
         ]
         .map(|(what, c)| (what, c.load(Ordering::Relaxed)));
@@ -636,9 +644,10 @@ impl<B: Backend> ReferenceStateMachine for DurableMachine<B> {
         let fail = (token.clone(), select(vec!["boom", "oops"]))
             .prop_map(move |(t, e)| Op::Fail(t, now, e))
             .boxed();
-        let renew = (token, 5u64..=20)
+        let renew = (token.clone(), 5u64..=20)
             .prop_map(move |(t, lease)| Op::Renew(t, now, lease))
             .boxed();
+        let abandon = token.prop_map(move |t| Op::Abandon(t, now)).boxed();
         let any_id = if known.is_empty() {
             select(ids_and_ghost()).boxed()
         } else {
@@ -681,10 +690,11 @@ impl<B: Backend> ReferenceStateMachine for DurableMachine<B> {
 
         let k = known.len() as u32;
         let w = if m.is_started() {
-            // submit, start, check, claim, complete, fail, renew, cancel, close, tick, reopen
-            [8, 1, 1, 20, 14, 5, 12, 4, 1, 16, 2]
+            // submit, start, check, claim, complete, fail, renew, cancel, close, tick, reopen,
+            // abandon
+            [8, 1, 1, 20, 14, 5, 12, 4, 1, 16, 2, 5]
         } else {
-            [30, 2 + k, 2, 3 * k, 2, 2, 2, 2, u32::from(k > 2), 2, 1]
+            [30, 2 + k, 2, 3 * k, 2, 2, 2, 2, u32::from(k > 2), 2, 1, 1]
         };
         weighted(vec![
             (w[0], submit),
@@ -698,6 +708,7 @@ impl<B: Backend> ReferenceStateMachine for DurableMachine<B> {
             (w[8], Just(Op::Close(now)).boxed()),
             (w[9], tick),
             (w[10], Just(Op::Reopen).boxed()),
+            (w[11], abandon),
         ])
     }
 
@@ -905,6 +916,80 @@ fn scripted_fencing<B: Backend>() {
         step(Op::Complete(tok(&second[0]), 14)),
         Output::Callback(Ok(CallbackOutcome::Duplicate(TaskState::Succeeded)))
     );
+}
+
+/// A claim given back (`abandon`, a worker stopped by Ctrl-C) is claimable at once; the
+/// abandoning worker's token is fenced once the version was claimed again (its abandon, too,
+/// changes nothing: the newer claim keeps its lease and its slot); its late completion before
+/// any new claim is accepted, as after an expiry. On backend `B` and the model side by side.
+fn scripted_abandon<B: Backend>() {
+    let mut m = DurableModel::new(1);
+    let mut sut: Sut<B> = Sut::new(1);
+    let ids = ids_and_ghost();
+    let mut step = |op: Op| -> Output {
+        let (mo, so) = (apply_model(&mut m, &op), sut.apply(&op));
+        assert_eq!(so, mo, "{op:?}");
+        sut.observe_diff(&m, &ids).unwrap();
+        so
+    };
+    step(Op::Submit(vec![("a".into(), vec![], 0)]));
+    step(Op::Submit(vec![("b".into(), vec![], 0)]));
+    let claim = |owner, now| Op::Claim {
+        owner,
+        now,
+        lease: 100,
+        max: 1,
+    };
+    let Output::Claim(Ok(first)) = step(claim("w1", 0)) else {
+        panic!("claim")
+    };
+    assert_eq!(
+        step(Op::Abandon(tok(&first[0]), 5)),
+        Output::Abandon(Ok(()))
+    );
+    // Claimable at once, before b (submission order), long before the old expiry (100).
+    let Output::Claim(Ok(second)) = step(claim("w2", 5)) else {
+        panic!("claim")
+    };
+    assert_eq!(
+        (second[0].id.as_str(), second[0].epoch, second[0].attempt),
+        ("a", 2, 2)
+    );
+    // The first worker's abandon again: fenced; w2 keeps the only slot.
+    assert!(matches!(
+        step(Op::Abandon(tok(&first[0]), 6)),
+        Output::Abandon(Err(DurableError::Fenced { .. }))
+    ));
+    let Output::Claim(Ok(none)) = step(claim("w3", 7)) else {
+        panic!("claim")
+    };
+    assert!(none.is_empty(), "the newer claim still holds the slot");
+    // w2 gives it back, then reports anyway before anyone claimed it: accepted.
+    assert_eq!(
+        step(Op::Abandon(tok(&second[0]), 8)),
+        Output::Abandon(Ok(()))
+    );
+    assert!(matches!(
+        step(Op::Complete(tok(&second[0]), 9)),
+        Output::Callback(Ok(CallbackOutcome::Applied(_)))
+    ));
+    // Settled: nothing to give back.
+    assert!(matches!(
+        step(Op::Abandon(tok(&second[0]), 10)),
+        Output::Abandon(Err(DurableError::Conflict { .. }))
+    ));
+}
+
+#[test]
+fn sqlite_scripted_abandon() {
+    scripted_abandon::<Sqlite>();
+}
+
+#[test]
+fn postgres_scripted_abandon() {
+    let Some(url) = pg_url() else { return };
+    let _scratch = PgScratch::new(url);
+    scripted_abandon::<Postgres>();
 }
 
 #[test]

@@ -12,15 +12,23 @@
 //!   of `-j N` workers (`--dry-run` lists the claim order with `lockstep_dag::TaskScheduler`);
 //! * [`store`]: `lockstep run --store`, a run recorded in a durable store and resumed;
 //! * [`worker`]: `lockstep worker`, which shares a stored run with other processes;
+//! * [`command`]: running one task's command (its own process group, environment, output
+//!   capture, timeouts, stopping it with SIGTERM then SIGKILL, no orphans), for `run`,
+//!   `run --store` and `worker` alike;
+//! * [`interrupt`]: Ctrl-C and SIGTERM to lockstep itself, handled the same way everywhere;
 //! * [`timings`]: `--timings`, the wall time of each phase (read, parse, build, validate,
 //!   run).
 //!
-//! Exit codes of the command: 0 the graph can run / every task succeeded; 1 the graph
-//! cannot run (`check`) / some task did not succeed (`run`); 2 unreadable input (missing
+//! Exit codes of the command: 0 the graph can run / every task succeeded / the run finished
+//! (`worker`); 1 the graph cannot run (`check`) / some task did not succeed (`run`) / stopped
+//! by Ctrl-C or SIGTERM (`run`, `run --store`, `worker`; a second signal exits at once with
+//! 130, or 143 for SIGTERM); 2 unreadable input (missing
 //! file, parse error), bad options, a store that cannot be opened or fails (`run --store`,
 //! `worker`) and, for `run`, an invalid graph (nothing was run).
 
+pub mod command;
 pub mod graph;
+pub mod interrupt;
 pub mod run;
 pub mod store;
 pub mod timings;

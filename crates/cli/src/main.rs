@@ -2,14 +2,15 @@
 //!
 //! ```text
 //! lockstep check FILE [GRAPH OPTIONS]          (FILE `-`: standard input, with --format)
-//! lockstep run FILE [-j N] [--dry-run] [--simulate MS] [--log-dir DIR] [GRAPH OPTIONS]
-//! lockstep run FILE --store sqlite:PATH|postgres://... [-j N] [--lease-ms MS]
-//! lockstep worker --store sqlite:PATH|postgres://... [--slots N] [--lease-ms MS]
+//! lockstep run FILE [-j N] [--dry-run] [--simulate MS] [--log-dir DIR] [--grace S] [GRAPH OPTIONS]
+//! lockstep run FILE --store sqlite:PATH|postgres://... [-j N] [--lease-ms MS] [--grace S]
+//! lockstep worker --store sqlite:PATH|postgres://... [--slots N] [--lease-ms MS] [--grace S]
 //! ```
 //!
-//! Exit status: 0 the graph can run / every task succeeded; 1 the graph cannot run
-//! (`check`) / some task failed, was blocked, cancelled or interrupted (`run`, also after
-//! Ctrl-C; a second Ctrl-C exits with 130); 2 unreadable input
+//! Exit status: 0 the graph can run / every task succeeded / the run finished (`worker`); 1
+//! the graph cannot run (`check`) / some task failed, was blocked, cancelled or interrupted
+//! (`run`), and after Ctrl-C or SIGTERM (`run`, `run --store`, `worker`; a second one exits at
+//! once with 130, or 143 for SIGTERM); 2 unreadable input
 //! (missing file, parse error), bad options, a store that cannot be opened or fails, and,
 //! for `run`, a graph that cannot run.
 
@@ -51,9 +52,16 @@ enum Cmd {
     /// cause. Exit 0 only if every task succeeded, 1 otherwise, 2 for unreadable input, a
     /// graph that cannot run (nothing is run), or a --store that cannot be opened or fails.
     ///
-    /// Ctrl-C: queued tasks are cancelled and running ones are waited for; those that
-    /// were running and did not succeed are reported `interrupted` (their own line and
-    /// count). After Ctrl-C the exit status is 1; a second Ctrl-C exits at once with 130.
+    /// Each command runs in its own process group; the task ends when the command exits, and
+    /// processes it left running (`cmd &`) get SIGTERM, then SIGKILL after --grace. If lockstep
+    /// dies, even by SIGKILL, its commands are killed too.
+    ///
+    /// Ctrl-C or SIGTERM: queued tasks are cancelled (with --store: nothing more is claimed)
+    /// and each running command gets SIGTERM, then SIGKILL after --grace; those that were
+    /// running and did not succeed are reported `interrupted` (their own line and count;
+    /// with --store they are given back to the store, so the next run claims them at once).
+    /// After Ctrl-C the exit status is 1; a second Ctrl-C exits at once with 130 (143 for a
+    /// second SIGTERM).
     Run {
         #[command(flatten)]
         graph: GraphArgs,
@@ -77,6 +85,8 @@ enum Cmd {
         #[arg(long)]
         no_progress: bool,
         #[command(flatten)]
+        grace: GraceArg,
+        #[command(flatten)]
         durable: DurableRunArgs,
     },
     /// Work on a run kept in a store: claim tasks with leases, run them, report results.
@@ -85,8 +95,12 @@ enum Cmd {
     /// run FILE --store URL`). Each claims up to --slots tasks at once within the store's
     /// concurrency limit, renews its leases while the tasks run, and stops when the run is
     /// finished (nothing pending, ready or running) or closed. A worker that dies loses its
-    /// leases; its tasks are run again by others (at least once). Exit 0 when the run
-    /// finished, 2 when the store fails.
+    /// leases; its tasks are run again by others (at least once).
+    ///
+    /// Ctrl-C or SIGTERM: nothing more is claimed, each running command gets SIGTERM, then
+    /// SIGKILL after --grace, and the tasks that did not succeed are given back to the store
+    /// (another worker or run claims them at once). Exit 0 when the run finished, 1 after
+    /// Ctrl-C or SIGTERM (a second one exits at once with 130 or 143), 2 when the store fails.
     Worker {
         /// The store: sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE.
         #[arg(long, value_name = "URL")]
@@ -103,7 +117,20 @@ enum Cmd {
         /// Wait this long before looking again when nothing can be claimed.
         #[arg(long, value_name = "MS", default_value_t = 200)]
         poll_ms: u64,
+        #[command(flatten)]
+        grace: GraceArg,
     },
+}
+
+/// `--grace`, of `run` and `worker`.
+#[derive(Debug, Args)]
+struct GraceArg {
+    /// After Ctrl-C or SIGTERM (or a lost lease), each running command's process group gets
+    /// SIGTERM, then SIGKILL if it has not exited after this long: seconds (5, 0.5) or a number
+    /// with a unit (500ms, 10s), at most 3600 s. Also how long processes that a finished
+    /// command left running (`cmd &`) get between SIGTERM and SIGKILL.
+    #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = lockstep_cli::command::parse_grace)]
+    grace: Duration,
 }
 
 /// `run --store`: record the run in a durable store (resumable, shareable with workers).
@@ -207,6 +234,7 @@ fn main() -> ExitCode {
             simulate,
             log_dir,
             no_progress,
+            grace,
             durable,
         } => {
             let jobs = jobs.map_or_else(default_jobs, |j| j as usize);
@@ -216,6 +244,8 @@ fn main() -> ExitCode {
                     limit: durable.store_limit.map_or(jobs, |n| n as usize),
                     lease: Duration::from_millis(durable.lease_ms),
                     simulate: simulate.map(Duration::from_millis),
+                    grace: grace.grace,
+                    stop: stop_on_signals(grace.grace),
                 };
                 return store_run_cmd(&graph, &spec, &opts);
             }
@@ -225,6 +255,7 @@ fn main() -> ExitCode {
                 log_dir,
                 progress: !no_progress && !dry_run && std::io::stderr().is_terminal(),
                 handle_interrupt: true,
+                grace: grace.grace,
             };
             run_cmd(&graph, &opts, dry_run)
         }
@@ -234,6 +265,7 @@ fn main() -> ExitCode {
             lease_ms,
             simulate,
             poll_ms,
+            grace,
         } => {
             let opts = lockstep_cli::worker::WorkerOptions {
                 owner: lockstep_cli::worker::default_owner(),
@@ -241,6 +273,8 @@ fn main() -> ExitCode {
                 lease: Duration::from_millis(lease_ms),
                 poll: Duration::from_millis(poll_ms),
                 simulate: simulate.map(Duration::from_millis),
+                grace: grace.grace,
+                stop: stop_on_signals(grace.grace),
             };
             worker_cmd(&store, &opts)
         }
@@ -261,6 +295,25 @@ macro_rules! emitln {
     ($($arg:tt)*) => {
         emit(&format!("{}\n", format_args!($($arg)*)))
     };
+}
+
+/// Installs the process's SIGINT and SIGTERM handler for `run --store` and `worker`: the first
+/// signal prints a line and requests the stop; a second one exits at once (130 or 143).
+fn stop_on_signals(grace: Duration) -> lockstep_cli::interrupt::StopRequest {
+    let stop = lockstep_cli::interrupt::StopRequest::new();
+    let on_first = stop.clone();
+    let installed = lockstep_cli::interrupt::install(move |signal| {
+        emitln!(
+            "{}: claiming no more tasks, stopping running ones (SIGTERM, then SIGKILL after {}); they will be given back to the store",
+            signal.name(),
+            lockstep_cli::command::grace_text(grace)
+        );
+        on_first.request(signal);
+    });
+    if let Err(e) = installed {
+        eprintln!("warning: no Ctrl-C handling: {e}");
+    }
+    stop
 }
 
 fn default_jobs() -> usize {
@@ -331,15 +384,24 @@ fn worker_cmd(
 ) -> ExitCode {
     match lockstep_cli::worker::run(|| spec.open(None), opts) {
         Ok(stats) => {
+            let how = match stats.stopped_by {
+                Some(signal) => format!("stopped by {}", signal.name()),
+                None => "run finished".to_string(),
+            };
             emitln!(
-                "worker {}: run finished; {} succeeded, {} failed, {} result(s) refused by the fence, {} lease(s) lost",
+                "worker {}: {how}; {} succeeded, {} failed, {} result(s) refused by the fence, {} lease(s) lost, {} given back to the store",
                 opts.owner,
                 stats.succeeded,
                 stats.failed,
                 stats.fenced,
-                stats.lost_leases
+                stats.lost_leases,
+                stats.given_back.len()
             );
-            ExitCode::SUCCESS
+            if stats.stopped_by.is_some() {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            }
         }
         Err(e) => {
             eprintln!("error: store {spec}: {e}");

@@ -18,11 +18,14 @@
 //! ([`TaskScheduler`]): it lists the claim order with `-j` slots without running anything.
 //!
 //! # Commands and output
-//! A command runs as `sh -c COMMAND` in the task's `cwd` (else lockstep's own), with the
-//! task's `env` added to the inherited environment and standard input closed. Its standard
-//! output and standard error go to one pipe (so their lines keep their order) and are
-//! printed when the task ends, each line prefixed with `[ID] `, so that the output of
-//! tasks running at once never interleaves. With `--log-dir DIR` they go instead to
+//! A command runs through [`crate::command`] (the module `run --store` and `worker` use
+//! too): `sh -c COMMAND` in its own process group, in the task's `cwd` (else lockstep's own),
+//! with the task's `env` added to the inherited environment and standard input closed. Its
+//! standard output and standard error go to one pipe (so their lines keep their order) and are
+//! printed when the task ends, each line prefixed with `[ID] `, so that the output of tasks
+//! running at once never interleaves. The task ends when its command exits: processes it left
+//! running (`cmd &`) get SIGTERM, then SIGKILL after `--grace`, and what they write is not
+//! waited for. With `--log-dir DIR` the output goes instead to
 //! `DIR/NNNN-ID.log` (NNNN: the task's 0-based position in the file, not counting tasks
 //! removed by `--exclude-task`; unsafe characters of the id become `_`, and a long id is cut
 //! to 200 characters) and nothing of them is printed; a failed task's lines then name its
@@ -31,11 +34,14 @@
 //! startable, e.g. in a missing `cwd`) is a failure with that reason.
 //!
 //! # Interrupts
-//! On Ctrl-C (SIGINT) the main thread closes the run ([`GraphRun::close`]): every task that
-//! has not started is cancelled (reason `Closed`) instead of running, and every running
-//! task sees its cancel request. Running commands got the terminal's SIGINT themselves; a
-//! `--simulate` sleep polls its token and stops early. lockstep waits for every running
-//! task to return (a second Ctrl-C exits at once with status 130).
+//! On Ctrl-C (SIGINT) or SIGTERM ([`crate::interrupt`]) the main thread closes the run
+//! ([`GraphRun::close`]): every task that has not started is cancelled (reason `Closed`)
+//! instead of running, and every running task sees its cancel request: its command's process
+//! group gets SIGTERM, then SIGKILL if it is still there after `--grace` (the commands are in
+//! groups of their own, so the terminal's Ctrl-C reaches lockstep only); a `--simulate` sleep
+//! polls its token and stops early. lockstep waits for every running task to return (a
+//! second signal exits at once with status 130 for SIGINT, 143 for SIGTERM; then the
+//! [`crate::command`] guard kills what was still running).
 //!
 //! A task that was running at the Ctrl-C and then did not succeed is *interrupted*: the
 //! executor has no "cancelled while running" state (a running task settles only when its
@@ -45,12 +51,10 @@
 //! succeeded. The run does not succeed ([`RunReport::all_succeeded`] is false: exit status
 //! 1).
 //!
-//! The terminal sends SIGINT to lockstep and to the running commands at once, and a command
-//! may die of it before lockstep's handler has run. So, following the usual convention for
-//! programs that run commands (a caller whose child was killed by SIGINT acts as if it got
-//! SIGINT itself), a command killed by SIGINT also counts as a Ctrl-C (its task closes the
-//! run before it returns): otherwise its freed worker would start queued work the user had
-//! just interrupted.
+//! A command killed by SIGINT also counts as a Ctrl-C (its task closes the run before it
+//! returns), following the usual convention for programs that run commands (a caller whose
+//! child was killed by SIGINT acts as if it got SIGINT itself): someone sent the command the
+//! user's interrupt, and its freed worker must not start queued work.
 //!
 //! # Critical path
 //! The longest path through the graph where each task weighs its measured duration: for
@@ -60,10 +64,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -73,7 +76,9 @@ use lockstep_dag::TaskScheduler;
 use lockstep_dag::executor::{FrozenGraph, GraphRun, RunOutcome, TaskContext};
 use lockstep_pool::Pool;
 
+use crate::command::{self, CommandSpec, Output};
 use crate::graph::TaskGraph;
+use crate::interrupt::{self, StopSignal};
 use crate::timings::{self, Timings};
 use crate::validate::{self, Report};
 
@@ -102,8 +107,11 @@ pub struct RunOptions {
     pub log_dir: Option<PathBuf>,
     /// Draw a progress bar on standard error (the caller checks that it is a terminal).
     pub progress: bool,
-    /// Listen for Ctrl-C (only the binary sets this: the handler is process-wide).
+    /// Listen for Ctrl-C and SIGTERM (only the binary sets this: the handler is
+    /// process-wide).
     pub handle_interrupt: bool,
+    /// After Ctrl-C, time between SIGTERM and SIGKILL to a running command (`--grace`).
+    pub grace: Duration,
 }
 
 impl Default for RunOptions {
@@ -114,6 +122,7 @@ impl Default for RunOptions {
             log_dir: None,
             progress: false,
             handle_interrupt: false,
+            grace: command::DEFAULT_GRACE,
         }
     }
 }
@@ -155,14 +164,14 @@ pub struct RunReport {
     pub critical_time: Duration,
     /// The critical path, from the first task to run to the last.
     pub critical_path: Vec<String>,
-    /// Ctrl-C stopped the run.
-    pub interrupted: bool,
+    /// Ctrl-C (or SIGTERM) stopped the run.
+    pub interrupted: Option<StopSignal>,
 }
 
 impl RunReport {
     /// True when every task succeeded (an empty graph counts).
     pub fn all_succeeded(&self) -> bool {
-        !self.interrupted && self.tasks.iter().all(|t| t.state == TaskState::Succeeded)
+        self.interrupted.is_none() && self.tasks.iter().all(|t| t.state == TaskState::Succeeded)
     }
 
     /// The lines printed after a run: one per task that did not succeed, grouped so that
@@ -208,7 +217,7 @@ impl RunReport {
             .filter(|(s, n)| *n > 0 || s.is_terminal())
             .map(|(s, n)| format!("{n} {s}"))
             .collect();
-        if self.interrupted || self.interrupted_tasks > 0 {
+        if self.interrupted.is_some() || self.interrupted_tasks > 0 {
             counts.push(format!("{} interrupted", self.interrupted_tasks));
         }
         out.push(format!(
@@ -222,8 +231,11 @@ impl RunReport {
                 format!(" ({})", self.critical_path.join(" -> "))
             }
         ));
-        if self.interrupted {
-            out.push("stopped by Ctrl-C: queued tasks were cancelled".to_string());
+        if let Some(signal) = self.interrupted {
+            out.push(format!(
+                "stopped by {}: queued tasks were cancelled",
+                signal.name()
+            ));
         }
         out
     }
@@ -365,7 +377,7 @@ struct Ran {
 enum Msg {
     Started(String),
     Done(Done),
-    Interrupt,
+    Interrupt(StopSignal),
     Finished(RunOutcome<String>),
 }
 
@@ -457,8 +469,12 @@ fn freeze(graph: &TaskGraph, timings: &mut Timings) -> Result<FrozenGraph<String
     Ok(frozen)
 }
 
+/// How long after the first tasks started a test's queued Ctrl-C is handled (`run_inner`).
+const TEST_INTERRUPT_DELAY: Duration = Duration::from_millis(300);
+
 /// [`run`]; with `interrupt_first`, a Ctrl-C is queued before the run starts (for tests: it
-/// is handled once the first tasks, as many as can run at once, have started).
+/// is handled [`TEST_INTERRUPT_DELAY`] after the first tasks, as many as can run at once, have
+/// started, so that their commands have set their traps).
 fn run_inner(
     graph: &TaskGraph,
     opts: &RunOptions,
@@ -482,7 +498,7 @@ fn run_inner(
         install_interrupt(tx.clone());
     }
     if interrupt_first {
-        let _ = tx.send(Msg::Interrupt);
+        let _ = tx.send(Msg::Interrupt(StopSignal::Interrupt));
     }
     let out = if opts.progress {
         let pb = ProgressBar::new(ids.len() as u64);
@@ -513,6 +529,7 @@ fn run_inner(
         let tx = tx.clone();
         let simulate = opts.simulate;
         let log_dir = opts.log_dir.clone();
+        let grace = opts.grace;
         let handle_interrupt = opts.handle_interrupt;
         move |ctx: &TaskContext<'_, String>| -> Result<(), String> {
             let id = ctx.id();
@@ -539,6 +556,7 @@ fn run_inner(
                     payload,
                     simulate,
                     log_dir.as_deref(),
+                    grace,
                     &cancelled,
                     &mut ran,
                 )
@@ -579,6 +597,9 @@ fn run_inner(
             let _ = tx.send(Msg::Finished(run.wait()));
         })
     };
+    // Tests only: the deferred interrupt is sent again through this, a moment after the tasks
+    // started (their commands must have installed their traps by then).
+    let mut test_tx = interrupt_first.then(|| tx.clone());
     drop(tx);
 
     // A deferred test interrupt is handled once this many tasks have started.
@@ -590,12 +611,16 @@ fn run_inner(
     let mut interrupted_how: HashMap<String, String> = HashMap::new();
     let mut finish_order: Vec<String> = Vec::with_capacity(ids.len());
     let mut running: Vec<String> = Vec::new();
-    let mut interrupted = false;
-    let interrupt = |interrupted: &mut bool| {
-        if !*interrupted {
-            *interrupted = true;
+    let mut interrupted: Option<StopSignal> = None;
+    let interrupt = |interrupted: &mut Option<StopSignal>, signal: StopSignal| {
+        if interrupted.is_none() {
+            *interrupted = Some(signal);
             run.close();
-            out.line("Ctrl-C: cancelling queued tasks, waiting for running ones");
+            out.line(&format!(
+                "{}: cancelling queued tasks, stopping running ones (SIGTERM, then SIGKILL after {})",
+                signal.name(),
+                command::grace_text(opts.grace)
+            ));
         }
     };
     let outcome = loop {
@@ -605,27 +630,33 @@ fn run_inner(
         };
         match msg {
             Msg::Finished(outcome) => break outcome,
-            Msg::Interrupt if interrupt_first && started_count < want_started => {
+            Msg::Interrupt(_) if interrupt_first && started_count < want_started => {
                 deferred_interrupt = true;
             }
-            Msg::Interrupt => interrupt(&mut interrupted),
+            Msg::Interrupt(signal) => interrupt(&mut interrupted, signal),
             Msg::Started(id) => {
                 started_count += 1;
                 running.push(id);
                 out.set_running(&running);
-                if deferred_interrupt && started_count >= want_started {
+                if deferred_interrupt
+                    && started_count >= want_started
+                    && let Some(tx) = test_tx.take()
+                {
                     deferred_interrupt = false;
-                    interrupt(&mut interrupted);
+                    std::thread::spawn(move || {
+                        std::thread::sleep(TEST_INTERRUPT_DELAY);
+                        let _ = tx.send(Msg::Interrupt(StopSignal::Interrupt));
+                    });
                 }
             }
             Msg::Done(done) => {
                 if deferred_interrupt {
                     deferred_interrupt = false;
-                    interrupt(&mut interrupted);
+                    interrupt(&mut interrupted, StopSignal::Interrupt);
                 }
                 // The interrupt is reported before the result of the command that caused it.
                 if done.ran.sigint && opts.handle_interrupt {
-                    interrupt(&mut interrupted);
+                    interrupt(&mut interrupted, StopSignal::Interrupt);
                 }
                 finish_order.push(done.id.clone());
                 durations.insert(done.id.clone(), done.duration);
@@ -759,16 +790,10 @@ pub fn critical_path(
 
 fn install_interrupt(tx: mpsc::Sender<Msg>) {
     let tx = std::sync::Mutex::new(tx);
-    let mut count = 0u32;
-    // Only one handler per process; a second call (never made by the binary) fails and the
-    // run simply has no Ctrl-C handling.
-    let _ = ctrlc::set_handler(move || {
-        count += 1;
-        if count > 1 {
-            std::process::exit(130);
-        }
+    // Only one handler per process; should it fail, the run simply has no Ctrl-C handling.
+    let _ = interrupt::install(move |signal| {
         if let Ok(tx) = tx.lock() {
-            let _ = tx.send(Msg::Interrupt);
+            let _ = tx.send(Msg::Interrupt(signal));
         }
     });
 }
@@ -796,120 +821,63 @@ pub fn log_file_name(index: usize, id: &str) -> String {
     format!("{index:04}-{safe}.log")
 }
 
-/// Runs one task on a pool worker. `Ok(output)` on success, `Err((reason, output))` on
-/// failure; output is empty when it went to a log file. Sets `ran.sigint` when the command
-/// was killed by SIGINT and `ran.log` to the log file once it is created.
+/// Runs one task on a pool worker, through [`command::run`]. `Ok(output)` on success,
+/// `Err((reason, output))` on failure; output is empty when it went to a log file. Sets
+/// `ran.sigint` when the command was killed by SIGINT and `ran.log` to the log file once it is
+/// created.
 fn execute(
     id: &str,
     payload: &TaskPayload,
     simulate: Option<Duration>,
     log_dir: Option<&Path>,
+    grace: Duration,
     cancelled: &dyn Fn() -> bool,
     ran: &mut Ran,
 ) -> Result<Vec<u8>, (String, Vec<u8>)> {
     if let Some(total) = simulate {
-        let deadline = Instant::now() + total;
-        loop {
-            if cancelled() {
-                return Err(("simulated run stopped early".to_string(), Vec::new()));
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Ok(Vec::new());
-            }
-            std::thread::sleep((deadline - now).min(Duration::from_millis(20)));
-        }
+        return if command::simulate(total, cancelled) {
+            Ok(Vec::new())
+        } else {
+            Err(("simulated run stopped early".to_string(), Vec::new()))
+        };
     }
-    let Some(command) = &payload.command else {
+    let Some(text) = &payload.command else {
         return Ok(Vec::new());
     };
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg(command)
-        .stdin(Stdio::null())
-        .envs(&payload.env);
-    if let Some(cwd) = &payload.cwd {
-        cmd.current_dir(cwd);
-    }
-    let fail = |what: String| Err((what, Vec::new()));
-    // A missing working directory also fails the spawn with "No such file or directory":
-    // name the directory, so that it is not read as `sh` missing.
-    let cannot_start = |e: std::io::Error| match &payload.cwd {
-        Some(cwd) => fail(format!("cannot start sh in {}: {e}", cwd.display())),
-        None => fail(format!("cannot start sh: {e}")),
-    };
-    let status = match log_dir {
+    let output = match log_dir {
         Some(dir) => {
             let path = dir.join(log_file_name(payload.index, id));
-            let file = match std::fs::File::create(&path) {
-                Ok(f) => f,
-                Err(e) => return fail(format!("cannot create log {}: {e}", path.display())),
-            };
-            let err = match file.try_clone() {
-                Ok(f) => f,
-                Err(e) => return fail(format!("cannot create log {}: {e}", path.display())),
-            };
-            ran.log = Some(path);
-            cmd.stdout(file).stderr(err);
-            match cmd.status() {
-                Ok(s) => (s, Vec::new()),
-                Err(e) => return cannot_start(e),
+            match std::fs::File::create(&path) {
+                Ok(f) => {
+                    ran.log = Some(path);
+                    Output::File(f)
+                }
+                Err(e) => {
+                    return Err((
+                        format!("cannot create log {}: {e}", path.display()),
+                        Vec::new(),
+                    ));
+                }
             }
         }
-        None => {
-            let (mut reader, writer) = match std::io::pipe() {
-                Ok(p) => p,
-                Err(e) => return fail(format!("cannot create a pipe: {e}")),
-            };
-            let err = match writer.try_clone() {
-                Ok(w) => w,
-                Err(e) => return fail(format!("cannot create a pipe: {e}")),
-            };
-            cmd.stdout(writer).stderr(err);
-            let mut child = match cmd.spawn() {
-                Ok(c) => c,
-                Err(e) => return cannot_start(e),
-            };
-            // Our copies of the write end must close, or the read below never ends.
-            drop(cmd);
-            let mut output = Vec::new();
-            let read = reader.read_to_end(&mut output);
-            let status = match child.wait() {
-                Ok(s) => s,
-                Err(e) => return Err((format!("cannot wait for sh: {e}"), output)),
-            };
-            if let Err(e) = read {
-                return Err((format!("cannot read output: {e}"), output));
-            }
-            (status, output)
-        }
+        None => Output::Capture,
     };
-    let (status, output) = status;
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::ExitStatusExt;
-        // SIGINT is 2 on every Unix.
-        ran.sigint = status.signal() == Some(2);
-    }
-    if status.success() {
-        Ok(output)
+    let spec = CommandSpec {
+        command: text,
+        cwd: payload.cwd.as_deref(),
+        env: &payload.env,
+        output,
+        grace,
+        timeout: None,
+    };
+    let finished = command::run(spec, cancelled).map_err(|e| (e.to_string(), Vec::new()))?;
+    // SIGINT is 2 on every Unix.
+    ran.sigint = finished.signal() == Some(2);
+    if finished.success() {
+        Ok(finished.output)
     } else {
-        Err((describe(status), output))
+        Err((finished.describe(), finished.output))
     }
-}
-
-fn describe(status: ExitStatus) -> String {
-    if let Some(code) = status.code() {
-        return format!("exit status {code}");
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::ExitStatusExt;
-        if let Some(sig) = status.signal() {
-            return format!("killed by signal {sig}");
-        }
-    }
-    status.to_string()
 }
 
 impl fmt::Display for TaskRecord {
@@ -1001,7 +969,7 @@ mod tests {
             wall: Duration::ZERO,
             critical_time: Duration::ZERO,
             critical_path: Vec::new(),
-            interrupted,
+            interrupted: interrupted.then_some(StopSignal::Interrupt),
             interrupted_tasks: 0,
         }
     }
@@ -1051,7 +1019,7 @@ mod tests {
             ..RunOptions::default()
         };
         let r = run_inner(&g, &opts, true, &mut Timings::new()).unwrap();
-        assert!(r.interrupted);
+        assert_eq!(r.interrupted, Some(StopSignal::Interrupt));
         assert!(!r.all_succeeded());
         let a = &r.tasks[0];
         // The scheduler has no "cancelled while running" state: it records a failure.
@@ -1087,11 +1055,12 @@ mod tests {
     #[test]
     fn a_task_running_at_ctrl_c_that_succeeds_anyway_counts_as_succeeded() {
         // -j 2: `ok` and `bad` are both running when the queued Ctrl-C is handled; `ok`
-        // then succeeds, `bad` exits 4 (a command may exit non-zero on SIGINT instead of
+        // then succeeds, `bad` exits 4 (a command may exit non-zero on SIGTERM instead of
         // dying of it): interrupted, with how it ended. `later` was queued: cancelled.
         let mut g = graph(&[("ok", &[]), ("bad", &[]), ("later", &[])]);
-        g.tasks[0].command = Some("sleep 0.2".to_string());
-        g.tasks[1].command = Some("sleep 0.2; exit 4".to_string());
+        // Both are sent SIGTERM at the interrupt: `ok` exits 0 on it, `bad` exits 4.
+        g.tasks[0].command = Some("trap 'exit 0' TERM; sleep 30 & wait".to_string());
+        g.tasks[1].command = Some("trap 'exit 4' TERM; sleep 30 & wait".to_string());
         g.tasks[2].command = Some("true".to_string());
         let opts = RunOptions {
             jobs: 2,

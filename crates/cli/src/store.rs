@@ -21,10 +21,16 @@
 //! 4. runs `-j N` local workers ([`crate::worker`]) until every task is settled, then prints one
 //!    line per task that did not succeed and a summary from the store.
 //!
-//! A store is never closed by `run`, so that it can always be resumed. Ctrl-C ends the
-//! process like a crash: its running tasks are claimed again once their leases expire. Tasks run
-//! **at least once**: a task whose worker died is run again by another, so commands should be
-//! idempotent (SPEC A6).
+//! A store is never closed by `run`, so that it can always be resumed. Ctrl-C (or SIGTERM)
+//! stops the run as it stops an in-memory one: no task is claimed after it, each running
+//! command's process group gets SIGTERM, then SIGKILL after `--grace`, and the tasks that did
+//! not succeed are **given back** to the store ([`lockstep_durable::Store::abandon`], fenced
+//! like a completion), so that the next `run` or worker claims them at once instead of after
+//! their lease; the report lists them as `interrupted` and the exit status is 1 (a second
+//! signal exits at once with 130, or 143 for SIGTERM; those claims then wait for their lease).
+//! A crash (SIGKILL) leaves its claims to expire: they are claimed again after the lease. Tasks
+//! run **at least once**: a task whose worker died is run again by another, so commands should
+//! be idempotent (SPEC A6).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
@@ -32,10 +38,13 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use lockstep_durable::{DurableError, NewTask, SqliteStore, Store, TaskState, TaskStatus};
+use lockstep_durable::{
+    Clock, DurableError, NewTask, SqliteStore, Store, SystemClock, TaskState, TaskStatus,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::graph::TaskGraph;
+use crate::interrupt::StopRequest;
 use crate::validate::{self, Report};
 use crate::worker::{self, WorkerOptions, WorkerStats};
 
@@ -238,6 +247,11 @@ pub struct StoreRunOptions {
     pub lease: Duration,
     /// Run each task as a sleep of this long instead of its command.
     pub simulate: Option<Duration>,
+    /// Time between SIGTERM and SIGKILL when a running command is stopped (`--grace`).
+    pub grace: Duration,
+    /// Set by Ctrl-C or SIGTERM: claim nothing more, stop the running commands, give their
+    /// claims back (see [`crate::worker::run`]).
+    pub stop: StopRequest,
 }
 
 /// What `run --store` did.
@@ -254,21 +268,42 @@ pub struct StoreRunReport {
 }
 
 impl StoreRunReport {
-    /// True when every task of the file succeeded.
+    /// True when every task of the file succeeded and no signal stopped the run.
     pub fn all_succeeded(&self) -> bool {
-        self.tasks
-            .iter()
-            .all(|(_, s)| s.state == TaskState::Succeeded)
+        self.workers.stopped_by.is_none()
+            && self
+                .tasks
+                .iter()
+                .all(|(_, s)| s.state == TaskState::Succeeded)
     }
 
-    /// The lines printed after the run: `failed: ID: REASON`, then `cancelled: ID`, then
-    /// `blocked: ID (cause: X failed)`, each in file order; then `summary: ...`.
+    /// The lines printed after the run: `failed: ID: REASON`, then `interrupted: ID (HOW; given
+    /// back to the store)` for the tasks this process stopped on Ctrl-C or SIGTERM and gave
+    /// back (still running in the store, claimable at once), then `cancelled: ID` (and other
+    /// states), then `blocked: ID (cause: X failed)`, each in file order; then `summary: ...`
+    /// (given-back tasks counted as `interrupted`); after a signal, last, `stopped by Ctrl-C:
+    /// ...` (or `SIGTERM`).
     pub fn lines(&self) -> Vec<String> {
         let mut failed = Vec::new();
+        let mut interrupted = Vec::new();
         let mut other = Vec::new();
         let mut blocked = Vec::new();
         let mut counts: BTreeMap<usize, (TaskState, usize)> = BTreeMap::new();
+        let given_back: HashMap<&str, &str> = self
+            .workers
+            .given_back
+            .iter()
+            .map(|g| (g.id.as_str(), g.how.as_str()))
+            .collect();
         for (id, s) in &self.tasks {
+            if s.state == TaskState::Running
+                && let Some(how) = given_back.get(id.as_str())
+            {
+                interrupted.push(format!(
+                    "interrupted: {id} ({how}; given back to the store)"
+                ));
+                continue;
+            }
             let k = TaskState::ALL
                 .iter()
                 .position(|x| *x == s.state)
@@ -287,23 +322,38 @@ impl StoreRunReport {
                 state => other.push(format!("{state}: {id}")),
             }
         }
+        let n_interrupted = interrupted.len();
         let mut out = failed;
+        out.append(&mut interrupted);
         out.append(&mut other);
         out.append(&mut blocked);
-        let counts: Vec<String> = counts.values().map(|(s, n)| format!("{n} {s}")).collect();
+        let mut counts: Vec<String> = counts.values().map(|(s, n)| format!("{n} {s}")).collect();
+        if self.workers.stopped_by.is_some() || n_interrupted > 0 {
+            counts.push(format!("{n_interrupted} interrupted"));
+        }
         out.push(format!(
-            "summary: {}; wall time {:.3} s; this process ran {} task(s) ({} succeeded, {} failed, {} result(s) refused by the fence)",
+            "summary: {}; wall time {:.3} s; this process ran {} task(s) ({} succeeded, {} failed, {} result(s) refused by the fence, {} given back)",
             if counts.is_empty() {
                 "0 tasks".to_string()
             } else {
                 counts.join(", ")
             },
             self.wall.as_secs_f64(),
-            self.workers.succeeded + self.workers.failed + self.workers.fenced,
+            self.workers.succeeded
+                + self.workers.failed
+                + self.workers.fenced
+                + self.workers.given_back.len(),
             self.workers.succeeded,
             self.workers.failed,
             self.workers.fenced,
+            self.workers.given_back.len(),
         ));
+        if let Some(signal) = self.workers.stopped_by {
+            out.push(format!(
+                "stopped by {}: no task was claimed after it; {n_interrupted} interrupted task(s) given back to the store, claimed at once by the next run or worker",
+                signal.name()
+            ));
+        }
         out
     }
 }
@@ -363,6 +413,8 @@ pub fn run(
         lease: opts.lease,
         poll: Duration::from_millis(50),
         simulate: opts.simulate,
+        grace: opts.grace,
+        stop: opts.stop.clone(),
     };
     let workers = worker::run(|| spec.open(None), &wopts).map_err(store_err)?;
     let wall = started.elapsed();
@@ -475,7 +527,8 @@ fn prepare(
             }
         }
     }
-    let (mut kept, mut waiting, mut running) = (0, 0, 0);
+    let (mut kept, mut waiting, mut running, mut claimable) = (0, 0, 0, 0);
+    let now = store.clock().map_err(store_err)?.max(SystemClock.now());
     let mut lost: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut resubmit = Vec::new();
     for &i in &order {
@@ -483,7 +536,17 @@ fn prepare(
         match stored[&t.id].state {
             TaskState::Succeeded => kept += 1,
             TaskState::Pending | TaskState::Ready => waiting += 1,
-            TaskState::Running => running += 1,
+            TaskState::Running => {
+                running += 1;
+                // Given back (Ctrl-C) or expired: claimed at once.
+                if store
+                    .lease(&t.id)
+                    .map_err(store_err)?
+                    .is_some_and(|l| l.expiry <= now)
+                {
+                    claimable += 1;
+                }
+            }
             s @ (TaskState::Failed | TaskState::Blocked | TaskState::Cancelled) => {
                 *lost.entry(s.name()).or_default() += 1;
                 resubmit
@@ -506,6 +569,6 @@ fn prepare(
         format!("{} resubmitted as new generations", parts.join(", "))
     };
     Ok(vec![format!(
-        "resumed: {spec}: {kept} succeeded task(s) kept; {lost_text}; {waiting} pending or ready; {running} running (claimed again when their leases expire)"
+        "resumed: {spec}: {kept} succeeded task(s) kept; {lost_text}; {waiting} pending or ready; {running} running (claimed again when their leases expire; {claimable} of them given back or expired: at once)"
     )])
 }

@@ -5,12 +5,16 @@
 //!
 //! 1. **claim** one version with a lease of `--lease-ms` ([`Store::claim`]; the store keeps
 //!    the run's concurrency limit across all workers of all machines);
-//! 2. **run** it: the task's command as `sh -c COMMAND` in its working directory with its
-//!    environment added (or a sleep with `--simulate MS`; a task without a command succeeds at
-//!    once), its output printed when it ends, each line prefixed with `[ID] `;
-//! 3. **renew** the lease every third of its duration while the task runs (a heartbeat); a
-//!    renewal refused because the lease was lost (expired and claimed by another worker) is
-//!    reported, and the task's result will be refused by the fence;
+//! 2. **run** it through [`crate::command`], as `lockstep run` does: the task's command as
+//!    `sh -c COMMAND` in its own process group, in its working directory with its environment
+//!    added (or a sleep with `--simulate MS`; a task without a command succeeds at once), its
+//!    output printed when it ends, each line prefixed with `[ID] `;
+//! 3. **renew** the lease every third of its duration while the task runs (a heartbeat). A
+//!    renewal refused because the lease expired is reported once (`lease lost: ...`) and the
+//!    command goes on (its result counts if nobody claimed the version meanwhile); one refused
+//!    because the version moved on (fenced: claimed by another worker; a new generation; settled)
+//!    stops the command at once (SIGTERM to its group, SIGKILL after `--grace`): this attempt
+//!    can never count;
 //! 4. **complete** or **fail** with the claim's fencing token. A result refused by the fence
 //!    ([`DurableError::Fenced`]) is counted and dropped: another attempt owns the version.
 //!
@@ -26,12 +30,10 @@
 //! again by other workers once the leases expire, so a task may run more than once. Only
 //! one attempt's result counts. Commands should be idempotent.
 
-use std::io::{Read, Write};
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc;
+use std::sync::{Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -40,6 +42,8 @@ use lockstep_durable::{
     SystemClock,
 };
 
+use crate::command::{self, CommandSpec, Output};
+use crate::interrupt::{StopRequest, StopSignal};
 use crate::store::StoredPayload;
 
 /// How a worker runs.
@@ -55,10 +59,25 @@ pub struct WorkerOptions {
     pub poll: Duration,
     /// Run each task as a sleep of this long instead of its command.
     pub simulate: Option<Duration>,
+    /// Time between SIGTERM and SIGKILL when a running command is stopped (`--grace`).
+    pub grace: Duration,
+    /// Set by Ctrl-C or SIGTERM: claim nothing more, stop the running commands, give their
+    /// claims back to the store.
+    pub stop: StopRequest,
+}
+
+/// A task this worker stopped on Ctrl-C or SIGTERM and gave back to the store
+/// ([`Store::abandon`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GivenBack {
+    /// The task id.
+    pub id: String,
+    /// How its command ended (`killed by signal 15`).
+    pub how: String,
 }
 
 /// What a worker did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WorkerStats {
     /// Tasks it completed (results accepted).
     pub succeeded: usize,
@@ -68,6 +87,11 @@ pub struct WorkerStats {
     pub fenced: usize,
     /// Lease renewals refused (lease lost while the task ran).
     pub lost_leases: usize,
+    /// Tasks stopped by Ctrl-C or SIGTERM and given back to the store, in the order they
+    /// were.
+    pub given_back: Vec<GivenBack>,
+    /// The signal that stopped the worker, if one did.
+    pub stopped_by: Option<StopSignal>,
 }
 
 /// `HOST:PID`, the default owner prefix.
@@ -81,8 +105,16 @@ pub fn default_owner() -> String {
     format!("{host}:{}", std::process::id())
 }
 
-/// Runs the worker's threads until the run is finished or closed; each thread opens its own
-/// connection with `open`.
+/// Runs the worker's threads until the run is finished or closed, or [`WorkerOptions::stop`] is
+/// requested; each thread opens its own connection with `open`.
+///
+/// # Stopping
+/// Once `opts.stop` is requested (Ctrl-C, SIGTERM): no thread claims again; each running
+/// command gets SIGTERM, then SIGKILL after `opts.grace`; a task that still succeeded is
+/// completed, any other is **given back** ([`Store::abandon`], with its fencing token), so
+/// that the next worker or `run` claims it at once instead of after its lease. A task that was
+/// given back prints `given back: ID gN (HOW)` and is listed in
+/// [`WorkerStats::given_back`].
 ///
 /// # Errors
 /// The first store error that stopped a thread (the other threads finish their loop).
@@ -120,7 +152,9 @@ where
     for r in results {
         r?;
     }
-    Ok(counters.stats())
+    let mut stats = counters.stats();
+    stats.stopped_by = opts.stop.get();
+    Ok(stats)
 }
 
 #[derive(Default)]
@@ -129,6 +163,7 @@ struct Counters {
     failed: AtomicUsize,
     fenced: AtomicUsize,
     lost: AtomicUsize,
+    given_back: Mutex<Vec<GivenBack>>,
 }
 
 impl Counters {
@@ -138,6 +173,12 @@ impl Counters {
             failed: self.failed.load(Ordering::SeqCst),
             fenced: self.fenced.load(Ordering::SeqCst),
             lost_leases: self.lost.load(Ordering::SeqCst),
+            given_back: self
+                .given_back
+                .lock()
+                .map(|g| g.clone())
+                .unwrap_or_default(),
+            stopped_by: None,
         }
     }
 }
@@ -174,7 +215,7 @@ fn slot_loop(
             what: "the store's concurrency limit is 0: no task could ever run".into(),
         });
     }
-    while !stop.load(Ordering::SeqCst) {
+    while !stop.load(Ordering::SeqCst) && !opts.stop.is_requested() {
         // Never claim from a store without tasks: claiming starts the graph, and the
         // submitting process may not have committed yet.
         if store.counts()?.total() == 0 {
@@ -218,10 +259,22 @@ fn run_one(
     counters: &Counters,
 ) -> Result<(), DurableError> {
     let token = lease.token();
+    // A claim that was under way when the stop came: give it back without starting it.
+    if opts.stop.is_requested() {
+        let outcome = Outcome {
+            ok: false,
+            reason: "not started".into(),
+            output: Vec::new(),
+        };
+        return give_back(store, &token, &outcome, counters, opts.poll);
+    }
     let started = Instant::now();
     let payload = StoredPayload::decode(&lease.payload);
     let (tx, rx) = mpsc::channel();
     let simulate = opts.simulate;
+    let grace = opts.grace;
+    let interrupt = opts.stop.clone();
+    // Set when the command must stop: the user cancelled the task, or the lease moved on.
     let cancelled = Arc::new(AtomicBool::new(lease.cancel_requested));
     let runner = {
         let cancelled = Arc::clone(&cancelled);
@@ -232,7 +285,9 @@ fn run_one(
                     reason: format!("unreadable payload: {e}"),
                     output: Vec::new(),
                 },
-                Ok(p) => execute(&p, simulate, &cancelled),
+                Ok(p) => execute(&p, simulate, grace, &|| {
+                    cancelled.load(Ordering::SeqCst) || interrupt.is_requested()
+                }),
             };
             let _ = tx.send(out);
         })
@@ -240,6 +295,7 @@ fn run_one(
     // The heartbeat: renew every third of the lease while the task runs.
     let every = (opts.lease / 3).max(Duration::from_millis(10));
     let mut lost = false;
+    let mut fenced = false;
     let outcome = loop {
         match rx.recv_timeout(every) {
             Ok(out) => break out,
@@ -250,23 +306,40 @@ fn run_one(
                     output: Vec::new(),
                 };
             }
-            Err(mpsc::RecvTimeoutError::Timeout) if !lost => {
+            Err(mpsc::RecvTimeoutError::Timeout) if !fenced => {
                 match store.renew(&token, SystemClock.now(), Millis::from(opts.lease)) {
                     Ok(r) => {
                         if r.cancel_requested {
                             cancelled.store(true, Ordering::SeqCst);
                         }
                     }
+                    // Expired but not claimed again: the result may still count (the fence
+                    // decides), so the command goes on; later renewals tell if it moved on.
+                    Err(e @ DurableError::LeaseExpired { .. }) => {
+                        if !lost {
+                            lost = true;
+                            counters.lost.fetch_add(1, Ordering::SeqCst);
+                            say(&format!(
+                                "lease lost: {} {}: {e}",
+                                token.id, token.generation
+                            ));
+                        }
+                    }
+                    // Another claim (or a new generation, or a settlement) took the version:
+                    // this attempt can never count. Stop its command at once.
                     Err(
                         e @ (DurableError::Fenced { .. }
-                        | DurableError::LeaseExpired { .. }
                         | DurableError::Conflict { .. }
                         | DurableError::StaleGeneration { .. }),
                     ) => {
-                        lost = true;
-                        counters.lost.fetch_add(1, Ordering::SeqCst);
+                        fenced = true;
+                        cancelled.store(true, Ordering::SeqCst);
+                        if !lost {
+                            lost = true;
+                            counters.lost.fetch_add(1, Ordering::SeqCst);
+                        }
                         say(&format!(
-                            "lease lost: {} {}: {e}",
+                            "lease lost: {} {}: {e}; stopping its command",
                             token.id, token.generation
                         ));
                     }
@@ -281,6 +354,10 @@ fn run_one(
     for line in String::from_utf8_lossy(&outcome.output).lines() {
         say(&format!("[{}] {line}", token.id));
     }
+    // Stopped by Ctrl-C without succeeding: not a result, give the claim back.
+    if !outcome.ok && !fenced && opts.stop.is_requested() {
+        return give_back(store, &token, &outcome, counters, opts.poll);
+    }
     settle(
         store,
         &token,
@@ -289,6 +366,51 @@ fn run_one(
         counters,
         opts.poll,
     )
+}
+
+/// Gives the claim back ([`Store::abandon`]) after Ctrl-C; a refusal by the fence (the version
+/// moved on meanwhile) is counted, not an error.
+fn give_back(
+    store: &mut dyn Store,
+    token: &FencingToken,
+    outcome: &Outcome,
+    counters: &Counters,
+    poll: Duration,
+) -> Result<(), DurableError> {
+    let result = loop {
+        match store.abandon(token, SystemClock.now()) {
+            Err(e @ DurableError::Busy { .. }) => {
+                say(&format!("give back {}: {e}; retrying", token.id));
+                thread::sleep(poll);
+            }
+            r => break r,
+        }
+    };
+    match result {
+        Ok(()) => {
+            say(&format!(
+                "given back: {} {} ({})",
+                token.id, token.generation, outcome.reason
+            ));
+            if let Ok(mut g) = counters.given_back.lock() {
+                g.push(GivenBack {
+                    id: token.id.clone(),
+                    how: outcome.reason.clone(),
+                });
+            }
+            Ok(())
+        }
+        Err(
+            e @ (DurableError::Fenced { .. }
+            | DurableError::StaleGeneration { .. }
+            | DurableError::Conflict { .. }),
+        ) => {
+            counters.fenced.fetch_add(1, Ordering::SeqCst);
+            say(&format!("refused: {e}"));
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Reports the result with the fencing token; a refusal by the fence is counted, not an error.
@@ -348,83 +470,35 @@ fn settle(
     }
 }
 
-/// Runs the task: its command, a sleep (`simulate`), or nothing.
-fn execute(p: &StoredPayload, simulate: Option<Duration>, cancelled: &AtomicBool) -> Outcome {
+/// Runs the task through [`command::run`]: its command, a sleep (`simulate`), or nothing.
+fn execute(
+    p: &StoredPayload,
+    simulate: Option<Duration>,
+    grace: Duration,
+    stop: &dyn Fn() -> bool,
+) -> Outcome {
+    let done = |ok: bool, reason: String, output: Vec<u8>| Outcome { ok, reason, output };
     if let Some(d) = simulate {
-        let end = Instant::now() + d;
-        while Instant::now() < end {
-            if cancelled.load(Ordering::SeqCst) {
-                return Outcome {
-                    ok: false,
-                    reason: "cancelled".into(),
-                    output: Vec::new(),
-                };
-            }
-            thread::sleep((end - Instant::now()).min(Duration::from_millis(20)));
-        }
-        return Outcome {
-            ok: true,
-            reason: String::new(),
-            output: Vec::new(),
+        return if command::simulate(d, stop) {
+            done(true, String::new(), Vec::new())
+        } else {
+            done(false, "cancelled".into(), Vec::new())
         };
     }
-    let Some(command) = &p.command else {
-        return Outcome {
-            ok: true,
-            reason: String::new(),
-            output: Vec::new(),
-        };
+    let Some(text) = &p.command else {
+        return done(true, String::new(), Vec::new());
     };
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg(command)
-        .envs(&p.env)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    if let Some(cwd) = &p.cwd {
-        cmd.current_dir(Path::new(cwd));
-    }
-    match cmd.spawn() {
-        Err(e) => Outcome {
-            ok: false,
-            reason: format!("cannot start sh: {e}"),
-            output: Vec::new(),
-        },
-        Ok(mut child) => {
-            let mut err = child.stderr.take();
-            let err_reader = thread::spawn(move || {
-                let mut buf = Vec::new();
-                if let Some(e) = err.as_mut() {
-                    let _ = e.read_to_end(&mut buf);
-                }
-                buf
-            });
-            let mut output = Vec::new();
-            if let Some(out) = child.stdout.as_mut() {
-                let _ = out.read_to_end(&mut output);
-            }
-            output.extend(err_reader.join().unwrap_or_default());
-            match child.wait() {
-                Ok(status) if status.success() => Outcome {
-                    ok: true,
-                    reason: String::new(),
-                    output,
-                },
-                Ok(status) => Outcome {
-                    ok: false,
-                    reason: match status.code() {
-                        Some(c) => format!("exit status {c}"),
-                        None => "killed by a signal".into(),
-                    },
-                    output,
-                },
-                Err(e) => Outcome {
-                    ok: false,
-                    reason: format!("wait: {e}"),
-                    output,
-                },
-            }
-        }
+    let spec = CommandSpec {
+        command: text,
+        cwd: p.cwd.as_deref(),
+        env: &p.env,
+        output: Output::Capture,
+        grace,
+        timeout: None,
+    };
+    match command::run(spec, stop) {
+        Err(e) => done(false, e.to_string(), Vec::new()),
+        Ok(f) if f.success() => done(true, String::new(), f.output),
+        Ok(f) => done(false, f.describe(), f.output),
     }
 }

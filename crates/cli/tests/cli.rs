@@ -903,25 +903,28 @@ fn ctrl_c_on_the_process_group_cancels_queued_tasks() {
     let (f, pid) = interrupt_fixture(dir.path());
     let child = spawn_in_own_group(&f);
     wait_for_file(&pid);
-    // What the terminal does on Ctrl-C: SIGINT to every process of the foreground group.
+    // What the terminal does on Ctrl-C: SIGINT to every process of the foreground group. The
+    // command runs in a group of its own, so lockstep alone gets it, and stops the command
+    // with SIGTERM.
     sigint(&format!("-{}", child.id()));
     let out = child.wait_with_output().unwrap();
     let stdout = stdout_of(&out);
-    assert_interrupted_report(&stdout);
+    assert_interrupted_report(&stdout, 15);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
 }
 
 /// The report of `interrupt_fixture` after Ctrl-C: the running task is reported interrupted
-/// (not failed) with how it ended, the queued one cancelled, and the summary counts them so.
-fn assert_interrupted_report(stdout: &str) {
+/// (not failed) with how it ended (`signal`: the one that killed it), the queued one cancelled,
+/// and the summary counts them so.
+fn assert_interrupted_report(stdout: &str, signal: u32) {
     assert_eq!(
         lines_starting(stdout, "interrupted: "),
-        vec!["interrupted: long (killed by signal 2)"],
+        vec![format!("interrupted: long (killed by signal {signal})").as_str()],
         "{stdout}"
     );
     assert!(lines_starting(stdout, "failed: ").is_empty(), "{stdout}");
     assert!(
-        stdout.contains("INTERRUPTED long: killed by signal 2 ("),
+        stdout.contains(&format!("INTERRUPTED long: killed by signal {signal} (")),
         "{stdout}"
     );
     assert!(stdout.contains("\ncancelled: queued\n"), "{stdout}");
@@ -953,7 +956,7 @@ fn a_task_killed_by_sigint_counts_as_ctrl_c() {
     sigint(task_pid.trim());
     let out = child.wait_with_output().unwrap();
     let stdout = stdout_of(&out);
-    assert_interrupted_report(&stdout);
+    assert_interrupted_report(&stdout, 2);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
 }
 

@@ -17,6 +17,8 @@ fn opts(limit: usize) -> StoreRunOptions {
         limit,
         lease: Duration::from_millis(2_000),
         simulate: None,
+        grace: lockstep_cli::command::DEFAULT_GRACE,
+        stop: lockstep_cli::interrupt::StopRequest::new(),
     }
 }
 
@@ -236,6 +238,8 @@ fn a_worker_waits_out_a_busy_store() {
         lease: Duration::from_secs(30),
         poll: Duration::from_millis(20),
         simulate: None,
+        grace: lockstep_cli::command::DEFAULT_GRACE,
+        stop: lockstep_cli::interrupt::StopRequest::new(),
     };
     let got = std::thread::scope(|s| {
         let h = s.spawn(|| worker::run(|| spec.open(None), &wopts));

@@ -726,6 +726,21 @@ pub trait Store {
         lease: Millis,
     ) -> Result<Renewal, DurableError>;
 
+    /// Gives the claim `token` back: its worker stopped the task without a result (Ctrl-C) and
+    /// will not report one. Checked as [`Store::renew`]: [`DurableError::UnknownTask`],
+    /// [`DurableError::StaleGeneration`], [`DurableError::Fenced`] (the version was claimed
+    /// again: the newer claim's lease is never touched), [`DurableError::Conflict`] (version not
+    /// running). Then the lease ends now: `expiry = min(expiry, t)` (`t` = high-water clock), so
+    /// the version holds no slot and is claimable at once, by any worker, in submission order
+    /// (the next claim is a new attempt with a new epoch). Nothing else changes: the version
+    /// stays running until claimed again, and the token's own late `complete` or `fail` is
+    /// judged as after an expiry (accepted while no other claim happened). An already expired
+    /// lease is accepted and left as it is.
+    ///
+    /// # Errors
+    /// As listed; nothing changes on error.
+    fn abandon(&mut self, token: &FencingToken, now: Millis) -> Result<(), DurableError>;
+
     /// Cancels the current version of `id`, as the model: pending/ready -> cancelled (reason
     /// user), waiters blocked with the cause; running -> `Requested` (the flag is returned with
     /// later claims and renewals; the state stays running); terminal -> `AlreadyTerminal`.

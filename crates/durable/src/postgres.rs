@@ -1258,6 +1258,62 @@ impl Store for PostgresStore {
         }
     }
 
+    /// Not a function of `pg_schema.sql` but a transaction of a few statements (the state row
+    /// locked first, as every write): a store created before `abandon` existed has it too,
+    /// without a schema change, and it is rare (a worker stopped by Ctrl-C).
+    fn abandon(&mut self, token: &FencingToken, now: Millis) -> Result<(), DurableError> {
+        self.write(|tx, s, meta| {
+            let row = tx
+                .query_opt(
+                    &format!(
+                        "SELECT generation, lease_owner, lease_epoch, state, lease_expiry
+                           FROM {s}.tasks WHERE id = $1 FOR UPDATE"
+                    ),
+                    &[&token.id],
+                )
+                .map_err(map_err)?
+                .ok_or_else(|| DurableError::UnknownTask {
+                    id: token.id.clone(),
+                })?;
+            let generation = to_gen(row.get(0));
+            let owner: Option<String> = row.get(1);
+            let epoch: Option<i64> = row.get(2);
+            let state = parse_state(row.get(3))?;
+            let expiry: Option<i64> = row.get(4);
+            let code = if generation != token.generation {
+                "stale"
+            // D.abandon: only the latest claim may give the version back (the fence, as
+            // `fence_code`). Seeded bug `durable_unfenced_abandon`: the fence is skipped.
+            } else if !lockstep_sync::seeded_bug!("durable_unfenced_abandon")
+                && epoch.is_some_and(|e| {
+                    e != i64::try_from(token.epoch).unwrap_or(-1)
+                        || owner.as_deref() != Some(token.owner.as_str())
+                })
+            {
+                "fenced"
+            } else if state != TaskState::Running {
+                "conflict"
+            } else {
+                "ok"
+            };
+            if code != "ok" {
+                return Err(refusal(code, token, &row, 0)?);
+            }
+            meta.clock = meta.clock.max(ms(now));
+            let t = meta.clock;
+            if expiry.is_some_and(|e| e > t) {
+                tx.execute(
+                    &format!(
+                        "UPDATE {s}.tasks SET lease_expiry = $2, updated_at = $2 WHERE id = $1"
+                    ),
+                    &[&token.id, &t],
+                )
+                .map_err(map_err)?;
+            }
+            Ok(())
+        })
+    }
+
     fn cancel(&mut self, id: &str, now: Millis) -> Result<CancelOutcome, DurableError> {
         let row = self
             .q_one(&self.sql.cancel.clone(), &[&id, &ms(now)])

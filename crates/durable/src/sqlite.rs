@@ -830,6 +830,12 @@ fn submit_one(
 /// The checks shared by `complete`, `fail` and `renew`: id known, generation current, token
 /// not fenced. Returns the row.
 fn fenced_target(tx: &Transaction<'_>, token: &FencingToken) -> Result<Row, DurableError> {
+    target(tx, token, true)
+}
+
+/// [`fenced_target`], with the fence checked only when `fence` is true (false only for a
+/// seeded bug).
+fn target(tx: &Transaction<'_>, token: &FencingToken, fence: bool) -> Result<Row, DurableError> {
     let row = read_row(tx, &token.id)?.ok_or_else(|| DurableError::UnknownTask {
         id: token.id.clone(),
     })?;
@@ -846,7 +852,7 @@ fn fenced_target(tx: &Transaction<'_>, token: &FencingToken) -> Result<Row, Dura
         // D.fencing: only the latest claim's (owner, epoch) may settle or renew the version.
         // Seeded bug `durable_unfenced_complete`: only the generation is checked.
         let unfenced = lockstep_sync::seeded_bug!("durable_unfenced_complete");
-        if !unfenced && (presented != epoch || owner != token.owner.as_str()) {
+        if fence && !unfenced && (presented != epoch || owner != token.owner.as_str()) {
             return Err(DurableError::Fenced {
                 id: token.id.clone(),
                 generation: token.generation,
@@ -1084,6 +1090,35 @@ impl Store for SqliteStore {
                 expiry: Millis(u64::try_from(new_expiry).unwrap_or(0)),
                 cancel_requested: row.cancel_requested,
             })
+        })
+    }
+
+    fn abandon(&mut self, token: &FencingToken, now: Millis) -> Result<(), DurableError> {
+        self.write(|tx, meta| {
+            // D.abandon: only the latest claim may give the version back (the fence, as
+            // renew). Seeded bug `durable_unfenced_abandon`: the fence is skipped, so a worker
+            // whose claim moved on ends the newer claim's lease.
+            let row = target(
+                tx,
+                token,
+                !lockstep_sync::seeded_bug!("durable_unfenced_abandon"),
+            )?;
+            if row.state != TaskState::Running {
+                return Err(DurableError::Conflict {
+                    id: token.id.clone(),
+                    generation: token.generation,
+                    state: row.state,
+                });
+            }
+            let t = tick(meta, now);
+            if row.lease_expiry.is_some_and(|e| e > t) {
+                tx.exec(
+                    "UPDATE tasks SET lease_expiry = ?2, updated_at = ?2 WHERE id = ?1",
+                    params![token.id, t],
+                )
+                .map_err(map_err)?;
+            }
+            Ok(())
         })
     }
 

@@ -150,6 +150,69 @@ fn submit_claim_complete_and_resume_after_reopen() {
 }
 
 #[test]
+fn an_abandoned_claim_is_claimable_at_once_and_a_moved_on_one_is_fenced() {
+    let (_dir, _path, mut s) = temp_store(1);
+    submit_ok(
+        &mut s,
+        &[NewTask::without_deps("a"), NewTask::new("b", ["a"])],
+    );
+    let first = s.claim(&owner("w1"), Millis(0), Millis(1_000), 1).unwrap();
+    // The lease holds the only slot...
+    assert!(
+        s.claim(&owner("w2"), Millis(5), Millis(1_000), 1)
+            .unwrap()
+            .is_empty()
+    );
+    // ...until w1 gives it back: claimable at once, long before its expiry (1000).
+    s.abandon(&first[0].token(), Millis(6)).unwrap();
+    assert_eq!(s.status("a").unwrap().unwrap().state, TaskState::Running);
+    assert_eq!(s.lease("a").unwrap().unwrap().expiry, Millis(6));
+    let second = s.claim(&owner("w2"), Millis(6), Millis(1_000), 1).unwrap();
+    assert_eq!(
+        (second[0].id.as_str(), second[0].epoch, second[0].attempt),
+        ("a", 2, 2)
+    );
+    // w1 gives it back again (a retry after a lost answer): fenced, w2's lease untouched.
+    let before = s.lease("a").unwrap();
+    assert!(matches!(
+        s.abandon(&first[0].token(), Millis(7)).unwrap_err(),
+        DurableError::Fenced {
+            epoch: 1,
+            current_epoch: 2,
+            ..
+        }
+    ));
+    assert_eq!(s.lease("a").unwrap(), before);
+    assert!(
+        s.claim(&owner("w3"), Millis(8), Millis(1_000), 1)
+            .unwrap()
+            .is_empty(),
+        "w2 still holds the only slot"
+    );
+    // A settled version cannot be given back; unknown ids and old generations are refused.
+    s.complete(&second[0].token(), Millis(9)).unwrap();
+    assert!(matches!(
+        s.abandon(&second[0].token(), Millis(10)).unwrap_err(),
+        DurableError::Conflict {
+            state: TaskState::Succeeded,
+            ..
+        }
+    ));
+    let mut ghost = second[0].token();
+    ghost.id = "ghost".into();
+    assert!(matches!(
+        s.abandon(&ghost, Millis(10)).unwrap_err(),
+        DurableError::UnknownTask { .. }
+    ));
+    let mut old = second[0].token();
+    old.generation = Generation(7);
+    assert!(matches!(
+        s.abandon(&old, Millis(10)).unwrap_err(),
+        DurableError::StaleGeneration { .. }
+    ));
+}
+
+#[test]
 fn an_expired_lease_is_claimed_again_and_the_late_worker_is_fenced() {
     let (_dir, _path, mut s) = temp_store(1);
     submit_ok(

@@ -384,6 +384,10 @@ pub const BUGS: &[(&str, &str)] = &[
         "durable_unfenced_complete",
         "durable: complete/fail/renew check the generation but not the lease owner and epoch, so a worker whose lease expired overwrites the newer attempt",
     ),
+    (
+        "durable_unfenced_abandon",
+        "durable: abandon checks the generation but not the lease owner and epoch, so a worker whose claim moved on gives back (expires) the newer claim's lease and a third worker runs the task beside it",
+    ),
 ];
 
 /// True when `name` is listed in [`BUGS`]. A `const fn`, so that [`seeded_bug!`] can refuse

@@ -317,6 +317,7 @@ pub const PLANS: &[BugPlan] = &[
     plan("compensation_slot_leaked", Part::Pool, "shuttle_pool"),
     plan("retired_spare_swallows_wakeup", Part::Pool, "unit_pool"),
     plan("durable_unfenced_complete", Part::Durable, "unit_durable"),
+    plan("durable_unfenced_abandon", Part::Durable, "unit_durable"),
 ];
 
 const fn plan(name: &'static str, part: Part, first_try: &'static str) -> BugPlan {

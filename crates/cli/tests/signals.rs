@@ -1,0 +1,828 @@
+//! Signals and processes, with real processes (issue 11, items 1-3): Ctrl-C (SIGINT) and
+//! SIGTERM to `lockstep run`, `lockstep run --store` and `lockstep worker`; commands that
+//! ignore SIGTERM (SIGKILL after `--grace`); commands that leave a background process; a
+//! lockstep killed by SIGKILL; a lockstep started in the background of a non-interactive shell
+//! (SIGINT inherited as ignored).
+//!
+//! Commands write their pids to files; a process counts as gone when `/proc/PID` is missing or
+//! a zombie (pid 1 of a container may not reap orphans). Nothing asserts a duration: every
+//! wait is for a condition, with a generous deadline ([`DEADLINE`]) as a hang guard.
+
+#![cfg(unix)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use lockstep_cli::store::StoreSpec;
+use lockstep_durable::{Clock, LeaseOwner, Millis, Store, SystemClock, TaskState};
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+fn lockstep() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_lockstep"))
+}
+
+/// Waits until `cond` holds; panics with `what` after [`DEADLINE`].
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let end = Instant::now() + DEADLINE;
+    while !cond() {
+        assert!(Instant::now() < end, "timed out waiting for: {what}");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The pid in `path` once a command wrote it (a whole line).
+fn pid_in(path: &Path) -> u32 {
+    let mut pid = 0;
+    wait_for(
+        &format!("{} to be written", path.display()),
+        || match std::fs::read_to_string(path) {
+            Ok(t) if t.ends_with('\n') => {
+                pid = t.trim().parse().expect("a pid");
+                true
+            }
+            _ => false,
+        },
+    );
+    pid
+}
+
+/// Is `pid` a live process (not missing, not a zombie)?
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name in parentheses: `PID (COMM) S ...`.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+fn assert_gone(pid: u32, what: &str) {
+    wait_for(&format!("{what} (pid {pid}) to be gone"), || !alive(pid));
+}
+
+fn signal(sig: &str, pid: u32) {
+    let st = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success(), "kill {sig} {pid}");
+}
+
+/// A running lockstep whose standard output and error are collected as they come.
+struct Running {
+    child: Child,
+    out: Arc<Mutex<String>>,
+}
+
+impl Running {
+    fn spawn(mut cmd: Command) -> Running {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start lockstep");
+        let out = Arc::new(Mutex::new(String::new()));
+        for stream in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let out = Arc::clone(&out);
+            thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    let mut o = out.lock().unwrap();
+                    o.push_str(&line);
+                    o.push('\n');
+                }
+            });
+        }
+        Running { child, out }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn text(&self) -> String {
+        self.out.lock().unwrap().clone()
+    }
+
+    fn wait_for_line(&self, start: &str) {
+        wait_for(&format!("a line starting {start:?}"), || {
+            self.text().lines().any(|l| l.starts_with(start))
+        });
+    }
+
+    /// Waits for the exit (hang guard: SIGKILL and panic after the deadline); returns the
+    /// status and everything it printed.
+    fn finish(mut self) -> (ExitStatus, String) {
+        let end = Instant::now() + DEADLINE;
+        let status = loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() > end {
+                let _ = self.child.kill();
+                panic!("lockstep did not exit; it printed:\n{}", self.text());
+            }
+            thread::sleep(Duration::from_millis(20));
+        };
+        // The readers end with the pipes (the guard holds neither).
+        wait_for("the output to end", || Arc::strong_count(&self.out) == 1);
+        (status, self.text())
+    }
+}
+
+fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// A task file: `long` (runs `long_cmd`) and `queued`, which must never run (`-j 1`).
+fn two_tasks(dir: &Path, long_cmd: &str) -> PathBuf {
+    let ran = dir.join("queued.ran");
+    write_file(
+        dir,
+        "g.toml",
+        &format!(
+            "[[task]]\nid = \"long\"\ncommand = '''{long_cmd}'''\n\n\
+             [[task]]\nid = \"queued\"\ncommand = \"touch '{}'\"\n",
+            ran.display()
+        ),
+    )
+}
+
+/// `echo $$ > sh.pid` then `rest`: the pid of the task's `sh`.
+fn with_pid(dir: &Path, rest: &str) -> String {
+    format!("echo $$ > '{}'; {rest}", dir.join("sh.pid").display())
+}
+
+/// A command that ignores SIGTERM: the trap is set before the pid is written, so that a test
+/// that waits for the pid never signals it before the trap.
+fn ignores_sigterm(dir: &Path) -> String {
+    format!(
+        "trap '' TERM; {}",
+        with_pid(dir, "while :; do sleep 0.1; done")
+    )
+}
+
+fn lines_starting<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
+    text.lines().filter(|l| l.starts_with(prefix)).collect()
+}
+
+// ------------------------------------------------------------------ lockstep run (memory)
+
+fn run_cmd(file: &Path, extra: &[&str]) -> Command {
+    let mut c = lockstep();
+    c.args(["run", "-j", "1", "--no-progress"])
+        .arg(file)
+        .args(extra);
+    c
+}
+
+#[test]
+fn run_ctrl_c_kills_a_command_that_ignores_sigterm_after_the_grace_period() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let f = two_tasks(d, &ignores_sigterm(d));
+    let r = Running::spawn(run_cmd(&f, &["--grace", "0.3"]));
+    let sh = pid_in(&d.join("sh.pid"));
+    signal("-INT", r.pid());
+    let (status, out) = r.finish();
+    assert_eq!(status.code(), Some(1), "{out}");
+    assert!(
+        out.contains(
+            "Ctrl-C: cancelling queued tasks, stopping running ones (SIGTERM, then SIGKILL after 0.3 s)"
+        ),
+        "{out}"
+    );
+    assert_eq!(
+        lines_starting(&out, "interrupted: "),
+        ["interrupted: long (killed by signal 9)"],
+        "{out}"
+    );
+    assert!(out.contains("\ncancelled: queued\n"), "{out}");
+    assert!(
+        out.ends_with("\nstopped by Ctrl-C: queued tasks were cancelled\n"),
+        "{out}"
+    );
+    assert!(!d.join("queued.ran").exists());
+    assert!(!alive(sh), "the command's sh {sh} outlived the run");
+}
+
+#[test]
+fn run_sigterm_is_handled_like_ctrl_c() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let f = two_tasks(d, &with_pid(d, "exec sleep 1000"));
+    let r = Running::spawn(run_cmd(&f, &[]));
+    let sh = pid_in(&d.join("sh.pid"));
+    signal("-TERM", r.pid());
+    let (status, out) = r.finish();
+    assert_eq!(status.code(), Some(1), "{out}");
+    assert_eq!(
+        lines_starting(&out, "interrupted: "),
+        ["interrupted: long (killed by signal 15)"],
+        "{out}"
+    );
+    assert!(
+        out.ends_with("\nstopped by SIGTERM: queued tasks were cancelled\n"),
+        "{out}"
+    );
+    assert!(!alive(sh));
+}
+
+#[test]
+fn run_second_ctrl_c_exits_130_and_the_guard_kills_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Ignores SIGTERM; the grace period is longer than the test's deadline.
+    let f = two_tasks(d, &ignores_sigterm(d));
+    let r = Running::spawn(run_cmd(&f, &["--grace", "600"]));
+    let sh = pid_in(&d.join("sh.pid"));
+    signal("-INT", r.pid());
+    r.wait_for_line("Ctrl-C: cancelling queued tasks");
+    signal("-INT", r.pid());
+    let (status, out) = r.finish();
+    assert_eq!(status.code(), Some(130), "{out}");
+    assert!(
+        out.contains("Ctrl-C: a second signal: exiting at once"),
+        "{out}"
+    );
+    assert_gone(sh, "the command that ignored SIGTERM");
+}
+
+#[test]
+fn run_a_background_child_does_not_hold_the_task_and_is_stopped() {
+    for log_dir in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let bg = d.join("bg.pid");
+        let f = write_file(
+            d,
+            "bg.toml",
+            &format!(
+                "[[task]]\nid = \"t\"\ncommand = \"sleep 1000 & echo $! > '{}'; echo started\"\n\n\
+                 [[task]]\nid = \"after\"\ndeps = [\"t\"]\ncommand = \"echo after\"\n",
+                bg.display()
+            ),
+        );
+        let mut c = run_cmd(&f, &[]);
+        if log_dir {
+            c.arg("--log-dir").arg(d.join("logs"));
+        }
+        let (status, out) = Running::spawn(c).finish();
+        assert_eq!(status.code(), Some(0), "{out}");
+        if log_dir {
+            let log = std::fs::read_to_string(d.join("logs/0000-t.log")).unwrap();
+            assert_eq!(log, "started\n");
+        } else {
+            assert!(out.contains("[t] started\n"), "{out}");
+            assert!(out.contains("[after] after\n"), "{out}");
+        }
+        assert!(out.contains("summary: 2 succeeded"), "{out}");
+        // The rule: what a finished command left running gets SIGTERM (then SIGKILL).
+        assert_gone(pid_in(&bg), "the background sleep");
+    }
+}
+
+#[test]
+fn run_killed_by_sigkill_leaves_no_process_of_its_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let bg = d.join("bg.pid");
+    let cmd = with_pid(
+        d,
+        &format!("sleep 1000 & echo $! > '{}'; sleep 1000", bg.display()),
+    );
+    let f = two_tasks(d, &cmd);
+    let mut r = Running::spawn(run_cmd(&f, &[]));
+    let (sh, bg) = (pid_in(&d.join("sh.pid")), pid_in(&bg));
+    r.child.kill().unwrap();
+    let (status, _) = r.finish();
+    assert_eq!(status.code(), None, "killed");
+    assert_gone(sh, "the task's sh");
+    assert_gone(bg, "the task's background sleep");
+}
+
+/// `sh -c 'lockstep ... &'`: a non-interactive shell starts its background job with SIGINT
+/// ignored; lockstep still stops on it. Returns lockstep's exit status and output.
+fn in_background_shell(d: &Path, args: &str, task_pid: &Path) -> (i32, String) {
+    let out = d.join("out.txt");
+    let rc = d.join("rc");
+    let pid = d.join("lockstep.pid");
+    let script = format!(
+        "'{bin}' {args} > '{out}' 2>&1 & echo $! > '{pid}'; wait $!; echo $? > '{rc}'",
+        bin = env!("CARGO_BIN_EXE_lockstep"),
+        out = out.display(),
+        pid = pid.display(),
+        rc = rc.display(),
+    );
+    let mut shell = Command::new("sh").arg("-c").arg(&script).spawn().unwrap();
+    let lockstep_pid = pid_in(&pid);
+    // SIGINT is ignored in that process (its inherited disposition: signal mask SigIgn bit 2).
+    pid_in(task_pid);
+    signal("-INT", lockstep_pid);
+    wait_for("the background lockstep to exit", || {
+        std::fs::read_to_string(&rc).is_ok_and(|t| t.ends_with('\n'))
+    });
+    shell.wait().unwrap();
+    let code = std::fs::read_to_string(&rc)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    (code, std::fs::read_to_string(&out).unwrap())
+}
+
+#[test]
+fn run_started_in_the_background_of_a_script_stops_on_sigint() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let f = two_tasks(d, &with_pid(d, "exec sleep 1000"));
+    let (code, out) = in_background_shell(
+        d,
+        &format!("run -j 1 --no-progress '{}'", f.display()),
+        &d.join("sh.pid"),
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.ends_with("\nstopped by Ctrl-C: queued tasks were cancelled\n"),
+        "{out}"
+    );
+    assert!(!alive(pid_in(&d.join("sh.pid"))));
+}
+
+#[test]
+fn run_help_documents_grace() {
+    let out = lockstep().args(["run", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("--grace <SECONDS>"), "{text}");
+    assert!(
+        text.contains("then SIGKILL if it has not exited after this long"),
+        "{text}"
+    );
+    assert!(text.contains("[default: 5]"), "{text}");
+    for (cmd, bad) in [("run", "-1"), ("run", "five"), ("worker", "1h")] {
+        let mut c = lockstep();
+        c.arg(cmd);
+        if cmd == "run" {
+            c.arg("x.toml");
+        } else {
+            c.args(["--store", "sqlite:x.lockstep"]);
+        }
+        let out = c.arg(format!("--grace={bad}")).output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!(
+                "invalid value '{bad}' for '--grace <SECONDS>': \"{bad}\": expected seconds"
+            )),
+            "{err}"
+        );
+    }
+}
+
+// ------------------------------------------------------------------ run --store and worker
+
+struct Place {
+    _dir: tempfile::TempDir,
+    spec: StoreSpec,
+    /// The server and schema of a PostgreSQL place, dropped at the end.
+    pg: Option<(String, String)>,
+}
+
+impl Place {
+    fn new() -> Place {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = StoreSpec::Sqlite(dir.path().join("run.lockstep"));
+        Place {
+            _dir: dir,
+            spec,
+            pg: None,
+        }
+    }
+
+    /// A fresh schema on the server of `LOCKSTEP_PG_URL`; `None` (with a `skipped:` line)
+    /// without one, a failure with `LOCKSTEP_REQUIRE_PG=1`.
+    fn postgres(name: &str) -> Option<Place> {
+        let url = match std::env::var("LOCKSTEP_PG_URL") {
+            Ok(u) if !u.trim().is_empty() => u,
+            _ => {
+                assert!(
+                    std::env::var("LOCKSTEP_REQUIRE_PG").as_deref() != Ok("1"),
+                    "LOCKSTEP_REQUIRE_PG=1 but LOCKSTEP_PG_URL is not set"
+                );
+                eprintln!("skipped: LOCKSTEP_PG_URL is not set");
+                return None;
+            }
+        };
+        let schema = format!("t_signals_{name}_{}", std::process::id());
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+            .unwrap();
+        Some(Place {
+            _dir: tempfile::tempdir().unwrap(),
+            spec: StoreSpec::Postgres(format!("{url}#{schema}")),
+            pg: Some((url, schema)),
+        })
+    }
+
+    fn dir(&self) -> &Path {
+        self._dir.path()
+    }
+
+    fn arg(&self) -> String {
+        match &self.spec {
+            StoreSpec::Sqlite(p) => format!("sqlite:{}", p.display()),
+            StoreSpec::Postgres(u) => u.clone(),
+        }
+    }
+
+    fn open(&self) -> Box<dyn Store + Send> {
+        self.spec.open(None).unwrap()
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        if let Some((url, schema)) = &self.pg
+            && let Ok(mut c) = postgres::Client::connect(url, postgres::NoTls)
+        {
+            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+        }
+    }
+}
+
+/// After a Ctrl-C'd run or worker: `long` is running in the store with a lease that ended
+/// (given back), so a claim now gets it at once (attempt 2) although the lease was 30 s long.
+fn assert_given_back(place: &Place) {
+    let mut s = place.open();
+    assert_eq!(s.status("long").unwrap().unwrap().state, TaskState::Running);
+    let me = LeaseOwner::new("test").unwrap();
+    let claimed = s.claim(&me, SystemClock.now(), Millis(30_000), 1).unwrap();
+    assert_eq!(claimed.len(), 1, "long was not given back");
+    assert_eq!((claimed[0].id.as_str(), claimed[0].attempt), ("long", 2));
+}
+
+fn store_run(place: &Place, file: &Path, extra: &[&str]) -> Command {
+    let mut c = lockstep();
+    c.arg("run")
+        .arg(file)
+        .args(["--store", &place.arg(), "-j", "1", "--lease-ms", "30000"])
+        .args(extra);
+    c
+}
+
+#[test]
+fn run_store_ctrl_c_stops_the_command_gives_the_claim_back_and_exits_1() {
+    let place = Place::new();
+    let d = place.dir();
+    let f = two_tasks(d, &ignores_sigterm(d));
+    let r = Running::spawn(store_run(&place, &f, &["--grace", "0.3"]));
+    let sh = pid_in(&d.join("sh.pid"));
+    signal("-INT", r.pid());
+    let (status, out) = r.finish();
+    assert_eq!(status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("Ctrl-C: claiming no more tasks, stopping running ones (SIGTERM, then SIGKILL after 0.3 s); they will be given back to the store"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\ngiven back: long g1 (killed by signal 9)\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("(0 succeeded, 0 failed, 0 result(s) refused by the fence, 1 given back)\n"),
+        "{out}"
+    );
+    assert_eq!(
+        lines_starting(&out, "interrupted: "),
+        ["interrupted: long (killed by signal 9; given back to the store)"],
+        "{out}"
+    );
+    assert!(
+        out.contains("\nsummary: 1 ready, 1 interrupted; wall time "),
+        "{out}"
+    );
+    assert!(
+        out.ends_with("\nstopped by Ctrl-C: no task was claimed after it; 1 interrupted task(s) given back to the store, claimed at once by the next run or worker\n"),
+        "{out}"
+    );
+    assert!(!alive(sh));
+    assert!(!d.join("queued.ran").exists());
+    assert_given_back(&place);
+}
+
+#[test]
+fn run_store_sigterm_and_the_rerun_claims_the_given_back_task_at_once() {
+    let place = Place::new();
+    let d = place.dir();
+    // First attempt waits to be stopped; the next one succeeds.
+    let marker = d.join("first.done");
+    let cmd = with_pid(
+        d,
+        &format!(
+            "if [ -e '{m}' ]; then exit 0; fi; touch '{m}'; exec sleep 1000",
+            m = marker.display()
+        ),
+    );
+    let f = two_tasks(d, &cmd);
+    let r = Running::spawn(store_run(&place, &f, &[]));
+    pid_in(&d.join("sh.pid"));
+    signal("-TERM", r.pid());
+    let (status, out) = r.finish();
+    assert_eq!(status.code(), Some(1), "{out}");
+    assert!(out.contains("stopped by SIGTERM: "), "{out}");
+    // The lease was 30 s: without the give-back the rerun would wait for it. The rerun claims
+    // `long` again (attempt 2) and finishes.
+    let (status, out) = Running::spawn(store_run(&place, &f, &[])).finish();
+    assert_eq!(status.code(), Some(0), "{out}");
+    assert!(out.contains("1 running (claimed again"), "{out}");
+    assert!(out.contains("summary: 2 succeeded"), "{out}");
+    let mut s = place.open();
+    assert_eq!(s.lease("long").unwrap().unwrap().attempt, 2);
+}
+
+#[test]
+fn run_store_a_background_child_does_not_hold_the_task_and_is_stopped() {
+    let place = Place::new();
+    let d = place.dir();
+    let bg = d.join("bg.pid");
+    let f = write_file(
+        d,
+        "bg.toml",
+        &format!(
+            "[[task]]\nid = \"t\"\ncommand = \"sleep 1000 & echo $! > '{}'; echo started\"\n",
+            bg.display()
+        ),
+    );
+    let (status, out) = Running::spawn(store_run(&place, &f, &[])).finish();
+    assert_eq!(status.code(), Some(0), "{out}");
+    assert!(out.contains("\n[t] started\n"), "{out}");
+    assert!(out.contains("\nsummary: 1 succeeded;"), "{out}");
+    assert_gone(pid_in(&bg), "the background sleep");
+}
+
+#[test]
+fn run_store_killed_by_sigkill_leaves_no_process_of_its_tasks() {
+    let place = Place::new();
+    let d = place.dir();
+    let bg = d.join("bg.pid");
+    let cmd = with_pid(
+        d,
+        &format!("sleep 1000 & echo $! > '{}'; sleep 1000", bg.display()),
+    );
+    let f = two_tasks(d, &cmd);
+    let mut r = Running::spawn(store_run(&place, &f, &[]));
+    let (sh, bg) = (pid_in(&d.join("sh.pid")), pid_in(&bg));
+    r.child.kill().unwrap();
+    let (status, _) = r.finish();
+    assert_eq!(status.code(), None, "killed");
+    assert_gone(sh, "the task's sh");
+    assert_gone(bg, "the task's background sleep");
+    // Not given back (no chance to): the claim waits for its lease.
+    let mut s = place.open();
+    let me = LeaseOwner::new("test").unwrap();
+    assert!(
+        s.claim(&me, SystemClock.now(), Millis(30_000), 1)
+            .unwrap()
+            .iter()
+            .all(|l| l.id != "long"),
+        "a killed run gives nothing back"
+    );
+}
+
+#[test]
+fn run_store_started_in_the_background_of_a_script_stops_on_sigint() {
+    let place = Place::new();
+    let d = place.dir();
+    let f = two_tasks(d, &with_pid(d, "exec sleep 1000"));
+    let (code, out) = in_background_shell(
+        d,
+        &format!(
+            "run -j 1 '{}' --store '{}' --lease-ms 30000",
+            f.display(),
+            place.arg()
+        ),
+        &d.join("sh.pid"),
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("\nstopped by Ctrl-C: "), "{out}");
+    assert!(!alive(pid_in(&d.join("sh.pid"))));
+    assert_given_back(&place);
+}
+
+/// A store holding `long` (`cmd`) and `queued` (after long), submitted and started.
+fn stored(place: &Place, cmd: &str) {
+    let f = write_file(
+        place.dir(),
+        "w.toml",
+        &format!(
+            "[[task]]\nid = \"long\"\ncommand = '''{cmd}'''\n\n\
+             [[task]]\nid = \"queued\"\ndeps = [\"long\"]\ncommand = \"true\"\n"
+        ),
+    );
+    let g =
+        lockstep_cli::graph::read_input(&f, &lockstep_cli::graph::ReadOptions::default(), 1 << 20)
+            .unwrap();
+    let mut s = place.spec.open(Some(2)).unwrap();
+    let tasks: Vec<_> = g
+        .tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            lockstep_durable::NewTask::new(t.id.clone(), t.deps.clone()).with_payload(
+                lockstep_cli::store::StoredPayload {
+                    index: i,
+                    command: t.command.clone(),
+                    cwd: None,
+                    env: Default::default(),
+                }
+                .encode(),
+            )
+        })
+        .collect();
+    assert!(s.submit(&tasks).unwrap().iter().all(Result::is_ok));
+    s.start().unwrap();
+}
+
+fn worker(place: &Place, extra: &[&str]) -> Command {
+    let mut c = lockstep();
+    c.args(["worker", "--store", &place.arg(), "--lease-ms", "30000"])
+        .args(["--poll-ms", "20"])
+        .args(extra);
+    c
+}
+
+#[test]
+fn worker_ctrl_c_and_sigterm_give_claims_back_and_exit_1() {
+    worker_signals_give_claims_back(Place::new);
+}
+
+#[test]
+fn worker_postgres_ctrl_c_and_sigterm_give_claims_back_and_exit_1() {
+    if Place::postgres("probe").is_some() {
+        let n = std::sync::atomic::AtomicU32::new(0);
+        worker_signals_give_claims_back(|| {
+            let i = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Place::postgres(&format!("w{i}")).unwrap()
+        });
+    }
+}
+
+/// Ctrl-C, then SIGTERM, each to a worker running a command that ignores SIGTERM, on a store
+/// from `place`.
+fn worker_signals_give_claims_back(place: impl Fn() -> Place) {
+    for (sig, name) in [("-INT", "Ctrl-C"), ("-TERM", "SIGTERM")] {
+        let place = place();
+        let d = place.dir();
+        stored(&place, &ignores_sigterm(d));
+        let r = Running::spawn(worker(&place, &["--grace", "0.2"]));
+        let sh = pid_in(&d.join("sh.pid"));
+        signal(sig, r.pid());
+        let (status, out) = r.finish();
+        assert_eq!(status.code(), Some(1), "{out}");
+        assert!(
+            out.contains("\ngiven back: long g1 (killed by signal 9)\n"),
+            "{out}"
+        );
+        let last = out.lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("worker ")
+                && last.ends_with(&format!(
+                    ": stopped by {name}; 0 succeeded, 0 failed, 0 result(s) refused by the fence, 0 lease(s) lost, 1 given back to the store"
+                )),
+            "{out}"
+        );
+        assert!(!alive(sh));
+        assert_given_back(&place);
+    }
+}
+
+#[test]
+fn worker_killed_by_sigkill_leaves_no_process_of_its_task() {
+    let place = Place::new();
+    let d = place.dir();
+    let bg = d.join("bg.pid");
+    stored(
+        &place,
+        &with_pid(
+            d,
+            &format!("sleep 1000 & echo $! > '{}'; sleep 1000", bg.display()),
+        ),
+    );
+    let mut r = Running::spawn(worker(&place, &[]));
+    let (sh, bg) = (pid_in(&d.join("sh.pid")), pid_in(&bg));
+    r.child.kill().unwrap();
+    let _ = r.finish();
+    assert_gone(sh, "the task's sh");
+    assert_gone(bg, "the task's background sleep");
+}
+
+#[test]
+fn worker_whose_lease_moved_on_stops_its_command() {
+    let place = Place::new();
+    let d = place.dir();
+    let done = d.join("long.done");
+    stored(
+        &place,
+        &with_pid(d, &format!("sleep 1000; touch '{}'", done.display())),
+    );
+    let r = Running::spawn(lockstep_worker_with_lease(&place, "300"));
+    let sh = pid_in(&d.join("sh.pid"));
+    // Freeze the worker past its lease, claim the version for someone else, thaw it: its
+    // next renewal is fenced and it stops its command.
+    signal("-STOP", r.pid());
+    let mut s = place.open();
+    let other = LeaseOwner::new("other").unwrap();
+    let mut claimed = Vec::new();
+    wait_for("the frozen worker's lease to expire", || {
+        claimed = s
+            .claim(&other, SystemClock.now(), Millis(600_000), 1)
+            .unwrap();
+        !claimed.is_empty()
+    });
+    signal("-CONT", r.pid());
+    assert_gone(sh, "the command of the fenced attempt");
+    assert!(!done.exists());
+    r.wait_for_line("lease lost: long g1: ");
+    // Let the run finish: the other claim completes long; the worker runs `queued`.
+    s.complete(&claimed[0].token(), SystemClock.now()).unwrap();
+    let (status, out) = r.finish();
+    assert_eq!(status.code(), Some(0), "{out}");
+    assert!(out.contains("; stopping its command\n"), "{out}");
+    assert!(out.contains("\nrefused: "), "{out}");
+}
+
+fn lockstep_worker_with_lease(place: &Place, lease_ms: &str) -> Command {
+    let mut c = lockstep();
+    c.args(["worker", "--store", &place.arg(), "--lease-ms", lease_ms])
+        .args(["--poll-ms", "20"]);
+    c
+}
+
+/// The children of `parent` whose command line contains `needle`.
+fn children_with(parent: u32, needle: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if ppid == Some(parent) && String::from_utf8_lossy(&cmdline).contains(needle) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_guard_killed_by_hand_is_started_again_and_still_kills_the_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let go = d.join("go");
+    let first = format!(
+        "echo $$ > '{}'; while [ ! -e '{}' ]; do sleep 0.05; done",
+        d.join("first.pid").display(),
+        go.display()
+    );
+    let f = write_file(
+        d,
+        "g.toml",
+        &format!(
+            "[[task]]\nid = \"first\"\ncommand = '''{first}'''\n\n\
+             [[task]]\nid = \"second\"\ndeps = [\"first\"]\ncommand = '''{}'''\n",
+            with_pid(d, "exec sleep 1000")
+        ),
+    );
+    let mut r = Running::spawn(run_cmd(&f, &[]));
+    pid_in(&d.join("first.pid"));
+    let guards = children_with(r.pid(), "lockstep-guard");
+    assert_eq!(guards.len(), 1, "one guard: {guards:?}");
+    signal("-KILL", guards[0]);
+    assert_gone(guards[0], "the first guard");
+    // `first` ends: lockstep finds the guard dead and starts another; `second` starts.
+    std::fs::write(&go, "").unwrap();
+    let sh = pid_in(&d.join("sh.pid"));
+    let again = children_with(r.pid(), "lockstep-guard");
+    assert!(
+        again.len() == 1 && again[0] != guards[0],
+        "a new guard: {again:?}"
+    );
+    r.child.kill().unwrap();
+    let _ = r.finish();
+    assert_gone(sh, "the second task's command");
+}
