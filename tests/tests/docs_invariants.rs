@@ -276,10 +276,15 @@ fn runnable_tests_are_test_functions_and_macro_instances() {
 }
 
 /// Rows whose production code carries no marker yet, or whose cells do not yet name full
-/// paths (issue 14, item 1: the pool's, the durable store's and the pool handle's rows).
+/// paths (issue 14, item 1: the pool's, the durable stores', the pool handle's and the
+/// command runner's rows).
 /// A row leaves this list when it is marked: the test below fails for a listed row that
 /// passes, so the list only shrinks.
 const NOT_YET_MARKED: &[&str] = &[
+    "D.abandon",
+    "C.task-ends-at-exit",
+    "C.stop",
+    "C.no-orphans",
     "D.same-contract",
     "D.fencing",
     "D.lease-capacity",
