@@ -43,8 +43,9 @@
 //! other thread holds it, and none ever held it) or after it saw the latch set (the thief's
 //! last access was the store it saw). It never unwinds before either: `a`'s panic is caught,
 //! and anything else that would unwind while a thief may hold the reference (a bug in the
-//! pool's own code; task panics are caught where tasks run) **aborts the process**
-//! ([`AbortOnUnwind`], as rayon aborts on a panic it cannot contain). Dropping a `JobRef`
+//! pool's own code, or a loom verdict; task panics are caught where tasks run) **aborts the
+//! process** after printing the panic (`abort_with`, as rayon aborts on a panic it cannot
+//! contain). Dropping a `JobRef`
 //! without running it is therefore never unsound: the owner would wait forever (a hang, not
 //! a dangling frame). That cannot happen either: a stack job is never cancelled (its claim
 //! always succeeds, so it is never `Found::Discarded`), never counted in `outstanding` (its
@@ -73,7 +74,7 @@
 //! * Under `--cfg loom` both cells are loom's tracked `UnsafeCell`s, so a read of the result
 //!   not ordered after its write fails the model (the zoo bug `stack_job_latch_early`).
 
-use crate::context::WorkerContext;
+use crate::context::{ChildSink, WorkerContext};
 use crate::handle::Task;
 use lockstep_sync::atomic::{
     AtomicBool,
@@ -256,18 +257,56 @@ where
     unsafe { Latch::set(&raw const (*this).latch) };
 }
 
-/// Aborts the process if dropped: armed while a thief may hold a reference to a job in this
-/// frame, so that no unwinding can free the frame under it. Disarmed with `mem::forget`.
-struct AbortOnUnwind;
-
-impl Drop for AbortOnUnwind {
-    fn drop(&mut self) {
-        eprintln!(
-            "lockstep-pool: a panic unwound through `join` while its second half could be \
-             running on another thread; aborting (the half borrows this frame)"
-        );
-        std::process::abort();
+/// The owner's take-back and wait: `Ok(closure)` if it popped the job's own reference (run
+/// `b` inline), `Err(outcome)` if a thief (or a helper) ran it and set the latch.
+fn take_back_or_wait<F, R>(
+    sink: &dyn ChildSink,
+    job: &StackJob<F, R>,
+) -> Result<F, std::thread::Result<R>>
+where
+    F: FnOnce(&WorkerContext<'_>) -> R + Send,
+    R: Send,
+{
+    // Take-back: everything above `job` on this deque was pushed while `a` ran.
+    while let Some(task) = sink.pop_own() {
+        match task {
+            Task::Stack(r) if r.points_to(job) => return Ok(job.take_back(r)),
+            other => sink.run_found(other),
+        }
     }
+    // Stolen (or moved off this deque by a spare's hand-over): help until the latch is set.
+    let mut idle_rounds = 0u32;
+    loop {
+        if let Some(rb) = job.stolen_result() {
+            return Err(rb);
+        }
+        if sink.help() {
+            idle_rounds = 0;
+        } else if idle_rounds < WAIT_SPIN_ROUNDS {
+            for _ in 0..(1u32 << idle_rounds) {
+                std::hint::spin_loop();
+            }
+            idle_rounds += 1;
+        } else {
+            lockstep_sync::thread::yield_now();
+        }
+    }
+}
+
+/// Reports a panic that escaped the owner's take-back or wait, then aborts the process (as
+/// rayon aborts on a panic it cannot contain): a thief may still be running `b`, which
+/// borrows the frame that unwinding would free. Task panics never get here (they are caught
+/// where tasks run); only a bug in the pool's own code, or a checker's verdict (loom), does.
+/// Written straight to `stderr`, so that a test harness capturing output does not lose it.
+fn abort_with(payload: &(dyn std::any::Any + Send)) -> ! {
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "lockstep-pool: a panic unwound through `join` while its second half could be \
+         running on another thread ({}); aborting (the half borrows this frame)",
+        crate::handle::panic_message(payload)
+    );
+    std::process::abort()
 }
 
 /// `WorkerContext::join`: runs `a` here and `b` here or on a thief; see the module
@@ -280,58 +319,33 @@ where
 {
     let sink = ctx.sink();
     let job = StackJob::new(b);
-    // SAFETY: `job` stays in this frame; below, the function returns only after `take_back`
-    // or after `stolen_result` returned `Some`, and `armed` aborts the process if anything
-    // unwinds in between (`a`'s panic is caught). Only this one reference is made.
+    // SAFETY: `job` stays in this frame, and this function leaves the frame (returns or
+    // unwinds) only after `take_back_or_wait` returned: `take_back` consumed the reference,
+    // or `stolen_result` saw the latch. Nothing unwinds in between: `a`'s panic is caught,
+    // and any other panic there aborts the process (`abort_with`). One reference is made.
     let job_ref = unsafe { job.as_job_ref() };
     sink.push_child(Task::Stack(job_ref));
-    let armed = AbortOnUnwind;
     let ra = catch_unwind(AssertUnwindSafe(|| a(ctx)));
-    // Take-back: everything above `job` on this deque was pushed while `a` ran.
-    while let Some(task) = sink.pop_own() {
-        match task {
-            Task::Stack(r) if r.points_to(&job) => {
-                let b = job.take_back(r);
-                std::mem::forget(armed);
-                return match ra {
-                    // `b`'s panic unwinds from here: nobody else can reach the job.
-                    Ok(ra) => (ra, b(ctx)),
-                    Err(pa) => {
-                        // Both halves finish; `a`'s panic wins.
-                        let _ = catch_unwind(AssertUnwindSafe(|| drop(b(ctx))));
-                        resume_unwind(pa)
-                    }
-                };
-            }
-            other => sink.run_found(other),
-        }
-    }
-    // Stolen (or moved off this deque by a spare's hand-over): help until the latch is set.
-    let mut idle_rounds = 0u32;
-    let rb = loop {
-        if let Some(rb) = job.stolen_result() {
-            break rb;
-        }
-        if sink.help() {
-            idle_rounds = 0;
-        } else if idle_rounds < WAIT_SPIN_ROUNDS {
-            for _ in 0..(1u32 << idle_rounds) {
-                std::hint::spin_loop();
-            }
-            idle_rounds += 1;
-        } else {
-            lockstep_sync::thread::yield_now();
-        }
+    let outcome = match catch_unwind(AssertUnwindSafe(|| take_back_or_wait(sink, &job))) {
+        Ok(outcome) => outcome,
+        Err(payload) => abort_with(payload.as_ref()),
     };
-    std::mem::forget(armed);
-    match (ra, rb) {
-        (Ok(x), Ok(y)) => (x, y),
-        (Err(pa), rb) => {
+    match (ra, outcome) {
+        // Taken back: nobody else can reach the job; `b`'s panic unwinds from here.
+        (Ok(ra), Ok(b)) => (ra, b(ctx)),
+        (Err(pa), Ok(b)) => {
+            // Both halves finish; `a`'s panic wins.
+            let _ = catch_unwind(AssertUnwindSafe(|| drop(b(ctx))));
+            resume_unwind(pa)
+        }
+        // Stolen and finished: the latch was the thief's last access.
+        (Ok(ra), Err(Ok(rb))) => (ra, rb),
+        (Ok(_), Err(Err(pb))) => resume_unwind(pb),
+        (Err(pa), Err(rb)) => {
             // A payload whose own `Drop` panics must not replace `a`'s panic.
             let _ = catch_unwind(AssertUnwindSafe(move || drop(rb)));
             resume_unwind(pa)
         }
-        (Ok(_), Err(pb)) => resume_unwind(pb),
     }
 }
 
@@ -343,7 +357,6 @@ mod tests {
     //! not ordered by the latch, is reported as undefined behaviour or a data race.
 
     use super::*;
-    use crate::context::ChildSink;
     use crate::engine::Compensation;
     use crate::handle::TaskId;
     use std::collections::VecDeque;
