@@ -252,6 +252,8 @@ where
     // SAFETY: the latch is not set, so the owner is still waiting and does not read the
     // slot; this thread holds the job exclusively.
     unsafe { (*this).result.with_mut(|p| *p = Some(r)) };
+    // LINEARIZATION POINT (B.join-frame): a stolen `b` is finished, for its owner, when
+    // this store is seen by its `Acquire` probe.
     // SAFETY: the job is live (the owner waits for this store). The store is this thread's
     // last access to it.
     unsafe { Latch::set(&raw const (*this).latch) };
