@@ -300,12 +300,19 @@ where
 /// borrows the frame that unwinding would free. Task panics never get here (they are caught
 /// where tasks run); only a bug in the pool's own code, or a checker's verdict (loom), does.
 /// Written straight to `stderr`, so that a test harness capturing output does not lose it.
+///
+/// Under loom and shuttle, a failure elsewhere can tear an execution down by unwinding the
+/// stacks of the other threads, a worker waiting here among them: that unwind lands here too
+/// (its payload is the checker's, not a string) and aborts the test process, so the original
+/// failure is seen with `--nocapture` (and a shuttle schedule file is not written).
 fn abort_with(payload: &(dyn std::any::Any + Send)) -> ! {
     use std::io::Write;
     let _ = writeln!(
         std::io::stderr(),
         "lockstep-pool: a panic unwound through `join` while its second half could be \
-         running on another thread ({}); aborting (the half borrows this frame)",
+         running on another thread ({}); aborting (the half borrows this frame). Under loom \
+         or shuttle this may be the teardown of an execution that failed elsewhere: rerun \
+         with --nocapture to see that failure.",
         crate::handle::panic_message(payload)
     );
     std::process::abort()
