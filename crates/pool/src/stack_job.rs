@@ -25,8 +25,10 @@
 //! 3. **Take-back.** After `a`, the owner pops its own deque. Tasks above `job` were pushed by
 //!    `a` (its spawns, or extras a steal of its nested joins brought home): it runs them
 //!    (foreign stack jobs among them are run like a thief runs them). If it pops `job`'s own
-//!    reference, nobody else ever saw the job: the owner takes the closure back and runs `b`
-//!    inline (no latch, no result slot). This is the common, uncontended path.
+//!    reference, nobody ran the job (a thief's batch steal may have moved the reference to
+//!    its deque and a steal of the owner's brought it back, without touching the job): the
+//!    owner takes the closure back and runs `b` inline (no latch, no result slot). This is
+//!    the common, uncontended path.
 //! 4. **Stolen.** If the deque runs dry first, somebody else holds the reference. The owner
 //!    **helps** (runs other work: its own deque, its inbox, other workers' deques, as an idle
 //!    worker searches) until the latch is set, spinning briefly and then yielding when there
@@ -161,7 +163,7 @@ where
     }
 
     /// Takes the closure back with the job's own reference (popped by the owner from its own
-    /// deque): nobody else ever held it, so nobody else touches the job any more.
+    /// deque): nobody ran the job, and with the reference consumed nobody ever will.
     ///
     /// # Panics
     /// If `job` is not this job's reference, or the closure is gone (a broken protocol).
@@ -172,9 +174,10 @@ where
         );
         // `job` is consumed here (it has no `Drop`): no reference to this job exists any more.
         let JobRef { .. } = job;
-        // SAFETY: the only reference was just consumed by its owner, so no other thread holds
-        // one and no other thread ever took the closure (taking needs the reference); this
-        // thread pushed the job, so the closure's write is its own.
+        // SAFETY: the only reference was just consumed here, so no other thread holds one,
+        // and nobody ran the job (running consumes the reference; a thief whose batch steal
+        // moved it between deques, and back to this one, never touched the job itself); this
+        // thread wrote the closure before it pushed the job.
         let f = self.func.with_mut(|p| unsafe { (*p).take() });
         f.expect("a job taken back still holds its closure")
     }
