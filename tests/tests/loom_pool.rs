@@ -25,9 +25,14 @@ use std::num::NonZeroUsize;
 /// prints how many executions were explored, and checks that there was more than one (the
 /// model really has concurrency).
 fn model<F: Fn() + Sync + Send + 'static>(name: &str, f: F) {
+    model_bounded(name, 2, f);
+}
+
+/// [`model`] with another default preemption bound (`LOOM_MAX_PREEMPTIONS` still wins).
+fn model_bounded<F: Fn() + Sync + Send + 'static>(name: &str, bound: usize, f: F) {
     let mut b = loom::model::Builder::new();
     if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(2);
+        b.preemption_bound = Some(bound);
     }
     let executions = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let e = std::sync::Arc::clone(&executions);
@@ -211,4 +216,202 @@ fn loom_deque_batch_steal_against_owner_pops() {
         all.sort_unstable();
         assert_eq!(all, vec![0, 1]);
     });
+}
+
+// ---------------------------------------------------------------------------------------
+// `WorkerContext::join`: the second half lives in the joiner's stack frame
+// (`crates/pool/src/stack_job.rs`). Loom's tracked cells hold the half's closure and result,
+// so an access not ordered by the deque (the closure) or by the latch (the result) fails the
+// model; the zoo bug `stack_job_latch_early` is caught here.
+// ---------------------------------------------------------------------------------------
+
+/// The default preemption bound of the join models. One preemption is enough for each race
+/// below (the owner preempted between its push and its pop lets the thief steal; loom's
+/// vector clocks then judge every access to the half's cells, so a result written after the
+/// latch fails without a second preemption between the two); with two, each model explores
+/// about 20,000 to 45,000 executions of a two-worker pool (tens of seconds each).
+const JOIN_BOUND: usize = 1;
+
+/// Two workers; a root joins two halves, and `b` borrows a counter from the root's stack.
+/// The other worker may steal `b` while the owner runs `a` (which yields a few times while
+/// `b` has not run) or as the owner tries to take `b` back (owner pop vs thief steal on the
+/// last task): `b` runs exactly once, here or there, and its result reaches the owner.
+fn join_thief_races_take_back<D: DequeFamily>() {
+    let name = format!("loom_join_thief_races_take_back/{}", deque_name::<D>());
+    // Across executions (std counters, outside the model): `b` taken back by its owner, and
+    // `b` run by the thief. Both must occur, or the model does not reach the race.
+    let paths = std::sync::Arc::new([
+        std::sync::atomic::AtomicUsize::new(0),
+        std::sync::atomic::AtomicUsize::new(0),
+    ]);
+    let seen = std::sync::Arc::clone(&paths);
+    model_bounded(&name, JOIN_BOUND, move || {
+        let pool = PoolBuilder::new(2).build_with::<D>().expect("pool");
+        let root = pool
+            .submit(|ctx| {
+                let runs = AtomicUsize::new(0); // on the root's stack
+                let (a, b) = ctx.join(
+                    |ctx| {
+                        give_chances(&runs, 2);
+                        ctx.worker_index()
+                    },
+                    |ctx| {
+                        runs.fetch_add(1, SeqCst);
+                        ctx.worker_index()
+                    },
+                );
+                (a != b, runs.load(SeqCst))
+            })
+            .expect("accepting");
+        let (stolen, runs) = root.join().expect("the root returns");
+        assert_eq!(runs, 1, "b ran exactly once");
+        seen[usize::from(stolen)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        pool.shutdown();
+        pool.await_termination();
+        assert_eq!(pool.outstanding(), 0);
+    });
+    let [taken_back, stolen] = [0, 1].map(|i| paths[i].load(std::sync::atomic::Ordering::Relaxed));
+    assert!(
+        taken_back > 0 && stolen > 0,
+        "{name}: taken back {taken_back}, stolen {stolen}: both paths must be explored"
+    );
+}
+
+#[test]
+fn loom_join_thief_races_take_back() {
+    join_thief_races_take_back::<Locked>();
+    join_thief_races_take_back::<ChaseLev>();
+}
+
+/// A panicking half, stolen or not: a panic of `b` reaches the joiner's caller (carried back
+/// through the result slot when a thief ran it); a panic of `a` waits for `b` (which writes
+/// into the joiner's frame) before it unwinds.
+fn join_half_panics<D: DequeFamily>(panic_in_a: bool) {
+    let side = if panic_in_a { "a" } else { "b" };
+    let name = format!("loom_join_half_panics/{side}/{}", deque_name::<D>());
+    // Executions (outside the model) in which the panicking join's `b` ran on the thief.
+    let stolen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = std::sync::Arc::clone(&stolen);
+    model_bounded(&name, JOIN_BOUND, move || {
+        let pool = PoolBuilder::new(2).build_with::<D>().expect("pool");
+        let root = pool
+            .submit(move |ctx| {
+                let owner = ctx.worker_index();
+                // On the root's stack: `b` writes them while `a` may be unwinding.
+                let (b_ran, b_worker) = (AtomicUsize::new(0), AtomicUsize::new(usize::MAX));
+                let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    ctx.join(
+                        |_| {
+                            give_chances(&b_ran, 2);
+                            assert!(!panic_in_a, "a");
+                        },
+                        |ctx| {
+                            b_worker.store(ctx.worker_index(), SeqCst);
+                            b_ran.fetch_add(1, SeqCst);
+                            assert!(panic_in_a, "b");
+                        },
+                    )
+                }));
+                let msg = caught
+                    .err()
+                    .and_then(|p| p.downcast_ref::<&str>().map(|s| (*s).to_string()));
+                (msg, b_ran.load(SeqCst), b_worker.load(SeqCst) != owner)
+            })
+            .expect("accepting");
+        let want = if panic_in_a { "a" } else { "b" };
+        let (msg, b_ran, b_stolen) = root.join().expect("the root catches the panic");
+        assert_eq!((msg.as_deref(), b_ran), (Some(want), 1));
+        if b_stolen {
+            seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        pool.shutdown();
+        pool.await_termination();
+    });
+    let stolen = stolen.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(stolen > 0, "{name}: b was never stolen");
+}
+
+#[test]
+fn loom_join_half_panics() {
+    join_half_panics::<Locked>(false);
+    join_half_panics::<ChaseLev>(false);
+    join_half_panics::<Locked>(true);
+    join_half_panics::<ChaseLev>(true);
+}
+
+/// Yields up to `chances` times, until `flag` is set: gives another thread a window to act
+/// without spending loom's preemption budget (a yield is a free switch), and stays live
+/// whatever the other thread does.
+fn give_chances(flag: &AtomicUsize, chances: usize) {
+    for _ in 0..chances {
+        if flag.load(SeqCst) != 0 {
+            return;
+        }
+        loom::thread::yield_now();
+    }
+}
+
+/// The owner helps while it waits: `b`, when stolen, forks again (a nested join on the
+/// thief's deque), so an owner whose deque ran dry may steal and run the thief's nested half
+/// while the thief waits for it in turn. Every half runs once and both joins return. `a` and
+/// the nested `a` each yield a few times while their `b` is not taken, so the steals happen
+/// within the preemption bound.
+fn join_owner_helps_while_waiting<D: DequeFamily>() {
+    let name = format!("loom_join_owner_helps_while_waiting/{}", deque_name::<D>());
+    // Executions (outside the model) in which the owner of the outer join ran the thief's
+    // nested half: it helped while waiting. The model must reach that.
+    let helped = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = std::sync::Arc::clone(&helped);
+    model_bounded(&name, JOIN_BOUND, move || {
+        let pool = PoolBuilder::new(2).build_with::<D>().expect("pool");
+        let root = pool
+            .submit(|ctx| {
+                let (outer_taken, inner_taken, runs) = (
+                    AtomicUsize::new(0),
+                    AtomicUsize::new(0),
+                    AtomicUsize::new(0),
+                );
+                let owner = ctx.worker_index();
+                let (a, (b1, inner)) = ctx.join(
+                    |ctx| {
+                        give_chances(&outer_taken, 2);
+                        ctx.worker_index()
+                    },
+                    |ctx| {
+                        outer_taken.store(1, SeqCst);
+                        ctx.join(
+                            |ctx| {
+                                give_chances(&inner_taken, 2);
+                                ctx.worker_index()
+                            },
+                            |ctx| {
+                                inner_taken.store(1, SeqCst);
+                                runs.fetch_add(1, SeqCst);
+                                ctx.worker_index()
+                            },
+                        )
+                    },
+                );
+                assert_eq!(a, owner);
+                // b1 ran on the thief, the nested half on the owner: the owner helped.
+                (b1 != owner && inner == owner, runs.load(SeqCst))
+            })
+            .expect("accepting");
+        let (owner_helped, runs) = root.join().expect("the root returns");
+        assert_eq!(runs, 1, "the nested half ran exactly once");
+        if owner_helped {
+            seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        pool.shutdown();
+        pool.await_termination();
+    });
+    let helped = helped.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(helped > 0, "{name}: the owner never helped its thief");
+    eprintln!("{name}: the owner helped its thief in {helped} executions");
+}
+
+#[test]
+fn loom_join_owner_helps_while_waiting() {
+    join_owner_helps_while_waiting::<Locked>();
+    join_owner_helps_while_waiting::<ChaseLev>();
 }

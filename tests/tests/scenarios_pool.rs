@@ -1035,6 +1035,168 @@ fn join_runs_both_halves_and_helps_while_waiting<D: DequeFamily>() {
     assert_eq!(pool.outstanding(), 0);
 }
 
+/// fib by fork-join where both halves borrow the counter from the caller's stack (no `Arc`,
+/// no `'static`: `join`'s second half lives in the joiner's frame).
+fn fib_borrowing(ctx: &WorkerContext<'_>, n: u64, calls: &AtomicUsize) -> u64 {
+    calls.fetch_add(1, SeqCst);
+    if n < 2 {
+        return n;
+    }
+    let (a, b) = ctx.join(
+        |ctx| fib_borrowing(ctx, n - 1, calls),
+        |ctx| fib_borrowing(ctx, n - 2, calls),
+    );
+    a + b
+}
+
+/// fib(n) and the number of calls of the naive recursion (2 fib(n + 1) - 1).
+fn fib_and_calls(n: u64) -> (u64, u64) {
+    let (mut a, mut b) = (0u64, 1u64);
+    for _ in 0..n {
+        (a, b) = (b, a + b);
+    }
+    (a, 2 * b - 1)
+}
+
+/// A deep tree of borrowing joins on four workers (fib(24): 75,025 joins per root, two
+/// roots at once, so halves are stolen, stolen halves fork again, and waiting owners help
+/// with their thieves' halves): every call runs once and every result is right, with the
+/// counter and the results living on the roots' stacks.
+fn deep_recursive_fib_with_borrowing_joins<D: DequeFamily>() {
+    const N: u64 = if cfg!(miri) { 9 } else { 24 };
+    let pool = new_pool::<D>(4).expect("pool");
+    let roots: Vec<_> = (0..2)
+        .map(|_| {
+            pool.submit(|ctx| {
+                let calls = AtomicUsize::new(0); // on this task's stack
+                let v = fib_borrowing(ctx, N, &calls);
+                (v, calls.load(SeqCst) as u64)
+            })
+            .expect("accepting")
+        })
+        .collect();
+    for r in roots {
+        assert_eq!(r.join(), Ok(fib_and_calls(N)));
+    }
+    pool.shutdown();
+    pool.await_termination();
+    assert_eq!(pool.outstanding(), 0);
+}
+
+/// Adds one to every element by splitting the slice with nested joins; both halves borrow
+/// disjoint parts of the caller's slice mutably.
+fn bump_all(ctx: &WorkerContext<'_>, xs: &mut [u32]) {
+    if xs.len() <= 2 {
+        for x in xs {
+            *x += 1;
+        }
+        return;
+    }
+    let (l, r) = xs.split_at_mut(xs.len() / 2);
+    ctx.join(|ctx| bump_all(ctx, l), |ctx| bump_all(ctx, r));
+}
+
+/// A panic in either half of a borrowing join reaches the joiner only after both halves
+/// finished writing into the joiner's frame: the task catches the panic itself and then
+/// checks that the other half's writes are all there (the half that borrowed the frame did
+/// not outlive the join). Both halves panicking: `a`'s panic wins.
+fn join_panics_in_either_half_after_both_finish_with_borrowed_data<D: DequeFamily>() {
+    const LEN: usize = if cfg!(miri) { 16 } else { 4096 };
+    let pool = new_pool::<D>(2).expect("pool");
+    let left = pool
+        .submit(|ctx| {
+            let mut xs = vec![0u32; LEN];
+            let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                ctx.join(
+                    |_| -> u8 { panic!("left half") },
+                    |ctx| bump_all(ctx, &mut xs),
+                )
+            }));
+            let msg = caught.err().and_then(|p| p.downcast_ref::<&str>().copied());
+            (msg, xs.iter().all(|&x| x == 1))
+        })
+        .expect("accepting");
+    assert_eq!(left.join(), Ok((Some("left half"), true)));
+    let right = pool
+        .submit(|ctx| {
+            let mut xs = vec![0u32; LEN];
+            let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                ctx.join(
+                    |ctx| bump_all(ctx, &mut xs),
+                    |_| -> u8 { panic!("right half") },
+                )
+            }));
+            let msg = caught.err().and_then(|p| p.downcast_ref::<&str>().copied());
+            (msg, xs.iter().all(|&x| x == 1))
+        })
+        .expect("accepting");
+    assert_eq!(right.join(), Ok((Some("right half"), true)));
+    let both = pool
+        .submit(|ctx| {
+            ctx.join(
+                |_| -> u8 { panic!("a first") },
+                |_| -> u8 { panic!("b second") },
+            )
+        })
+        .expect("accepting");
+    assert_eq!(
+        both.join().err(),
+        Some(TaskError::Panicked {
+            message: "a first".into()
+        })
+    );
+    // The workers went on: a plain join still works.
+    let ok = pool
+        .submit(|ctx| ctx.join(|_| 1, |_| 2))
+        .expect("accepting");
+    assert_eq!(ok.join(), Ok((1, 2)));
+    pool.shutdown();
+    pool.await_termination();
+    assert_eq!(pool.outstanding(), 0);
+    assert_eq!(
+        pool.metrics().total().panics,
+        1,
+        "only the uncaught join panic counts as a task panic"
+    );
+}
+
+/// Joins in flight while the pool drains: roots full of borrowing joins are submitted, then
+/// `shutdown` is called at once (and again from inside a task). Stack jobs are not counted
+/// in `outstanding`, never cancelled or discarded; their joiners are counted, so the drain
+/// waits for every join, every root finishes with the right answer, and nothing is left.
+fn joins_in_flight_while_shutdown_drains<D: DequeFamily>() {
+    const ROOTS: usize = if cfg!(miri) { 3 } else { 16 };
+    const LEN: usize = if cfg!(miri) { 32 } else { 20_000 };
+    let pool = Arc::new(new_pool::<D>(3).expect("pool"));
+    let roots: Vec<_> = (0..ROOTS)
+        .map(|i| {
+            let p = Arc::clone(&pool);
+            pool.submit(move |ctx| {
+                if i == ROOTS - 1 {
+                    // From inside (the last root: every root is accepted by then): the drain
+                    // starts while other roots' joins run.
+                    p.shutdown();
+                }
+                drop(p);
+                let mut xs = vec![i as u32; LEN];
+                bump_all(ctx, &mut xs);
+                xs.iter().map(|&x| u64::from(x)).sum::<u64>()
+            })
+            .expect("accepting before shutdown")
+        })
+        .collect();
+    pool.shutdown();
+    assert_eq!(pool.submit(|_| ()).err(), Some(PoolError::ShutDown));
+    pool.await_termination();
+    assert_eq!(pool.state(), PoolState::Terminated);
+    for (i, r) in roots.into_iter().enumerate() {
+        assert_eq!(r.join(), Ok(((i + 1) * LEN) as u64), "root {i}");
+    }
+    assert_eq!(pool.outstanding(), 0);
+    let m = pool.metrics().total();
+    assert_eq!((m.discarded, m.panics), (0, 0));
+}
+
 /// A binary tree of detached tasks: leaves `lo..hi` each bump their counter.
 fn detached_tree(ctx: &WorkerContext<'_>, lo: usize, hi: usize, c: Arc<Vec<AtomicU32>>) {
     if hi - lo == 1 {
@@ -1160,4 +1322,7 @@ on_both_deques!(
     a_compensation_slot_is_free_again_when_its_blocked_call_returns,
     a_spare_whose_task_blocks_hands_its_queued_children_over,
     join_runs_both_halves_and_helps_while_waiting,
+    deep_recursive_fib_with_borrowing_joins,
+    join_panics_in_either_half_after_both_finish_with_borrowed_data,
+    joins_in_flight_while_shutdown_drains,
 );

@@ -19,6 +19,7 @@
 //! | `shuttle_submitters_race_parking_workers` | submit vs parking (lost wake-ups) | 10,000 | 10,000 |
 //! | `shuttle_blocked_calls_race_submissions` | `block_in_place` calls vs submissions vs spares retiring (B4.blocking-limit) | 10,000 | 10,000 |
 //! | `shuttle_released_spare_passes_on_its_wakeup` | a submission vs a released spare on the idle list, two calls on one worker (B4.blocking-limit) | 10,000 | 10,000 |
+//! | `shuttle_join_borrows_while_thieves_steal` | joins whose halves borrow the joiner's stack vs stealing thieves, panics in either half (the half lives in the joiner's frame) | 5,000 | 5,000 |
 //! | `shuttle_steals_race_the_owner` | steals (single and batch) vs the owner's pops, locked deque, linearizability-checked | 20,000 | 20,000 |
 //! | `shuttle_steals_race_the_owner_chase_lev` | the same on the Chase–Lev deque (exactly once, FIFO thief; its batch is one steal per task, so not one atomic step) | 20,000 | 20,000 |
 //! | `shuttle_single_steals_race_the_owner` | two single thieves vs the owner, on both deques, linearizability-checked | 10,000 + 10,000 | 10,000 + 10,000 |
@@ -650,6 +651,105 @@ fn shuttle_released_spare_passes_on_its_wakeup() {
 #[test]
 fn shuttle_released_spare_passes_on_its_wakeup_chase_lev() {
     shuttle_check!(PLAN, released_spare_passes_on_its_wakeup::<ChaseLev>);
+}
+
+// ---------------------------------------------------------------------------------------
+// `WorkerContext::join` with borrowed data (the second half lives in the joiner's frame)
+// ---------------------------------------------------------------------------------------
+
+/// Leaves of `join_bump` that ran on another worker than their root, over all schedules of
+/// a test (std, outside shuttle): the test checks that thieves really took halves.
+static JOIN_HALVES_STOLEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Adds one to every element by splitting the slice with nested joins (both halves borrow
+/// disjoint parts of the caller's slice mutably); counts leaves run away from `root`.
+fn join_bump(ctx: &WorkerContext<'_>, xs: &mut [u32], root: usize) {
+    if xs.len() <= 1 {
+        for x in xs {
+            *x += 1;
+        }
+        if ctx.worker_index() != root {
+            JOIN_HALVES_STOLEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        return;
+    }
+    let (l, r) = xs.split_at_mut(xs.len() / 2);
+    ctx.join(|ctx| join_bump(ctx, l, root), |ctx| join_bump(ctx, r, root));
+}
+
+/// Join with borrowed data vs stealing thieves: two roots on three workers each fork a tree
+/// of joins over a slice on their own stack (the halves write into it), and sum it with
+/// joins over borrowed sub-slices; in some schedules (a shuttle coin) the last join of a root
+/// panics in `a` or in `b` while the other half, possibly stolen, is still writing into the
+/// frame. Each element is written exactly once, the sums are right, the panic reaches the
+/// root (which catches it) only after both halves finished, and the pool drains.
+fn join_borrows_while_thieves_steal<D: DequeFamily>() {
+    const LEN: usize = 8;
+    let pool = PoolBuilder::new(3).build_with::<D>().expect("pool");
+    let roots: Vec<_> = (0..2u32)
+        .map(|i| {
+            let panic_in = pick(3); // 0: none, 1: in a, 2: in b
+            pool.submit(move |ctx| {
+                let root = ctx.worker_index();
+                let mut xs = vec![i; LEN];
+                join_bump(ctx, &mut xs, root);
+                let (left, right) = xs.split_at(LEN / 2);
+                let (sl, sr) = ctx.join(
+                    |_| left.iter().map(|&x| u64::from(x)).sum::<u64>(),
+                    |_| right.iter().map(|&x| u64::from(x)).sum::<u64>(),
+                );
+                let mut ys = vec![0u32; LEN];
+                let (yl, yr) = ys.split_at_mut(LEN / 2);
+                let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    ctx.join(
+                        |ctx| {
+                            join_bump(ctx, yl, root);
+                            assert!(panic_in != 1, "a");
+                        },
+                        |ctx| {
+                            join_bump(ctx, yr, root);
+                            assert!(panic_in != 2, "b");
+                        },
+                    )
+                }));
+                let msg = caught.err().and_then(|p| p.downcast_ref::<&str>().copied());
+                (sl + sr, msg, ys.iter().all(|&y| y == 1), panic_in)
+            })
+            .expect("accepting")
+        })
+        .collect();
+    for (i, r) in roots.into_iter().enumerate() {
+        let (sum, msg, all_once, panic_in) = r.join().expect("the root catches its panic");
+        assert_eq!(
+            sum,
+            (i as u64 + 1) * LEN as u64,
+            "root {i}: sum of borrowed halves"
+        );
+        assert!(
+            all_once,
+            "root {i}: every element written once, before join returned"
+        );
+        assert_eq!(msg, [None, Some("a"), Some("b")][panic_in], "root {i}");
+    }
+    pool.shutdown();
+    pool.await_termination();
+    assert_eq!(pool.outstanding(), 0);
+}
+
+/// Schedules of the join test: each runs a tree of about 30 joins on three workers, so half
+/// the count of the other pool tests keeps it near their cost.
+const JOIN_PLAN: Plan = Plan::both(5_000, 5_000, 3);
+
+#[test]
+fn shuttle_join_borrows_while_thieves_steal() {
+    shuttle_check!(JOIN_PLAN, join_borrows_while_thieves_steal::<Locked>);
+    assert!(JOIN_HALVES_STOLEN.load(std::sync::atomic::Ordering::Relaxed) > 0);
+}
+
+#[test]
+fn shuttle_join_borrows_while_thieves_steal_chase_lev() {
+    shuttle_check!(JOIN_PLAN, join_borrows_while_thieves_steal::<ChaseLev>);
+    assert!(JOIN_HALVES_STOLEN.load(std::sync::atomic::Ordering::Relaxed) > 0);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,10 +1,9 @@
 //! What a running task sees of its worker: its index and the right to spawn children.
 
 use crate::engine::Compensation;
-use crate::handle::{JoinHandle, Task, TaskId, join_key, new_detached, new_join, new_task};
+use crate::handle::{JoinHandle, Task, TaskId, new_detached, new_task};
 use lockstep_contract::PoolError;
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 /// The worker side of the pool, as a running task sees it. Lent to each task for the time it
 /// runs (it cannot outlive the call).
@@ -77,6 +76,11 @@ impl<'a> WorkerContext<'a> {
             workers,
             sink,
         }
+    }
+
+    /// The child sink: the queues of the worker running this task.
+    pub(crate) fn sink(&self) -> &'a dyn ChildSink {
+        self.sink
     }
 
     /// The index of the worker running this task, in `0..worker_count()`.
@@ -179,86 +183,66 @@ impl<'a> WorkerContext<'a> {
 }
 
 impl WorkerContext<'_> {
-    /// Runs `a` and `b`, potentially in parallel, and returns both results (rayon-style
-    /// fork-join). `b` is pushed onto the bottom of this worker's deque, where an idle
-    /// worker may steal it; `a` runs here at once. Then this worker takes `b` back if nobody
-    /// stole it (popping its own deque: anything `a` spawned on top of it runs first) and runs
-    /// it inline; if `b` was stolen, it **helps** while it waits: it runs tasks from its own
+    /// Runs `a` and `b`, potentially in parallel, and returns both results (fork-join, as
+    /// `rayon::join`). `b` may **borrow from the caller's stack** (it need not be
+    /// `'static`): it is kept in this call's stack frame, and the call returns only when
+    /// nothing can touch it any more.
+    ///
+    /// **How.** The work-first fork of Blumofe and Leiserson (JACM 1999), built as rayon-core
+    /// builds it (`StackJob` and `JobRef`): a reference to `b`, which lives in this frame, is
+    /// pushed onto the bottom of this worker's deque, where an idle worker (a **thief**) may
+    /// steal it; `a` runs here at once. Then this worker takes `b` back if nobody stole it
+    /// (popping its own deque: anything `a` spawned on top of it runs first) and runs it
+    /// inline; if `b` was stolen, it **helps** while it waits: it runs tasks from its own
     /// deque, its inbox and other workers' (the idle worker's search), so a tree of joins
     /// never deadlocks and never leaves a thread idle while work is queued. With nothing to
-    /// help with, it spins briefly and then yields until the thief is done.
+    /// help with, it spins briefly and then yields until the thief sets the half's latch
+    /// (the protocol, with its memory orderings, is in `docs/pool.md`, "Fork-join").
     ///
     /// `b` is not numbered or counted in `outstanding` (its parent, running and counted,
-    /// waits for it), has no handle, and cannot be cancelled. Panics: both halves always
-    /// finish; then a panic of `a` is re-raised, else a panic of `b`.
+    /// waits for it), has no handle, and cannot be cancelled.
     ///
-    /// Cost: one allocation (the shared slot of `b`, which is also the queued task: the
-    /// joiner and the deque each hold a reference) and one uncontended lock of the slot per
-    /// join when `b` is not stolen; `b` must be `'static` (this crate has
-    /// no `unsafe`, so `b` cannot borrow from the caller's stack as rayon's `join` can).
+    /// # Panics
+    /// Both halves always finish before a panic leaves `join`: a panic of `a` is re-raised
+    /// after `b` was taken back and run, or after the thief finished it; else a panic of `b`
+    /// is re-raised (run by a thief, it is carried back and resumed here). If both panic,
+    /// `a`'s panic wins. A panic of the pool's own code while a thief may be running `b` (a
+    /// bug) aborts the process rather than free the frame `b` borrows from.
+    ///
+    /// # Cost
+    /// No allocation and no lock of its own: one push and one pop of this worker's deque
+    /// when `b` is not stolen (`b` runs inline); when it is, one `Release` store by the thief
+    /// and `Acquire` loads by this worker while it helps. Stack: `b`, its result and a flag
+    /// in this frame.
     ///
     /// ```
     /// use lockstep_pool::{Pool, WorkerContext};
     ///
-    /// fn fib(ctx: &WorkerContext<'_>, n: u64) -> u64 {
-    ///     if n < 2 {
-    ///         return n;
+    /// /// Sums a slice by splitting it: both halves borrow from the caller's slice.
+    /// fn sum(ctx: &WorkerContext<'_>, xs: &[u64]) -> u64 {
+    ///     if xs.len() <= 2 {
+    ///         return xs.iter().sum();
     ///     }
-    ///     let (a, b) = ctx.join(|ctx| fib(ctx, n - 1), move |ctx| fib(ctx, n - 2));
+    ///     let (left, right) = xs.split_at(xs.len() / 2);
+    ///     let (a, b) = ctx.join(|ctx| sum(ctx, left), |ctx| sum(ctx, right));
     ///     a + b
     /// }
     ///
     /// let pool = Pool::new(2)?;
-    /// assert_eq!(pool.submit(|ctx| fib(ctx, 20))?.join(), Ok(6765));
+    /// let total = pool.submit(|ctx| {
+    ///     let data: Vec<u64> = (1..=1000).collect(); // on this task's stack, not 'static
+    ///     sum(ctx, &data)
+    /// })?;
+    /// assert_eq!(total.join(), Ok(500_500));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn join<A, B, RA, RB>(&self, a: A, b: B) -> (RA, RB)
     where
         A: FnOnce(&WorkerContext<'_>) -> RA,
-        B: FnOnce(&WorkerContext<'_>) -> RB + Send + 'static,
-        RB: Send + 'static,
+        B: FnOnce(&WorkerContext<'_>) -> RB + Send,
+        RB: Send,
     {
-        let (slot, task) = new_join(b);
-        let key = join_key(&slot);
-        self.sink.push_child(task);
-        let ra = catch_unwind(AssertUnwindSafe(|| a(self)));
-        // Take `b` back: everything above it on this deque was pushed by `a`.
-        let mut rb = None;
-        while let Some(t) = self.sink.pop_own() {
-            if t.join_key() == key {
-                drop(t);
-                if let Some(b) = slot.take() {
-                    rb = Some(catch_unwind(AssertUnwindSafe(|| b(self))));
-                }
-                break;
-            }
-            self.sink.run_found(t);
-        }
-        // Stolen: help until the thief is done.
-        let rb = match rb {
-            Some(r) => r,
-            None => {
-                let mut idle_rounds = 0u32;
-                while !slot.is_done() {
-                    if self.sink.help() {
-                        idle_rounds = 0;
-                    } else if idle_rounds < 6 {
-                        for _ in 0..(1u32 << idle_rounds) {
-                            std::hint::spin_loop();
-                        }
-                        idle_rounds += 1;
-                    } else {
-                        lockstep_sync::thread::yield_now();
-                    }
-                }
-                slot.result()
-                    .expect("a finished join half leaves its result in the slot")
-            }
-        };
-        match (ra, rb) {
-            (Ok(x), Ok(y)) => (x, y),
-            (Err(p), _) | (Ok(_), Err(p)) => resume_unwind(p),
-        }
+        crate::stack_job::join(self, a, b)
     }
 
     /// Runs `f`, which may block this worker's thread (a lock, I/O, a channel, a

@@ -1,8 +1,8 @@
 //! A task's result cell, its join handle, and the type-erased task the queues carry.
 
 use crate::context::WorkerContext;
+use crate::stack_job::JobRef;
 use lockstep_contract::TaskError;
-use lockstep_sync::atomic::{AtomicBool, Ordering::SeqCst};
 use lockstep_sync::time::Instant;
 use lockstep_sync::{Arc, Condvar, Mutex};
 use std::any::Any;
@@ -260,16 +260,13 @@ impl<T> fmt::Debug for JoinHandle<T> {
 
 /// A task as the queues carry it: its function and result cell, with the types erased.
 ///
-/// A spawned task is boxed (one allocation). The second half of a `join` is its shared
-/// slot itself, counted by reference: the joiner keeps one reference and the queue carries
-/// the other, so a `join` costs one allocation, not a slot plus a box. (The slot's `Arc` is
-/// `std`'s, not `lockstep_sync`'s: loom's `Arc` cannot be erased to `Arc<dyn _>`; the
-/// slot's lock and flag, where the synchronisation is, stay `lockstep_sync`'s.)
+/// A spawned task is boxed (one allocation). The second half of a `join` is a reference to
+/// a job in the joiner's stack frame (no allocation; `crate::stack_job` holds its protocol).
 pub(crate) enum Task {
     /// A spawned task: a handle's job or a detached function.
     Boxed(Box<dyn Runnable>),
-    /// The second half of a `join`.
-    Join(std::sync::Arc<dyn JoinHalf>),
+    /// The second half of a `join`, living in the joiner's stack frame.
+    Stack(JobRef),
 }
 
 impl Task {
@@ -278,16 +275,17 @@ impl Task {
     pub(crate) fn id(&self) -> TaskId {
         match self {
             Task::Boxed(t) => t.id(),
-            Task::Join(_) => TaskId(u64::MAX),
+            Task::Stack(_) => TaskId(u64::MAX),
         }
     }
 
     /// Queued -> Running; false if cancelled (then the task must be dropped, not run).
-    /// A `join`'s second half cannot be cancelled.
+    /// A `join`'s second half cannot be cancelled: its claim always succeeds, so it is never
+    /// discarded (its joiner waits for it).
     pub(crate) fn claim(&self) -> bool {
         match self {
             Task::Boxed(t) => t.claim(),
-            Task::Join(_) => true,
+            Task::Stack(_) => true,
         }
     }
 
@@ -296,8 +294,8 @@ impl Task {
     pub(crate) fn run(self, ctx: &WorkerContext<'_>) -> bool {
         match self {
             Task::Boxed(t) => t.run(ctx),
-            Task::Join(j) => {
-                j.run_half(ctx);
+            Task::Stack(job) => {
+                job.execute(ctx);
                 false
             }
         }
@@ -308,21 +306,6 @@ impl Task {
     pub(crate) fn counted(&self) -> bool {
         matches!(self, Task::Boxed(_))
     }
-
-    /// The identity of a `join`'s second half (its slot's address); 0 for every other task.
-    pub(crate) fn join_key(&self) -> usize {
-        match self {
-            Task::Boxed(_) => 0,
-            Task::Join(j) => std::sync::Arc::as_ptr(j) as *const () as usize,
-        }
-    }
-}
-
-/// The erased interface of a `join`'s second half, as a thief runs it.
-pub(crate) trait JoinHalf: Send + Sync {
-    /// Takes the function (if the joiner has not taken it back), runs it catching a panic,
-    /// and stores the value or the panic for the joiner.
-    fn run_half(&self, ctx: &WorkerContext<'_>);
 }
 
 /// The erased interface of one task.
@@ -333,87 +316,6 @@ pub(crate) trait Runnable: Send {
     fn claim(&self) -> bool;
     /// Runs the claimed function, catching a panic; stores the result. True if it panicked.
     fn run(self: Box<Self>, ctx: &WorkerContext<'_>) -> bool;
-}
-
-/// Where a `join`'s second half and its result meet.
-enum JoinState<B, R> {
-    /// Queued: the function, not yet taken.
-    Pending(B),
-    /// Taken by the joiner itself (it popped the task back) or by a thief.
-    Taken,
-    /// Run by a thief: its value or its panic.
-    Done(std::thread::Result<R>),
-}
-
-/// The shared slot of one `join`'s second half.
-pub(crate) struct JoinSlot<B, R> {
-    state: Mutex<JoinState<B, R>>,
-    /// Set (release) after `Done` was stored; the joiner polls it while it helps.
-    done: AtomicBool,
-}
-
-impl<B, R> JoinSlot<B, R> {
-    /// Takes the function back, if nobody ran it (the joiner popped its own task).
-    pub(crate) fn take(&self) -> Option<B> {
-        let mut g = self.state.lock();
-        match std::mem::replace(&mut *g, JoinState::Taken) {
-            JoinState::Pending(b) => Some(b),
-            other => {
-                *g = other;
-                None
-            }
-        }
-    }
-
-    /// True once a thief stored the result.
-    pub(crate) fn is_done(&self) -> bool {
-        self.done.load(SeqCst)
-    }
-
-    /// The thief's result (call after `is_done`).
-    pub(crate) fn result(&self) -> Option<std::thread::Result<R>> {
-        match std::mem::replace(&mut *self.state.lock(), JoinState::Taken) {
-            JoinState::Done(r) => Some(r),
-            _ => None,
-        }
-    }
-}
-
-/// The key a joiner recognises its queued half by: the slot's address (the same address
-/// [`Task::join_key`] reports for the queued half).
-pub(crate) fn join_key<B, R>(slot: &std::sync::Arc<JoinSlot<B, R>>) -> usize {
-    std::sync::Arc::as_ptr(slot) as *const () as usize
-}
-
-impl<B, R> JoinHalf for JoinSlot<B, R>
-where
-    B: FnOnce(&WorkerContext<'_>) -> R + Send + 'static,
-    R: Send + 'static,
-{
-    /// Run by a thief: the panic, if any, goes to the joiner (it re-raises it).
-    fn run_half(&self, ctx: &WorkerContext<'_>) {
-        let Some(b) = self.take() else {
-            return;
-        };
-        let r = catch_unwind(AssertUnwindSafe(|| b(ctx)));
-        *self.state.lock() = JoinState::Done(r);
-        self.done.store(true, SeqCst);
-    }
-}
-
-/// Builds a `join`'s second half: the slot the joiner keeps and the task it pushes (the
-/// same allocation, one allocation per `join`).
-pub(crate) fn new_join<B, R>(b: B) -> (std::sync::Arc<JoinSlot<B, R>>, Task)
-where
-    B: FnOnce(&WorkerContext<'_>) -> R + Send + 'static,
-    R: Send + 'static,
-{
-    let slot = std::sync::Arc::new(JoinSlot {
-        state: Mutex::new(JoinState::Pending(b)),
-        done: AtomicBool::new(false),
-    });
-    let task: std::sync::Arc<dyn JoinHalf> = std::sync::Arc::clone(&slot) as _;
-    (slot, Task::Join(task))
 }
 
 struct Job<F, T> {

@@ -161,13 +161,17 @@
 //! Every primitive comes from `lockstep_sync`, so the pool builds under `--cfg loom` (keep it
 //! to one or two workers) and `--cfg shuttle`; see `tests/tests/{loom,shuttle}_pool.rs`.
 
-#![forbid(unsafe_code)]
+// Only `stack_job` (the stack-allocated second half of `join`) may use `unsafe`; everything
+// else is safe code.
+#![deny(unsafe_code)]
 
 mod context;
 mod engine;
 mod handle;
 mod metrics;
 mod sleep;
+#[allow(unsafe_code)]
+mod stack_job;
 #[doc(hidden)]
 pub mod step;
 mod worker;

@@ -379,6 +379,10 @@ pub const BUGS: &[(&str, &str)] = &[
         "retired_spare_swallows_wakeup",
         "pool: a released spare retires without passing on a wake-up a publisher handed it, so the next spare sleeps through a root in a blocked worker's inbox",
     ),
+    (
+        "stack_job_latch_early",
+        "pool: a stolen join half sets its latch before writing its result, so the joiner may read an empty slot and return while the thief still writes into its frame",
+    ),
     // The durable scheduler (issue 5).
     (
         "durable_unfenced_complete",
