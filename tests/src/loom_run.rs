@@ -36,9 +36,18 @@ pub const LOG_ENV: &str = "LOOM_LOG";
 /// If an execution fails (loom's report, then the test's own panic), or if only one
 /// execution was explored.
 pub fn model<F: Fn() + Sync + Send + 'static>(name: &str, f: F) -> usize {
+    model_bounded(name, 2, f)
+}
+
+/// [`model`] with another default preemption bound (`LOOM_MAX_PREEMPTIONS` still wins), for
+/// models whose state space needs a smaller one.
+///
+/// # Panics
+/// As [`model`].
+pub fn model_bounded<F: Fn() + Sync + Send + 'static>(name: &str, bound: usize, f: F) -> usize {
     let mut b = loom::model::Builder::new();
     if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(2);
+        b.preemption_bound = Some(bound);
     }
     // As `loom::model` does: the log goes to the test's output, filtered by `LOOM_LOG`
     // (nothing when it is unset).

@@ -19,36 +19,8 @@ use lockstep_deque::{ChaseLev, DequeFamily, Locked};
 use lockstep_pool::{PoolBuilder, PoolError, PoolState};
 use lockstep_sync::Arc;
 use lockstep_sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use lockstep_tests::loom_run::{model, model_bounded};
 use std::num::NonZeroUsize;
-
-/// Runs `f` under loom (preemption bound 2 unless `LOOM_MAX_PREEMPTIONS` says otherwise),
-/// prints how many executions were explored, and checks that there was more than one (the
-/// model really has concurrency).
-fn model<F: Fn() + Sync + Send + 'static>(name: &str, f: F) {
-    model_bounded(name, 2, f);
-}
-
-/// [`model`] with another default preemption bound (`LOOM_MAX_PREEMPTIONS` still wins).
-fn model_bounded<F: Fn() + Sync + Send + 'static>(name: &str, bound: usize, f: F) {
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(bound);
-    }
-    let executions = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let e = std::sync::Arc::clone(&executions);
-    b.check(move || {
-        e.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        f();
-    });
-    let n = executions.load(std::sync::atomic::Ordering::Relaxed);
-    eprintln!("{name}: {n} executions explored");
-    // The line `cargo xtask report` counts.
-    println!("lockstep-stats: executions={n} test={name}");
-    assert!(
-        n > 1,
-        "{name}: only one execution: the model has no concurrency"
-    );
-}
 
 /// The deque family's short name, for the model names.
 fn deque_name<D: DequeFamily>() -> &'static str {
