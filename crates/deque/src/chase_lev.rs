@@ -428,6 +428,8 @@ impl<T> Worker<T> {
         // push: `if (b - t > a->size - 1) resize(q)`. Also grow instead of overwriting a slot
         // whose previous occupant (index `b - cap`) a winning thief may not have read yet.
         // Acquire pairs with the thief's Release stamp: its read happens before our write.
+        // INVARIANT (B2.chase-lev-buffers): the owner never overwrites a slot whose previous
+        // occupant a winning thief may not have read; it grows instead.
         // SEEDED BUG (chase_lev_unguarded_slot_reuse): the `read_out` check is skipped.
         let guarded = !lockstep_sync::seeded_bug!("chase_lev_unguarded_slot_reuse");
         let previous = b.wrapping_sub(buffer.cap() as isize);

@@ -162,6 +162,8 @@ impl<T> Stealer<T> {
         }
         let mut batch = {
             let mut victim = self.inner.lock();
+            // INVARIANT (B1.owner-lifo-thief-fifo): a thief takes the oldest tasks, from the
+            // top, `min(limit, ceil(len / 2))` of them; the owner works at the bottom.
             let k = limit.get().min(victim.len().div_ceil(2));
             // LINEARIZATION POINT (B2.remove-once): the whole batch leaves the victim in this
             // one critical section; from here on it belongs to the caller only.

@@ -120,7 +120,7 @@ impl<'a> WorkerContext<'a> {
         F: FnOnce(&WorkerContext<'_>) -> T + Send + 'static,
         T: Send + 'static,
     {
-        // B3.register-before-decrement: the child is counted here, while the parent is still
+        // INVARIANT (B3.register-before-decrement): the child is counted here, while the parent is still
         // running and therefore still counted itself; the parent's own decrement happens only
         // after its function returns.
         let id = self.sink.register_child();

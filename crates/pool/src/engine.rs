@@ -72,6 +72,8 @@ impl Lifecycle {
 
     /// Sets the draining flag. True on the first call.
     fn shutdown(&self) -> bool {
+        // INVARIANT (B3.shutdown-idempotent): setting a set flag changes nothing; only the
+        // first call reports true (and wakes the workers).
         self.word.fetch_or(DRAINING, SeqCst) & DRAINING == 0
     }
 
@@ -277,6 +279,8 @@ impl<D: DequeFamily> Shared<D> {
     /// deque and inbox is empty (SPEC B3). The emptiness scan is implied by the count
     /// (every queued task is counted) and is kept as the contract's literal condition.
     pub(crate) fn may_exit(&self) -> bool {
+        // INVARIANT (B3.exit-when-drained): draining and nothing outstanding (a permanent
+        // state), and every queue empty.
         // SEEDED BUG (exit_when_empty): draining with empty-looking queues is taken as done.
         (self.lifecycle.is_drained()
             || (seeded_bug!("exit_when_empty") && self.state() == PoolState::Draining))
@@ -405,6 +409,8 @@ impl<D: DequeFamily> Local<D> {
     /// start (SPEC B5: no single favourite victim; every worker when there are at most
     /// `SCAN_LIMIT` others).
     pub(crate) fn find_task(&self, shared: &Shared<D>, hint: Option<usize>) -> Found {
+        // INVARIANT (B5.random-victim): home, the hint, then other workers from a random
+        // start, each at most once per round, at most `SCAN_LIMIT` of them.
         match self.take_local(shared) {
             Found::Empty => {}
             other => return other,
@@ -547,7 +553,8 @@ struct Sink<'a, D: DequeFamily> {
 
 impl<D: DequeFamily> ChildSink for Sink<'_, D> {
     fn register_child(&self) -> TaskId {
-        // B3.register-before-decrement: counted before it is pushed, while the parent counts.
+        // INVARIANT (B3.register-before-decrement): counted before it is pushed, while the
+        // parent counts.
         self.shared.lifecycle.register_child();
         bump(&self.shared.pool_counters.children_spawned);
         TaskId(self.shared.next_id.fetch_add(1, SeqCst))
@@ -633,8 +640,8 @@ pub(crate) struct Compensation {
 /// compensation limit allows one more compensated call and the thread starts. Takes the
 /// call's permit and a parking slot (a new one if every slot belongs to a live spare).
 fn start_spare<D: DequeFamily>(arc: &Arc<Shared<D>>, index: usize) -> Option<Compensation> {
-    // B4.blocking-limit: one permit per compensated call in progress, taken here and given
-    // back by the same call's `end_blocking`.
+    // INVARIANT (B4.blocking-limit): one permit per compensated call in progress, taken here
+    // and given back by the same call's `end_blocking`.
     let free_slot = {
         let mut b = arc.blocking.lock();
         if b.calls >= arc.max_blocking {

@@ -339,8 +339,8 @@ where
 
     fn run(self: Box<Self>, ctx: &WorkerContext<'_>) -> bool {
         let Job { f, cell, .. } = *self;
-        // User code runs here, with no Lockstep lock held (SPEC B4: a panic is caught,
-        // stored in the handle, and the worker goes on).
+        // INVARIANT (B4.panic-is-a-result): user code runs here, with no Lockstep lock held;
+        // a panic is caught, stored in the handle, and the worker goes on.
         // SEEDED BUG (panic_escapes): the function is called without catch_unwind.
         let caught = if lockstep_sync::seeded_bug!("panic_escapes") {
             Ok(f(ctx))

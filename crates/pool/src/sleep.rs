@@ -206,7 +206,9 @@ impl Sleep {
             self.sleepers.fetch_add(1, SeqCst);
             Arc::clone(&idle.slots[w])
         };
-        // The re-check takes the inbox lock after the registration (see the module docs).
+        // INVARIANT (B4.no-lost-wakeup): registered first, then the re-check, which takes the
+        // inbox lock after the registration (see the module docs): a publisher either sees
+        // this worker on the idle list or its push is seen here.
         if recheck() {
             let mut idle = self.idle.lock();
             if idle.position[w].is_some() {
