@@ -356,17 +356,7 @@ impl DurableModel {
         now: u64,
         lease: u64,
     ) -> Result<ModelRenewal, LeaseError> {
-        self.fence(token)?;
-        let state = self.inner.state(&token.id).expect("fence checked the id");
-        if state != TaskState::Running {
-            return Err(SchedulerError::Conflict {
-                id: token.id.clone(),
-                generation: token.generation,
-                state,
-            }
-            .into());
-        }
-        let t = self.at(now);
+        let t = self.fenced_running(token, now)?;
         let l = self
             .leases
             .get_mut(&token.id)
@@ -388,16 +378,9 @@ impl DurableModel {
         })
     }
 
-    /// Gives the claim `token` back (D.abandon): the fence, as `complete`; the version must be
-    /// running (`Conflict`); then its lease ends now: `expiry = min(expiry, t)`, so the
-    /// version is claimable at once (by anyone, in submission order) and holds no slot. State,
-    /// generation, attempt count and the latest claim's `(owner, epoch)` stay, so the token's
-    /// later `complete`, `fail` or `renew` are judged as after an expiry. A lease that had
-    /// already expired is accepted and unchanged.
-    ///
-    /// # Errors
-    /// `UnknownTask`, `StaleGeneration`, [`LeaseError::Fenced`], `Conflict`.
-    pub fn abandon(&mut self, token: &Token, now: u64) -> Result<(), LeaseError> {
+    /// The checks `renew` and `abandon` share: the fence (as `complete`), then the version
+    /// must be running (`Conflict`). Returns the high-water time for `now`.
+    fn fenced_running(&mut self, token: &Token, now: u64) -> Result<u64, LeaseError> {
         self.fence(token)?;
         let state = self.inner.state(&token.id).expect("fence checked the id");
         if state != TaskState::Running {
@@ -408,7 +391,20 @@ impl DurableModel {
             }
             .into());
         }
-        let t = self.at(now);
+        Ok(self.at(now))
+    }
+
+    /// Gives the claim `token` back (D.abandon): the fence, as `complete`; the version must be
+    /// running (`Conflict`); then its lease ends now: `expiry = min(expiry, t)`, so the
+    /// version is claimable at once (by anyone, in submission order) and holds no slot. State,
+    /// generation, attempt count and the latest claim's `(owner, epoch)` stay, so the token's
+    /// later `complete`, `fail` or `renew` are judged as after an expiry. A lease that had
+    /// already expired is accepted and unchanged.
+    ///
+    /// # Errors
+    /// `UnknownTask`, `StaleGeneration`, [`LeaseError::Fenced`], `Conflict`.
+    pub fn abandon(&mut self, token: &Token, now: u64) -> Result<(), LeaseError> {
+        let t = self.fenced_running(token, now)?;
         let l = self
             .leases
             .get_mut(&token.id)
