@@ -19,7 +19,7 @@
 //! for a condition, with a generous deadline.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -32,20 +32,8 @@ use lockstep_durable::{
 use lockstep_models::dag::SchedulerModel;
 
 const LEASE_MS: u64 = 400;
-const DEADLINE: Duration = Duration::from_secs(60);
-
-fn lockstep() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_lockstep"))
-}
-
-/// Waits until `cond` holds, polling; panics with `what` after [`DEADLINE`].
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let end = Instant::now() + DEADLINE;
-    while !cond() {
-        assert!(Instant::now() < end, "timed out waiting for: {what}");
-        thread::sleep(Duration::from_millis(20));
-    }
-}
+mod common;
+use common::{DEADLINE, lockstep, wait_for};
 
 /// Waits for a child to exit (it must, by itself), with the deadline; returns its status.
 fn wait_exit(child: &mut Child, what: &str) -> std::process::ExitStatus {

@@ -20,20 +20,8 @@ use std::time::{Duration, Instant};
 use lockstep_cli::store::StoreSpec;
 use lockstep_durable::{Clock, LeaseOwner, Millis, Store, SystemClock, TaskState};
 
-const DEADLINE: Duration = Duration::from_secs(60);
-
-fn lockstep() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_lockstep"))
-}
-
-/// Waits until `cond` holds; panics with `what` after [`DEADLINE`].
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let end = Instant::now() + DEADLINE;
-    while !cond() {
-        assert!(Instant::now() < end, "timed out waiting for: {what}");
-        thread::sleep(Duration::from_millis(20));
-    }
-}
+mod common;
+use common::{DEADLINE, lockstep, wait_for};
 
 /// The pid in `path` once a command wrote it (a whole line).
 fn pid_in(path: &Path) -> u32 {
