@@ -176,7 +176,8 @@ impl<'a> WorkerContext<'a> {
     where
         F: FnOnce(&WorkerContext<'_>) + Send + 'static,
     {
-        // B3.register-before-decrement, as in `spawn`.
+        // INVARIANT (B3.detached-counted): counted like any child (B3.register-before-decrement,
+        // as in `spawn`), without a handle; its claim always succeeds (no cancel).
         let id = self.sink.register_child();
         self.sink.push_child(new_detached(id, f));
     }

@@ -59,6 +59,8 @@ impl Lifecycle {
     /// Counts one more child. Called only by a running (hence counted) task, so the count is
     /// at least one and the pool cannot be terminated.
     fn register_child(&self) {
+        // INVARIANT (B3.drain-children): no draining check here: a running task's child is
+        // accepted (and will run) while the pool drains; only roots are refused.
         self.word.fetch_add(ONE, SeqCst);
     }
 
@@ -561,6 +563,8 @@ impl<D: DequeFamily> ChildSink for Sink<'_, D> {
     }
 
     fn push_child(&self, task: Task) {
+        // INVARIANT (B.no-deep-stacks): a child is queued, never run inline, so a chain of
+        // spawns does not grow the stack.
         // SEEDED BUG (global_queue): children go to the one shared FIFO queue too.
         if seeded_bug!("global_queue") {
             self.shared.inboxes[0].lock().push_back(task);

@@ -76,6 +76,9 @@ impl<T> TaskCell<T> {
 
     /// Stores the result (unless the task was cancelled) and wakes every waiter.
     fn settle(&self, result: Result<T, TaskError>) {
+        // INVARIANT (B.handle-resolves): every accepted task's cell reaches `Done` (here, with
+        // its value or its panic) or is cancelled; both wake the blocking `join` and the
+        // future's waker.
         let waker = {
             let mut s = self.state.lock();
             if matches!(s.phase, Phase::Queued | Phase::Running) {
