@@ -275,32 +275,16 @@ fn runnable_tests_are_test_functions_and_macro_instances() {
     );
 }
 
-/// Rows whose production code carries no marker yet, or whose cells do not yet name full
-/// paths (issue 14, item 1: the durable stores' and the command runner's rows).
-/// A row leaves this list when it is marked: the test below fails for a listed row that
-/// passes, so the list only shrinks.
-const NOT_YET_MARKED: &[&str] = &[
-    "D.abandon",
-    "C.task-ends-at-exit",
-    "C.stop",
-    "C.no-orphans",
-    "D.same-contract",
-    "D.fencing",
-    "D.lease-capacity",
-    "D.high-water-clock",
-    "D.resume",
-    "D.typed-faults",
-    "D.pg-serial-writes",
-    "D.pg-lost-connection",
-    "D.crash-recovery",
-];
-
-/// The backticked source paths (`crates/...rs`, `models/...rs`) in a table cell.
+/// The backticked source paths (`crates/...rs`, `models/...rs`, `crates/...sql`) in a table
+/// cell.
 fn source_paths(cell: &str) -> Vec<&str> {
     cell.split('`')
         .skip(1)
         .step_by(2)
-        .filter(|c| (c.starts_with("crates/") || c.starts_with("models/")) && c.ends_with(".rs"))
+        .filter(|c| {
+            (c.starts_with("crates/") || c.starts_with("models/"))
+                && (c.ends_with(".rs") || c.ends_with(".sql"))
+        })
         .collect()
 }
 
@@ -351,8 +335,8 @@ fn row_problems(root: &Path, name: &str, model: &str, production: &str) -> Vec<S
 }
 
 /// Three hops from a row (issue 14): its model function, its marked production line, its
-/// tests. Every row outside [`NOT_YET_MARKED`] names the file(s) of its marker and its model
-/// function; every row in it does not yet (so it is removed once it does).
+/// tests. Every row names the file(s) of its marker and, when it names a model file, model
+/// functions defined there.
 #[test]
 fn every_invariant_row_names_its_marked_line_and_model_function() {
     let root = workspace_root();
@@ -365,17 +349,10 @@ fn every_invariant_row_names_its_marked_line_and_model_function() {
             continue;
         }
         let name = cells[1].trim().trim_matches('*');
-        let problems = row_problems(&root, name, cells[3], cells[4]);
-        if NOT_YET_MARKED.contains(&name) {
-            if problems.is_empty() {
-                wrong.push(format!("{name}: marked now; remove it from NOT_YET_MARKED"));
-            }
-        } else {
-            checked += 1;
-            wrong.extend(problems);
-        }
+        checked += 1;
+        wrong.extend(row_problems(&root, name, cells[3], cells[4]));
     }
-    assert!(checked >= 30, "only {checked} rows checked");
+    assert!(checked >= 50, "only {checked} rows checked");
     assert!(
         wrong.is_empty(),
         "docs/invariants.md:\n{}",

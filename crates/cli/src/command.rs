@@ -195,6 +195,9 @@ pub enum CommandError {
 /// # Errors
 /// [`CommandError`] when the command could not be started or waited for.
 pub fn run(spec: CommandSpec<'_>, stop: &dyn Fn() -> bool) -> Result<Finished, CommandError> {
+    // INVARIANT (C.task-ends-at-exit): the task ends when this `sh` exits; its leftovers
+    // are swept, not waited for. INVARIANT (C.no-orphans): the command gets a process group
+    // of its own, which the guard kills if lockstep dies.
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(spec.command)

@@ -77,6 +77,8 @@ impl StopRequest {
 /// # Errors
 /// The operating system refused the handler or the thread.
 pub fn install(on_first: impl Fn(StopSignal) + Send + 'static) -> std::io::Result<()> {
+    // INVARIANT (C.stop): SIGINT and SIGTERM are handled alike, also when SIGINT was
+    // inherited ignored; the first stops claims and commands, the second exits at once.
     let mut signals = Signals::new([SIGINT, SIGTERM])?;
     std::thread::Builder::new()
         .name("lockstep-signals".into())

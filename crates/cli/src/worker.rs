@@ -252,6 +252,9 @@ struct Outcome {
     output: Vec<u8>,
 }
 
+// INVARIANT (D.crash-recovery): a task's result is reported with its claim's fencing token,
+// after renewals while it ran; a worker that dies leaves a lease that expires, and the
+// version is claimed again (at-least-once).
 fn run_one(
     store: &mut dyn Store,
     lease: &Lease,

@@ -117,14 +117,15 @@ RETURNS text LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE
         WHEN r.id IS NULL THEN 'unknown'
         WHEN r.generation <> p_generation THEN 'stale'
-        -- D.fencing: a claimed version accepts only its latest claim's (owner, epoch).
+        -- INVARIANT (D.fencing): a claimed version accepts only its latest claim's (owner, epoch).
         WHEN r.lease_epoch IS NOT NULL
              AND (r.lease_epoch <> p_epoch OR r.lease_owner <> p_owner) THEN 'fenced'
         ELSE 'ok'
     END
 $$;
 
--- claim: one statement (`SELECT * FROM claim(...)`), one transaction. Raises LK001 when
+-- INVARIANT (D.pg-lost-connection): a claim is one statement (`SELECT * FROM claim(...)`),
+-- one transaction: a lost connection leaves it applied whole or not at all. Raises LK001 when
 -- closed and LK002 when not started (the caller starts, in Rust, and calls again).
 CREATE FUNCTION @S@.claim(p_owner text, p_now bigint, p_lease bigint, p_max bigint)
 RETURNS TABLE (o_id text, o_generation bigint, o_epoch bigint, o_expiry bigint,
@@ -138,7 +139,7 @@ DECLARE
     v_expiry bigint;
     n bigint := 0;
 BEGIN
-    -- D.pg-serial-writes, the linearization point: every write operation takes this row lock
+    -- LINEARIZATION POINT (D.pg-serial-writes): every write operation takes this row lock
     -- first, so claims (and all other writes) apply one at a time and the limit below is
     -- exact.
     SELECT * INTO st FROM @S@.lockstep_state WHERE one = 1 FOR UPDATE;

@@ -199,6 +199,7 @@ fn is_unavailable(e: &::postgres::Error) -> bool {
 }
 
 fn map_err(e: ::postgres::Error) -> DurableError {
+    // INVARIANT (D.typed-faults): every PostgreSQL error becomes a typed `DurableError`.
     let reason = describe(&e);
     if is_unavailable(&e) {
         return DurableError::Unavailable { reason };
@@ -1282,7 +1283,7 @@ impl Store for PostgresStore {
             let expiry: Option<i64> = row.get(4);
             let code = if generation != token.generation {
                 "stale"
-            // D.abandon: only the latest claim may give the version back (the fence, as
+            // INVARIANT (D.abandon): only the latest claim may give the version back (the fence, as
             // `fence_code`). Seeded bug `durable_unfenced_abandon`: the fence is skipped.
             } else if !lockstep_sync::seeded_bug!("durable_unfenced_abandon")
                 && epoch.is_some_and(|e| {

@@ -174,6 +174,7 @@ impl Cached for Connection {
 }
 
 fn map_err(e: rusqlite::Error) -> DurableError {
+    // INVARIANT (D.typed-faults): every SQLite error becomes a typed `DurableError`.
     match &e {
         rusqlite::Error::SqliteFailure(f, _) => match f.code {
             ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => DurableError::Busy {
@@ -305,6 +306,8 @@ impl SqliteStore {
     /// database, is empty, or its metadata is damaged; [`DurableError::NewerSchema`] if a
     /// newer Lockstep wrote it. The file is only read in these cases, never changed.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, DurableError> {
+        // INVARIANT (D.resume): every operation is one committed transaction, so a store
+        // opened again resumes exactly at the last one.
         Self::open_with(path, &SqliteOptions::default())
     }
 
@@ -493,6 +496,8 @@ fn read_meta(tx: &Transaction<'_>) -> Result<Meta, DurableError> {
 
 /// Advances the high-water clock to `now` and returns the time the operation uses.
 fn tick(meta: &mut Meta, now: Millis) -> i64 {
+    // INVARIANT (D.high-water-clock): the clock never goes back, so a caller's clock that
+    // jumps back revives no lease.
     meta.clock = meta.clock.max(ms(now));
     meta.clock
 }
@@ -849,7 +854,8 @@ fn target(tx: &Transaction<'_>, token: &FencingToken, fence: bool) -> Result<Row
     if let Some(epoch) = row.lease_epoch {
         let owner = row.lease_owner.clone().unwrap_or_default();
         let presented = i64::try_from(token.epoch).unwrap_or(-1);
-        // D.fencing: only the latest claim's (owner, epoch) may settle or renew the version.
+        // INVARIANT (D.fencing): only the latest claim's (owner, epoch) may settle or renew
+        // the version.
         // Seeded bug `durable_unfenced_complete`: only the generation is checked.
         let unfenced = lockstep_sync::seeded_bug!("durable_unfenced_complete");
         if fence && !unfenced && (presented != epoch || owner != token.owner.as_str()) {
@@ -866,6 +872,8 @@ fn target(tx: &Transaction<'_>, token: &FencingToken, fence: bool) -> Result<Row
     Ok(row)
 }
 
+// INVARIANT (D.same-contract): every operation gives the in-memory contract's answers
+// (checked against `DurableModel` by `model_durable`).
 impl Store for SqliteStore {
     fn submit(
         &mut self,
@@ -920,7 +928,7 @@ impl Store for SqliteStore {
             }
             start_in(tx, meta)?;
             let t = tick(meta, now);
-            // D.lease-capacity: only unexpired leases hold a slot.
+            // INVARIANT (D.lease-capacity): only unexpired leases hold a slot.
             let live: i64 = tx
                 .query_row(
                     "SELECT count(*) FROM tasks WHERE state = 'running' AND lease_expiry > ?1",
@@ -1095,8 +1103,8 @@ impl Store for SqliteStore {
 
     fn abandon(&mut self, token: &FencingToken, now: Millis) -> Result<(), DurableError> {
         self.write(|tx, meta| {
-            // D.abandon: only the latest claim may give the version back (the fence, as
-            // renew). Seeded bug `durable_unfenced_abandon`: the fence is skipped, so a worker
+            // INVARIANT (D.abandon): only the latest claim may give the version back (the
+            // fence, as renew). Seeded bug `durable_unfenced_abandon`: the fence is skipped, so a worker
             // whose claim moved on ends the newer claim's lease.
             let row = target(
                 tx,
