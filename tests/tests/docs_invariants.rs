@@ -359,3 +359,158 @@ fn every_invariant_row_names_its_marked_line_and_model_function() {
         wrong.join("\n")
     );
 }
+
+/// The unit tests of one source file under their libtest names: the file's module path (from
+/// its place under `src/`: `tests.rs` is `tests`, `executor/tests.rs` is `executor::tests`,
+/// `lib.rs` and `mod.rs` add nothing), then the inline `mod name {` blocks around the test,
+/// then the function. `src_rel` is the path below `src/`.
+fn unit_tests_of(src_rel: &Path, text: &str) -> Vec<String> {
+    let mut base: Vec<String> = src_rel
+        .with_extension("")
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if base
+        .last()
+        .is_some_and(|l| l == "lib" || l == "main" || l == "mod")
+    {
+        base.pop();
+    }
+    let mut open: Vec<(usize, String)> = Vec::new();
+    let mut found = Vec::new();
+    let mut pending_test = false;
+    for line in text.lines() {
+        let t = line.trim_start();
+        let indent = line.len() - t.len();
+        if t == "}" && open.last().is_some_and(|(i, _)| *i == indent) {
+            open.pop();
+            continue;
+        }
+        let decl = t
+            .strip_prefix("pub(crate) ")
+            .or_else(|| t.strip_prefix("pub "))
+            .unwrap_or(t);
+        if let Some(rest) = decl.strip_prefix("mod ")
+            && let Some(name) = rest.strip_suffix(" {")
+        {
+            open.push((indent, name.to_string()));
+            continue;
+        }
+        if t.starts_with("#[test]") {
+            pending_test = true;
+            continue;
+        }
+        if pending_test && (t.starts_with("#[") || t.starts_with("///") || t.is_empty()) {
+            continue;
+        }
+        if pending_test && let Some(rest) = t.strip_prefix("fn ") {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let mut path = base.clone();
+            path.extend(open.iter().map(|(_, m)| m.clone()));
+            path.push(name);
+            found.push(path.join("::"));
+        }
+        pending_test = false;
+    }
+    found
+}
+
+/// Every unit test of the workspace (`crates/*/src`, `models/src`) by its libtest name.
+fn all_unit_tests(root: &Path) -> BTreeSet<String> {
+    let mut files = Vec::new();
+    for dir in ["crates", "models"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let mut all = BTreeSet::new();
+    for file in files {
+        let rel = file
+            .strip_prefix(root)
+            .expect("under the root")
+            .to_string_lossy()
+            .into_owned();
+        let Some((_, src_rel)) = rel.split_once("/src/") else {
+            continue;
+        };
+        let text = fs::read_to_string(&file).expect("readable source file");
+        all.extend(unit_tests_of(Path::new(src_rel), &text));
+    }
+    all
+}
+
+/// Every unit test the invariant map names is written with its module path, so that
+/// `cargo test -p <crate> --lib -- --exact <path>` runs it (a bare name runs 0 tests and
+/// says ok); every such path is a unit test that exists.
+#[test]
+fn every_unit_test_name_is_its_full_path() {
+    let root = workspace_root();
+    let doc = fs::read_to_string(root.join("docs/invariants.md")).expect("docs/invariants.md");
+    let units = all_unit_tests(&root);
+    let leaf = |p: &str| p.rsplit("::").next().unwrap_or(p).to_string();
+    let unit_leaves: BTreeSet<String> = units.iter().map(|u| leaf(u)).collect();
+    let mut integration: BTreeSet<String> = BTreeSet::new();
+    for dir in ["tests/tests", "crates/cli/tests", "crates/durable/tests"] {
+        for entry in fs::read_dir(root.join(dir)).expect("integration test directory") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|e| e == "rs") {
+                integration.insert(
+                    path.file_stem()
+                        .expect("stem")
+                        .to_string_lossy()
+                        .into_owned(),
+                );
+            }
+        }
+    }
+    let mut wrong = Vec::new();
+    let mut checked = 0;
+    for line in doc.lines() {
+        let cells: Vec<&str> = line.split('|').collect();
+        if cells.len() < 6 || !cells[1].trim().starts_with("**") {
+            continue;
+        }
+        for code in cells[5].split('`').skip(1).step_by(2) {
+            let first = code.split("::").next().unwrap_or(code);
+            if integration.contains(first)
+                || !code
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_:".contains(c))
+            {
+                continue;
+            }
+            if code.contains("::") {
+                checked += 1;
+                if !units.contains(code) {
+                    wrong.push(format!("{code}: no unit test of that path"));
+                }
+            } else if unit_leaves.contains(code) {
+                wrong.push(format!("{code}: a unit test named without its module path"));
+            }
+        }
+    }
+    assert!(checked >= 80, "only {checked} unit test paths found");
+    assert!(
+        wrong.is_empty(),
+        "docs/invariants.md:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn unit_test_paths_follow_files_and_inline_modules() {
+    let text = "fn helper() {}\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn one_test() {}\n    mod subset {\n        #[test]\n        fn two_test() {}\n    }\n    #[test]\n    fn three_test() {}\n}\n";
+    assert_eq!(
+        unit_tests_of(Path::new("executor/mod.rs"), text),
+        [
+            "executor::tests::one_test",
+            "executor::tests::subset::two_test",
+            "executor::tests::three_test"
+        ]
+    );
+    assert_eq!(
+        unit_tests_of(Path::new("lib.rs"), "#[test]\nfn top_level() {}\n"),
+        ["top_level"]
+    );
+}
