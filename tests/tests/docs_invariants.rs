@@ -121,26 +121,10 @@ fn the_name_extractor_finds_qualified_and_plain_names_only() {
 /// covers `proptest!` blocks), and for each name listed in `on_both_deques!(...)` the two
 /// tests it generates, `name::locked` and `name::chase_lev`.
 fn runnable_tests(text: &str) -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    let mut pending_test = false;
-    for line in text.lines() {
-        let t = line.trim_start();
-        if t.starts_with("#[test]") {
-            pending_test = true;
-            continue;
-        }
-        if pending_test && (t.starts_with("#[") || t.starts_with("///") || t.is_empty()) {
-            continue;
-        }
-        if pending_test && let Some(rest) = t.strip_prefix("fn ") {
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            names.insert(name);
-        }
-        pending_test = false;
-    }
+    // An integration-test file is its crate's root: its tests' names are their paths from it.
+    let mut names: BTreeSet<String> = unit_tests_of(Path::new("main.rs"), text)
+        .into_iter()
+        .collect();
     if let Some(at) = text.find("\non_both_deques!(") {
         let list = &text[at + "\non_both_deques!(".len()..];
         let list = &list[..list.find(')').unwrap_or(list.len())];
