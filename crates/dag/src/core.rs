@@ -200,9 +200,11 @@ pub(crate) struct Core<K, P> {
     max_concurrency: usize,
     started: bool,
     closed: bool,
-    /// Set when a submission named a dependency without a current version, or replaced a
-    /// version: only then can the graph hold a cycle, so `start` runs the cycle search only
-    /// then (otherwise every edge points at an older version, a topological order).
+    /// Set when a submission replaced a version, depended on itself, submitted an id that
+    /// was named before (as a dependency), or (outside the building fast path) named a
+    /// dependency without a current version: only then can the graph hold a cycle, so
+    /// `start` runs the cycle search only then (otherwise every edge points at an older
+    /// version or at an id never submitted, and neither lies on a cycle).
     maybe_cyclic: bool,
     /// Live waiter entries and versions looked at by callbacks, for
     /// [`crate::SchedulerStats`]: a whole run keeps it within V + E (A7).
@@ -433,9 +435,15 @@ impl<K: TaskKey, P> Core<K, P> {
         if let Some(n) = self.find(key) {
             return n;
         }
+        self.insert_node(make())
+    }
+
+    /// Creates the node of `key`, which has none (`find` returned `None`), without a version.
+    fn insert_node(&mut self, key: K) -> u32 {
+        debug_assert!(self.find(&key).is_none());
         // Node indices are u32: 2^32 - 1 ids would need hundreds of GiB first.
         let n = u32::try_from(self.keys.len()).expect("at most 2^32 - 1 task ids");
-        match integer_id(key) {
+        match integer_id(&key) {
             Some(v) if v < 2 * self.keys.len() + DIRECT_SLACK => {
                 if v >= self.direct.len() {
                     let want = (v + 1)
@@ -446,14 +454,14 @@ impl<K: TaskKey, P> Core<K, P> {
                 self.direct[v] = n + 1;
             }
             _ => {
-                let h = self.hasher.hash_one(key);
+                let h = self.hasher.hash_one(&key);
                 let hasher = &self.hasher;
                 let keys = &self.keys;
                 self.index
                     .insert_unique(h, n, |&m| hasher.hash_one(&keys[idx(m)]));
             }
         }
-        self.keys.push(make());
+        self.keys.push(key);
         self.hot.push(Hot::ABSENT);
         self.span.push(Span::default());
         self.payload.push(None);
@@ -768,7 +776,11 @@ impl<K: TaskKey, P> Core<K, P> {
         // 3. the current version is running
         // INVARIANT (A2.no-silent-replace): a running version is never replaced; the refusal
         // comes before any change.
-        let existing = self.known(&id);
+        let found = self.find(&id);
+        let existing = found.filter(|&n| self.hot[idx(n)].state != ABSENT);
+        if existing.is_none() && !self.started && !self.rev_built {
+            return Ok(self.submit_new_while_building(id, found, deps, payload));
+        }
         if let Some(n) = existing {
             let h = self.hot[idx(n)];
             if h.is(TaskState::Running) {
@@ -833,9 +845,9 @@ impl<K: TaskKey, P> Core<K, P> {
             self.scratch_deps = dep_nodes;
             return Ok(Generation(h.generation));
         }
-        let n = match existing {
+        let n = match found {
             Some(n) => n,
-            None => self.intern_with(&id, || id.clone()),
+            None => self.insert_node(id.clone()),
         };
         if !self.started {
             for d in deps {
@@ -997,6 +1009,78 @@ impl<K: TaskKey, P> Core<K, P> {
         }
         self.maybe_compact_rev();
         Ok(Generation(generation))
+    }
+
+    /// `submit` of an id without a current version while building, before the reverse edges
+    /// exist: the common case of loading a graph, accepted without condition once `submit`'s
+    /// refusals 1 and 2 passed (3 and 4 cannot apply). Exactly the general path's effect,
+    /// without its scratch lists: the dependency nodes go straight to the arena, every one is
+    /// waited on (A5.snapshot: nothing can be settled yet), and `maybe_cyclic` is set from
+    /// what is known without reading the dependencies' records (see below). `found` is the
+    /// id's node if it was named before (absent). O(1 + dependencies), amortised.
+    fn submit_new_while_building(
+        &mut self,
+        id: K,
+        found: Option<u32>,
+        deps: &[K],
+        payload: &mut Option<P>,
+    ) -> Generation {
+        debug_assert!(!self.started && !self.rev_built && !self.closed);
+        let n = match found {
+            Some(n) => n,
+            None => self.insert_node(id),
+        };
+        debug_assert_eq!(self.hot[idx(n)].state, ABSENT);
+        if self.fwd_garbage > COMPACT_FLOOR
+            && self.fwd_garbage > self.span.len() + self.fwd.len() - self.fwd_garbage
+        {
+            // As in `push_edges`.
+            self.compaction_visits += (self.span.len() + self.fwd.len() - self.fwd_garbage) as u64;
+            self.compact_fwd(deps.len());
+        }
+        let start = u32::try_from(self.fwd.len()).expect("at most 2^32 dependency entries");
+        // `maybe_cyclic` without reading the dependencies' records: take a cycle and its
+        // task submitted last. A task of the cycle depends on it, and was submitted before
+        // it, so its id was named before its submission (`found`), unless the cycle is that
+        // one task depending on itself. Either case sets the flag here.
+        let mut cyclic = self.maybe_cyclic || found.is_some();
+        for d in deps {
+            let dn = self.intern_with(d, || d.clone());
+            cyclic |= dn == n;
+            self.fwd.push(dn);
+        }
+        self.maybe_cyclic = cyclic;
+        self.span[idx(n)] = Span {
+            start,
+            len: deps.len() as u32,
+        };
+        self.order.push(n);
+        if self.next_seq as usize > 2 * self.order.len() + COMPACT_FLOOR {
+            self.renumber();
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.seq_node.push(n);
+        self.ready.grow_to(self.next_seq);
+        self.payload[idx(n)] = payload.take();
+        let mut state = TaskState::Pending;
+        let mut remaining = deps.len() as u32;
+        // SEEDED BUG (static_order): queued in submission order, whatever it waits on.
+        if remaining == 0 || seeded_bug!("static_order") {
+            remaining = 0;
+            state = TaskState::Ready;
+            self.ready.insert(seq);
+        }
+        let flags = self.hot[idx(n)].flags & REV_TAKEN;
+        self.hot[idx(n)] = Hot {
+            generation: 1,
+            seq,
+            count: remaining,
+            state: state as u8,
+            flags,
+        };
+        self.counts[state as usize] += 1;
+        Generation(1)
     }
 
     /// Blocks every pending waiter of `root`, and transitively theirs, with `cause`; returns
