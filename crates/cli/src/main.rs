@@ -1,9 +1,9 @@
 //! `lockstep`: check and run task graphs on the Lockstep scheduler and pool.
 //!
 //! ```text
-//! lockstep check FILE [GRAPH OPTIONS]          (FILE `-`: standard input, with --format)
-//! lockstep run FILE [-j N] [--dry-run] [--simulate MS] [--log-dir DIR] [--grace S] [GRAPH OPTIONS]
-//! lockstep run FILE --store sqlite:PATH|postgres://... [-j N] [--lease-ms MS] [--grace S]
+//! lockstep check FILE [TASK...] [GRAPH OPTIONS]          (FILE `-`: standard input, with --format)
+//! lockstep run FILE [TASK...] [-j N] [--dry-run] [--simulate MS] [--log-dir DIR] [--grace S] [GRAPH OPTIONS]
+//! lockstep run FILE [TASK...] --store sqlite:PATH|postgres://... [-j N] [--lease-ms MS] [--grace S]
 //! lockstep worker --store sqlite:PATH|postgres://... [--slots N] [--lease-ms MS] [--grace S]
 //! ```
 //!
@@ -77,7 +77,7 @@ enum Cmd {
         simulate: Option<u64>,
         /// Write each task's output to DIR/NNNN-ID.log instead of printing it; NNNN is the
         /// task's 0-based position in the file (not counting tasks removed by
-        /// --exclude-task), and characters of ID other than letters, digits and `._-@+`
+        /// --exclude-task or left out by TASK targets), and characters of ID other than letters, digits and `._-@+`
         /// become `_`. A failed task's line names its log.
         #[arg(long, value_name = "DIR")]
         log_dir: Option<PathBuf>,
@@ -158,6 +158,12 @@ struct GraphArgs {
     /// The graph file: .toml (task file), .dot/.gv (Graphviz), .json (cargo metadata);
     /// `-` reads standard input (then --format is required).
     file: PathBuf,
+    /// Targets: keep only these tasks and everything they depend on, directly or not (as
+    /// `make TARGET`), and drop the rest [default: every task]. Applied last, after the
+    /// other graph options (--reverse, --exclude-edges, --exclude-task); an id that is not a
+    /// task is an error (exit 2) naming the closest ids.
+    #[arg(value_name = "TASK")]
+    targets: Vec<String>,
     /// Read FILE as this format instead of guessing from the extension:
     /// toml, dot (plain DOT, no apt-cache detection), apt-dotty, cargo-metadata.
     #[arg(long, value_name = "FORMAT")]
@@ -215,11 +221,32 @@ impl GraphArgs {
             exclude_tasks: self.exclude_task.clone(),
             dev_deps: self.dev_deps,
         };
-        let g = graph::read_input_timed(&self.file, &opts, self.max_input_bytes, timings)?;
+        let mut g = graph::read_input_timed(&self.file, &opts, self.max_input_bytes, timings)?;
+        if !self.targets.is_empty() {
+            let selecting = timings.start("targets");
+            let removed = g.keep_targets(&self.targets, self.name(), &self.exclude_task)?;
+            timings.end(
+                selecting,
+                format!(
+                    "{} kept, {} removed",
+                    timings::tasks_edges(g.tasks.len(), g.edge_count()),
+                    timings::count(removed)
+                ),
+            );
+        }
         for n in &g.notes {
             eprintln!("note: {n}");
         }
         Ok(g)
+    }
+
+    /// The input's name in messages: the file, or `<stdin>` for `-`.
+    fn name(&self) -> &std::path::Path {
+        if self.file == std::path::Path::new(graph::STDIN_PATH) {
+            std::path::Path::new(graph::STDIN_NAME)
+        } else {
+            &self.file
+        }
     }
 }
 
@@ -246,6 +273,7 @@ fn main() -> ExitCode {
                     simulate: simulate.map(Duration::from_millis),
                     grace: grace.grace,
                     stop: stop_on_signals(grace.grace),
+                    targets: graph.targets.clone(),
                 };
                 return store_run_cmd(&graph, &spec, &opts);
             }

@@ -27,7 +27,7 @@
 //! running (`cmd &`) get SIGTERM, then SIGKILL after `--grace`, and what they write is not
 //! waited for. With `--log-dir DIR` the output goes instead to
 //! `DIR/NNNN-ID.log` (NNNN: the task's 0-based position in the file, not counting tasks
-//! removed by `--exclude-task`; unsafe characters of the id become `_`, and a long id is cut
+//! removed by `--exclude-task` or left out by targets; unsafe characters of the id become `_`, and a long id is cut
 //! to 200 characters) and nothing of them is printed; a failed task's lines then name its
 //! log file.
 //! Exit status 0 is success; anything else (non-zero status, killed by a signal, `sh` not
@@ -86,7 +86,7 @@ use crate::validate::{self, Report};
 #[derive(Debug, Clone, Default)]
 pub struct TaskPayload {
     /// The task's position in the file (0-based, not counting tasks removed by
-    /// `--exclude-task`), for log file names.
+    /// `--exclude-task` or left out by targets), for log file names.
     pub index: usize,
     /// The shell command, if any.
     pub command: Option<String>,

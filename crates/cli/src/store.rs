@@ -252,6 +252,10 @@ pub struct StoreRunOptions {
     /// Set by Ctrl-C or SIGTERM: claim nothing more, stop the running commands, give their
     /// claims back (see [`crate::worker::run`]).
     pub stop: StopRequest,
+    /// The targets the graph was cut to (`run FILE --store URL TASK...`; empty: the whole
+    /// file). A store resumed with targets may not hold tasks outside the graph that are still
+    /// to run (pending, ready or running): the workers would run them.
+    pub targets: Vec<String>,
 }
 
 /// What `run --store` did.
@@ -400,7 +404,7 @@ pub fn run(
     if store.max_concurrency().map_err(store_err)? == 0 {
         return Err(no_slots());
     }
-    let preamble = prepare(&mut *store, graph, spec)?;
+    let preamble = prepare(&mut *store, graph, spec, !opts.targets.is_empty())?;
     for line in &preamble {
         println!("{line}");
     }
@@ -453,11 +457,14 @@ fn payload(index: usize, t: &crate::graph::TaskSpec) -> Vec<u8> {
     .encode()
 }
 
-/// Submits a new graph or resumes a stored one; returns the lines to print.
+/// Submits a new graph or resumes a stored one; returns the lines to print. With `targets`
+/// (the graph is a selection of the file), a resumed store must not hold tasks outside the
+/// graph that are still to run.
 fn prepare(
     store: &mut dyn Store,
     graph: &TaskGraph,
     spec: &StoreSpec,
+    targets: bool,
 ) -> Result<Vec<String>, StoreRunError> {
     let store_err = |source| StoreRunError::Store {
         store: spec.to_string(),
@@ -496,6 +503,25 @@ fn prepare(
             "the store holds another graph: task {} of the file is not in it; use a new store",
             t.id
         )));
+    }
+    if targets {
+        // The workers run every task of the store: a pending, ready or running task that the
+        // targets leave out would run too. Settled ones stay as they are, so they may stay.
+        let kept: std::collections::HashSet<&str> =
+            graph.tasks.iter().map(|t| t.id.as_str()).collect();
+        let mut outside: Vec<(&String, &TaskStatus<String>)> = stored
+            .iter()
+            .filter(|(id, s)| !kept.contains(id.as_str()) && !s.state.is_terminal())
+            .collect();
+        if !outside.is_empty() {
+            outside.sort_by_key(|(id, _)| id.as_str());
+            return Err(mismatch(format!(
+                "the store holds {} task(s) outside the targets that are still to run (first: {}); \
+                 a run of the store runs every task it holds: run without targets, or use a new store",
+                outside.len(),
+                outside[0].0
+            )));
+        }
     }
     // Resubmit every lost task, dependencies first (Kahn's order over the file's graph), so
     // that a resubmitted dependent waits on its resubmitted dependency.

@@ -6,6 +6,7 @@
 //! |-------|----------------|--------------------------|
 //! | `read` | the file's bytes into memory (open, read, size limit) | bytes read |
 //! | `parse` | UTF-8 check, the format's reader, `--reverse`, `--exclude-task` | tasks and edges as read |
+//! | `targets` | `TASK...` given: keeping the targets and what they depend on | tasks and edges kept, tasks removed |
 //! | `build` | the graph handed to the scheduler (`check`'s submissions) | tasks and edges submitted |
 //! | `validate` | duplicate ids and dependencies, unknown dependencies, cycles | problems found |
 //! | `freeze` | `run`: the executor's frozen graph | tasks and edges |

@@ -972,3 +972,237 @@ fn run_help_documents_ctrl_c_and_its_exit_status() {
         .stdout(predicate::str::contains("exit status is 1"))
         .stdout(predicate::str::contains("130"));
 }
+
+// ---------------------------------------------------------------- targets
+
+/// The `note:` lines and the rest of standard error.
+fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8(out.stderr.clone()).expect("stderr is UTF-8")
+}
+
+#[test]
+fn dry_run_with_targets_claims_only_them_and_their_dependencies() {
+    let out = lockstep()
+        .args(["run", "--dry-run", "-j", "1"])
+        .arg(example("pipeline.toml"))
+        .args(["docs", "lint"])
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    assert_eq!(
+        stdout_of(&out),
+        "dry run: 4 task(s) in claim order with -j 1 (completions simulated in claim order)\n\
+         \x20    1  fetch\n\
+         \x20    2  configure\n\
+         \x20    3  docs\n\
+         \x20    4  lint\n"
+    );
+    assert_eq!(
+        stderr_of(&out),
+        "note: targets: kept 4 of 9 task(s) (the targets and everything they depend on)\n"
+    );
+}
+
+#[test]
+fn run_with_a_target_runs_its_dependencies_and_nothing_else() {
+    let out = lockstep()
+        .args(["run", "-j", "1", "--no-progress"])
+        .arg(example("pipeline.toml"))
+        .arg("core")
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    let stdout = stdout_of(&out);
+    let ran: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("ok "))
+        .map(|l| l.split_whitespace().nth(1).unwrap())
+        .collect();
+    assert_eq!(ran, vec!["fetch", "configure", "core"]);
+    let summary = lines_starting(&stdout, "summary: ");
+    assert_eq!(summary.len(), 1, "{stdout}");
+    assert!(
+        summary[0].starts_with("summary: 3 succeeded, 0 failed, 0 blocked, 0 cancelled; "),
+        "{stdout}"
+    );
+    assert!(
+        summary[0].ends_with(" (fetch -> configure -> core)"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("[plugins]"), "{stdout}");
+}
+
+#[test]
+fn check_with_targets_reports_only_the_kept_tasks() {
+    lockstep()
+        .arg("check")
+        .arg(example("pipeline.toml"))
+        .arg("lint")
+        .assert()
+        .code(0)
+        .stdout(
+            "2 task(s), 1 edge(s), 1 root(s) (tasks with no dependencies)\nok: the graph can run\n",
+        );
+    // Every task is needed by `package`: the whole graph.
+    lockstep()
+        .arg("check")
+        .arg(example("pipeline.toml"))
+        .arg("package")
+        .assert()
+        .code(0)
+        .stdout(predicate::str::starts_with(
+            "9 task(s), 11 edge(s), 1 root(s)",
+        ));
+}
+
+#[test]
+fn an_unknown_target_exits_2_naming_it_and_the_closest_ids() {
+    let pipeline = example("pipeline.toml");
+    for (cmd, target, hint) in [
+        ("check", "pakage", "(closest: package)"),
+        ("run", "lnk", "(closest: link)"),
+        ("run", "zzz", "(no task has a similar id)"),
+    ] {
+        lockstep()
+            .arg(cmd)
+            .arg(&pipeline)
+            .args(["core", target])
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(format!(
+                "error: {}: target \"{target}\" is not a task {hint}\n",
+                pipeline.display()
+            ));
+    }
+    // Targets come after --exclude-task: an excluded task is no target.
+    lockstep()
+        .args(["run", "--dry-run"])
+        .arg(&pipeline)
+        .args(["lint", "--exclude-task", "lint"])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(format!(
+            "error: {}: target \"lint\" is not a task (it was removed by --exclude-task)\n",
+            pipeline.display()
+        ));
+}
+
+#[test]
+fn targets_of_cargo_metadata_keep_the_qualified_ids() {
+    // `getrandom` resolves to two versions, so both are NAME@VERSION in the whole graph; a
+    // target keeps that name, and the bare name is no task (the hint lists both).
+    let json = example("cargo-metadata-criterion.json");
+    let out = lockstep()
+        .args(["run", "--dry-run", "-j", "1"])
+        .arg(&json)
+        .arg("getrandom@0.2.16")
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    assert_eq!(
+        stdout_of(&out),
+        "dry run: 4 task(s) in claim order with -j 1 (completions simulated in claim order)\n\
+         \x20    1  cfg-if\n\
+         \x20    2  libc\n\
+         \x20    3  wasi\n\
+         \x20    4  getrandom@0.2.16\n"
+    );
+    lockstep()
+        .arg("check")
+        .arg(&json)
+        .arg("getrandom")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::ends_with(format!(
+            "error: {}: target \"getrandom\" is not a task (closest: getrandom@0.3.4, getrandom@0.2.16, oorandom)\n",
+            json.display()
+        )));
+}
+
+#[test]
+fn a_target_on_a_cycle_or_with_a_missing_dependency_gets_the_same_errors() {
+    // `git` needs libc6, which is on the apt graph's only cycle.
+    let out = lockstep()
+        .arg("check")
+        .arg(example("apt-git.dot"))
+        .arg("git")
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    assert_eq!(
+        lines_starting(&stdout_of(&out), "cycle: "),
+        vec!["cycle: libc6 -> libgcc-s1 -> libc6"]
+    );
+    // Targets after --exclude-task: without the installed base, git's graph can run.
+    lockstep()
+        .arg("check")
+        .arg(example("apt-git.dot"))
+        .args([
+            "git",
+            "--exclude-task",
+            "libc6",
+            "--exclude-task",
+            "libgcc-s1",
+        ])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::ends_with("ok: the graph can run\n"));
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "missing.toml",
+        "[[task]]\nid = \"a\"\ndeps = [\"nope\"]\n\n[[task]]\nid = \"b\"\n",
+    );
+    lockstep()
+        .args(["check"])
+        .arg(&f)
+        .arg("a")
+        .assert()
+        .code(1)
+        .stdout(
+            "1 task(s), 1 edge(s), 0 root(s) (tasks with no dependencies)\n\
+             unknown dependency: a needs unknown nope\n\
+             error: the graph cannot run (1 problem(s))\n",
+        );
+    lockstep()
+        .args(["run"])
+        .arg(&f)
+        .arg("a")
+        .assert()
+        .code(2)
+        .stdout(predicate::str::contains(
+            "unknown dependency: a needs unknown nope\n",
+        ));
+    lockstep()
+        .args(["check"])
+        .arg(&f)
+        .arg("b")
+        .assert()
+        .code(0)
+        .stdout(predicate::str::ends_with("ok: the graph can run\n"));
+}
+
+#[test]
+fn help_lists_the_targets_with_their_default() {
+    for cmd in ["run", "check"] {
+        let out = lockstep()
+            .args([cmd, "--help"])
+            .assert()
+            .code(0)
+            .get_output()
+            .clone();
+        let help = stdout_of(&out);
+        assert!(help.contains("[TASK]..."), "{cmd}: {help}");
+        assert!(help.contains("[default: every task]"), "{cmd}: {help}");
+        assert!(
+            help.contains("after the other graph options"),
+            "{cmd}: {help}"
+        );
+    }
+}

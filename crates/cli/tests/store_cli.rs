@@ -150,3 +150,95 @@ fn store_specs_parse_and_hide_passwords() {
     assert!("sqlite:".parse::<StoreSpec>().is_err());
     assert!("x.db".parse::<StoreSpec>().is_err());
 }
+
+/// `run --store URL TASK...` records only the targets and what they need; a store made for
+/// other targets is refused, and so is one holding tasks outside the targets that are still to
+/// run (the workers of a store run every task in it).
+#[test]
+fn store_run_with_targets_records_only_them_and_refuses_other_graphs() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_graph(dir.path());
+    let path = dir.path().join("run.lockstep");
+    let store = format!("sqlite:{}", path.display());
+    let first = lockstep()
+        .current_dir(dir.path())
+        .args(["run"])
+        .arg(&file)
+        .args(["--store", &store, "-j", "1", "a"])
+        .assert()
+        .code(0);
+    let out = String::from_utf8_lossy(&first.get_output().stdout).to_string();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], format!("store: {store}: new run of 1 task(s)"));
+    assert_eq!(lines[1], "[a] a");
+    assert!(lines[2].starts_with("done: a g1 ("), "{out}");
+    assert!(
+        lines[3].starts_with("summary: 1 succeeded; wall time "),
+        "{out}"
+    );
+    assert_eq!(lines.len(), 4, "{out}");
+    let mut sqlite = StoreSpec::Sqlite(path.clone()).open(None).unwrap();
+    let ids: Vec<String> = sqlite
+        .snapshot()
+        .unwrap()
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(ids, vec!["a"]);
+    drop(sqlite);
+
+    // `c` needs `b`, which the store does not hold.
+    lockstep()
+        .current_dir(dir.path())
+        .args(["run"])
+        .arg(&file)
+        .args(["--store", &store, "c"])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(format!(
+            "note: targets: kept 3 of 4 task(s) (the targets and everything they depend on)\n\
+             error: store {store}: the store holds another graph: task b of the file is not in it; use a new store\n"
+        ));
+
+    // A store of the whole file whose tasks have not run yet: `a` alone would leave the
+    // workers running b, c and d too.
+    let whole = dir.path().join("whole.lockstep");
+    let whole_store = format!("sqlite:{}", whole.display());
+    {
+        use lockstep_durable::{NewTask, SqliteStore, Store};
+        let mut s = SqliteStore::create(&whole, 1).unwrap();
+        let tasks = [
+            NewTask::new("a".to_string(), Vec::<String>::new()),
+            NewTask::new("b".to_string(), vec!["a".to_string()]),
+            NewTask::new("c".to_string(), vec!["b".to_string()]),
+            NewTask::new("d".to_string(), Vec::<String>::new()),
+        ];
+        for r in s.submit(&tasks).unwrap() {
+            r.unwrap();
+        }
+        s.start().unwrap();
+    }
+    lockstep()
+        .current_dir(dir.path())
+        .args(["run"])
+        .arg(&file)
+        .args(["--store", &whole_store, "a"])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(format!(
+            "note: targets: kept 1 of 4 task(s) (the targets and everything they depend on)\n\
+             error: store {whole_store}: the store holds 3 task(s) outside the targets that are still to run (first: b); a run of the store runs every task it holds: run without targets, or use a new store\n"
+        ));
+    // Without targets it runs as before (the stored tasks, submitted without payload, have no
+    // command and succeed at once).
+    lockstep()
+        .current_dir(dir.path())
+        .args(["run"])
+        .arg(&file)
+        .args(["--store", &whole_store])
+        .assert()
+        .code(0)
+        .stdout(predicates::str::contains("summary: 4 succeeded; "));
+}

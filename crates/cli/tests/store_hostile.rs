@@ -19,6 +19,7 @@ fn opts(limit: usize) -> StoreRunOptions {
         simulate: None,
         grace: lockstep_cli::command::DEFAULT_GRACE,
         stop: lockstep_cli::interrupt::StopRequest::new(),
+        targets: Vec::new(),
     }
 }
 

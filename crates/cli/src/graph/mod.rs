@@ -147,6 +147,114 @@ impl TaskGraph {
     }
 }
 
+impl TaskGraph {
+    /// Keeps only the named targets and every task they depend on, directly or through
+    /// others (`lockstep run FILE TARGET...`, as `make TARGET`); the other tasks are removed.
+    /// Returns the number of tasks removed. An empty `targets` keeps everything.
+    ///
+    /// Shapes: the kept tasks stay in file order with their ids, dependency lists and every
+    /// other field unchanged, so ids are reported as without targets. A dependency that
+    /// names no task is followed nowhere and kept in the list (`check` reports it as an
+    /// unknown dependency, as it would without targets); a cycle reachable from a target is
+    /// kept whole. Every definition of a repeated id is kept and followed, so the duplicate
+    /// is still reported.
+    ///
+    /// Cost: O(V + E) when every target exists; an unknown target adds one edit distance
+    /// per task id (O(V × |id| × |target|)) to find the hints.
+    ///
+    /// # Errors
+    /// [`ReadError::UnknownTarget`] naming the first target that is not a task, with at most
+    /// [`MAX_TARGET_HINTS`] similar ids (see [`closest_ids`]) and whether `--exclude-task`
+    /// removed it (`excluded`: the ids given to `--exclude-task`); the graph is unchanged.
+    pub fn keep_targets(
+        &mut self,
+        targets: &[String],
+        path: &Path,
+        excluded: &[String],
+    ) -> Result<usize, ReadError> {
+        if targets.is_empty() {
+            return Ok(0);
+        }
+        // Every definition of each id, in file order.
+        let mut defs: HashMap<&str, Vec<usize>> = HashMap::with_capacity(self.tasks.len());
+        for (i, t) in self.tasks.iter().enumerate() {
+            defs.entry(t.id.as_str()).or_default().push(i);
+        }
+        if let Some(missing) = targets.iter().find(|t| !defs.contains_key(t.as_str())) {
+            return Err(ReadError::UnknownTarget {
+                path: path.to_path_buf(),
+                id: missing.clone(),
+                excluded: excluded.contains(missing),
+                hints: closest_ids(missing, self.tasks.iter().map(|t| t.id.as_str())),
+            });
+        }
+        // Depth-first over "depends on", with an explicit stack (no recursion on long chains).
+        let mut keep = vec![false; self.tasks.len()];
+        let mut stack: Vec<&str> = targets.iter().map(String::as_str).collect();
+        while let Some(id) = stack.pop() {
+            let Some(positions) = defs.get(id) else {
+                continue; // an unknown dependency: kept in its list, followed nowhere
+            };
+            for &i in positions {
+                if !keep[i] {
+                    keep[i] = true;
+                    stack.extend(self.tasks[i].deps.iter().map(String::as_str));
+                }
+            }
+        }
+        drop(defs);
+        let before = self.tasks.len();
+        let mut flags = keep.into_iter();
+        self.tasks.retain(|_| flags.next().unwrap_or(false));
+        let removed = before - self.tasks.len();
+        self.notes.push(format!(
+            "targets: kept {} of {before} task(s) (the targets and everything they depend on)",
+            self.tasks.len()
+        ));
+        Ok(removed)
+    }
+}
+
+/// The most ids [`closest_ids`] suggests for an unknown target.
+pub const MAX_TARGET_HINTS: usize = 3;
+
+/// The ids most like `wanted`, for a "did you mean" hint: at most [`MAX_TARGET_HINTS`], best
+/// first, each listed once.
+///
+/// Compared without case, an id is similar when its optimal-string-alignment distance to
+/// `wanted` (edits and swaps of neighbouring characters, `strsim::osa_distance`) is at most a
+/// third of the length of `wanted` (at least 1), or when it contains `wanted` (of at least two
+/// characters). Ids that differ only in case come first, then those containing `wanted`
+/// (`getrandom@0.2.16` for `getrandom`), then the others, each by distance, ties to the id
+/// defined first. O(V × |id| × |wanted|) time, O(V) space.
+pub fn closest_ids<'a>(wanted: &str, ids: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let wanted_lower = wanted.to_lowercase();
+    let limit = (wanted.chars().count() / 3).max(1);
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut scored: Vec<(u8, usize, usize, &str)> = Vec::new();
+    for (position, id) in ids.into_iter().enumerate() {
+        if !seen.insert(id) {
+            continue;
+        }
+        let lower = id.to_lowercase();
+        let distance = strsim::osa_distance(&wanted_lower, &lower);
+        let contains = wanted_lower.chars().count() >= 2 && lower.contains(&wanted_lower);
+        let rank = match (distance, contains) {
+            (0, _) => 0,
+            (_, true) => 1,
+            (d, false) if d <= limit => 2,
+            _ => continue,
+        };
+        scored.push((rank, distance, position, id));
+    }
+    scored.sort_unstable();
+    scored
+        .into_iter()
+        .take(MAX_TARGET_HINTS)
+        .map(|(_, _, _, id)| id.to_string())
+        .collect()
+}
+
 /// The input formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Format {
@@ -395,6 +503,34 @@ pub enum ReadError {
         /// The id.
         id: String,
     },
+    /// A target (`lockstep run FILE TARGET...`) names no task of the graph (after
+    /// `--exclude-task`).
+    #[error(
+        "{}: target {id:?} is not a task{}",
+        path.display(),
+        target_hint(*excluded, hints)
+    )]
+    UnknownTarget {
+        /// The file.
+        path: PathBuf,
+        /// The target.
+        id: String,
+        /// `--exclude-task` named it too (so it was a task before that).
+        excluded: bool,
+        /// Similar ids of the graph, best first (at most [`MAX_TARGET_HINTS`]).
+        hints: Vec<String>,
+    },
+}
+
+/// The end of [`ReadError::UnknownTarget`]'s message: why, or what was probably meant.
+fn target_hint(excluded: bool, hints: &[String]) -> String {
+    if excluded {
+        " (it was removed by --exclude-task)".to_string()
+    } else if hints.is_empty() {
+        " (no task has a similar id)".to_string()
+    } else {
+        format!(" (closest: {})", hints.join(", "))
+    }
 }
 
 /// The default limit on the bytes read from one input (`--max-input-bytes`): 1 GiB. Real
@@ -694,6 +830,68 @@ mod tests {
         g.exclude_tasks(&["b".to_string()], Path::new("g.dot"))
             .unwrap();
         assert_eq!(ids(&g), vec![("a", vec!["c"]), ("c", vec![])]);
+    }
+
+    #[test]
+    fn keep_targets_keeps_the_closure_in_file_order_and_unknown_deps() {
+        let mut g = TaskGraph {
+            tasks: vec![
+                TaskSpec::new("a", ["b", "ghost"]),
+                TaskSpec::new("b", ["c"]),
+                TaskSpec::new("c", ["b"]),
+                TaskSpec::new("d", ["a"]),
+                TaskSpec::new("e", Vec::<String>::new()),
+                TaskSpec::new("a", ["e"]),
+            ],
+            notes: vec![],
+        };
+        let before = g.clone();
+        let err = g
+            .keep_targets(&["A".to_string()], Path::new("g.toml"), &[])
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "g.toml: target \"A\" is not a task (closest: a, b, c)"
+        );
+        assert_eq!(g, before, "a refused selection changes nothing");
+        // `a` reaches b and c (a cycle, kept whole), not `ghost` (kept in the list), and
+        // through its second definition, `e`; `d` depends on `a` and goes.
+        let removed = g
+            .keep_targets(&["a".to_string()], Path::new("g.toml"), &[])
+            .unwrap();
+        assert_eq!(removed, 1);
+        assert_eq!(
+            ids(&g),
+            vec![
+                ("a", vec!["b", "ghost"]),
+                ("b", vec!["c"]),
+                ("c", vec!["b"]),
+                ("e", vec![]),
+                ("a", vec!["e"]),
+            ]
+        );
+        assert_eq!(
+            g.notes,
+            vec!["targets: kept 5 of 6 task(s) (the targets and everything they depend on)"]
+        );
+    }
+
+    #[test]
+    fn closest_ids_prefers_case_then_containment_then_distance() {
+        let ids = [
+            "oorandom",
+            "getrandom@0.3.4",
+            "Getrandom",
+            "x",
+            "getrandom@0.2.16",
+        ];
+        assert_eq!(
+            closest_ids("getrandom", ids),
+            vec!["Getrandom", "getrandom@0.3.4", "getrandom@0.2.16"]
+        );
+        assert_eq!(closest_ids("biuld", ["build", "guild", "b"]), vec!["build"]);
+        assert!(closest_ids("zzz", ["build", "test"]).is_empty());
+        assert!(closest_ids("", ["build"]).is_empty());
     }
 
     #[test]
