@@ -7,7 +7,8 @@
 //! lockstep worker --store sqlite:PATH|postgres://... [--slots N] [--lease-ms MS] [--grace S]
 //! ```
 //!
-//! Exit status: 0 the graph can run / every task succeeded / the run finished (`worker`); 1
+//! Exit status: 0 the graph can run / every task succeeded / the run finished (`worker`) /
+//! the graph has no tasks (`check`, `run`: a warning says there is nothing to do); 1
 //! the graph cannot run (`check`) / some task failed, was blocked, cancelled or interrupted
 //! (`run`), and after Ctrl-C or SIGTERM (`run`, `run --store`, `worker`; a second one exits at
 //! once with 130, or 143 for SIGTERM); 2 unreadable input
@@ -40,7 +41,8 @@ enum Cmd {
     /// Prints a summary (tasks, edges, roots), then one line per problem; each cycle as
     /// `cycle: A -> B -> C -> A` (one per strongly connected component, the scheduler's
     /// canonical form). Exit 0 when the graph can run, 1 when it cannot, 2 when the file
-    /// cannot be read or parsed.
+    /// cannot be read or parsed. A graph with no tasks (an empty file, or none left after
+    /// --exclude-task) prints `warning: FILE has no tasks; nothing to do` and exits 0.
     Check {
         #[command(flatten)]
         graph: GraphArgs,
@@ -51,6 +53,8 @@ enum Cmd {
     /// --log-dir). A failure blocks the task's descendants; they are listed with their
     /// cause. Exit 0 only if every task succeeded, 1 otherwise, 2 for unreadable input, a
     /// graph that cannot run (nothing is run), or a --store that cannot be opened or fails.
+    /// A graph with no tasks (an empty file, or none left after --exclude-task) prints
+    /// `warning: FILE has no tasks; nothing to do` and exits 0 (a --store is not opened).
     ///
     /// Each command runs in its own process group; the task ends when the command exits, and
     /// processes it left running (`cmd &`) get SIGTERM, then SIGKILL after --grace. If lockstep
@@ -240,6 +244,27 @@ impl GraphArgs {
         Ok(g)
     }
 
+    /// For a graph with no tasks, prints `warning: FILE has no tasks; nothing to do` (`...
+    /// no tasks left after --exclude-task ...` when that option removed them) on standard
+    /// error and returns true: the command then stops with exit status 0, printing nothing
+    /// else, as `make` with nothing to do.
+    fn nothing_to_do(&self, g: &TaskGraph) -> bool {
+        if !g.tasks.is_empty() {
+            return false;
+        }
+        // `--exclude-task` refuses an id that is not a task: given at all, it removed some.
+        let left = if self.exclude_task.is_empty() {
+            ""
+        } else {
+            " left after --exclude-task"
+        };
+        eprintln!(
+            "warning: {} has no tasks{left}; nothing to do",
+            self.name().display()
+        );
+        true
+    }
+
     /// The input's name in messages: the file, or `<stdin>` for `-`.
     fn name(&self) -> &std::path::Path {
         if self.file == std::path::Path::new(graph::STDIN_PATH) {
@@ -370,6 +395,10 @@ fn store_run_timed(
             return ExitCode::from(2);
         }
     };
+    // Nothing to record: the store is not opened (nor created).
+    if args.nothing_to_do(&g) {
+        return ExitCode::SUCCESS;
+    }
     // The store validates, submits and runs in one step: one phase.
     let running = timings.start("run");
     let result = store::run(&g, spec, opts);
@@ -450,6 +479,9 @@ fn check_timed(args: &GraphArgs, timings: &mut Timings) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.nothing_to_do(&g) {
+        return ExitCode::SUCCESS;
+    }
     let report = match validate::validate_timed(&g, timings) {
         Ok(r) => r,
         Err(e) => {
@@ -490,6 +522,9 @@ fn run_cmd_timed(
             return ExitCode::from(2);
         }
     };
+    if args.nothing_to_do(&g) {
+        return ExitCode::SUCCESS;
+    }
     let result = if dry_run {
         run::dry_run_timed(&g, opts.jobs, timings).map(|order| {
             emitln!(

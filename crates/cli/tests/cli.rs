@@ -1206,3 +1206,74 @@ fn help_lists_the_targets_with_their_default() {
         );
     }
 }
+
+// ---------------------------------------------------------------- empty graphs
+
+#[test]
+fn a_graph_with_no_tasks_is_a_warning_and_exit_0_in_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = [
+        write(dir.path(), "empty.toml", ""),
+        write(dir.path(), "comments.toml", "# nothing yet\n"),
+        write(dir.path(), "empty.dot", ""),
+        write(dir.path(), "blank.gv", "\n  \n"),
+        write(dir.path(), "nodes.dot", "digraph deps {}\n"),
+        write(dir.path(), "empty.json", ""),
+        write(
+            dir.path(),
+            "no-packages.json",
+            r#"{"packages": [], "resolve": {"nodes": []}}"#,
+        ),
+    ];
+    let store = dir.path().join("never.lockstep");
+    let store_arg = format!("sqlite:{}", store.display());
+    for f in &files {
+        let warning = format!("warning: {} has no tasks; nothing to do\n", f.display());
+        for args in [
+            &["check"][..],
+            &["run"][..],
+            &["run", "--dry-run"][..],
+            &["run", "--store", &store_arg][..],
+        ] {
+            lockstep()
+                .args(args)
+                .arg(f)
+                .assert()
+                .code(0)
+                .stdout("")
+                .stderr(warning.clone());
+        }
+    }
+    assert!(!store.exists(), "a graph with no tasks opens no store");
+    for format in ["toml", "dot", "apt-dotty", "cargo-metadata"] {
+        for cmd in ["check", "run"] {
+            lockstep()
+                .args([cmd, "-", "--format", format])
+                .write_stdin("")
+                .assert()
+                .code(0)
+                .stdout("")
+                .stderr("warning: <stdin> has no tasks; nothing to do\n");
+        }
+    }
+}
+
+#[test]
+fn a_graph_that_exclude_task_empties_is_a_warning_and_exit_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "two.dot", "digraph { a -> b }\n");
+    for cmd in ["check", "run"] {
+        lockstep()
+            .args([cmd])
+            .arg(&f)
+            .args(["--exclude-task", "a", "--exclude-task", "b"])
+            .assert()
+            .code(0)
+            .stdout("")
+            .stderr(format!(
+                "note: --exclude-task: removed 2 task(s) and 1 edge(s)\n\
+                 warning: {} has no tasks left after --exclude-task; nothing to do\n",
+                f.display()
+            ));
+    }
+}

@@ -741,6 +741,10 @@ fn read_capped(
 /// Reads graph text that came from `path` (used in messages and to resolve relative `cwd`)
 /// in the given format. Does not apply `reverse` or `exclude_tasks`.
 ///
+/// Empty text, or text of whitespace only, is a graph with no tasks in every format (a DOT
+/// reader would otherwise want `digraph`, a JSON reader a value): an empty file has no tasks,
+/// whatever its extension says, and the command says so instead of failing.
+///
 /// # Errors
 /// The parse errors of the chosen reader.
 pub fn read_str(
@@ -749,6 +753,9 @@ pub fn read_str(
     format: Format,
     opts: &ReadOptions,
 ) -> Result<TaskGraph, ReadError> {
+    if text.trim().is_empty() {
+        return Ok(TaskGraph::default());
+    }
     match format {
         Format::Toml => toml_file::parse(text, path),
         Format::Dot => dot::parse(text, path, &dot::DotOptions::from_read(opts, None)),
