@@ -53,16 +53,21 @@ pub struct Report {
     pub duplicate_ids: Vec<DuplicateId>,
     /// Repeated entries in a dependency list, in file order.
     pub duplicate_deps: Vec<DuplicateDep>,
-    /// Tasks that list themselves, in file order (each is also a cycle `a -> a`).
+    /// Tasks that list themselves, in file order. Each is one problem: the scheduler is not
+    /// shown these edges, so `graph` does not report them again as cycles `a -> a`.
     pub self_deps: Vec<String>,
-    /// The scheduler's report: unknown dependencies and cycles.
+    /// The scheduler's report on the graph without its self-dependencies: unknown
+    /// dependencies and cycles of two tasks or more.
     pub graph: GraphReport<String>,
 }
 
 impl Report {
     /// True when the graph can be scheduled as it is.
     pub fn is_runnable(&self) -> bool {
-        self.duplicate_ids.is_empty() && self.duplicate_deps.is_empty() && self.graph.is_runnable()
+        self.duplicate_ids.is_empty()
+            && self.duplicate_deps.is_empty()
+            && self.self_deps.is_empty()
+            && self.graph.is_runnable()
     }
 
     /// The problem lines, one per problem: `duplicate task: ...`, `duplicate dependency:
@@ -186,6 +191,10 @@ pub fn validate_timed(
         tasks += 1;
         edges += deps.len();
         roots += usize::from(deps.is_empty());
+        // A self-dependency is one problem, reported as such by `duplicates`: the scheduler
+        // does not see the edge, so it does not report it again as a cycle `a -> a` (and the
+        // cycle it reports for a's component, if a is on a longer one, is that longer one).
+        deps.retain(|&d| d != id);
         if let Err(e) = sched.submit(id, deps.iter().copied(), ()) {
             // A bug in this function or the scheduler: name it with the file's ids.
             return Err(submit_strings(graph).err().unwrap_or_else(|| {
@@ -430,7 +439,6 @@ mod tests {
                 "unknown dependency: a needs unknown zz",
                 "self-dependency: s",
                 "cycle: a -> b -> c -> a",
-                "cycle: s -> s",
             ]
         );
         // The first definition is what the scheduler saw.
@@ -459,10 +467,24 @@ mod tests {
                 "unknown dependency: a needs unknown x",
                 "self-dependency: b",
                 "self-dependency: a",
-                "cycle: b -> b",
             ]
         );
         assert_eq!((r.tasks, r.edges, r.roots), (2, 3, 0));
+    }
+
+    #[test]
+    fn a_self_dependency_is_one_problem_and_hides_no_longer_cycle() {
+        let r = validate(&graph(&[("a", &["a"])])).unwrap();
+        assert!(!r.is_runnable());
+        assert_eq!(r.problem_lines(), vec!["self-dependency: a"]);
+        assert_eq!((r.tasks, r.edges, r.roots), (1, 1, 0));
+        // On a longer cycle too: the scheduler, shown the graph without `a -> a`, reports the
+        // longer one (shown the self-loop, it reported `a -> a` for the whole component).
+        let r = validate(&graph(&[("a", &["a", "b"]), ("b", &["a"])])).unwrap();
+        assert_eq!(
+            r.problem_lines(),
+            vec!["self-dependency: a", "cycle: a -> b -> a"]
+        );
     }
 
     #[test]

@@ -163,8 +163,7 @@ id = "a"
             "unknown dependency: a needs unknown ghost",
             "self-dependency: me",
             "cycle: a -> b -> a",
-            "cycle: me -> me",
-            "error: the graph cannot run (6 problem(s))",
+            "error: the graph cannot run (5 problem(s))",
         ]
     );
 }
@@ -1276,4 +1275,38 @@ fn a_graph_that_exclude_task_empties_is_a_warning_and_exit_0() {
                 f.display()
             ));
     }
+}
+
+// ---------------------------------------------------------------- readable output
+
+#[test]
+fn a_self_dependency_is_one_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "self.toml",
+        "[[task]]\nid = \"a\"\ndeps = [\"a\"]\n",
+    );
+    lockstep().arg("check").arg(&f).assert().code(1).stdout(
+        "1 task(s), 1 edge(s), 0 root(s) (tasks with no dependencies)\n\
+             self-dependency: a\n\
+             error: the graph cannot run (1 problem(s))\n",
+    );
+    lockstep().args(["run"]).arg(&f).assert().code(2).stdout(
+        "1 task(s), 1 edge(s), 0 root(s) (tasks with no dependencies)\n\
+             self-dependency: a\n\
+             error: the graph cannot run (1 problem(s)); nothing was run\n",
+    );
+    // A self-dependency on a longer cycle: two problems, the longer cycle named.
+    let f = write(
+        dir.path(),
+        "both.toml",
+        "[[task]]\nid = \"a\"\ndeps = [\"a\", \"b\"]\n\n[[task]]\nid = \"b\"\ndeps = [\"a\"]\n",
+    );
+    lockstep().arg("check").arg(&f).assert().code(1).stdout(
+        "2 task(s), 3 edge(s), 0 root(s) (tasks with no dependencies)\n\
+             self-dependency: a\n\
+             cycle: a -> b -> a\n\
+             error: the graph cannot run (2 problem(s))\n",
+    );
 }
