@@ -1310,3 +1310,25 @@ fn a_self_dependency_is_one_problem() {
              error: the graph cannot run (2 problem(s))\n",
     );
 }
+
+#[test]
+fn a_task_table_instead_of_an_array_of_tables_is_explained_in_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "single.toml",
+        "[task]\nid = \"a\"\ncommand = \"true\"\n",
+    );
+    for cmd in ["check", "run"] {
+        lockstep()
+            .arg(cmd)
+            .arg(&f)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(format!(
+                "error: {}:1:1: `task` must be an array of tables: write [[task]] for each task, not [task]\n",
+                f.display()
+            ));
+    }
+}

@@ -13,7 +13,8 @@
 //! env = { CFLAGS = "-O2" }           # optional: added to the inherited environment
 //! ```
 //!
-//! The only top-level key is `task`, an array of tables; each table takes exactly the keys
+//! The only top-level key is `task`, an array of tables (a single `[task]` table is refused
+//! with a message saying to write `[[task]]`); each table takes exactly the keys
 //! above (unknown keys are an error, so a misspelt `dep = [...]` is not silently ignored).
 //! A task without `command` succeeds as soon as it runs (it only orders others). Strings
 //! that reach a process (`command`, `cwd`, `env` names and values) may not contain NUL, and
@@ -51,6 +52,31 @@ struct RawTask {
     env: BTreeMap<Spanned<String>, Spanned<String>>,
 }
 
+/// When `task` is there but is not an array (`[task]` written for `[[task]]`, or `task = 5`),
+/// the message that says so in words; the schema error would be `invalid type: map, expected
+/// a sequence`. Only called on an error: it parses the text again, O(size of the text).
+fn task_not_an_array(text: &str) -> Option<String> {
+    let table: toml::Table = toml::from_str(text).ok()?;
+    match table.get("task")? {
+        toml::Value::Array(_) => None,
+        toml::Value::Table(_) => Some(
+            "`task` must be an array of tables: write [[task]] for each task, not [task]"
+                .to_string(),
+        ),
+        other => {
+            let kind = other.type_str();
+            let article = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                "an"
+            } else {
+                "a"
+            };
+            Some(format!(
+                "`task` must be an array of tables: write [[task]] for each task, not {article} {kind}"
+            ))
+        }
+    }
+}
+
 /// Parses a task file's text; `path` names it in errors and anchors relative `cwd`s.
 ///
 /// O(size of the text).
@@ -68,7 +94,7 @@ pub fn parse(text: &str, path: &Path) -> Result<TaskGraph, ReadError> {
         at: e
             .span()
             .map_or(Location::START, |s| Location::of_offset(text, s.start)),
-        message: e.message().trim().to_string(),
+        message: task_not_an_array(text).unwrap_or_else(|| e.message().trim().to_string()),
     })?;
     let base = path.parent().unwrap_or_else(|| Path::new(""));
     let lines = LineIndex::new(text);
@@ -241,6 +267,24 @@ env = { CFLAGS = "-O2", X = "1" }
         let (_, msg) = toml_err("[[task]]\nid = \"a\"\nenv = { K = 1 }\n");
         assert!(msg.contains("string"), "{msg}");
         let (_, _) = toml_err("task = 5\n");
+    }
+
+    #[test]
+    fn a_single_task_table_says_to_write_an_array_of_tables() {
+        let (at, msg) = toml_err("# tasks\n[task]\nid = \"a\"\n");
+        assert_eq!(
+            msg,
+            "`task` must be an array of tables: write [[task]] for each task, not [task]"
+        );
+        assert_eq!(at.line, 2);
+        let (_, msg) = toml_err("task = 5\n");
+        assert_eq!(
+            msg,
+            "`task` must be an array of tables: write [[task]] for each task, not an integer"
+        );
+        // An array of the wrong things keeps the schema's own message.
+        let (_, msg) = toml_err("task = [1]\n");
+        assert!(msg.contains("invalid type: integer"), "{msg}");
     }
 
     #[test]
