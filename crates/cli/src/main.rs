@@ -50,8 +50,8 @@ enum Cmd {
     /// Run a graph: each task's command (`sh -c`) once its dependencies succeeded.
     ///
     /// Output of each task is printed when it ends, prefixed with `[ID] ` (or written to
-    /// --log-dir). A failure blocks the task's descendants; they are listed with their
-    /// cause. Exit 0 only if every task succeeded, 1 otherwise, 2 for unreadable input, a
+    /// --log-dir). A failure blocks the task's descendants; the end report lists them in
+    /// one line per cause, with their count and first 5 ids (all with --verbose). Exit 0 only if every task succeeded, 1 otherwise, 2 for unreadable input, a
     /// graph that cannot run (nothing is run), or a --store that cannot be opened or fails.
     /// A graph with no tasks (an empty file, or none left after --exclude-task) prints
     /// `warning: FILE has no tasks; nothing to do` and exits 0 (a --store is not opened).
@@ -88,6 +88,10 @@ enum Cmd {
         /// Never draw a progress bar (one is drawn only when standard error is a terminal).
         #[arg(long)]
         no_progress: bool,
+        /// In the end report, list every blocked task; by default each cause's line lists
+        /// the first 5 and counts the rest.
+        #[arg(short = 'v', long)]
+        verbose: bool,
         #[command(flatten)]
         grace: GraceArg,
         #[command(flatten)]
@@ -286,6 +290,7 @@ fn main() -> ExitCode {
             simulate,
             log_dir,
             no_progress,
+            verbose,
             grace,
             durable,
         } => {
@@ -300,7 +305,7 @@ fn main() -> ExitCode {
                     stop: stop_on_signals(grace.grace),
                     targets: graph.targets.clone(),
                 };
-                return store_run_cmd(&graph, &spec, &opts);
+                return store_run_cmd(&graph, &spec, &opts, report_ids(verbose));
             }
             let opts = RunOptions {
                 jobs,
@@ -310,7 +315,7 @@ fn main() -> ExitCode {
                 handle_interrupt: true,
                 grace: grace.grace,
             };
-            run_cmd(&graph, &opts, dry_run)
+            run_cmd(&graph, &opts, dry_run, report_ids(verbose))
         }
         Cmd::Worker {
             store,
@@ -369,6 +374,15 @@ fn stop_on_signals(grace: Duration) -> lockstep_cli::interrupt::StopRequest {
     stop
 }
 
+/// How many blocked ids the end report lists per cause: all with `--verbose`.
+fn report_ids(verbose: bool) -> usize {
+    if verbose {
+        usize::MAX
+    } else {
+        run::BLOCKED_IDS_SHOWN
+    }
+}
+
 fn default_jobs() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
@@ -377,14 +391,16 @@ fn store_run_cmd(
     args: &GraphArgs,
     spec: &lockstep_cli::store::StoreSpec,
     opts: &lockstep_cli::store::StoreRunOptions,
+    max_ids: usize,
 ) -> ExitCode {
-    args.timed(|timings| store_run_timed(args, spec, opts, timings))
+    args.timed(|timings| store_run_timed(args, spec, opts, max_ids, timings))
 }
 
 fn store_run_timed(
     args: &GraphArgs,
     spec: &lockstep_cli::store::StoreSpec,
     opts: &lockstep_cli::store::StoreRunOptions,
+    max_ids: usize,
     timings: &mut Timings,
 ) -> ExitCode {
     use lockstep_cli::store::{self, StoreRunError};
@@ -411,7 +427,7 @@ fn store_run_timed(
     );
     match result {
         Ok(report) => {
-            for line in report.lines() {
+            for line in report.lines_with(max_ids) {
                 emitln!("{line}");
             }
             if report.all_succeeded() {
@@ -505,14 +521,15 @@ fn check_timed(args: &GraphArgs, timings: &mut Timings) -> ExitCode {
     }
 }
 
-fn run_cmd(args: &GraphArgs, opts: &RunOptions, dry_run: bool) -> ExitCode {
-    args.timed(|timings| run_cmd_timed(args, opts, dry_run, timings))
+fn run_cmd(args: &GraphArgs, opts: &RunOptions, dry_run: bool, max_ids: usize) -> ExitCode {
+    args.timed(|timings| run_cmd_timed(args, opts, dry_run, max_ids, timings))
 }
 
 fn run_cmd_timed(
     args: &GraphArgs,
     opts: &RunOptions,
     dry_run: bool,
+    max_ids: usize,
     timings: &mut Timings,
 ) -> ExitCode {
     let g = match args.read(timings) {
@@ -539,7 +556,7 @@ fn run_cmd_timed(
         })
     } else {
         run::run_timed(&g, opts, timings).map(|report| {
-            for line in report.lines() {
+            for line in report.lines_with(max_ids) {
                 emitln!("{line}");
             }
             report.all_succeeded()

@@ -174,13 +174,20 @@ impl RunReport {
         self.interrupted.is_none() && self.tasks.iter().all(|t| t.state == TaskState::Succeeded)
     }
 
-    /// The lines printed after a run: one per task that did not succeed, grouped so that
-    /// every cause comes before the lines that cite it: first `failed: ID: REASON`, then
-    /// `interrupted: ID (HOW)`, then `cancelled: ID`, then `blocked: ID (cause: X failed)`,
-    /// each group in file order (a failed or interrupted task with a log file adds
-    /// ` (log: PATH)`); then `summary: ...` with the counts (`N interrupted` after Ctrl-C),
-    /// wall time and critical path; after Ctrl-C, last, `stopped by Ctrl-C: ...`. O(tasks).
+    /// The lines printed after a run: [`RunReport::lines_with`] listing at most
+    /// [`BLOCKED_IDS_SHOWN`] blocked ids per cause.
     pub fn lines(&self) -> Vec<String> {
+        self.lines_with(BLOCKED_IDS_SHOWN)
+    }
+
+    /// The lines printed after a run, grouped so that every cause comes before the lines that
+    /// cite it: first `failed: ID: REASON`, then `interrupted: ID (HOW)`, then `cancelled:
+    /// ID`, each in file order (a failed or interrupted task with a log file adds ` (log:
+    /// PATH)`); then one line per cause of blocked tasks, `blocked: N task(s) (cause: X
+    /// failed): A, B, ...` listing at most `max_ids` of them ([`blocked_lines`]); then
+    /// `summary: ...` with the counts (`N interrupted` after Ctrl-C), wall time and critical
+    /// path; after Ctrl-C, last, `stopped by Ctrl-C: ...`. O(tasks).
+    pub fn lines_with(&self, max_ids: usize) -> Vec<String> {
         let mut failed = Vec::new();
         let mut interrupted = Vec::new();
         let mut other = Vec::new();
@@ -200,17 +207,14 @@ impl RunReport {
                     t.error.as_deref().unwrap_or("failed"),
                     log_note(t.log.as_deref())
                 )),
-                TaskState::Blocked => blocked.push(match &t.blocked_by {
-                    Some(c) => format!("blocked: {} (cause: {} {})", t.id, c.task, c.state),
-                    None => format!("blocked: {}", t.id),
-                }),
+                TaskState::Blocked => blocked.push((t.id.as_str(), t.blocked_by.as_ref())),
                 state => other.push(format!("{state}: {}", t.id)),
             }
         }
         let mut out = failed;
         out.append(&mut interrupted);
         out.append(&mut other);
-        out.append(&mut blocked);
+        out.append(&mut blocked_lines(blocked, max_ids));
         let mut counts: Vec<String> = self
             .counts
             .iter()
@@ -239,6 +243,55 @@ impl RunReport {
         }
         out
     }
+}
+
+/// How many blocked ids a `blocked:` line of the end report lists per cause without
+/// `--verbose` (which lists them all).
+pub const BLOCKED_IDS_SHOWN: usize = 5;
+
+/// The `blocked:` lines of an end report (in memory and `--store` alike): one per cause, in
+/// the order each cause is first cited by a task of `blocked` (given in file order), as
+/// `blocked: N task(s) (cause: X failed): A, B, C` listing the first `max_ids` ids, then
+/// `, ... (M more; --verbose lists them all)` when some are left out. Tasks blocked without a
+/// recorded cause make one line `blocked: N task(s) (cause unknown): ...`, last. A failure
+/// that blocks thousands of tasks is one line, not thousands. O(tasks).
+pub fn blocked_lines(
+    blocked: Vec<(&str, Option<&BlockCause<String>>)>,
+    max_ids: usize,
+) -> Vec<String> {
+    // (cause text or None) -> ids, in order of first citation.
+    let mut groups: Vec<(Option<String>, Vec<&str>)> = Vec::new();
+    let mut slot: HashMap<Option<String>, usize> = HashMap::new();
+    for (id, cause) in blocked {
+        let key = cause.map(|c| format!("{} {}", c.task, c.state));
+        let i = *slot.entry(key.clone()).or_insert_with(|| {
+            groups.push((key, Vec::new()));
+            groups.len() - 1
+        });
+        groups[i].1.push(id);
+    }
+    // The unknown cause last.
+    groups.sort_by_key(|(cause, _)| cause.is_none());
+    groups
+        .into_iter()
+        .map(|(cause, ids)| {
+            let cause =
+                cause.map_or_else(|| "cause unknown".to_string(), |c| format!("cause: {c}"));
+            let shown = ids.len().min(max_ids);
+            let mut line = format!(
+                "blocked: {} task(s) ({cause}): {}",
+                ids.len(),
+                ids[..shown].join(", ")
+            );
+            if shown < ids.len() {
+                line.push_str(&format!(
+                    ", ... ({} more; --verbose lists them all)",
+                    ids.len() - shown
+                ));
+            }
+            line
+        })
+        .collect()
 }
 
 /// Why a run could not start or go on.
@@ -1000,12 +1053,49 @@ mod tests {
             [
                 "failed: f: exit status 1",
                 "cancelled: c",
-                "blocked: b (cause: f failed)",
-                "blocked: b2",
+                "blocked: 1 task(s) (cause: f failed): b",
+                "blocked: 1 task(s) (cause unknown): b2",
             ]
         );
         assert!(lines[4].starts_with("summary: 1 succeeded, 1 failed, 2 blocked, 1 cancelled;"));
         assert_eq!(lines.len(), 5);
+    }
+
+    #[test]
+    fn blocked_tasks_are_one_line_per_cause_with_the_first_ids() {
+        let cause = |task: &str, state| BlockCause {
+            task: task.to_string(),
+            generation: lockstep_contract::Generation::FIRST,
+            state,
+        };
+        let (x, y) = (
+            cause("x", TaskState::Failed),
+            cause("y", TaskState::Cancelled),
+        );
+        let ids: Vec<String> = (0..8).map(|i| format!("t{i}")).collect();
+        let mut blocked: Vec<(&str, Option<&BlockCause<String>>)> = Vec::new();
+        for (i, id) in ids.iter().enumerate() {
+            // t0 has no recorded cause; t3 and t6 were blocked by y; the rest by x.
+            let c = match i {
+                0 => None,
+                3 | 6 => Some(&y),
+                _ => Some(&x),
+            };
+            blocked.push((id.as_str(), c));
+        }
+        assert_eq!(
+            blocked_lines(blocked.clone(), 3),
+            vec![
+                "blocked: 5 task(s) (cause: x failed): t1, t2, t4, ... (2 more; --verbose lists them all)",
+                "blocked: 2 task(s) (cause: y cancelled): t3, t6",
+                "blocked: 1 task(s) (cause unknown): t0",
+            ]
+        );
+        assert_eq!(
+            blocked_lines(blocked, usize::MAX)[0],
+            "blocked: 5 task(s) (cause: x failed): t1, t2, t4, t5, t7"
+        );
+        assert!(blocked_lines(Vec::new(), 5).is_empty());
     }
 
     #[test]

@@ -281,13 +281,20 @@ impl StoreRunReport {
                 .all(|(_, s)| s.state == TaskState::Succeeded)
     }
 
+    /// The lines printed after the run: [`StoreRunReport::lines_with`] listing at most
+    /// [`crate::run::BLOCKED_IDS_SHOWN`] blocked ids per cause.
+    pub fn lines(&self) -> Vec<String> {
+        self.lines_with(crate::run::BLOCKED_IDS_SHOWN)
+    }
+
     /// The lines printed after the run: `failed: ID: REASON`, then `interrupted: ID (HOW; given
     /// back to the store)` for the tasks this process stopped on Ctrl-C or SIGTERM and gave
     /// back (still running in the store, claimable at once), then `cancelled: ID` (and other
-    /// states), then `blocked: ID (cause: X failed)`, each in file order; then `summary: ...`
-    /// (given-back tasks counted as `interrupted`); after a signal, last, `stopped by Ctrl-C:
-    /// ...` (or `SIGTERM`).
-    pub fn lines(&self) -> Vec<String> {
+    /// states), each in file order, then one line per cause of blocked tasks, `blocked: N
+    /// task(s) (cause: X failed): A, B, ...` listing at most `max_ids` of them
+    /// ([`crate::run::blocked_lines`]); then `summary: ...` (given-back tasks counted as
+    /// `interrupted`); after a signal, last, `stopped by Ctrl-C: ...` (or `SIGTERM`). O(tasks).
+    pub fn lines_with(&self, max_ids: usize) -> Vec<String> {
         let mut failed = Vec::new();
         let mut interrupted = Vec::new();
         let mut other = Vec::new();
@@ -319,10 +326,7 @@ impl StoreRunReport {
                     "failed: {id}: {}",
                     s.error.as_deref().unwrap_or("failed")
                 )),
-                TaskState::Blocked => blocked.push(match &s.blocked_by {
-                    Some(c) => format!("blocked: {id} (cause: {} {})", c.task, c.state),
-                    None => format!("blocked: {id}"),
-                }),
+                TaskState::Blocked => blocked.push((id.as_str(), s.blocked_by.as_ref())),
                 state => other.push(format!("{state}: {id}")),
             }
         }
@@ -330,7 +334,7 @@ impl StoreRunReport {
         let mut out = failed;
         out.append(&mut interrupted);
         out.append(&mut other);
-        out.append(&mut blocked);
+        out.append(&mut crate::run::blocked_lines(blocked, max_ids));
         let mut counts: Vec<String> = counts.values().map(|(s, n)| format!("{n} {s}")).collect();
         if self.workers.stopped_by.is_some() || n_interrupted > 0 {
             counts.push(format!("{n_interrupted} interrupted"));

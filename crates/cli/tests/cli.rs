@@ -558,11 +558,7 @@ fn run_with_a_failure_blocks_descendants_and_names_the_cause() {
     );
     assert_eq!(
         lines_starting(&stdout, "blocked: "),
-        vec![
-            "blocked: link (cause: plugins failed)",
-            "blocked: test (cause: plugins failed)",
-            "blocked: package (cause: plugins failed)",
-        ]
+        vec!["blocked: 3 task(s) (cause: plugins failed): link, test, package"]
     );
     // Unrelated branches still ran.
     for ok in ["fetch", "configure", "core", "docs", "lint"] {
@@ -607,7 +603,7 @@ fn the_report_lists_failures_before_the_tasks_they_blocked() {
         report,
         vec![
             "failed: early: exit status 3",
-            "blocked: late (cause: early failed)"
+            "blocked: 1 task(s) (cause: early failed): late"
         ]
     );
 }
@@ -1331,4 +1327,65 @@ fn a_task_table_instead_of_an_array_of_tables_is_explained_in_words() {
                 f.display()
             ));
     }
+}
+
+/// A task file where `libc` fails and blocks 12 tasks and `bad` fails and blocks 1, with an
+/// independent task that succeeds.
+fn many_blocked(dir: &Path) -> PathBuf {
+    let mut text = String::from(
+        "[[task]]\nid = \"libc\"\ncommand = \"exit 1\"\n\n\
+         [[task]]\nid = \"bad\"\ncommand = \"exit 2\"\n\n\
+         [[task]]\nid = \"fine\"\ncommand = \"true\"\n\n\
+         [[task]]\nid = \"after-bad\"\ndeps = [\"bad\", \"fine\"]\n\n",
+    );
+    for i in 1..=12 {
+        // A chain through p01, each also on libc: the cause of all is libc.
+        let deps = if i == 1 {
+            "\"libc\"".to_string()
+        } else {
+            format!("\"libc\", \"p{:02}\"", i - 1)
+        };
+        text.push_str(&format!("[[task]]\nid = \"p{i:02}\"\ndeps = [{deps}]\n\n"));
+    }
+    write(dir, "many.toml", &text)
+}
+
+#[test]
+fn blocked_tasks_are_one_line_per_cause_and_all_with_verbose() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = many_blocked(dir.path());
+    let report = |args: &[&str]| {
+        let out = lockstep()
+            .args(["run", "-j", "1", "--no-progress"])
+            .args(args)
+            .arg(&f)
+            .assert()
+            .code(1)
+            .get_output()
+            .clone();
+        stdout_of(&out)
+            .lines()
+            .filter(|l| l.starts_with("failed: ") || l.starts_with("blocked: "))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        report(&[]),
+        vec![
+            "failed: libc: exit status 1",
+            "failed: bad: exit status 2",
+            "blocked: 1 task(s) (cause: bad failed): after-bad",
+            "blocked: 12 task(s) (cause: libc failed): p01, p02, p03, p04, p05, ... (7 more; --verbose lists them all)",
+        ]
+    );
+    let all = "blocked: 12 task(s) (cause: libc failed): p01, p02, p03, p04, p05, p06, p07, p08, p09, p10, p11, p12";
+    for verbose in ["-v", "--verbose"] {
+        assert_eq!(report(&[verbose])[3], all);
+    }
+    lockstep()
+        .args(["run", "--help"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("-v, --verbose"))
+        .stdout(predicate::str::contains("the first 5 and counts the rest"));
 }

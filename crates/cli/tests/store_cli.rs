@@ -55,7 +55,10 @@ fn store_run_resumes_failed_and_blocked_tasks_as_new_generations() {
     let out = String::from_utf8_lossy(&first.get_output().stdout).to_string();
     assert!(out.contains("new run of 4 task(s)"), "{out}");
     assert!(out.contains("failed: b: exit status 3"), "{out}");
-    assert!(out.contains("blocked: c (cause: b failed)"), "{out}");
+    assert!(
+        out.contains("\nblocked: 1 task(s) (cause: b failed): c\n"),
+        "{out}"
+    );
     assert!(
         out.contains("summary: 2 succeeded, 1 failed, 1 blocked"),
         "{out}"
