@@ -9,8 +9,10 @@
 //! Arguments: the number of tasks (default 100,000), then `single` (one `submit` per task,
 //! `ready_at_most(1024)`, one `complete` per claim: the bench's `lockstep_pull`) or `batch`
 //! (`submit_batch`, `ready_into`, `complete_batch`: `lockstep_pull_batch`) or `kahn` (the
-//! bench's `kahn_from_edges` floor), then a shape
-//! (`random`, `chain`, `wavefront`; default `random`). Prints the wall time of the run and
+//! bench's `kahn_from_edges` floor) or `executor` (one `GraphRun` of the prebuilt
+//! `FrozenGraph` on a one-worker pool: `lockstep_executor_1t`; the graph's build is not
+//! timed), then a shape
+//! (`random`, `chain`, `wavefront`, `tree`; default `random`). Prints the wall time of the run and
 //! of generating the graph (which a profile should subtract).
 
 #[path = "../benches/common/shapes.rs"]
@@ -29,12 +31,30 @@ fn main() {
     let shape = match args.get(3).map(String::as_str) {
         Some("chain") => shapes::chain(n),
         Some("wavefront") => shapes::wavefront((n as f64).sqrt() as usize),
+        Some("tree") => shapes::binary_tree(n),
         _ => shapes::random(n),
     };
     let generated = t.elapsed();
     let t = Instant::now();
     let done = match mode {
         "kahn" => drivers::kahn_from_edges(&shape),
+        "executor" => {
+            let graph = std::sync::Arc::new(
+                lockstep_dag::executor::FrozenGraph::new(shape.tasks_iter()).expect("acyclic"),
+            );
+            let pool = lockstep_pool::PoolBuilder::new(1)
+                .build_fast()
+                .expect("a one-worker pool");
+            let t = Instant::now();
+            let run = lockstep_dag::executor::GraphRun::new(graph, |ctx| {
+                std::hint::black_box(ctx.index());
+                Ok(())
+            });
+            run.start(&pool).expect("pool accepting");
+            let n = run.wait().len();
+            println!("executor run alone: {:.3} s", t.elapsed().as_secs_f64());
+            n
+        }
         "batch" => drivers::pull_batch(&shape),
         _ => drivers::pull(&shape),
     };

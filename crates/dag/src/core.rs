@@ -691,16 +691,37 @@ impl<K: TaskKey, P> Core<K, P> {
         self.fwd_garbage = 0;
     }
 
+    /// Compacts the dependency arena, with room for `extra` more entries, once garbage
+    /// outnumbers the nodes plus the live entries: a compaction walks every node's span, so
+    /// this makes it amortised O(1) per garbage entry, whatever the unrelated nodes.
+    #[inline]
+    fn maybe_compact_fwd(&mut self, extra: usize) {
+        let live = self.fwd.len() - self.fwd_garbage;
+        if self.fwd_garbage > COMPACT_FLOOR && self.fwd_garbage > self.span.len() + live {
+            self.compaction_visits += (self.span.len() + live) as u64;
+            self.compact_fwd(extra);
+        }
+    }
+
+    /// The next submission sequence, for node `n`'s new version: renumbers first if replaced
+    /// versions' sequences outnumber the live ones, records `n` in `seq_node` and makes room
+    /// in the ready set. Amortised O(log V).
+    #[inline]
+    fn next_sequence(&mut self, n: u32) -> u64 {
+        if self.next_seq as usize > 2 * self.order.len() + COMPACT_FLOOR {
+            self.renumber();
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.seq_node.push(n);
+        self.ready.grow_to(self.next_seq);
+        seq
+    }
+
     /// Appends `deps` to the dependency arena, compacting it first if garbage outnumbers
     /// live entries. Returns the new span.
     fn push_edges(&mut self, deps: &[u32]) -> Span {
-        let live = self.fwd.len() - self.fwd_garbage;
-        // Compaction walks every node's span: only once garbage outnumbers nodes plus live
-        // entries (amortised O(1) per garbage entry, whatever the unrelated nodes).
-        if self.fwd_garbage > COMPACT_FLOOR && self.fwd_garbage > self.span.len() + live {
-            self.compaction_visits += (self.span.len() + live) as u64;
-            self.compact_fwd(deps.len());
-        }
+        self.maybe_compact_fwd(deps.len());
         let start = u32::try_from(self.fwd.len()).expect("at most 2^32 dependency entries");
         self.fwd.extend_from_slice(deps);
         Span {
@@ -951,13 +972,7 @@ impl<K: TaskKey, P> Core<K, P> {
                 1
             }
         };
-        if self.next_seq as usize > 2 * self.order.len() + COMPACT_FLOOR {
-            self.renumber();
-        }
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.seq_node.push(n);
-        self.ready.grow_to(self.next_seq);
+        let seq = self.next_sequence(n);
         let span = self.push_edges(&dep_nodes);
         self.span[idx(n)] = span;
 
@@ -1031,13 +1046,7 @@ impl<K: TaskKey, P> Core<K, P> {
             None => self.insert_node(id),
         };
         debug_assert_eq!(self.hot[idx(n)].state, ABSENT);
-        if self.fwd_garbage > COMPACT_FLOOR
-            && self.fwd_garbage > self.span.len() + self.fwd.len() - self.fwd_garbage
-        {
-            // As in `push_edges`.
-            self.compaction_visits += (self.span.len() + self.fwd.len() - self.fwd_garbage) as u64;
-            self.compact_fwd(deps.len());
-        }
+        self.maybe_compact_fwd(deps.len());
         let start = u32::try_from(self.fwd.len()).expect("at most 2^32 dependency entries");
         // `maybe_cyclic` without reading the dependencies' records: take a cycle and its
         // task submitted last. A task of the cycle depends on it, and was submitted before
@@ -1055,13 +1064,7 @@ impl<K: TaskKey, P> Core<K, P> {
             len: deps.len() as u32,
         };
         self.order.push(n);
-        if self.next_seq as usize > 2 * self.order.len() + COMPACT_FLOOR {
-            self.renumber();
-        }
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.seq_node.push(n);
-        self.ready.grow_to(self.next_seq);
+        let seq = self.next_sequence(n);
         self.payload[idx(n)] = payload.take();
         let mut state = TaskState::Pending;
         let mut remaining = deps.len() as u32;
