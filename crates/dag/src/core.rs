@@ -886,7 +886,8 @@ impl<K: TaskKey, P> Core<K, P> {
         waits.clear();
         let mut cause: Option<BlockCause<K>> = None;
         // While building, a forward reference (or a self-dependency) is what can close a
-        // cycle: every dependency counts, also those after a lost one.
+        // cycle: every dependency counts, also those after a lost one
+        // [INVARIANT (A3.cycle-search-skip); a replacement sets the flag below].
         if !self.started
             && !self.maybe_cyclic
             && dep_nodes
@@ -1048,7 +1049,8 @@ impl<K: TaskKey, P> Core<K, P> {
         debug_assert_eq!(self.hot[idx(n)].state, ABSENT);
         self.maybe_compact_fwd(deps.len());
         let start = u32::try_from(self.fwd.len()).expect("at most 2^32 dependency entries");
-        // `maybe_cyclic` without reading the dependencies' records: take a cycle and its
+        // INVARIANT (A3.cycle-search-skip): `maybe_cyclic` is set whenever a cycle may have
+        // formed, here without reading the dependencies' records: take a cycle and its
         // task submitted last. A task of the cycle depends on it, and was submitted before
         // it, so its id was named before its submission (`found`), unless the cycle is that
         // one task depending on itself. Either case sets the flag here.
