@@ -60,6 +60,10 @@ pub struct ZooArgs {
     /// List the bugs and the suites, and exit.
     #[arg(long)]
     list: bool,
+    /// Run every suite's baseline even when its binary is the one of a recorded passing
+    /// baseline (see "Baselines are reused" in docs/bug-zoo.md).
+    #[arg(long)]
+    rerun_baseline: bool,
 }
 
 /// After a test has failed, how long the binary may go on (its failure report is printed
@@ -192,12 +196,27 @@ pub fn run(args: &ZooArgs) -> Result<ExitCode> {
     let built = build_all(&root, &suites)?;
     let build_time = started.elapsed();
 
-    // The baseline: every suite once, with no bug.
+    // The baseline: every suite once, with no bug; a suite whose binary and seed are those
+    // of a recorded passing baseline is not run again (its recorded time is used).
     println!("::: zoo: baseline (no bug seeded)");
     let max = Duration::from_secs(args.timeout);
     let mut baseline: HashMap<&str, Duration> = HashMap::new();
     let mut baseline_ok = true;
+    let cache_path = baseline_cache_path(&root);
+    let mut cache = BaselineCache::load(&cache_path);
     for s in &suites {
+        let key = BaselineCache::key(&built[s.name], args.proptest_seed);
+        if !args.rerun_baseline
+            && let Some(t) = key.as_ref().and_then(|k| cache.passed(s.name, k))
+        {
+            println!(
+                "  {:<15} passed in {} (recorded; its binary is unchanged: --rerun-baseline runs it)",
+                s.name,
+                secs(t)
+            );
+            baseline.insert(s.name, t);
+            continue;
+        }
         let out = run::run(
             &built[s.name],
             &s.binary.libtest_args(),
@@ -208,8 +227,14 @@ pub fn run(args: &ZooArgs) -> Result<ExitCode> {
         let log = log_path(&root, "baseline", s.name);
         write_log(&log, s, None, args, &out)?;
         match &out.ending {
-            Ending::Passed => println!("  {:<15} passed in {}", s.name, secs(out.time)),
+            Ending::Passed => {
+                println!("  {:<15} passed in {}", s.name, secs(out.time));
+                if let Some(k) = key {
+                    cache.record(s.name, k, out.time);
+                }
+            }
             other => {
+                cache.forget(s.name);
                 baseline_ok = false;
                 println!(
                     "  {:<15} FAILS WITH NO BUG SEEDED: {other:?} ({})",
@@ -220,6 +245,7 @@ pub fn run(args: &ZooArgs) -> Result<ExitCode> {
         }
         baseline.insert(s.name, out.time);
     }
+    cache.save(&cache_path)?;
     if !baseline_ok {
         eprintln!(
             "error: a suite fails with no bug seeded; the zoo proves nothing until it passes"
@@ -457,6 +483,83 @@ fn workspace_root() -> PathBuf {
     here.parent().unwrap_or(here).to_path_buf()
 }
 
+/// Where the passing baselines are recorded.
+fn baseline_cache_path(root: &Path) -> PathBuf {
+    root.join(Flavour::Normal.target_dir())
+        .join("zoo")
+        .join("baselines.json")
+}
+
+/// The passing baselines of earlier runs, by suite: the binary that passed (path, size and
+/// modification time), the seed it ran with, and how long it took. A suite whose binary and
+/// seed match is known to pass with no bug seeded, so `--bug` runs after the first do not
+/// rerun it. A rebuilt binary (any change to its code) has a new modification time.
+#[derive(Debug, Default)]
+struct BaselineCache {
+    entries: serde_json::Map<String, serde_json::Value>,
+}
+
+impl BaselineCache {
+    /// The recorded baselines; none if the file is missing or unreadable (then every
+    /// suite's baseline runs, as without a cache).
+    fn load(path: &Path) -> Self {
+        let entries = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v.as_object().cloned())
+            .unwrap_or_default();
+        Self { entries }
+    }
+
+    /// What identifies a baseline run: the binary's path, size and modification time (in
+    /// nanoseconds since the epoch) and the seed. `None` if the binary cannot be read.
+    fn key(built: &Built, seed: u64) -> Option<serde_json::Value> {
+        let meta = std::fs::metadata(&built.exe).ok()?;
+        let modified = meta
+            .modified()
+            .ok()?
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_nanos();
+        Some(serde_json::json!({
+            "exe": built.exe.display().to_string(),
+            "len": meta.len(),
+            "modified_ns": modified.to_string(),
+            "seed": seed,
+        }))
+    }
+
+    /// The recorded time of a passing baseline of `suite` with this key.
+    fn passed(&self, suite: &str, key: &serde_json::Value) -> Option<Duration> {
+        let e = self.entries.get(suite)?;
+        if e.get("key")? != key {
+            return None;
+        }
+        Some(Duration::from_millis(e.get("millis")?.as_u64()?))
+    }
+
+    fn record(&mut self, suite: &str, key: serde_json::Value, time: Duration) {
+        let millis = u64::try_from(time.as_millis()).unwrap_or(u64::MAX);
+        self.entries.insert(
+            suite.to_string(),
+            serde_json::json!({ "key": key, "millis": millis }),
+        );
+    }
+
+    fn forget(&mut self, suite: &str) {
+        self.entries.remove(suite);
+    }
+
+    fn save(&self, path: &Path) -> Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let text = serde_json::to_string_pretty(&self.entries)?;
+        std::fs::write(path, text)?;
+        Ok(())
+    }
+}
+
 fn log_path(root: &Path, bug: &str, suite: &str) -> PathBuf {
     root.join(Flavour::Normal.target_dir())
         .join("zoo")
@@ -557,7 +660,45 @@ fn print_list() {
             s.name, s.part, s.flavour, s.package
         );
     }
-    println!(
-        "\nPending (not seeded yet): lock-free code without memory-ordering rules (needs the Chase–Lev deque)."
-    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A recorded passing baseline is reused only for the same binary (path, size,
+    /// modification time) and seed, survives a save and a load, and is forgotten on a failure.
+    #[test]
+    fn a_baseline_is_reused_only_for_the_same_binary_and_seed() {
+        let dir = std::env::temp_dir().join(format!("zoo-cache-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let exe = dir.join("suite-bin");
+        std::fs::write(&exe, b"one").unwrap();
+        let built = Built {
+            exe: exe.clone(),
+            cwd: dir.clone(),
+        };
+        let key = BaselineCache::key(&built, 1).expect("the binary exists");
+        let mut cache = BaselineCache::default();
+        assert_eq!(cache.passed("unit_dag", &key), None);
+        cache.record("unit_dag", key.clone(), Duration::from_millis(1500));
+        let path = dir.join("baselines.json");
+        cache.save(&path).unwrap();
+        let mut cache = BaselineCache::load(&path);
+        assert_eq!(
+            cache.passed("unit_dag", &key),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(cache.passed("model_dag", &key), None, "another suite");
+        let other_seed = BaselineCache::key(&built, 2).unwrap();
+        assert_eq!(cache.passed("unit_dag", &other_seed), None, "another seed");
+        std::fs::write(&exe, b"rebuilt").unwrap();
+        let rebuilt = BaselineCache::key(&built, 1).unwrap();
+        assert_eq!(cache.passed("unit_dag", &rebuilt), None, "a rebuilt binary");
+        cache.forget("unit_dag");
+        assert_eq!(cache.passed("unit_dag", &key), None, "forgotten");
+        std::fs::write(&path, b"not json").unwrap();
+        assert!(BaselineCache::load(&path).entries.is_empty(), "unreadable: empty");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
