@@ -698,7 +698,10 @@ mod tests {
         cache.forget("unit_dag");
         assert_eq!(cache.passed("unit_dag", &key), None, "forgotten");
         std::fs::write(&path, b"not json").unwrap();
-        assert!(BaselineCache::load(&path).entries.is_empty(), "unreadable: empty");
+        assert!(
+            BaselineCache::load(&path).entries.is_empty(),
+            "unreadable: empty"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
