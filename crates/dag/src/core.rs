@@ -1574,6 +1574,20 @@ impl<K: TaskKey, P> Core<K, P> {
             }
         }
         assert_eq!(live_fwd + self.fwd_garbage, self.fwd.len());
+        // Integer ids: the direct array stays within twice the nodes plus the slack, and an
+        // id below the slack is always interned there (never hashed).
+        assert!(self.direct.len() <= 2 * self.keys.len() + DIRECT_SLACK);
+        for (n, key) in self.keys.iter().enumerate() {
+            if let Some(v) = integer_id(key)
+                && v < DIRECT_SLACK
+            {
+                assert_eq!(
+                    self.direct.get(v),
+                    Some(&(n as u32 + 1)),
+                    "id {v} is direct"
+                );
+            }
+        }
         // Space stays O(V + E): garbage, stale reverse edges and the sequences of replaced
         // versions never outnumber the live ones by more than the amortisation floor.
         assert!(

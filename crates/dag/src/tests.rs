@@ -580,6 +580,30 @@ impl Rng {
     }
 }
 
+/// Integer ids near each other and far apart: those within the direct array's reach (twice
+/// the ids plus a slack) and those beyond it (hashed) answer alike, and the representation
+/// stays within its bounds.
+#[test]
+fn integer_ids_near_and_beyond_the_direct_array_answer_alike() {
+    let mut core: Core<u32, ()> = Core::new(4);
+    let mut garbage = Vec::new();
+    let ids = [0u32, 70_000, 140_000, 1 << 20, u32::MAX];
+    for (i, &id) in ids.iter().enumerate() {
+        // Each depends on every id before it: they run one at a time, in this order.
+        let g = core.submit(id, &ids[..i], &mut Some(()), &mut garbage);
+        assert_eq!(g, Ok(Generation(1)));
+        core.assert_invariants();
+    }
+    for &id in &ids {
+        let c = core.claim(4).expect("acyclic");
+        assert_eq!(c.iter().map(|c| c.id).collect::<Vec<_>>(), vec![id]);
+        assert!(core.complete(&id, c[0].generation).is_ok());
+        core.assert_invariants();
+    }
+    assert!(core.claim(4).expect("started").is_empty());
+    assert_eq!(core.counts().succeeded, ids.len());
+}
+
 #[test]
 fn representation_invariants_hold_under_random_operations() {
     for seed in 1..=300u64 {
