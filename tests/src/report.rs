@@ -8,6 +8,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// How many ids of one taker a report lists before it only counts them.
+const SHOWN: usize = 16;
 
 /// The first lines of a failure report for invariant `rule` (a name of `docs/invariants.md`,
 /// such as `B2.remove-once`, or several separated by commas): the rule, where to read it, and
@@ -67,7 +71,16 @@ pub fn exactly_once(takers: &[(&str, Vec<usize>)], pushed: usize) -> Result<(), 
         "\nevery pushed task must be taken exactly once; pushed 0..{pushed}"
     );
     for (who, ids) in takers {
-        let _ = write!(out, "\n  {who} took {ids:?}");
+        if ids.len() <= SHOWN {
+            let _ = write!(out, "\n  {who} took {ids:?}");
+        } else {
+            let _ = write!(
+                out,
+                "\n  {who} took {} tasks, first {SHOWN}: {:?}",
+                ids.len(),
+                &ids[..SHOWN]
+            );
+        }
     }
     for (id, who) in twice {
         let _ = write!(
@@ -84,4 +97,111 @@ pub fn exactly_once(takers: &[(&str, Vec<usize>)], pushed: usize) -> Result<(), 
         let _ = write!(out, "\n  task {id} taken but never pushed");
     }
     Err(out)
+}
+
+/// Who ran each of `n` tasks, recorded by the tasks themselves on real threads: the number of
+/// runs of every task and the runners of its first [`Runs::KEPT`] runs (a worker index, or
+/// "outside the pool"). [`Runs::check`] turns a task run twice into "task 7 taken 2 times:
+/// worker 0, worker 3" instead of a bare count (B2.remove-once: a task runs only after exactly
+/// one removal).
+///
+/// Recording is lock-free (one `fetch_add` and one store per run), so it does not serialise
+/// the pool it observes.
+///
+/// ```
+/// use lockstep_tests::report::Runs;
+/// let runs = Runs::new(3);
+/// runs.ran(0, Some(0));
+/// runs.ran(1, Some(1));
+/// runs.ran(1, Some(0));
+/// let e = runs.check().unwrap_err();
+/// assert!(e.contains("task 1 taken 2 times: worker 0, worker 1"), "{e}");
+/// assert!(e.contains("worker 1 took [1]"), "{e}");
+/// assert!(e.contains("task 2 never taken"), "{e}");
+/// ```
+pub struct Runs {
+    count: Vec<AtomicU32>,
+    /// Runner plus one of the first `KEPT` runs (0: not recorded); `u32::MAX`: outside.
+    by: Vec<[AtomicU32; Runs::KEPT]>,
+}
+
+impl Runs {
+    /// Runners recorded per task.
+    pub const KEPT: usize = 2;
+
+    /// A record of `n` tasks, none run.
+    pub fn new(n: usize) -> Self {
+        Self {
+            count: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            by: (0..n).map(|_| Default::default()).collect(),
+        }
+    }
+
+    /// Records one run of `task` by worker `worker` (`None`: a thread outside the pool).
+    ///
+    /// # Panics
+    /// If `task` is not below `n`.
+    pub fn ran(&self, task: usize, worker: Option<usize>) {
+        let k = self.count[task].fetch_add(1, Ordering::SeqCst) as usize;
+        if k < Self::KEPT {
+            let code = worker.map_or(u32::MAX, |w| u32::try_from(w).unwrap_or(u32::MAX - 1) + 1);
+            self.by[task][k].store(code, Ordering::SeqCst);
+        }
+    }
+
+    /// How many times `task` ran.
+    pub fn count(&self, task: usize) -> u32 {
+        self.count[task].load(Ordering::SeqCst)
+    }
+
+    /// How many runs were recorded, of all tasks.
+    pub fn total(&self) -> u64 {
+        self.count
+            .iter()
+            .map(|c| u64::from(c.load(Ordering::SeqCst)))
+            .sum()
+    }
+
+    /// Checks that every task ran exactly once.
+    ///
+    /// # Errors
+    /// A report headed by [`header`]`("B2.remove-once")`: each runner's tasks, every task
+    /// run more than once with its first runners, and every task that never ran.
+    pub fn check(&self) -> Result<(), String> {
+        if self.count.iter().all(|c| c.load(Ordering::SeqCst) == 1) {
+            return Ok(());
+        }
+        let mut takers: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        let mut more = Vec::new();
+        for (task, slots) in self.by.iter().enumerate() {
+            let n = self.count(task) as usize;
+            for slot in slots.iter().take(n.min(Self::KEPT)) {
+                let who = match slot.load(Ordering::SeqCst) {
+                    0 => "a runner not yet recorded".to_string(),
+                    u32::MAX => "outside the pool".to_string(),
+                    w => format!("worker {}", w - 1),
+                };
+                takers.entry(who).or_default().push(task);
+            }
+            if n > Self::KEPT {
+                more.push((task, n));
+            }
+        }
+        let takers: Vec<(&str, Vec<usize>)> = takers
+            .iter()
+            .map(|(who, ids)| (who.as_str(), ids.clone()))
+            .collect();
+        let mut out = match exactly_once(&takers, self.count.len()) {
+            Err(e) => e,
+            Ok(()) => header("B2.remove-once"),
+        };
+        for (task, n) in more {
+            let _ = write!(
+                out,
+                "\n  task {task} ran {n} times in all (the first {} runners are listed)",
+                Self::KEPT
+            );
+        }
+        Err(out)
+    }
 }

@@ -20,6 +20,7 @@ use lockstep_pool::{PoolBuilder, PoolError, PoolState};
 use lockstep_sync::Arc;
 use lockstep_sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use lockstep_tests::loom_run::{model, model_bounded};
+use lockstep_tests::report::Runs;
 use std::num::NonZeroUsize;
 
 /// The deque family's short name, for the model names.
@@ -38,15 +39,16 @@ fn root_spawns_child_while_shutdown_races<D: DequeFamily>(workers: usize) {
     let name = format!("root_spawns_child/{workers} workers/{}", deque_name::<D>());
     model(&name, move || {
         let token = Arc::new(());
-        let runs = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+        // Who ran the root (task 0) and the child (task 1): a failure names the workers.
+        let runs = Arc::new(Runs::new(2));
         let pool = PoolBuilder::new(workers).build_with::<D>().expect("pool");
         let (t, r) = (Arc::clone(&token), Arc::clone(&runs));
         let root = pool
             .submit(move |ctx| {
-                r[0].fetch_add(1, SeqCst);
+                r.ran(0, Some(ctx.worker_index()));
                 let (t2, r2) = (Arc::clone(&t), Arc::clone(&r));
-                ctx.spawn(move |_| {
-                    r2[1].fetch_add(1, SeqCst);
+                ctx.spawn(move |ctx| {
+                    r2.ran(1, Some(ctx.worker_index()));
                     drop(t2);
                 })
                 .expect("children are accepted while draining")
@@ -63,8 +65,9 @@ fn root_spawns_child_while_shutdown_races<D: DequeFamily>(workers: usize) {
         assert_eq!(pool.state(), PoolState::Terminated);
         let child = root.join().expect("root ran");
         assert_eq!(child.join(), Ok(()));
-        assert_eq!(runs[0].load(SeqCst), 1, "root ran once");
-        assert_eq!(runs[1].load(SeqCst), 1, "child ran once");
+        if let Err(report) = runs.check() {
+            panic!("{report}\n  (task 0 is the root, task 1 its child)");
+        }
         drop(pool);
         assert_eq!(
             Arc::strong_count(&token),

@@ -14,6 +14,7 @@ use lockstep_pool::{
     ChaseLev, DequeFamily, JoinHandle, Locked, Pool, PoolBuildError, PoolBuilder, PoolError,
     PoolState, TaskError, WorkerContext,
 };
+use lockstep_tests::report::Runs;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::SeqCst};
@@ -35,9 +36,16 @@ fn counters(n: usize) -> Arc<Vec<AtomicU32>> {
     Arc::new((0..n).map(|_| AtomicU32::new(0)).collect())
 }
 
-fn assert_each_exactly_once(c: &[AtomicU32]) {
-    for (i, v) in c.iter().enumerate() {
-        assert_eq!(v.load(SeqCst), 1, "task {i} ran {} times", v.load(SeqCst));
+/// A record of who ran each of `n` tasks (`report::Runs`).
+fn runs(n: usize) -> Arc<Runs> {
+    Arc::new(Runs::new(n))
+}
+
+/// Every task ran exactly once; else the report says which worker ran what
+/// (B2.remove-once).
+fn assert_each_exactly_once(r: &Runs) {
+    if let Err(report) = r.check() {
+        panic!("{report}");
     }
 }
 
@@ -85,7 +93,7 @@ fn pool_of_four_root_pushes_100k_children_while_three_steal<D: DequeFamily>() {
     // Miri interprets every step: it runs the same test on 400 children.
     const N: usize = if cfg!(miri) { 400 } else { 100_000 };
     let pool = new_pool::<D>(4).expect("pool");
-    let c = counters(N);
+    let c = runs(N);
     let c2 = Arc::clone(&c);
     let root = pool
         .submit(move |ctx| {
@@ -93,8 +101,8 @@ fn pool_of_four_root_pushes_100k_children_while_three_steal<D: DequeFamily>() {
             for i in 0..N {
                 let c = Arc::clone(&c2);
                 let h = ctx
-                    .spawn(move |_| {
-                        c[i].fetch_add(1, SeqCst);
+                    .spawn(move |ctx| {
+                        c.ran(i, Some(ctx.worker_index()));
                         i
                     })
                     .expect("a running task can spawn");
@@ -154,12 +162,12 @@ fn short_and_long_tasks_released_together_by_a_barrier<D: DequeFamily>() {
             .expect("accepting")
         })
         .collect();
-    let c = counters(TASKS);
+    let c = runs(TASKS);
     let handles: Vec<JoinHandle<u64>> = (0..TASKS)
         .map(|i| {
             let c = Arc::clone(&c);
-            pool.submit(move |_| {
-                c[i].fetch_add(1, SeqCst);
+            pool.submit(move |ctx| {
+                c.ran(i, Some(ctx.worker_index()));
                 // Every tenth task is long: a real computation, not a sleep.
                 let rounds: u64 = if i % 10 == 0 { LONG } else { 10 };
                 (0..rounds).fold(i as u64, |a, x| a.wrapping_mul(31).wrapping_add(x))
@@ -167,11 +175,7 @@ fn short_and_long_tasks_released_together_by_a_barrier<D: DequeFamily>() {
             .expect("accepting")
         })
         .collect();
-    assert_eq!(
-        c.iter().map(|v| v.load(SeqCst)).sum::<u32>(),
-        0,
-        "nothing ran while held"
-    );
+    assert_eq!(c.total(), 0, "nothing ran while held");
     barrier.wait();
     for h in holders {
         assert_eq!(h.join(), Ok(()));
@@ -299,7 +303,7 @@ fn queues_drain_after_shutdown<D: DequeFamily>() {
 fn children_created_during_shutdown_are_accepted_and_run<D: DequeFamily>() {
     let pool = Arc::new(new_pool::<D>(2).expect("pool"));
     let gate = Arc::new(Gate::default());
-    let c = counters(200);
+    let c = runs(200);
     let seen_state = Arc::new(Mutex::new(None));
     let (g2, c2, p2, s2) = (
         Arc::clone(&gate),
@@ -315,10 +319,10 @@ fn children_created_during_shutdown_are_accepted_and_run<D: DequeFamily>() {
             for i in 0..100 {
                 let c = Arc::clone(&c2);
                 let r = ctx.spawn(move |ctx| {
-                    c[i].fetch_add(1, SeqCst);
+                    c.ran(i, Some(ctx.worker_index()));
                     let c = Arc::clone(&c);
                     // a grandchild, spawned during the drain too
-                    ctx.spawn(move |_| c[100 + i].fetch_add(1, SeqCst))
+                    ctx.spawn(move |ctx| c.ran(100 + i, Some(ctx.worker_index())))
                         .expect("grandchild accepted while draining");
                 });
                 accepted += usize::from(r.is_ok());
@@ -343,7 +347,7 @@ fn shutdown_while_stealing_loses_nothing<D: DequeFamily>() {
     const ROUNDS: usize = if cfg!(miri) { 2 } else { 5 };
     for round in 0..ROUNDS {
         let pool = new_pool::<D>(4).expect("pool");
-        let c = counters(N);
+        let c = runs(N);
         let (tx, rx) = mpsc::channel();
         let c2 = Arc::clone(&c);
         pool.submit(move |ctx| {
@@ -352,10 +356,10 @@ fn shutdown_while_stealing_loses_nothing<D: DequeFamily>() {
                     tx.send(()).expect("test is listening");
                 }
                 let c = Arc::clone(&c2);
-                ctx.spawn(move |_| {
+                ctx.spawn(move |ctx| {
                     // a little work so that the thieves overlap with the shutdown
                     let x = (0..50u64).fold(i as u64, |a, b| a ^ b.rotate_left(7));
-                    c[i].fetch_add(1, SeqCst);
+                    c.ran(i, Some(ctx.worker_index()));
                     x
                 })
                 .expect("spawn while draining");
@@ -857,12 +861,12 @@ fn a_compensation_slot_is_free_again_when_its_blocked_call_returns<D: DequeFamil
     assert_eq!(s1.join_timeout(WAIT).ok(), Some(Ok(())), "S1 resolves");
     // Two threads may now serve worker 0's role (T2's spare, and T1's spare retiring);
     // tasks queued now run exactly once.
-    let ran = counters(EXTRA);
+    let ran = runs(EXTRA);
     let extra: Vec<_> = (0..EXTRA)
         .map(|i| {
             let r = Arc::clone(&ran);
-            pool.submit(move |_| {
-                r[i].fetch_add(1, SeqCst);
+            pool.submit(move |ctx| {
+                r.ran(i, Some(ctx.worker_index()));
             })
             .expect("accepting")
         })
@@ -1198,9 +1202,9 @@ fn joins_in_flight_while_shutdown_drains<D: DequeFamily>() {
 }
 
 /// A binary tree of detached tasks: leaves `lo..hi` each bump their counter.
-fn detached_tree(ctx: &WorkerContext<'_>, lo: usize, hi: usize, c: Arc<Vec<AtomicU32>>) {
+fn detached_tree(ctx: &WorkerContext<'_>, lo: usize, hi: usize, c: Arc<Runs>) {
     if hi - lo == 1 {
-        c[lo].fetch_add(1, SeqCst);
+        c.ran(lo, Some(ctx.worker_index()));
         return;
     }
     let mid = lo + (hi - lo) / 2;
@@ -1212,7 +1216,7 @@ fn detached_tree(ctx: &WorkerContext<'_>, lo: usize, hi: usize, c: Arc<Vec<Atomi
 fn detached_tree_runs_every_leaf_once_and_termination_waits_for_it<D: DequeFamily>() {
     const LEAVES: usize = if cfg!(miri) { 64 } else { 1 << 14 };
     let pool = new_pool::<D>(3).expect("pool");
-    let c = counters(LEAVES);
+    let c = runs(LEAVES);
     let c2 = Arc::clone(&c);
     pool.spawn_detached(move |ctx| detached_tree(ctx, 0, LEAVES, c2))
         .expect("accepting");
