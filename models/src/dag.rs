@@ -208,6 +208,10 @@ impl<K: TaskKey> SchedulerModel<K> {
     /// Before start, unknown dependencies and cycles are accepted and reported by `start`.
     ///
     /// Complexity O(V * |deps|) plus, after start, O(V + E) for the cycle check.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (A1.forward-only),
+    /// RULE (A2.no-silent-replace), RULE (A2.replace-removes-edges), RULE (A2.no-auto-retry),
+    /// RULE (A3.duplicate-dependency), RULE (A3.frozen-after-start), RULE (A5.snapshot).
     pub fn submit(&mut self, id: K, deps: Vec<K>) -> Result<Generation, SchedulerError<K>> {
         // Submit check 1: a closed scheduler accepts nothing (SPEC A6).
         if self.closed {
@@ -383,6 +387,9 @@ impl<K: TaskKey> SchedulerModel<K> {
     /// the report is always empty (the graph was validated and every later version checked).
     ///
     /// Complexity O(V + E).
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (A3.unknown-dependency),
+    /// RULE (A3.cycles-as-paths), RULE (A3.cycle-search-skip), RULE (EXECUTOR.frozen-checked).
     pub fn check(&self) -> GraphReport<K> {
         // Semantics "Phases": validation looks at every current version, whatever its state,
         // in submission-sequence order, each dependency list in its own order.
@@ -433,6 +440,9 @@ impl<K: TaskKey> SchedulerModel<K> {
     /// [`SchedulerError::Closed`] after `close()`; otherwise any error of [`Self::start`].
     ///
     /// Complexity O(V log V).
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (EXECUTOR.count-release),
+    /// RULE (EXECUTOR.share-when-idle).
     pub fn ready(&mut self) -> Result<Vec<VersionRef<K>>, SchedulerError<K>> {
         self.claim(usize::MAX)
     }
@@ -442,10 +452,14 @@ impl<K: TaskKey> SchedulerModel<K> {
     ///
     /// # Errors
     /// As [`Self::ready`].
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (EXECUTOR.concurrency).
     pub fn ready_at_most(&mut self, n: usize) -> Result<Vec<VersionRef<K>>, SchedulerError<K>> {
         self.claim(n)
     }
 
+    /// Rules of `docs/invariants.md` stated here: RULE (A4.claim-once), RULE (A4.submission-order),
+    /// RULE (A4.capacity).
     fn claim(&mut self, n: usize) -> Result<Vec<VersionRef<K>>, SchedulerError<K>> {
         // Semantics "Claim": closed first, then the implicit start (which validates).
         if self.closed {
@@ -493,6 +507,8 @@ impl<K: TaskKey> SchedulerModel<K> {
     /// pending, ready, blocked, cancelled or failed. Nothing changes on error.
     ///
     /// Complexity O(V * deps).
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (A5.callback-once).
     pub fn complete(
         &mut self,
         id: &K,
@@ -565,6 +581,8 @@ impl<K: TaskKey> SchedulerModel<K> {
 
     /// The checks shared by `complete` and `fail`: the id is known and `generation` is its
     /// current one. Returns the current state.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (A2.generation-key).
     fn callback_target(
         &self,
         id: &K,
@@ -605,6 +623,9 @@ impl<K: TaskKey> SchedulerModel<K> {
     /// [`SchedulerError::UnknownTask`] for an id never submitted.
     ///
     /// Complexity O(V * blocked).
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (A1.cancel-is-a-request),
+    /// RULE (EXECUTOR.decide-once).
     pub fn cancel(&mut self, id: &K) -> Result<CancelOutcome, SchedulerError<K>> {
         let v = self
             .tasks
@@ -641,6 +662,8 @@ impl<K: TaskKey> SchedulerModel<K> {
     ///
     /// Idempotent: a second call cancels nothing and reports the versions still running.
     /// Complexity O(V).
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (A6.close).
     pub fn close(&mut self) -> CloseReport {
         let mut cancelled = 0;
         if !self.closed {
@@ -681,6 +704,8 @@ impl<K: TaskKey> SchedulerModel<K> {
 
     /// `id` succeeded: each pending waiter stops waiting on it; those that wait on nothing
     /// any more become ready. Returns how many became ready.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (A5.release-by-reverse-edges).
     fn release_waiters_of(&mut self, id: &K) -> usize {
         let mut ready = 0;
         // A5: visit the direct waiters only.
@@ -698,6 +723,9 @@ impl<K: TaskKey> SchedulerModel<K> {
     /// `id` is lost (failed, cancelled, or born blocked): block its pending waiters and,
     /// transitively, theirs, all with `cause`. Breadth-first with an explicit queue (no
     /// recursion). Returns how many versions became blocked.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (A5.block-with-first-cause),
+    /// RULE (EXECUTOR.block-with-cause).
     fn block_waiters_of(&mut self, id: &K, cause: &BlockCause<K>) -> usize {
         let mut blocked = 0;
         let mut lost = VecDeque::from([id.clone()]);

@@ -168,6 +168,8 @@ pub struct DurableModel {
 
 impl DurableModel {
     /// An empty store with `max_concurrency` slots (zero is legal), clock 0, next epoch 1.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (D.same-contract).
     pub fn new(max_concurrency: usize) -> Self {
         DurableModel {
             inner: SchedulerModel::new(usize::MAX),
@@ -220,6 +222,9 @@ impl DurableModel {
     ///
     /// # Errors
     /// `Closed`; the errors of `start`.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (D.lease-capacity),
+    /// RULE (D.pg-serial-writes).
     pub fn claim(
         &mut self,
         owner: &str,
@@ -288,6 +293,8 @@ impl DurableModel {
     }
 
     /// Unknown id, stale generation, then the fence.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (D.fencing).
     fn fence(&self, token: &Token) -> Result<(), LeaseError> {
         let st = self
             .inner
@@ -403,6 +410,8 @@ impl DurableModel {
     ///
     /// # Errors
     /// `UnknownTask`, `StaleGeneration`, [`LeaseError::Fenced`], `Conflict`.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (D.abandon).
     pub fn abandon(&mut self, token: &Token, now: u64) -> Result<(), LeaseError> {
         let t = self.fenced_running(token, now)?;
         let l = self
@@ -457,6 +466,8 @@ impl DurableModel {
     }
 
     /// The high-water clock.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (D.high-water-clock).
     pub fn clock(&self) -> u64 {
         self.clock
     }

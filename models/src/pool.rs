@@ -174,6 +174,8 @@ impl PoolModel {
     ///
     /// # Panics
     /// If `worker` is out of range.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B3.root-accept).
     pub fn submit(&mut self, worker: usize, program: Program) -> Result<TaskNo, PoolError> {
         assert!(worker < self.workers.len(), "no worker {worker}");
         // SEMANTICS: the more specific refusal wins: a terminated pool says `Terminated`,
@@ -220,6 +222,9 @@ impl PoolModel {
     ///
     /// # Panics
     /// If `worker` is out of range, exited, or holds a claimed task.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B1.owner-lifo-thief-fifo),
+    /// RULE (B2.remove-once).
     pub fn take(&mut self, worker: usize) -> Found {
         self.check_idle(worker);
         let w = &mut self.workers[worker];
@@ -236,6 +241,9 @@ impl PoolModel {
     ///
     /// # Panics
     /// As [`PoolModel::take`] for `thief`; if `victim` is out of range or is `thief`.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B1.owner-lifo-thief-fifo),
+    /// RULE (B5.random-victim).
     pub fn steal(&mut self, thief: usize, victim: usize) -> Found {
         self.check_idle(thief);
         assert!(
@@ -292,6 +300,9 @@ impl PoolModel {
     ///
     /// # Panics
     /// If `worker` is out of range.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B3.register-before-decrement),
+    /// RULE (B3.drain-children), RULE (B3.detached-counted), RULE (B4.panic-is-a-result).
     pub fn run(&mut self, worker: usize) -> Option<Ran> {
         let no = self.workers[worker].current.take()?;
         let program = self.tasks[no as usize].program.clone();
@@ -326,6 +337,9 @@ impl PoolModel {
     }
 
     /// Cancels task `no` if it has not been claimed: true if this call cancelled it.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B3.detached-counted),
+    /// RULE (B4.cancel-unclaimed).
     pub fn cancel(&mut self, no: TaskNo) -> bool {
         let Some(task) = self.tasks.get_mut(no as usize) else {
             return false;
@@ -343,6 +357,9 @@ impl PoolModel {
     }
 
     /// Stops accepting roots. Idempotent.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B3.drain-children),
+    /// RULE (B3.shutdown-idempotent).
     pub fn shutdown(&mut self) {
         // SEMANTICS (B3): shutdown only flips the lifecycle; it cancels nothing. Queued
         // tasks run and running tasks may still spawn children (drain, not cancel).
@@ -353,6 +370,8 @@ impl PoolModel {
     ///
     /// # Panics
     /// If `worker` is out of range.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B3.exit-when-drained).
     pub fn try_exit(&mut self, worker: usize) -> bool {
         if self.workers[worker].exited {
             return true;
@@ -390,6 +409,8 @@ impl PoolModel {
     }
 
     /// Task `no`'s result, once it has one.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B.handle-resolves).
     pub fn result(&self, no: TaskNo) -> Option<&Result<u64, TaskError>> {
         match &self.tasks.get(no as usize)?.phase {
             Phase::Done(r) => Some(r),

@@ -303,6 +303,11 @@ fn row_problems(root: &Path, name: &str, model: &str, production: &str) -> Vec<S
             problems.push(format!("{name}: no model file {f}"));
             continue;
         };
+        // The model names the rule where it states it, so that a reader of the model finds
+        // the row (and `grep 'RULE (A4.claim-once)'` finds both sides).
+        if f.starts_with("models/") && !text.contains(&format!("RULE ({name})")) {
+            problems.push(format!("{name}: no `RULE ({name})` in the model file {f}"));
+        }
         // `Type::function` or a bare `function` after the path: each must be defined there.
         for code in model.split('`').skip(1).step_by(2) {
             let function = code.rsplit("::").next().unwrap_or(code);
