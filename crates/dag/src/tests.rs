@@ -602,6 +602,25 @@ fn integer_ids_near_and_beyond_the_direct_array_answer_alike() {
     }
     assert!(core.claim(4).expect("started").is_empty());
     assert_eq!(core.counts().succeeded, ids.len());
+
+    // With 200 ids, one just inside the array's reach (below 2 * 200 + the slack, above
+    // 200 + the slack): interned there, the array grown exactly to it.
+    let mut core: Core<u32, ()> = Core::new(usize::MAX);
+    let near = (0..200u32).chain([65_536 + 300]);
+    for id in near.clone() {
+        assert_eq!(
+            core.submit(id, &[], &mut Some(()), &mut garbage),
+            Ok(Generation(1))
+        );
+    }
+    core.assert_invariants();
+    let claimed: Vec<u32> = core
+        .claim(1000)
+        .expect("acyclic")
+        .iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(claimed, near.collect::<Vec<_>>());
 }
 
 #[test]
