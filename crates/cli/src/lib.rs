@@ -12,6 +12,7 @@
 //!   of `-j N` workers (`--dry-run` lists the claim order with `lockstep_dag::TaskScheduler`);
 //! * [`store`]: `lockstep run --store`, a run recorded in a durable store and resumed;
 //! * [`worker`]: `lockstep worker`, which shares a stored run with other processes;
+//! * [`attempts`]: retries and timeouts of a task (`retries`, `retry_delay`, `timeout`);
 //! * [`command`]: running one task's command (its own process group, environment, output
 //!   capture, timeouts, stopping it with SIGTERM then SIGKILL, no orphans), for `run`,
 //!   `run --store` and `worker` alike;
@@ -26,6 +27,7 @@
 //! file, parse error), bad options, a store that cannot be opened or fails (`run --store`,
 //! `worker`) and, for `run`, an invalid graph (nothing was run).
 
+pub mod attempts;
 pub mod command;
 pub mod graph;
 pub mod interrupt;

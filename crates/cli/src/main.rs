@@ -95,6 +95,8 @@ enum Cmd {
         #[command(flatten)]
         grace: GraceArg,
         #[command(flatten)]
+        attempts: AttemptArgs,
+        #[command(flatten)]
         durable: DurableRunArgs,
     },
     /// Work on a run kept in a store: claim tasks with leases, run them, report results.
@@ -139,6 +141,41 @@ struct GraceArg {
     /// command left running (`cmd &`) get between SIGTERM and SIGKILL.
     #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = lockstep_cli::command::parse_grace)]
     grace: Duration,
+}
+
+/// `run`: retries, timeouts and `--fail-fast` (a task file's own `retries`, `retry_delay` and
+/// `timeout` win over these).
+#[derive(Debug, Args)]
+struct AttemptArgs {
+    /// Run a failed task again, at most N more times (0 to 100), each attempt a new
+    /// generation, after --retry-delay; for tasks without their own `retries`. An attempt
+    /// stopped by Ctrl-C or SIGTERM is never retried.
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=i64::from(lockstep_cli::attempts::MAX_RETRIES)))]
+    retries: u32,
+    /// Wait this long between a failed attempt and the next (30s, 500ms, 1m 30s); for tasks
+    /// without their own `retry_delay`.
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = lockstep_cli::attempts::parse_duration)]
+    retry_delay: Duration,
+    /// Stop each attempt of a task that runs longer than this (SIGTERM to its process group,
+    /// then SIGKILL after --grace); the attempt fails with `timed out after ...` and counts as
+    /// a failure for --retries. For tasks without their own `timeout` [default: none].
+    #[arg(long, value_name = "DURATION", value_parser = lockstep_cli::attempts::parse_timeout)]
+    timeout: Option<Duration>,
+    /// After the first failure with no retries left, start (or claim) no more tasks: the
+    /// queued ones are cancelled, naming it; the running ones finish [default: off:
+    /// independent branches go on].
+    #[arg(long)]
+    fail_fast: bool,
+}
+
+impl AttemptArgs {
+    fn defaults(&self) -> lockstep_cli::attempts::Defaults {
+        lockstep_cli::attempts::Defaults {
+            retries: self.retries,
+            retry_delay: self.retry_delay,
+            timeout: self.timeout,
+        }
+    }
 }
 
 /// `run --store`: record the run in a durable store (resumable, shareable with workers).
@@ -292,6 +329,7 @@ fn main() -> ExitCode {
             no_progress,
             verbose,
             grace,
+            attempts,
             durable,
         } => {
             let jobs = jobs.map_or_else(default_jobs, |j| j as usize);
@@ -314,6 +352,8 @@ fn main() -> ExitCode {
                 progress: !no_progress && !dry_run && std::io::stderr().is_terminal(),
                 handle_interrupt: true,
                 grace: grace.grace,
+                defaults: attempts.defaults(),
+                fail_fast: attempts.fail_fast,
             };
             run_cmd(&graph, &opts, dry_run, report_ids(verbose))
         }

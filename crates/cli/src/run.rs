@@ -76,7 +76,8 @@ use lockstep_dag::TaskScheduler;
 use lockstep_dag::executor::{FrozenGraph, GraphRun, RunOutcome, TaskContext};
 use lockstep_pool::Pool;
 
-use crate::command::{self, CommandSpec, Output};
+use crate::attempts::{self, Defaults, Limits};
+use crate::command::{self, CommandSpec, Output, Stopped};
 use crate::graph::TaskGraph;
 use crate::interrupt::{self, StopSignal};
 use crate::timings::{self, Timings};
@@ -94,6 +95,21 @@ pub struct TaskPayload {
     pub cwd: Option<PathBuf>,
     /// Extra environment variables.
     pub env: BTreeMap<String, String>,
+    /// Its retries, retry delay and timeout (its own keys, else the command line's).
+    pub limits: Limits,
+}
+
+impl TaskPayload {
+    /// The payload of the task at `index` of the file, with the command line's `defaults`.
+    pub fn of(index: usize, t: &crate::graph::TaskSpec, defaults: &Defaults) -> TaskPayload {
+        TaskPayload {
+            index,
+            command: t.command.clone(),
+            cwd: t.cwd.clone(),
+            env: t.env.clone(),
+            limits: Limits::of(t, defaults),
+        }
+    }
 }
 
 /// How to run.
@@ -112,6 +128,12 @@ pub struct RunOptions {
     pub handle_interrupt: bool,
     /// After Ctrl-C, time between SIGTERM and SIGKILL to a running command (`--grace`).
     pub grace: Duration,
+    /// Retries, retry delay and timeout of the tasks that do not set their own (`--retries`,
+    /// `--retry-delay`, `--timeout`).
+    pub defaults: Defaults,
+    /// `--fail-fast`: after the first failure with no retries left, start nothing more; the
+    /// tasks not started are cancelled, the running ones finish.
+    pub fail_fast: bool,
 }
 
 impl Default for RunOptions {
@@ -123,6 +145,8 @@ impl Default for RunOptions {
             progress: false,
             handle_interrupt: false,
             grace: command::DEFAULT_GRACE,
+            defaults: Defaults::default(),
+            fail_fast: false,
         }
     }
 }
@@ -146,6 +170,28 @@ pub struct TaskRecord {
     /// signal 2`). Such a task has `state` [`TaskState::Failed`] and `error`
     /// `interrupted` (what the scheduler recorded) and is reported as interrupted.
     pub interrupted: Option<String>,
+    /// The attempt that ended it (1 for the first; 0 if it never ran).
+    pub attempt: u32,
+    /// How many attempts it was allowed (`1 + retries`).
+    pub attempts: u32,
+    /// Why it was cancelled, for a cancelled task: `Ctrl-C`, `SIGTERM`, or `--fail-fast after
+    /// X failed`.
+    pub cancel_cause: Option<String>,
+}
+
+impl TaskRecord {
+    /// ` (attempt 3/3, generation 3)` for a task allowed more than one attempt that ran, else
+    /// nothing.
+    fn attempt_note(&self) -> String {
+        if self.attempts > 1 && self.attempt > 0 {
+            format!(
+                " ({})",
+                attempts::attempt_brief(self.attempt, self.attempts, u64::from(self.attempt))
+            )
+        } else {
+            String::new()
+        }
+    }
 }
 
 /// What a run did.
@@ -166,6 +212,8 @@ pub struct RunReport {
     pub critical_path: Vec<String>,
     /// Ctrl-C (or SIGTERM) stopped the run.
     pub interrupted: Option<StopSignal>,
+    /// `--fail-fast` stopped the run after this task failed (before any Ctrl-C).
+    pub fail_fast: Option<String>,
 }
 
 impl RunReport {
@@ -181,16 +229,20 @@ impl RunReport {
     }
 
     /// The lines printed after a run, grouped so that every cause comes before the lines that
-    /// cite it: first `failed: ID: REASON`, then `interrupted: ID (HOW)`, then `cancelled:
-    /// ID`, each in file order (a failed or interrupted task with a log file adds ` (log:
-    /// PATH)`); then one line per cause of blocked tasks, `blocked: N task(s) (cause: X
-    /// failed): A, B, ...` listing at most `max_ids` of them ([`blocked_lines`]); then
-    /// `summary: ...` with the counts (`N interrupted` after Ctrl-C), wall time and critical
-    /// path; after Ctrl-C, last, `stopped by Ctrl-C: ...`. O(tasks).
+    /// cite it: first `failed: ID: REASON`, then `interrupted: ID (HOW)`, each in file order
+    /// (a failed or interrupted task with a log file adds ` (log: PATH)`, one allowed retries
+    /// ` (attempt 3/3, generation 3)`); then one line per cause of cancelled tasks,
+    /// `cancelled: N task(s) (cause: Ctrl-C): A, B, ...` (or `--fail-fast after X failed`),
+    /// then one per cause of blocked tasks, `blocked: N task(s) (cause: X failed): A, B, ...`,
+    /// each listing at most `max_ids` ids ([`grouped_lines`]); then `summary: ...` with the
+    /// counts (`N interrupted` after Ctrl-C), wall time and critical path; after `--fail-fast`
+    /// stopped the run, `stopped by --fail-fast: ...`; after Ctrl-C, last, `stopped by Ctrl-C:
+    /// ...`. O(tasks).
     pub fn lines_with(&self, max_ids: usize) -> Vec<String> {
         let mut failed = Vec::new();
         let mut interrupted = Vec::new();
         let mut other = Vec::new();
+        let mut cancelled = Vec::new();
         let mut blocked = Vec::new();
         for t in &self.tasks {
             match t.state {
@@ -202,18 +254,21 @@ impl RunReport {
                     log_note(t.log.as_deref())
                 )),
                 TaskState::Failed => failed.push(format!(
-                    "failed: {}: {}{}",
+                    "failed: {}: {}{}{}",
                     t.id,
                     t.error.as_deref().unwrap_or("failed"),
+                    t.attempt_note(),
                     log_note(t.log.as_deref())
                 )),
                 TaskState::Blocked => blocked.push((t.id.as_str(), t.blocked_by.as_ref())),
+                TaskState::Cancelled => cancelled.push((t.id.as_str(), t.cancel_cause.clone())),
                 state => other.push(format!("{state}: {}", t.id)),
             }
         }
         let mut out = failed;
         out.append(&mut interrupted);
         out.append(&mut other);
+        out.append(&mut grouped_lines("cancelled", cancelled, max_ids));
         out.append(&mut blocked_lines(blocked, max_ids));
         let mut counts: Vec<String> = self
             .counts
@@ -235,6 +290,11 @@ impl RunReport {
                 format!(" ({})", self.critical_path.join(" -> "))
             }
         ));
+        if let Some(id) = &self.fail_fast {
+            out.push(format!(
+                "stopped by --fail-fast: {id} failed; queued tasks were cancelled, running ones finished"
+            ));
+        }
         if let Some(signal) = self.interrupted {
             out.push(format!(
                 "stopped by {}: queued tasks were cancelled",
@@ -259,11 +319,27 @@ pub fn blocked_lines(
     blocked: Vec<(&str, Option<&BlockCause<String>>)>,
     max_ids: usize,
 ) -> Vec<String> {
+    let items = blocked
+        .into_iter()
+        .map(|(id, cause)| (id, cause.map(|c| format!("{} {}", c.task, c.state))))
+        .collect();
+    grouped_lines("blocked", items, max_ids)
+}
+
+/// The `KIND:` lines of an end report for tasks that share causes (`blocked`, `cancelled`):
+/// one per cause text, in the order each cause is first cited in `items` (given in file
+/// order), as `KIND: N task(s) (cause: TEXT): A, B, C` listing the first `max_ids` ids, then
+/// `, ... (M more; --verbose lists them all)` when some are left out. Items without a cause
+/// make one line `KIND: N task(s) (cause unknown): ...`, last. O(items).
+pub fn grouped_lines(
+    kind: &str,
+    items: Vec<(&str, Option<String>)>,
+    max_ids: usize,
+) -> Vec<String> {
     // (cause text or None) -> ids, in order of first citation.
     let mut groups: Vec<(Option<String>, Vec<&str>)> = Vec::new();
     let mut slot: HashMap<Option<String>, usize> = HashMap::new();
-    for (id, cause) in blocked {
-        let key = cause.map(|c| format!("{} {}", c.task, c.state));
+    for (id, key) in items {
         let i = *slot.entry(key.clone()).or_insert_with(|| {
             groups.push((key, Vec::new()));
             groups.len() - 1
@@ -279,7 +355,7 @@ pub fn blocked_lines(
                 cause.map_or_else(|| "cause unknown".to_string(), |c| format!("cause: {c}"));
             let shown = ids.len().min(max_ids);
             let mut line = format!(
-                "blocked: {} task(s) ({cause}): {}",
+                "{kind}: {} task(s) ({cause}): {}",
                 ids.len(),
                 ids[..shown].join(", ")
             );
@@ -343,12 +419,7 @@ fn build(
     let sched = TaskScheduler::new(jobs);
     let mut ids = Vec::with_capacity(graph.tasks.len());
     for (index, t) in graph.tasks.iter().enumerate() {
-        let payload = TaskPayload {
-            index,
-            command: t.command.clone(),
-            cwd: t.cwd.clone(),
-            env: t.env.clone(),
-        };
+        let payload = TaskPayload::of(index, t, &Defaults::default());
         sched.submit(t.id.clone(), t.deps.iter().cloned(), payload)?;
         ids.push(t.id.clone());
     }
@@ -416,6 +487,24 @@ struct Done {
     no_command: bool,
     /// It failed while the run was being closed (Ctrl-C): reported as interrupted.
     interrupted: bool,
+    /// The attempt that ended it, and how many it was allowed.
+    attempt: u32,
+    attempts: u32,
+}
+
+/// A failed attempt that will be retried: its output and the `[ID] attempt ... failed ...;
+/// retrying ...` line.
+struct Retry {
+    id: String,
+    output: Vec<u8>,
+    line: String,
+}
+
+/// Who closed the run first: Ctrl-C (or SIGTERM), or `--fail-fast` after a task's failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Closer {
+    Signal(StopSignal),
+    FailFast(String),
 }
 
 /// What [`execute`] reports besides its result.
@@ -429,6 +518,7 @@ struct Ran {
 
 enum Msg {
     Started(String),
+    Retry(Retry),
     Done(Done),
     Interrupt(StopSignal),
     Finished(RunOutcome<String>),
@@ -571,19 +661,24 @@ fn run_inner(
         .tasks
         .iter()
         .enumerate()
-        .map(|(index, t)| TaskPayload {
-            index,
-            command: t.command.clone(),
-            cwd: t.cwd.clone(),
-            env: t.env.clone(),
-        })
+        .map(|(index, t)| TaskPayload::of(index, t, &opts.defaults))
         .collect();
+    let payloads_attempts: Vec<u32> = payloads.iter().map(|p| p.limits.attempts()).collect();
+    // Set at Ctrl-C (or SIGTERM): running commands stop, and nothing is retried. A run closed
+    // by `--fail-fast` alone leaves running commands alone, so the task function asks this
+    // flag, not `TaskContext::is_cancel_requested` (true for any closed run).
+    let stopping = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // The first to close the run: Ctrl-C, or `--fail-fast` after a failure.
+    let closer: std::sync::Arc<std::sync::Mutex<Option<Closer>>> = Default::default();
     let task_fn = {
         let tx = tx.clone();
         let simulate = opts.simulate;
         let log_dir = opts.log_dir.clone();
         let grace = opts.grace;
         let handle_interrupt = opts.handle_interrupt;
+        let fail_fast = opts.fail_fast;
+        let stopping = std::sync::Arc::clone(&stopping);
+        let closer = std::sync::Arc::clone(&closer);
         move |ctx: &TaskContext<'_, String>| -> Result<(), String> {
             let id = ctx.id();
             let payload = &payloads[ctx.index() as usize];
@@ -596,36 +691,86 @@ fn run_inner(
                     duration: Duration::ZERO,
                     no_command: true,
                     interrupted: false,
+                    attempt: 1,
+                    attempts: payload.limits.attempts(),
                 }));
                 return Ok(());
             }
             let _ = tx.send(Msg::Started(id.clone()));
             let start = Instant::now();
-            let mut ran = Ran::default();
-            let cancelled = || ctx.is_cancel_requested();
-            let result = catch_unwind(AssertUnwindSafe(|| {
-                execute(
-                    id,
-                    payload,
-                    simulate,
-                    log_dir.as_deref(),
-                    grace,
-                    &cancelled,
-                    &mut ran,
-                )
-            }))
-            .unwrap_or_else(|_| Err(("the runner panicked".to_string(), Vec::new())));
-            // A command killed by SIGINT is the user's Ctrl-C (module docs).
-            if ran.sigint && handle_interrupt {
-                ctx.close_run();
-            }
-            // Running when the run was closed, and did not succeed: interrupted.
-            let interrupted = result.is_err() && ctx.is_cancel_requested();
+            let stop = || stopping.load(std::sync::atomic::Ordering::SeqCst);
+            let attempts = payload.limits.attempts();
+            // The retry is decided here, before the failure is reported to the executor: a
+            // task that succeeds on a later attempt never failed for its dependents (docs:
+            // semantics.md, Part C, "Retries and timeouts").
+            let mut attempt = 1;
+            let (result, ran, interrupted) = loop {
+                let mut ran = Ran::default();
+                let mut result = catch_unwind(AssertUnwindSafe(|| {
+                    execute(
+                        id,
+                        payload,
+                        Attempt {
+                            simulate,
+                            log_dir: log_dir.as_deref(),
+                            grace,
+                            number: attempt,
+                        },
+                        &stop,
+                        &mut ran,
+                    )
+                }))
+                .unwrap_or_else(|_| Err(("the runner panicked".to_string(), Vec::new())));
+                // A command killed by SIGINT is the user's Ctrl-C (module docs).
+                if ran.sigint && handle_interrupt {
+                    stopping.store(true, std::sync::atomic::Ordering::SeqCst);
+                    ctx.close_run();
+                }
+                // Running when Ctrl-C came, and did not succeed: interrupted, never retried.
+                let interrupted = result.is_err() && stop();
+                if interrupted || attempt >= attempts {
+                    break (result, ran, interrupted);
+                }
+                let Err((reason, output)) = result else {
+                    break (result, ran, false);
+                };
+                let delay = payload.limits.retry_delay;
+                let line =
+                    attempts::retry_line(id, attempt, attempts, u64::from(attempt), &reason, delay);
+                if let Some(log) = &ran.log {
+                    append_line(log, &line);
+                }
+                let _ = tx.send(Msg::Retry(Retry {
+                    id: id.clone(),
+                    output,
+                    line,
+                }));
+                if !attempts::sleep_unless(delay, &stop) {
+                    // Ctrl-C while waiting to retry: the retry is not made.
+                    result = Err((
+                        format!("{reason}; attempt {} not made", attempt + 1),
+                        Vec::new(),
+                    ));
+                    break (result, ran, true);
+                }
+                attempt += 1;
+            };
             let verdict = match &result {
                 Ok(_) => Ok(()),
                 Err(_) if interrupted => Err("interrupted".to_string()),
                 Err((reason, _)) => Err(reason.clone()),
             };
+            // `--fail-fast`: a failure with no retries left closes the run before this task
+            // settles, so that no task is started after it; running ones go on (they look at
+            // `stopping`, which stays false).
+            if fail_fast && verdict.is_err() && !interrupted {
+                if let Ok(mut c) = closer.lock()
+                    && c.is_none()
+                {
+                    *c = Some(Closer::FailFast(id.clone()));
+                }
+                ctx.close_run();
+            }
             // Sent before this task settles, so before any dependent starts: the main thread
             // receives results in a topological order.
             let _ = tx.send(Msg::Done(Done {
@@ -635,6 +780,8 @@ fn run_inner(
                 duration: start.elapsed(),
                 no_command: false,
                 interrupted,
+                attempt,
+                attempts,
             }));
             verdict
         }
@@ -662,12 +809,20 @@ fn run_inner(
     let mut durations: HashMap<String, Duration> = HashMap::new();
     let mut logs: HashMap<String, PathBuf> = HashMap::new();
     let mut interrupted_how: HashMap<String, String> = HashMap::new();
+    let mut tried: HashMap<String, (u32, u32)> = HashMap::new();
     let mut finish_order: Vec<String> = Vec::with_capacity(ids.len());
     let mut running: Vec<String> = Vec::new();
     let mut interrupted: Option<StopSignal> = None;
     let interrupt = |interrupted: &mut Option<StopSignal>, signal: StopSignal| {
         if interrupted.is_none() {
             *interrupted = Some(signal);
+            // Before the close: a running task that sees the closed run must also see this.
+            stopping.store(true, std::sync::atomic::Ordering::SeqCst);
+            if let Ok(mut c) = closer.lock()
+                && c.is_none()
+            {
+                *c = Some(Closer::Signal(signal));
+            }
             run.close();
             out.line(&format!(
                 "{}: cancelling queued tasks, stopping running ones (SIGTERM, then SIGKILL after {})",
@@ -687,6 +842,15 @@ fn run_inner(
                 deferred_interrupt = true;
             }
             Msg::Interrupt(signal) => interrupt(&mut interrupted, signal),
+            Msg::Retry(retry) => {
+                let text = String::from_utf8_lossy(&retry.output);
+                let mut block = String::new();
+                for l in text.lines() {
+                    block.push_str(&format!("[{}] {l}\n", retry.id));
+                }
+                block.push_str(&retry.line);
+                out.line(&block);
+            }
             Msg::Started(id) => {
                 started_count += 1;
                 running.push(id);
@@ -713,6 +877,7 @@ fn run_inner(
                 }
                 finish_order.push(done.id.clone());
                 durations.insert(done.id.clone(), done.duration);
+                tried.insert(done.id.clone(), (done.attempt, done.attempts));
                 if done.no_command {
                     out.line(&format!("ok      {} (no command)", done.id));
                     out.tick(&running);
@@ -723,7 +888,17 @@ fn run_inner(
                     logs.insert(done.id.clone(), path);
                 }
                 running.retain(|r| *r != done.id);
-                let took = secs(done.duration);
+                let mut took = secs(done.duration);
+                if done.attempts > 1 {
+                    took = format!(
+                        "{took}, {}",
+                        attempts::attempt_brief(
+                            done.attempt,
+                            done.attempts,
+                            u64::from(done.attempt)
+                        )
+                    );
+                }
                 let (output, line) = match done.result {
                     Ok(output) => (output, format!("ok      {} ({took})", done.id)),
                     Err((reason, output)) if done.interrupted => {
@@ -753,6 +928,12 @@ fn run_inner(
     pool.shutdown();
     pool.await_termination();
 
+    let closer = closer.lock().ok().and_then(|c| c.clone());
+    let cancel_cause = match &closer {
+        Some(Closer::Signal(signal)) => Some(signal.name().to_string()),
+        Some(Closer::FailFast(id)) => Some(format!("--fail-fast after {id} failed")),
+        None => None,
+    };
     let mut counts: BTreeMap<TaskState, usize> = BTreeMap::new();
     let mut tasks = Vec::with_capacity(ids.len());
     let mut interrupted_tasks = 0;
@@ -764,8 +945,14 @@ fn run_inner(
         } else {
             *counts.entry(status.state).or_default() += 1;
         }
+        let (attempt, attempts) = tried.get(&id).copied().unwrap_or((0, payloads_attempts[t]));
         tasks.push(TaskRecord {
             interrupted: how,
+            attempt,
+            attempts,
+            cancel_cause: (status.state == TaskState::Cancelled)
+                .then(|| cancel_cause.clone())
+                .flatten(),
             duration: durations.get(&id).copied(),
             log: logs.remove(&id),
             state: status.state,
@@ -793,6 +980,10 @@ fn run_inner(
         critical_path,
         interrupted,
         interrupted_tasks,
+        fail_fast: match closer {
+            Some(Closer::FailFast(id)) => Some(id),
+            _ => None,
+        },
     })
 }
 
@@ -874,33 +1065,59 @@ pub fn log_file_name(index: usize, id: &str) -> String {
     format!("{index:04}-{safe}.log")
 }
 
-/// Runs one task on a pool worker, through [`command::run`]. `Ok(output)` on success,
-/// `Err((reason, output))` on failure; output is empty when it went to a log file. Sets
-/// `ran.sigint` when the command was killed by SIGINT and `ran.log` to the log file once it is
-/// created.
+/// How one attempt of a task runs.
+struct Attempt<'a> {
+    /// `--simulate`: a sleep of this long instead of the command.
+    simulate: Option<Duration>,
+    /// `--log-dir`.
+    log_dir: Option<&'a Path>,
+    /// `--grace`.
+    grace: Duration,
+    /// 1 for the first attempt: its log file is created; later ones append to it.
+    number: u32,
+}
+
+/// Runs one attempt of a task on a pool worker, through [`command::run`], stopping it after
+/// the task's timeout. `Ok(output)` on success, `Err((reason, output))` on failure (`timed out
+/// after 30 s` for a timeout); output is empty when it went to a log file. Sets `ran.sigint`
+/// when the command was killed by SIGINT and `ran.log` to the log file once it is created.
 fn execute(
     id: &str,
     payload: &TaskPayload,
-    simulate: Option<Duration>,
-    log_dir: Option<&Path>,
-    grace: Duration,
+    how: Attempt<'_>,
     cancelled: &dyn Fn() -> bool,
     ran: &mut Ran,
 ) -> Result<Vec<u8>, (String, Vec<u8>)> {
-    if let Some(total) = simulate {
-        return if command::simulate(total, cancelled) {
-            Ok(Vec::new())
-        } else {
-            Err(("simulated run stopped early".to_string(), Vec::new()))
+    let timeout = payload.limits.timeout;
+    if let Some(total) = how.simulate {
+        return match timeout {
+            // The sleep would outlast the timeout: it is stopped then.
+            Some(t) if t < total => {
+                if command::simulate(t, cancelled) {
+                    Err((attempts::timed_out(t), Vec::new()))
+                } else {
+                    Err(("simulated run stopped early".to_string(), Vec::new()))
+                }
+            }
+            _ if command::simulate(total, cancelled) => Ok(Vec::new()),
+            _ => Err(("simulated run stopped early".to_string(), Vec::new())),
         };
     }
     let Some(text) = &payload.command else {
         return Ok(Vec::new());
     };
-    let output = match log_dir {
+    let output = match how.log_dir {
         Some(dir) => {
             let path = dir.join(log_file_name(payload.index, id));
-            match std::fs::File::create(&path) {
+            let opened = if how.number <= 1 {
+                std::fs::File::create(&path)
+            } else {
+                std::fs::OpenOptions::new()
+                    .append(true)
+                    .create(true)
+                    .open(&path)
+            };
+            match opened {
                 Ok(f) => {
                     ran.log = Some(path);
                     Output::File(f)
@@ -920,16 +1137,25 @@ fn execute(
         cwd: payload.cwd.as_deref(),
         env: &payload.env,
         output,
-        grace,
-        timeout: None,
+        grace: how.grace,
+        timeout,
     };
     let finished = command::run(spec, cancelled).map_err(|e| (e.to_string(), Vec::new()))?;
     // SIGINT is 2 on every Unix.
     ran.sigint = finished.signal() == Some(2);
-    if finished.success() {
-        Ok(finished.output)
-    } else {
-        Err((finished.describe(), finished.output))
+    match (finished.stopped, timeout) {
+        // Stopped for running too long: a failure, however the command then ended.
+        (Some(Stopped::TimedOut), Some(t)) => Err((attempts::timed_out(t), finished.output)),
+        _ if finished.success() => Ok(finished.output),
+        _ => Err((finished.describe(), finished.output)),
+    }
+}
+
+/// Appends `line` to a task's log file (the retry line of a failed attempt); a log that cannot
+/// be written loses it (the line is printed too).
+fn append_line(log: &Path, line: &str) {
+    if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(log) {
+        let _ = writeln!(f, "{line}");
     }
 }
 
@@ -1008,6 +1234,9 @@ mod tests {
             blocked_by: None,
             log: None,
             interrupted: None,
+            attempt: 1,
+            attempts: 1,
+            cancel_cause: None,
         }
     }
 
@@ -1024,6 +1253,7 @@ mod tests {
             critical_path: Vec::new(),
             interrupted: interrupted.then_some(StopSignal::Interrupt),
             interrupted_tasks: 0,
+            fail_fast: None,
         }
     }
 
@@ -1052,7 +1282,7 @@ mod tests {
             lines[..4],
             [
                 "failed: f: exit status 1",
-                "cancelled: c",
+                "cancelled: 1 task(s) (cause unknown): c",
                 "blocked: 1 task(s) (cause: f failed): b",
                 "blocked: 1 task(s) (cause unknown): b2",
             ]
@@ -1124,22 +1354,21 @@ mod tests {
         assert_eq!(r.interrupted_tasks, 1);
         let lines = r.lines();
         assert_eq!(
-            lines[..3],
+            lines[..2],
             [
                 "interrupted: a (simulated run stopped early)",
-                "cancelled: b",
-                "cancelled: c",
+                "cancelled: 2 task(s) (cause: Ctrl-C): b, c",
             ]
         );
         assert!(
-            lines[3].starts_with(
+            lines[2].starts_with(
                 "summary: 0 succeeded, 0 failed, 0 blocked, 2 cancelled, 1 interrupted;"
             ),
             "{}",
-            lines[3]
+            lines[2]
         );
-        assert_eq!(lines[4], "stopped by Ctrl-C: queued tasks were cancelled");
-        assert_eq!(lines.len(), 5);
+        assert_eq!(lines[3], "stopped by Ctrl-C: queued tasks were cancelled");
+        assert_eq!(lines.len(), 4);
     }
 
     #[test]

@@ -922,7 +922,10 @@ fn assert_interrupted_report(stdout: &str, signal: u32) {
         stdout.contains(&format!("INTERRUPTED long: killed by signal {signal} (")),
         "{stdout}"
     );
-    assert!(stdout.contains("\ncancelled: queued\n"), "{stdout}");
+    assert!(
+        stdout.contains("\ncancelled: 1 task(s) (cause: Ctrl-C): queued\n"),
+        "{stdout}"
+    );
     assert!(!stdout.contains("queued-ran"), "{stdout}");
     let summary = lines_starting(stdout, "summary: ");
     assert_eq!(summary.len(), 1, "{stdout}");
@@ -1388,4 +1391,328 @@ fn blocked_tasks_are_one_line_per_cause_and_all_with_verbose() {
         .code(0)
         .stdout(predicate::str::contains("-v, --verbose"))
         .stdout(predicate::str::contains("the first 5 and counts the rest"));
+}
+
+// ---------------------------------------------------------------- retries, timeouts, --fail-fast
+
+/// A command that counts its runs in `NAME.count` (in the task's directory) and fails while
+/// the count is below `succeed_at` (never, with 0).
+fn counting(name: &str, succeed_at: u32) -> String {
+    let ok = if succeed_at == 0 {
+        "false".to_string()
+    } else {
+        format!("[ $n -ge {succeed_at} ]")
+    };
+    format!(
+        "n=$(cat {name}.count 2>/dev/null || echo 0); n=$((n+1)); echo $n > {name}.count; echo run $n; {ok}"
+    )
+}
+
+fn count_of(dir: &Path, name: &str) -> u32 {
+    std::fs::read_to_string(dir.join(format!("{name}.count")))
+        .map_or(0, |t| t.trim().parse().unwrap())
+}
+
+/// The lines of `stdout` without their measured durations (`(0.012 s` -> `(T s`, `wall time
+/// 0.301 s` -> `wall time T s`: a decimal number before ` s`), for exact comparisons.
+fn timeless(stdout: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in stdout.lines() {
+        let mut s = String::new();
+        let mut rest = line;
+        // Replace every number directly followed by " s" with T.
+        while let Some(i) = rest.find(" s") {
+            let (head, tail) = rest.split_at(i);
+            let cut = head.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+            let unit = !tail[2..].starts_with(|c: char| c.is_alphanumeric());
+            if unit && cut.len() < head.len() && head[cut.len()..].contains('.') {
+                s.push_str(cut);
+                s.push('T');
+            } else {
+                s.push_str(head);
+            }
+            s.push_str(" s");
+            rest = &tail[2..];
+        }
+        s.push_str(rest);
+        out.push(s);
+    }
+    out
+}
+
+#[test]
+fn a_retry_runs_a_failed_task_again_and_its_dependents_run_after_it_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "r.toml",
+        &format!(
+            "[[task]]\nid = \"flaky\"\ncommand = \"{}\"\nretries = 2\nretry_delay = \"200ms\"\n\n\
+             [[task]]\nid = \"after\"\ndeps = [\"flaky\"]\ncommand = \"echo after\"\n",
+            counting("flaky", 2)
+        ),
+    );
+    let out = lockstep()
+        .current_dir(dir.path())
+        .args(["run", "--no-progress", "-j", "1"])
+        .arg(&f)
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    assert_eq!(count_of(dir.path(), "flaky"), 2);
+    assert_eq!(
+        timeless(&stdout_of(&out)),
+        vec![
+            "[flaky] run 1",
+            "[flaky] attempt 1/3 (generation 1) failed: exit status 1; retrying in T s as attempt 2/3 (generation 2)",
+            "[flaky] run 2",
+            "ok      flaky (T s, attempt 2/3, generation 2)",
+            "[after] after",
+            "ok      after (T s)",
+            "summary: 2 succeeded, 0 failed, 0 blocked, 0 cancelled; wall time T s; critical path T s (flaky -> after)",
+        ]
+    );
+}
+
+#[test]
+fn retries_stop_after_n_and_the_last_failure_blocks_the_dependents() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "r.toml",
+        &format!(
+            "[[task]]\nid = \"bad\"\ncommand = \"{}\"\nretries = 2\n\n\
+             [[task]]\nid = \"after\"\ndeps = [\"bad\"]\ncommand = \"echo after\"\n",
+            counting("bad", 0)
+        ),
+    );
+    let out = lockstep()
+        .current_dir(dir.path())
+        .args(["run", "--no-progress"])
+        .arg(&f)
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    assert_eq!(count_of(dir.path(), "bad"), 3, "1 + 2 retries, no more");
+    let stdout = stdout_of(&out);
+    assert_eq!(
+        lines_starting(&stdout, "[bad] attempt "),
+        vec![
+            "[bad] attempt 1/3 (generation 1) failed: exit status 1; retrying at once as attempt 2/3 (generation 2)",
+            "[bad] attempt 2/3 (generation 2) failed: exit status 1; retrying at once as attempt 3/3 (generation 3)",
+        ]
+    );
+    assert_eq!(
+        lines_starting(&stdout, "failed: "),
+        vec!["failed: bad: exit status 1 (attempt 3/3, generation 3)"]
+    );
+    assert_eq!(
+        lines_starting(&stdout, "blocked: "),
+        vec!["blocked: 1 task(s) (cause: bad failed): after"]
+    );
+}
+
+#[test]
+fn command_line_retries_apply_to_tasks_without_their_own_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "r.toml",
+        &format!(
+            "[[task]]\nid = \"own\"\ncommand = \"{}\"\nretries = 0\n\n\
+             [[task]]\nid = \"default\"\ncommand = \"{}\"\n",
+            counting("own", 0),
+            counting("default", 0)
+        ),
+    );
+    lockstep()
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "--no-progress",
+            "--retries",
+            "3",
+            "--retry-delay",
+            "10ms",
+        ])
+        .arg(&f)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(
+            "failed: default: exit status 1 (attempt 4/4, generation 4)\n",
+        ))
+        .stdout(predicate::str::contains("failed: own: exit status 1\n"));
+    assert_eq!(
+        count_of(dir.path(), "own"),
+        1,
+        "the task's own retries = 0 wins"
+    );
+    assert_eq!(count_of(dir.path(), "default"), 4);
+}
+
+#[test]
+fn a_timeout_fails_the_attempt_and_counts_for_retries() {
+    let dir = tempfile::tempdir().unwrap();
+    // Each attempt counts itself, then sleeps past the timeout.
+    let f = write(
+        dir.path(),
+        "t.toml",
+        &format!(
+            "[[task]]\nid = \"slow\"\ncommand = \"{}; exec sleep 1000\"\nretries = 1\n",
+            counting("slow", 0).replace("; false", "")
+        ),
+    );
+    let out = lockstep()
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "--no-progress",
+            "--timeout",
+            "300ms",
+            "--grace",
+            "0.2",
+        ])
+        .arg(&f)
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let stdout = stdout_of(&out);
+    assert_eq!(count_of(dir.path(), "slow"), 2);
+    assert_eq!(
+        lines_starting(&stdout, "[slow] attempt"),
+        vec![
+            "[slow] attempt 1/2 (generation 1) failed: timed out after 0.3 s; retrying at once as attempt 2/2 (generation 2)"
+        ]
+    );
+    assert_eq!(
+        lines_starting(&stdout, "failed: "),
+        vec!["failed: slow: timed out after 0.3 s (attempt 2/2, generation 2)"]
+    );
+}
+
+#[test]
+fn bad_retry_and_timeout_values_exit_2_naming_the_task_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    for (line, message) in [
+        (
+            "timeout = \"30x\"",
+            "task \"a\": timeout \"30x\" is not a duration (unknown time unit \"x\", supported units: ns, us/µs, ms, sec, min, hours, days, weeks, months, years (and few variations)); write e.g. \"30s\", \"500ms\" or \"1m 30s\"",
+        ),
+        (
+            "retries = -2",
+            "task \"a\": retries must be a whole number from 0 to 100, not -2",
+        ),
+        (
+            "retry_delay = 5",
+            "task \"a\": retry_delay must be a duration written as a string, such as \"30s\" or \"500ms\", not an integer 5",
+        ),
+    ] {
+        let f = write(
+            dir.path(),
+            "bad.toml",
+            &format!("[[task]]\nid = \"a\"\n{line}\n"),
+        );
+        for cmd in ["check", "run"] {
+            lockstep()
+                .arg(cmd)
+                .arg(&f)
+                .assert()
+                .code(2)
+                .stdout("")
+                .stderr(format!(
+                    "error: {}:3:{}: {message}\n",
+                    f.display(),
+                    line.find('=').unwrap() + 3
+                ));
+        }
+    }
+    // The command line's values are checked by the parser (exit 2, naming the option).
+    for args in [
+        ["--timeout", "0s"],
+        ["--timeout", "30"],
+        ["--retry-delay", "soon"],
+        ["--retries", "101"],
+    ] {
+        lockstep()
+            .arg("run")
+            .arg(example("pipeline.toml"))
+            .args(args)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::contains(format!(
+                "invalid value '{}' for '{}",
+                args[1], args[0]
+            )));
+    }
+}
+
+#[test]
+fn fail_fast_cancels_the_queued_tasks_naming_the_failure_and_lets_running_ones_finish() {
+    let dir = tempfile::tempdir().unwrap();
+    // -j 2: `bad` and `long` start together; `bad` fails at once, while `long` runs.
+    let f = write(
+        dir.path(),
+        "ff.toml",
+        "[[task]]\nid = \"bad\"\ncommand = \"exit 3\"\n\n\
+         [[task]]\nid = \"long\"\ncommand = \"sleep 1; echo long done\"\n\n\
+         [[task]]\nid = \"next\"\ncommand = \"touch next.ran\"\n\n\
+         [[task]]\nid = \"child\"\ndeps = [\"bad\"]\ncommand = \"echo child\"\n",
+    );
+    let out = lockstep()
+        .current_dir(dir.path())
+        .args(["run", "--no-progress", "-j", "2", "--fail-fast"])
+        .arg(&f)
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    assert!(!dir.path().join("next.ran").exists());
+    assert_eq!(
+        timeless(&stdout_of(&out)),
+        vec![
+            "FAILED  bad: exit status 3 (T s)",
+            "[long] long done",
+            "ok      long (T s)",
+            "failed: bad: exit status 3",
+            "cancelled: 2 task(s) (cause: --fail-fast after bad failed): next, child",
+            "summary: 1 succeeded, 1 failed, 0 blocked, 2 cancelled; wall time T s; critical path T s (long)",
+            "stopped by --fail-fast: bad failed; queued tasks were cancelled, running ones finished",
+        ]
+    );
+    // Without --fail-fast, independent branches go on.
+    lockstep()
+        .current_dir(dir.path())
+        .args(["run", "--no-progress", "-j", "2"])
+        .arg(&f)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("ok      next ("));
+    assert!(dir.path().join("next.ran").exists());
+}
+
+#[test]
+fn run_help_lists_the_attempt_options_with_their_defaults() {
+    let out = lockstep()
+        .args(["run", "--help"])
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    let help = stdout_of(&out);
+    for want in [
+        "--retries <N>",
+        "[default: 0]",
+        "--retry-delay <DURATION>",
+        "[default: 0s]",
+        "--timeout <DURATION>",
+        "[default: none]",
+        "--fail-fast",
+        "[default: off: independent branches go on]",
+    ] {
+        assert!(help.contains(want), "{want} missing from:\n{help}");
+    }
 }

@@ -196,7 +196,10 @@ fn run_ctrl_c_kills_a_command_that_ignores_sigterm_after_the_grace_period() {
         ["interrupted: long (killed by signal 9)"],
         "{out}"
     );
-    assert!(out.contains("\ncancelled: queued\n"), "{out}");
+    assert!(
+        out.contains("\ncancelled: 1 task(s) (cause: Ctrl-C): queued\n"),
+        "{out}"
+    );
     assert!(
         out.ends_with("\nstopped by Ctrl-C: queued tasks were cancelled\n"),
         "{out}"
@@ -346,6 +349,69 @@ fn run_started_in_the_background_of_a_script_stops_on_sigint() {
         "{out}"
     );
     assert!(!alive(pid_in(&d.join("sh.pid"))));
+}
+
+#[test]
+fn run_timeout_stops_the_whole_process_group_and_fails_the_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // The command's `sh` and a background child of it; the `sh` ignores SIGTERM, so the group
+    // is gone only after the SIGKILL that follows --grace.
+    let cmd = format!(
+        "trap '' TERM; sleep 1000 & echo $! > '{}'; {}",
+        d.join("bg.pid").display(),
+        with_pid(d, "while :; do sleep 0.1; done")
+    );
+    let f = write_file(
+        d,
+        "t.toml",
+        &format!("[[task]]\nid = \"slow\"\ncommand = '''{cmd}'''\ntimeout = \"1s\"\n"),
+    );
+    let r = Running::spawn(run_cmd(&f, &["--grace", "0.3"]));
+    let (sh, bg) = (pid_in(&d.join("sh.pid")), pid_in(&d.join("bg.pid")));
+    let (status, out) = r.finish();
+    assert_eq!(status.code(), Some(1), "{out}");
+    assert_eq!(
+        lines_starting(&out, "failed: "),
+        ["failed: slow: timed out after 1 s"],
+        "{out}"
+    );
+    assert_gone(sh, "the timed-out command's sh");
+    assert_gone(bg, "the timed-out command's background child");
+}
+
+#[test]
+fn run_ctrl_c_is_never_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let count = d.join("runs");
+    let cmd = format!(
+        "echo x >> '{}'; {}",
+        count.display(),
+        with_pid(d, "exec sleep 1000")
+    );
+    let f = write_file(
+        d,
+        "r.toml",
+        &format!("[[task]]\nid = \"long\"\ncommand = '''{cmd}'''\nretries = 3\n"),
+    );
+    let r = Running::spawn(run_cmd(&f, &[]));
+    let sh = pid_in(&d.join("sh.pid"));
+    signal("-INT", r.pid());
+    let (status, out) = r.finish();
+    assert_eq!(status.code(), Some(1), "{out}");
+    assert_eq!(
+        lines_starting(&out, "interrupted: "),
+        ["interrupted: long (killed by signal 15)"],
+        "{out}"
+    );
+    assert!(!out.contains("retrying"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(&count).unwrap(),
+        "x\n",
+        "one attempt only"
+    );
+    assert!(!alive(sh));
 }
 
 #[test]

@@ -207,7 +207,7 @@ pub fn parse_general(text: &str, path: &Path, opts: &DotOptions) -> Result<TaskG
             id: n.id,
             deps: n.deps,
             env: BTreeMap::new(),
-            line: None,
+            ..TaskSpec::default()
         })
         .collect();
     Ok(TaskGraph { tasks, notes })

@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::time::Duration;
 
 pub use location::Location;
 
@@ -49,6 +50,14 @@ pub struct TaskSpec {
     pub env: BTreeMap<String, String>,
     /// The 1-based line where the task was defined, when the format has lines.
     pub line: Option<usize>,
+    /// Further attempts after a failed one (a task file's `retries`); `None`: the command
+    /// line's default ([`crate::attempts`]).
+    pub retries: Option<u32>,
+    /// The wait before a retry (`retry_delay`); `None`: the command line's default.
+    pub retry_delay: Option<Duration>,
+    /// Each attempt is stopped after this long and fails (`timeout`); `None`: the command
+    /// line's default.
+    pub timeout: Option<Duration>,
 }
 
 impl TaskSpec {

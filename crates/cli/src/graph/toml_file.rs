@@ -11,7 +11,15 @@
 //! deps = ["fetch"]                   # optional: ids this task needs, each at most once
 //! cwd = "src"                        # optional: relative to this file's directory
 //! env = { CFLAGS = "-O2" }           # optional: added to the inherited environment
+//! retries = 2                        # optional: run again after a failure, at most 2 more times
+//! retry_delay = "5s"                 # optional: wait between attempts (default 0s)
+//! timeout = "10m"                    # optional: stop and fail an attempt that runs longer
 //! ```
+//!
+//! `retries` is a whole number from 0 to 100; `retry_delay` and `timeout` are durations as
+//! people write them (`30s`, `500ms`, `1m 30s`, read by `humantime`), and a timeout is more
+//! than 0. A bad value is refused with the task, the key and its position. Missing keys take
+//! the command line's defaults (`--retries`, `--retry-delay`, `--timeout`; [`crate::attempts`]).
 //!
 //! The only top-level key is `task`, an array of tables (a single `[task]` table is refused
 //! with a message saying to write `[[task]]`); each table takes exactly the keys
@@ -24,12 +32,14 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 use toml::Spanned;
 
 use super::location::LineIndex;
 use super::{Location, ReadError, TaskGraph, TaskSpec};
+use crate::attempts::{self, MAX_RETRIES};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -50,6 +60,51 @@ struct RawTask {
     cwd: Option<Spanned<PathBuf>>,
     #[serde(default)]
     env: BTreeMap<Spanned<String>, Spanned<String>>,
+    // Read as any value, so that a wrong type is reported naming the task and the key.
+    #[serde(default)]
+    retries: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    retry_delay: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    timeout: Option<Spanned<toml::Value>>,
+}
+
+/// Reads `retries`: a whole number from 0 to [`MAX_RETRIES`], else the message.
+fn read_retries(v: &toml::Value) -> Result<u32, String> {
+    match v {
+        toml::Value::Integer(n) if (0..=i64::from(MAX_RETRIES)).contains(n) => Ok(*n as u32),
+        toml::Value::Integer(n) => Err(format!(
+            "must be a whole number from 0 to {MAX_RETRIES}, not {n}"
+        )),
+        other => Err(format!(
+            "must be a whole number from 0 to {MAX_RETRIES}, not {} {other}",
+            article(other.type_str())
+        )),
+    }
+}
+
+/// Reads `retry_delay` or `timeout` with `parse` ([`attempts::parse_duration`] or
+/// [`attempts::parse_timeout`]): a string such as "30s", else the message.
+fn read_duration(
+    v: &toml::Value,
+    parse: fn(&str) -> Result<Duration, String>,
+) -> Result<Duration, String> {
+    match v {
+        toml::Value::String(s) => parse(s),
+        other => Err(format!(
+            "must be a duration written as a string, such as \"30s\" or \"500ms\", not {} {other}",
+            article(other.type_str())
+        )),
+    }
+}
+
+/// `a string`, `an integer`.
+fn article(kind: &str) -> String {
+    if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        format!("an {kind}")
+    } else {
+        format!("a {kind}")
+    }
 }
 
 /// When `task` is there but is not an array (`[task]` written for `[[task]]`, or `task = 5`),
@@ -64,14 +119,9 @@ fn task_not_an_array(text: &str) -> Option<String> {
                 .to_string(),
         ),
         other => {
-            let kind = other.type_str();
-            let article = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
-                "an"
-            } else {
-                "a"
-            };
+            let kind = article(other.type_str());
             Some(format!(
-                "`task` must be an array of tables: write [[task]] for each task, not {article} {kind}"
+                "`task` must be an array of tables: write [[task]] for each task, not {kind}"
             ))
         }
     }
@@ -148,6 +198,31 @@ pub fn parse(text: &str, path: &Path) -> Result<TaskGraph, ReadError> {
             }
             env.insert(name.into_inner(), value.into_inner());
         }
+        // A bad `retries`, `retry_delay` or `timeout` names the task and the key, at the value.
+        let bad = |key: &str, start: usize, why: String| ReadError::Toml {
+            path: path.to_path_buf(),
+            at: Location::of_offset(text, start),
+            message: format!("task {id:?}: {key} {why}"),
+        };
+        let retries = match &raw.retries {
+            Some(v) => {
+                Some(read_retries(v.as_ref()).map_err(|why| bad("retries", v.span().start, why))?)
+            }
+            None => None,
+        };
+        let duration = |key: &str,
+                        v: &Option<Spanned<toml::Value>>,
+                        parse: fn(&str) -> Result<Duration, String>|
+         -> Result<Option<Duration>, ReadError> {
+            match v {
+                Some(v) => read_duration(v.as_ref(), parse)
+                    .map(Some)
+                    .map_err(|why| bad(key, v.span().start, why)),
+                None => Ok(None),
+            }
+        };
+        let retry_delay = duration("retry_delay", &raw.retry_delay, attempts::parse_duration)?;
+        let timeout = duration("timeout", &raw.timeout, attempts::parse_timeout)?;
         tasks.push(TaskSpec {
             id,
             command: raw.command.map(Spanned::into_inner),
@@ -155,6 +230,9 @@ pub fn parse(text: &str, path: &Path) -> Result<TaskGraph, ReadError> {
             cwd: raw.cwd.map(|c| base.join(c.into_inner())),
             env,
             line: Some(line),
+            retries,
+            retry_delay,
+            timeout,
         });
     }
     Ok(TaskGraph {
@@ -201,6 +279,57 @@ env = { CFLAGS = "-O2", X = "1" }
         assert_eq!(b.cwd.as_deref(), Some(Path::new("dir/src")));
         assert_eq!(b.env.get("CFLAGS").map(String::as_str), Some("-O2"));
         assert_eq!(b.line, Some(6));
+    }
+
+    #[test]
+    fn retries_and_timeouts_are_read_and_bad_values_name_the_task_and_key() {
+        let g = parse(
+            "[[task]]\nid = \"a\"\nretries = 2\nretry_delay = \"1m 30s\"\ntimeout = \"500ms\"\n\
+             [[task]]\nid = \"b\"\n",
+            p(),
+        )
+        .unwrap();
+        let a = &g.tasks[0];
+        assert_eq!(a.retries, Some(2));
+        assert_eq!(a.retry_delay, Some(Duration::from_secs(90)));
+        assert_eq!(a.timeout, Some(Duration::from_millis(500)));
+        let b = &g.tasks[1];
+        assert_eq!((b.retries, b.retry_delay, b.timeout), (None, None, None));
+        for (line, want) in [
+            (
+                "retries = -1",
+                "task \"a\": retries must be a whole number from 0 to 100, not -1",
+            ),
+            (
+                "retries = 101",
+                "task \"a\": retries must be a whole number from 0 to 100, not 101",
+            ),
+            (
+                "retries = \"3\"",
+                "task \"a\": retries must be a whole number from 0 to 100, not a string \"3\"",
+            ),
+            (
+                "timeout = 30",
+                "task \"a\": timeout must be a duration written as a string, such as \"30s\" or \"500ms\", not an integer 30",
+            ),
+            (
+                "timeout = \"0s\"",
+                "task \"a\": timeout \"0s\": a timeout must be more than 0",
+            ),
+            (
+                "timeout = \"30\"",
+                "task \"a\": timeout \"30\" is not a duration (time unit needed, for example 30sec or 30ms); write e.g. \"30s\", \"500ms\" or \"1m 30s\"",
+            ),
+        ] {
+            let (at, msg) = toml_err(&format!("[[task]]\nid = \"a\"\n{line}\n"));
+            assert_eq!(msg, want, "{line}");
+            assert_eq!(at.line, 3, "{line}");
+        }
+        let (_, msg) = toml_err("[[task]]\nid = \"a\"\nretry_delay = \"soon\"\n");
+        assert!(
+            msg.starts_with("task \"a\": retry_delay \"soon\" is not a duration"),
+            "{msg}"
+        );
     }
 
     #[test]
