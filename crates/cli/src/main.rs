@@ -342,6 +342,8 @@ fn main() -> ExitCode {
                     grace: grace.grace,
                     stop: stop_on_signals(grace.grace),
                     targets: graph.targets.clone(),
+                    defaults: attempts.defaults(),
+                    fail_fast: attempts.fail_fast,
                 };
                 return store_run_cmd(&graph, &spec, &opts, report_ids(verbose));
             }
@@ -373,6 +375,7 @@ fn main() -> ExitCode {
                 simulate: simulate.map(Duration::from_millis),
                 grace: grace.grace,
                 stop: stop_on_signals(grace.grace),
+                retries: None,
             };
             worker_cmd(&store, &opts)
         }

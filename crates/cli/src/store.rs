@@ -38,11 +38,16 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
 use lockstep_durable::{
-    Clock, DurableError, NewTask, SqliteStore, Store, SystemClock, TaskState, TaskStatus,
+    CancelReason, Clock, DurableError, NewTask, SqliteStore, Store, SystemClock, TaskState,
+    TaskStatus,
 };
 use serde::{Deserialize, Serialize};
 
+use crate::attempts::{self, Defaults, Limits};
 use crate::graph::TaskGraph;
 use crate::interrupt::StopRequest;
 use crate::validate::{self, Report};
@@ -190,6 +195,10 @@ pub struct StoredPayload {
     pub cwd: Option<PathBuf>,
     /// Extra environment variables.
     pub env: BTreeMap<String, String>,
+    /// Each attempt is stopped after this many milliseconds and fails (the task's `timeout`,
+    /// else `--timeout`); absent: no timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 impl StoredPayload {
@@ -256,6 +265,11 @@ pub struct StoreRunOptions {
     /// file). A store resumed with targets may not hold tasks outside the graph that are still
     /// to run (pending, ready or running): the workers would run them.
     pub targets: Vec<String>,
+    /// Retries, retry delay and timeout of the tasks that do not set their own.
+    pub defaults: Defaults,
+    /// `--fail-fast`: after the first failure with no retries left, claim nothing more and
+    /// cancel the queued tasks in the store.
+    pub fail_fast: bool,
 }
 
 /// What `run --store` did.
@@ -269,6 +283,11 @@ pub struct StoreRunReport {
     pub workers: WorkerStats,
     /// Wall time of the local workers.
     pub wall: Duration,
+    /// Per task of the file: the generation of its first attempt in this run, and how many
+    /// attempts it is allowed.
+    pub attempts: Vec<(u64, u32)>,
+    /// `--fail-fast` stopped the run after this task failed.
+    pub fail_fast: Option<String>,
 }
 
 impl StoreRunReport {
@@ -298,6 +317,7 @@ impl StoreRunReport {
         let mut failed = Vec::new();
         let mut interrupted = Vec::new();
         let mut other = Vec::new();
+        let mut cancelled = Vec::new();
         let mut blocked = Vec::new();
         let mut counts: BTreeMap<usize, (TaskState, usize)> = BTreeMap::new();
         let given_back: HashMap<&str, &str> = self
@@ -306,7 +326,7 @@ impl StoreRunReport {
             .iter()
             .map(|g| (g.id.as_str(), g.how.as_str()))
             .collect();
-        for (id, s) in &self.tasks {
+        for (i, (id, s)) in self.tasks.iter().enumerate() {
             if s.state == TaskState::Running
                 && let Some(how) = given_back.get(id.as_str())
             {
@@ -323,10 +343,28 @@ impl StoreRunReport {
             match s.state {
                 TaskState::Succeeded => {}
                 TaskState::Failed => failed.push(format!(
-                    "failed: {id}: {}",
-                    s.error.as_deref().unwrap_or("failed")
+                    "failed: {id}: {}{}",
+                    s.error.as_deref().unwrap_or("failed"),
+                    match self.attempts.get(i) {
+                        Some(&(base, n)) if n > 1 => {
+                            let g = s.generation.0;
+                            let attempt = u32::try_from(g.saturating_sub(base) + 1).unwrap_or(n);
+                            format!(" ({})", attempts::attempt_brief(attempt, n, g))
+                        }
+                        _ => String::new(),
+                    }
                 )),
                 TaskState::Blocked => blocked.push((id.as_str(), s.blocked_by.as_ref())),
+                TaskState::Cancelled => cancelled.push((
+                    id.as_str(),
+                    Some(match (s.cancelled_by, &self.fail_fast) {
+                        (Some(CancelReason::User), Some(f)) => {
+                            format!("--fail-fast after {f} failed")
+                        }
+                        (Some(CancelReason::Closed), _) => "the store was closed".to_string(),
+                        _ => "cancelled in the store".to_string(),
+                    }),
+                )),
                 state => other.push(format!("{state}: {id}")),
             }
         }
@@ -334,6 +372,11 @@ impl StoreRunReport {
         let mut out = failed;
         out.append(&mut interrupted);
         out.append(&mut other);
+        out.append(&mut crate::run::grouped_lines(
+            "cancelled",
+            cancelled,
+            max_ids,
+        ));
         out.append(&mut crate::run::blocked_lines(blocked, max_ids));
         let mut counts: Vec<String> = counts.values().map(|(s, n)| format!("{n} {s}")).collect();
         if self.workers.stopped_by.is_some() || n_interrupted > 0 {
@@ -356,6 +399,11 @@ impl StoreRunReport {
             self.workers.fenced,
             self.workers.given_back.len(),
         ));
+        if let Some(id) = &self.fail_fast {
+            out.push(format!(
+                "stopped by --fail-fast: {id} failed; queued tasks were cancelled in the store, running ones finished"
+            ));
+        }
         if let Some(signal) = self.workers.stopped_by {
             out.push(format!(
                 "stopped by {}: no task was claimed after it; {n_interrupted} interrupted task(s) given back to the store, claimed at once by the next run or worker",
@@ -390,11 +438,12 @@ pub fn run(
         source,
     };
     let jobs = opts.jobs.max(1);
+    let defaults = &opts.defaults;
     // Everything the store would refuse task by task is refused here, before the store is
     // touched: a batch whose last task is refused would leave the first ones committed, and
     // the half-filled store could never be resumed with this file.
     for (i, t) in graph.tasks.iter().enumerate() {
-        let task = NewTask::new(t.id.clone(), t.deps.clone()).with_payload(payload(i, t));
+        let task = NewTask::new(t.id.clone(), t.deps.clone()).with_payload(payload(i, t, defaults));
         lockstep_durable::validate_new_task(&task, false).map_err(store_err)?;
     }
     let no_slots = || StoreRunError::Mismatch {
@@ -408,10 +457,16 @@ pub fn run(
     if store.max_concurrency().map_err(store_err)? == 0 {
         return Err(no_slots());
     }
-    let preamble = prepare(&mut *store, graph, spec, !opts.targets.is_empty())?;
+    let preamble = prepare(&mut *store, graph, spec, !opts.targets.is_empty(), defaults)?;
     for line in &preamble {
         println!("{line}");
     }
+    let retries = Arc::new(Retries::new(
+        graph,
+        defaults,
+        opts.fail_fast,
+        store.snapshot().map_err(store_err)?,
+    ));
     drop(store);
 
     let started = Instant::now();
@@ -423,6 +478,7 @@ pub fn run(
         simulate: opts.simulate,
         grace: opts.grace,
         stop: opts.stop.clone(),
+        retries: Some(Arc::clone(&retries)),
     };
     let workers = worker::run(|| spec.open(None), &wopts).map_err(store_err)?;
     let wall = started.elapsed();
@@ -435,16 +491,26 @@ pub fn run(
         .iter()
         .filter_map(|t| all.get(&t.id).map(|s| (t.id.clone(), s.clone())))
         .collect();
+    let attempts = graph
+        .tasks
+        .iter()
+        .map(|t| {
+            let base = retries.base.get(&t.id).copied().unwrap_or(1);
+            (base, Limits::of(t, defaults).attempts())
+        })
+        .collect();
     Ok(StoreRunReport {
         preamble,
         tasks,
         workers,
         wall,
+        attempts,
+        fail_fast: retries.fail_fast_cause(),
     })
 }
 
-/// The payload of a task of the file.
-fn payload(index: usize, t: &crate::graph::TaskSpec) -> Vec<u8> {
+/// The payload of a task of the file, with its timeout (its own, else the default).
+fn payload(index: usize, t: &crate::graph::TaskSpec, defaults: &Defaults) -> Vec<u8> {
     let cwd = t.cwd.as_ref().map(|c| {
         if c.is_absolute() {
             c.clone()
@@ -457,6 +523,9 @@ fn payload(index: usize, t: &crate::graph::TaskSpec) -> Vec<u8> {
         command: t.command.clone(),
         cwd,
         env: t.env.clone(),
+        timeout_ms: Limits::of(t, defaults)
+            .timeout
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)),
     }
     .encode()
 }
@@ -469,6 +538,7 @@ fn prepare(
     graph: &TaskGraph,
     spec: &StoreSpec,
     targets: bool,
+    defaults: &Defaults,
 ) -> Result<Vec<String>, StoreRunError> {
     let store_err = |source| StoreRunError::Store {
         store: spec.to_string(),
@@ -484,7 +554,9 @@ fn prepare(
             .tasks
             .iter()
             .enumerate()
-            .map(|(i, t)| NewTask::new(t.id.clone(), t.deps.clone()).with_payload(payload(i, t)))
+            .map(|(i, t)| {
+                NewTask::new(t.id.clone(), t.deps.clone()).with_payload(payload(i, t, defaults))
+            })
             .collect();
         for r in store.submit(&tasks).map_err(store_err)? {
             r.map_err(store_err)?;
@@ -529,34 +601,7 @@ fn prepare(
     }
     // Resubmit every lost task, dependencies first (Kahn's order over the file's graph), so
     // that a resubmitted dependent waits on its resubmitted dependency.
-    let index: HashMap<&str, usize> = graph
-        .tasks
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.id.as_str(), i))
-        .collect();
-    let mut indegree: Vec<usize> = graph.tasks.iter().map(|t| t.deps.len()).collect();
-    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); graph.tasks.len()];
-    for (i, t) in graph.tasks.iter().enumerate() {
-        for d in &t.deps {
-            if let Some(&j) = index.get(d.as_str()) {
-                dependents[j].push(i);
-            }
-        }
-    }
-    let mut queue: VecDeque<usize> = (0..graph.tasks.len())
-        .filter(|&i| indegree[i] == 0)
-        .collect();
-    let mut order = Vec::with_capacity(graph.tasks.len());
-    while let Some(i) = queue.pop_front() {
-        order.push(i);
-        for &w in &dependents[i] {
-            indegree[w] -= 1;
-            if indegree[w] == 0 {
-                queue.push_back(w);
-            }
-        }
-    }
+    let order = topological(graph);
     let (mut kept, mut waiting, mut running, mut claimable) = (0, 0, 0, 0);
     let now = store.clock().map_err(store_err)?.max(SystemClock.now());
     let mut lost: BTreeMap<&'static str, usize> = BTreeMap::new();
@@ -579,8 +624,10 @@ fn prepare(
             }
             s @ (TaskState::Failed | TaskState::Blocked | TaskState::Cancelled) => {
                 *lost.entry(s.name()).or_default() += 1;
-                resubmit
-                    .push(NewTask::new(t.id.clone(), t.deps.clone()).with_payload(payload(i, t)));
+                resubmit.push(
+                    NewTask::new(t.id.clone(), t.deps.clone())
+                        .with_payload(payload(i, t, defaults)),
+                );
             }
         }
     }
@@ -601,4 +648,219 @@ fn prepare(
     Ok(vec![format!(
         "resumed: {spec}: {kept} succeeded task(s) kept; {lost_text}; {waiting} pending or ready; {running} running (claimed again when their leases expire; {claimable} of them given back or expired: at once)"
     )])
+}
+
+/// Retries and `--fail-fast` of `run --store` (`docs/semantics.md`, Part C, "Retries and
+/// timeouts"). Only the process that has the file does this: a `lockstep worker` runs
+/// attempts and reports them, it never resubmits.
+///
+/// A failed attempt is a failed version in the store: [`Store::fail`] has already blocked its
+/// descendants (SPEC A5) when this sees it. A retry is then one [`Store::submit`] of the task
+/// (a new generation) followed, in the same batch and transaction, by every task the failed
+/// version blocked (their root cause is that version), dependencies first: each of them is a
+/// new generation that waits on the retry again. So descendants run if a retry succeeds, as
+/// without a store. The local worker threads look here before every claim ([`Retries::tend`])
+/// and do not end while a retry waits for its delay ([`Retries::busy`]).
+#[derive(Debug)]
+pub struct Retries {
+    /// The file's tasks, dependencies first (Kahn's order).
+    tasks: Vec<RetryTask>,
+    /// The generation of each task's first attempt in this run (after `prepare`).
+    base: HashMap<String, u64>,
+    fail_fast: bool,
+    state: Mutex<RetryState>,
+}
+
+#[derive(Debug)]
+struct RetryTask {
+    id: String,
+    deps: Vec<String>,
+    payload: Vec<u8>,
+    limits: Limits,
+}
+
+#[derive(Debug, Default)]
+struct RetryState {
+    /// The store's failed count at the last look; `None`: look again.
+    seen_failed: Option<usize>,
+    /// Failed versions already decided, `(id, generation)`.
+    handled: HashSet<(String, u64)>,
+    /// Retries waiting for their delay: id, failed generation, when.
+    scheduled: Vec<(String, u64, Instant)>,
+    /// `--fail-fast` tripped on this task's failure.
+    fail_fast: Option<String>,
+}
+
+impl Retries {
+    /// The retry policy of `graph` with the command line's `defaults`; `stored` is the store's
+    /// snapshot after `prepare` (each task's first generation in this run).
+    pub fn new(
+        graph: &TaskGraph,
+        defaults: &Defaults,
+        fail_fast: bool,
+        stored: Vec<(String, TaskStatus<String>)>,
+    ) -> Retries {
+        let base = stored
+            .into_iter()
+            .map(|(id, s)| (id, s.generation.0))
+            .collect();
+        let tasks = topological(graph)
+            .into_iter()
+            .map(|i| {
+                let t = &graph.tasks[i];
+                RetryTask {
+                    id: t.id.clone(),
+                    deps: t.deps.clone(),
+                    payload: payload(i, t, defaults),
+                    limits: Limits::of(t, defaults),
+                }
+            })
+            .collect();
+        Retries {
+            tasks,
+            base,
+            fail_fast,
+            state: Mutex::new(RetryState::default()),
+        }
+    }
+
+    /// True while a retry waits for its delay: the run is not finished.
+    pub fn busy(&self) -> bool {
+        self.state.lock().is_ok_and(|s| !s.scheduled.is_empty())
+    }
+
+    /// The task whose failure tripped `--fail-fast`, once one did: claim nothing more.
+    pub fn fail_fast_cause(&self) -> Option<String> {
+        self.state.lock().ok().and_then(|s| s.fail_fast.clone())
+    }
+
+    /// Looks at the store's failed versions not yet decided: schedules a retry for those with
+    /// attempts left (printing `[ID] attempt 1/3 (generation 1) failed: ...; retrying ...`),
+    /// trips `--fail-fast` on the first without (cancelling the queued tasks in the store,
+    /// dependents first, so each is cancelled, not blocked), and resubmits the retries whose
+    /// delay has passed. Cheap when nothing changed: one `counts` read. Serialised within the
+    /// process (one retry per failed version).
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub fn tend(&self, store: &mut dyn Store) -> Result<(), DurableError> {
+        let Ok(mut st) = self.state.lock() else {
+            return Ok(());
+        };
+        let failed = store.counts()?.failed;
+        let now = Instant::now();
+        let due = st.scheduled.iter().any(|(_, _, when)| *when <= now);
+        if st.seen_failed == Some(failed) && !due {
+            return Ok(());
+        }
+        let snap: HashMap<String, TaskStatus<String>> = store.snapshot()?.into_iter().collect();
+        let mut changed = false;
+        for t in &self.tasks {
+            let Some(s) = snap.get(&t.id) else { continue };
+            if s.state != TaskState::Failed || !st.handled.insert((t.id.clone(), s.generation.0)) {
+                continue;
+            }
+            let g = s.generation.0;
+            let base = self.base.get(&t.id).copied().unwrap_or(g);
+            let attempt = u32::try_from(g.saturating_sub(base) + 1).unwrap_or(u32::MAX);
+            let n = t.limits.attempts();
+            if attempt < n && st.fail_fast.is_none() {
+                crate::worker::say(&attempts::retry_line(
+                    &t.id,
+                    attempt,
+                    n,
+                    g,
+                    s.error.as_deref().unwrap_or("failed"),
+                    t.limits.retry_delay,
+                ));
+                st.scheduled
+                    .push((t.id.clone(), g, now + t.limits.retry_delay));
+            } else if self.fail_fast && st.fail_fast.is_none() {
+                st.fail_fast = Some(t.id.clone());
+                st.scheduled.clear();
+                let clock = SystemClock.now();
+                for q in self.tasks.iter().rev() {
+                    if snap
+                        .get(&q.id)
+                        .is_some_and(|s| matches!(s.state, TaskState::Pending | TaskState::Ready))
+                    {
+                        store.cancel(&q.id, clock)?;
+                        changed = true;
+                    }
+                }
+            }
+        }
+        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut st.scheduled)
+            .into_iter()
+            .partition(|(_, _, when)| *when <= now);
+        st.scheduled = waiting;
+        for (id, g, _) in ready {
+            // Still the failed version decided on (nobody resubmitted it meanwhile)?
+            if !snap
+                .get(&id)
+                .is_some_and(|s| s.state == TaskState::Failed && s.generation.0 == g)
+            {
+                continue;
+            }
+            let batch: Vec<NewTask> = self
+                .tasks
+                .iter()
+                .filter(|t| {
+                    t.id == id
+                        || snap.get(&t.id).is_some_and(|s| {
+                            s.state == TaskState::Blocked
+                                && s.blocked_by.as_ref().is_some_and(|c| {
+                                    c.task == id
+                                        && c.generation.0 == g
+                                        && c.state == TaskState::Failed
+                                })
+                        })
+                })
+                .map(|t| NewTask::new(t.id.clone(), t.deps.clone()).with_payload(t.payload.clone()))
+                .collect();
+            for (r, t) in store.submit(&batch)?.into_iter().zip(&batch) {
+                if let Err(e) = r {
+                    crate::worker::say(&format!("retry of {id}: resubmitting {}: {e}", t.id));
+                }
+            }
+            changed = true;
+        }
+        st.seen_failed = if changed { None } else { Some(failed) };
+        Ok(())
+    }
+}
+
+/// The positions of `graph`'s tasks, dependencies first (Kahn's order over the file's edges;
+/// ids that are not tasks of the graph are left out of the edges).
+fn topological(graph: &TaskGraph) -> Vec<usize> {
+    let index: HashMap<&str, usize> = graph
+        .tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.id.as_str(), i))
+        .collect();
+    let mut indegree: Vec<usize> = vec![0; graph.tasks.len()];
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); graph.tasks.len()];
+    for (i, t) in graph.tasks.iter().enumerate() {
+        for d in &t.deps {
+            if let Some(&j) = index.get(d.as_str()) {
+                dependents[j].push(i);
+                indegree[i] += 1;
+            }
+        }
+    }
+    let mut queue: VecDeque<usize> = (0..graph.tasks.len())
+        .filter(|&i| indegree[i] == 0)
+        .collect();
+    let mut order = Vec::with_capacity(graph.tasks.len());
+    while let Some(i) = queue.pop_front() {
+        order.push(i);
+        for &w in &dependents[i] {
+            indegree[w] -= 1;
+            if indegree[w] == 0 {
+                queue.push_back(w);
+            }
+        }
+    }
+    order
 }

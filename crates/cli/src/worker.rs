@@ -64,6 +64,9 @@ pub struct WorkerOptions {
     /// Set by Ctrl-C or SIGTERM: claim nothing more, stop the running commands, give their
     /// claims back to the store.
     pub stop: StopRequest,
+    /// `run --store` only: its retries and `--fail-fast`, looked at before every claim (a
+    /// `lockstep worker` has no file, and never resubmits).
+    pub retries: Option<Arc<crate::store::Retries>>,
 }
 
 /// A task this worker stopped on Ctrl-C or SIGTERM and gave back to the store
@@ -183,7 +186,8 @@ impl Counters {
     }
 }
 
-fn say(line: &str) {
+/// Prints one line to standard output at once (worker threads print as they go).
+pub(crate) fn say(line: &str) {
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();
     let _ = writeln!(lock, "{line}");
@@ -222,6 +226,13 @@ fn slot_loop(
             thread::sleep(opts.poll);
             continue;
         }
+        if let Some(r) = &opts.retries {
+            r.tend(&mut *store)?;
+            // `--fail-fast` tripped: claim nothing more (nothing runs in this thread now).
+            if r.fail_fast_cause().is_some() {
+                return Ok(());
+            }
+        }
         let leases = match store.claim(&me, SystemClock.now(), lease_ms, 1) {
             Ok(l) => l,
             Err(DurableError::Closed) => return Ok(()),
@@ -235,7 +246,17 @@ fn slot_loop(
         };
         let Some(lease) = leases.into_iter().next() else {
             if finished(&mut *store)? {
-                return Ok(());
+                // Every failure committed before `finished` looked is seen by this `tend`: a
+                // retry it schedules (or resubmits) keeps the run going.
+                match &opts.retries {
+                    None => return Ok(()),
+                    Some(r) => {
+                        r.tend(&mut *store)?;
+                        if !r.busy() && finished(&mut *store)? {
+                            return Ok(());
+                        }
+                    }
+                }
             }
             thread::sleep(opts.poll);
             continue;
@@ -491,16 +512,23 @@ fn execute(
     let Some(text) = &p.command else {
         return done(true, String::new(), Vec::new());
     };
+    let timeout = p.timeout_ms.map(Duration::from_millis);
     let spec = CommandSpec {
         command: text,
         cwd: p.cwd.as_deref(),
         env: &p.env,
         output: Output::Capture,
         grace,
-        timeout: None,
+        timeout,
     };
     match command::run(spec, stop) {
         Err(e) => done(false, e.to_string(), Vec::new()),
+        // Stopped for running too long: a failure, however the command then ended.
+        Ok(f) if f.stopped == Some(command::Stopped::TimedOut) => done(
+            false,
+            crate::attempts::timed_out(timeout.unwrap_or_default()),
+            f.output,
+        ),
         Ok(f) if f.success() => done(true, String::new(), f.output),
         Ok(f) => done(false, f.describe(), f.output),
     }

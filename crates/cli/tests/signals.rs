@@ -367,17 +367,25 @@ fn run_timeout_stops_the_whole_process_group_and_fails_the_attempt() {
         "t.toml",
         &format!("[[task]]\nid = \"slow\"\ncommand = '''{cmd}'''\ntimeout = \"1s\"\n"),
     );
-    let r = Running::spawn(run_cmd(&f, &["--grace", "0.3"]));
-    let (sh, bg) = (pid_in(&d.join("sh.pid")), pid_in(&d.join("bg.pid")));
-    let (status, out) = r.finish();
-    assert_eq!(status.code(), Some(1), "{out}");
-    assert_eq!(
-        lines_starting(&out, "failed: "),
-        ["failed: slow: timed out after 1 s"],
-        "{out}"
-    );
-    assert_gone(sh, "the timed-out command's sh");
-    assert_gone(bg, "the timed-out command's background child");
+    let store = format!("sqlite:{}", d.join("t.lockstep").display());
+    // In memory, then with a store (the worker's path).
+    for extra in [vec![], vec!["--store", store.as_str()]] {
+        let _ = std::fs::remove_file(d.join("sh.pid"));
+        let _ = std::fs::remove_file(d.join("bg.pid"));
+        let mut args = vec!["--grace", "0.3"];
+        args.extend(&extra);
+        let r = Running::spawn(run_cmd(&f, &args));
+        let (sh, bg) = (pid_in(&d.join("sh.pid")), pid_in(&d.join("bg.pid")));
+        let (status, out) = r.finish();
+        assert_eq!(status.code(), Some(1), "{out}");
+        assert_eq!(
+            lines_starting(&out, "failed: slow:"),
+            ["failed: slow: timed out after 1 s"],
+            "{out}"
+        );
+        assert_gone(sh, "the timed-out command's sh");
+        assert_gone(bg, "the timed-out command's background child");
+    }
 }
 
 #[test]
@@ -699,6 +707,7 @@ fn stored(place: &Place, cmd: &str) {
                     command: t.command.clone(),
                     cwd: None,
                     env: Default::default(),
+                    timeout_ms: None,
                 }
                 .encode(),
             )

@@ -245,3 +245,180 @@ fn store_run_with_targets_records_only_them_and_refuses_other_graphs() {
         .code(0)
         .stdout(predicates::str::contains("summary: 4 succeeded; "));
 }
+
+/// A command that counts its runs in `NAME.count` and fails while the count is below
+/// `succeed_at` (always, with 0).
+fn counting(name: &str, succeed_at: u32) -> String {
+    let ok = if succeed_at == 0 {
+        "false".to_string()
+    } else {
+        format!("[ $n -ge {succeed_at} ]")
+    };
+    format!(
+        "n=$(cat {name}.count 2>/dev/null || echo 0); n=$((n+1)); echo $n > {name}.count; echo run $n; {ok}"
+    )
+}
+
+fn count_of(dir: &Path, name: &str) -> u32 {
+    std::fs::read_to_string(dir.join(format!("{name}.count")))
+        .map_or(0, |t| t.trim().parse().unwrap())
+}
+
+fn lines_starting<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
+    text.lines().filter(|l| l.starts_with(prefix)).collect()
+}
+
+/// A retry is a new generation in the store, and the dependents its failure blocked are
+/// resubmitted with it: they run once the retry succeeds.
+#[test]
+fn store_retry_is_a_new_generation_and_its_dependents_run_after_it_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[task]]\nid = \"flaky\"\ncommand = \"{}\"\nretries = 2\nretry_delay = \"100ms\"\n\n\
+             [[task]]\nid = \"after\"\ndeps = [\"flaky\"]\ncommand = \"echo after\"\n\n\
+             [[task]]\nid = \"last\"\ndeps = [\"after\"]\ncommand = \"echo last\"\n",
+            counting("flaky", 2)
+        ),
+    )
+    .unwrap();
+    let store = format!("sqlite:{}", dir.path().join("run.lockstep").display());
+    let run = lockstep()
+        .current_dir(dir.path())
+        .args(["run"])
+        .arg(&file)
+        .args(["--store", &store, "-j", "2"])
+        .assert()
+        .code(0);
+    let out = String::from_utf8_lossy(&run.get_output().stdout).to_string();
+    assert_eq!(count_of(dir.path(), "flaky"), 2);
+    assert_eq!(
+        lines_starting(&out, "[flaky] attempt"),
+        vec![
+            "[flaky] attempt 1/3 (generation 1) failed: exit status 1; retrying in 0.1 s as attempt 2/3 (generation 2)"
+        ],
+        "{out}"
+    );
+    assert_eq!(
+        lines_starting(&out, "failed: "),
+        vec!["failed: flaky g1: exit status 1"],
+        "{out}"
+    );
+    assert!(
+        out.contains("\n[after] after\n") && out.contains("\n[last] last\n"),
+        "{out}"
+    );
+    let spec: StoreSpec = store.parse().unwrap();
+    let mut s = spec.open(None).unwrap();
+    for (id, g) in [("flaky", 2), ("after", 2), ("last", 2)] {
+        let st = s.status(id).unwrap().unwrap();
+        assert_eq!(
+            (id, st.state, st.generation),
+            (id, TaskState::Succeeded, Generation(g))
+        );
+    }
+}
+
+#[test]
+fn store_retries_stop_after_n_and_a_timeout_counts_as_a_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[task]]\nid = \"bad\"\ncommand = \"{}\"\n\n\
+             [[task]]\nid = \"slow\"\ncommand = \"{}; exec sleep 1000\"\ntimeout = \"300ms\"\n\n\
+             [[task]]\nid = \"after\"\ndeps = [\"bad\"]\ncommand = \"echo after\"\n",
+            counting("bad", 0),
+            counting("slow", 0).replace("; false", "")
+        ),
+    )
+    .unwrap();
+    let store = format!("sqlite:{}", dir.path().join("run.lockstep").display());
+    let run = lockstep()
+        .current_dir(dir.path())
+        .args(["run"])
+        .arg(&file)
+        .args([
+            "--store",
+            &store,
+            "-j",
+            "2",
+            "--retries",
+            "1",
+            "--grace",
+            "0.2",
+        ])
+        .assert()
+        .code(1);
+    let out = String::from_utf8_lossy(&run.get_output().stdout).to_string();
+    assert_eq!(count_of(dir.path(), "bad"), 2, "1 + 1 retry: {out}");
+    assert_eq!(count_of(dir.path(), "slow"), 2, "1 + 1 retry: {out}");
+    let mut report = lines_starting(&out, "failed: bad: ");
+    report.extend(lines_starting(&out, "failed: slow: "));
+    report.extend(lines_starting(&out, "blocked: "));
+    assert_eq!(
+        report,
+        vec![
+            "failed: bad: exit status 1 (attempt 2/2, generation 2)",
+            "failed: slow: timed out after 0.3 s (attempt 2/2, generation 2)",
+            "blocked: 1 task(s) (cause: bad failed): after",
+        ],
+        "{out}"
+    );
+    assert!(!out.contains("[after] after"), "{out}");
+}
+
+#[test]
+fn store_fail_fast_cancels_the_queued_tasks_in_the_store_naming_the_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ff.toml");
+    std::fs::write(
+        &file,
+        "[[task]]\nid = \"bad\"\ncommand = \"exit 3\"\n\n\
+         [[task]]\nid = \"long\"\ncommand = \"sleep 1; echo long done\"\n\n\
+         [[task]]\nid = \"next\"\ncommand = \"touch next.ran\"\ndeps = [\"long\"]\n\n\
+         [[task]]\nid = \"child\"\ndeps = [\"bad\"]\ncommand = \"echo child\"\n",
+    )
+    .unwrap();
+    let store = format!("sqlite:{}", dir.path().join("run.lockstep").display());
+    let run = lockstep()
+        .current_dir(dir.path())
+        .args(["run"])
+        .arg(&file)
+        .args(["--store", &store, "-j", "2", "--fail-fast"])
+        .assert()
+        .code(1);
+    let out = String::from_utf8_lossy(&run.get_output().stdout).to_string();
+    assert!(!dir.path().join("next.ran").exists(), "{out}");
+    assert!(
+        out.contains("\n[long] long done\n"),
+        "the running task finished: {out}"
+    );
+    let report: Vec<&str> = out
+        .lines()
+        .filter(|l| {
+            ["failed: bad:", "cancelled: ", "blocked: ", "stopped by "]
+                .iter()
+                .any(|p| l.starts_with(p))
+        })
+        .collect();
+    assert_eq!(
+        report,
+        vec![
+            "failed: bad: exit status 3",
+            "cancelled: 1 task(s) (cause: --fail-fast after bad failed): next",
+            "blocked: 1 task(s) (cause: bad failed): child",
+            "stopped by --fail-fast: bad failed; queued tasks were cancelled in the store, running ones finished",
+        ],
+        "{out}"
+    );
+    let spec: StoreSpec = store.parse().unwrap();
+    let mut s = spec.open(None).unwrap();
+    assert_eq!(
+        s.status("next").unwrap().unwrap().state,
+        TaskState::Cancelled
+    );
+}

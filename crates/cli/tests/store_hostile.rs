@@ -20,6 +20,8 @@ fn opts(limit: usize) -> StoreRunOptions {
         grace: lockstep_cli::command::DEFAULT_GRACE,
         stop: lockstep_cli::interrupt::StopRequest::new(),
         targets: Vec::new(),
+        defaults: Default::default(),
+        fail_fast: false,
     }
 }
 
@@ -241,6 +243,7 @@ fn a_worker_waits_out_a_busy_store() {
         simulate: None,
         grace: lockstep_cli::command::DEFAULT_GRACE,
         stop: lockstep_cli::interrupt::StopRequest::new(),
+        retries: None,
     };
     let got = std::thread::scope(|s| {
         let h = s.spawn(|| worker::run(|| spec.open(None), &wopts));
