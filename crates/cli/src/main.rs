@@ -2,8 +2,9 @@
 //!
 //! ```text
 //! lockstep check FILE [TASK...] [GRAPH OPTIONS]          (FILE `-`: standard input, with --format)
-//! lockstep run FILE [TASK...] [-j N] [--dry-run] [--simulate MS] [--log-dir DIR] [--grace S] [GRAPH OPTIONS]
-//! lockstep run FILE [TASK...] --store sqlite:PATH|postgres://... [-j N] [--lease-ms MS] [--grace S]
+//! lockstep run FILE [TASK...] [-j N] [--dry-run] [--simulate MS] [--log-dir DIR] [--grace S] [ATTEMPTS] [GRAPH OPTIONS]
+//! lockstep run FILE [TASK...] --store sqlite:PATH|postgres://... [-j N] [--lease-ms MS] [--grace S] [ATTEMPTS]
+//!   ATTEMPTS: [--retries N] [--retry-delay DURATION] [--timeout DURATION] [--fail-fast]
 //! lockstep worker --store sqlite:PATH|postgres://... [--slots N] [--lease-ms MS] [--grace S]
 //! ```
 //!
@@ -55,6 +56,11 @@ enum Cmd {
     /// graph that cannot run (nothing is run), or a --store that cannot be opened or fails.
     /// A graph with no tasks (an empty file, or none left after --exclude-task) prints
     /// `warning: FILE has no tasks; nothing to do` and exits 0 (a --store is not opened).
+    ///
+    /// A failed task runs again up to --retries times (or its own `retries`), each attempt a
+    /// new generation; its dependents wait for the retries. An attempt running longer than
+    /// --timeout (or its own `timeout`) is stopped and fails. --fail-fast starts nothing after
+    /// the first failure with no retries left.
     ///
     /// Each command runs in its own process group; the task ends when the command exits, and
     /// processes it left running (`cmd &`) get SIGTERM, then SIGKILL after --grace. If lockstep

@@ -33,6 +33,13 @@
 //! Exit status 0 is success; anything else (non-zero status, killed by a signal, `sh` not
 //! startable, e.g. in a missing `cwd`) is a failure with that reason.
 //!
+//! # Retries, timeouts, `--fail-fast`
+//! A task allowed retries ([`crate::attempts`]) runs again inside its task function, before
+//! its result reaches the executor, so its dependents see only the last attempt; each attempt
+//! is stopped after the task's timeout. `--fail-fast` closes the run after the first failure
+//! with no retries left (the tasks not started are cancelled), without stopping the running
+//! commands: they stop on Ctrl-C only (the runner's own flag, not the closed run).
+//!
 //! # Interrupts
 //! On Ctrl-C (SIGINT) or SIGTERM ([`crate::interrupt`]) the main thread closes the run
 //! ([`GraphRun::close`]): every task that has not started is cancelled (reason `Closed`)
