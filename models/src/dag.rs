@@ -358,6 +358,8 @@ impl<K: TaskKey> SchedulerModel<K> {
     ///
     /// On error nothing changes and the scheduler stays in building (semantics "Phases").
     /// Complexity O(V + E) the first time, O(1) afterwards.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (A3.unknown-dependency).
     pub fn start(&mut self) -> Result<(), SchedulerError<K>> {
         // Semantics "Close": close rejects `submit` and `ready`, not `start`; starting a closed
         // scheduler validates as usual and claims nothing (every queued version is cancelled).
@@ -508,7 +510,7 @@ impl<K: TaskKey> SchedulerModel<K> {
     ///
     /// Complexity O(V * deps).
     ///
-    /// Rules of `docs/invariants.md` stated here: RULE (A5.callback-once).
+    /// Rules of `docs/invariants.md` stated here: RULE (A1.forward-only), RULE (A5.callback-once).
     pub fn complete(
         &mut self,
         id: &K,
@@ -547,6 +549,8 @@ impl<K: TaskKey> SchedulerModel<K> {
     /// after `complete` releases nothing and blocks nothing).
     ///
     /// Complexity O(V * blocked).
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (A1.forward-only), RULE (A5.callback-once).
     pub fn fail(
         &mut self,
         id: &K,
@@ -624,8 +628,8 @@ impl<K: TaskKey> SchedulerModel<K> {
     ///
     /// Complexity O(V * blocked).
     ///
-    /// Rules of `docs/invariants.md` stated here: RULE (A1.cancel-is-a-request),
-    /// RULE (EXECUTOR.decide-once).
+    /// Rules of `docs/invariants.md` stated here: RULE (A1.forward-only),
+    /// RULE (A1.cancel-is-a-request), RULE (EXECUTOR.decide-once).
     pub fn cancel(&mut self, id: &K) -> Result<CancelOutcome, SchedulerError<K>> {
         let v = self
             .tasks

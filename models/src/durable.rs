@@ -329,6 +329,8 @@ impl DurableModel {
     ///
     /// # Errors
     /// `UnknownTask`, `StaleGeneration`, [`LeaseError::Fenced`], `Conflict`.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (D.fencing).
     pub fn complete(&mut self, token: &Token, now: u64) -> Result<CallbackOutcome, LeaseError> {
         self.fence(token)?;
         let out = self.inner.complete(&token.id, token.generation)?;
@@ -340,6 +342,8 @@ impl DurableModel {
     ///
     /// # Errors
     /// As [`Self::complete`].
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (D.fencing).
     pub fn fail(
         &mut self,
         token: &Token,
@@ -357,6 +361,8 @@ impl DurableModel {
     ///
     /// # Errors
     /// As listed.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (D.fencing).
     pub fn renew(
         &mut self,
         token: &Token,

@@ -243,7 +243,7 @@ impl PoolModel {
     /// As [`PoolModel::take`] for `thief`; if `victim` is out of range or is `thief`.
     ///
     /// Rules of `docs/invariants.md` stated here: RULE (B1.owner-lifo-thief-fifo),
-    /// RULE (B5.random-victim).
+    /// RULE (B2.remove-once), RULE (B5.random-victim).
     pub fn steal(&mut self, thief: usize, victim: usize) -> Found {
         self.check_idle(thief);
         assert!(

@@ -303,11 +303,7 @@ fn row_problems(root: &Path, name: &str, model: &str, production: &str) -> Vec<S
             problems.push(format!("{name}: no model file {f}"));
             continue;
         };
-        // The model names the rule where it states it, so that a reader of the model finds
-        // the row (and `grep 'RULE (A4.claim-once)'` finds both sides).
-        if f.starts_with("models/") && !text.contains(&format!("RULE ({name})")) {
-            problems.push(format!("{name}: no `RULE ({name})` in the model file {f}"));
-        }
+
         // `Type::function` or a bare `function` after the path: each must be defined there.
         for code in model.split('`').skip(1).step_by(2) {
             let function = code.rsplit("::").next().unwrap_or(code);
@@ -315,12 +311,76 @@ fn row_problems(root: &Path, name: &str, model: &str, production: &str) -> Vec<S
                 && function
                     .chars()
                     .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-            if is_name && !code.ends_with(".rs") && !text.contains(&format!("fn {function}(")) {
+            if !is_name || code.ends_with(".rs") {
+                continue;
+            }
+            if !text.contains(&format!("fn {function}(")) {
                 problems.push(format!("{name}: `{code}` is not a function of {f}"));
+            } else if f.starts_with("models/")
+                && !model_doc(&text, code).contains(&format!("RULE ({name})"))
+            {
+                // The model names the rule where it states it, so that a reader of the model
+                // finds the row (and `grep 'RULE (A4.claim-once)'` finds both sides).
+                problems.push(format!(
+                    "{name}: the doc comment of `{code}` in {f} does not name `RULE ({name})`"
+                ));
             }
         }
     }
     problems
+}
+
+/// The doc comment (and attributes) right above `fn function(` in a model file's `text`, for
+/// `code` written `Type::function` (the first such function after `impl ... Type`) or a bare
+/// `function` (the first in the file). Empty if not found.
+fn model_doc(text: &str, code: &str) -> String {
+    let (ty, function) = match code.rsplit_once("::") {
+        Some((ty, f)) => (Some(ty), f),
+        None => (None, code),
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let start = ty.map_or(0, |ty| {
+        lines
+            .iter()
+            .position(|l| {
+                let t = l.trim_start();
+                t.starts_with("impl")
+                    && !t.contains(" for ")
+                    && t.split(|c: char| !c.is_alphanumeric() && c != '_')
+                        .any(|w| w == ty)
+            })
+            .unwrap_or(0)
+    });
+    let want = format!("fn {function}(");
+    let want_generic = format!("fn {function}<");
+    let Some(at) = lines[start..]
+        .iter()
+        .position(|l| l.contains(&want) || l.contains(&want_generic))
+        .map(|i| start + i)
+    else {
+        return String::new();
+    };
+    let mut first = at;
+    while first > 0 {
+        let t = lines[first - 1].trim_start();
+        if t.starts_with("///") || t.starts_with("#[") {
+            first -= 1;
+        } else {
+            break;
+        }
+    }
+    lines[first..at].join("\n")
+}
+
+#[test]
+fn model_doc_reads_the_comment_above_the_named_function() {
+    let text = "/// free\nfn claim() {}\nimpl<K> Other<K> {\n    /// other RULE (X)\n    fn claim(&self) {}\n}\n\
+                impl<K: Ord> SchedulerModel<K> {\n    /// Claims.\n    /// RULE (A4.claim-once).\n    \
+                #[must_use]\n    pub fn claim(&mut self) {}\n}\n";
+    assert!(model_doc(text, "SchedulerModel::claim").contains("RULE (A4.claim-once)"));
+    assert!(!model_doc(text, "SchedulerModel::claim").contains("RULE (X)"));
+    assert_eq!(model_doc(text, "claim"), "/// free");
+    assert_eq!(model_doc(text, "SchedulerModel::absent"), "");
 }
 
 /// Three hops from a row (issue 14): its model function, its marked production line, its

@@ -28,6 +28,49 @@ use std::sync::{Arc, Mutex, Once};
 /// Panic messages of generated tasks start with this; the test's panic hook keeps them quiet.
 const PANIC_PREFIX: &str = "model-panic ";
 
+/// Production and model must agree on `what`; on a mismatch the failure names the rules of
+/// `docs/invariants.md` that the observable belongs to, the step just applied and the deque
+/// (`lockstep_tests::report::header`), then both values.
+macro_rules! same {
+    ($rules:expr, $after:expr, $prod:expr, $model:expr, $($what:tt)+) => {{
+        let (prod, model) = (&$prod, &$model);
+        if prod != model {
+            panic!(
+                "{}\nproduction and model disagree on {} after {:?} ({} deque):\n  production: \
+                 {:?}\n  model:      {:?}",
+                lockstep_tests::report::header($rules),
+                format!($($what)+),
+                $after,
+                deque_name(),
+                prod,
+                model
+            );
+        }
+    }};
+}
+
+/// The deque the current case runs on.
+fn deque_name() -> &'static str {
+    if CHASE_LEV.with(Cell::get) {
+        "Chase–Lev"
+    } else {
+        "locked"
+    }
+}
+
+/// The rules of `docs/invariants.md` that a step's answer shows.
+fn rules_of(step: &Step) -> &'static str {
+    match step {
+        Step::Submit { .. } => "B3.root-accept",
+        Step::Take(_) => "B1.owner-lifo-thief-fifo, B2.remove-once",
+        Step::Steal { .. } => "B1.owner-lifo-thief-fifo, B2.remove-once, B5.random-victim",
+        Step::Run(_) => "B3.drain-children, B4.panic-is-a-result",
+        Step::Cancel(_) => "B4.cancel-unclaimed",
+        Step::Shutdown => "B3.shutdown-idempotent",
+        Step::Exit(_) => "B3.exit-when-drained",
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Step {
     Submit {
@@ -351,26 +394,68 @@ impl Sut {
         }
     }
 
-    /// Every observable, production against model.
-    fn compare(&mut self) {
+    /// Every observable, production against model, after `step`.
+    fn compare(&mut self, step: &Step) {
         let (p, m) = (&self.pool, &self.model);
-        assert_eq!(p.state(), m.state(), "state");
-        assert_eq!(p.outstanding(), m.outstanding(), "outstanding");
+        let lifecycle = "B3.root-accept, B3.exit-when-drained";
+        same!(lifecycle, step, p.state(), m.state(), "the pool's state");
+        same!(
+            "B3.register-before-decrement, B3.detached-counted",
+            step,
+            p.outstanding(),
+            m.outstanding(),
+            "outstanding"
+        );
         let metrics = p.metrics();
-        assert_eq!(metrics.roots_accepted, m.roots_accepted(), "roots accepted");
-        assert_eq!(metrics.roots_rejected, m.roots_rejected(), "roots rejected");
-        assert_eq!(metrics.children_spawned, m.children_spawned(), "children");
+        same!(
+            "B3.root-accept",
+            step,
+            metrics.roots_accepted,
+            m.roots_accepted(),
+            "roots accepted"
+        );
+        same!(
+            "B3.root-accept",
+            step,
+            metrics.roots_rejected,
+            m.roots_rejected(),
+            "roots rejected"
+        );
+        same!(
+            "B3.drain-children",
+            step,
+            metrics.children_spawned,
+            m.children_spawned(),
+            "children spawned"
+        );
+        let queues = "B1.owner-lifo-thief-fifo, B2.remove-once";
         for (w, mw) in m.workers().iter().enumerate() {
-            assert_eq!(p.deque_len(w), mw.deque.len(), "worker {w} deque length");
-            assert_eq!(p.inbox_len(w), mw.inbox.len(), "worker {w} inbox length");
-            assert_eq!(
+            same!(
+                queues,
+                step,
+                p.deque_len(w),
+                mw.deque.len(),
+                "worker {w}'s deque length"
+            );
+            same!(
+                queues,
+                step,
+                p.inbox_len(w),
+                mw.inbox.len(),
+                "worker {w}'s inbox length"
+            );
+            same!(
+                queues,
+                step,
                 p.current(w).map(|t| t.0),
                 mw.current,
-                "worker {w} claimed task"
+                "the task worker {w} claimed"
             );
             let pw = metrics.workers[w];
             let c = mw.counts;
-            assert_eq!(
+            same!(
+                "B4.panic-is-a-result, B4.cancel-unclaimed, B5.random-victim",
+                step,
                 (
                     pw.tasks_run,
                     pw.panics,
@@ -385,7 +470,7 @@ impl Sut {
                     c.failed_steals,
                     c.discarded
                 ),
-                "worker {w} counters (run, panics, steals, failed, discarded)"
+                "worker {w}'s counters (run, panics, steals, failed, discarded)"
             );
             assert_eq!(pw.parks, 0, "the stepping core never parks");
         }
@@ -405,10 +490,22 @@ impl Sut {
                 assert!(want.is_some(), "task {no} was joined, so it is finished");
                 continue;
             };
-            assert_eq!(h.is_finished(), want.is_some(), "task {no} finished?");
+            same!(
+                "B.handle-resolves",
+                step,
+                h.is_finished(),
+                want.is_some(),
+                "task {no} finished?"
+            );
             if let Some(want) = want {
                 let h = slot.take().expect("present");
-                assert_eq!(&h.join(), want, "task {no} result");
+                same!(
+                    "B.handle-resolves",
+                    step,
+                    &h.join(),
+                    want,
+                    "task {no}'s result"
+                );
             }
         }
     }
@@ -437,8 +534,8 @@ impl StateMachineTest for PoolMachine {
             "the test's model copy follows the reference"
         );
         let got = sut.apply_to_pool(&step);
-        assert_eq!(got, want, "step {step:?}");
-        sut.compare();
+        same!(rules_of(&step), &step, got, want, "the answer to {step:?}");
+        sut.compare(&step);
         sut
     }
 
@@ -486,8 +583,14 @@ impl StateMachineTest for PoolMachine {
                 }
                 let want = apply_to_model(&mut sut.model, step);
                 let got = sut.apply_to_pool(step);
-                assert_eq!(got, want, "teardown step {step:?}");
-                sut.compare();
+                same!(
+                    rules_of(step),
+                    step,
+                    got,
+                    want,
+                    "the answer to teardown step {step:?}"
+                );
+                sut.compare(step);
             }
         }
         assert_eq!(
