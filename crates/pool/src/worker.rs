@@ -220,7 +220,11 @@ mod tests {
         s2.join().expect("spare 2");
         assert!(
             matches!(outcome, Ok(Ok(7))),
-            "the root in the blocked worker's inbox never ran: the wake-up died with spare 2"
+            "broken: B4.no-lost-wakeup, B4.blocking-limit (the rules of docs/invariants.md){}\n\
+             the root in the blocked worker's inbox never ran: the wake-up died with spare 2",
+            lockstep_sync::active_bug()
+                .map(|b| format!("\nseeded bug in force: {b} (docs/bug-zoo.md#{b})"))
+                .unwrap_or_default()
         );
         assert_eq!(shared.outstanding(), 0);
         assert_eq!(shared.sleep.sleepers(), 0);
