@@ -623,6 +623,43 @@ fn integer_ids_near_and_beyond_the_direct_array_answer_alike() {
     assert_eq!(claimed, near.collect::<Vec<_>>());
 }
 
+/// The work counters of `stats()` are exact, not only bounded: a completion counts itself
+/// and each live waiter it visits, and an arena compaction counts the nodes and live entries
+/// it walks (so a miscount in either fails here, not only a blow-up).
+#[test]
+fn visit_counters_count_exactly_what_was_walked() {
+    let mut core: Core<u32, ()> = Core::new(4);
+    let mut garbage = Vec::new();
+    // 0 is named by 1 and 2; 3 waits on nothing.
+    for (id, deps) in [(0u32, vec![]), (1, vec![0]), (2, vec![0]), (3, vec![])] {
+        assert!(core.submit(id, &deps, &mut Some(()), &mut garbage).is_ok());
+    }
+    let c = core.claim(4).expect("acyclic");
+    assert_eq!(c.iter().map(|c| c.id).collect::<Vec<_>>(), vec![0, 3]);
+    assert_eq!(core.visits(), 0);
+    assert!(core.complete(&0, c[0].generation).is_ok());
+    assert_eq!(core.visits(), 3, "itself and its two live waiters");
+    assert!(core.complete(&3, c[1].generation).is_ok());
+    assert_eq!(core.visits(), 4, "itself, no waiters");
+
+    // Resubmitting one version with six dependencies (seven nodes) before start: the second
+    // resubmission finds 12 garbage entries, more than the 7 nodes plus 0 live entries (the
+    // version being replaced no longer counts), and compacts, walking exactly 7 + 0.
+    let mut core: Core<u32, ()> = Core::new(4);
+    let deps: Vec<u32> = (1..=6).collect();
+    for round in 0..3 {
+        assert!(core.submit(0, &deps, &mut Some(()), &mut garbage).is_ok());
+        let want = if round < 2 { 0 } else { 7 };
+        assert_eq!(
+            core.compaction_visits(),
+            want,
+            "after submission {}",
+            round + 1
+        );
+        core.assert_invariants();
+    }
+}
+
 #[test]
 fn representation_invariants_hold_under_random_operations() {
     for seed in 1..=300u64 {
