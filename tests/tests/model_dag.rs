@@ -269,6 +269,26 @@ fn observe_diff<K: TaskKey>(m: &SchedulerModel<K>, s: &Sut<K>, ids: &[K]) -> Res
     }
 }
 
+/// The rules of `docs/invariants.md` an operation's answer shows (a failure names them).
+fn rules_of<K>(op: &Op<K>) -> &'static str {
+    match op {
+        Op::Submit(..) | Op::SubmitBatch(_) => {
+            "A2.no-silent-replace, A2.no-auto-retry, A3.duplicate-dependency, \
+             A3.frozen-after-start, A5.snapshot"
+        }
+        Op::Start | Op::Check => "A3.unknown-dependency, A3.cycles-as-paths, A3.cycle-search-skip",
+        Op::Ready | Op::ReadyAtMost(_) | Op::ReadyInto(_) => {
+            "A4.claim-once, A4.submission-order, A4.capacity"
+        }
+        Op::Complete(..) | Op::CompleteBatch(_) => {
+            "A2.generation-key, A5.callback-once, A5.release-by-reverse-edges"
+        }
+        Op::Fail(..) => "A2.generation-key, A5.callback-once, A5.block-with-first-cause",
+        Op::Cancel(_) => "A1.cancel-is-a-request",
+        Op::Close => "A6.close",
+    }
+}
+
 /// The shape invariants of the model's own statuses (`TaskStatus` field docs, SPEC A4/A5).
 fn model_invariants<K: TaskKey>(m: &SchedulerModel<K>) {
     assert!(
@@ -610,10 +630,13 @@ impl<P: IdPool> StateMachineTest for DagMachine<P> {
             .last
             .as_ref()
             .expect("the model ran this operation");
-        assert_eq!(
-            &got, expected,
-            "operation {op:?}: production (left) != model (right)"
-        );
+        if &got != expected {
+            panic!(
+                "{}\nproduction and model answer {op:?} differently:\n  production: {got:?}\n  \
+                 model:      {expected:?}",
+                lockstep_tests::report::header(rules_of(&op))
+            );
+        }
         sut
     }
 
@@ -621,7 +644,12 @@ impl<P: IdPool> StateMachineTest for DagMachine<P> {
         let mut ids = P::pool();
         ids.push(P::ghost());
         if let Err(diff) = observe_diff(&ref_state.model, sut, &ids) {
-            panic!("model and production disagree:\n{diff}");
+            panic!(
+                "{}\nmodel and production disagree after the last operation:\n{diff}",
+                lockstep_tests::report::header(
+                    "A1.forward-only, A5.block-with-first-cause, A5.release-by-reverse-edges"
+                )
+            );
         }
         model_invariants(&ref_state.model);
     }

@@ -888,11 +888,15 @@ impl<K: TaskKey, P> Core<K, P> {
         // While building, a forward reference (or a self-dependency) is what can close a
         // cycle: every dependency counts, also those after a lost one
         // [INVARIANT (A3.cycle-search-skip); a replacement sets the flag below].
+        // An id named before its submission counts too (the building fast path leaves
+        // forward references unflagged and relies on this; `existing` is None here unless
+        // this is a replacement, which sets the flag below).
         if !self.started
             && !self.maybe_cyclic
-            && dep_nodes
-                .iter()
-                .any(|&d| d == n || self.hot[idx(d)].state == ABSENT)
+            && (found.is_some()
+                || dep_nodes
+                    .iter()
+                    .any(|&d| d == n || self.hot[idx(d)].state == ABSENT))
         {
             self.maybe_cyclic = true;
         }

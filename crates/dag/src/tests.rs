@@ -1014,6 +1014,27 @@ fn compaction_changes_no_answer() {
 /// (a cancelled dependency listed before the forward reference that closes the cycle). The
 /// start-up cycle search runs only after a forward reference; this forward reference sits
 /// after the lost dependency in the list, where the snapshot stops looking.
+/// A forward reference made on the building fast path, then a cancel (which builds the
+/// reverse edges, so later submissions take the general path), then the named id submitted
+/// with a dependency back: the cycle must be found. The general path flags an id that was
+/// named before, as the fast path does (A3.cycle-search-skip); without that, `check` said
+/// "no cycle" here (found by `model_dag`, seed in its regression file).
+#[test]
+fn a_cycle_closed_on_the_general_path_after_a_fast_path_forward_reference_is_found() {
+    let s = S::new(1);
+    s.submit("b", [], ()).unwrap();
+    s.submit("a", ["x", "c"], ()).unwrap(); // fast path: "c" is named, not submitted
+    s.submit("z", [], ()).unwrap();
+    s.cancel(&"z").unwrap(); // builds the reverse edges before start
+    s.submit("c", ["b", "a"], ()).unwrap(); // general path: closes a -> c -> a
+    let report = s.check();
+    assert_eq!(report.cycles, [cycle(&["a", "c", "a"])]);
+    assert!(matches!(
+        s.start(),
+        Err(SchedulerError::UnknownDependency { .. })
+    ));
+}
+
 #[test]
 fn a_cycle_through_tasks_blocked_at_submission_is_reported() {
     let s = S::new(1);
