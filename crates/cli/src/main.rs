@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! lockstep check FILE [TASK...] [GRAPH OPTIONS]          (FILE `-`: standard input, with --format)
-//! lockstep run FILE [TASK...] [-j N] [--dry-run] [--simulate MS] [--log-dir DIR] [--grace S] [ATTEMPTS] [GRAPH OPTIONS]
+//! lockstep run FILE [TASK...] [-j N] [--dry-run] [--simulate MS] [--log-dir DIR] [--grace S] [--trace FILE] [--graph-out FILE] [ATTEMPTS] [GRAPH OPTIONS]
 //! lockstep run FILE [TASK...] --store sqlite:PATH|postgres://... [-j N] [--lease-ms MS] [--grace S] [ATTEMPTS]
 //!   ATTEMPTS: [--retries N] [--retry-delay DURATION] [--timeout DURATION] [--fail-fast]
 //! lockstep worker --store sqlite:PATH|postgres://... [--slots N] [--lease-ms MS] [--grace S]
@@ -143,7 +143,7 @@ enum Cmd {
 /// `run --trace` and `--graph-out`: a picture of the run (`lockstep_cli::picture`).
 #[derive(Debug, Args)]
 struct PictureArgs {
-    /// Write a Chrome trace of the run to FILE (JSON; open it in https://ui.perfetto.dev or
+    /// Write a Chrome trace of the run to FILE (JSON; open it in Perfetto, ui.perfetto.dev, or
     /// chrome://tracing): one lane per -j slot, one span per attempt (id, generation,
     /// attempt, outcome, exit status), the critical path marked. Created before anything
     /// runs: a FILE that cannot be written is exit 2 and nothing runs [default: none].

@@ -310,6 +310,74 @@ mod tests {
         assert_eq!(got, want, "{text}");
     }
 
+    fn record(id: &str, state: TaskState) -> TaskRecord {
+        TaskRecord {
+            id: id.to_string(),
+            state,
+            duration: None,
+            error: None,
+            blocked_by: None,
+            log: None,
+            interrupted: None,
+            attempt: 1,
+            attempts: 1,
+            cancel_cause: None,
+        }
+    }
+
+    #[test]
+    fn interrupted_and_not_run_tasks_have_their_own_colour_and_label() {
+        let mut i = record("i", TaskState::Failed);
+        i.error = Some("interrupted".to_string());
+        i.interrupted = Some("killed by signal 15".to_string());
+        let mut ok = record("ok", TaskState::Succeeded);
+        (ok.attempt, ok.attempts) = (2, 3);
+        let pending = record("p", TaskState::Pending);
+        assert_eq!(
+            [&i, &ok, &pending].map(|t| (final_state(t), state_text(t))),
+            [
+                (
+                    "interrupted",
+                    "interrupted: killed by signal 15".to_string()
+                ),
+                ("succeeded", "succeeded (attempt 2/3)".to_string()),
+                ("not run", "not run".to_string()),
+            ]
+        );
+        let g = TaskGraph {
+            tasks: vec![
+                TaskSpec::new("i", Vec::<String>::new()),
+                TaskSpec::new("p", ["i"]),
+            ],
+            notes: vec![],
+        };
+        let report = RunReport {
+            tasks: vec![i, pending],
+            counts: vec![],
+            interrupted_tasks: 1,
+            wall: Duration::ZERO,
+            critical_time: Duration::ZERO,
+            critical_path: vec![],
+            interrupted: None,
+            fail_fast: None,
+            spans: vec![],
+            output_errors: vec![],
+        };
+        let dot = graph_dot(&g, &report);
+        assert!(
+            dot.contains(
+                "  \"i\" [label=\"i\\ninterrupted: killed by signal 15\", style=\"rounded,filled\", fillcolor=\"plum\", class=\"interrupted\"];\n"
+            ),
+            "{dot}"
+        );
+        assert!(
+            dot.contains(
+                "  \"p\" [label=\"p\\nnot run\", style=\"rounded,filled,dashed\", fillcolor=\"white\", class=\"not-run\"];\n  \"p\" -> \"i\";\n}\n"
+            ),
+            "{dot}"
+        );
+    }
+
     #[test]
     fn labels_double_backslashes_and_write_line_ends_as_escapes() {
         assert_eq!(dot_label("a\nb"), "\"a\\nb\"");

@@ -63,8 +63,13 @@
 //! child was killed by SIGINT acts as if it got SIGINT itself): someone sent the command the
 //! user's interrupt, and its freed worker must not start queued work.
 //!
-//! # Critical path
-//! The longest path through the graph where each task weighs its measured duration: for
+//! # Critical path, `--trace`, `--graph-out`
+//! Each attempt takes the lowest free of the `-j` worker [`Slots`] while it runs and is
+//! recorded as an [`AttemptSpan`] (start and end since the start of the run); `--trace` and
+//! `--graph-out` ([`crate::picture`]) are created before the run and written after it.
+//!
+//! The critical path is the longest path through the graph where each task weighs the wall
+//! time of its attempts (first start to last end, from the spans): for
 //! tasks in the order their results arrived (a topological order, since a task starts only
 //! after its dependencies' results were sent), `finish(t) = duration(t) + max(finish(d))` over its
 //! dependencies `d`. It is what the wall time could shrink to with unlimited workers.

@@ -2154,6 +2154,42 @@ fn an_unwritable_trace_or_graph_out_exits_2_before_anything_runs() {
 }
 
 #[test]
+fn a_trace_that_fails_to_be_written_after_the_run_exits_2_naming_it() {
+    // /dev/full opens, then every write fails: the run happens and reports, then the error.
+    if !Path::new("/dev/full").exists() {
+        eprintln!("skipped: no /dev/full");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "w.toml",
+        "[[task]]\nid = \"a\"\ncommand = \"touch ran\"\n",
+    );
+    for option in ["--trace", "--graph-out"] {
+        let out = lockstep()
+            .current_dir(dir.path())
+            .args(["run", "--no-progress", option, "/dev/full"])
+            .arg(&f)
+            .assert()
+            .code(2)
+            .stderr(format!(
+                "error: cannot write {option} /dev/full: No space left on device (os error 28)\n"
+            ))
+            .get_output()
+            .clone();
+        assert_eq!(
+            timeless(&stdout_of(&out)),
+            vec![
+                "ok      a (T s)",
+                "summary: 1 succeeded, 0 failed, 0 blocked, 0 cancelled; wall time T s; critical path T s (a)",
+            ]
+        );
+    }
+    assert!(dir.path().join("ran").exists());
+}
+
+#[test]
 fn run_help_lists_trace_and_graph_out() {
     let out = lockstep()
         .args(["run", "--help"])
