@@ -17,6 +17,8 @@
 //!   capture, timeouts, stopping it with SIGTERM then SIGKILL, no orphans), for `run`,
 //!   `run --store` and `worker` alike;
 //! * [`interrupt`]: Ctrl-C and SIGTERM to lockstep itself, handled the same way everywhere;
+//! * [`picture`]: `run --trace` (a Chrome trace of the attempts, one lane per `-j` slot, the
+//!   critical path marked) and `run --graph-out` (the graph in DOT, coloured by final state);
 //! * [`timings`]: `--timings`, the wall time of each phase (read, parse, build, validate,
 //!   run).
 //!
@@ -31,6 +33,7 @@ pub mod attempts;
 pub mod command;
 pub mod graph;
 pub mod interrupt;
+pub mod picture;
 pub mod run;
 pub mod store;
 pub mod timings;

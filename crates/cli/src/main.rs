@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! lockstep check FILE [TASK...] [GRAPH OPTIONS]          (FILE `-`: standard input, with --format)
-//! lockstep run FILE [TASK...] [-j N] [--dry-run] [--simulate MS] [--log-dir DIR] [--grace S] [ATTEMPTS] [GRAPH OPTIONS]
+//! lockstep run FILE [TASK...] [-j N] [--dry-run] [--simulate MS] [--log-dir DIR] [--grace S] [--trace FILE] [--graph-out FILE] [ATTEMPTS] [GRAPH OPTIONS]
 //! lockstep run FILE [TASK...] --store sqlite:PATH|postgres://... [-j N] [--lease-ms MS] [--grace S] [ATTEMPTS]
 //!   ATTEMPTS: [--retries N] [--retry-delay DURATION] [--timeout DURATION] [--fail-fast]
 //! lockstep worker --store sqlite:PATH|postgres://... [--slots N] [--lease-ms MS] [--grace S]
@@ -99,6 +99,8 @@ enum Cmd {
         #[arg(short = 'v', long)]
         verbose: bool,
         #[command(flatten)]
+        picture: Box<PictureArgs>,
+        #[command(flatten)]
         grace: GraceArg,
         #[command(flatten)]
         attempts: AttemptArgs,
@@ -136,6 +138,23 @@ enum Cmd {
         #[command(flatten)]
         grace: GraceArg,
     },
+}
+
+/// `run --trace` and `--graph-out`: a picture of the run (`lockstep_cli::picture`).
+#[derive(Debug, Args)]
+struct PictureArgs {
+    /// Write a Chrome trace of the run to FILE (JSON; open it in Perfetto, ui.perfetto.dev, or
+    /// chrome://tracing): one lane per -j slot, one span per attempt (id, generation,
+    /// attempt, outcome, exit status), the critical path marked. Created before anything
+    /// runs: a FILE that cannot be written is exit 2 and nothing runs [default: none].
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["dry_run", "store"])]
+    trace: Option<PathBuf>,
+    /// Write the graph that ran to FILE in DOT (`A -> B`: A depends on B), each task
+    /// coloured by its final state (succeeded, failed, blocked, cancelled, interrupted,
+    /// not run) and labelled with it and its cause; draw it with `dot -Tsvg`. Created
+    /// before anything runs, as --trace [default: none].
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["dry_run", "store"])]
+    graph_out: Option<PathBuf>,
 }
 
 /// `--grace`, of `run` and `worker`.
@@ -334,6 +353,7 @@ fn main() -> ExitCode {
             log_dir,
             no_progress,
             verbose,
+            picture,
             grace,
             attempts,
             durable,
@@ -362,6 +382,8 @@ fn main() -> ExitCode {
                 grace: grace.grace,
                 defaults: attempts.defaults(),
                 fail_fast: attempts.fail_fast,
+                trace: picture.trace,
+                graph_out: picture.graph_out,
             };
             run_cmd(&graph, &opts, dry_run, report_ids(verbose))
         }
@@ -591,6 +613,7 @@ fn run_cmd_timed(
     if args.nothing_to_do(&g) {
         return ExitCode::SUCCESS;
     }
+    let mut unwritten = false;
     let result = if dry_run {
         run::dry_run_timed(&g, opts.jobs, timings).map(|order| {
             emitln!(
@@ -608,10 +631,16 @@ fn run_cmd_timed(
             for line in report.lines_with(max_ids) {
                 emitln!("{line}");
             }
+            for e in &report.output_errors {
+                eprintln!("error: {e}");
+            }
+            unwritten = !report.output_errors.is_empty();
             report.all_succeeded()
         })
     };
     match result {
+        // A --trace or --graph-out that could not be written after the run.
+        Ok(_) if unwritten => ExitCode::from(2),
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(RunError::Invalid(report)) => {

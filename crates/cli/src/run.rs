@@ -63,8 +63,13 @@
 //! child was killed by SIGINT acts as if it got SIGINT itself): someone sent the command the
 //! user's interrupt, and its freed worker must not start queued work.
 //!
-//! # Critical path
-//! The longest path through the graph where each task weighs its measured duration: for
+//! # Critical path, `--trace`, `--graph-out`
+//! Each attempt takes the lowest free of the `-j` worker [`Slots`] while it runs and is
+//! recorded as an [`AttemptSpan`] (start and end since the start of the run); `--trace` and
+//! `--graph-out` ([`crate::picture`]) are created before the run and written after it.
+//!
+//! The critical path is the longest path through the graph where each task weighs the wall
+//! time of its attempts (first start to last end, from the spans): for
 //! tasks in the order their results arrived (a topological order, since a task starts only
 //! after its dependencies' results were sent), `finish(t) = duration(t) + max(finish(d))` over its
 //! dependencies `d`. It is what the wall time could shrink to with unlimited workers.
@@ -141,6 +146,11 @@ pub struct RunOptions {
     /// `--fail-fast`: after the first failure with no retries left, start nothing more; the
     /// tasks not started are cancelled, the running ones finish.
     pub fail_fast: bool,
+    /// `--trace FILE`: write the run's attempts there as a Chrome trace ([`crate::picture`]).
+    pub trace: Option<PathBuf>,
+    /// `--graph-out FILE`: write the graph there in DOT, each task coloured by its final state
+    /// ([`crate::picture`]).
+    pub graph_out: Option<PathBuf>,
 }
 
 impl Default for RunOptions {
@@ -154,7 +164,106 @@ impl Default for RunOptions {
             grace: command::DEFAULT_GRACE,
             defaults: Defaults::default(),
             fail_fast: false,
+            trace: None,
+            graph_out: None,
         }
+    }
+}
+
+/// How one attempt of a task ended, in a [`AttemptSpan`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptOutcome {
+    /// It succeeded: the task succeeded.
+    Succeeded,
+    /// It failed (a retry may follow).
+    Failed,
+    /// It was running at Ctrl-C (or SIGTERM) and did not succeed.
+    Interrupted,
+}
+
+impl AttemptOutcome {
+    /// `succeeded`, `failed`, `interrupted`.
+    pub fn name(self) -> &'static str {
+        match self {
+            AttemptOutcome::Succeeded => "succeeded",
+            AttemptOutcome::Failed => "failed",
+            AttemptOutcome::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// One attempt of a task as it ran: when, on which worker slot, and how it ended (what
+/// `--trace` draws). Times are measured from the start of the run (the same origin as
+/// [`RunReport::wall`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptSpan {
+    /// The task id.
+    pub id: String,
+    /// Its attempt number (1 for the first), also its generation in memory.
+    pub attempt: u32,
+    /// How many attempts the task was allowed (`1 + retries`).
+    pub attempts: u32,
+    /// The generation of the version that ran (in memory: the attempt number).
+    pub generation: u64,
+    /// The worker slot it ran on, 0-based: the lowest slot free when it started, so that
+    /// the attempts of one slot never overlap.
+    pub slot: usize,
+    /// When it started, since the start of the run.
+    pub start: Duration,
+    /// When it ended, since the start of the run (never before `start`).
+    pub end: Duration,
+    /// How it ended.
+    pub outcome: AttemptOutcome,
+    /// How its command exited (`exit status 1`, `killed by signal 15`), when a command ran
+    /// and exited.
+    pub exit: Option<String>,
+    /// Why it failed, for an attempt that did not succeed.
+    pub error: Option<String>,
+}
+
+/// The `-j` worker slots of a run: each attempt takes the lowest free slot while it runs.
+///
+/// An attempt's start is read after its slot is taken and its end before the slot is freed,
+/// both under the lock, so the spans of one slot never overlap (on the monotonic clock, and
+/// so in whole microseconds rounded down).
+#[derive(Debug)]
+pub struct Slots {
+    origin: Instant,
+    busy: std::sync::Mutex<Vec<bool>>,
+}
+
+impl Slots {
+    /// `n` free slots; times are measured from `origin`.
+    pub fn new(n: usize, origin: Instant) -> Slots {
+        Slots {
+            origin,
+            busy: std::sync::Mutex::new(vec![false; n]),
+        }
+    }
+
+    /// Takes the lowest free slot (a new one if every slot is busy, which the pool's `-j`
+    /// workers never cause) and returns it with the time since the origin. O(slots).
+    pub fn take(&self) -> (usize, Duration) {
+        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = match busy.iter().position(|b| !b) {
+            Some(i) => i,
+            None => {
+                busy.push(false);
+                busy.len() - 1
+            }
+        };
+        busy[slot] = true;
+        (slot, self.origin.elapsed())
+    }
+
+    /// Frees `slot` and returns the time since the origin, read before it is freed.
+    pub fn give(&self, slot: usize) -> Duration {
+        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let end = self.origin.elapsed();
+        if let Some(b) = busy.get_mut(slot) {
+            *b = false;
+        }
+        end
     }
 }
 
@@ -221,6 +330,11 @@ pub struct RunReport {
     pub interrupted: Option<StopSignal>,
     /// `--fail-fast` stopped the run after this task failed (before any Ctrl-C).
     pub fail_fast: Option<String>,
+    /// Every attempt that ran, in the order they ended.
+    pub spans: Vec<AttemptSpan>,
+    /// `--trace` and `--graph-out` files that could not be written after the run (`cannot
+    /// write --trace FILE: REASON`); the command then exits with status 2.
+    pub output_errors: Vec<String>,
 }
 
 impl RunReport {
@@ -400,6 +514,16 @@ pub enum RunError {
         /// The operating system's error.
         source: std::io::Error,
     },
+    /// A `--trace` or `--graph-out` file cannot be created: checked before anything runs.
+    #[error("cannot write {option} {}: {source}", path.display())]
+    Output {
+        /// `--trace` or `--graph-out`.
+        option: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
 }
 
 impl From<PoolError> for RunError {
@@ -497,6 +621,8 @@ struct Done {
     /// The attempt that ended it, and how many it was allowed.
     attempt: u32,
     attempts: u32,
+    /// Each of its attempts.
+    spans: Vec<AttemptSpan>,
 }
 
 /// A failed attempt that will be retried: its output and the `[ID] attempt ... failed ...;
@@ -521,6 +647,8 @@ struct Ran {
     sigint: bool,
     /// The log file it created (`--log-dir`).
     log: Option<PathBuf>,
+    /// How its command exited (`exit status 1`), when one ran and exited.
+    exit: Option<String>,
 }
 
 enum Msg {
@@ -641,6 +769,10 @@ fn run_inner(
             source,
         })?;
     }
+    // Created before anything runs, so that a file that cannot be written stops the run
+    // before it starts; written once it ended.
+    let trace_file = create_output("--trace", opts.trace.as_deref())?;
+    let graph_file = create_output("--graph-out", opts.graph_out.as_deref())?;
     // -j N: a pool of N workers runs at most N task functions at once.
     let pool = Pool::new(jobs).map_err(|e| RunError::Pool(e.to_string()))?;
     let (tx, rx) = mpsc::channel::<Msg>();
@@ -677,7 +809,11 @@ fn run_inner(
     let stopping = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     // The first to close the run: Ctrl-C, or `--fail-fast` after a failure.
     let closer: std::sync::Arc<std::sync::Mutex<Option<Closer>>> = Default::default();
+    // The origin of every time of the run: wall time and the attempts' spans.
+    let started = Instant::now();
+    let slots = std::sync::Arc::new(Slots::new(jobs, started));
     let task_fn = {
+        let slots = std::sync::Arc::clone(&slots);
         let tx = tx.clone();
         let simulate = opts.simulate;
         let log_dir = opts.log_dir.clone();
@@ -690,7 +826,21 @@ fn run_inner(
             let id = ctx.id();
             let payload = &payloads[ctx.index() as usize];
             if simulate.is_none() && payload.command.is_none() {
-                // No command, no simulation: succeeds at once.
+                // No command, no simulation: succeeds at once (an attempt of no length).
+                let (slot, start) = slots.take();
+                let end = slots.give(slot);
+                let span = AttemptSpan {
+                    id: id.clone(),
+                    attempt: 1,
+                    attempts: payload.limits.attempts(),
+                    generation: 1,
+                    slot,
+                    start,
+                    end,
+                    outcome: AttemptOutcome::Succeeded,
+                    exit: None,
+                    error: None,
+                };
                 let _ = tx.send(Msg::Done(Done {
                     id: id.clone(),
                     result: Ok(Vec::new()),
@@ -700,6 +850,7 @@ fn run_inner(
                     interrupted: false,
                     attempt: 1,
                     attempts: payload.limits.attempts(),
+                    spans: vec![span],
                 }));
                 return Ok(());
             }
@@ -711,8 +862,10 @@ fn run_inner(
             // task that succeeds on a later attempt never failed for its dependents (docs:
             // semantics.md, Part C, "Retries and timeouts").
             let mut attempt = 1;
+            let mut spans = Vec::new();
             let (result, ran, interrupted) = loop {
                 let mut ran = Ran::default();
+                let (slot, span_start) = slots.take();
                 let mut result = catch_unwind(AssertUnwindSafe(|| {
                     execute(
                         id,
@@ -728,6 +881,7 @@ fn run_inner(
                     )
                 }))
                 .unwrap_or_else(|_| Err(("the runner panicked".to_string(), Vec::new())));
+                let span_end = slots.give(slot);
                 // A command killed by SIGINT is the user's Ctrl-C (module docs).
                 if ran.sigint && handle_interrupt {
                     stopping.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -735,6 +889,22 @@ fn run_inner(
                 }
                 // Running when Ctrl-C came, and did not succeed: interrupted, never retried.
                 let interrupted = result.is_err() && stop();
+                spans.push(AttemptSpan {
+                    id: id.clone(),
+                    attempt,
+                    attempts,
+                    generation: u64::from(attempt),
+                    slot,
+                    start: span_start,
+                    end: span_end,
+                    outcome: match &result {
+                        Ok(_) => AttemptOutcome::Succeeded,
+                        Err(_) if interrupted => AttemptOutcome::Interrupted,
+                        Err(_) => AttemptOutcome::Failed,
+                    },
+                    exit: ran.exit.clone(),
+                    error: result.as_ref().err().map(|(reason, _)| reason.clone()),
+                });
                 if interrupted || attempt >= attempts {
                     break (result, ran, interrupted);
                 }
@@ -789,12 +959,12 @@ fn run_inner(
                 interrupted,
                 attempt,
                 attempts,
+                spans,
             }));
             verdict
         }
     };
     let run = GraphRun::new(std::sync::Arc::clone(&frozen), task_fn);
-    let started = Instant::now();
     run.start(&pool)
         .map_err(|e| RunError::Pool(e.to_string()))?;
     let waiter = {
@@ -818,6 +988,7 @@ fn run_inner(
     let mut interrupted_how: HashMap<String, String> = HashMap::new();
     let mut tried: HashMap<String, (u32, u32)> = HashMap::new();
     let mut finish_order: Vec<String> = Vec::with_capacity(ids.len());
+    let mut spans: Vec<AttemptSpan> = Vec::new();
     let mut running: Vec<String> = Vec::new();
     let mut interrupted: Option<StopSignal> = None;
     let interrupt = |interrupted: &mut Option<StopSignal>, signal: StopSignal| {
@@ -883,7 +1054,12 @@ fn run_inner(
                     interrupt(&mut interrupted, StopSignal::Interrupt);
                 }
                 finish_order.push(done.id.clone());
-                durations.insert(done.id.clone(), done.duration);
+                // The critical path weighs each task by the wall time of its attempts, from
+                // the first one's start to the last one's end (retry delays included).
+                if let (Some(first), Some(last)) = (done.spans.first(), done.spans.last()) {
+                    durations.insert(done.id.clone(), last.end.saturating_sub(first.start));
+                }
+                spans.extend(done.spans);
                 tried.insert(done.id.clone(), (done.attempt, done.attempts));
                 if done.no_command {
                     out.line(&format!("ok      {} (no command)", done.id));
@@ -976,7 +1152,7 @@ fn run_inner(
             timings::count(tasks.len())
         ),
     );
-    Ok(RunReport {
+    let mut report = RunReport {
         tasks,
         counts: TaskState::ALL
             .iter()
@@ -991,7 +1167,52 @@ fn run_inner(
             Some(Closer::FailFast(id)) => Some(id),
             _ => None,
         },
-    })
+        spans,
+        output_errors: Vec::new(),
+    };
+    if let Some((path, file)) = trace_file {
+        let title = format!("lockstep run -j {jobs}");
+        let trace = crate::picture::chrome_trace(&report, jobs, &title);
+        let mut w = std::io::BufWriter::new(file);
+        let written = serde_json::to_writer(&mut w, &trace)
+            .map_err(std::io::Error::from)
+            .and_then(|()| w.flush());
+        if let Err(e) = written {
+            report
+                .output_errors
+                .push(format!("cannot write --trace {}: {e}", path.display()));
+        }
+    }
+    if let Some((path, mut file)) = graph_file {
+        let dot = crate::picture::graph_dot(graph, &report);
+        if let Err(e) = file.write_all(dot.as_bytes()) {
+            report
+                .output_errors
+                .push(format!("cannot write --graph-out {}: {e}", path.display()));
+        }
+    }
+    Ok(report)
+}
+
+/// Creates (or truncates) the file of `option` (`--trace`, `--graph-out`), if one was given.
+///
+/// # Errors
+/// [`RunError::Output`] naming the option and the file.
+fn create_output(
+    option: &'static str,
+    path: Option<&Path>,
+) -> Result<Option<(PathBuf, std::fs::File)>, RunError> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    match std::fs::File::create(path) {
+        Ok(f) => Ok(Some((path.to_path_buf(), f))),
+        Err(source) => Err(RunError::Output {
+            option,
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
 }
 
 /// The longest path by measured duration among the tasks that ran, iterating in `order`, a
@@ -1150,6 +1371,7 @@ fn execute(
     let finished = command::run(spec, cancelled).map_err(|e| (e.to_string(), Vec::new()))?;
     // SIGINT is 2 on every Unix.
     ran.sigint = finished.signal() == Some(2);
+    ran.exit = Some(command::describe(finished.status));
     match (finished.stopped, timeout) {
         // Stopped for running too long: a failure, however the command then ended.
         (Some(Stopped::TimedOut), Some(t)) => Err((attempts::timed_out(t), finished.output)),
@@ -1261,6 +1483,8 @@ mod tests {
             interrupted: interrupted.then_some(StopSignal::Interrupt),
             interrupted_tasks: 0,
             fail_fast: None,
+            spans: Vec::new(),
+            output_errors: Vec::new(),
         }
     }
 

@@ -1716,3 +1716,494 @@ fn run_help_lists_the_attempt_options_with_their_defaults() {
         assert!(help.contains(want), "{want} missing from:\n{help}");
     }
 }
+
+// ---------------------------------------------------------------- --trace and --graph-out
+
+/// The complete events (`"ph": "X"`) of a Chrome trace, after checking its shape.
+fn trace_spans(path: &Path) -> (serde_json::Value, Vec<serde_json::Value>) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let trace: serde_json::Value = serde_json::from_str(&text).expect("the trace is JSON");
+    let events = trace["traceEvents"]
+        .as_array()
+        .expect("traceEvents")
+        .clone();
+    let spans: Vec<serde_json::Value> = events.into_iter().filter(|e| e["ph"] == "X").collect();
+    for s in &spans {
+        assert_eq!(s["pid"], 1);
+        assert_eq!(s["cat"], "attempt");
+        assert_eq!(s["name"], s["args"]["id"], "{s}");
+        assert!(
+            s["ts"].is_u64() && s["dur"].is_u64() && s["tid"].is_u64(),
+            "{s}"
+        );
+    }
+    (trace, spans)
+}
+
+/// The lane names of a trace (its `thread_name` metadata events), in tid order.
+fn lane_names(trace: &serde_json::Value) -> Vec<(u64, String)> {
+    let mut lanes: Vec<(u64, String)> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
+        .map(|e| {
+            (
+                e["tid"].as_u64().unwrap(),
+                e["args"]["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    lanes.sort();
+    lanes
+}
+
+/// The trace's invariants: the spans of one lane never overlap, every span is on a named
+/// lane, and each task's first attempt starts after the last attempt of each of its
+/// dependencies ended (`deps`: task -> its dependencies).
+fn assert_trace_invariants(
+    trace: &serde_json::Value,
+    spans: &[serde_json::Value],
+    deps: &[(&str, &[&str])],
+) {
+    let span = |s: &serde_json::Value| {
+        let ts = s["ts"].as_u64().unwrap();
+        (ts, ts + s["dur"].as_u64().unwrap())
+    };
+    let lanes: Vec<u64> = lane_names(trace).iter().map(|(t, _)| *t).collect();
+    let mut by_lane: std::collections::BTreeMap<u64, Vec<(u64, u64)>> = Default::default();
+    for s in spans {
+        let tid = s["tid"].as_u64().unwrap();
+        assert!(lanes.contains(&tid), "span on an unnamed lane: {s}");
+        by_lane.entry(tid).or_default().push(span(s));
+    }
+    for (tid, mut v) in by_lane {
+        v.sort();
+        for w in v.windows(2) {
+            assert!(
+                w[0].1 <= w[1].0,
+                "lane {tid}: {:?} overlaps {:?}",
+                w[0],
+                w[1]
+            );
+        }
+    }
+    let of = |id: &str| -> Vec<(u64, u64)> {
+        spans
+            .iter()
+            .filter(|s| s["args"]["id"] == id)
+            .map(span)
+            .collect()
+    };
+    for (task, ds) in deps {
+        let Some(start) = of(task).iter().map(|s| s.0).min() else {
+            continue;
+        };
+        for d in *ds {
+            let end = of(d).iter().map(|s| s.1).max().expect("a dependency ran");
+            assert!(
+                end <= start,
+                "{task} started at {start} before {d} ended at {end}"
+            );
+        }
+    }
+}
+
+/// The ids of the summary line's critical path (`... critical path T s (a -> b -> c)`).
+fn summary_critical_path(stdout: &str) -> Vec<String> {
+    let line = lines_starting(stdout, "summary: ")[0];
+    let inside = line.rsplit_once(" (").unwrap().1.trim_end_matches(')');
+    inside.split(" -> ").map(str::to_string).collect()
+}
+
+#[test]
+fn trace_has_one_span_per_attempt_on_non_overlapping_lanes_and_marks_the_critical_path() {
+    let dir = tempfile::tempdir().unwrap();
+    // `flaky` fails once, then succeeds: two attempts, two spans.
+    let f = write(
+        dir.path(),
+        "t.toml",
+        &format!(
+            "[[task]]\nid = \"flaky\"\ncommand = \"{}\"\nretries = 2\n\n\
+             [[task]]\nid = \"slow\"\ncommand = \"sleep 0.3\"\n\n\
+             [[task]]\nid = \"quick\"\ncommand = \"true\"\n\n\
+             [[task]]\nid = \"bad\"\ndeps = [\"quick\"]\ncommand = \"exit 3\"\n\n\
+             [[task]]\nid = \"after\"\ndeps = [\"flaky\", \"slow\"]\ncommand = \"true\"\n\n\
+             [[task]]\nid = \"never\"\ndeps = [\"bad\"]\ncommand = \"true\"\n",
+            counting("flaky", 2)
+        ),
+    );
+    let trace_path = dir.path().join("run.json");
+    let out = lockstep()
+        .current_dir(dir.path())
+        .args(["run", "--no-progress", "-j", "2", "--trace"])
+        .arg(&trace_path)
+        .arg(&f)
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let stdout = stdout_of(&out);
+    let (trace, spans) = trace_spans(&trace_path);
+    assert_eq!(
+        lane_names(&trace),
+        vec![(1, "slot 1".to_string()), (2, "slot 2".to_string())]
+    );
+    // One span per attempt, with its generation, outcome and exit status.
+    let mut got: Vec<(String, u64, u64, String, serde_json::Value)> = spans
+        .iter()
+        .map(|s| {
+            let a = &s["args"];
+            (
+                a["id"].as_str().unwrap().to_string(),
+                a["attempt"].as_u64().unwrap(),
+                a["generation"].as_u64().unwrap(),
+                a["outcome"].as_str().unwrap().to_string(),
+                a["exit_status"].clone(),
+            )
+        })
+        .collect();
+    got.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    let row = |id: &str, attempt: u64, outcome: &str, exit: &str| {
+        (
+            id.to_string(),
+            attempt,
+            attempt,
+            outcome.to_string(),
+            serde_json::Value::from(exit),
+        )
+    };
+    assert_eq!(
+        got,
+        vec![
+            row("after", 1, "succeeded", "exit status 0"),
+            row("bad", 1, "failed", "exit status 3"),
+            row("flaky", 1, "failed", "exit status 1"),
+            row("flaky", 2, "succeeded", "exit status 0"),
+            row("quick", 1, "succeeded", "exit status 0"),
+            row("slow", 1, "succeeded", "exit status 0"),
+        ]
+    );
+    let bad = spans.iter().find(|s| s["name"] == "bad").unwrap();
+    assert_eq!(bad["args"]["error"], "exit status 3");
+    assert_trace_invariants(
+        &trace,
+        &spans,
+        &[
+            ("bad", &["quick"]),
+            ("after", &["flaky", "slow"]),
+            ("never", &["bad"]),
+        ],
+    );
+    // The critical path: the summary's, marked on each of its tasks' spans and no other.
+    let path = summary_critical_path(&stdout);
+    assert_eq!(path.last().map(String::as_str), Some("after"), "{stdout}");
+    let mut marked: Vec<String> = spans
+        .iter()
+        .filter(|s| s["args"]["critical_path"] == true)
+        .map(|s| {
+            assert_eq!(s["cname"], "yellow", "{s}");
+            s["name"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let mut want = path.clone();
+    want.sort();
+    marked.sort();
+    marked.dedup();
+    assert_eq!(marked, want);
+    for s in spans.iter().filter(|s| s["args"]["critical_path"] == false) {
+        assert!(s.get("cname").is_none(), "{s}");
+    }
+    assert_eq!(trace["otherData"]["critical_path"], serde_json::json!(path));
+}
+
+#[test]
+fn trace_of_the_pipeline_example_keeps_its_invariants_with_three_slots() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace_path = dir.path().join("pipeline.json");
+    let out = lockstep()
+        .args(["run", "--no-progress", "-j", "3", "--trace"])
+        .arg(&trace_path)
+        .arg(example("pipeline.toml"))
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let (trace, spans) = trace_spans(&trace_path);
+    let mut names: Vec<&str> = spans.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    names.sort();
+    // The 6 tasks that ran, once each; the 3 blocked ones have no span.
+    assert_eq!(
+        names,
+        vec!["configure", "core", "docs", "fetch", "lint", "plugins"]
+    );
+    assert_eq!(lane_names(&trace).len(), 3);
+    assert_trace_invariants(
+        &trace,
+        &spans,
+        &[
+            ("configure", &["fetch"]),
+            ("core", &["configure"]),
+            ("plugins", &["configure"]),
+            ("docs", &["configure"]),
+            ("lint", &["fetch"]),
+        ],
+    );
+    assert_eq!(
+        trace["otherData"]["critical_path"],
+        serde_json::json!(summary_critical_path(&stdout_of(&out)))
+    );
+}
+
+/// Each node of a DOT file as (id, label, fillcolor, class), read with graphviz-rust and the
+/// crate's own unquoting (`graph::dot::id_text`).
+fn dot_nodes(text: &str) -> Vec<(String, String, String, String)> {
+    use graphviz_rust::dot_structures::{Graph, Stmt};
+    use lockstep_cli::graph::dot::id_text;
+    let Graph::DiGraph { stmts, .. } = graphviz_rust::parse(text).unwrap() else {
+        panic!("not a digraph: {text}");
+    };
+    stmts
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Node(n) => {
+                let attr = |key: &str| {
+                    n.attributes
+                        .iter()
+                        .find(|a| id_text(&a.0) == key)
+                        .map(|a| id_text(&a.1))
+                        .unwrap_or_default()
+                };
+                Some((
+                    id_text(&n.id.0),
+                    attr("label"),
+                    attr("fillcolor"),
+                    attr("class"),
+                ))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The tasks and dependencies of a file as the crate's readers give them.
+fn tasks_and_deps(path: &Path) -> Vec<(String, Vec<String>)> {
+    let g =
+        lockstep_cli::graph::read_file(path, &lockstep_cli::graph::ReadOptions::default()).unwrap();
+    g.tasks.into_iter().map(|t| (t.id, t.deps)).collect()
+}
+
+#[test]
+fn graph_out_reads_back_as_the_same_graph_with_each_final_state() {
+    let dir = tempfile::tempdir().unwrap();
+    // Ids that DOT must escape: a quote, backslashes (one at the end), a newline.
+    let f = write(
+        dir.path(),
+        "g.toml",
+        r#"[[task]]
+id = 'say "hi"'
+command = "true"
+
+[[task]]
+id = 'C:\dir\'
+deps = ['say "hi"']
+command = "exit 4"
+
+[[task]]
+id = "two\nlines"
+deps = ['C:\dir\']
+command = "true"
+
+[[task]]
+id = "after"
+deps = ["two\nlines", 'say "hi"']
+command = "true"
+
+[[task]]
+id = "free"
+command = "true"
+"#,
+    );
+    let out_path = dir.path().join("g.dot");
+    lockstep()
+        .current_dir(dir.path())
+        .args(["run", "--no-progress", "-j", "1", "--graph-out"])
+        .arg(&out_path)
+        .arg(&f)
+        .assert()
+        .code(1);
+    // The crate's DOT reader gives back the same tasks and edges.
+    assert_eq!(tasks_and_deps(&out_path), tasks_and_deps(&f));
+    let text = std::fs::read_to_string(&out_path).unwrap();
+    let row = |id: &str, label: &str, fill: &str, class: &str| {
+        (
+            id.to_string(),
+            label.to_string(),
+            fill.to_string(),
+            class.to_string(),
+        )
+    };
+    // Labels are escStrings: `\n` is a line break, `\\` a backslash.
+    assert_eq!(
+        dot_nodes(&text),
+        vec![
+            row(
+                "say \"hi\"",
+                r#"say "hi"\nsucceeded"#,
+                "palegreen",
+                "succeeded"
+            ),
+            row(
+                r"C:\dir\",
+                r"C:\\dir\\\nfailed: exit status 4",
+                "salmon",
+                "failed"
+            ),
+            row(
+                "two\nlines",
+                r"two\nlines\nblocked: C:\\dir\\ failed",
+                "orange",
+                "blocked"
+            ),
+            row(
+                "after",
+                r"after\nblocked: C:\\dir\\ failed",
+                "orange",
+                "blocked"
+            ),
+            row("free", r"free\nsucceeded", "palegreen", "succeeded"),
+        ]
+    );
+
+    // --fail-fast: the queued tasks are cancelled, with the cause in their label.
+    let ff = write(
+        dir.path(),
+        "ff.toml",
+        "[[task]]\nid = \"bad\"\ncommand = \"exit 3\"\n\n\
+         [[task]]\nid = \"next\"\ncommand = \"true\"\n",
+    );
+    lockstep()
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "--no-progress",
+            "-j",
+            "1",
+            "--fail-fast",
+            "--graph-out",
+        ])
+        .arg(&out_path)
+        .arg(&ff)
+        .assert()
+        .code(1);
+    let text = std::fs::read_to_string(&out_path).unwrap();
+    assert_eq!(tasks_and_deps(&out_path), tasks_and_deps(&ff));
+    assert_eq!(
+        dot_nodes(&text),
+        vec![
+            row("bad", r"bad\nfailed: exit status 3", "salmon", "failed"),
+            row(
+                "next",
+                r"next\ncancelled: --fail-fast after bad failed",
+                "lightgrey",
+                "cancelled"
+            ),
+        ]
+    );
+}
+
+#[test]
+fn an_unwritable_trace_or_graph_out_exits_2_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "w.toml",
+        "[[task]]\nid = \"a\"\ncommand = \"touch ran\"\n",
+    );
+    let bad = dir.path().join("missing").join("out.file");
+    for option in ["--trace", "--graph-out"] {
+        lockstep()
+            .current_dir(dir.path())
+            .args(["run", "--no-progress", option])
+            .arg(&bad)
+            .arg(&f)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(format!(
+                "error: cannot write {option} {}: No such file or directory (os error 2)\n",
+                bad.display()
+            ));
+        assert!(!dir.path().join("ran").exists(), "{option}: a task ran");
+    }
+    // Neither applies to --dry-run or --store (refused by the command line).
+    for other in [["--dry-run", ""], ["--store", "sqlite:x.lockstep"]] {
+        let args: Vec<&str> = other.iter().copied().filter(|a| !a.is_empty()).collect();
+        lockstep()
+            .current_dir(dir.path())
+            .args(["run", "--trace", "t.json"])
+            .args(&args)
+            .arg(&f)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(
+                "the argument '--trace <FILE>' cannot be used with",
+            ));
+    }
+    assert!(!dir.path().join("ran").exists());
+}
+
+#[test]
+fn a_trace_that_fails_to_be_written_after_the_run_exits_2_naming_it() {
+    // /dev/full opens, then every write fails: the run happens and reports, then the error.
+    if !Path::new("/dev/full").exists() {
+        eprintln!("skipped: no /dev/full");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "w.toml",
+        "[[task]]\nid = \"a\"\ncommand = \"touch ran\"\n",
+    );
+    for option in ["--trace", "--graph-out"] {
+        let out = lockstep()
+            .current_dir(dir.path())
+            .args(["run", "--no-progress", option, "/dev/full"])
+            .arg(&f)
+            .assert()
+            .code(2)
+            .stderr(format!(
+                "error: cannot write {option} /dev/full: No space left on device (os error 28)\n"
+            ))
+            .get_output()
+            .clone();
+        assert_eq!(
+            timeless(&stdout_of(&out)),
+            vec![
+                "ok      a (T s)",
+                "summary: 1 succeeded, 0 failed, 0 blocked, 0 cancelled; wall time T s; critical path T s (a)",
+            ]
+        );
+    }
+    assert!(dir.path().join("ran").exists());
+}
+
+#[test]
+fn run_help_lists_trace_and_graph_out() {
+    let out = lockstep()
+        .args(["run", "--help"])
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    let help = stdout_of(&out);
+    for want in [
+        "--trace <FILE>",
+        "Write a Chrome trace of the run to FILE",
+        "--graph-out <FILE>",
+        "coloured by its final state",
+    ] {
+        assert!(help.contains(want), "{want} missing from:\n{help}");
+    }
+}
