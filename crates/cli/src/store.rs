@@ -115,7 +115,8 @@ pub type BoxStore = Box<dyn Store + Send>;
 
 impl StoreSpec {
     /// Opens the store; with `create = Some(slots)` a missing store is created with that
-    /// concurrency limit (an existing one keeps its own).
+    /// concurrency limit ([`lockstep_durable::UNLIMITED`]: none; an existing store keeps its
+    /// own).
     ///
     /// # Errors
     /// The store's [`DurableError`]: unreachable server, not a Lockstep store, newer schema,
@@ -250,8 +251,10 @@ pub enum StoreRunError {
 pub struct StoreRunOptions {
     /// Local worker threads.
     pub jobs: usize,
-    /// The concurrency limit of a new store (all workers together).
-    pub limit: usize,
+    /// The concurrency limit of a new store, shared by every worker of the run (`--store-limit`);
+    /// `None`: no store-wide limit (created with [`lockstep_durable::UNLIMITED`]), each process
+    /// being bounded by its own slots only (`-j`, `--slots`). An existing store keeps its own.
+    pub limit: Option<usize>,
     /// Lease duration of each claim.
     pub lease: Duration,
     /// Run each task as a sleep of this long instead of its command.
@@ -450,10 +453,11 @@ pub fn run(
         store: spec.to_string(),
         reason: "the store's concurrency limit is 0: no task could ever run".into(),
     };
-    if opts.limit == 0 {
+    if opts.limit == Some(0) {
         return Err(no_slots());
     }
-    let mut store = spec.open(Some(opts.limit)).map_err(store_err)?;
+    let limit = opts.limit.unwrap_or(lockstep_durable::UNLIMITED);
+    let mut store = spec.open(Some(limit)).map_err(store_err)?;
     if store.max_concurrency().map_err(store_err)? == 0 {
         return Err(no_slots());
     }

@@ -14,7 +14,7 @@ use lockstep_durable::{DurableError, MAX_ID_BYTES, SqliteStore, Store, TaskState
 fn opts(limit: usize) -> StoreRunOptions {
     StoreRunOptions {
         jobs: 2,
-        limit,
+        limit: Some(limit),
         lease: Duration::from_millis(2_000),
         simulate: None,
         grace: lockstep_cli::command::DEFAULT_GRACE,

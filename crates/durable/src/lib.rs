@@ -114,6 +114,28 @@ pub const MAX_PAYLOAD_BYTES: usize = 64 << 20;
 /// 64-bit integers). Larger values are clamped to it, in the stores and in the model alike.
 pub const MAX_MILLIS: u64 = i64::MAX as u64;
 
+/// The concurrency limit that means **no store-wide limit**: give it to `create` and claims are
+/// bounded only by each caller's `max` (a worker's slots). Stores keep it as the largest
+/// signed 64-bit integer, `9223372036854775807` (`i64::MAX`, in `lockstep_state.max_concurrency`):
+/// every limit of `i64::MAX` or more is stored so, and [`Store::max_concurrency`] then returns
+/// `UNLIMITED`. (No store can hold that many running versions, so the claim's
+/// `limit - live leases` never binds.)
+pub const UNLIMITED: usize = usize::MAX;
+
+/// The limit `max` as a store keeps it: at most `i64::MAX` (which means [`UNLIMITED`]).
+pub(crate) fn limit_to_sql(max: usize) -> i64 {
+    i64::try_from(max).unwrap_or(i64::MAX)
+}
+
+/// The stored limit `v` as [`Store::max_concurrency`] returns it: `i64::MAX` is [`UNLIMITED`].
+pub(crate) fn limit_from_sql(v: i64) -> usize {
+    if v == i64::MAX {
+        UNLIMITED
+    } else {
+        usize::try_from(v).unwrap_or(0)
+    }
+}
+
 /// A point in time or a duration, in milliseconds. As a point, milliseconds since the Unix
 /// epoch for [`SystemClock`], or any origin a test chooses for [`ManualClock`]: the store only
 /// compares and adds these values.
@@ -783,7 +805,8 @@ pub trait Store {
     /// Store errors only.
     fn counts(&mut self) -> Result<StateCounts, DurableError>;
 
-    /// The concurrency limit given when the store was created. Read-only.
+    /// The concurrency limit given when the store was created; [`UNLIMITED`] for a store
+    /// without a store-wide limit. Read-only.
     ///
     /// # Errors
     /// Store errors only.

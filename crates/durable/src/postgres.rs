@@ -325,13 +325,14 @@ struct Meta {
 impl PostgresStore {
     /// Creates a new store in schema [`DEFAULT_SCHEMA`] of the database at `url` (a libpq-style
     /// URL, `postgres://user:password@host:port/database`, or `host=... user=...`), with
-    /// `max_concurrency` slots (zero is legal and claims nothing).
+    /// `max_concurrency` slots (zero is legal and claims nothing; [`crate::UNLIMITED`], or any
+    /// limit of `i64::MAX` or more, is no store-wide limit).
     ///
     /// # Errors
-    /// [`DurableError::InvalidInput`] for a malformed URL or schema name or a limit above
-    /// `i64::MAX`; [`DurableError::Unavailable`] if the server cannot be reached or refuses
-    /// the login; [`DurableError::AlreadyExists`] if the schema already holds anything (a
-    /// store or other objects). Nothing existing is changed.
+    /// [`DurableError::InvalidInput`] for a malformed URL or schema name;
+    /// [`DurableError::Unavailable`] if the server cannot be reached or refuses the login;
+    /// [`DurableError::AlreadyExists`] if the schema already holds anything (a store or other
+    /// objects). Nothing existing is changed.
     pub fn create(url: &str, max_concurrency: usize) -> Result<Self, DurableError> {
         Self::create_with(url, max_concurrency, &PostgresOptions::default())
     }
@@ -424,9 +425,7 @@ impl PostgresStore {
 
     /// Creates the schema, its tables and functions, and the metadata, in one transaction.
     fn install(&mut self, max_concurrency: usize) -> Result<(), DurableError> {
-        let max = i64::try_from(max_concurrency).map_err(|_| DurableError::InvalidInput {
-            what: format!("max_concurrency {max_concurrency} is too large"),
-        })?;
+        let max = crate::limit_to_sql(max_concurrency);
         let name = self.schema.trim_matches('"').to_string();
         let location = self.location.clone();
         let s = self.schema.clone();
@@ -1427,7 +1426,7 @@ impl Store for PostgresStore {
 
     fn max_concurrency(&mut self) -> Result<usize, DurableError> {
         let r = self.state_row()?;
-        Ok(usize::try_from(r.get::<_, i64>(0)).unwrap_or(0))
+        Ok(crate::limit_from_sql(r.get::<_, i64>(0)))
     }
 
     fn is_started(&mut self) -> Result<bool, DurableError> {

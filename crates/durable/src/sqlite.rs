@@ -225,7 +225,8 @@ fn gen_sql(g: Generation) -> i64 {
 
 impl SqliteStore {
     /// Creates a new store at `path` with `max_concurrency` slots (zero is legal and claims
-    /// nothing), with default [`SqliteOptions`]. The file may be absent or empty.
+    /// nothing; [`crate::UNLIMITED`], or any limit of `i64::MAX` or more, is no store-wide
+    /// limit), with default [`SqliteOptions`]. The file may be absent or empty.
     ///
     /// # Errors
     /// [`DurableError::AlreadyExists`] if the file already holds a database (ours or not);
@@ -255,9 +256,7 @@ impl SqliteStore {
         .map_err(|e| unavailable(&path, e))?;
         let mut store = SqliteStore { conn, path };
         store.configure(options)?;
-        let max = i64::try_from(max_concurrency).map_err(|_| DurableError::InvalidInput {
-            what: format!("max_concurrency {max_concurrency} is too large"),
-        })?;
+        let max = crate::limit_to_sql(max_concurrency);
         let location = store.location();
         let (app_id, objects) = store.inspect()?;
         if app_id != 0 || objects != 0 {
@@ -1284,7 +1283,7 @@ impl Store for SqliteStore {
     }
 
     fn max_concurrency(&mut self) -> Result<usize, DurableError> {
-        self.read(|_, m| Ok(usize::try_from(m.max_concurrency).unwrap_or(0)))
+        self.read(|_, m| Ok(crate::limit_from_sql(m.max_concurrency)))
     }
 
     fn is_started(&mut self) -> Result<bool, DurableError> {
