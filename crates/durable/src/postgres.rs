@@ -829,6 +829,42 @@ fn closes_cycle(
 }
 
 /// Submits one version (the model's `submit`), in the caller's savepoint.
+/// The body of `submit`: a first load of many new tasks in bulk, else each task in its own
+/// savepoint, so a refused one leaves no trace.
+fn submit_batch(
+    tx: &mut Transaction<'_>,
+    s: &str,
+    meta: &mut Meta,
+    tasks: &[NewTask],
+) -> Result<Vec<Result<Generation, DurableError>>, DurableError> {
+    if let Some(out) = submit_bulk(tx, s, meta, tasks)? {
+        return Ok(out);
+    }
+    let mut out = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        tx.batch_execute("SAVEPOINT one").map_err(map_err)?;
+        let saved = *meta;
+        match submit_one(tx, s, meta, t) {
+            Ok(g) => {
+                tx.batch_execute("RELEASE one").map_err(map_err)?;
+                out.push(Ok(g));
+            }
+            Err(
+                e @ (DurableError::Busy { .. }
+                | DurableError::Unavailable { .. }
+                | DurableError::Database { .. }),
+            ) => return Err(e),
+            Err(e) => {
+                tx.batch_execute("ROLLBACK TO one; RELEASE one")
+                    .map_err(map_err)?;
+                *meta = saved;
+                out.push(Err(e));
+            }
+        }
+    }
+    Ok(out)
+}
+
 fn submit_one(
     tx: &mut Transaction<'_>,
     s: &str,
@@ -1111,34 +1147,26 @@ impl Store for PostgresStore {
         &mut self,
         tasks: &[NewTask],
     ) -> Result<Vec<Result<Generation, DurableError>>, DurableError> {
+        self.write(|tx, s, meta| submit_batch(tx, s, meta, tasks))
+    }
+
+    fn submit_if_unchanged(
+        &mut self,
+        seen: &[(&str, Option<Generation>)],
+        tasks: &[NewTask],
+    ) -> Result<Vec<Result<Generation, DurableError>>, DurableError> {
+        crate::validate_seen(seen)?;
         self.write(|tx, s, meta| {
-            if let Some(out) = submit_bulk(tx, s, meta, tasks)? {
-                return Ok(out);
+            // LINEARIZATION POINT (D.conditional-submit): `write` locked the state row first
+            // (`SELECT ... FOR UPDATE`), as every submission does, so no other submission runs
+            // between this check and the submission; each statement below reads under read
+            // committed with a snapshot taken after the lock was granted, so it sees every
+            // submission committed before.
+            for (id, g) in seen {
+                let current = read_row(tx, s, id)?.map(|r| r.generation);
+                crate::unchanged(id, *g, current)?;
             }
-            let mut out = Vec::with_capacity(tasks.len());
-            for t in tasks {
-                // Each task in its own savepoint, so a refused one leaves no trace.
-                tx.batch_execute("SAVEPOINT one").map_err(map_err)?;
-                let saved = *meta;
-                match submit_one(tx, s, meta, t) {
-                    Ok(g) => {
-                        tx.batch_execute("RELEASE one").map_err(map_err)?;
-                        out.push(Ok(g));
-                    }
-                    Err(
-                        e @ (DurableError::Busy { .. }
-                        | DurableError::Unavailable { .. }
-                        | DurableError::Database { .. }),
-                    ) => return Err(e),
-                    Err(e) => {
-                        tx.batch_execute("ROLLBACK TO one; RELEASE one")
-                            .map_err(map_err)?;
-                        *meta = saved;
-                        out.push(Err(e));
-                    }
-                }
-            }
-            Ok(out)
+            submit_batch(tx, s, meta, tasks)
         })
     }
 

@@ -697,6 +697,37 @@ fn closes_cycle(tx: &Transaction<'_>, id: &str, deps: &[String]) -> Result<bool,
     Ok(false)
 }
 
+/// The body of `submit`: each task in its own savepoint, so a refused one leaves no trace.
+fn submit_batch(
+    tx: &Transaction<'_>,
+    meta: &mut Meta,
+    tasks: &[NewTask],
+) -> Result<Vec<Result<Generation, DurableError>>, DurableError> {
+    let mut out = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        tx.execute_batch("SAVEPOINT one").map_err(map_err)?;
+        let saved = *meta;
+        match submit_one(tx, meta, t) {
+            Ok(g) => {
+                tx.execute_batch("RELEASE one").map_err(map_err)?;
+                out.push(Ok(g));
+            }
+            Err(
+                e @ (DurableError::Busy { .. }
+                | DurableError::Unavailable { .. }
+                | DurableError::Database { .. }),
+            ) => return Err(e),
+            Err(e) => {
+                tx.execute_batch("ROLLBACK TO one; RELEASE one")
+                    .map_err(map_err)?;
+                *meta = saved;
+                out.push(Err(e));
+            }
+        }
+    }
+    Ok(out)
+}
+
 fn submit_one(
     tx: &Transaction<'_>,
     meta: &mut Meta,
@@ -878,31 +909,24 @@ impl Store for SqliteStore {
         &mut self,
         tasks: &[NewTask],
     ) -> Result<Vec<Result<Generation, DurableError>>, DurableError> {
+        self.write(|tx, meta| submit_batch(tx, meta, tasks))
+    }
+
+    fn submit_if_unchanged(
+        &mut self,
+        seen: &[(&str, Option<Generation>)],
+        tasks: &[NewTask],
+    ) -> Result<Vec<Result<Generation, DurableError>>, DurableError> {
+        crate::validate_seen(seen)?;
         self.write(|tx, meta| {
-            let mut out = Vec::with_capacity(tasks.len());
-            for t in tasks {
-                // Each task in its own savepoint, so a refused one leaves no trace.
-                tx.execute_batch("SAVEPOINT one").map_err(map_err)?;
-                let saved = *meta;
-                match submit_one(tx, meta, t) {
-                    Ok(g) => {
-                        tx.execute_batch("RELEASE one").map_err(map_err)?;
-                        out.push(Ok(g));
-                    }
-                    Err(
-                        e @ (DurableError::Busy { .. }
-                        | DurableError::Unavailable { .. }
-                        | DurableError::Database { .. }),
-                    ) => return Err(e),
-                    Err(e) => {
-                        tx.execute_batch("ROLLBACK TO one; RELEASE one")
-                            .map_err(map_err)?;
-                        *meta = saved;
-                        out.push(Err(e));
-                    }
-                }
+            // LINEARIZATION POINT (D.conditional-submit): the versions are read inside the
+            // submission's BEGIN IMMEDIATE transaction, which holds the write lock from its
+            // start: no other submission can commit between this check and the submission.
+            for (id, g) in seen {
+                let current = read_row(tx, id)?.map(|r| r.generation);
+                crate::unchanged(id, *g, current)?;
             }
-            Ok(out)
+            submit_batch(tx, meta, tasks)
         })
     }
 
