@@ -604,7 +604,16 @@ pub(crate) fn unchanged(
     seen: Option<Generation>,
     current: Option<Generation>,
 ) -> Result<(), DurableError> {
-    if seen == current {
+    // INVARIANT (D.conditional-submit): the whole version is compared, not just whether the id
+    // exists. Seeded bug `durable_submit_if_exists`: only existence is compared, which stops two
+    // runs from submitting a new graph twice but lets two resuming runs both resubmit a failed
+    // task (both saw it at the same generation, and it still exists after the first).
+    let same = if lockstep_sync::seeded_bug!("durable_submit_if_exists") {
+        seen.is_some() == current.is_some()
+    } else {
+        seen == current
+    };
+    if same {
         Ok(())
     } else {
         Err(DurableError::Changed {
