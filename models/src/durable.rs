@@ -21,6 +21,11 @@
 //!   stopped by Ctrl-C). A fenced `abandon` changes nothing: it must never end the lease of a
 //!   newer claim.
 //!
+//! * **the conditional submission**: `submit_if_unchanged` applies a batch only if every id
+//!   the submitter read still has the generation it saw (or is still unknown), checked and
+//!   applied as one step: two processes that read the same store and decide to submit the
+//!   same thing cannot both do it (the second is refused with [`Changed`] and reads again).
+//!
 //! A refused operation changes nothing, not even the high-water clock.
 //!
 //! ```
@@ -141,6 +146,18 @@ pub enum LeaseError {
     },
 }
 
+/// A conditional submission refused ([`DurableModel::submit_if_unchanged`]): the current
+/// version of `id` is not the one the submitter saw. Nothing was submitted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Changed {
+    /// The first id (in the order given) whose version changed.
+    pub id: String,
+    /// The generation the submitter saw (`None`: not submitted).
+    pub seen: Option<Generation>,
+    /// The current generation (`None`: not submitted).
+    pub current: Option<Generation>,
+}
+
 impl From<SchedulerError<String>> for LeaseError {
     fn from(e: SchedulerError<String>) -> Self {
         LeaseError::Scheduler(e)
@@ -200,6 +217,40 @@ impl DurableModel {
         self.leases.remove(&id);
         self.payloads.insert(id, payload);
         Ok(g)
+    }
+
+    /// The conditional submission (D.conditional-submit): if, for every `(id, generation)` of
+    /// `seen` in order, the current version of `id` has that generation (`None`: `id` was
+    /// never submitted), submits `tasks` in order exactly as [`Self::submit`] one by one (a
+    /// refused task changes nothing and does not stop the others) and returns their results;
+    /// otherwise submits nothing and returns [`Changed`] for the first id that differs. The
+    /// check and the submission are one step: between a reader's look at the store and its
+    /// submission, any other submission of a listed id makes it fail. An empty `seen` is an
+    /// unconditional submission. O(seen + the submissions).
+    ///
+    /// # Errors
+    /// [`Changed`], as listed.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (D.conditional-submit).
+    pub fn submit_if_unchanged(
+        &mut self,
+        seen: &[(String, Option<Generation>)],
+        tasks: Vec<(String, Vec<String>, Vec<u8>)>,
+    ) -> Result<Vec<Result<Generation, LeaseError>>, Changed> {
+        for (id, g) in seen {
+            let current = self.inner.generation(id);
+            if current != *g {
+                return Err(Changed {
+                    id: id.clone(),
+                    seen: *g,
+                    current,
+                });
+            }
+        }
+        Ok(tasks
+            .into_iter()
+            .map(|(id, deps, payload)| self.submit(id, deps, payload))
+            .collect())
     }
 
     /// `SchedulerModel::start`.

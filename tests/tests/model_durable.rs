@@ -9,7 +9,9 @@
 //! state: `snapshot()`, `status` and `lease` of every id (the ghost too), `counts()`,
 //! `is_started()`, `is_closed()`, `max_concurrency()` and the high-water `clock()`.
 //!
-//! The operations: submit (batches of one or two tasks, with payloads), start, check, claim
+//! The operations: submit (batches of one or two tasks, with payloads), conditional submit
+//! (`submit_if_unchanged`: the generations a submitter saw, mostly current, sometimes moved on,
+//! then a batch), start, check, claim
 //! (three owners, the test clock's `now`, leases of 5-20 ms, `max` 0-3), complete / fail /
 //! renew with a fencing token (mostly tokens the model issued earlier, **including old ones
 //! whose lease expired and whose version was claimed again: replayed late completions, which
@@ -46,7 +48,7 @@ use lockstep_durable::{
     DurableError, FencingToken, Lease, LeaseInfo, LeaseOwner, Millis, NewTask, PostgresOptions,
     PostgresStore, Renewal, SqliteOptions, SqliteStore, StateCounts, Store,
 };
-use lockstep_models::durable::{DurableModel, LeaseError, ModelLease, Token};
+use lockstep_models::durable::{Changed, DurableModel, LeaseError, ModelLease, Token};
 use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::strategy::Union;
@@ -203,6 +205,12 @@ impl Backend for Postgres {
 enum Op {
     /// One batch: `(id, deps, payload tag)`.
     Submit(Vec<(String, Vec<String>, u8)>),
+    /// A conditional batch (`submit_if_unchanged`): the generations the submitter saw, then
+    /// the batch.
+    SubmitIf(
+        Vec<(String, Option<Generation>)>,
+        Vec<(String, Vec<String>, u8)>,
+    ),
     Start,
     Check,
     Claim {
@@ -227,6 +235,7 @@ enum Op {
 #[derive(Debug, Clone, PartialEq)]
 enum Output {
     Submit(Vec<Result<Generation, DurableError>>),
+    SubmitIf(Result<Vec<Result<Generation, DurableError>>, DurableError>),
     Start(Result<(), DurableError>),
     Check(GraphReport<String>),
     Claim(Result<Vec<Lease>, DurableError>),
@@ -279,6 +288,15 @@ fn durable_err(e: LeaseError) -> DurableError {
     }
 }
 
+/// The model's refused conditional submission as the store's error.
+fn changed_err(c: Changed) -> DurableError {
+    DurableError::Changed {
+        id: c.id,
+        seen: c.seen,
+        current: c.current,
+    }
+}
+
 fn lease_of(l: ModelLease) -> Lease {
     Lease {
         id: l.id,
@@ -312,6 +330,17 @@ fn apply_model(m: &mut DurableModel, op: &Op) -> Output {
                         .map_err(durable_err)
                 })
                 .collect(),
+        ),
+        Op::SubmitIf(seen, tasks) => Output::SubmitIf(
+            m.submit_if_unchanged(
+                seen,
+                tasks
+                    .iter()
+                    .map(|(id, deps, tag)| (id.clone(), deps.clone(), payload(id, *tag)))
+                    .collect(),
+            )
+            .map(|rs| rs.into_iter().map(|r| r.map_err(durable_err)).collect())
+            .map_err(changed_err),
         ),
         Op::Start => Output::Start(m.start().map_err(durable_err)),
         Op::Check => Output::Check(m.check()),
@@ -373,6 +402,22 @@ impl<B: Backend> Sut<B> {
                     })
                     .collect();
                 Output::Submit(self.s().submit(&batch).expect("no store error"))
+            }
+            Op::SubmitIf(seen, tasks) => {
+                let seen: Vec<(&str, Option<Generation>)> =
+                    seen.iter().map(|(id, g)| (id.as_str(), *g)).collect();
+                let batch: Vec<NewTask> = tasks
+                    .iter()
+                    .map(|(id, deps, tag)| {
+                        NewTask::new(id.clone(), deps.clone()).with_payload(payload(id, *tag))
+                    })
+                    .collect();
+                let out = self.s().submit_if_unchanged(&seen, &batch);
+                assert!(
+                    matches!(out, Ok(_) | Err(DurableError::Changed { .. })),
+                    "no store error: {out:?}"
+                );
+                Output::SubmitIf(out)
             }
             Op::Start => Output::Start(self.s().start()),
             Op::Check => Output::Check(self.s().check().expect("no store error")),
@@ -468,6 +513,8 @@ static RENEWED: AtomicUsize = AtomicUsize::new(0);
 static REOPENS: AtomicUsize = AtomicUsize::new(0);
 static APPLIED: AtomicUsize = AtomicUsize::new(0);
 static ABANDONED: AtomicUsize = AtomicUsize::new(0);
+static SUBMITTED_IF: AtomicUsize = AtomicUsize::new(0);
+static CHANGED: AtomicUsize = AtomicUsize::new(0);
 
 impl Coverage {
     fn record(op: &Op, out: &Output) {
@@ -480,6 +527,8 @@ impl Coverage {
             | Output::Renew(Err(DurableError::Fenced { .. }))
             | Output::Abandon(Err(DurableError::Fenced { .. })) => bump(&FENCED),
             Output::Abandon(Ok(())) => bump(&ABANDONED),
+            Output::SubmitIf(Ok(rs)) if rs.iter().any(Result::is_ok) => bump(&SUBMITTED_IF),
+            Output::SubmitIf(Err(DurableError::Changed { .. })) => bump(&CHANGED),
             Output::Renew(Err(DurableError::LeaseExpired { .. })) => bump(&EXPIRED),
             Output::Renew(Ok(_)) => bump(&RENEWED),
             Output::Callback(Ok(CallbackOutcome::Applied(_))) => bump(&APPLIED),
@@ -501,6 +550,8 @@ impl Coverage {
             ("renewals", &RENEWED),
             ("applied callbacks", &APPLIED),
             ("claims given back", &ABANDONED),
+            ("conditional submissions applied", &SUBMITTED_IF),
+            ("conditional submissions refused as changed", &CHANGED),
             ("reopens", &REOPENS),
         ]
         .map(|(what, c)| (what, c.load(Ordering::Relaxed)));
@@ -600,8 +651,30 @@ impl<B: Backend> ReferenceStateMachine for DurableMachine<B> {
         let task = select(IDS.to_vec())
             .prop_flat_map(|id| (Just(id.to_string()), deps_for(id), 0u8..3))
             .boxed();
-        let submit = proptest::collection::vec(task, 1..=2)
+        let submit = proptest::collection::vec(task.clone(), 1..=2)
             .prop_map(Op::Submit)
+            .boxed();
+        // What a submitter saw: mostly the current generation (or "not submitted"), sometimes
+        // one that moved on (one off, or the other side of "not submitted").
+        let current = gens.clone();
+        let seen_one = (
+            select(ids_and_ghost()),
+            select(vec![0i64, 0, 0, 0, -1, 1, 9]),
+        )
+            .prop_map(move |(id, off)| {
+                let now = current.get(&id).copied();
+                let g = match off {
+                    0 => now,
+                    9 => now.map_or(Some(Generation(1)), |_| None),
+                    off => Some(near_generation(now, off)),
+                };
+                (id, g)
+            });
+        let submit_if = (
+            proptest::collection::vec(seen_one, 0..=2),
+            proptest::collection::vec(task, 1..=2),
+        )
+            .prop_map(|(seen, tasks)| Op::SubmitIf(seen, tasks))
             .boxed();
         let claim = (select(OWNERS.to_vec()), 5u64..=20, 0usize..=3)
             .prop_map(move |(owner, lease, max)| Op::Claim {
@@ -691,10 +764,24 @@ impl<B: Backend> ReferenceStateMachine for DurableMachine<B> {
         let k = known.len() as u32;
         let w = if m.is_started() {
             // submit, start, check, claim, complete, fail, renew, cancel, close, tick, reopen,
-            // abandon
-            [8, 1, 1, 20, 14, 5, 12, 4, 1, 16, 2, 5]
+            // abandon, conditional submit
+            [8, 1, 1, 20, 14, 5, 12, 4, 1, 16, 2, 5, 5]
         } else {
-            [30, 2 + k, 2, 3 * k, 2, 2, 2, 2, u32::from(k > 2), 2, 1, 1]
+            [
+                30,
+                2 + k,
+                2,
+                3 * k,
+                2,
+                2,
+                2,
+                2,
+                u32::from(k > 2),
+                2,
+                1,
+                1,
+                10,
+            ]
         };
         weighted(vec![
             (w[0], submit),
@@ -709,6 +796,7 @@ impl<B: Backend> ReferenceStateMachine for DurableMachine<B> {
             (w[9], tick),
             (w[10], Just(Op::Reopen).boxed()),
             (w[11], abandon),
+            (w[12], submit_if),
         ])
     }
 
@@ -978,6 +1066,95 @@ fn scripted_abandon<B: Backend>() {
         step(Op::Abandon(tok(&second[0]), 10)),
         Output::Abandon(Err(DurableError::Conflict { .. }))
     ));
+}
+
+/// Two submitters that read the same store (D.conditional-submit), on backend `B` and the model
+/// side by side: on a new store both saw `a` and `b` unsubmitted; the first submission applies,
+/// the second is refused as `Changed` and changes nothing. Both then see `a` failed at g1 and
+/// resubmit it: the first makes g2, the second is refused (`a` is g2 now), so `a` is resubmitted
+/// once. An empty condition is a plain submission; a malformed id in the condition is
+/// `InvalidInput` (the store's own check, before the database).
+fn scripted_conditional_submit<B: Backend>() {
+    let mut m = DurableModel::new(2);
+    let mut sut: Sut<B> = Sut::new(2);
+    let ids = ids_and_ghost();
+    let mut step = |op: Op| -> Output {
+        let (mo, so) = (apply_model(&mut m, &op), sut.apply(&op));
+        assert_eq!(so, mo, "{op:?}");
+        sut.observe_diff(&m, &ids).unwrap();
+        so
+    };
+    let unseen = vec![("a".to_string(), None), ("b".to_string(), None)];
+    let graph = vec![
+        ("a".to_string(), vec![], 0),
+        ("b".into(), strings(&["a"]), 0),
+    ];
+    assert_eq!(
+        step(Op::SubmitIf(unseen.clone(), graph.clone())),
+        Output::SubmitIf(Ok(vec![Ok(Generation(1)), Ok(Generation(1))]))
+    );
+    assert_eq!(
+        step(Op::SubmitIf(unseen, graph)),
+        Output::SubmitIf(Err(DurableError::Changed {
+            id: "a".into(),
+            seen: None,
+            current: Some(Generation(1)),
+        }))
+    );
+    let Output::Claim(Ok(first)) = step(Op::Claim {
+        owner: "w1",
+        now: 0,
+        lease: 10,
+        max: 2,
+    }) else {
+        panic!("claim")
+    };
+    assert_eq!(first.len(), 1);
+    step(Op::Fail(tok(&first[0]), 1, "boom"));
+    let resubmit = || {
+        Op::SubmitIf(
+            vec![("a".into(), Some(Generation(1)))],
+            vec![("a".into(), vec![], 1)],
+        )
+    };
+    assert_eq!(
+        step(resubmit()),
+        Output::SubmitIf(Ok(vec![Ok(Generation(2))]))
+    );
+    assert_eq!(
+        step(resubmit()),
+        Output::SubmitIf(Err(DurableError::Changed {
+            id: "a".into(),
+            seen: Some(Generation(1)),
+            current: Some(Generation(2)),
+        }))
+    );
+    assert_eq!(
+        step(Op::SubmitIf(vec![], vec![("c".into(), vec![], 0)])),
+        Output::SubmitIf(Ok(vec![Err(DurableError::NewTaskAfterStart {
+            id: "c".into()
+        })]))
+    );
+    let bad = sut
+        .s()
+        .submit_if_unchanged(&[("x\0y", None)], &[NewTask::without_deps("a")]);
+    assert!(
+        matches!(bad, Err(DurableError::InvalidInput { .. })),
+        "{bad:?}"
+    );
+    sut.observe_diff(&m, &ids).unwrap();
+}
+
+#[test]
+fn sqlite_scripted_conditional_submit() {
+    scripted_conditional_submit::<Sqlite>();
+}
+
+#[test]
+fn postgres_scripted_conditional_submit() {
+    let Some(url) = pg_url() else { return };
+    let _scratch = PgScratch::new(url);
+    scripted_conditional_submit::<Postgres>();
 }
 
 #[test]

@@ -3,17 +3,18 @@
 //! ```text
 //! lockstep check FILE [TASK...] [GRAPH OPTIONS]          (FILE `-`: standard input, with --format)
 //! lockstep run FILE [TASK...] [-j N] [--dry-run] [--simulate MS] [--log-dir DIR] [--grace S] [--trace FILE] [--graph-out FILE] [ATTEMPTS] [GRAPH OPTIONS]
-//! lockstep run FILE [TASK...] --store sqlite:PATH|postgres://... [-j N] [--lease-ms MS] [--grace S] [ATTEMPTS]
+//! lockstep run FILE [TASK...] --store sqlite:PATH|postgres://... [-j N] [--store-limit N] [--lease-ms MS] [--grace S] [ATTEMPTS]
 //!   ATTEMPTS: [--retries N] [--retry-delay DURATION] [--timeout DURATION] [--fail-fast]
 //! lockstep worker --store sqlite:PATH|postgres://... [--slots N] [--lease-ms MS] [--grace S]
 //! ```
 //!
-//! Exit status: 0 the graph can run / every task succeeded / the run finished (`worker`) /
-//! the graph has no tasks (`check`, `run`: a warning says there is nothing to do); 1
-//! the graph cannot run (`check`) / some task failed, was blocked, cancelled or interrupted
-//! (`run`), and after Ctrl-C or SIGTERM (`run`, `run --store`, `worker`; a second one exits at
-//! once with 130, or 143 for SIGTERM); 2 unreadable input
-//! (missing file, parse error), bad options, a store that cannot be opened or fails, and,
+//! Exit status: 0 the graph can run / every task succeeded / the run finished and every task
+//! the worker ran succeeded (`worker`) / the graph has no tasks (`check`, `run`: a warning says
+//! there is nothing to do); 1 the graph cannot run (`check`) / some task failed, was blocked,
+//! cancelled or interrupted (`run`) / a task the worker ran failed (`worker`), and after Ctrl-C
+//! or SIGTERM (`run`, `run --store`, `worker`; a second one exits at once with 130, or 143 for
+//! SIGTERM); 2 unreadable input (missing file, parse error), bad options, a store that cannot
+//! be opened or fails, and,
 //! for `run`, a graph that cannot run.
 
 use std::io::IsTerminal;
@@ -117,8 +118,12 @@ enum Cmd {
     ///
     /// Ctrl-C or SIGTERM: nothing more is claimed, each running command gets SIGTERM, then
     /// SIGKILL after --grace, and the tasks that did not succeed are given back to the store
-    /// (another worker or run claims them at once). Exit 0 when the run finished, 1 after
-    /// Ctrl-C or SIGTERM (a second one exits at once with 130 or 143), 2 when the store fails.
+    /// (another worker or run claims them at once).
+    ///
+    /// Exit 0 when the run finished and every task this worker ran succeeded; 1 when a task it
+    /// ran failed (its command exited non-zero, was killed or timed out, whether the store
+    /// recorded the failure or the fence refused it), and after Ctrl-C or SIGTERM (a second one
+    /// exits at once with 130 or 143); 2 when the store fails.
     Worker {
         /// The store: sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE.
         #[arg(long, value_name = "URL")]
@@ -216,8 +221,10 @@ struct DurableRunArgs {
     #[arg(long, value_name = "MS", default_value_t = 30_000, requires = "store", value_parser = clap::value_parser!(u64).range(10..))]
     lease_ms: u64,
     /// With --store: the concurrency limit of a NEW store, shared by every worker of the run
-    /// (this process's -j threads and `lockstep worker` processes) [default: -j]. At least 1:
-    /// a store with limit 0 could never claim a task, and the run would wait forever.
+    /// (this process's -j threads and `lockstep worker` processes together) [default: no
+    /// store-wide limit: -j bounds this process and --slots each worker]. An existing store
+    /// keeps the limit it was created with. At least 1: a store with limit 0 could never claim
+    /// a task, and the run would wait forever.
     #[arg(long, value_name = "N", requires = "store", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     store_limit: Option<u32>,
 }
@@ -362,7 +369,7 @@ fn main() -> ExitCode {
             if let Some(spec) = durable.store {
                 let opts = lockstep_cli::store::StoreRunOptions {
                     jobs,
-                    limit: durable.store_limit.map_or(jobs, |n| n as usize),
+                    limit: durable.store_limit.map(|n| n as usize),
                     lease: Duration::from_millis(durable.lease_ms),
                     simulate: simulate.map(Duration::from_millis),
                     grace: grace.grace,
@@ -541,7 +548,7 @@ fn worker_cmd(
                 stats.lost_leases,
                 stats.given_back.len()
             );
-            if stats.stopped_by.is_some() {
+            if stats.stopped_by.is_some() || stats.failed_attempts > 0 {
                 ExitCode::from(1)
             } else {
                 ExitCode::SUCCESS

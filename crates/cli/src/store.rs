@@ -17,7 +17,10 @@
 //!    failures) is **resumed**: succeeded tasks are kept; failed, blocked and cancelled ones are
 //!    submitted again (a new generation, dependencies first), with the file's current command;
 //!    pending and ready ones wait as they are; running ones are claimed again once their leases
-//!    expire (their worker is presumed dead). The `resumed:` line says what happened;
+//!    expire (their worker is presumed dead). The `resumed:` line says what happened. Every
+//!    submission is conditional on what was read ([`Store::submit_if_unchanged`]): a second
+//!    `run` started at the same moment on a new store resumes the first one's graph instead of
+//!    submitting it again, and two resuming at once resubmit each lost task once;
 //! 4. runs `-j N` local workers ([`crate::worker`]) until every task is settled, then prints one
 //!    line per task that did not succeed and a summary from the store.
 //!
@@ -42,8 +45,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use lockstep_durable::{
-    CancelReason, Clock, DurableError, NewTask, SqliteStore, Store, SystemClock, TaskState,
-    TaskStatus,
+    CancelReason, Clock, DurableError, Generation, NewTask, SqliteStore, Store, SystemClock,
+    TaskState, TaskStatus,
 };
 use serde::{Deserialize, Serialize};
 
@@ -115,7 +118,8 @@ pub type BoxStore = Box<dyn Store + Send>;
 
 impl StoreSpec {
     /// Opens the store; with `create = Some(slots)` a missing store is created with that
-    /// concurrency limit (an existing one keeps its own).
+    /// concurrency limit ([`lockstep_durable::UNLIMITED`]: none; an existing store keeps its
+    /// own).
     ///
     /// # Errors
     /// The store's [`DurableError`]: unreachable server, not a Lockstep store, newer schema,
@@ -250,8 +254,10 @@ pub enum StoreRunError {
 pub struct StoreRunOptions {
     /// Local worker threads.
     pub jobs: usize,
-    /// The concurrency limit of a new store (all workers together).
-    pub limit: usize,
+    /// The concurrency limit of a new store, shared by every worker of the run (`--store-limit`);
+    /// `None`: no store-wide limit (created with [`lockstep_durable::UNLIMITED`]), each process
+    /// being bounded by its own slots only (`-j`, `--slots`). An existing store keeps its own.
+    pub limit: Option<usize>,
     /// Lease duration of each claim.
     pub lease: Duration,
     /// Run each task as a sleep of this long instead of its command.
@@ -450,10 +456,11 @@ pub fn run(
         store: spec.to_string(),
         reason: "the store's concurrency limit is 0: no task could ever run".into(),
     };
-    if opts.limit == 0 {
+    if opts.limit == Some(0) {
         return Err(no_slots());
     }
-    let mut store = spec.open(Some(opts.limit)).map_err(store_err)?;
+    let limit = opts.limit.unwrap_or(lockstep_durable::UNLIMITED);
+    let mut store = spec.open(Some(limit)).map_err(store_err)?;
     if store.max_concurrency().map_err(store_err)? == 0 {
         return Err(no_slots());
     }
@@ -530,9 +537,20 @@ fn payload(index: usize, t: &crate::graph::TaskSpec, defaults: &Defaults) -> Vec
     .encode()
 }
 
+/// How many times [`prepare`] reads the store again after its submission was refused because
+/// another process submitted meanwhile (each refusal means that the other process made
+/// progress; this only bounds a store that keeps changing under it).
+const PREPARE_ATTEMPTS: usize = 100;
+
 /// Submits a new graph or resumes a stored one; returns the lines to print. With `targets`
 /// (the graph is a selection of the file), a resumed store must not hold tasks outside the
 /// graph that are still to run.
+///
+/// Another `run` on the same store may submit between this process's look at the store and
+/// its own submission (two runs started at once on a new store, or resuming at once): every
+/// submission is conditional on what was read ([`Store::submit_if_unchanged`],
+/// `D.conditional-submit`), and a refused one reads the store again and decides again. So a
+/// new store gets the graph once, and a failed task is resubmitted once. O(tasks) per attempt.
 fn prepare(
     store: &mut dyn Store,
     graph: &TaskGraph,
@@ -540,6 +558,29 @@ fn prepare(
     targets: bool,
     defaults: &Defaults,
 ) -> Result<Vec<String>, StoreRunError> {
+    for _ in 0..PREPARE_ATTEMPTS {
+        if let Some(lines) = prepare_once(store, graph, spec, targets, defaults)? {
+            return Ok(lines);
+        }
+    }
+    Err(StoreRunError::Mismatch {
+        store: spec.to_string(),
+        reason: format!(
+            "the store changed under this run {PREPARE_ATTEMPTS} times while it was read \
+             (other runs submitting to it); try again"
+        ),
+    })
+}
+
+/// One attempt of [`prepare`]: `None` when the submission was refused because the store
+/// changed since it was read (nothing was submitted).
+fn prepare_once(
+    store: &mut dyn Store,
+    graph: &TaskGraph,
+    spec: &StoreSpec,
+    targets: bool,
+    defaults: &Defaults,
+) -> Result<Option<Vec<String>>, StoreRunError> {
     let store_err = |source| StoreRunError::Store {
         store: spec.to_string(),
         source,
@@ -558,14 +599,24 @@ fn prepare(
                 NewTask::new(t.id.clone(), t.deps.clone()).with_payload(payload(i, t, defaults))
             })
             .collect();
-        for r in store.submit(&tasks).map_err(store_err)? {
-            r.map_err(store_err)?;
+        // INVARIANT (D.conditional-submit): only if none of the file's tasks was submitted
+        // since `counts` looked; another run that got there first makes this one resume
+        // instead (and a resubmission below is conditional on the generations read).
+        let unseen: Vec<(&str, Option<Generation>)> =
+            graph.tasks.iter().map(|t| (t.id.as_str(), None)).collect();
+        match store.submit_if_unchanged(&unseen, &tasks) {
+            Err(DurableError::Changed { .. }) => return Ok(None),
+            results => {
+                for r in results.map_err(store_err)? {
+                    r.map_err(store_err)?;
+                }
+            }
         }
         store.start().map_err(store_err)?;
-        return Ok(vec![format!(
+        return Ok(Some(vec![format!(
             "store: {spec}: new run of {} task(s)",
             graph.tasks.len()
-        )]);
+        )]));
     }
     if store.is_closed().map_err(store_err)? {
         return Err(mismatch(
@@ -606,6 +657,9 @@ fn prepare(
     let now = store.clock().map_err(store_err)?.max(SystemClock.now());
     let mut lost: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut resubmit = Vec::new();
+    // The generation of each task to resubmit as read: the resubmission is refused if another
+    // run resubmitted (or retried) one of them meanwhile.
+    let mut seen: Vec<(&str, Option<Generation>)> = Vec::new();
     for &i in &order {
         let t = &graph.tasks[i];
         match stored[&t.id].state {
@@ -624,6 +678,7 @@ fn prepare(
             }
             s @ (TaskState::Failed | TaskState::Blocked | TaskState::Cancelled) => {
                 *lost.entry(s.name()).or_default() += 1;
+                seen.push((t.id.as_str(), Some(stored[&t.id].generation)));
                 resubmit.push(
                     NewTask::new(t.id.clone(), t.deps.clone())
                         .with_payload(payload(i, t, defaults)),
@@ -631,12 +686,11 @@ fn prepare(
             }
         }
     }
-    for (r, t) in store
-        .submit(&resubmit)
-        .map_err(store_err)?
-        .into_iter()
-        .zip(&resubmit)
-    {
+    let results = match store.submit_if_unchanged(&seen, &resubmit) {
+        Err(DurableError::Changed { .. }) => return Ok(None),
+        r => r.map_err(store_err)?,
+    };
+    for (r, t) in results.into_iter().zip(&resubmit) {
         r.map_err(|e| mismatch(format!("resubmitting {}: {e}", t.id)))?;
     }
     let lost_text = if lost.is_empty() {
@@ -645,9 +699,9 @@ fn prepare(
         let parts: Vec<String> = lost.iter().map(|(s, n)| format!("{n} {s}")).collect();
         format!("{} resubmitted as new generations", parts.join(", "))
     };
-    Ok(vec![format!(
+    Ok(Some(vec![format!(
         "resumed: {spec}: {kept} succeeded task(s) kept; {lost_text}; {waiting} pending or ready; {running} running (claimed again when their leases expire; {claimable} of them given back or expired: at once)"
-    )])
+    )]))
 }
 
 /// Retries and `--fail-fast` of `run --store` (`docs/semantics.md`, Part C, "Retries and
@@ -818,9 +872,26 @@ impl Retries {
                 })
                 .map(|t| NewTask::new(t.id.clone(), t.deps.clone()).with_payload(t.payload.clone()))
                 .collect();
-            for (r, t) in store.submit(&batch)?.into_iter().zip(&batch) {
-                if let Err(e) = r {
-                    crate::worker::say(&format!("retry of {id}: resubmitting {}: {e}", t.id));
+            // Only if no other run retried (resubmitted) one of them since the snapshot.
+            let seen: Vec<(&str, Option<Generation>)> = batch
+                .iter()
+                .map(|t| (t.id.as_str(), snap.get(&t.id).map(|s| s.generation)))
+                .collect();
+            match store.submit_if_unchanged(&seen, &batch) {
+                Err(DurableError::Changed { .. }) => {
+                    crate::worker::say(&format!(
+                        "retry of {id}: another run resubmitted it first; not resubmitted again"
+                    ));
+                }
+                results => {
+                    for (r, t) in results?.into_iter().zip(&batch) {
+                        if let Err(e) = r {
+                            crate::worker::say(&format!(
+                                "retry of {id}: resubmitting {}: {e}",
+                                t.id
+                            ));
+                        }
+                    }
                 }
             }
             changed = true;

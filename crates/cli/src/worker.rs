@@ -86,6 +86,10 @@ pub struct WorkerStats {
     pub succeeded: usize,
     /// Tasks it failed (results accepted).
     pub failed: usize,
+    /// Attempts it ran whose command failed (a non-zero exit, a signal, a timeout), whatever
+    /// the store answered: [`WorkerStats::failed`] plus the failures refused by the fence. A task
+    /// given back after Ctrl-C is not counted. `lockstep worker` exits 1 when this is not 0.
+    pub failed_attempts: usize,
     /// Results refused by the fence (the lease was lost and the version claimed again).
     pub fenced: usize,
     /// Lease renewals refused (lease lost while the task ran).
@@ -164,6 +168,7 @@ where
 struct Counters {
     succeeded: AtomicUsize,
     failed: AtomicUsize,
+    failed_attempts: AtomicUsize,
     fenced: AtomicUsize,
     lost: AtomicUsize,
     given_back: Mutex<Vec<GivenBack>>,
@@ -174,6 +179,7 @@ impl Counters {
         WorkerStats {
             succeeded: self.succeeded.load(Ordering::SeqCst),
             failed: self.failed.load(Ordering::SeqCst),
+            failed_attempts: self.failed_attempts.load(Ordering::SeqCst),
             fenced: self.fenced.load(Ordering::SeqCst),
             lost_leases: self.lost.load(Ordering::SeqCst),
             given_back: self
@@ -446,6 +452,9 @@ fn settle(
     counters: &Counters,
     poll: Duration,
 ) -> Result<(), DurableError> {
+    if !outcome.ok {
+        counters.failed_attempts.fetch_add(1, Ordering::SeqCst);
+    }
     // A busy store did nothing: report again (the result must not be dropped; if the lease
     // expires meanwhile, the fence still decides whether it counts).
     let result = loop {

@@ -1,10 +1,14 @@
 //! `lockstep run --store` and `lockstep worker`: resuming after a failure, and bad input.
 
+mod common;
+
 use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::Instant;
 
 use assert_cmd::Command;
-use lockstep_cli::store::StoreSpec;
-use lockstep_durable::{Generation, TaskState};
+use lockstep_cli::store::{StoreSpec, StoredPayload};
+use lockstep_durable::{Generation, NewTask, SqliteStore, Store, TaskState, UNLIMITED};
 
 fn lockstep() -> Command {
     Command::cargo_bin("lockstep").expect("the lockstep binary")
@@ -421,4 +425,180 @@ fn store_fail_fast_cancels_the_queued_tasks_in_the_store_naming_the_failure() {
         s.status("next").unwrap().unwrap().state,
         TaskState::Cancelled
     );
+}
+
+/// Waits for `child` to exit (the deadline only turns a hang into a failure) and returns its
+/// exit code.
+fn exit_code(child: &mut Child, what: &str) -> Option<i32> {
+    let end = Instant::now() + common::DEADLINE;
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st.code();
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            panic!("{what} did not exit");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Issue 11 item 6: a `lockstep worker --slots 2` joins a store made by `run -j 1 --store` and
+/// runs tasks beside it. Three tasks wait for a file `go`; all three run at once (the runner
+/// one, the worker two) before the test creates it: the store made without `--store-limit` has
+/// no store-wide limit, `-j 1` bounds only the runner. (Before, the store's limit was the
+/// runner's `-j`, 1, and the worker never claimed anything.) Both then exit 0.
+#[test]
+fn a_worker_joining_a_run_j1_store_runs_tasks_beside_the_runner() {
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let file = dir.path().join("g.toml");
+    let wait = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
+    let toml: String = ["a", "b", "c"]
+        .iter()
+        .map(|id| format!("[[task]]\nid = \"{id}\"\ncommand = \"{wait}; echo ran {id}\"\n\n"))
+        .collect();
+    std::fs::write(&file, toml).unwrap();
+    let path = dir.path().join("run.lockstep");
+    let store = format!("sqlite:{}", path.display());
+    let (run_out, worker_out) = (dir.path().join("run.out"), dir.path().join("worker.out"));
+    let mut runner = common::lockstep()
+        .args(["run"])
+        .arg(&file)
+        .args(["--store", &store, "-j", "1"])
+        .stdout(std::fs::File::create(&run_out).unwrap())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let tasks_in_store = || {
+        SqliteStore::open(&path)
+            .and_then(|mut s| s.counts())
+            .is_ok_and(|c| c.total() == 3)
+    };
+    common::wait_for("the runner to submit the graph", tasks_in_store);
+    let mut worker = common::lockstep()
+        .args([
+            "worker",
+            "--store",
+            &store,
+            "--slots",
+            "2",
+            "--poll-ms",
+            "20",
+        ])
+        .stdout(std::fs::File::create(&worker_out).unwrap())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let worker_pid = worker.id();
+    let mut s = SqliteStore::open(&path).unwrap();
+    common::wait_for(
+        "three tasks running at once (runner -j 1, worker --slots 2)",
+        || s.counts().unwrap().running == 3,
+    );
+    let by_worker = ["a", "b", "c"]
+        .iter()
+        .filter(|id| {
+            let l = s.lease(id).unwrap().expect("a running task has a lease");
+            l.owner.as_str().contains(&format!(":{worker_pid}/"))
+        })
+        .count();
+    assert_eq!(by_worker, 2, "the worker holds two of the three claims");
+    assert_eq!(s.max_concurrency().unwrap(), UNLIMITED);
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(exit_code(&mut worker, "the worker"), Some(0));
+    assert_eq!(exit_code(&mut runner, "the runner"), Some(0));
+    let wout = std::fs::read_to_string(&worker_out).unwrap();
+    assert_eq!(lines_starting(&wout, "done: ").len(), 2, "{wout}");
+    assert!(
+        wout.contains(": run finished; 2 succeeded, 0 failed, 0 result(s) refused by the fence"),
+        "{wout}"
+    );
+    let rout = std::fs::read_to_string(&run_out).unwrap();
+    assert!(
+        rout.contains("summary: 3 succeeded;")
+            && rout.contains("this process ran 1 task(s) (1 succeeded, 0 failed"),
+        "{rout}"
+    );
+    for id in ["a", "b", "c"] {
+        assert_eq!(s.status(id).unwrap().unwrap().state, TaskState::Succeeded);
+    }
+}
+
+/// A store holding `tasks` (`(id, deps, command)`), made through the API, as `run --store`
+/// would (payloads of [`StoredPayload`]).
+fn store_with(path: &Path, tasks: &[(&str, &[&str], &str)]) -> String {
+    let mut s = SqliteStore::create(path, UNLIMITED).unwrap();
+    let batch: Vec<NewTask> = tasks
+        .iter()
+        .enumerate()
+        .map(|(index, (id, deps, command))| {
+            let payload = StoredPayload {
+                index,
+                command: Some(command.to_string()),
+                ..StoredPayload::default()
+            };
+            NewTask::new(*id, deps.iter().copied()).with_payload(payload.encode())
+        })
+        .collect();
+    assert!(s.submit(&batch).unwrap().iter().all(Result::is_ok));
+    format!("sqlite:{}", path.display())
+}
+
+/// Issue 11 item 6: `lockstep worker` says how the tasks it ran went: exit 0 when every one
+/// succeeded, 1 when one failed (before, 0 whenever the run finished), 2 for a store error.
+#[test]
+fn worker_exits_1_when_a_task_it_ran_failed_and_0_when_all_succeeded() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = store_with(
+        &dir.path().join("good.lockstep"),
+        &[("a", &[], "echo a"), ("b", &["a"], "true")],
+    );
+    let out = lockstep()
+        .args([
+            "worker",
+            "--store",
+            &good,
+            "--slots",
+            "2",
+            "--poll-ms",
+            "20",
+        ])
+        .assert()
+        .code(0);
+    let out = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert!(out.contains("[a] a\n"), "{out}");
+    assert!(
+        out.contains(": run finished; 2 succeeded, 0 failed, 0 result(s) refused by the fence"),
+        "{out}"
+    );
+
+    let bad = store_with(
+        &dir.path().join("bad.lockstep"),
+        &[
+            ("a", &[], "echo a"),
+            ("b", &["a"], "echo b; exit 3"),
+            ("c", &["b"], "echo c"),
+        ],
+    );
+    let out = lockstep()
+        .args(["worker", "--store", &bad, "--slots", "2", "--poll-ms", "20"])
+        .assert()
+        .code(1);
+    let out = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert!(out.contains("failed: b g1: exit status 3\n"), "{out}");
+    assert!(!out.contains("[c] c"), "c is blocked, never run: {out}");
+    assert!(
+        out.contains(": run finished; 1 succeeded, 1 failed, 0 result(s) refused by the fence"),
+        "{out}"
+    );
+    let mut s = SqliteStore::open(dir.path().join("bad.lockstep")).unwrap();
+    assert_eq!(s.status("c").unwrap().unwrap().state, TaskState::Blocked);
+
+    // A store error is still 2.
+    let missing = format!("sqlite:{}", dir.path().join("none.lockstep").display());
+    lockstep()
+        .args(["worker", "--store", &missing])
+        .assert()
+        .code(2);
 }

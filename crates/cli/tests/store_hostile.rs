@@ -14,7 +14,7 @@ use lockstep_durable::{DurableError, MAX_ID_BYTES, SqliteStore, Store, TaskState
 fn opts(limit: usize) -> StoreRunOptions {
     StoreRunOptions {
         jobs: 2,
-        limit,
+        limit: Some(limit),
         lease: Duration::from_millis(2_000),
         simulate: None,
         grace: lockstep_cli::command::DEFAULT_GRACE,
@@ -133,24 +133,58 @@ fn store_limit_zero_is_a_usage_error() {
     assert!(!path.exists(), "no store was created");
 }
 
-/// Two `run --store` on one new file at once: exactly one submits the graph; each task has
-/// generation 1 and ran once, whichever process won. (Before, both saw an empty store and
-/// both submitted: the second submission was a resubmission of every task.)
-///
-/// Still failing (hence ignored): the first run's `counts() == 0` check and its `submit` are
-/// two transactions, so both runs can see an empty store; the second submission then
-/// resubmits every task (succeeded ones run again, a running one makes the second run fail
-/// with `Running`). A fix needs a conditional submission in the `Store` trait ("only into an
-/// empty store", one transaction) on both stores. The open race this test found first (the
-/// second run opening the first's half-created file: NotALockstepStore) is fixed.
-#[test]
-#[ignore = "known bug: two runs on one new store can both submit (needs a conditional submit)"]
-fn two_runs_on_one_new_file_submit_once() {
-    for round in 0..4 {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("run.lockstep");
-        let log = dir.path().join("runs.log");
-        let tasks: Vec<TaskSpec> = (0..6)
+/// A fresh PostgreSQL schema on the server of `LOCKSTEP_PG_URL` as a store spec, dropped by
+/// [`PgSchema`]'s `Drop`; `None` (with a skip line) without a server, unless
+/// `LOCKSTEP_REQUIRE_PG=1` (then the test fails).
+fn pg_schema(name: &str) -> Option<PgSchema> {
+    let url = match std::env::var("LOCKSTEP_PG_URL") {
+        Ok(u) if !u.trim().is_empty() => u,
+        _ => {
+            assert!(
+                std::env::var("LOCKSTEP_REQUIRE_PG").as_deref() != Ok("1"),
+                "LOCKSTEP_REQUIRE_PG=1 but LOCKSTEP_PG_URL is not set"
+            );
+            println!("skipped: LOCKSTEP_PG_URL is not set (scripts/postgres.sh start prints one)");
+            return None;
+        }
+    };
+    let schema = format!("t_hostile_{name}_{}", std::process::id());
+    let drop = PgSchema { url, schema };
+    drop.drop_schema();
+    Some(drop)
+}
+
+/// A scratch schema: dropped when created (a leftover of a killed test) and when dropped.
+struct PgSchema {
+    url: String,
+    schema: String,
+}
+
+impl PgSchema {
+    fn spec(&self) -> StoreSpec {
+        StoreSpec::Postgres(format!("{}#{}", self.url, self.schema))
+    }
+
+    fn drop_schema(&self) {
+        let mut c = postgres::Client::connect(&self.url, postgres::NoTls).unwrap();
+        c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema))
+            .unwrap();
+    }
+}
+
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        if let Ok(mut c) = postgres::Client::connect(&self.url, postgres::NoTls) {
+            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema));
+        }
+    }
+}
+
+/// A chain `t0 <- t1 <- ... <- t5`, each task appending its id to `log`; `t3` fails while the
+/// file `fail` exists.
+fn logged_chain(log: &std::path::Path, fail: &std::path::Path) -> TaskGraph {
+    graph(
+        (0..6)
             .map(|i| {
                 let mut t = TaskSpec::new(
                     format!("t{i}"),
@@ -160,35 +194,136 @@ fn two_runs_on_one_new_file_submit_once() {
                         vec![format!("t{}", i - 1)]
                     },
                 );
-                t.command = Some(format!("echo t{i} >> '{}'", log.display()));
+                let guard = if i == 3 {
+                    format!("test -e '{}' && exit 3; ", fail.display())
+                } else {
+                    String::new()
+                };
+                t.command = Some(format!("{guard}echo t{i} >> '{}'", log.display()));
                 t
             })
-            .collect();
-        let g = graph(tasks);
-        let spec = StoreSpec::Sqlite(path.clone());
-        let results: Vec<_> = std::thread::scope(|s| {
+            .collect(),
+    )
+}
+
+/// How many times each of `t0`..`t5` appended to `log`.
+fn runs_of(log: &std::path::Path) -> Vec<usize> {
+    let runs = std::fs::read_to_string(log).unwrap_or_default();
+    (0..6)
+        .map(|i| runs.lines().filter(|l| *l == format!("t{i}")).count())
+        .collect()
+}
+
+/// Two `run --store` of one graph at once on `spec` (a new store each round, made by `fresh`):
+/// exactly one submits the graph; each task has generation 1 and ran once, whichever process
+/// won, and both runs report success. Then both resume at once after a failure: the failed
+/// task and the one it blocked are resubmitted once (generation 2) and ran once more.
+fn two_runs_at_once(fresh: &dyn Fn(usize) -> (tempfile::TempDir, StoreSpec)) {
+    for round in 0..4 {
+        let (dir, spec) = fresh(round);
+        let log = dir.path().join("runs.log");
+        let fail = dir.path().join("fail");
+        let g = logged_chain(&log, &fail);
+        let both = || -> Vec<Result<bool, String>> {
+            std::thread::scope(|s| {
+                let hs: Vec<_> = (0..2)
+                    .map(|_| {
+                        s.spawn(|| {
+                            store::run(&g, &spec, &opts(2))
+                                .map(|r| r.all_succeeded())
+                                .map_err(|e| e.to_string())
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            })
+        };
+        let results = both();
+        assert_eq!(results, [Ok(true), Ok(true)], "round {round}");
+        let mut s = spec.open(None).unwrap();
+        for (id, st) in s.snapshot().unwrap() {
+            assert_eq!(
+                (id.as_str(), st.state, st.generation.0),
+                (id.as_str(), TaskState::Succeeded, 1),
+                "round {round}: submitted once, ran once"
+            );
+        }
+        assert_eq!(runs_of(&log), [1; 6], "round {round}: each task ran once");
+
+        // Resuming at once: t3 fails in a first run (t4 and t5 blocked), then two runs
+        // resume the store together.
+        let (dir2, spec2) = fresh(round + 100);
+        let log2 = dir2.path().join("runs.log");
+        let fail2 = dir2.path().join("fail");
+        std::fs::write(&fail2, "").unwrap();
+        let g2 = logged_chain(&log2, &fail2);
+        let first = store::run(&g2, &spec2, &opts(2)).unwrap();
+        assert!(!first.all_succeeded());
+        std::fs::remove_file(&fail2).unwrap();
+        let results: Vec<Result<bool, String>> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..2)
-                .map(|_| s.spawn(|| store::run(&g, &spec, &opts(2)).map(|r| r.all_succeeded())))
+                .map(|_| {
+                    s.spawn(|| {
+                        store::run(&g2, &spec2, &opts(2))
+                            .map(|r| r.all_succeeded())
+                            .map_err(|e| e.to_string())
+                    })
+                })
                 .collect();
             hs.into_iter().map(|h| h.join().unwrap()).collect()
         });
-        for r in &results {
-            assert!(matches!(r, Ok(true)), "round {round}: {results:?}");
-        }
-        let mut s = SqliteStore::open(&path).unwrap();
-        for (id, st) in s.snapshot().unwrap() {
-            assert_eq!(st.state, TaskState::Succeeded, "round {round}: {id}");
-            assert_eq!(
-                st.generation.0, 1,
-                "round {round}: {id} was submitted twice"
-            );
-        }
-        let runs = std::fs::read_to_string(&log).unwrap();
-        for i in 0..6 {
-            let n = runs.lines().filter(|l| *l == format!("t{i}")).count();
-            assert_eq!(n, 1, "round {round}: t{i} ran {n} times:\n{runs}");
-        }
+        assert_eq!(results, [Ok(true), Ok(true)], "round {round} (resume)");
+        let mut s = spec2.open(None).unwrap();
+        let gens: Vec<(String, TaskState, u64)> = s
+            .snapshot()
+            .unwrap()
+            .into_iter()
+            .map(|(id, st)| (id, st.state, st.generation.0))
+            .collect();
+        let want: Vec<(String, TaskState, u64)> = (0..6)
+            .map(|i| {
+                (
+                    format!("t{i}"),
+                    TaskState::Succeeded,
+                    if i < 3 { 1 } else { 2 },
+                )
+            })
+            .collect();
+        assert_eq!(gens, want, "round {round}: resubmitted once");
+        // t3 failed once (nothing appended), then ran once; t4 and t5 ran once.
+        assert_eq!(runs_of(&log2), [1; 6], "round {round} (resume)");
     }
+}
+
+/// Two `run --store` on one new SQLite file at once submit once, and two resuming at once
+/// resubmit once. (Before the fix: the first run's `counts() == 0` check and its `submit` were
+/// two transactions, so both runs could see an empty store; the second submission then
+/// resubmitted every task: succeeded ones ran again, a running one made the second run fail
+/// with `Running`. Now every submission of `run` is conditional on what it read
+/// (`Store::submit_if_unchanged`, D.conditional-submit), and a refused one reads again.)
+#[test]
+fn two_runs_on_one_new_file_submit_once() {
+    two_runs_at_once(&|_| {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = StoreSpec::Sqlite(dir.path().join("run.lockstep"));
+        (dir, spec)
+    });
+}
+
+/// [`two_runs_on_one_new_file_submit_once`] on PostgreSQL: a new schema per round.
+#[test]
+fn two_runs_on_one_new_postgres_schema_submit_once() {
+    let Some(first) = pg_schema("probe") else {
+        return;
+    };
+    drop(first);
+    let schemas = std::sync::Mutex::new(Vec::new());
+    two_runs_at_once(&|round| {
+        let pg = pg_schema(&format!("r{round}")).expect("checked above");
+        let spec = pg.spec();
+        schemas.lock().unwrap().push(pg);
+        (tempfile::tempdir().unwrap(), spec)
+    });
 }
 
 /// Two processes opening one new `sqlite:` store at once both get it: the one that did not

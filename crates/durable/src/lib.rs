@@ -114,6 +114,28 @@ pub const MAX_PAYLOAD_BYTES: usize = 64 << 20;
 /// 64-bit integers). Larger values are clamped to it, in the stores and in the model alike.
 pub const MAX_MILLIS: u64 = i64::MAX as u64;
 
+/// The concurrency limit that means **no store-wide limit**: give it to `create` and claims are
+/// bounded only by each caller's `max` (a worker's slots). Stores keep it as the largest
+/// signed 64-bit integer, `9223372036854775807` (`i64::MAX`, in `lockstep_state.max_concurrency`):
+/// every limit of `i64::MAX` or more is stored so, and [`Store::max_concurrency`] then returns
+/// `UNLIMITED`. (No store can hold that many running versions, so the claim's
+/// `limit - live leases` never binds.)
+pub const UNLIMITED: usize = usize::MAX;
+
+/// The limit `max` as a store keeps it: at most `i64::MAX` (which means [`UNLIMITED`]).
+pub(crate) fn limit_to_sql(max: usize) -> i64 {
+    i64::try_from(max).unwrap_or(i64::MAX)
+}
+
+/// The stored limit `v` as [`Store::max_concurrency`] returns it: `i64::MAX` is [`UNLIMITED`].
+pub(crate) fn limit_from_sql(v: i64) -> usize {
+    if v == i64::MAX {
+        UNLIMITED
+    } else {
+        usize::try_from(v).unwrap_or(0)
+    }
+}
+
 /// A point in time or a duration, in milliseconds. As a point, milliseconds since the Unix
 /// epoch for [`SystemClock`], or any origin a test chooses for [`ManualClock`]: the store only
 /// compares and adds these values.
@@ -461,6 +483,23 @@ pub enum DurableError {
         now: Millis,
     },
 
+    /// A conditional submission ([`Store::submit_if_unchanged`]) was refused: the current
+    /// version of `id` is not the one the submitter saw (another process submitted it since).
+    /// Nothing was submitted; read the store again and decide again.
+    #[error(
+        "task {id} changed since it was read: {} then, {} now",
+        seen_text(*seen),
+        seen_text(*current)
+    )]
+    Changed {
+        /// The first id, in the order given, whose version changed.
+        id: String,
+        /// The generation the submitter saw (`None`: not submitted).
+        seen: Option<Generation>,
+        /// The current generation (`None`: not submitted).
+        current: Option<Generation>,
+    },
+
     /// An id, owner, payload or option is malformed (empty owner, NUL byte, too long, ...).
     #[error("invalid input: {what}")]
     InvalidInput {
@@ -541,6 +580,47 @@ impl From<SchedulerError<String>> for DurableError {
             },
             SchedulerError::Closed => DurableError::Closed,
         }
+    }
+}
+
+/// `g3`, or `not submitted` for `None` (the text of [`DurableError::Changed`]).
+fn seen_text(g: Option<Generation>) -> String {
+    g.map_or_else(|| "not submitted".to_string(), |g| g.to_string())
+}
+
+/// The checks of [`Store::submit_if_unchanged`] before the database: every id of `seen` is at
+/// most [`MAX_ID_BYTES`] bytes without NUL. O(seen).
+pub(crate) fn validate_seen(seen: &[(&str, Option<Generation>)]) -> Result<(), DurableError> {
+    for (id, _) in seen {
+        check_text("task id", id)?;
+    }
+    Ok(())
+}
+
+/// The condition of [`Store::submit_if_unchanged`] for one id: `current` (read in the
+/// submission's transaction) must be `seen`.
+pub(crate) fn unchanged(
+    id: &str,
+    seen: Option<Generation>,
+    current: Option<Generation>,
+) -> Result<(), DurableError> {
+    // INVARIANT (D.conditional-submit): the whole version is compared, not just whether the id
+    // exists. Seeded bug `durable_submit_if_exists`: only existence is compared, which stops two
+    // runs from submitting a new graph twice but lets two resuming runs both resubmit a failed
+    // task (both saw it at the same generation, and it still exists after the first).
+    let same = if lockstep_sync::seeded_bug!("durable_submit_if_exists") {
+        seen.is_some() == current.is_some()
+    } else {
+        seen == current
+    };
+    if same {
+        Ok(())
+    } else {
+        Err(DurableError::Changed {
+            id: id.to_string(),
+            seen,
+            current,
+        })
     }
 }
 
@@ -643,6 +723,27 @@ pub trait Store {
     /// The outer `Err` only for store errors; then nothing was submitted.
     fn submit(
         &mut self,
+        tasks: &[NewTask],
+    ) -> Result<Vec<Result<Generation, DurableError>>, DurableError>;
+
+    /// The conditional submission (`D.conditional-submit`): in **one** transaction, checks that
+    /// the current version of every id of `seen` has the generation given (`None`: the id was
+    /// never submitted), in order, and only then submits `tasks` exactly as [`Store::submit`].
+    /// A process that read the store (`counts`, `snapshot`, `status`) and decided what to
+    /// submit passes what it read: if another process submitted one of those ids meanwhile,
+    /// nothing is submitted and the reader reads again. So two `lockstep run`s on one new store
+    /// submit the graph once (both pass every id as `None`; the second is refused), and two
+    /// resuming at once resubmit a failed task once (both pass its failed generation). An
+    /// empty `seen` is [`Store::submit`]. O(seen) lookups by primary key, then the submission.
+    ///
+    /// # Errors
+    /// The outer `Err`, with nothing submitted: [`DurableError::InvalidInput`] for an id of
+    /// `seen` longer than [`MAX_ID_BYTES`] or with a NUL byte (checked before the database);
+    /// [`DurableError::Changed`] for the first id whose current generation is not the one
+    /// given; store errors. Otherwise one result per task, as [`Store::submit`].
+    fn submit_if_unchanged(
+        &mut self,
+        seen: &[(&str, Option<Generation>)],
         tasks: &[NewTask],
     ) -> Result<Vec<Result<Generation, DurableError>>, DurableError>;
 
@@ -783,7 +884,8 @@ pub trait Store {
     /// Store errors only.
     fn counts(&mut self) -> Result<StateCounts, DurableError>;
 
-    /// The concurrency limit given when the store was created. Read-only.
+    /// The concurrency limit given when the store was created; [`UNLIMITED`] for a store
+    /// without a store-wide limit. Read-only.
     ///
     /// # Errors
     /// Store errors only.

@@ -325,13 +325,14 @@ struct Meta {
 impl PostgresStore {
     /// Creates a new store in schema [`DEFAULT_SCHEMA`] of the database at `url` (a libpq-style
     /// URL, `postgres://user:password@host:port/database`, or `host=... user=...`), with
-    /// `max_concurrency` slots (zero is legal and claims nothing).
+    /// `max_concurrency` slots (zero is legal and claims nothing; [`crate::UNLIMITED`], or any
+    /// limit of `i64::MAX` or more, is no store-wide limit).
     ///
     /// # Errors
-    /// [`DurableError::InvalidInput`] for a malformed URL or schema name or a limit above
-    /// `i64::MAX`; [`DurableError::Unavailable`] if the server cannot be reached or refuses
-    /// the login; [`DurableError::AlreadyExists`] if the schema already holds anything (a
-    /// store or other objects). Nothing existing is changed.
+    /// [`DurableError::InvalidInput`] for a malformed URL or schema name;
+    /// [`DurableError::Unavailable`] if the server cannot be reached or refuses the login;
+    /// [`DurableError::AlreadyExists`] if the schema already holds anything (a store or other
+    /// objects). Nothing existing is changed.
     pub fn create(url: &str, max_concurrency: usize) -> Result<Self, DurableError> {
         Self::create_with(url, max_concurrency, &PostgresOptions::default())
     }
@@ -424,9 +425,7 @@ impl PostgresStore {
 
     /// Creates the schema, its tables and functions, and the metadata, in one transaction.
     fn install(&mut self, max_concurrency: usize) -> Result<(), DurableError> {
-        let max = i64::try_from(max_concurrency).map_err(|_| DurableError::InvalidInput {
-            what: format!("max_concurrency {max_concurrency} is too large"),
-        })?;
+        let max = crate::limit_to_sql(max_concurrency);
         let name = self.schema.trim_matches('"').to_string();
         let location = self.location.clone();
         let s = self.schema.clone();
@@ -830,6 +829,42 @@ fn closes_cycle(
 }
 
 /// Submits one version (the model's `submit`), in the caller's savepoint.
+/// The body of `submit`: a first load of many new tasks in bulk, else each task in its own
+/// savepoint, so a refused one leaves no trace.
+fn submit_batch(
+    tx: &mut Transaction<'_>,
+    s: &str,
+    meta: &mut Meta,
+    tasks: &[NewTask],
+) -> Result<Vec<Result<Generation, DurableError>>, DurableError> {
+    if let Some(out) = submit_bulk(tx, s, meta, tasks)? {
+        return Ok(out);
+    }
+    let mut out = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        tx.batch_execute("SAVEPOINT one").map_err(map_err)?;
+        let saved = *meta;
+        match submit_one(tx, s, meta, t) {
+            Ok(g) => {
+                tx.batch_execute("RELEASE one").map_err(map_err)?;
+                out.push(Ok(g));
+            }
+            Err(
+                e @ (DurableError::Busy { .. }
+                | DurableError::Unavailable { .. }
+                | DurableError::Database { .. }),
+            ) => return Err(e),
+            Err(e) => {
+                tx.batch_execute("ROLLBACK TO one; RELEASE one")
+                    .map_err(map_err)?;
+                *meta = saved;
+                out.push(Err(e));
+            }
+        }
+    }
+    Ok(out)
+}
+
 fn submit_one(
     tx: &mut Transaction<'_>,
     s: &str,
@@ -1112,34 +1147,26 @@ impl Store for PostgresStore {
         &mut self,
         tasks: &[NewTask],
     ) -> Result<Vec<Result<Generation, DurableError>>, DurableError> {
+        self.write(|tx, s, meta| submit_batch(tx, s, meta, tasks))
+    }
+
+    fn submit_if_unchanged(
+        &mut self,
+        seen: &[(&str, Option<Generation>)],
+        tasks: &[NewTask],
+    ) -> Result<Vec<Result<Generation, DurableError>>, DurableError> {
+        crate::validate_seen(seen)?;
         self.write(|tx, s, meta| {
-            if let Some(out) = submit_bulk(tx, s, meta, tasks)? {
-                return Ok(out);
+            // LINEARIZATION POINT (D.conditional-submit): `write` locked the state row first
+            // (`SELECT ... FOR UPDATE`), as every submission does, so no other submission runs
+            // between this check and the submission; each statement below reads under read
+            // committed with a snapshot taken after the lock was granted, so it sees every
+            // submission committed before.
+            for (id, g) in seen {
+                let current = read_row(tx, s, id)?.map(|r| r.generation);
+                crate::unchanged(id, *g, current)?;
             }
-            let mut out = Vec::with_capacity(tasks.len());
-            for t in tasks {
-                // Each task in its own savepoint, so a refused one leaves no trace.
-                tx.batch_execute("SAVEPOINT one").map_err(map_err)?;
-                let saved = *meta;
-                match submit_one(tx, s, meta, t) {
-                    Ok(g) => {
-                        tx.batch_execute("RELEASE one").map_err(map_err)?;
-                        out.push(Ok(g));
-                    }
-                    Err(
-                        e @ (DurableError::Busy { .. }
-                        | DurableError::Unavailable { .. }
-                        | DurableError::Database { .. }),
-                    ) => return Err(e),
-                    Err(e) => {
-                        tx.batch_execute("ROLLBACK TO one; RELEASE one")
-                            .map_err(map_err)?;
-                        *meta = saved;
-                        out.push(Err(e));
-                    }
-                }
-            }
-            Ok(out)
+            submit_batch(tx, s, meta, tasks)
         })
     }
 
@@ -1427,7 +1454,7 @@ impl Store for PostgresStore {
 
     fn max_concurrency(&mut self) -> Result<usize, DurableError> {
         let r = self.state_row()?;
-        Ok(usize::try_from(r.get::<_, i64>(0)).unwrap_or(0))
+        Ok(crate::limit_from_sql(r.get::<_, i64>(0)))
     }
 
     fn is_started(&mut self) -> Result<bool, DurableError> {

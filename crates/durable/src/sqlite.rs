@@ -225,7 +225,8 @@ fn gen_sql(g: Generation) -> i64 {
 
 impl SqliteStore {
     /// Creates a new store at `path` with `max_concurrency` slots (zero is legal and claims
-    /// nothing), with default [`SqliteOptions`]. The file may be absent or empty.
+    /// nothing; [`crate::UNLIMITED`], or any limit of `i64::MAX` or more, is no store-wide
+    /// limit), with default [`SqliteOptions`]. The file may be absent or empty.
     ///
     /// # Errors
     /// [`DurableError::AlreadyExists`] if the file already holds a database (ours or not);
@@ -255,9 +256,7 @@ impl SqliteStore {
         .map_err(|e| unavailable(&path, e))?;
         let mut store = SqliteStore { conn, path };
         store.configure(options)?;
-        let max = i64::try_from(max_concurrency).map_err(|_| DurableError::InvalidInput {
-            what: format!("max_concurrency {max_concurrency} is too large"),
-        })?;
+        let max = crate::limit_to_sql(max_concurrency);
         let location = store.location();
         let (app_id, objects) = store.inspect()?;
         if app_id != 0 || objects != 0 {
@@ -698,6 +697,37 @@ fn closes_cycle(tx: &Transaction<'_>, id: &str, deps: &[String]) -> Result<bool,
     Ok(false)
 }
 
+/// The body of `submit`: each task in its own savepoint, so a refused one leaves no trace.
+fn submit_batch(
+    tx: &Transaction<'_>,
+    meta: &mut Meta,
+    tasks: &[NewTask],
+) -> Result<Vec<Result<Generation, DurableError>>, DurableError> {
+    let mut out = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        tx.execute_batch("SAVEPOINT one").map_err(map_err)?;
+        let saved = *meta;
+        match submit_one(tx, meta, t) {
+            Ok(g) => {
+                tx.execute_batch("RELEASE one").map_err(map_err)?;
+                out.push(Ok(g));
+            }
+            Err(
+                e @ (DurableError::Busy { .. }
+                | DurableError::Unavailable { .. }
+                | DurableError::Database { .. }),
+            ) => return Err(e),
+            Err(e) => {
+                tx.execute_batch("ROLLBACK TO one; RELEASE one")
+                    .map_err(map_err)?;
+                *meta = saved;
+                out.push(Err(e));
+            }
+        }
+    }
+    Ok(out)
+}
+
 fn submit_one(
     tx: &Transaction<'_>,
     meta: &mut Meta,
@@ -879,31 +909,24 @@ impl Store for SqliteStore {
         &mut self,
         tasks: &[NewTask],
     ) -> Result<Vec<Result<Generation, DurableError>>, DurableError> {
+        self.write(|tx, meta| submit_batch(tx, meta, tasks))
+    }
+
+    fn submit_if_unchanged(
+        &mut self,
+        seen: &[(&str, Option<Generation>)],
+        tasks: &[NewTask],
+    ) -> Result<Vec<Result<Generation, DurableError>>, DurableError> {
+        crate::validate_seen(seen)?;
         self.write(|tx, meta| {
-            let mut out = Vec::with_capacity(tasks.len());
-            for t in tasks {
-                // Each task in its own savepoint, so a refused one leaves no trace.
-                tx.execute_batch("SAVEPOINT one").map_err(map_err)?;
-                let saved = *meta;
-                match submit_one(tx, meta, t) {
-                    Ok(g) => {
-                        tx.execute_batch("RELEASE one").map_err(map_err)?;
-                        out.push(Ok(g));
-                    }
-                    Err(
-                        e @ (DurableError::Busy { .. }
-                        | DurableError::Unavailable { .. }
-                        | DurableError::Database { .. }),
-                    ) => return Err(e),
-                    Err(e) => {
-                        tx.execute_batch("ROLLBACK TO one; RELEASE one")
-                            .map_err(map_err)?;
-                        *meta = saved;
-                        out.push(Err(e));
-                    }
-                }
+            // LINEARIZATION POINT (D.conditional-submit): the versions are read inside the
+            // submission's BEGIN IMMEDIATE transaction, which holds the write lock from its
+            // start: no other submission can commit between this check and the submission.
+            for (id, g) in seen {
+                let current = read_row(tx, id)?.map(|r| r.generation);
+                crate::unchanged(id, *g, current)?;
             }
-            Ok(out)
+            submit_batch(tx, meta, tasks)
         })
     }
 
@@ -1284,7 +1307,7 @@ impl Store for SqliteStore {
     }
 
     fn max_concurrency(&mut self) -> Result<usize, DurableError> {
-        self.read(|_, m| Ok(usize::try_from(m.max_concurrency).unwrap_or(0)))
+        self.read(|_, m| Ok(crate::limit_from_sql(m.max_concurrency)))
     }
 
     fn is_started(&mut self) -> Result<bool, DurableError> {

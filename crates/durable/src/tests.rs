@@ -643,3 +643,33 @@ fn bad_input_is_refused_before_the_database() {
     let snap = s.snapshot().unwrap();
     assert_eq!(snap.len(), 1);
 }
+
+/// A store created with [`UNLIMITED`] (or any limit of `i64::MAX` or more) has no store-wide
+/// limit: it says so after a reopen, and a claim takes as many versions as it asks for.
+#[test]
+fn an_unlimited_store_is_bounded_only_by_each_claim() {
+    for limit in [UNLIMITED, i64::MAX as usize] {
+        let (_dir, path, mut s) = temp_store(limit);
+        let tasks: Vec<NewTask> = (0..40)
+            .map(|i| NewTask::without_deps(format!("t{i}")))
+            .collect();
+        submit_ok(&mut s, &tasks);
+        assert_eq!(s.max_concurrency().unwrap(), UNLIMITED);
+        assert_eq!(
+            s.claim(&owner("w1"), Millis(0), Millis(10), 25)
+                .unwrap()
+                .len(),
+            25
+        );
+        drop(s);
+        let mut s = SqliteStore::open(&path).unwrap();
+        assert_eq!(s.max_concurrency().unwrap(), UNLIMITED);
+        assert_eq!(
+            s.claim(&owner("w2"), Millis(1), Millis(10), 25)
+                .unwrap()
+                .len(),
+            15
+        );
+        assert_eq!(s.counts().unwrap().running, 40);
+    }
+}

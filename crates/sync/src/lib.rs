@@ -392,6 +392,10 @@ pub const BUGS: &[(&str, &str)] = &[
         "durable_unfenced_abandon",
         "durable: abandon checks the generation but not the lease owner and epoch, so a worker whose claim moved on gives back (expires) the newer claim's lease and a third worker runs the task beside it",
     ),
+    (
+        "durable_submit_if_exists",
+        "durable: the conditional submission checks only whether each id exists, not its generation, so two runs resuming at once both resubmit a failed task (it runs twice, as generations 2 and 3)",
+    ),
 ];
 
 /// True when `name` is listed in [`BUGS`]. A `const fn`, so that [`seeded_bug!`] can refuse
