@@ -88,7 +88,8 @@ pub struct WorkerStats {
     pub failed: usize,
     /// Attempts it ran whose command failed (a non-zero exit, a signal, a timeout), whatever
     /// the store answered: [`WorkerStats::failed`] plus the failures refused by the fence. A task
-    /// given back after Ctrl-C is not counted. `lockstep worker` exits 1 when this is not 0.
+    /// given back after Ctrl-C is not counted, nor a command this worker stopped because a
+    /// renewal showed another claim had taken the version (that attempt never counts). `lockstep worker` exits 1 when this is not 0.
     pub failed_attempts: usize,
     /// Results refused by the fence (the lease was lost and the version claimed again).
     pub fenced: usize,
@@ -388,6 +389,11 @@ fn run_one(
     if !outcome.ok && !fenced && opts.stop.is_requested() {
         return give_back(store, &token, &outcome, counters, opts.poll);
     }
+    // A command stopped because another claim took the version did not fail: this worker
+    // stopped it, and the attempt that counts is the other one.
+    if !outcome.ok && !fenced {
+        counters.failed_attempts.fetch_add(1, Ordering::SeqCst);
+    }
     settle(
         store,
         &token,
@@ -452,9 +458,6 @@ fn settle(
     counters: &Counters,
     poll: Duration,
 ) -> Result<(), DurableError> {
-    if !outcome.ok {
-        counters.failed_attempts.fetch_add(1, Ordering::SeqCst);
-    }
     // A busy store did nothing: report again (the result must not be dropped; if the lease
     // expires meanwhile, the fence still decides whether it counts).
     let result = loop {
