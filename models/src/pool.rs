@@ -12,6 +12,18 @@
 //!
 //! Tasks are numbered in order of acceptance, roots and children alike, from 0
 //! (production: `TaskId(n)`).
+//!
+//! **Blocking compensation** (`WorkerContext::block_in_place`, issue 10): a worker's claimed
+//! task may enter a blocking call ([`PoolModel::block`]) and later return from it
+//! ([`PoolModel::unblock`]) before it runs. While fewer than `max_blocking` compensated calls
+//! are in progress a new call gets a **spare** ([`SpareModel`]): a thread with a private deque
+//! and no inbox that steals from every worker and runs tasks in the blocked worker's name.
+//! The permit belongs to the call: it is free again when the call returns, whatever the
+//! spare is doing then; the released spare takes no new work, finishes its task and retires,
+//! handing its private deque to the worker's inbox ([`PoolModel::retire_spare`]). The rule
+//! that this buys, "queued work always has a thread while at most `max_blocking` calls are
+//! blocked", is [`PoolModel::queued_work_has_a_thread`]. Only a worker's task blocks here; a
+//! task running on a spare that blocks is not modelled (scenarios cover it).
 
 use lockstep_contract::{PoolError, PoolState, TaskError};
 use std::collections::VecDeque;
@@ -99,6 +111,10 @@ pub struct WorkerCounts {
     pub failed_steals: u64,
     /// Cancelled tasks removed and dropped.
     pub discarded: u64,
+    /// `block_in_place` calls that got a spare.
+    pub compensated_blocks: u64,
+    /// `block_in_place` calls that ran without one (the limit was reached).
+    pub uncompensated_blocks: u64,
 }
 
 /// One worker: its deque (front = top, back = bottom), its inbox, its claimed task.
@@ -112,14 +128,47 @@ pub struct WorkerModel {
     pub current: Option<TaskNo>,
     /// Whether this worker has exited.
     pub exited: bool,
-    /// Its counters.
+    /// `Some(spare)` while its claimed task is blocked in `block_in_place` (`spare`: the
+    /// call's spare, if the call was compensated). A blocked worker takes no step.
+    pub blocked: Option<Option<SpareNo>>,
+    /// Its counters (a spare's work counts here too, for the worker it stands in for).
     pub counts: WorkerCounts,
+}
+
+/// A spare's number: its position in the order of start.
+pub type SpareNo = usize;
+
+/// A spare thread standing in for a worker whose task is blocked in `block_in_place`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SpareModel {
+    /// The worker it stands in for: tasks it runs count there; it hands its deque over there.
+    pub worker: usize,
+    /// Its private deque (no thief sees it): children of the tasks it runs and the extras of
+    /// its batch steals. Front = top, back = bottom.
+    pub deque: VecDeque<TaskNo>,
+    /// The task it claimed and has not run yet.
+    pub current: Option<TaskNo>,
+    /// Its call returned: it takes no new work.
+    pub released: bool,
+    /// It handed its deque over and exited.
+    pub retired: bool,
+}
+
+/// Who takes a step: a worker or a spare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Actor {
+    Worker(usize),
+    Spare(SpareNo),
 }
 
 /// The pool, sequentially.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolModel {
     steal_batch: usize,
+    max_blocking: usize,
+    /// Compensated calls that have not returned (each holds one permit).
+    permits_held: usize,
+    spares: Vec<SpareModel>,
     draining: bool,
     outstanding: usize,
     workers: Vec<WorkerModel>,
@@ -134,6 +183,9 @@ impl PoolModel {
     pub fn new(workers: NonZeroUsize, steal_batch: NonZeroUsize) -> Self {
         PoolModel {
             steal_batch: steal_batch.get(),
+            max_blocking: 0,
+            permits_held: 0,
+            spares: Vec::new(),
             draining: false,
             outstanding: 0,
             workers: vec![WorkerModel::default(); workers.get()],
@@ -142,6 +194,19 @@ impl PoolModel {
             roots_rejected: 0,
             children_spawned: 0,
         }
+    }
+
+    /// The same pool with a compensation limit of `max_blocking` (as
+    /// `PoolBuilder::max_blocking`; `new` starts with 0: no call is compensated).
+    #[must_use]
+    pub fn with_max_blocking(mut self, max_blocking: usize) -> Self {
+        self.max_blocking = max_blocking;
+        self
+    }
+
+    /// The compensation limit.
+    pub fn max_blocking(&self) -> usize {
+        self.max_blocking
     }
 
     /// The number of workers.
@@ -232,7 +297,7 @@ impl PoolModel {
         // oldest first (roots are served in submission order).
         let removed = w.deque.pop_back().or_else(|| w.inbox.pop_front());
         match removed {
-            Some(no) => self.claim(worker, no),
+            Some(no) => self.claim(Actor::Worker(worker), no),
             None => Found::Empty,
         }
     }
@@ -250,6 +315,10 @@ impl PoolModel {
             victim < self.workers.len() && victim != thief,
             "bad victim {victim}"
         );
+        self.steal_by(Actor::Worker(thief), victim)
+    }
+
+    fn steal_by(&mut self, thief: Actor, victim: usize) -> Found {
         // SEMANTICS: a steal takes k = min(limit, ceil(len / 2)) of the victim's OLDEST
         // deque tasks (FIFO; at most half, so the victim keeps work). The oldest is the
         // thief's to claim; the other k - 1 go to the bottom of the thief's deque, oldest
@@ -260,36 +329,59 @@ impl PoolModel {
         if k > 0 {
             let mut batch: VecDeque<TaskNo> = self.workers[victim].deque.drain(..k).collect();
             let first = batch.pop_front().expect("k > 0");
-            self.workers[thief].deque.extend(batch);
-            self.workers[thief].counts.steals += 1;
+            self.deque_mut(thief).extend(batch);
+            self.counts_mut(thief).steals += 1;
             return self.claim(thief, first);
         }
         // SEMANTICS: with the victim's deque empty, a thief takes the oldest root of the
         // victim's inbox (one, not a batch), so roots placed on a busy worker still spread.
         if let Some(no) = self.workers[victim].inbox.pop_front() {
-            self.workers[thief].counts.steals += 1;
+            self.counts_mut(thief).steals += 1;
             return self.claim(thief, no);
         }
         // SEMANTICS: a failed steal is counted once per victim tried.
-        self.workers[thief].counts.failed_steals += 1;
+        self.counts_mut(thief).failed_steals += 1;
         Found::Empty
     }
 
-    /// The removed task becomes the worker's current task, unless it was cancelled.
-    fn claim(&mut self, worker: usize, no: TaskNo) -> Found {
+    fn deque_mut(&mut self, actor: Actor) -> &mut VecDeque<TaskNo> {
+        match actor {
+            Actor::Worker(w) => &mut self.workers[w].deque,
+            Actor::Spare(s) => &mut self.spares[s].deque,
+        }
+    }
+
+    fn current_mut(&mut self, actor: Actor) -> &mut Option<TaskNo> {
+        match actor {
+            Actor::Worker(w) => &mut self.workers[w].current,
+            Actor::Spare(s) => &mut self.spares[s].current,
+        }
+    }
+
+    /// SEMANTICS: a spare's work is counted for the worker it stands in for.
+    fn counts_mut(&mut self, actor: Actor) -> &mut WorkerCounts {
+        let w = match actor {
+            Actor::Worker(w) => w,
+            Actor::Spare(s) => self.spares[s].worker,
+        };
+        &mut self.workers[w].counts
+    }
+
+    /// The removed task becomes the actor's current task, unless it was cancelled.
+    fn claim(&mut self, actor: Actor, no: TaskNo) -> Found {
         let task = &mut self.tasks[no as usize];
         match task.phase {
             // B2: the removal above is the only one; B4: claiming beats a later cancel.
             Phase::Queued => {
                 task.phase = Phase::Running;
-                self.workers[worker].current = Some(no);
+                *self.current_mut(actor) = Some(no);
                 Found::Claimed(no)
             }
             // SEMANTICS: a cancelled task stays in its queue until a worker removes it; that
             // worker drops it (never runs it) and only then is it uncounted, so
             // `outstanding` is exactly the number of tasks queued, claimed or running.
             _ => {
-                self.workers[worker].counts.discarded += 1;
+                self.counts_mut(actor).discarded += 1;
                 self.outstanding -= 1;
                 Found::Discarded(no)
             }
@@ -304,16 +396,24 @@ impl PoolModel {
     /// Rules of `docs/invariants.md` stated here: RULE (B3.register-before-decrement),
     /// RULE (B3.drain-children), RULE (B3.detached-counted), RULE (B4.panic-is-a-result).
     pub fn run(&mut self, worker: usize) -> Option<Ran> {
-        let no = self.workers[worker].current.take()?;
+        assert!(
+            self.workers[worker].blocked.is_none(),
+            "worker {worker} is blocked in block_in_place"
+        );
+        self.run_by(Actor::Worker(worker))
+    }
+
+    fn run_by(&mut self, actor: Actor) -> Option<Ran> {
+        let no = self.current_mut(actor).take()?;
         let program = self.tasks[no as usize].program.clone();
         let mut children = Vec::with_capacity(program.children.len());
         for child in program.children {
             // SEMANTICS (B3): children are accepted whatever the lifecycle (accepting or
             // draining; a running task means the pool has not terminated), counted before
             // they are pushed and before the parent is uncounted, and pushed onto the bottom
-            // of the running worker's own deque.
+            // of the running worker's own deque (a spare's private deque).
             let c = self.accept(Some(no), child);
-            self.workers[worker].deque.push_back(c);
+            self.deque_mut(actor).push_back(c);
             self.children_spawned += 1;
             children.push(c);
         }
@@ -324,7 +424,7 @@ impl PoolModel {
             Outcome::Panic(message) => (Err(TaskError::Panicked { message }), true),
         };
         self.tasks[no as usize].phase = Phase::Done(result);
-        let counts = &mut self.workers[worker].counts;
+        let counts = self.counts_mut(actor);
         counts.tasks_run += 1;
         counts.panics += u64::from(panicked);
         // B3: the parent's own decrement comes after every child was registered.
@@ -391,6 +491,173 @@ impl PoolModel {
             self.workers[worker].exited = true;
         }
         may
+    }
+
+    /// The task worker `worker` has claimed enters `block_in_place`: returns the call's
+    /// spare, or `None` if the call runs uncompensated. Counted in the worker's
+    /// `compensated_blocks` or `uncompensated_blocks`. (The task's function runs to its end
+    /// only after [`PoolModel::unblock`], in [`PoolModel::run`].)
+    ///
+    /// # Panics
+    /// If `worker` is out of range, exited, already blocked, or holds no claimed task.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B4.blocking-limit).
+    pub fn block(&mut self, worker: usize) -> Option<SpareNo> {
+        let w = &self.workers[worker];
+        assert!(!w.exited, "worker {worker} has exited");
+        assert!(w.blocked.is_none(), "worker {worker} is blocked");
+        assert!(
+            w.current.is_some(),
+            "worker {worker} runs no task that could block"
+        );
+        // SEMANTICS (B4.blocking-limit): a call is compensated exactly when fewer than
+        // `max_blocking` compensated calls are in progress. The permit belongs to the call:
+        // spares of calls that returned (still finishing a task, or not yet retired) do not
+        // count against the limit, so live spares may briefly outnumber it.
+        let spare = (self.permits_held < self.max_blocking).then(|| {
+            self.permits_held += 1;
+            self.spares.push(SpareModel {
+                worker,
+                ..SpareModel::default()
+            });
+            self.spares.len() - 1
+        });
+        let counts = &mut self.workers[worker].counts;
+        if spare.is_some() {
+            counts.compensated_blocks += 1;
+        } else {
+            counts.uncompensated_blocks += 1;
+        }
+        self.workers[worker].blocked = Some(spare);
+        spare
+    }
+
+    /// Worker `worker`'s blocked call returns: its permit is free again at once, and its
+    /// spare (returned) is released: it takes no new work, may still run the task it holds,
+    /// then retires ([`PoolModel::retire_spare`]).
+    ///
+    /// # Panics
+    /// If `worker` is out of range or not blocked.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B4.blocking-limit).
+    pub fn unblock(&mut self, worker: usize) -> Option<SpareNo> {
+        let spare = self.workers[worker]
+            .blocked
+            .take()
+            .unwrap_or_else(|| panic!("worker {worker} is not blocked"));
+        if let Some(s) = spare {
+            // SEMANTICS (B4.blocking-limit): the permit goes back with the call, not with the
+            // spare thread (before issue 10 it went back when the spare exited).
+            self.permits_held -= 1;
+            self.spares[s].released = true;
+        }
+        spare
+    }
+
+    fn check_spare_searching(&self, spare: SpareNo) {
+        let s = &self.spares[spare];
+        // SEMANTICS: a released spare takes no new work (it checks before every search).
+        assert!(
+            !s.released,
+            "spare {spare} was released: it takes no new work"
+        );
+        assert!(
+            s.current.is_none(),
+            "spare {spare} already holds a claimed task"
+        );
+    }
+
+    /// Spare `spare` looks at home: the bottom of its private deque (it has no inbox).
+    ///
+    /// # Panics
+    /// If `spare` does not exist, was released, or holds a claimed task.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B4.blocking-limit).
+    pub fn spare_take(&mut self, spare: SpareNo) -> Found {
+        self.check_spare_searching(spare);
+        match self.spares[spare].deque.pop_back() {
+            Some(no) => self.claim(Actor::Spare(spare), no),
+            None => Found::Empty,
+        }
+    }
+
+    /// Spare `spare` makes one steal attempt on worker `victim`, as a worker would; any
+    /// worker may be the victim, the one it stands in for included (its deque and inbox stay
+    /// stealable while it blocks). Extras land on the spare's private deque.
+    ///
+    /// # Panics
+    /// As [`PoolModel::spare_take`]; also if `victim` is out of range.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B4.blocking-limit).
+    pub fn spare_steal(&mut self, spare: SpareNo, victim: usize) -> Found {
+        self.check_spare_searching(spare);
+        assert!(victim < self.workers.len(), "bad victim {victim}");
+        self.steal_by(Actor::Spare(spare), victim)
+    }
+
+    /// Spare `spare` runs its claimed task, if it holds one (a released spare finishes its
+    /// task). Children go to its private deque.
+    ///
+    /// # Panics
+    /// If `spare` does not exist.
+    pub fn spare_run(&mut self, spare: SpareNo) -> Option<Ran> {
+        self.run_by(Actor::Spare(spare))
+    }
+
+    /// Released spare `spare`, holding no task, retires: its private deque goes to the back
+    /// of its worker's inbox, oldest first (nobody can steal from a private deque).
+    ///
+    /// # Panics
+    /// If `spare` does not exist, is not released, holds a task, or already retired.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B4.blocking-limit).
+    pub fn retire_spare(&mut self, spare: SpareNo) {
+        let s = &mut self.spares[spare];
+        assert!(s.released, "spare {spare} was not released");
+        assert!(s.current.is_none(), "spare {spare} still holds a task");
+        assert!(!s.retired, "spare {spare} already retired");
+        s.retired = true;
+        let moved: Vec<TaskNo> = s.deque.drain(..).collect();
+        let w = s.worker;
+        self.workers[w].inbox.extend(moved);
+    }
+
+    /// Every spare started so far, by number.
+    pub fn spares(&self) -> &[SpareModel] {
+        &self.spares
+    }
+
+    /// `block_in_place` calls blocked right now.
+    pub fn blocked_calls(&self) -> usize {
+        self.workers.iter().filter(|w| w.blocked.is_some()).count()
+    }
+
+    /// The liveness rule of blocking compensation: **while at most `max_blocking` calls are
+    /// blocked, every queued task has a thread that will run it.** A queued task is in a
+    /// worker's deque or inbox, or on a spare's private deque. A thread that will run it: a
+    /// worker that is neither blocked nor exited (it searches every worker), or a spare that
+    /// was not released (it steals from every worker); a task on a private deque also has
+    /// its spare, which runs it or, released, hands it to its worker's inbox when it retires.
+    /// True when the rule holds now (or more than `max_blocking` calls are blocked).
+    /// O(workers + spares).
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B4.blocking-limit).
+    pub fn queued_work_has_a_thread(&self) -> bool {
+        if self.blocked_calls() > self.max_blocking {
+            return true;
+        }
+        let queued = self
+            .workers
+            .iter()
+            .any(|w| !w.deque.is_empty() || !w.inbox.is_empty());
+        let searching = self
+            .workers
+            .iter()
+            .any(|w| !w.exited && w.blocked.is_none())
+            || self.spares.iter().any(|s| !s.released);
+        // Every private deque belongs to a live spare (it hands over when it retires).
+        let private_owned = self.spares.iter().all(|s| s.deque.is_empty() || !s.retired);
+        (!queued || searching) && private_owned
     }
 
     /// Accepted tasks not yet finished or discarded.
@@ -489,6 +756,58 @@ mod tests {
         assert_eq!(m.submit(0, leaf(9)), Err(PoolError::Terminated));
         assert_eq!(m.roots_rejected(), 2);
         assert_eq!(m.workers()[0].counts.discarded, 1);
+    }
+
+    /// B4.blocking-limit: a permit belongs to the call. One worker, limit one: the spare of
+    /// the first call still holds a task when the second call starts, which is compensated
+    /// all the same; the released spare takes no new work and hands its deque over.
+    #[test]
+    fn a_permit_is_free_again_when_its_call_returns() {
+        let mut m = PoolModel::new(nz(1), nz(1)).with_max_blocking(1);
+        let parent = Program {
+            children: vec![leaf(7)],
+            outcome: Outcome::Return(1),
+            detached: false,
+        };
+        assert_eq!(m.submit(0, leaf(0)), Ok(0));
+        assert_eq!(m.submit(0, parent), Ok(1));
+        assert_eq!(m.take(0), Found::Claimed(0));
+        assert_eq!(m.block(0), Some(0));
+        assert!(m.queued_work_has_a_thread(), "spare 0 searches");
+        assert_eq!(m.spare_steal(0, 0), Found::Claimed(1));
+        assert_eq!(m.unblock(0), Some(0));
+        m.run(0).expect("task 0");
+        assert_eq!(m.submit(0, leaf(2)), Ok(2));
+        assert_eq!(m.take(0), Found::Claimed(2));
+        assert_eq!(m.block(0), Some(1), "the first call's permit is back");
+        let ran = m.spare_run(0).expect("spare 0 finishes its task");
+        assert_eq!(ran.children, vec![3]);
+        assert_eq!(m.spares()[0].deque, VecDeque::from([3]));
+        m.retire_spare(0);
+        assert_eq!(m.workers()[0].inbox, VecDeque::from([3]));
+        assert_eq!(m.spare_steal(1, 0), Found::Claimed(3));
+        assert!(m.queued_work_has_a_thread());
+        let c = m.workers()[0].counts;
+        assert_eq!((c.compensated_blocks, c.uncompensated_blocks), (2, 0));
+        assert_eq!(c.tasks_run, 2, "spare 0's task counts for worker 0");
+    }
+
+    /// B4.blocking-limit: beyond the limit a call is uncompensated, and then more than
+    /// `max_blocking` calls are blocked, so the liveness rule promises nothing.
+    #[test]
+    fn a_call_beyond_the_limit_is_uncompensated() {
+        let mut m = PoolModel::new(nz(2), nz(1)).with_max_blocking(1);
+        assert_eq!(m.submit(0, leaf(0)), Ok(0));
+        assert_eq!(m.submit(1, leaf(1)), Ok(1));
+        assert_eq!(m.take(0), Found::Claimed(0));
+        assert_eq!(m.take(1), Found::Claimed(1));
+        assert_eq!(m.block(0), Some(0));
+        assert_eq!(m.block(1), None);
+        assert_eq!(m.blocked_calls(), 2);
+        assert_eq!(m.workers()[1].counts.uncompensated_blocks, 1);
+        assert_eq!(m.unblock(1), None);
+        assert_eq!(m.unblock(0), Some(0));
+        assert!(m.queued_work_has_a_thread());
     }
 
     #[test]

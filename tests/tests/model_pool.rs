@@ -11,11 +11,18 @@
 //! Both deques: `pool_matches_model_step_by_step` runs the stepping core on the locked deque,
 //! `pool_matches_model_step_by_step_chase_lev` on the Chase–Lev deque.
 //!
+//! Blocking compensation (B4.blocking-limit) is stepped too: a worker's claimed task blocks
+//! (`Block`) and returns (`Unblock`), and the call's spare, if the ledger gave it one, takes,
+//! steals, runs and retires as steps of its own; the compensation limit is 0, 1 or 2. After
+//! every step the model's liveness rule (`PoolModel::queued_work_has_a_thread`: while at most
+//! `max_blocking` calls are blocked, every queued task has a thread) must hold, and the
+//! production answer to `Block` (compensated or not, which spare) must be the model's.
+//!
 //! `PROPTEST_CASES=n` changes the number of cases (default below).
 
 #![cfg(not(any(loom, shuttle)))]
 
-use lockstep_models::pool::{Found, Outcome, PoolModel, Program};
+use lockstep_models::pool::{Found, Outcome, PoolModel, Program, SpareNo};
 use lockstep_pool::step::{StepFound, StepPool};
 use lockstep_pool::{ChaseLev, Locked};
 use lockstep_pool::{JoinHandle, TaskId, WorkerContext};
@@ -68,6 +75,11 @@ fn rules_of(step: &Step) -> &'static str {
         Step::Cancel(_) => "B4.cancel-unclaimed",
         Step::Shutdown => "B3.shutdown-idempotent",
         Step::Exit(_) => "B3.exit-when-drained",
+        Step::Block(_) | Step::Unblock(_) | Step::RetireSpare(_) => "B4.blocking-limit",
+        Step::SpareTake(_) | Step::SpareSteal { .. } => {
+            "B4.blocking-limit, B1.owner-lifo-thief-fifo, B2.remove-once"
+        }
+        Step::SpareRun(_) => "B4.blocking-limit, B3.drain-children, B4.panic-is-a-result",
     }
 }
 
@@ -87,6 +99,21 @@ enum Step {
     Cancel(usize),
     Shutdown,
     Exit(usize),
+    /// The worker's claimed task enters `block_in_place`.
+    Block(usize),
+    /// The worker's blocked call returns.
+    Unblock(usize),
+    /// A spare looks at its private deque.
+    SpareTake(SpareNo),
+    /// A spare steals from a worker (any, its own included).
+    SpareSteal {
+        spare: SpareNo,
+        victim: usize,
+    },
+    /// A spare runs its claimed task.
+    SpareRun(SpareNo),
+    /// A released spare with no task hands its deque over and exits.
+    RetireSpare(SpareNo),
 }
 
 fn program_strategy() -> impl Strategy<Value = Program> {
@@ -122,12 +149,13 @@ impl ReferenceStateMachine for PoolMachine {
     type Transition = Step;
 
     fn init_state() -> BoxedStrategy<PoolModel> {
-        (1usize..=3, 1usize..=3)
-            .prop_map(|(w, b)| {
+        (1usize..=3, 1usize..=3, 0usize..=2)
+            .prop_map(|(w, b, max_blocking)| {
                 PoolModel::new(
                     NonZeroUsize::new(w).expect("1..=3"),
                     NonZeroUsize::new(b).expect("1..=3"),
                 )
+                .with_max_blocking(max_blocking)
             })
             .boxed()
     }
@@ -145,6 +173,9 @@ impl ReferenceStateMachine for PoolMachine {
         } else {
             worker.clone().prop_map(Step::Take).boxed()
         };
+        // Spares are picked by number among those started so far (a shrunk sequence may
+        // name one that no longer exists: the preconditions drop it).
+        let spares = state.spares().len().max(1);
         prop_oneof![
             3 => (worker.clone(), program_strategy())
                 .prop_map(|(worker, program)| Step::Submit { worker, program }),
@@ -153,24 +184,52 @@ impl ReferenceStateMachine for PoolMachine {
             4 => worker.clone().prop_map(Step::Run),
             1 => any::<usize>().prop_map(Step::Cancel),
             1 => Just(Step::Shutdown),
-            1 => worker.prop_map(Step::Exit),
+            1 => worker.clone().prop_map(Step::Exit),
+            2 => worker.clone().prop_map(Step::Block),
+            2 => worker.clone().prop_map(Step::Unblock),
+            2 => (0..spares).prop_map(Step::SpareTake),
+            3 => (0..spares, worker)
+                .prop_map(|(spare, victim)| Step::SpareSteal { spare, victim }),
+            2 => (0..spares).prop_map(Step::SpareRun),
+            2 => (0..spares).prop_map(Step::RetireSpare),
         ]
         .boxed()
     }
 
     fn preconditions(state: &PoolModel, step: &Step) -> bool {
-        let idle = |w: usize| !state.workers()[w].exited && state.workers()[w].current.is_none();
-        match step {
-            Step::Take(w) => idle(*w),
-            Step::Steal { thief, .. } => idle(*thief),
-            Step::Cancel(_) => !state.tasks().is_empty(),
-            Step::Submit { .. } | Step::Run(_) | Step::Shutdown | Step::Exit(_) => true,
-        }
+        step_allowed(state, step)
     }
 
     fn apply(mut state: PoolModel, step: &Step) -> PoolModel {
         apply_to_model(&mut state, step);
         state
+    }
+}
+
+/// Whether `step` may be applied in `state` (the model's and the stepping core's panics
+/// name the steps that may not).
+fn step_allowed(state: &PoolModel, step: &Step) -> bool {
+    let n = state.worker_count();
+    let idle = |w: usize| !state.workers()[w].exited && state.workers()[w].current.is_none();
+    let spare = |s: usize| state.spares().get(s);
+    let searching = |s: usize| spare(s).is_some_and(|sp| !sp.released && sp.current.is_none());
+    match step {
+        Step::Take(w) => idle(*w),
+        Step::Steal { thief, .. } => idle(*thief),
+        Step::Cancel(_) => !state.tasks().is_empty(),
+        Step::Run(w) => state.workers()[*w].blocked.is_none(),
+        Step::Block(w) => {
+            let mw = &state.workers()[*w];
+            !mw.exited && mw.blocked.is_none() && mw.current.is_some()
+        }
+        Step::Unblock(w) => state.workers()[*w].blocked.is_some(),
+        Step::SpareTake(s) => searching(*s),
+        Step::SpareSteal { spare: s, victim } => searching(*s) && *victim < n,
+        Step::SpareRun(s) => spare(*s).is_some(),
+        Step::RetireSpare(s) => {
+            spare(*s).is_some_and(|sp| sp.released && !sp.retired && sp.current.is_none())
+        }
+        Step::Submit { .. } | Step::Shutdown | Step::Exit(_) => true,
     }
 }
 
@@ -183,6 +242,8 @@ enum Answer {
     Cancelled(bool),
     Nothing,
     Exited(bool),
+    /// `Block`: the call's spare (`None`: uncompensated); `Unblock`: the released spare.
+    Spare(Option<SpareNo>),
 }
 
 fn cancel_target(model: &PoolModel, pick: usize) -> u64 {
@@ -204,6 +265,15 @@ fn apply_to_model(m: &mut PoolModel, step: &Step) -> Answer {
             Answer::Nothing
         }
         Step::Exit(w) => Answer::Exited(m.try_exit(*w)),
+        Step::Block(w) => Answer::Spare(m.block(*w)),
+        Step::Unblock(w) => Answer::Spare(m.unblock(*w)),
+        Step::SpareTake(s) => Answer::Found(m.spare_take(*s)),
+        Step::SpareSteal { spare, victim } => Answer::Found(m.spare_steal(*spare, *victim)),
+        Step::SpareRun(s) => Answer::Ran(m.spare_run(*s).map(|r| (r.task, r.panicked, r.children))),
+        Step::RetireSpare(s) => {
+            m.retire_spare(*s);
+            Answer::Nothing
+        }
     }
 }
 
@@ -259,11 +329,12 @@ macro_rules! on {
 }
 
 impl AnyStep {
-    fn new(workers: usize, batch: usize) -> Self {
+    fn new(workers: usize, batch: usize, max_blocking: usize) -> Self {
+        let sizes = "sizes from the model";
         if CHASE_LEV.with(Cell::get) {
-            AnyStep::ChaseLev(StepPool::with_deque(workers, batch).expect("sizes from the model"))
+            AnyStep::ChaseLev(StepPool::with_blocking(workers, batch, max_blocking).expect(sizes))
         } else {
-            AnyStep::Locked(StepPool::with_deque(workers, batch).expect("sizes from the model"))
+            AnyStep::Locked(StepPool::with_blocking(workers, batch, max_blocking).expect(sizes))
         }
     }
     fn submit_to<F>(&self, w: usize, f: F) -> Result<JoinHandle<u64>, lockstep_contract::PoolError>
@@ -310,6 +381,39 @@ impl AnyStep {
     }
     fn current(&self, w: usize) -> Option<TaskId> {
         on!(self, p => p.current(w))
+    }
+    fn block(&mut self, w: usize) -> Option<usize> {
+        on!(self, p => p.block(w))
+    }
+    fn unblock(&mut self, w: usize) -> Option<usize> {
+        on!(self, p => p.unblock(w))
+    }
+    fn spare_take(&mut self, s: usize) -> StepFound {
+        on!(self, p => p.spare_take(s))
+    }
+    fn spare_steal(&mut self, s: usize, victim: usize) -> StepFound {
+        on!(self, p => p.spare_steal(s, victim))
+    }
+    fn spare_run(&mut self, s: usize) -> Option<lockstep_pool::step::StepRun> {
+        on!(self, p => p.spare_run(s))
+    }
+    fn retire_spare(&mut self, s: usize) {
+        on!(self, p => p.retire_spare(s));
+    }
+    fn is_blocked(&self, w: usize) -> bool {
+        on!(self, p => p.is_blocked(w))
+    }
+    fn spare_count(&self) -> usize {
+        on!(self, p => p.spare_count())
+    }
+    fn spare_deque_len(&self, s: usize) -> usize {
+        on!(self, p => p.spare_deque_len(s))
+    }
+    fn spare_current(&self, s: usize) -> Option<TaskId> {
+        on!(self, p => p.spare_current(s))
+    }
+    fn spare_state(&self, s: usize) -> (bool, bool) {
+        on!(self, p => p.spare_state(s))
     }
 }
 
@@ -381,6 +485,21 @@ impl Sut {
                 self.adopt_children();
                 Answer::Ran(ran.map(|r| (r.task.0, r.panicked, self.last_children.clone())))
             }
+            Step::SpareRun(s) => {
+                let ran = self.pool.spare_run(*s);
+                self.adopt_children();
+                Answer::Ran(ran.map(|r| (r.task.0, r.panicked, self.last_children.clone())))
+            }
+            Step::Block(w) => Answer::Spare(self.pool.block(*w)),
+            Step::Unblock(w) => Answer::Spare(self.pool.unblock(*w)),
+            Step::SpareTake(s) => Answer::Found(found(self.pool.spare_take(*s))),
+            Step::SpareSteal { spare, victim } => {
+                Answer::Found(found(self.pool.spare_steal(*spare, *victim)))
+            }
+            Step::RetireSpare(s) => {
+                self.pool.retire_spare(*s);
+                Answer::Nothing
+            }
             Step::Cancel(pick) => {
                 let no = cancel_target(&self.model, *pick) as usize;
                 // A joined handle is gone; its task is finished, so cancel must say false.
@@ -451,8 +570,22 @@ impl Sut {
                 mw.current,
                 "the task worker {w} claimed"
             );
+            same!(
+                "B4.blocking-limit",
+                step,
+                p.is_blocked(w),
+                mw.blocked.is_some(),
+                "whether worker {w} is blocked"
+            );
             let pw = metrics.workers[w];
             let c = mw.counts;
+            same!(
+                "B4.blocking-limit",
+                step,
+                (pw.compensated_blocks, pw.uncompensated_blocks),
+                (c.compensated_blocks, c.uncompensated_blocks),
+                "worker {w}'s blocking counters (compensated, uncompensated)"
+            );
             same!(
                 "B4.panic-is-a-result, B4.cancel-unclaimed, B5.random-victim",
                 step,
@@ -474,6 +607,36 @@ impl Sut {
             );
             assert_eq!(pw.parks, 0, "the stepping core never parks");
         }
+        same!(
+            "B4.blocking-limit",
+            step,
+            p.spare_count(),
+            m.spares().len(),
+            "the number of spares started"
+        );
+        for (s, ms) in m.spares().iter().enumerate() {
+            same!(
+                "B4.blocking-limit",
+                step,
+                (p.spare_deque_len(s), p.spare_current(s).map(|t| t.0)),
+                (ms.deque.len(), ms.current),
+                "spare {s}'s private deque length and claimed task"
+            );
+            same!(
+                "B4.blocking-limit",
+                step,
+                p.spare_state(s),
+                (ms.released, ms.retired),
+                "spare {s}'s (released, retired)"
+            );
+        }
+        assert!(
+            m.queued_work_has_a_thread(),
+            "{}\nthe model broke its own rule after {step:?}: queued work without a thread \
+             while at most max_blocking ({}) calls are blocked: {m:?}",
+            lockstep_tests::report::header("B4.blocking-limit"),
+            m.max_blocking()
+        );
         assert_eq!(
             self.handles.len(),
             m.tasks().len(),
@@ -518,7 +681,11 @@ impl StateMachineTest for PoolMachine {
     fn init_test(model: &PoolModel) -> Sut {
         quiet_generated_panics();
         Sut {
-            pool: AnyStep::new(model.worker_count(), model.steal_batch()),
+            pool: AnyStep::new(
+                model.worker_count(),
+                model.steal_batch(),
+                model.max_blocking(),
+            ),
             model: model.clone(),
             handles: Vec::new(),
             detached: Vec::new(),
@@ -549,6 +716,21 @@ impl StateMachineTest for PoolMachine {
                 break;
             }
             steps.clear();
+            // Every blocked call returns; every spare finishes its task and retires.
+            for w in 0..n {
+                if sut.model.workers()[w].blocked.is_some() {
+                    steps.push(Step::Unblock(w));
+                }
+            }
+            for (s, sp) in sut.model.spares().iter().enumerate() {
+                if sp.retired {
+                    continue;
+                }
+                if sp.current.is_some() {
+                    steps.push(Step::SpareRun(s));
+                }
+                steps.push(Step::RetireSpare(s));
+            }
             for w in 0..n {
                 let mw = &sut.model.workers()[w];
                 if mw.exited {
@@ -569,17 +751,8 @@ impl StateMachineTest for PoolMachine {
             }
             steps.insert(0, Step::Shutdown);
             for step in &steps {
-                let w = match step {
-                    Step::Take(w) | Step::Exit(w) | Step::Run(w) => Some(*w),
-                    Step::Steal { thief, .. } => Some(*thief),
-                    _ => None,
-                };
-                if let Some(w) = w {
-                    let mw = &sut.model.workers()[w];
-                    let idle = !mw.exited && mw.current.is_none();
-                    if matches!(step, Step::Take(_) | Step::Steal { .. }) && !idle {
-                        continue;
-                    }
+                if !step_allowed(&sut.model, step) {
+                    continue;
                 }
                 let want = apply_to_model(&mut sut.model, step);
                 let got = sut.apply_to_pool(step);
@@ -736,5 +909,70 @@ fn scripted_drain() {
         m.workers().iter().map(|w| w.counts.discarded).sum::<u64>() >= 1,
         "the cancelled child was discarded: {m:?}"
     );
+    <PoolMachine as StateMachineTest>::teardown(sut, model);
+}
+
+/// Issue 10, item 4, step by step (B4.blocking-limit): a compensation permit belongs to the
+/// blocked call, not to the spare thread. One worker, limit one: T1 blocks (spare 0); spare 0
+/// steals S1, which releases T1; T1's call returns while spare 0 still holds S1; T2 blocks and
+/// must get a spare of its own (spare 1), which runs S2 after spare 0 retired. With the zoo
+/// bug `compensation_slot_leaked` the stepping core answers T2's `Block` with no spare (the
+/// permit is still with spare 0) where the model gives spare 1; on both deques.
+#[test]
+fn pool_matches_model_when_a_spare_outlives_its_call() {
+    for chase_lev in [false, true] {
+        CHASE_LEV.with(|c| c.set(chase_lev));
+        spare_outlives_its_call();
+    }
+}
+
+fn spare_outlives_its_call() {
+    let leaf = |v| Program {
+        children: vec![],
+        outcome: Outcome::Return(v),
+        detached: false,
+    };
+    let one = NonZeroUsize::MIN;
+    let model = PoolModel::new(one, one).with_max_blocking(1);
+    let mut sut = <PoolMachine as StateMachineTest>::init_test(&model);
+    let submit = |v| Step::Submit {
+        worker: 0,
+        program: leaf(v),
+    };
+    let script = vec![
+        submit(1), // T1, task 0
+        submit(2), // S1, task 1
+        Step::Take(0),
+        Step::Block(0), // T1 blocks: spare 0
+        Step::SpareSteal {
+            spare: 0,
+            victim: 0,
+        }, // spare 0 claims S1 from the blocked worker's inbox
+        Step::Unblock(0), // S1 released T1; spare 0 still holds S1
+        Step::Run(0),   // T1 finishes
+        submit(3),      // T2, task 2
+        Step::Take(0),
+        Step::Block(0), // T2 blocks: one call blocked, limit one: spare 1
+        Step::SpareRun(0),
+        Step::RetireSpare(0),
+        submit(4), // S2, task 3: only spare 1 can run it
+        Step::SpareSteal {
+            spare: 1,
+            victim: 0,
+        },
+        Step::SpareRun(1),
+        Step::Unblock(0),
+        Step::Run(0),
+        Step::RetireSpare(1),
+    ];
+    let mut model = model;
+    for step in script {
+        assert!(step_allowed(&model, &step), "{step:?} is allowed");
+        model = <PoolMachine as ReferenceStateMachine>::apply(model, &step);
+        sut = <PoolMachine as StateMachineTest>::apply(sut, &model, step);
+    }
+    let c = sut.model.workers()[0].counts;
+    assert_eq!((c.compensated_blocks, c.uncompensated_blocks), (2, 0));
+    assert_eq!(sut.model.outstanding(), 0);
     <PoolMachine as StateMachineTest>::teardown(sut, model);
 }

@@ -520,6 +520,11 @@ impl<D: DequeFamily> Local<D> {
         self.owner.is_empty()
     }
 
+    /// The length of this worker's (or spare's) own deque.
+    pub(crate) fn deque_len(&self) -> usize {
+        self.owner.len()
+    }
+
     /// A spare about to stop serving (it retires, or the task it runs blocks) hands every
     /// task left on its private deque to the inbox of the worker it stands in for, oldest
     /// first, and wakes that inbox's owner if it is parked: nobody can steal from a private
@@ -583,13 +588,8 @@ impl<D: DequeFamily> ChildSink for Sink<'_, D> {
         // A spare whose task blocks must not strand its private deque (invariant
         // B4.blocking-limit: queued work always has a thread).
         self.local.hand_over(self.shared);
-        let counters = &self.shared.counters[self.local.index];
         let started = self.arc.and_then(|arc| start_spare(arc, self.local.index));
-        bump(if started.is_some() {
-            &counters.compensated_blocks
-        } else {
-            &counters.uncompensated_blocks
-        });
+        self.shared.count_block(self.local.index, started.is_some());
         started
     }
 
@@ -623,14 +623,7 @@ impl<D: DequeFamily> ChildSink for Sink<'_, D> {
         // re-check (both are ordered by the idle list's lock).
         c.released.store(true, SeqCst);
         self.shared.sleep.wake(c.slot);
-        // B4.blocking-limit: the permit goes back with the call that took it, now, even if
-        // the spare is still running a task (it finishes that task, hands over its deque and
-        // retires without looking for more work).
-        // SEEDED BUG (compensation_slot_leaked): the permit goes back only when the spare
-        // thread retires, so a spare busy with a long task keeps the next call uncompensated.
-        if !seeded_bug!("compensation_slot_leaked") {
-            self.shared.blocking.lock().calls -= 1;
-        }
+        self.shared.call_returned();
     }
 }
 
@@ -644,17 +637,7 @@ pub(crate) struct Compensation {
 /// compensation limit allows one more compensated call and the thread starts. Takes the
 /// call's permit and a parking slot (a new one if every slot belongs to a live spare).
 fn start_spare<D: DequeFamily>(arc: &Arc<Shared<D>>, index: usize) -> Option<Compensation> {
-    // INVARIANT (B4.blocking-limit): one permit per compensated call in progress, taken here
-    // and given back by the same call's `end_blocking`.
-    let free_slot = {
-        let mut b = arc.blocking.lock();
-        if b.calls >= arc.max_blocking {
-            return None;
-        }
-        b.calls += 1;
-        b.free_slots.pop()
-    };
-    let slot = free_slot.unwrap_or_else(|| arc.sleep.add_slot());
+    let slot = arc.take_permit()?;
     let released = Arc::new(AtomicBool::new(false));
     let local = Local::spare(index, slot);
     let (sh, rel) = (Arc::clone(arc), Arc::clone(&released));
@@ -676,6 +659,48 @@ fn start_spare<D: DequeFamily>(arc: &Arc<Shared<D>>, index: usize) -> Option<Com
 }
 
 impl<D: DequeFamily> Shared<D> {
+    /// The compensation decision of a `block_in_place` call: takes a permit if fewer than
+    /// `max_blocking` compensated calls are in progress, and a parking slot for the call's
+    /// spare (a free one, else a new one: [`Sleep::add_slot`]). `None`: the call runs
+    /// uncompensated. O(1) amortised; one lock of the ledger. The threaded pool
+    /// (`start_spare`) and the stepping core (`StepPool::block`) both decide here.
+    pub(crate) fn take_permit(&self) -> Option<usize> {
+        // INVARIANT (B4.blocking-limit): one permit per compensated call in progress, taken
+        // here and given back by the same call's `end_blocking` (`call_returned`).
+        let free_slot = {
+            let mut b = self.blocking.lock();
+            if b.calls >= self.max_blocking {
+                return None;
+            }
+            b.calls += 1;
+            b.free_slots.pop()
+        };
+        Some(free_slot.unwrap_or_else(|| self.sleep.add_slot()))
+    }
+
+    /// A compensated call returned: its permit is free again at once.
+    pub(crate) fn call_returned(&self) {
+        // B4.blocking-limit: the permit goes back with the call that took it, now, even if
+        // the spare is still running a task (it finishes that task, hands over its deque and
+        // retires without looking for more work).
+        // SEEDED BUG (compensation_slot_leaked): the permit goes back only when the spare
+        // thread retires, so a spare busy with a long task keeps the next call uncompensated.
+        if !seeded_bug!("compensation_slot_leaked") {
+            self.blocking.lock().calls -= 1;
+        }
+    }
+
+    /// Counts one `block_in_place` call of a task on worker `index`'s role, compensated or
+    /// not (`WorkerMetrics::compensated_blocks`, `uncompensated_blocks`).
+    pub(crate) fn count_block(&self, index: usize, compensated: bool) {
+        let counters = &self.counters[index];
+        bump(if compensated {
+            &counters.compensated_blocks
+        } else {
+            &counters.uncompensated_blocks
+        });
+    }
+
     /// A spare retired (after its last park): its parking slot is free again.
     pub(crate) fn spare_retired(&self, slot: usize) {
         let mut b = self.blocking.lock();

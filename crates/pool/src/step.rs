@@ -6,6 +6,18 @@
 //! interleavings are shuttle's and loom's job). Every step calls the same functions the
 //! threaded workers call (`take_local`, `steal_from`, `run`, `may_exit`); only the choice of
 //! step is the test's. It is a testing seam, hidden from the documentation.
+//!
+//! **Blocking compensation, stepped.** A task cannot stop half-way in a step, so a
+//! `block_in_place` call is sequentialised: [`StepPool::block`] says "the task worker `w`
+//! has claimed is now blocked in a `block_in_place` call" (the ledger's real decision,
+//! `Shared::take_permit`, and the real counters); while it is blocked the worker takes no
+//! step, and the call's spare, if it got one, is a `Local::spare` the test drives like a
+//! worker ([`StepPool::spare_take`], [`StepPool::spare_steal`], [`StepPool::spare_run`]).
+//! [`StepPool::unblock`] is the call returning (its permit goes back, `Shared::call_returned`,
+//! and its spare is released); then [`StepPool::run`] runs the task's function to the end. A
+//! released spare finishes its task and [`StepPool::retire_spare`] hands over its private
+//! deque and frees its parking slot (`Local::hand_over`, `Shared::spare_retired`), as
+//! `worker::spare_main` does.
 
 use crate::PoolBuildError;
 use crate::context::WorkerContext;
@@ -44,6 +56,19 @@ pub struct StepPool<D: DequeFamily = Locked> {
     locals: Vec<Local<D>>,
     current: Vec<Option<Task>>,
     exited: Vec<bool>,
+    /// Per worker: `Some(spare)` while its claimed task is blocked in a stepped
+    /// `block_in_place` call (`spare`: the number of the call's spare, if it got one).
+    blocked: Vec<Option<Option<usize>>>,
+    /// Every spare started so far, by number (retired ones stay, marked).
+    spares: Vec<StepSpare<D>>,
+}
+
+/// A spare of the stepping core: a spare's local side, driven by the test.
+struct StepSpare<D: DequeFamily> {
+    local: Local<D>,
+    current: Option<Task>,
+    released: bool,
+    retired: bool,
 }
 
 impl StepPool<Locked> {
@@ -62,14 +87,29 @@ impl<D: DequeFamily> StepPool<D> {
     /// # Errors
     /// As [`StepPool::new`].
     pub fn with_deque(workers: usize, steal_batch: usize) -> Result<Self, PoolBuildError> {
+        Self::with_blocking(workers, steal_batch, 0)
+    }
+
+    /// Like [`StepPool::with_deque`], with a compensation limit of `max_blocking` (as
+    /// `PoolBuilder::max_blocking`; 0: every [`StepPool::block`] is uncompensated).
+    ///
+    /// # Errors
+    /// As [`StepPool::new`].
+    pub fn with_blocking(
+        workers: usize,
+        steal_batch: usize,
+        max_blocking: usize,
+    ) -> Result<Self, PoolBuildError> {
         let n = NonZeroUsize::new(workers).ok_or(PoolBuildError::NoWorkers)?;
         let b = NonZeroUsize::new(steal_batch).ok_or(PoolBuildError::ZeroStealBatch)?;
-        let (shared, locals) = build::<D>(n, b, 0);
+        let (shared, locals) = build::<D>(n, b, max_blocking);
         Ok(StepPool {
             shared,
             locals,
             current: (0..workers).map(|_| None).collect(),
             exited: vec![false; workers],
+            blocked: vec![None; workers],
+            spares: Vec::new(),
         })
     }
 
@@ -116,16 +156,7 @@ impl<D: DequeFamily> StepPool<D> {
     }
 
     fn keep(&mut self, worker: usize, found: Found) -> StepFound {
-        match found {
-            Found::Task(t) => {
-                let id = t.id();
-                self.current[worker] = Some(t);
-                StepFound::Claimed(id)
-            }
-            Found::Discarded(id) => StepFound::Discarded(id),
-            Found::Empty => StepFound::Empty,
-            Found::Retry => StepFound::Retry,
-        }
+        keep(&mut self.current[worker], found)
     }
 
     /// Worker `worker` looks at home: own deque bottom, then own inbox front.
@@ -168,6 +199,10 @@ impl<D: DequeFamily> StepPool<D> {
     /// # Panics
     /// If `worker` is out of range.
     pub fn run(&mut self, worker: usize) -> Option<StepRun> {
+        assert!(
+            self.blocked[worker].is_none(),
+            "worker {worker} is blocked in block_in_place"
+        );
         let task = self.current[worker].take()?;
         let id = task.id();
         let panicked = self.locals[worker].run(&self.shared, None, task);
@@ -224,5 +259,159 @@ impl<D: DequeFamily> StepPool<D> {
     /// As `Pool::metrics`.
     pub fn metrics(&self) -> PoolMetrics {
         self.shared.metrics()
+    }
+
+    /// The task worker `worker` has claimed enters `block_in_place` (see the module docs):
+    /// the compensation decision of the threaded pool (`Shared::take_permit`: a permit if
+    /// fewer than `max_blocking` compensated calls are in progress), counted in the
+    /// worker's `compensated_blocks` or `uncompensated_blocks`. Returns the number of the
+    /// call's spare (numbered from 0 in order of start), or `None` if the call is
+    /// uncompensated. Until [`StepPool::unblock`] the worker takes no step. O(1) amortised.
+    ///
+    /// # Panics
+    /// If `worker` is out of range, exited, already blocked, or holds no claimed task.
+    pub fn block(&mut self, worker: usize) -> Option<usize> {
+        assert!(worker < self.locals.len(), "no worker {worker}");
+        assert!(!self.exited[worker], "worker {worker} has exited");
+        assert!(self.blocked[worker].is_none(), "worker {worker} is blocked");
+        assert!(
+            self.current[worker].is_some(),
+            "worker {worker} runs no task that could block"
+        );
+        let spare = self.shared.take_permit().map(|slot| {
+            self.spares.push(StepSpare {
+                local: Local::spare(worker, slot),
+                current: None,
+                released: false,
+                retired: false,
+            });
+            self.spares.len() - 1
+        });
+        self.shared.count_block(worker, spare.is_some());
+        self.blocked[worker] = Some(spare);
+        spare
+    }
+
+    /// Worker `worker`'s blocked call returns (as `Sink::end_blocking`): its permit goes
+    /// back at once and its spare, if any, is released (it takes no new step but
+    /// [`StepPool::spare_run`] of a task it holds, then [`StepPool::retire_spare`]). Returns
+    /// the released spare. O(1).
+    ///
+    /// # Panics
+    /// If `worker` is out of range or not blocked.
+    pub fn unblock(&mut self, worker: usize) -> Option<usize> {
+        let spare = self.blocked[worker]
+            .take()
+            .unwrap_or_else(|| panic!("worker {worker} is not blocked"));
+        if let Some(s) = spare {
+            self.spares[s].released = true;
+            self.shared.call_returned();
+        }
+        spare
+    }
+
+    fn check_spare_searching(&self, spare: usize) {
+        let s = &self.spares[spare];
+        assert!(
+            !s.released,
+            "spare {spare} was released: it takes no new work"
+        );
+        assert!(
+            s.current.is_none(),
+            "spare {spare} already holds a claimed task"
+        );
+    }
+
+    /// Spare `spare` looks at home: its private deque only (a spare has no inbox).
+    ///
+    /// # Panics
+    /// If `spare` does not exist, was released, or holds a claimed task.
+    pub fn spare_take(&mut self, spare: usize) -> StepFound {
+        self.check_spare_searching(spare);
+        let s = &mut self.spares[spare];
+        let found = s.local.take_local(&self.shared);
+        keep(&mut s.current, found)
+    }
+
+    /// Spare `spare` makes one steal attempt on worker `victim` (any worker, the one it
+    /// stands in for included); extras land on its private deque. Counted in the metrics of
+    /// the worker it stands in for.
+    ///
+    /// # Panics
+    /// As [`StepPool::spare_take`]; also if `victim` is out of range.
+    pub fn spare_steal(&mut self, spare: usize, victim: usize) -> StepFound {
+        self.check_spare_searching(spare);
+        assert!(victim < self.locals.len(), "bad victim {victim}");
+        let s = &mut self.spares[spare];
+        let found = s.local.steal_from(&self.shared, victim);
+        keep(&mut s.current, found)
+    }
+
+    /// Spare `spare` runs its claimed task, if it holds one (released or not: a released
+    /// spare finishes its task). Children go to its private deque.
+    ///
+    /// # Panics
+    /// If `spare` does not exist.
+    pub fn spare_run(&mut self, spare: usize) -> Option<StepRun> {
+        let s = &mut self.spares[spare];
+        let task = s.current.take()?;
+        let id = task.id();
+        let panicked = s.local.run(&self.shared, None, task);
+        Some(StepRun { task: id, panicked })
+    }
+
+    /// Released spare `spare`, holding no task, retires as `worker::spare_main` does: its
+    /// private deque goes to the inbox of the worker it stands in for (oldest first), and its
+    /// parking slot is free again. O(tasks moved).
+    ///
+    /// # Panics
+    /// If `spare` does not exist, is not released, holds a task, or already retired.
+    pub fn retire_spare(&mut self, spare: usize) {
+        let s = &mut self.spares[spare];
+        assert!(s.released, "spare {spare} was not released");
+        assert!(s.current.is_none(), "spare {spare} still holds a task");
+        assert!(!s.retired, "spare {spare} already retired");
+        s.local.hand_over(&self.shared);
+        s.retired = true;
+        self.shared.spare_retired(s.local.slot);
+    }
+
+    /// Whether worker `w`'s claimed task is blocked in a stepped `block_in_place` call.
+    pub fn is_blocked(&self, w: usize) -> bool {
+        self.blocked[w].is_some()
+    }
+
+    /// How many spares were started so far.
+    pub fn spare_count(&self) -> usize {
+        self.spares.len()
+    }
+
+    /// The length of spare `s`'s private deque.
+    pub fn spare_deque_len(&self, s: usize) -> usize {
+        self.spares[s].local.deque_len()
+    }
+
+    /// The task spare `s` has claimed and not yet run.
+    pub fn spare_current(&self, s: usize) -> Option<TaskId> {
+        self.spares[s].current.as_ref().map(|t| t.id())
+    }
+
+    /// Whether spare `s` was released (its call returned) and whether it retired.
+    pub fn spare_state(&self, s: usize) -> (bool, bool) {
+        (self.spares[s].released, self.spares[s].retired)
+    }
+}
+
+/// Keeps a claimed task in `current` and reports what a take or steal found.
+fn keep(current: &mut Option<Task>, found: Found) -> StepFound {
+    match found {
+        Found::Task(t) => {
+            let id = t.id();
+            *current = Some(t);
+            StepFound::Claimed(id)
+        }
+        Found::Discarded(id) => StepFound::Discarded(id),
+        Found::Empty => StepFound::Empty,
+        Found::Retry => StepFound::Retry,
     }
 }

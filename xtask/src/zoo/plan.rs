@@ -314,7 +314,7 @@ pub const PLANS: &[BugPlan] = &[
     plan("parent_decrement_first", Part::Pool, "model_pool"),
     plan("single_victim", Part::Pool, "unit_pool"),
     plan("sleep_polling", Part::Pool, "shuttle_pool"),
-    plan("compensation_slot_leaked", Part::Pool, "shuttle_pool"),
+    plan("compensation_slot_leaked", Part::Pool, "model_pool"),
     plan("retired_spare_swallows_wakeup", Part::Pool, "unit_pool"),
     plan("stack_job_latch_early", Part::Pool, "loom_pool"),
     plan("durable_unfenced_complete", Part::Durable, "unit_durable"),
