@@ -3,9 +3,9 @@
 //! ```text
 //! lockstep check FILE [TASK...] [GRAPH OPTIONS]          (FILE `-`: standard input, with --format)
 //! lockstep run FILE [TASK...] [-j N] [--dry-run] [--simulate MS] [--log-dir DIR] [--grace S] [--trace FILE] [--graph-out FILE] [ATTEMPTS] [GRAPH OPTIONS]
-//! lockstep run FILE [TASK...] --store sqlite:PATH|postgres://... [-j N] [--store-limit N] [--lease-ms MS] [--grace S] [ATTEMPTS]
+//! lockstep run FILE [TASK...] --store sqlite:PATH|postgres://...[#SCHEMA] [-j N] [--store-limit N] [--lease-ms MS] [--grace S] [ATTEMPTS]
 //!   ATTEMPTS: [--retries N] [--retry-delay DURATION] [--timeout DURATION] [--fail-fast]
-//! lockstep worker --store sqlite:PATH|postgres://... [--slots N] [--lease-ms MS] [--grace S]
+//! lockstep worker --store sqlite:PATH|postgres://...[#SCHEMA] [--root DIR] [--slots N] [--lease-ms MS] [--grace S]
 //! ```
 //!
 //! Exit status: 0 the graph can run / every task succeeded / the run finished and every task
@@ -125,9 +125,22 @@ enum Cmd {
     /// recorded the failure or the fence refused it), and after Ctrl-C or SIGTERM (a second one
     /// exits at once with 130 or 143); 2 when the store fails.
     Worker {
-        /// The store: sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE.
+        /// The store (the one `run FILE --store URL` made): sqlite:PATH (an SQLite file,
+        /// relative to the current directory), or postgres://USER:PASSWORD@HOST:PORT/DATABASE
+        /// (also postgresql://), optionally followed by `?NAME=VALUE&...` (connection
+        /// parameters such as connect_timeout or application_name) and, at the very end,
+        /// `#SCHEMA` (the PostgreSQL schema: letters, digits and _; default `lockstep`; one
+        /// database may hold several runs). Messages never show the password.
         #[arg(long, value_name = "URL")]
         store: lockstep_cli::store::StoreSpec,
+        /// The directory a task's relative `cwd` is resolved against. `run FILE --store` stores
+        /// each `cwd` as FILE wrote it, relative to FILE's directory, so give each worker the
+        /// directory that holds the same layout on its machine (a checkout of the same
+        /// repository). An absolute `cwd` is used as it is; a task without `cwd` runs in the
+        /// worker's current directory. A missing directory fails the attempt, naming it. DIR
+        /// must exist (else exit 2) [default: the current directory].
+        #[arg(long, value_name = "DIR")]
+        root: Option<PathBuf>,
         /// Run at most N tasks at once in this worker (one store connection each).
         #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
         slots: u32,
@@ -211,10 +224,16 @@ impl AttemptArgs {
 /// `run --store`: record the run in a durable store (resumable, shareable with workers).
 #[derive(Debug, Args)]
 struct DurableRunArgs {
-    /// Record the run in a store and resume it if it is already there: sqlite:PATH or
-    /// postgres://USER:PASSWORD@HOST:PORT/DATABASE. Succeeded tasks are kept; failed, blocked
-    /// and cancelled ones run again as new generations. `lockstep worker --store` processes
-    /// may join (docs/durable.md).
+    /// Record the run in a store and resume it if it is already there: sqlite:PATH (an SQLite
+    /// file, relative to the current directory), or postgres://USER:PASSWORD@HOST:PORT/DATABASE
+    /// (also postgresql://), optionally followed by `?NAME=VALUE&...` (connection parameters
+    /// such as connect_timeout or application_name) and, at the very end, `#SCHEMA` (the
+    /// PostgreSQL schema: letters, digits and _; default `lockstep`; one database may hold
+    /// several runs). Succeeded tasks are kept; failed, blocked and cancelled ones run again as
+    /// new generations. `lockstep worker --store` processes may join (docs/durable.md). A
+    /// task's `cwd` is stored as FILE wrote it, relative to FILE's directory (an absolute one
+    /// stays absolute): this process runs it under FILE's directory, as `run` does, and each
+    /// worker under its `--root` (default: its current directory).
     #[arg(long, value_name = "URL", conflicts_with_all = ["dry_run", "log_dir"])]
     store: Option<lockstep_cli::store::StoreSpec>,
     /// With --store: the lease duration in milliseconds (renewed while a task runs).
@@ -377,6 +396,7 @@ fn main() -> ExitCode {
                     targets: graph.targets.clone(),
                     defaults: attempts.defaults(),
                     fail_fast: attempts.fail_fast,
+                    root: file_root(&graph.file),
                 };
                 return store_run_cmd(&graph, &spec, &opts, report_ids(verbose));
             }
@@ -401,7 +421,15 @@ fn main() -> ExitCode {
             simulate,
             poll_ms,
             grace,
+            root,
         } => {
+            let root = match worker_root(root) {
+                Ok(root) => root,
+                Err(message) => {
+                    eprintln!("error: {message}");
+                    return ExitCode::from(2);
+                }
+            };
             let opts = lockstep_cli::worker::WorkerOptions {
                 owner: lockstep_cli::worker::default_owner(),
                 slots: slots as usize,
@@ -411,9 +439,35 @@ fn main() -> ExitCode {
                 grace: grace.grace,
                 stop: stop_on_signals(grace.grace),
                 retries: None,
+                root,
             };
             worker_cmd(&store, &opts)
         }
+    }
+}
+
+/// The root of `run FILE --store`'s own workers: FILE's directory, absolute (the current
+/// directory for standard input), so that a relative `cwd` means what it means to `run`.
+fn file_root(file: &std::path::Path) -> PathBuf {
+    let dir = if file == std::path::Path::new(graph::STDIN_PATH) {
+        std::path::Path::new("")
+    } else {
+        file.parent().unwrap_or(std::path::Path::new(""))
+    };
+    std::env::current_dir().map_or_else(|_| dir.to_path_buf(), |cwd| cwd.join(dir))
+}
+
+/// `worker --root DIR` (default: the current directory), absolute; a DIR that is not an
+/// existing directory is refused with a message naming it.
+fn worker_root(root: Option<PathBuf>) -> Result<PathBuf, String> {
+    let cwd = std::env::current_dir().map_err(|e| format!("the current directory: {e}"));
+    let Some(root) = root else {
+        return cwd;
+    };
+    match std::fs::metadata(&root) {
+        Ok(m) if m.is_dir() => Ok(cwd.map_or_else(|_| root.clone(), |cwd| cwd.join(&root))),
+        Ok(_) => Err(format!("--root {}: not a directory", root.display())),
+        Err(e) => Err(format!("--root {}: {e}", root.display())),
     }
 }
 

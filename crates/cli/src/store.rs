@@ -12,7 +12,8 @@
 //! # What `run --store` does
 //! 1. validates the graph as `run` does (a graph that cannot run is refused, exit 2);
 //! 2. a new (empty) store: submits every task in one transaction, the payload being the
-//!    task's command, working directory (made absolute), environment and file position;
+//!    task's command, working directory (as the file wrote it: see "Paths across machines"),
+//!    environment, timeout and file position;
 //! 3. a store that already holds the graph (a previous run crashed, was interrupted or had
 //!    failures) is **resumed**: succeeded tasks are kept; failed, blocked and cancelled ones are
 //!    submitted again (a new generation, dependencies first), with the file's current command;
@@ -23,6 +24,15 @@
 //!    submitting it again, and two resuming at once resubmit each lost task once;
 //! 4. runs `-j N` local workers ([`crate::worker`]) until every task is settled, then prints one
 //!    line per task that did not succeed and a summary from the store.
+//!
+//! # Paths across machines
+//! A task's `cwd` is stored as the file wrote it: relative to the file's directory, or
+//! absolute ([`StoredPayload::cwd`]). Each process resolves a relative one against its root
+//! ([`StoredPayload::working_dir`]): `run --store` against the file's directory (where `run`
+//! runs it), `lockstep worker` against `--root DIR` (default: its current directory). An
+//! absolute path, and so every payload written before (they held the submitter's absolute
+//! path), stays absolute; a `..` may leave the root; a directory missing on the worker fails
+//! the attempt, naming it (`docs/semantics.md`, "Paths across machines").
 //!
 //! A store is never closed by `run`, so that it can always be resumed. Ctrl-C (or SIGTERM)
 //! stops the run as it stops an in-memory one: no task is claimed after it, each running
@@ -37,7 +47,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
@@ -195,7 +205,13 @@ pub struct StoredPayload {
     pub index: usize,
     /// The shell command, if any.
     pub command: Option<String>,
-    /// The working directory (absolute when the submitting process could make it so).
+    /// The working directory as the task file wrote it: **relative to the task file's
+    /// directory**, resolved by each worker against its root ([`StoredPayload::working_dir`]:
+    /// `--root DIR` of `lockstep worker`, else its current directory; the task file's directory
+    /// for `run --store`), or absolute, kept as it is. `None`: the worker's own current
+    /// directory. Stores written before issue 11 item 8 hold the submitting process's absolute
+    /// path here: an absolute path stays absolute, so they run as they did (the JSON field is
+    /// the same; no payload needs converting).
     pub cwd: Option<PathBuf>,
     /// Extra environment variables.
     pub env: BTreeMap<String, String>,
@@ -206,6 +222,15 @@ pub struct StoredPayload {
 }
 
 impl StoredPayload {
+    /// The directory the command runs in on a worker whose root is `root`: the stored `cwd`
+    /// joined to `root` when relative (a `..` in it may leave the root, as it may leave the
+    /// task file's directory in an in-memory run), the stored `cwd` itself when absolute;
+    /// `None` when the task has no `cwd` (the worker's current directory).
+    pub fn working_dir(&self, root: &Path) -> Option<PathBuf> {
+        // `Path::join` with an absolute path is that path: absolute stays absolute.
+        self.cwd.as_ref().map(|c| root.join(c))
+    }
+
     /// The JSON bytes stored as the task's payload.
     pub fn encode(&self) -> Vec<u8> {
         serde_json::to_vec(self).unwrap_or_default()
@@ -276,6 +301,9 @@ pub struct StoreRunOptions {
     /// `--fail-fast`: after the first failure with no retries left, claim nothing more and
     /// cancel the queued tasks in the store.
     pub fail_fast: bool,
+    /// The root the local workers resolve stored relative `cwd`s against: the task file's
+    /// directory (so that `run --store` runs each command where `run` would).
+    pub root: PathBuf,
 }
 
 /// What `run --store` did.
@@ -486,6 +514,7 @@ pub fn run(
         grace: opts.grace,
         stop: opts.stop.clone(),
         retries: Some(Arc::clone(&retries)),
+        root: opts.root.clone(),
     };
     let workers = worker::run(|| spec.open(None), &wopts).map_err(store_err)?;
     let wall = started.elapsed();
@@ -517,14 +546,18 @@ pub fn run(
 }
 
 /// The payload of a task of the file, with its timeout (its own, else the default).
+///
+/// The `cwd` is stored as the file wrote it (relative to the file's directory, or absolute;
+/// see [`StoredPayload::cwd`]); a task made without a file (no `cwd_as_written`) stores its
+/// `cwd` made absolute against this process's current directory, as before.
 fn payload(index: usize, t: &crate::graph::TaskSpec, defaults: &Defaults) -> Vec<u8> {
-    let cwd = t.cwd.as_ref().map(|c| {
-        if c.is_absolute() {
-            c.clone()
-        } else {
-            std::env::current_dir().map_or_else(|_| c.clone(), |d| d.join(c))
+    let cwd = match (&t.cwd_as_written, &t.cwd) {
+        (Some(written), _) => Some(written.clone()),
+        (None, Some(c)) if c.is_relative() => {
+            Some(std::env::current_dir().map_or_else(|_| c.clone(), |d| d.join(c)))
         }
-    });
+        (None, c) => c.clone(),
+    };
     StoredPayload {
         index,
         command: t.command.clone(),

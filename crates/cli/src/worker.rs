@@ -31,6 +31,7 @@
 //! one attempt's result counts. Commands should be idempotent.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, mpsc};
@@ -67,6 +68,10 @@ pub struct WorkerOptions {
     /// `run --store` only: its retries and `--fail-fast`, looked at before every claim (a
     /// `lockstep worker` has no file, and never resubmits).
     pub retries: Option<Arc<crate::store::Retries>>,
+    /// What a task's stored relative `cwd` is relative to ([`StoredPayload::working_dir`]):
+    /// `--root DIR` of `lockstep worker` (default: its current directory), the task file's
+    /// directory for `run --store`. Absolute, so that messages name the resolved path.
+    pub root: PathBuf,
 }
 
 /// A task this worker stopped on Ctrl-C or SIGTERM and gave back to the store
@@ -305,6 +310,7 @@ fn run_one(
     let simulate = opts.simulate;
     let grace = opts.grace;
     let interrupt = opts.stop.clone();
+    let root = opts.root.clone();
     // Set when the command must stop: the user cancelled the task, or the lease moved on.
     let cancelled = Arc::new(AtomicBool::new(lease.cancel_requested));
     let runner = {
@@ -316,7 +322,7 @@ fn run_one(
                     reason: format!("unreadable payload: {e}"),
                     output: Vec::new(),
                 },
-                Ok(p) => execute(&p, simulate, grace, &|| {
+                Ok(p) => execute(&p, &root, simulate, grace, &|| {
                     cancelled.load(Ordering::SeqCst) || interrupt.is_requested()
                 }),
             };
@@ -507,8 +513,11 @@ fn settle(
 }
 
 /// Runs the task through [`command::run`]: its command, a sleep (`simulate`), or nothing.
+/// The command runs in the payload's `cwd` resolved against `root`; a directory that is not
+/// there fails the attempt, naming the resolved path (and the root it came from).
 fn execute(
     p: &StoredPayload,
+    root: &Path,
     simulate: Option<Duration>,
     grace: Duration,
     stop: &dyn Fn() -> bool,
@@ -525,9 +534,15 @@ fn execute(
         return done(true, String::new(), Vec::new());
     };
     let timeout = p.timeout_ms.map(Duration::from_millis);
+    let cwd = p.working_dir(root);
+    if let (Some(dir), Some(stored)) = (&cwd, &p.cwd)
+        && !dir.is_dir()
+    {
+        return done(false, missing_dir(dir, stored, root), Vec::new());
+    }
     let spec = CommandSpec {
         command: text,
-        cwd: p.cwd.as_deref(),
+        cwd: cwd.as_deref(),
         env: &p.env,
         output: Output::Capture,
         grace,
@@ -543,5 +558,26 @@ fn execute(
         ),
         Ok(f) if f.success() => done(true, String::new(), f.output),
         Ok(f) => done(false, f.describe(), f.output),
+    }
+}
+
+/// Why an attempt whose working directory is missing failed: the resolved path, and for a
+/// relative stored `cwd` the root it was resolved against (`--root`, else the worker's
+/// current directory).
+fn missing_dir(dir: &Path, stored: &Path, root: &Path) -> String {
+    let what = if dir.exists() {
+        "not a directory"
+    } else {
+        "no such directory"
+    };
+    if stored.is_absolute() {
+        format!("cannot run in {}: {what}", dir.display())
+    } else {
+        format!(
+            "cannot run in {}: {what} (cwd {} resolved against the root {})",
+            dir.display(),
+            stored.display(),
+            root.display()
+        )
     }
 }

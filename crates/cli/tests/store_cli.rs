@@ -602,3 +602,204 @@ fn worker_exits_1_when_a_task_it_ran_failed_and_0_when_all_succeeded() {
         .assert()
         .code(2);
 }
+
+// Issue 11 item 8, "Across machines, paths mean what they say": a task's `cwd` is stored as
+// the task file wrote it (relative to the file's directory) and each worker resolves it
+// against its `--root` (default: its current directory).
+
+/// The task of the `cwd` tests: records where it ran in `where.txt`, and stays running (sleeps)
+/// where a file `hold` exists.
+const WHERE: &str = "pwd > where.txt; if [ -e hold ]; then sleep 60; fi";
+
+/// `DIR/sub/where.txt`, canonical: where the task ran, as `pwd` printed it.
+fn ran_in(dir: &Path) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(dir.join("sub").join("where.txt")).unwrap();
+    std::fs::canonicalize(text.trim_end()).unwrap()
+}
+
+/// A store made by `lockstep run A/g.toml --store` from a task file in A whose task has
+/// `cwd = "sub"`; `run` (started elsewhere) runs the task in A/sub, which holds it there, and
+/// is then killed (SIGKILL), leaving the task running in the store with a 300 ms lease that
+/// the next worker claims once it expires.
+fn store_from_a_file_in(dir: &Path, a: &Path) -> String {
+    std::fs::create_dir_all(a.join("sub")).unwrap();
+    std::fs::write(a.join("sub").join("hold"), "").unwrap();
+    let file = a.join("g.toml");
+    std::fs::write(
+        &file,
+        format!("[[task]]\nid = \"t\"\ncwd = \"sub\"\ncommand = \"{WHERE}\"\n"),
+    )
+    .unwrap();
+    let path = dir.join("run.lockstep");
+    let store = format!("sqlite:{}", path.display());
+    let mut runner = common::lockstep()
+        .current_dir(dir)
+        .args(["run"])
+        .arg(&file)
+        .args(["--store", &store, "-j", "1", "--lease-ms", "300"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let written = a.join("sub").join("where.txt");
+    common::wait_for("the runner to run t in A/sub", || {
+        std::fs::read_to_string(&written).is_ok_and(|t| t.ends_with('\n'))
+    });
+    runner.kill().unwrap();
+    runner.wait().unwrap();
+    // `run --store` resolved `sub` against the task file's directory, not its own cwd.
+    assert_eq!(ran_in(a), std::fs::canonicalize(a.join("sub")).unwrap());
+    store
+}
+
+/// A store made from a task file in A; a worker given `--root B`, where B has the same
+/// layout, runs the command in B/sub; the stored payload holds `sub`, not A's path.
+#[test]
+fn worker_root_resolves_a_stored_relative_cwd() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("A"), dir.path().join("B"));
+    let store = store_from_a_file_in(dir.path(), &a);
+    let db = rusqlite::Connection::open(dir.path().join("run.lockstep")).unwrap();
+    let bytes: Vec<u8> = db
+        .query_row("SELECT payload FROM tasks WHERE id = 't'", [], |r| r.get(0))
+        .unwrap();
+    drop(db);
+    let payload = StoredPayload::decode(&bytes).unwrap();
+    assert_eq!(payload.cwd.as_deref(), Some(Path::new("sub")), "as written");
+    std::fs::create_dir_all(b.join("sub")).unwrap();
+    let out = lockstep()
+        .current_dir(dir.path())
+        .args(["worker", "--store", &store, "--poll-ms", "20", "--root"])
+        .arg(&b)
+        .assert()
+        .code(0);
+    let out = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert!(
+        out.contains(": run finished; 1 succeeded, 0 failed"),
+        "{out}"
+    );
+    assert_eq!(ran_in(&b), std::fs::canonicalize(b.join("sub")).unwrap());
+}
+
+/// A store holding one task `t` running [`WHERE`] with the stored `cwd` (a payload as `run
+/// --store` writes it), made through the API.
+fn store_with_cwd(path: &Path, cwd: &str) -> String {
+    store_with_payload(
+        path,
+        StoredPayload {
+            index: 0,
+            command: Some(WHERE.into()),
+            cwd: Some(cwd.into()),
+            ..StoredPayload::default()
+        }
+        .encode(),
+    )
+}
+
+fn store_with_payload(path: &Path, payload: Vec<u8>) -> String {
+    let mut s = SqliteStore::create(path, UNLIMITED).unwrap();
+    let batch = [NewTask::new("t", Vec::<String>::new()).with_payload(payload)];
+    assert!(s.submit(&batch).unwrap().iter().all(Result::is_ok));
+    format!("sqlite:{}", path.display())
+}
+
+/// Without `--root`, a worker resolves a stored relative `cwd` against its own current
+/// directory; a `..` in it may leave the root (as it may leave the task file's directory).
+#[test]
+fn worker_without_root_resolves_against_its_current_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = dir.path().join("C");
+    std::fs::create_dir_all(c.join("sub")).unwrap();
+    let store = store_with_cwd(&dir.path().join("run.lockstep"), "sub");
+    lockstep()
+        .current_dir(&c)
+        .args(["worker", "--store", &store, "--poll-ms", "20"])
+        .assert()
+        .code(0);
+    assert_eq!(ran_in(&c), std::fs::canonicalize(c.join("sub")).unwrap());
+
+    // `../sub` against the root C/inner is C/sub.
+    std::fs::create_dir_all(c.join("inner")).unwrap();
+    std::fs::remove_file(c.join("sub").join("where.txt")).unwrap();
+    let store = store_with_cwd(&dir.path().join("up.lockstep"), "../sub");
+    lockstep()
+        .current_dir(dir.path())
+        .args(["worker", "--store", &store, "--poll-ms", "20", "--root"])
+        .arg(c.join("inner"))
+        .assert()
+        .code(0);
+    assert_eq!(ran_in(&c), std::fs::canonicalize(c.join("sub")).unwrap());
+}
+
+/// A `cwd` missing under the worker's root fails the attempt (exit 1), naming the resolved
+/// path and the root; a `--root` that does not exist is exit 2 naming it, before the store is
+/// opened.
+#[test]
+fn a_missing_cwd_fails_the_attempt_and_a_missing_root_is_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("D");
+    std::fs::create_dir_all(&d).unwrap();
+    let store = store_with_cwd(&dir.path().join("run.lockstep"), "sub");
+    let out = lockstep()
+        .current_dir(dir.path())
+        .args(["worker", "--store", &store, "--poll-ms", "20", "--root"])
+        .arg(&d)
+        .assert()
+        .code(1);
+    let out = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    let want = format!(
+        "failed: t g1: cannot run in {}: no such directory (cwd sub resolved against the root {})\n",
+        d.join("sub").display(),
+        d.display()
+    );
+    assert!(out.contains(&want), "want {want:?} in:\n{out}");
+    let mut s = SqliteStore::open(dir.path().join("run.lockstep")).unwrap();
+    assert_eq!(s.status("t").unwrap().unwrap().state, TaskState::Failed);
+
+    let nowhere = dir.path().join("nowhere");
+    let out = lockstep()
+        .args(["worker", "--store", &store, "--root"])
+        .arg(&nowhere)
+        .assert()
+        .code(2);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert_eq!(
+        err,
+        format!(
+            "error: --root {}: No such file or directory (os error 2)\n",
+            nowhere.display()
+        )
+    );
+}
+
+/// Stores written before issue 11 item 8 hold the submitter's absolute path as the payload's
+/// `cwd` (bytes exactly as that code encoded them): they decode, and the path stays absolute
+/// whatever the worker's `--root`.
+#[test]
+fn a_payload_encoded_the_old_way_keeps_its_absolute_cwd() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("A"), dir.path().join("B"));
+    std::fs::create_dir_all(a.join("sub")).unwrap();
+    std::fs::create_dir_all(b.join("sub")).unwrap();
+    // The encoding of today's `StoredPayload` before the change: `index`, `command`, `cwd`
+    // made absolute by the submitting process, `env`.
+    let old = serde_json::json!({
+        "index": 0,
+        "command": WHERE,
+        "cwd": a.join("sub"),
+        "env": {},
+    });
+    let bytes = serde_json::to_vec(&old).unwrap();
+    let decoded = StoredPayload::decode(&bytes).unwrap();
+    assert_eq!(decoded.cwd.as_deref(), Some(a.join("sub").as_path()));
+    assert_eq!(decoded.working_dir(&b), Some(a.join("sub")));
+    let store = store_with_payload(&dir.path().join("run.lockstep"), bytes);
+    lockstep()
+        .current_dir(dir.path())
+        .args(["worker", "--store", &store, "--poll-ms", "20", "--root"])
+        .arg(&b)
+        .assert()
+        .code(0);
+    assert_eq!(ran_in(&a), std::fs::canonicalize(a.join("sub")).unwrap());
+    assert!(!b.join("sub").join("where.txt").exists());
+}

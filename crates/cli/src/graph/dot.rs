@@ -57,7 +57,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::num::NonZeroUsize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use graphviz_rust::dot_structures::{
@@ -204,6 +204,7 @@ pub fn parse_general(text: &str, path: &Path, opts: &DotOptions) -> Result<TaskG
         .map(|n| TaskSpec {
             command: n.attrs.get("command").cloned(),
             cwd: n.attrs.get("cwd").map(|c| base.join(c)),
+            cwd_as_written: n.attrs.get("cwd").map(PathBuf::from),
             id: n.id,
             deps: n.deps,
             env: BTreeMap::new(),

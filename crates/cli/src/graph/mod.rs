@@ -46,6 +46,10 @@ pub struct TaskSpec {
     /// against the directory of that file when it is read, so this is either absolute or
     /// relative to the directory `lockstep` was started in. `None`: inherit.
     pub cwd: Option<PathBuf>,
+    /// The `cwd` as the file wrote it: relative to the file's directory, or absolute. This is
+    /// what `run --store` stores, so that each worker resolves it against its own `--root`
+    /// (`crate::store`, "Paths across machines"). `None` when the task has no `cwd`.
+    pub cwd_as_written: Option<PathBuf>,
     /// Environment variables set for the command, on top of the inherited environment.
     pub env: BTreeMap<String, String>,
     /// The 1-based line where the task was defined, when the format has lines.

@@ -227,6 +227,7 @@ pub fn parse(text: &str, path: &Path) -> Result<TaskGraph, ReadError> {
             id,
             command: raw.command.map(Spanned::into_inner),
             deps: raw.deps,
+            cwd_as_written: raw.cwd.as_ref().map(|c| c.get_ref().clone()),
             cwd: raw.cwd.map(|c| base.join(c.into_inner())),
             env,
             line: Some(line),
@@ -277,6 +278,8 @@ env = { CFLAGS = "-O2", X = "1" }
         assert_eq!(b.command.as_deref(), Some("make all"));
         assert_eq!(b.deps, vec!["fetch"]);
         assert_eq!(b.cwd.as_deref(), Some(Path::new("dir/src")));
+        // As written: what `run --store` stores, resolved by each worker against its root.
+        assert_eq!(b.cwd_as_written.as_deref(), Some(Path::new("src")));
         assert_eq!(b.env.get("CFLAGS").map(String::as_str), Some("-O2"));
         assert_eq!(b.line, Some(6));
     }
@@ -336,6 +339,10 @@ env = { CFLAGS = "-O2", X = "1" }
     fn absolute_cwd_is_kept() {
         let g = parse("[[task]]\nid = \"a\"\ncwd = \"/tmp\"\n", p()).unwrap();
         assert_eq!(g.tasks[0].cwd.as_deref(), Some(Path::new("/tmp")));
+        assert_eq!(
+            g.tasks[0].cwd_as_written.as_deref(),
+            Some(Path::new("/tmp"))
+        );
     }
 
     #[test]
