@@ -22,6 +22,7 @@ fn opts(limit: usize) -> StoreRunOptions {
         targets: Vec::new(),
         defaults: Default::default(),
         fail_fast: false,
+        events: None,
     }
 }
 
@@ -379,6 +380,7 @@ fn a_worker_waits_out_a_busy_store() {
         grace: lockstep_cli::command::DEFAULT_GRACE,
         stop: lockstep_cli::interrupt::StopRequest::new(),
         retries: None,
+        events: None,
     };
     let got = std::thread::scope(|s| {
         let h = s.spawn(|| worker::run(|| spec.open(None), &wopts));
