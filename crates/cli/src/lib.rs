@@ -19,6 +19,8 @@
 //! * [`interrupt`]: Ctrl-C and SIGTERM to lockstep itself, handled the same way everywhere;
 //! * [`picture`]: `run --trace` (a Chrome trace of the attempts, one lane per `-j` slot, the
 //!   critical path marked) and `run --graph-out` (the graph in DOT, coloured by final state);
+//! * [`events`]: `--events FILE`, the JSON-lines event stream (claimed, started, finished,
+//!   blocked, cancelled, graph_error, and a final `metrics` event);
 //! * [`timings`]: `--timings`, the wall time of each phase (read, parse, build, validate,
 //!   run).
 //!
@@ -31,6 +33,7 @@
 
 pub mod attempts;
 pub mod command;
+pub mod events;
 pub mod graph;
 pub mod interrupt;
 pub mod picture;

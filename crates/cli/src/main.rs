@@ -34,6 +34,17 @@ use lockstep_cli::validate;
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
+    /// More diagnostics on standard error (repeatable: -v info, -vv debug: each task's claim,
+    /// start and end, -vvv trace). `run` also lists every blocked task in its end report (by
+    /// default each cause's line lists the first 5 and counts the rest) and prints a
+    /// `metrics:` line. RUST_LOG, when set, chooses the diagnostics instead (e.g.
+    /// RUST_LOG=lockstep_cli=debug) [default: warnings and errors only].
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    /// Fewer diagnostics: errors only (no warnings, no `note:` lines); RUST_LOG, when set,
+    /// still chooses. Task lines and the end report are printed as without it.
+    #[arg(short = 'q', long = "quiet", global = true, conflicts_with = "verbose")]
+    quiet: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -95,10 +106,13 @@ enum Cmd {
         /// Never draw a progress bar (one is drawn only when standard error is a terminal).
         #[arg(long)]
         no_progress: bool,
-        /// In the end report, list every blocked task; by default each cause's line lists
-        /// the first 5 and counts the rest.
-        #[arg(short = 'v', long)]
-        verbose: bool,
+        /// Write what the run does to FILE as JSON lines, for machines: `claimed`,
+        /// `started`, `finished` (outcome, exit status) for each attempt, `blocked` and
+        /// `cancelled` tasks with their cause, `graph_error` for a graph that cannot run, and
+        /// a final `metrics` line; `ts_ms` is milliseconds since the Unix epoch. Created
+        /// before anything runs: a FILE that cannot be written is exit 2 [default: none].
+        #[arg(long, value_name = "FILE", conflicts_with = "dry_run")]
+        events: Option<PathBuf>,
         #[command(flatten)]
         picture: Box<PictureArgs>,
         #[command(flatten)]
@@ -153,6 +167,10 @@ enum Cmd {
         /// Wait this long before looking again when nothing can be claimed.
         #[arg(long, value_name = "MS", default_value_t = 200)]
         poll_ms: u64,
+        /// Write this worker's claims, starts and ends to FILE as JSON lines, then a
+        /// `metrics` line (as `run --events`) [default: none].
+        #[arg(long, value_name = "FILE")]
+        events: Option<PathBuf>,
         #[command(flatten)]
         grace: GraceArg,
     },
@@ -330,8 +348,10 @@ impl GraphArgs {
                 ),
             );
         }
-        for n in &g.notes {
-            eprintln!("note: {n}");
+        if !QUIET.load(std::sync::atomic::Ordering::Relaxed) {
+            for n in &g.notes {
+                eprintln!("note: {n}");
+            }
         }
         Ok(g)
     }
@@ -369,6 +389,9 @@ impl GraphArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging(cli.verbose, cli.quiet);
+    let verbose = cli.verbose > 0;
+    QUIET.store(cli.quiet, std::sync::atomic::Ordering::Relaxed);
     match cli.command {
         Cmd::Check { graph } => check(&graph),
         Cmd::Run {
@@ -378,13 +401,21 @@ fn main() -> ExitCode {
             simulate,
             log_dir,
             no_progress,
-            verbose,
+            events,
             picture,
             grace,
             attempts,
             durable,
         } => {
             let jobs = jobs.map_or_else(default_jobs, |j| j as usize);
+            let events = match open_events(events.as_deref()) {
+                Ok(e) => e,
+                Err(code) => return code,
+            };
+            let show = Show {
+                max_ids: report_ids(verbose),
+                metrics: verbose || events.is_some(),
+            };
             if let Some(spec) = durable.store {
                 let opts = lockstep_cli::store::StoreRunOptions {
                     jobs,
@@ -397,8 +428,9 @@ fn main() -> ExitCode {
                     defaults: attempts.defaults(),
                     fail_fast: attempts.fail_fast,
                     root: file_root(&graph.file),
+                    events,
                 };
-                return store_run_cmd(&graph, &spec, &opts, report_ids(verbose));
+                return store_run_cmd(&graph, &spec, &opts, show);
             }
             let opts = RunOptions {
                 jobs,
@@ -411,8 +443,9 @@ fn main() -> ExitCode {
                 fail_fast: attempts.fail_fast,
                 trace: picture.trace,
                 graph_out: picture.graph_out,
+                events,
             };
-            run_cmd(&graph, &opts, dry_run, report_ids(verbose))
+            run_cmd(&graph, &opts, dry_run, show)
         }
         Cmd::Worker {
             store,
@@ -422,6 +455,7 @@ fn main() -> ExitCode {
             poll_ms,
             grace,
             root,
+            events,
         } => {
             let root = match worker_root(root) {
                 Ok(root) => root,
@@ -429,6 +463,10 @@ fn main() -> ExitCode {
                     eprintln!("error: {message}");
                     return ExitCode::from(2);
                 }
+            };
+            let events = match open_events(events.as_deref()) {
+                Ok(e) => e,
+                Err(code) => return code,
             };
             let opts = lockstep_cli::worker::WorkerOptions {
                 owner: lockstep_cli::worker::default_owner(),
@@ -440,6 +478,7 @@ fn main() -> ExitCode {
                 stop: stop_on_signals(grace.grace),
                 retries: None,
                 root,
+                events,
             };
             worker_cmd(&store, &opts)
         }
@@ -469,6 +508,58 @@ fn worker_root(root: Option<PathBuf>) -> Result<PathBuf, String> {
         Ok(_) => Err(format!("--root {}: not a directory", root.display())),
         Err(e) => Err(format!("--root {}: {e}", root.display())),
     }
+}
+
+/// `-q`: no `note:` lines.
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sends `tracing` diagnostics to standard error: RUST_LOG's filter when it is set, else
+/// `warn` (`error` with -q; -v info, -vv debug, -vvv trace, for lockstep's own crates).
+fn init_logging(verbose: u8, quiet: bool) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match std::env::var(EnvFilter::DEFAULT_ENV) {
+        Ok(v) if !v.trim().is_empty() => EnvFilter::new(v),
+        _ => {
+            let level = match (quiet, verbose) {
+                (true, _) => "error",
+                (false, 0) => "warn",
+                (false, 1) => "warn,lockstep_cli=info,lockstep=info",
+                (false, 2) => "warn,lockstep_cli=debug,lockstep=debug",
+                (false, _) => "warn,lockstep_cli=trace,lockstep=trace,lockstep_dag=trace",
+            };
+            EnvFilter::new(level)
+        }
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Creates the `--events` file before anything runs; one that cannot be created is exit 2,
+/// naming it.
+fn open_events(
+    path: Option<&std::path::Path>,
+) -> Result<Option<std::sync::Arc<lockstep_cli::events::EventSink>>, ExitCode> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    match lockstep_cli::events::EventSink::create(path) {
+        Ok(sink) => Ok(Some(std::sync::Arc::new(sink))),
+        Err(e) => {
+            eprintln!("error: cannot write --events {}: {e}", path.display());
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+/// What the end report of `run` shows.
+#[derive(Debug, Clone, Copy)]
+struct Show {
+    /// Blocked ids listed per cause.
+    max_ids: usize,
+    /// Print the `metrics:` line (`-v` or `--events`).
+    metrics: bool,
 }
 
 /// Prints to standard output, ignoring write errors (a closed pipe, as in `| head`, must
@@ -523,19 +614,21 @@ fn store_run_cmd(
     args: &GraphArgs,
     spec: &lockstep_cli::store::StoreSpec,
     opts: &lockstep_cli::store::StoreRunOptions,
-    max_ids: usize,
+    show: Show,
 ) -> ExitCode {
-    args.timed(|timings| store_run_timed(args, spec, opts, max_ids, timings))
+    let code = args.timed(|timings| store_run_timed(args, spec, opts, show, timings));
+    close_events(opts.events.as_deref(), code)
 }
 
 fn store_run_timed(
     args: &GraphArgs,
     spec: &lockstep_cli::store::StoreSpec,
     opts: &lockstep_cli::store::StoreRunOptions,
-    max_ids: usize,
+    show: Show,
     timings: &mut Timings,
 ) -> ExitCode {
     use lockstep_cli::store::{self, StoreRunError};
+    let events = opts.events.as_deref();
     let g = match args.read(timings) {
         Ok(g) => g,
         Err(e) => {
@@ -545,6 +638,7 @@ fn store_run_timed(
     };
     // Nothing to record: the store is not opened (nor created).
     if args.nothing_to_do(&g) {
+        no_run_metrics(events, None);
         return ExitCode::SUCCESS;
     }
     // The store validates, submits and runs in one step: one phase.
@@ -559,8 +653,11 @@ fn store_run_timed(
     );
     match result {
         Ok(report) => {
-            for line in report.lines_with(max_ids) {
+            for line in report.lines_with(show.max_ids) {
                 emitln!("{line}");
+            }
+            if show.metrics {
+                emitln!("{}", report.metrics.line());
             }
             if report.all_succeeded() {
                 ExitCode::SUCCESS
@@ -569,6 +666,7 @@ fn store_run_timed(
             }
         }
         Err(StoreRunError::Invalid(report)) => {
+            no_run_metrics(events, Some(&report));
             emit(&report.to_string());
             emitln!(
                 "error: the graph cannot run ({} problem(s)); nothing was run",
@@ -587,8 +685,19 @@ fn worker_cmd(
     spec: &lockstep_cli::store::StoreSpec,
     opts: &lockstep_cli::worker::WorkerOptions,
 ) -> ExitCode {
+    let code = worker_run(spec, opts);
+    close_events(opts.events.as_deref(), code)
+}
+
+fn worker_run(
+    spec: &lockstep_cli::store::StoreSpec,
+    opts: &lockstep_cli::worker::WorkerOptions,
+) -> ExitCode {
     match lockstep_cli::worker::run(|| spec.open(None), opts) {
         Ok(stats) => {
+            if let Some(ev) = &opts.events {
+                ev.metrics(&stats.metrics());
+            }
             let how = match stats.stopped_by {
                 Some(signal) => format!("stopped by {}", signal.name()),
                 None => "run finished".to_string(),
@@ -653,15 +762,45 @@ fn check_timed(args: &GraphArgs, timings: &mut Timings) -> ExitCode {
     }
 }
 
-fn run_cmd(args: &GraphArgs, opts: &RunOptions, dry_run: bool, max_ids: usize) -> ExitCode {
-    args.timed(|timings| run_cmd_timed(args, opts, dry_run, max_ids, timings))
+fn run_cmd(args: &GraphArgs, opts: &RunOptions, dry_run: bool, show: Show) -> ExitCode {
+    let code = args.timed(|timings| run_cmd_timed(args, opts, dry_run, show, timings));
+    close_events(opts.events.as_deref(), code)
+}
+
+/// The `graph_error` (for a graph that cannot run) and `metrics` events of a run that ran
+/// nothing.
+fn no_run_metrics(
+    events: Option<&lockstep_cli::events::EventSink>,
+    invalid: Option<&validate::Report>,
+) {
+    let Some(ev) = events else {
+        return;
+    };
+    let mut m = lockstep_cli::events::Metrics::default();
+    if let Some(report) = invalid {
+        ev.graph_error(report);
+        m.tasks = report.tasks;
+        m.cycles_found = report.graph.cycles.len() + report.self_deps.len();
+    }
+    ev.metrics(&m);
+}
+
+/// Flushes the `--events` file; one that could not be written turns `code` into exit 2.
+fn close_events(events: Option<&lockstep_cli::events::EventSink>, code: ExitCode) -> ExitCode {
+    match events.map(lockstep_cli::events::EventSink::finish) {
+        Some(Err(e)) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+        _ => code,
+    }
 }
 
 fn run_cmd_timed(
     args: &GraphArgs,
     opts: &RunOptions,
     dry_run: bool,
-    max_ids: usize,
+    show: Show,
     timings: &mut Timings,
 ) -> ExitCode {
     let g = match args.read(timings) {
@@ -672,6 +811,7 @@ fn run_cmd_timed(
         }
     };
     if args.nothing_to_do(&g) {
+        no_run_metrics(opts.events.as_deref(), None);
         return ExitCode::SUCCESS;
     }
     let mut unwritten = false;
@@ -689,8 +829,11 @@ fn run_cmd_timed(
         })
     } else {
         run::run_timed(&g, opts, timings).map(|report| {
-            for line in report.lines_with(max_ids) {
+            for line in report.lines_with(show.max_ids) {
                 emitln!("{line}");
+            }
+            if show.metrics {
+                emitln!("{}", report.metrics.line());
             }
             for e in &report.output_errors {
                 eprintln!("error: {e}");
@@ -705,6 +848,9 @@ fn run_cmd_timed(
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(RunError::Invalid(report)) => {
+            // A graph configuration error, kept apart from task failures: exit 2, and a
+            // `graph_error` event, not `finished` ones.
+            no_run_metrics(opts.events.as_deref(), Some(&report));
             emit(&report.to_string());
             emitln!(
                 "error: the graph cannot run ({} problem(s)); nothing was run",

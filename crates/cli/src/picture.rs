@@ -362,6 +362,7 @@ mod tests {
             fail_fast: None,
             spans: vec![],
             output_errors: vec![],
+            metrics: Default::default(),
         };
         let dot = graph_dot(&g, &report);
         assert!(

@@ -90,6 +90,7 @@ use lockstep_pool::Pool;
 
 use crate::attempts::{self, Defaults, Limits};
 use crate::command::{self, CommandSpec, Output, Stopped};
+use crate::events::{EventSink, Finish, Metrics};
 use crate::graph::TaskGraph;
 use crate::interrupt::{self, StopSignal};
 use crate::timings::{self, Timings};
@@ -151,6 +152,9 @@ pub struct RunOptions {
     /// `--graph-out FILE`: write the graph there in DOT, each task coloured by its final state
     /// ([`crate::picture`]).
     pub graph_out: Option<PathBuf>,
+    /// `--events FILE`: write each claim, start, end, block and cancellation there as a JSON
+    /// line, then a `metrics` line ([`crate::events`]); created by the caller.
+    pub events: Option<std::sync::Arc<EventSink>>,
 }
 
 impl Default for RunOptions {
@@ -166,6 +170,7 @@ impl Default for RunOptions {
             fail_fast: false,
             trace: None,
             graph_out: None,
+            events: None,
         }
     }
 }
@@ -335,6 +340,8 @@ pub struct RunReport {
     /// `--trace` and `--graph-out` files that could not be written after the run (`cannot
     /// write --trace FILE: REASON`); the command then exits with status 2.
     pub output_errors: Vec<String>,
+    /// The run's metrics (SPEC A8), also the last line of `--events`.
+    pub metrics: Metrics,
 }
 
 impl RunReport {
@@ -623,6 +630,8 @@ struct Done {
     attempts: u32,
     /// Each of its attempts.
     spans: Vec<AttemptSpan>,
+    /// When its function was called (its first claim), since the start of the run.
+    claimed: Duration,
 }
 
 /// A failed attempt that will be retried: its output and the `[ID] attempt ... failed ...;
@@ -649,6 +658,8 @@ struct Ran {
     log: Option<PathBuf>,
     /// How its command exited (`exit status 1`), when one ran and exited.
     exit: Option<String>,
+    /// Its exit status, when it exited with one (not killed by a signal).
+    code: Option<i32>,
 }
 
 enum Msg {
@@ -822,13 +833,33 @@ fn run_inner(
         let fail_fast = opts.fail_fast;
         let stopping = std::sync::Arc::clone(&stopping);
         let closer = std::sync::Arc::clone(&closer);
+        let events = opts.events.clone();
         move |ctx: &TaskContext<'_, String>| -> Result<(), String> {
             let id = ctx.id();
+            let claimed = started.elapsed();
             let payload = &payloads[ctx.index() as usize];
+            if let Some(ev) = &events {
+                ev.claimed(id, 1, 1);
+            }
+            tracing::debug!(task = %id, generation = 1, "claimed");
             if simulate.is_none() && payload.command.is_none() {
                 // No command, no simulation: succeeds at once (an attempt of no length).
                 let (slot, start) = slots.take();
+                if let Some(ev) = &events {
+                    ev.started(id, 1, 1);
+                }
                 let end = slots.give(slot);
+                if let Some(ev) = &events {
+                    ev.finished(
+                        id,
+                        1,
+                        1,
+                        &Finish {
+                            outcome: "succeeded",
+                            ..Finish::default()
+                        },
+                    );
+                }
                 let span = AttemptSpan {
                     id: id.clone(),
                     attempt: 1,
@@ -851,6 +882,7 @@ fn run_inner(
                     attempt: 1,
                     attempts: payload.limits.attempts(),
                     spans: vec![span],
+                    claimed,
                 }));
                 return Ok(());
             }
@@ -865,7 +897,16 @@ fn run_inner(
             let mut spans = Vec::new();
             let (result, ran, interrupted) = loop {
                 let mut ran = Ran::default();
+                if attempt > 1
+                    && let Some(ev) = &events
+                {
+                    ev.claimed(id, u64::from(attempt), attempt);
+                }
                 let (slot, span_start) = slots.take();
+                if let Some(ev) = &events {
+                    ev.started(id, u64::from(attempt), attempt);
+                }
+                tracing::debug!(task = %id, generation = attempt, "started");
                 let mut result = catch_unwind(AssertUnwindSafe(|| {
                     execute(
                         id,
@@ -889,6 +930,33 @@ fn run_inner(
                 }
                 // Running when Ctrl-C came, and did not succeed: interrupted, never retried.
                 let interrupted = result.is_err() && stop();
+                let outcome = match &result {
+                    Ok(_) => AttemptOutcome::Succeeded,
+                    Err(_) if interrupted => AttemptOutcome::Interrupted,
+                    Err(_) => AttemptOutcome::Failed,
+                };
+                let error = result.as_ref().err().map(|(reason, _)| reason.as_str());
+                if let Some(ev) = &events {
+                    ev.finished(
+                        id,
+                        u64::from(attempt),
+                        attempt,
+                        &Finish {
+                            outcome: outcome.name(),
+                            exit_code: ran.code,
+                            exit: ran.exit.as_deref(),
+                            error,
+                            duration: span_end.saturating_sub(span_start),
+                        },
+                    );
+                }
+                tracing::debug!(
+                    task = %id,
+                    generation = attempt,
+                    outcome = outcome.name(),
+                    error = error.unwrap_or(""),
+                    "finished"
+                );
                 spans.push(AttemptSpan {
                     id: id.clone(),
                     attempt,
@@ -897,11 +965,7 @@ fn run_inner(
                     slot,
                     start: span_start,
                     end: span_end,
-                    outcome: match &result {
-                        Ok(_) => AttemptOutcome::Succeeded,
-                        Err(_) if interrupted => AttemptOutcome::Interrupted,
-                        Err(_) => AttemptOutcome::Failed,
-                    },
+                    outcome,
                     exit: ran.exit.clone(),
                     error: result.as_ref().err().map(|(reason, _)| reason.clone()),
                 });
@@ -960,6 +1024,7 @@ fn run_inner(
                 attempt,
                 attempts,
                 spans,
+                claimed,
             }));
             verdict
         }
@@ -987,6 +1052,7 @@ fn run_inner(
     let mut logs: HashMap<String, PathBuf> = HashMap::new();
     let mut interrupted_how: HashMap<String, String> = HashMap::new();
     let mut tried: HashMap<String, (u32, u32)> = HashMap::new();
+    let mut claims: HashMap<String, Duration> = HashMap::new();
     let mut finish_order: Vec<String> = Vec::with_capacity(ids.len());
     let mut spans: Vec<AttemptSpan> = Vec::new();
     let mut running: Vec<String> = Vec::new();
@@ -1061,6 +1127,7 @@ fn run_inner(
                 }
                 spans.extend(done.spans);
                 tried.insert(done.id.clone(), (done.attempt, done.attempts));
+                claims.insert(done.id.clone(), done.claimed);
                 if done.no_command {
                     out.line(&format!("ok      {} (no command)", done.id));
                     out.tick(&running);
@@ -1144,6 +1211,18 @@ fn run_inner(
             id,
         });
     }
+    let metrics = run_metrics(graph, &tasks, &spans, &claims, interrupted_tasks, wall);
+    if let Some(ev) = &opts.events {
+        settled_events(ev, &tasks);
+        ev.metrics(&metrics);
+    }
+    tracing::info!(
+        tasks = metrics.tasks,
+        succeeded = metrics.succeeded,
+        failed = metrics.failed,
+        blocked = metrics.blocked,
+        "run finished"
+    );
     let (critical_time, critical_path) = critical_path(graph, &finish_order, &durations);
     timings.end(
         running_phase,
@@ -1169,6 +1248,7 @@ fn run_inner(
         },
         spans,
         output_errors: Vec::new(),
+        metrics,
     };
     if let Some((path, file)) = trace_file {
         let title = format!("lockstep run -j {jobs}");
@@ -1192,6 +1272,72 @@ fn run_inner(
         }
     }
     Ok(report)
+}
+
+/// The `blocked` and `cancelled` events of a settled run, in file order.
+pub fn settled_events(ev: &EventSink, tasks: &[TaskRecord]) {
+    for t in tasks {
+        match t.state {
+            TaskState::Blocked => ev.blocked(
+                &t.id,
+                1,
+                t.blocked_by
+                    .as_ref()
+                    .map(|c| (c.task.as_str(), c.generation.0, c.state.name())),
+            ),
+            TaskState::Cancelled => ev.cancelled(&t.id, 1, t.cancel_cause.as_deref()),
+            _ => {}
+        }
+    }
+}
+
+/// The metrics of an in-memory run ([`Metrics`]), from the attempts' spans and the times each
+/// task's function was called (`claims`, since the start of the run). O(V + E).
+fn run_metrics(
+    graph: &TaskGraph,
+    tasks: &[TaskRecord],
+    spans: &[AttemptSpan],
+    claims: &HashMap<String, Duration>,
+    interrupted: usize,
+    wall: Duration,
+) -> Metrics {
+    let count = |state| tasks.iter().filter(|t| t.state == state).count();
+    let mut m = Metrics {
+        tasks: tasks.len(),
+        succeeded: count(TaskState::Succeeded),
+        failed: count(TaskState::Failed) - interrupted,
+        blocked: count(TaskState::Blocked),
+        cancelled: count(TaskState::Cancelled),
+        interrupted,
+        attempts: spans.len(),
+        ..Metrics::default()
+    };
+    m.set_wall(wall);
+    let mut first_start: HashMap<&str, Duration> = HashMap::new();
+    let mut last_end: HashMap<&str, Duration> = HashMap::new();
+    for s in spans {
+        m.run_time.add(s.end.saturating_sub(s.start));
+        let f = first_start.entry(s.id.as_str()).or_insert(s.start);
+        *f = (*f).min(s.start);
+        let l = last_end.entry(s.id.as_str()).or_insert(s.end);
+        *l = (*l).max(s.end);
+    }
+    for t in &graph.tasks {
+        let Some(&start) = first_start.get(t.id.as_str()) else {
+            continue;
+        };
+        let ready = t
+            .deps
+            .iter()
+            .filter_map(|d| last_end.get(d.as_str()).copied())
+            .max();
+        m.ready_wait
+            .add(start.saturating_sub(ready.unwrap_or(Duration::ZERO)));
+        if let (Some(ready), Some(&claimed)) = (ready, claims.get(&t.id)) {
+            m.propagation_latency.add(claimed.saturating_sub(ready));
+        }
+    }
+    m
 }
 
 /// Creates (or truncates) the file of `option` (`--trace`, `--graph-out`), if one was given.
@@ -1372,6 +1518,7 @@ fn execute(
     // SIGINT is 2 on every Unix.
     ran.sigint = finished.signal() == Some(2);
     ran.exit = Some(command::describe(finished.status));
+    ran.code = finished.status.code();
     match (finished.stopped, timeout) {
         // Stopped for running too long: a failure, however the command then ended.
         (Some(Stopped::TimedOut), Some(t)) => Err((attempts::timed_out(t), finished.output)),
@@ -1485,6 +1632,7 @@ mod tests {
             fail_fast: None,
             spans: Vec::new(),
             output_errors: Vec::new(),
+            metrics: Metrics::default(),
         }
     }
 

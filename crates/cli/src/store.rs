@@ -304,6 +304,9 @@ pub struct StoreRunOptions {
     /// The root the local workers resolve stored relative `cwd`s against: the task file's
     /// directory (so that `run --store` runs each command where `run` would).
     pub root: PathBuf,
+    /// `--events FILE` ([`crate::events`]): each claim, start and end as its worker threads see
+    /// them, then the settled tasks' `blocked` and `cancelled` events and `metrics`.
+    pub events: Option<Arc<crate::events::EventSink>>,
 }
 
 /// What `run --store` did.
@@ -322,6 +325,9 @@ pub struct StoreRunReport {
     pub attempts: Vec<(u64, u32)>,
     /// `--fail-fast` stopped the run after this task failed.
     pub fail_fast: Option<String>,
+    /// The run's metrics: the file's tasks by final state, and the local workers' attempts,
+    /// claim conflicts, lease expiries and duplicate callbacks ([`WorkerStats::metrics`]).
+    pub metrics: crate::events::Metrics,
 }
 
 impl StoreRunReport {
@@ -515,6 +521,7 @@ pub fn run(
         stop: opts.stop.clone(),
         retries: Some(Arc::clone(&retries)),
         root: opts.root.clone(),
+        events: opts.events.clone(),
     };
     let workers = worker::run(|| spec.open(None), &wopts).map_err(store_err)?;
     let wall = started.elapsed();
@@ -522,11 +529,35 @@ pub fn run(
     let mut store = spec.open(None).map_err(store_err)?;
     let all: HashMap<String, TaskStatus<String>> =
         store.snapshot().map_err(store_err)?.into_iter().collect();
-    let tasks = graph
+    let tasks: Vec<(String, TaskStatus<String>)> = graph
         .tasks
         .iter()
         .filter_map(|t| all.get(&t.id).map(|s| (t.id.clone(), s.clone())))
         .collect();
+    let mut metrics = workers.metrics();
+    let count = |state| tasks.iter().filter(|(_, s)| s.state == state).count();
+    metrics.tasks = tasks.len();
+    metrics.succeeded = count(TaskState::Succeeded);
+    metrics.failed = count(TaskState::Failed);
+    metrics.blocked = count(TaskState::Blocked);
+    metrics.cancelled = count(TaskState::Cancelled);
+    metrics.set_wall(wall);
+    if let Some(ev) = &opts.events {
+        for (id, s) in &tasks {
+            match s.state {
+                TaskState::Blocked => ev.blocked(
+                    id,
+                    s.generation.0,
+                    s.blocked_by
+                        .as_ref()
+                        .map(|c| (c.task.as_str(), c.generation.0, c.state.name())),
+                ),
+                TaskState::Cancelled => ev.cancelled(id, s.generation.0, None),
+                _ => {}
+            }
+        }
+        ev.metrics(&metrics);
+    }
     let attempts = graph
         .tasks
         .iter()
@@ -542,6 +573,7 @@ pub fn run(
         wall,
         attempts,
         fail_fast: retries.fail_fast_cause(),
+        metrics,
     })
 }
 

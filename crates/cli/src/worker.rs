@@ -72,6 +72,8 @@ pub struct WorkerOptions {
     /// `--root DIR` of `lockstep worker` (default: its current directory), the task file's
     /// directory for `run --store`. Absolute, so that messages name the resolved path.
     pub root: PathBuf,
+    /// `--events FILE`: each claim, start and end of this worker ([`crate::events`]).
+    pub events: Option<Arc<crate::events::EventSink>>,
 }
 
 /// A task this worker stopped on Ctrl-C or SIGTERM and gave back to the store
@@ -85,7 +87,7 @@ pub struct GivenBack {
 }
 
 /// What a worker did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct WorkerStats {
     /// Tasks it completed (results accepted).
     pub succeeded: usize,
@@ -105,6 +107,31 @@ pub struct WorkerStats {
     pub given_back: Vec<GivenBack>,
     /// The signal that stopped the worker, if one did.
     pub stopped_by: Option<StopSignal>,
+    /// Results the store had already recorded for the version (a duplicate callback).
+    pub duplicates: usize,
+    /// Attempts it ran (claims that started a command), and their run times.
+    pub run_time: crate::events::Stat,
+}
+
+impl WorkerStats {
+    /// The worker's metrics ([`crate::events::Metrics`]): the tasks it settled, its attempts'
+    /// run times, results refused by the fence (claim conflicts), leases lost (expiries) and
+    /// duplicate callbacks. Ready-wait and propagation latency are not measured by a worker
+    /// (the store releases dependents in its own transaction).
+    pub fn metrics(&self) -> crate::events::Metrics {
+        crate::events::Metrics {
+            tasks: self.succeeded + self.failed + self.given_back.len(),
+            succeeded: self.succeeded,
+            failed: self.failed,
+            interrupted: self.given_back.len(),
+            attempts: usize::try_from(self.run_time.count).unwrap_or(usize::MAX),
+            claim_conflicts: self.fenced,
+            lease_expiries: self.lost_leases,
+            duplicate_callbacks: self.duplicates,
+            run_time: self.run_time,
+            ..crate::events::Metrics::default()
+        }
+    }
 }
 
 /// `HOST:PID`, the default owner prefix.
@@ -177,6 +204,8 @@ struct Counters {
     failed_attempts: AtomicUsize,
     fenced: AtomicUsize,
     lost: AtomicUsize,
+    duplicates: AtomicUsize,
+    run_time: Mutex<crate::events::Stat>,
     given_back: Mutex<Vec<GivenBack>>,
 }
 
@@ -194,6 +223,8 @@ impl Counters {
                 .map(|g| g.clone())
                 .unwrap_or_default(),
             stopped_by: None,
+            duplicates: self.duplicates.load(Ordering::SeqCst),
+            run_time: self.run_time.lock().map(|s| *s).unwrap_or_default(),
         }
     }
 }
@@ -283,6 +314,8 @@ struct Outcome {
     ok: bool,
     reason: String,
     output: Vec<u8>,
+    /// The command's exit status, when it exited with one.
+    code: Option<i32>,
 }
 
 // INVARIANT (D.crash-recovery): a task's result is reported with its claim's fencing token,
@@ -301,10 +334,19 @@ fn run_one(
             ok: false,
             reason: "not started".into(),
             output: Vec::new(),
+            code: None,
         };
         return give_back(store, &token, &outcome, counters, opts.poll);
     }
+    let generation = lease.generation.0;
+    if let Some(ev) = &opts.events {
+        ev.claimed(&lease.id, generation, lease.attempt);
+    }
+    tracing::debug!(task = %lease.id, generation, owner = %lease.owner, "claimed");
     let started = Instant::now();
+    if let Some(ev) = &opts.events {
+        ev.started(&lease.id, generation, lease.attempt);
+    }
     let payload = StoredPayload::decode(&lease.payload);
     let (tx, rx) = mpsc::channel();
     let simulate = opts.simulate;
@@ -321,6 +363,7 @@ fn run_one(
                     ok: false,
                     reason: format!("unreadable payload: {e}"),
                     output: Vec::new(),
+                    code: None,
                 },
                 Ok(p) => execute(&p, &root, simulate, grace, &|| {
                     cancelled.load(Ordering::SeqCst) || interrupt.is_requested()
@@ -341,6 +384,7 @@ fn run_one(
                     ok: false,
                     reason: "the task's runner thread died".into(),
                     output: Vec::new(),
+                    code: None,
                 };
             }
             Err(mpsc::RecvTimeoutError::Timeout) if !fenced => {
@@ -388,6 +432,32 @@ fn run_one(
         }
     };
     let _ = runner.join();
+    let took = started.elapsed();
+    if let Ok(mut s) = counters.run_time.lock() {
+        s.add(took);
+    }
+    let interrupted = !outcome.ok && !fenced && opts.stop.is_requested();
+    let outcome_name = match (outcome.ok, interrupted) {
+        (true, _) => "succeeded",
+        (false, true) => "interrupted",
+        (false, false) => "failed",
+    };
+    if let Some(ev) = &opts.events {
+        let exit = outcome.code.map(|c| format!("exit status {c}"));
+        ev.finished(
+            &lease.id,
+            generation,
+            lease.attempt,
+            &crate::events::Finish {
+                outcome: outcome_name,
+                exit_code: outcome.code,
+                exit: exit.as_deref(),
+                error: (!outcome.ok).then_some(outcome.reason.as_str()),
+                duration: took,
+            },
+        );
+    }
+    tracing::debug!(task = %lease.id, generation, outcome = outcome_name, "finished");
     for line in String::from_utf8_lossy(&outcome.output).lines() {
         say(&format!("[{}] {line}", token.id));
     }
@@ -500,7 +570,10 @@ fn settle(
             }
             Ok(())
         }
-        Ok(CallbackOutcome::Duplicate(_)) => Ok(()),
+        Ok(CallbackOutcome::Duplicate(_)) => {
+            counters.duplicates.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
         Err(e @ (DurableError::Fenced { .. } | DurableError::StaleGeneration { .. })) => {
             counters.fenced.fetch_add(1, Ordering::SeqCst);
             say(&format!("refused: {e}"));
@@ -522,7 +595,12 @@ fn execute(
     grace: Duration,
     stop: &dyn Fn() -> bool,
 ) -> Outcome {
-    let done = |ok: bool, reason: String, output: Vec<u8>| Outcome { ok, reason, output };
+    let done = |ok: bool, reason: String, output: Vec<u8>| Outcome {
+        ok,
+        reason,
+        output,
+        code: None,
+    };
     if let Some(d) = simulate {
         return if command::simulate(d, stop) {
             done(true, String::new(), Vec::new())
@@ -548,7 +626,9 @@ fn execute(
         grace,
         timeout,
     };
-    match command::run(spec, stop) {
+    let ran = command::run(spec, stop);
+    let code = ran.as_ref().ok().and_then(|f| f.status.code());
+    let mut outcome = match ran {
         Err(e) => done(false, e.to_string(), Vec::new()),
         // Stopped for running too long: a failure, however the command then ended.
         Ok(f) if f.stopped == Some(command::Stopped::TimedOut) => done(
@@ -558,7 +638,9 @@ fn execute(
         ),
         Ok(f) if f.success() => done(true, String::new(), f.output),
         Ok(f) => done(false, f.describe(), f.output),
-    }
+    };
+    outcome.code = code;
+    outcome
 }
 
 /// Why an attempt whose working directory is missing failed: the resolved path, and for a

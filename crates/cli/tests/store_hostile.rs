@@ -23,6 +23,7 @@ fn opts(limit: usize) -> StoreRunOptions {
         defaults: Default::default(),
         fail_fast: false,
         root: std::env::current_dir().unwrap(),
+        events: None,
     }
 }
 
@@ -381,6 +382,7 @@ fn a_worker_waits_out_a_busy_store() {
         stop: lockstep_cli::interrupt::StopRequest::new(),
         retries: None,
         root: std::env::current_dir().unwrap(),
+        events: None,
     };
     let got = std::thread::scope(|s| {
         let h = s.spawn(|| worker::run(|| spec.open(None), &wopts));

@@ -1,0 +1,351 @@
+//! `--events FILE`: a JSON-lines stream of what a run did, for machines.
+//!
+//! One JSON object per line (written with `serde_json`, flushed line by line, so a reader
+//! may follow the file while the run goes on and a killed run leaves only whole lines).
+//! Every object has `event` (its kind) and `ts_ms`, the wall-clock time it was written in
+//! milliseconds since the Unix epoch (1970-01-01T00:00:00Z). The kinds:
+//!
+//! | `event` | when | fields besides `event` and `ts_ms` |
+//! |---|---|---|
+//! | `claimed` | a task's attempt got a worker (in memory: the executor called its function, or a retry is about to run; `--store`/`worker`: the store granted a lease) | `id`, `generation`, `attempt` |
+//! | `started` | its command (or simulated sleep) is about to start | `id`, `generation`, `attempt` |
+//! | `finished` | the attempt ended | `id`, `generation`, `attempt`, `outcome` (`succeeded`, `failed`, `interrupted`), `exit_code` (the command's exit status, or `null`: no command, killed by a signal, not started), `exit` (how it exited, e.g. `exit status 1`, `killed by signal 15`, or `null`), `error` (why it failed, or `null`), `duration_ms` |
+//! | `blocked` | a task will not run because a dependency failed or was cancelled | `id`, `generation`, `cause` (`{"id", "generation", "state"}`: the failed or cancelled task at the root) |
+//! | `cancelled` | a task was cancelled before it ran | `id`, `generation`, `cause` (`Ctrl-C`, `SIGTERM`, `--fail-fast after X failed`, or `null`) |
+//! | `graph_error` | the graph cannot run (a configuration error, not a task failure; nothing runs, exit 2) | `problems` (the lines `lockstep check` prints), `cycles` (each `A -> B -> A`) |
+//! | `metrics` | last, once the run ended (also after a `graph_error`) | [`Metrics`] |
+//!
+//! For one attempt of a task the order is always `claimed`, `started`, `finished` (each
+//! written before the next happens); a retry is a new `claimed` with the next generation.
+//! In memory `blocked` and `cancelled` lines are written when the run has settled (the
+//! executor decides them inside its release path, which carries no hook); with `--store`
+//! too, from the store's final snapshot.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// Milliseconds since the Unix epoch, now (0 if the clock is before 1970).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The `--events` file: each [`EventSink::emit`] writes one JSON line, under a lock, so that
+/// worker threads may write their tasks' events as they happen.
+#[derive(Debug)]
+pub struct EventSink {
+    path: PathBuf,
+    out: Mutex<Writer>,
+}
+
+#[derive(Debug)]
+struct Writer {
+    file: BufWriter<File>,
+    /// The first write error; later events are dropped and the run reports it.
+    error: Option<std::io::Error>,
+}
+
+/// How an attempt ended, for a `finished` event.
+#[derive(Debug, Clone, Default)]
+pub struct Finish<'a> {
+    /// `succeeded`, `failed` or `interrupted`.
+    pub outcome: &'a str,
+    /// The command's exit status, when it exited with one.
+    pub exit_code: Option<i32>,
+    /// How the command exited (`exit status 1`), when one ran.
+    pub exit: Option<&'a str>,
+    /// Why it failed.
+    pub error: Option<&'a str>,
+    /// How long the attempt ran.
+    pub duration: Duration,
+}
+
+impl EventSink {
+    /// Creates (or truncates) `path`.
+    ///
+    /// # Errors
+    /// The operating system's error (the caller names the path: exit status 2).
+    pub fn create(path: &Path) -> std::io::Result<EventSink> {
+        let file = File::create(path)?;
+        Ok(EventSink {
+            path: path.to_path_buf(),
+            out: Mutex::new(Writer {
+                file: BufWriter::new(file),
+                error: None,
+            }),
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes `{"event": KIND, "ts_ms": NOW, ...fields}` as one line and flushes it. `fields`
+    /// must be a JSON object (other values are written under `value`).
+    pub fn emit(&self, kind: &str, fields: Value) {
+        let mut line = serde_json::Map::new();
+        line.insert("event".into(), json!(kind));
+        line.insert("ts_ms".into(), json!(now_ms()));
+        match fields {
+            Value::Object(map) => line.extend(map),
+            Value::Null => {}
+            other => {
+                line.insert("value".into(), other);
+            }
+        }
+        let mut w = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        if w.error.is_some() {
+            return;
+        }
+        let written = serde_json::to_writer(&mut w.file, &Value::Object(line))
+            .map_err(std::io::Error::from)
+            .and_then(|()| w.file.write_all(b"\n"))
+            .and_then(|()| w.file.flush());
+        if let Err(e) = written {
+            w.error = Some(e);
+        }
+    }
+
+    /// A `claimed` event.
+    pub fn claimed(&self, id: &str, generation: u64, attempt: u32) {
+        self.emit(
+            "claimed",
+            json!({"id": id, "generation": generation, "attempt": attempt}),
+        );
+    }
+
+    /// A `started` event.
+    pub fn started(&self, id: &str, generation: u64, attempt: u32) {
+        self.emit(
+            "started",
+            json!({"id": id, "generation": generation, "attempt": attempt}),
+        );
+    }
+
+    /// A `finished` event.
+    pub fn finished(&self, id: &str, generation: u64, attempt: u32, f: &Finish<'_>) {
+        self.emit(
+            "finished",
+            json!({
+                "id": id,
+                "generation": generation,
+                "attempt": attempt,
+                "outcome": f.outcome,
+                "exit_code": f.exit_code,
+                "exit": f.exit,
+                "error": f.error,
+                "duration_ms": ms(f.duration),
+            }),
+        );
+    }
+
+    /// A `blocked` event: `id` will not run because `cause` (its root failed or cancelled
+    /// task, at `cause_generation`, in state `cause_state`) did not succeed.
+    pub fn blocked(&self, id: &str, generation: u64, cause: Option<(&str, u64, &str)>) {
+        let cause = cause.map(|(c, g, s)| json!({"id": c, "generation": g, "state": s}));
+        self.emit(
+            "blocked",
+            json!({"id": id, "generation": generation, "cause": cause}),
+        );
+    }
+
+    /// A `cancelled` event.
+    pub fn cancelled(&self, id: &str, generation: u64, cause: Option<&str>) {
+        self.emit(
+            "cancelled",
+            json!({"id": id, "generation": generation, "cause": cause}),
+        );
+    }
+
+    /// A `graph_error` event: the graph cannot run (nothing ran).
+    pub fn graph_error(&self, report: &crate::validate::Report) {
+        let cycles: Vec<String> = report
+            .graph
+            .cycles
+            .iter()
+            .map(ToString::to_string)
+            .chain(report.self_deps.iter().map(|s| format!("{s} -> {s}")))
+            .collect();
+        self.emit(
+            "graph_error",
+            json!({"problems": report.problem_lines(), "cycles": cycles}),
+        );
+    }
+
+    /// The final `metrics` event.
+    pub fn metrics(&self, m: &Metrics) {
+        self.emit("metrics", serde_json::to_value(m).unwrap_or(Value::Null));
+    }
+
+    /// Flushes the file and returns the first write error, as `cannot write --events PATH:
+    /// REASON`.
+    ///
+    /// # Errors
+    /// The first error met while writing.
+    pub fn finish(&self) -> Result<(), String> {
+        let mut w = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        let flushed = w.file.flush();
+        match (w.error.take(), flushed) {
+            (Some(e), _) | (None, Err(e)) => Err(format!(
+                "cannot write --events {}: {e}",
+                self.path.display()
+            )),
+            (None, Ok(())) => Ok(()),
+        }
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1_000_000.0).round() / 1000.0
+}
+
+/// A distribution of durations: how many, their sum and the largest, in milliseconds (three
+/// decimals).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Stat {
+    /// How many durations were added.
+    pub count: u64,
+    /// Their sum, in milliseconds.
+    pub total_ms: f64,
+    /// The largest, in milliseconds (0 when none).
+    pub max_ms: f64,
+}
+
+impl Stat {
+    /// Adds one duration.
+    pub fn add(&mut self, d: Duration) {
+        let v = ms(d);
+        self.count += 1;
+        self.total_ms = ((self.total_ms + v) * 1000.0).round() / 1000.0;
+        if v > self.max_ms {
+            self.max_ms = v;
+        }
+    }
+
+    /// `total X s, max Y s over N`.
+    fn text(&self) -> String {
+        format!(
+            "total {:.3} s, max {:.3} s over {}",
+            self.total_ms / 1000.0,
+            self.max_ms / 1000.0,
+            self.count
+        )
+    }
+}
+
+/// The metrics of SPEC A8, counted where they happen, for the final `metrics` event and the
+/// `metrics:` line of the end report.
+///
+/// In memory (`run` without `--store`) the executor is push-based: nothing claims against
+/// anything else, and a task's result is delivered once by the function's return, so
+/// `claim_conflicts`, `lease_expiries` and `duplicate_callbacks` are 0 by construction. With
+/// `--store` and `worker` they come from the worker's counters: results refused by the fence,
+/// lease renewals refused, and results the store recognised as duplicates.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Metrics {
+    /// Tasks in the run (in memory: the graph; `worker`: the tasks this worker settled).
+    pub tasks: usize,
+    /// Tasks that succeeded.
+    pub succeeded: usize,
+    /// Tasks that failed (a task failure, not a graph error).
+    pub failed: usize,
+    /// Tasks blocked by a failed or cancelled dependency.
+    pub blocked: usize,
+    /// Tasks cancelled before they ran.
+    pub cancelled: usize,
+    /// Tasks running at Ctrl-C (or SIGTERM) that did not succeed.
+    pub interrupted: usize,
+    /// Attempts that ran (one `finished` event each).
+    pub attempts: usize,
+    /// Cycles found in the graph (self-dependencies included): non-zero only with a
+    /// `graph_error`.
+    pub cycles_found: usize,
+    /// Claims or results refused because another claim owned the version (the fence).
+    pub claim_conflicts: usize,
+    /// Leases that expired while their task ran (renewal refused).
+    pub lease_expiries: usize,
+    /// Results the store had already recorded (a second callback for one version).
+    pub duplicate_callbacks: usize,
+    /// From the moment a task could run (the run's start for a task without dependencies,
+    /// else its last dependency's `finished`) to its first `started`: time spent waiting for
+    /// a worker slot, plus propagation.
+    pub ready_wait: Stat,
+    /// Each attempt's run time (`started` to `finished`).
+    pub run_time: Stat,
+    /// For tasks with dependencies: from the last dependency's `finished` to the task's first
+    /// `claimed` (the scheduler releasing it and a worker taking it).
+    pub propagation_latency: Stat,
+    /// The run's wall time in milliseconds.
+    pub wall_ms: f64,
+}
+
+impl Metrics {
+    /// Sets the wall time.
+    pub fn set_wall(&mut self, wall: Duration) {
+        self.wall_ms = ms(wall);
+    }
+
+    /// The `metrics:` line of the end report.
+    pub fn line(&self) -> String {
+        format!(
+            "metrics: ready-wait {}; run time {}; propagation latency {}; claim conflicts {}, lease expiries {}, duplicate callbacks {}, cycles found {}",
+            self.ready_wait.text(),
+            self.run_time.text(),
+            self.propagation_latency.text(),
+            self.claim_conflicts,
+            self.lease_expiries,
+            self.duplicate_callbacks,
+            self.cycles_found
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_event_is_one_json_line_with_kind_and_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("e.jsonl");
+        let sink = EventSink::create(&path).unwrap();
+        sink.claimed("a\"b", 1, 1);
+        sink.finished(
+            "a\"b",
+            1,
+            1,
+            &Finish {
+                outcome: "failed",
+                exit_code: Some(3),
+                exit: Some("exit status 3"),
+                error: Some("exit status 3"),
+                duration: Duration::from_micros(1500),
+            },
+        );
+        let mut m = Metrics::default();
+        m.run_time.add(Duration::from_millis(2));
+        sink.metrics(&m);
+        sink.finish().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[0]["event"], "claimed");
+        assert_eq!(lines[0]["id"], "a\"b");
+        assert!(lines[0]["ts_ms"].as_u64().unwrap() > 1_600_000_000_000);
+        assert_eq!(lines[1]["exit_code"], 3);
+        assert_eq!(lines[1]["duration_ms"], 1.5);
+        assert_eq!(lines[2]["run_time"]["count"], 1);
+        assert_eq!(lines[2]["run_time"]["max_ms"], 2.0);
+    }
+}
