@@ -381,8 +381,12 @@ fn store_fail_fast_cancels_the_queued_tasks_in_the_store_naming_the_failure() {
     let file = dir.path().join("ff.toml");
     std::fs::write(
         &file,
-        "[[task]]\nid = \"bad\"\ncommand = \"exit 3\"\n\n\
-         [[task]]\nid = \"long\"\ncommand = \"sleep 1; echo long done\"\n\n\
+        // `bad` fails only once `long` has started (each slot claims on its own, so an
+        // instant failure could come before `long` is claimed and cancel it too); it gives
+        // up waiting after 20 s, failing the test instead of hanging it.
+        "[[task]]\nid = \"bad\"\n\
+         command = \"i=0; while [ ! -e long.started ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; exit 3\"\n\n\
+         [[task]]\nid = \"long\"\ncommand = \"touch long.started; sleep 1; echo long done\"\n\n\
          [[task]]\nid = \"next\"\ncommand = \"touch next.ran\"\ndeps = [\"long\"]\n\n\
          [[task]]\nid = \"child\"\ndeps = [\"bad\"]\ncommand = \"echo child\"\n",
     )
