@@ -178,6 +178,7 @@ pub fn check_with<F>(settings: &Settings, suite: &str, test: &str, plan: Plan, f
 where
     F: Fn() + Send + Sync + 'static,
 {
+    lockstep_sync::set_before_abort(persist_active);
     if let Some(path) = &settings.replay {
         return replay(suite, test, path, f);
     }
@@ -198,17 +199,24 @@ where
     let started = Instant::now();
     let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
         let config = config();
+        let target = Arc::new(Target {
+            dir: settings.failure_dir.clone(),
+            suite: suite.to_string(),
+            test: test.to_string(),
+        });
         let random = (plan.random > 0).then(|| Recording {
             inner: RandomScheduler::new(plan.random),
             name: "random".to_string(),
-            current: Recorded::default(),
+            current: Arc::default(),
             failed: Arc::clone(&failed),
+            target: Arc::clone(&target),
         });
         let pct = (plan.pct > 0).then(|| Recording {
             inner: PctScheduler::new(plan.depth, plan.pct),
             name: format!("pct(depth {})", plan.depth),
-            current: Recorded::default(),
+            current: Arc::default(),
             failed: Arc::clone(&failed),
+            target: Arc::clone(&target),
         });
         match (random, pct) {
             (Some(r), Some(p)) => {
@@ -318,14 +326,58 @@ struct Recorded {
     steps: Vec<Step>,
 }
 
+/// Where a failing schedule goes: the directory, and the test it names.
+struct Target {
+    dir: PathBuf,
+    suite: String,
+    test: String,
+}
+
 /// A scheduler that records what it chose for the current execution; dropped while its
 /// runner unwinds from a failed execution, it hands that execution's schedule over (in the
 /// order the runners fail: the first one's failure is what stops a portfolio).
+///
+/// A failure can also end the process without any unwinding reaching the runner: the pool
+/// aborts when a panic unwinds through a `join` whose other half may still run elsewhere,
+/// and shuttle's teardown of a failed execution unwinds the waiting worker there. For that
+/// case each runner thread names its execution in progress in [`ACTIVE`], and
+/// [`persist_active`] (registered with `lockstep_sync::set_before_abort`) writes it out
+/// before the abort.
 struct Recording<S> {
     inner: S,
     name: String,
-    current: Recorded,
+    /// The execution in progress (shared with [`ACTIVE`] of the runner thread).
+    current: Arc<Mutex<Recorded>>,
     failed: Arc<Mutex<Vec<Recorded>>>,
+    target: Arc<Target>,
+}
+
+thread_local! {
+    /// The execution the scheduler on this thread is running (shuttle runs an execution's
+    /// tasks as coroutines on its runner's thread, so an aborting task sees its own).
+    static ACTIVE: std::cell::RefCell<Option<(Arc<Mutex<Recorded>>, Arc<Target>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Writes the schedule of this thread's execution in progress, if any (the process is about
+/// to abort, so no `catch_unwind` in [`check_with`] will get to write it).
+fn persist_active() {
+    let active = ACTIVE.with(|a| a.try_borrow().ok().and_then(|a| a.clone()));
+    match active {
+        Some((current, target)) => {
+            let r = current.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            eprintln!(
+                "lockstep shuttle: the process is aborting during an execution of {}::{}; \
+                 writing its schedule first",
+                target.suite, target.test
+            );
+            persist(&target.dir, &target.suite, &target.test, &r);
+        }
+        None => eprintln!(
+            "lockstep shuttle: the process is aborting outside a recorded search (a replay, \
+             or no shuttle check running on this thread); no schedule to write"
+        ),
+    }
 }
 
 impl<S: Scheduler> Scheduler for Recording<S> {
@@ -333,11 +385,14 @@ impl<S: Scheduler> Scheduler for Recording<S> {
         let s = self.inner.new_execution()?;
         // Random and PCT start every execution from an empty schedule with a fresh seed.
         debug_assert!(s.is_empty(), "a scheduler that starts with a prefix");
-        self.current = Recorded {
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Recorded {
             scheduler: self.name.clone(),
             seed: s.seed,
             steps: Vec::new(),
         };
+        ACTIVE.with(|a| {
+            *a.borrow_mut() = Some((Arc::clone(&self.current), Arc::clone(&self.target)));
+        });
         Some(s)
     }
 
@@ -348,21 +403,38 @@ impl<S: Scheduler> Scheduler for Recording<S> {
         is_yielding: bool,
     ) -> Option<TaskId> {
         let t = self.inner.next_task(runnable, current, is_yielding)?;
-        self.current.steps.push(Step::Task(usize::from(t)));
+        self.record(Step::Task(usize::from(t)));
         Some(t)
     }
 
     fn next_u64(&mut self) -> u64 {
-        self.current.steps.push(Step::Random);
+        self.record(Step::Random);
         self.inner.next_u64()
+    }
+}
+
+impl<S> Recording<S> {
+    fn record(&self, step: Step) {
+        self.current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .steps
+            .push(step);
     }
 }
 
 impl<S> Drop for Recording<S> {
     fn drop(&mut self) {
+        ACTIVE.with(|a| {
+            if let Ok(mut a) = a.try_borrow_mut() {
+                *a = None;
+            }
+        });
         if std::thread::panicking() {
+            let current =
+                std::mem::take(&mut *self.current.lock().unwrap_or_else(|p| p.into_inner()));
             let mut failed = self.failed.lock().unwrap_or_else(|p| p.into_inner());
-            failed.push(std::mem::take(&mut self.current));
+            failed.push(current);
         }
     }
 }

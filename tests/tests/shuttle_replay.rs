@@ -273,3 +273,123 @@ fn a_passing_test_runs_every_planned_schedule_and_writes_nothing() {
     assert_eq!(n, 400);
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+// ---------------------------------------------------------------------------------------
+// A failure that aborts the process: no unwinding reaches `check_with`
+// ---------------------------------------------------------------------------------------
+
+/// `lost_update`, but its failure aborts the process the way the pool does when a panic
+/// unwinds through a `join` whose stolen half may still run (`stack_job::abort_with`: first
+/// `lockstep_sync::before_abort`, then `std::process::abort`). No `catch_unwind` returns, so
+/// `check_with` cannot write the schedule afterwards: the hook must have written it.
+fn lost_update_aborts() {
+    let counter = Arc::new(Mutex::new(0u32));
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let c = Arc::clone(&counter);
+            thread::spawn(move || {
+                let v = *c.lock();
+                *c.lock() = v + 1;
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("incrementer");
+    }
+    if *counter.lock() != 2 {
+        eprintln!("{ABORT_FAILURE}");
+        lockstep_sync::before_abort();
+        std::process::abort();
+    }
+}
+
+/// What `lost_update_aborts` prints before it aborts.
+const ABORT_FAILURE: &str = "an increment was lost; aborting";
+
+/// Set in the child process that runs the aborting check (the directory for its schedule).
+const ABORT_CHILD_DIR: &str = "LOCKSTEP_TEST_ABORT_CHILD_DIR";
+/// Set in the child process that replays a schedule file instead.
+const ABORT_CHILD_REPLAY: &str = "LOCKSTEP_TEST_ABORT_CHILD_REPLAY";
+
+#[test]
+fn a_failure_that_aborts_the_process_still_writes_a_schedule_that_replays() {
+    const TEST: &str = "a_failure_that_aborts_the_process_still_writes_a_schedule_that_replays";
+    if let Some(dir) = std::env::var_os(ABORT_CHILD_DIR) {
+        // The child: this aborts the process (or, on a regression, fails normally).
+        check_with(
+            &settings(
+                Path::new(&dir),
+                std::env::var_os(ABORT_CHILD_REPLAY).map(PathBuf::from),
+            ),
+            "shuttle_replay",
+            "aborts",
+            Plan::random(5000),
+            lost_update_aborts,
+        );
+        panic!("the child's check did not fail");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let child = |replay: Option<&Path>| {
+        let mut c = std::process::Command::new(std::env::current_exe().expect("test binary"));
+        c.args(["--exact", TEST, "--nocapture", "--test-threads=1"])
+            .env(ABORT_CHILD_DIR, dir.path())
+            .env_remove(lockstep_tests::shuttle_run::REPLAY_ENV);
+        if let Some(file) = replay {
+            c.env(ABORT_CHILD_REPLAY, file);
+        }
+        let out = c.output().expect("the child runs");
+        (
+            out.status,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let schedules = || -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir.path())
+            .expect("failure dir")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        v.sort();
+        v
+    };
+
+    use std::os::unix::process::ExitStatusExt;
+    const SIGABRT: i32 = 6;
+    let (status, stderr) = child(None);
+    assert_eq!(
+        status.signal(),
+        Some(SIGABRT),
+        "the child aborts:\n{stderr}"
+    );
+    assert!(stderr.contains(ABORT_FAILURE), "{stderr}");
+    assert!(stderr.contains("writing its schedule first"), "{stderr}");
+    let files = schedules();
+    assert_eq!(
+        files.len(),
+        1,
+        "one schedule written before the abort:\n{stderr}"
+    );
+    let file = &files[0];
+    assert_eq!(
+        file.file_name().unwrap().to_string_lossy(),
+        "shuttle_replay.aborts.000.schedule"
+    );
+    let text = std::fs::read_to_string(file).expect("readable");
+    assert!(text.contains("# test: shuttle_replay::aborts\n"), "{text}");
+    assert!(text.contains("# scheduler: random\n"), "{text}");
+    assert!(stderr.contains("replay it with:"), "{stderr}");
+
+    // The file replays to the same failure (and the same abort), and writes nothing new.
+    let (status, replayed) = child(Some(file));
+    assert_eq!(
+        status.signal(),
+        Some(SIGABRT),
+        "the replay aborts:\n{replayed}"
+    );
+    assert!(replayed.contains(ABORT_FAILURE), "{replayed}");
+    assert!(replayed.contains("no schedule to write"), "{replayed}");
+    assert!(
+        !replayed.contains("this schedule no longer fails"),
+        "{replayed}"
+    );
+    assert_eq!(schedules().len(), 1, "a replay writes no schedule");
+}

@@ -304,10 +304,13 @@ where
 /// where tasks run); only a bug in the pool's own code, or a checker's verdict (loom), does.
 /// Written straight to `stderr`, so that a test harness capturing output does not lose it.
 ///
-/// Under loom and shuttle, a failure elsewhere can tear an execution down by unwinding the
-/// stacks of the other threads, a worker waiting here among them: that unwind lands here too
-/// (its payload is the checker's, not a string) and aborts the test process, so the original
-/// failure is seen with `--nocapture` (and a shuttle schedule file is not written).
+/// Under loom, a failure elsewhere can tear an execution down by unwinding the stacks of the
+/// other threads, a worker waiting here among them: that unwind lands here too (its payload
+/// is the checker's, not a string) and aborts the test process, so the original failure is
+/// seen with `--nocapture`. (Shuttle 0.9 abandons a failed execution without unwinding its
+/// threads, so under shuttle only a real escape gets here.) Under shuttle,
+/// `lockstep_sync::before_abort` first writes the execution's schedule (the test harness
+/// registered it), so the abort replays with the printed command.
 fn abort_with(payload: &(dyn std::any::Any + Send)) -> ! {
     use std::io::Write;
     let _ = writeln!(
@@ -318,6 +321,7 @@ fn abort_with(payload: &(dyn std::any::Any + Send)) -> ! {
          with --nocapture to see that failure.",
         crate::handle::panic_message(payload)
     );
+    lockstep_sync::before_abort();
     std::process::abort()
 }
 

@@ -242,6 +242,31 @@ pub mod time {
     }
 }
 
+/// The hook [`before_abort`] runs under shuttle (set once per process, first caller wins).
+#[cfg(shuttle)]
+static BEFORE_ABORT: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
+/// Under shuttle, registers `hook` to run in [`before_abort`]: the test harness
+/// (`lockstep_tests::shuttle_run`) uses it to write the schedule of the execution in progress
+/// when the pool is about to abort the process (a panic unwinding through `join`, see
+/// `crates/pool/src/stack_job.rs`), which no `catch_unwind` would ever see. Only the first
+/// registration in a process counts. Exists only in `--cfg shuttle` builds.
+#[cfg(shuttle)]
+pub fn set_before_abort(hook: fn()) {
+    let _ = BEFORE_ABORT.set(hook);
+}
+
+/// Called by code that is about to `std::process::abort()`: under shuttle it runs the hook
+/// given to `set_before_abort` (if any), in every other build it does nothing. The hook
+/// runs on the aborting thread, inside the execution that is being torn down. O(1) here;
+/// the hook's own cost (writing one file) is paid once, just before the process dies.
+pub fn before_abort() {
+    #[cfg(shuttle)]
+    if let Some(hook) = BEFORE_ABORT.get() {
+        hook();
+    }
+}
+
 /// A uniformly random `u64`, drawn from the source that the current checker controls.
 ///
 /// Used for the pool's random starting victim. Under shuttle it comes from
