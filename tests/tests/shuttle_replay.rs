@@ -21,8 +21,8 @@ use lockstep_sync::{Arc, Mutex, thread};
 use lockstep_tests::shuttle_run::{Plan, Settings, check_with};
 
 /// Two threads increment a counter with a read and a write in separate critical sections;
-/// the final value is 2 only if they do not interleave.
-fn lost_update() {
+/// returns the final value, which is 2 only if they do not interleave.
+fn racy_increments() -> u32 {
     let counter = Arc::new(Mutex::new(0u32));
     let threads: Vec<_> = (0..2)
         .map(|_| {
@@ -36,7 +36,13 @@ fn lost_update() {
     for t in threads {
         t.join().expect("incrementer");
     }
-    assert_eq!(*counter.lock(), 2, "an increment was lost");
+    let total = *counter.lock();
+    total
+}
+
+/// Fails (panics) when `racy_increments` loses an update.
+fn lost_update() {
+    assert_eq!(racy_increments(), 2, "an increment was lost");
 }
 
 /// The same increments, each in one critical section: cannot fail.
@@ -283,20 +289,7 @@ fn a_passing_test_runs_every_planned_schedule_and_writes_nothing() {
 /// `lockstep_sync::before_abort`, then `std::process::abort`). No `catch_unwind` returns, so
 /// `check_with` cannot write the schedule afterwards: the hook must have written it.
 fn lost_update_aborts() {
-    let counter = Arc::new(Mutex::new(0u32));
-    let threads: Vec<_> = (0..2)
-        .map(|_| {
-            let c = Arc::clone(&counter);
-            thread::spawn(move || {
-                let v = *c.lock();
-                *c.lock() = v + 1;
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().expect("incrementer");
-    }
-    if *counter.lock() != 2 {
+    if racy_increments() != 2 {
         eprintln!("{ABORT_FAILURE}");
         lockstep_sync::before_abort();
         std::process::abort();
