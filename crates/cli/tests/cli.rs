@@ -273,6 +273,19 @@ fn cycle_hints_quote_ids_for_the_shell_in_every_format_and_in_run() {
     let args = combined_hint_args(&stdout);
     assert_eq!(args, ["--exclude-task", "build it", "--exclude-task", "p"]);
     lockstep().arg("run").arg(&f).args(&args).assert().code(0);
+    // `run --store` refuses it with the same hints, and creates no store.
+    let db = dir.path().join("q.lockstep");
+    let out = lockstep()
+        .arg("run")
+        .arg(&f)
+        .arg("--store")
+        .arg(format!("sqlite:{}", db.display()))
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    assert_eq!(combined_hint_args(&stdout_of(&out)), args);
+    assert!(!db.exists());
     // The same graph in DOT (`A -> B`: A depends on B).
     let d = write(
         dir.path(),

@@ -167,14 +167,17 @@ fn run_help_lists_the_new_options() {
 
 // ---------------------------------------------------------------- --store and worker
 
+/// An attempt `(id, generation, attempt)` and its events in file order.
+type Attempt = ((String, u64, u64), Vec<Value>);
+
 /// Checks the event-stream order invariant on `ev` and returns, per attempt `(id,
 /// generation, attempt)`, its events in file order:
 /// * each attempt is exactly `claimed`, `started`, `finished` (so one `finished` per attempt),
 ///   and with `store` each of them carries the same `owner` and `epoch`, one epoch per attempt;
 /// * a task's later attempt is claimed after its earlier attempt finished;
 /// * every `blocked` names its cause; `metrics` is the last line, once.
-fn check_order(ev: &[Value], store: bool) -> Vec<((String, u64, u64), Vec<Value>)> {
-    let mut attempts: Vec<((String, u64, u64), Vec<Value>)> = Vec::new();
+fn check_order(ev: &[Value], store: bool) -> Vec<Attempt> {
+    let mut attempts: Vec<Attempt> = Vec::new();
     let mut last_finished: HashMap<String, usize> = HashMap::new();
     for (i, e) in ev.iter().enumerate() {
         let kind = e["event"].as_str().unwrap();
@@ -248,7 +251,7 @@ fn check_order(ev: &[Value], store: bool) -> Vec<((String, u64, u64), Vec<Value>
     attempts
 }
 
-fn finished<'a>(attempts: &'a [((String, u64, u64), Vec<Value>)], id: &str, g: u64) -> &'a Value {
+fn finished<'a>(attempts: &'a [Attempt], id: &str, g: u64) -> &'a Value {
     &attempts
         .iter()
         .find(|(k, _)| k.0 == id && k.1 == g)
