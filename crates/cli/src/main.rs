@@ -57,8 +57,9 @@ enum Cmd {
     /// --exclude-task alone would break it (or saying that none would), and, when one per
     /// cycle suffices (and there are several cycles, or no other problem), a last `hint:` line
     /// with the options that break every cycle. Exit 0 when the graph can run, 1 when it
-    /// cannot, 2 when the file cannot be read or parsed. A graph with no tasks (an empty file, or none left after
-    /// --exclude-task) prints `warning: FILE has no tasks; nothing to do` and exits 0.
+    /// cannot, 2 when the file cannot be read or parsed. A graph with no tasks (an empty
+    /// file, or none left after --exclude-task) prints `warning: FILE has no tasks; nothing
+    /// to do` and exits 0.
     Check {
         #[command(flatten)]
         graph: GraphArgs,
@@ -316,8 +317,8 @@ struct GraphArgs {
     /// (/dev/zero, a runaway pipe) cannot hang lockstep or fill memory.
     #[arg(long, value_name = "BYTES", default_value_t = graph::DEFAULT_MAX_INPUT_BYTES)]
     max_input_bytes: u64,
-    /// Print the wall time of each phase (read, parse, build, validate, and for run:
-    /// freeze, run) to standard error when the command ends, one line each with the bytes,
+    /// Print the wall time of each phase (read, parse, build, validate, hints when there are
+    /// cycles, and for run: freeze, run) to standard error when the command ends, one line each with the bytes,
     /// tasks and edges it handled, then the total [default: off].
     #[arg(long)]
     timings: bool,

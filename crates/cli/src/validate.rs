@@ -92,7 +92,8 @@ pub struct CycleHint {
 pub const MAX_CANDIDATES: usize = 256;
 
 /// At most this much work (tasks plus edges of a component, summed over every try) is
-/// spent on the hints of one graph: about a second on one core.
+/// spent on the hints of one graph. A component of 200,000 tasks and 800,000 edges costs
+/// 1,000,000 a try (7 tries took 2.6 s in a debug build, `--timings` phase `hints`).
 pub const HINT_BUDGET: usize = 20_000_000;
 
 /// Other breakers named in a hint line after the first.
@@ -317,7 +318,8 @@ pub fn validate(graph: &TaskGraph) -> Result<Report, SchedulerError<String>> {
 
 /// [`validate`], recording two phases in `timings`: `build` (every id interned once into a
 /// `u32`, the graph without repeats submitted to the scheduler) and `validate` (the scan
-/// for duplicates and the scheduler's `check`: unknown dependencies and cycles).
+/// for duplicates and the scheduler's `check`: unknown dependencies and cycles), and a third,
+/// `hints`, when there are cycles ([`CycleHint`]).
 ///
 /// The scheduler sees `u32` ids, not strings: its report does not depend on the key
 /// type (cycles are canonical by submission order, missing dependencies are listed in
@@ -379,12 +381,35 @@ pub fn validate_timed(
     let (duplicate_ids, duplicate_deps, self_deps) = duplicates(graph, &g);
     let report = sched.check();
     let name = |i: u32| g.names[i as usize].to_string();
+    // As many as `Report::problem_lines` gives.
+    let problems = duplicate_ids.len()
+        + duplicate_deps.len()
+        + report.missing.len()
+        + self_deps.len()
+        + report.cycles.len();
+    timings.end(
+        validating,
+        format!(
+            "{} problem(s): duplicates, unknown dependencies, cycles",
+            timings::count(problems)
+        ),
+    );
     let cycle_hints = if report.cycles.is_empty() {
         Vec::new()
     } else {
         let paths: Vec<&[u32]> = report.cycles.iter().map(|c| c.path.as_slice()).collect();
-        cycle_hints(&g, &paths, HINT_BUDGET)
-            .into_iter()
+        let hinting = timings.start("hints");
+        let raw = cycle_hints(&g, &paths, HINT_BUDGET);
+        let tried: usize = raw.iter().map(|h| h.tried).sum();
+        timings.end(
+            hinting,
+            format!(
+                "{} cycle(s), {} task(s) tried as --exclude-task",
+                timings::count(raw.len()),
+                timings::count(tried)
+            ),
+        );
+        raw.into_iter()
             .map(|h| CycleHint {
                 component: h.component,
                 breakers: h.breakers.into_iter().map(name).collect(),
@@ -419,14 +444,7 @@ pub fn validate_timed(
         },
         cycle_hints,
     };
-    let problems = report.problem_lines().len();
-    timings.end(
-        validating,
-        format!(
-            "{} problem(s): duplicates, unknown dependencies, cycles",
-            timings::count(problems)
-        ),
-    );
+    debug_assert_eq!(problems, report.problem_lines().len());
     Ok(report)
 }
 
