@@ -12,11 +12,22 @@
 //! | `finished` | the attempt ended | `id`, `generation`, `attempt`, `outcome` (`succeeded`, `failed`, `interrupted`), `exit_code` (the command's exit status, or `null`: no command, killed by a signal, not started), `exit` (how it exited, e.g. `exit status 1`, `killed by signal 15`, or `null`), `error` (why it failed, or `null`), `duration_ms` |
 //! | `blocked` | a task will not run because a dependency failed or was cancelled | `id`, `generation`, `cause` (`{"id", "generation", "state"}`: the failed or cancelled task at the root) |
 //! | `cancelled` | a task was cancelled before it ran | `id`, `generation`, `cause` (`Ctrl-C`, `SIGTERM`, `--fail-fast after X failed`, or `null`) |
-//! | `graph_error` | the graph cannot run (a configuration error, not a task failure; nothing runs, exit 2) | `problems` (the lines `lockstep check` prints), `cycles` (each `A -> B -> A`) |
+//! | `graph_error` | the graph cannot run (a configuration error, not a task failure; nothing runs, exit 2) | `problems` (the lines `lockstep check` prints), `cycles` (each `A -> B -> A`), `hints` (the `hint: ...` lines naming the `--exclude-task` that would break each cycle) |
 //! | `metrics` | last, once the run ended (also after a `graph_error`) | [`Metrics`] |
 //!
+//! `generation` and `attempt`: in memory attempt k of a task is generation k (`attempt` =
+//! `generation`). With `--store` (`run --store`, `lockstep worker`) `generation` is the store's
+//! (a retry, or a resumed run, is a new generation), `attempt` is how many times the store
+//! has claimed that generation (1; 2 and more after a lease was lost and the version claimed
+//! again), and `claimed`, `started`, `finished` also carry the claim's fencing fields `owner`
+//! (the lease owner, `HOST:PID/THREAD`) and `epoch` (the store's claim counter). An attempt is
+//! so named by `(id, generation, attempt)`. A `finished` attempt's result may still be
+//! refused by the store's fence (another claim owns the version); `metrics` counts those as
+//! `claim_conflicts`.
+//!
 //! For one attempt of a task the order is always `claimed`, `started`, `finished` (each
-//! written before the next happens); a retry is a new `claimed` with the next generation.
+//! written before the next happens), one `finished` per attempt; a retry is a new `claimed`
+//! with the next generation, written after the failed attempt's `finished`.
 //! In memory `blocked` and `cancelled` lines are written when the run has settled (the
 //! executor decides them inside its release path, which carries no hook); with `--store`
 //! too, from the store's final snapshot.
@@ -29,6 +40,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 use serde_json::{Value, json};
+
+/// `fields` with the claim's `owner` and `epoch` added, when there is one.
+fn with_claim(mut fields: Value, claim: Option<Claim<'_>>) -> Value {
+    if let (Some(c), Value::Object(map)) = (claim, &mut fields) {
+        map.insert("owner".into(), json!(c.owner));
+        map.insert("epoch".into(), json!(c.epoch));
+    }
+    fields
+}
 
 /// Milliseconds since the Unix epoch, now (0 if the clock is before 1970).
 pub fn now_ms() -> u64 {
@@ -50,6 +70,19 @@ struct Writer {
     file: BufWriter<File>,
     /// The first write error; later events are dropped and the run reports it.
     error: Option<std::io::Error>,
+}
+
+/// The store's claim an attempt ran under (`run --store` and `lockstep worker`): its lease
+/// owner and epoch, the fencing token's parts besides the id and generation. Written as
+/// `owner` and `epoch` in that attempt's `claimed`, `started` and `finished` events, so that
+/// the attempts of one generation (a lease lost and the version claimed again) are told
+/// apart, and matched with the store's records.
+#[derive(Debug, Clone, Copy)]
+pub struct Claim<'a> {
+    /// The lease owner, `HOST:PID/THREAD`.
+    pub owner: &'a str,
+    /// The store's claim counter at this claim (unique per claim in one store).
+    pub epoch: u64,
 }
 
 /// How an attempt ended, for a `finished` event.
@@ -114,36 +147,57 @@ impl EventSink {
         }
     }
 
-    /// A `claimed` event.
-    pub fn claimed(&self, id: &str, generation: u64, attempt: u32) {
+    /// A `claimed` event (`claim`: the store's lease, with `--store`).
+    pub fn claimed(&self, id: &str, generation: u64, attempt: u32, claim: Option<Claim<'_>>) {
         self.emit(
             "claimed",
-            json!({"id": id, "generation": generation, "attempt": attempt}),
+            with_claim(
+                json!({"id": id, "generation": generation, "attempt": attempt}),
+                claim,
+            ),
         );
     }
 
     /// A `started` event.
-    pub fn started(&self, id: &str, generation: u64, attempt: u32) {
+    pub fn started(&self, id: &str, generation: u64, attempt: u32, claim: Option<Claim<'_>>) {
         self.emit(
             "started",
-            json!({"id": id, "generation": generation, "attempt": attempt}),
+            with_claim(
+                json!({"id": id, "generation": generation, "attempt": attempt}),
+                claim,
+            ),
         );
     }
 
+    // INVARIANT (C.events-order): per attempt of a task, `claimed`, `started` and `finished` are
+    // written in that order by the one thread that runs it, each before the next step happens,
+    // under the file's lock; a retry's `claimed` is written after the previous attempt's
+    // `finished` (in memory the same thread; with `--store` the failure is reported to the
+    // store, which the retry waits for, after `finished` is written). `blocked` names its cause.
     /// A `finished` event.
-    pub fn finished(&self, id: &str, generation: u64, attempt: u32, f: &Finish<'_>) {
+    pub fn finished(
+        &self,
+        id: &str,
+        generation: u64,
+        attempt: u32,
+        claim: Option<Claim<'_>>,
+        f: &Finish<'_>,
+    ) {
         self.emit(
             "finished",
-            json!({
-                "id": id,
-                "generation": generation,
-                "attempt": attempt,
-                "outcome": f.outcome,
-                "exit_code": f.exit_code,
-                "exit": f.exit,
-                "error": f.error,
-                "duration_ms": ms(f.duration),
-            }),
+            with_claim(
+                json!({
+                    "id": id,
+                    "generation": generation,
+                    "attempt": attempt,
+                    "outcome": f.outcome,
+                    "exit_code": f.exit_code,
+                    "exit": f.exit,
+                    "error": f.error,
+                    "duration_ms": ms(f.duration),
+                }),
+                claim,
+            ),
         );
     }
 
@@ -176,7 +230,11 @@ impl EventSink {
             .collect();
         self.emit(
             "graph_error",
-            json!({"problems": report.problem_lines(), "cycles": cycles}),
+            json!({
+                "problems": report.problem_lines(),
+                "cycles": cycles,
+                "hints": report.hint_lines(),
+            }),
         );
     }
 
@@ -317,11 +375,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("e.jsonl");
         let sink = EventSink::create(&path).unwrap();
-        sink.claimed("a\"b", 1, 1);
+        sink.claimed("a\"b", 1, 1, None);
         sink.finished(
             "a\"b",
             1,
             1,
+            Some(Claim {
+                owner: "h:1/0",
+                epoch: 7,
+            }),
             &Finish {
                 outcome: "failed",
                 exit_code: Some(3),
@@ -342,6 +404,11 @@ mod tests {
         assert_eq!(lines.len(), 3);
         assert_eq!(lines[0]["event"], "claimed");
         assert_eq!(lines[0]["id"], "a\"b");
+        assert!(lines[0].get("owner").is_none() && lines[0].get("epoch").is_none());
+        assert_eq!(
+            (&lines[1]["owner"], &lines[1]["epoch"]),
+            (&json!("h:1/0"), &json!(7))
+        );
         assert!(lines[0]["ts_ms"].as_u64().unwrap() > 1_600_000_000_000);
         assert_eq!(lines[1]["exit_code"], 3);
         assert_eq!(lines[1]["duration_ms"], 1.5);

@@ -42,7 +42,7 @@ struct Cli {
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true)]
     verbose: u8,
     /// Fewer diagnostics: errors only (no warnings, no `note:` lines); RUST_LOG, when set,
-    /// still chooses. Task lines and the end report are printed as without it.
+    /// still chooses. Task lines and the end report are printed as without it [default: off].
     #[arg(short = 'q', long = "quiet", global = true, conflicts_with = "verbose")]
     quiet: bool,
 }
@@ -53,9 +53,13 @@ enum Cmd {
     ///
     /// Prints a summary (tasks, edges, roots), then one line per problem; each cycle as
     /// `cycle: A -> B -> C -> A` (one per strongly connected component, the scheduler's
-    /// canonical form). Exit 0 when the graph can run, 1 when it cannot, 2 when the file
-    /// cannot be read or parsed. A graph with no tasks (an empty file, or none left after
-    /// --exclude-task) prints `warning: FILE has no tasks; nothing to do` and exits 0.
+    /// canonical form), each followed by a `hint:` line naming the tasks whose
+    /// --exclude-task alone would break it (or saying that none would), and, when one per
+    /// cycle suffices (and there are several cycles, or no other problem), a last `hint:` line
+    /// with the options that break every cycle. Exit 0 when the graph can run, 1 when it
+    /// cannot, 2 when the file cannot be read or parsed. A graph with no tasks (an empty
+    /// file, or none left after --exclude-task) prints `warning: FILE has no tasks; nothing
+    /// to do` and exits 0.
     Check {
         #[command(flatten)]
         graph: GraphArgs,
@@ -91,19 +95,22 @@ enum Cmd {
         #[arg(short = 'j', long = "jobs", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
         jobs: Option<u32>,
         /// Print the order tasks would be claimed in (completions simulated in claim order),
-        /// without running anything.
+        /// without running anything [default: off: run].
         #[arg(long)]
         dry_run: bool,
-        /// Run each task as a sleep of about MS milliseconds instead of its command.
+        /// Run each task as a sleep of about MS milliseconds instead of its command
+        /// [default: none: run the commands].
         #[arg(long, value_name = "MS")]
         simulate: Option<u64>,
         /// Write each task's output to DIR/NNNN-ID.log instead of printing it; NNNN is the
         /// task's 0-based position in the file (not counting tasks removed by
         /// --exclude-task or left out by TASK targets), and characters of ID other than letters, digits and `._-@+`
-        /// become `_`. A failed task's line names its log.
+        /// become `_`. A failed task's line names its log [default: none: print each task's
+        /// output when it ends, each line prefixed with `[ID] `].
         #[arg(long, value_name = "DIR")]
         log_dir: Option<PathBuf>,
-        /// Never draw a progress bar (one is drawn only when standard error is a terminal).
+        /// Never draw a progress bar [default: off: one is drawn when standard error is a
+        /// terminal].
         #[arg(long)]
         no_progress: bool,
         /// Write what the run does to FILE as JSON lines, for machines: `claimed`,
@@ -161,14 +168,16 @@ enum Cmd {
         /// Lease duration in milliseconds; renewed every third of it while a task runs.
         #[arg(long, value_name = "MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(10..))]
         lease_ms: u64,
-        /// Run each task as a sleep of about MS milliseconds instead of its command.
+        /// Run each task as a sleep of about MS milliseconds instead of its command
+        /// [default: none: run the commands].
         #[arg(long, value_name = "MS")]
         simulate: Option<u64>,
         /// Wait this long before looking again when nothing can be claimed.
         #[arg(long, value_name = "MS", default_value_t = 200)]
         poll_ms: u64,
-        /// Write this worker's claims, starts and ends to FILE as JSON lines, then a
-        /// `metrics` line (as `run --events`) [default: none].
+        /// Write this worker's claims, starts and ends to FILE as JSON lines (with each
+        /// claim's `owner` and `epoch`), then a `metrics` line (as `run --events`); the
+        /// summary is then followed by a `metrics:` line, as with -v [default: none].
         #[arg(long, value_name = "FILE")]
         events: Option<PathBuf>,
         #[command(flatten)]
@@ -251,7 +260,8 @@ struct DurableRunArgs {
     /// new generations. `lockstep worker --store` processes may join (docs/durable.md). A
     /// task's `cwd` is stored as FILE wrote it, relative to FILE's directory (an absolute one
     /// stays absolute): this process runs it under FILE's directory, as `run` does, and each
-    /// worker under its `--root` (default: its current directory).
+    /// worker under its `--root` (default: its current directory) [default: none: the run is
+    /// kept in memory only].
     #[arg(long, value_name = "URL", conflicts_with_all = ["dry_run", "log_dir"])]
     store: Option<lockstep_cli::store::StoreSpec>,
     /// With --store: the lease duration in milliseconds (renewed while a task runs).
@@ -279,34 +289,37 @@ struct GraphArgs {
     #[arg(value_name = "TASK")]
     targets: Vec<String>,
     /// Read FILE as this format instead of guessing from the extension:
-    /// toml, dot (plain DOT, no apt-cache detection), apt-dotty, cargo-metadata.
+    /// toml, dot (plain DOT, no apt-cache detection), apt-dotty, cargo-metadata [default:
+    /// from the extension; DOT read as apt-dotty when it looks like `apt-cache dotty` output].
     #[arg(long, value_name = "FORMAT")]
     format: Option<Format>,
-    /// Flip every edge (for DOT graphs drawn from a dependency to its dependents).
+    /// Flip every edge (for DOT graphs drawn from a dependency to its dependents) [default:
+    /// off].
     #[arg(long)]
     reverse: bool,
     /// DOT: leave out edges whose attribute KEY equals VALUE (repeatable), e.g.
-    /// `--exclude-edges color=blue`.
+    /// `--exclude-edges color=blue` [default: none].
     #[arg(long, value_name = "KEY=VALUE")]
     exclude_edges: Vec<EdgeMatch>,
     /// DOT: keep the edges the format leaves out by default (apt-cache dotty's
-    /// color=springgreen Conflicts/Breaks/Obsoletes edges).
+    /// color=springgreen Conflicts/Breaks/Obsoletes edges) [default: off].
     #[arg(long)]
     all_edges: bool,
     /// Remove this task and every edge to it after reading (repeatable), e.g. to treat a
-    /// package as already installed.
+    /// package as already installed; `check` suggests the ones that would break a cycle
+    /// [default: none].
     #[arg(long, value_name = "ID")]
     exclude_task: Vec<String>,
-    /// cargo metadata: also count dev-dependencies as edges.
+    /// cargo metadata: also count dev-dependencies as edges [default: off].
     #[arg(long)]
     dev_deps: bool,
     /// Refuse input longer than BYTES bytes (exit 2), so that input that never ends
     /// (/dev/zero, a runaway pipe) cannot hang lockstep or fill memory.
     #[arg(long, value_name = "BYTES", default_value_t = graph::DEFAULT_MAX_INPUT_BYTES)]
     max_input_bytes: u64,
-    /// Print the wall time of each phase (read, parse, build, validate, and for run:
-    /// freeze, run) to standard error when the command ends, one line each with the bytes,
-    /// tasks and edges it handled, then the total.
+    /// Print the wall time of each phase (read, parse, build, validate, hints when there are
+    /// cycles, and for run: freeze, run) to standard error when the command ends, one line each with the bytes,
+    /// tasks and edges it handled, then the total [default: off].
     #[arg(long)]
     timings: bool,
 }
@@ -480,7 +493,8 @@ fn main() -> ExitCode {
                 root,
                 events,
             };
-            worker_cmd(&store, &opts)
+            let metrics = verbose || opts.events.is_some();
+            worker_cmd(&store, &opts, metrics)
         }
     }
 }
@@ -681,22 +695,27 @@ fn store_run_timed(
     }
 }
 
+/// `lockstep worker`; `metrics`: print the `metrics:` line after the summary (`-v` or
+/// `--events`, as `run`).
 fn worker_cmd(
     spec: &lockstep_cli::store::StoreSpec,
     opts: &lockstep_cli::worker::WorkerOptions,
+    metrics: bool,
 ) -> ExitCode {
-    let code = worker_run(spec, opts);
+    let code = worker_run(spec, opts, metrics);
     close_events(opts.events.as_deref(), code)
 }
 
 fn worker_run(
     spec: &lockstep_cli::store::StoreSpec,
     opts: &lockstep_cli::worker::WorkerOptions,
+    show_metrics: bool,
 ) -> ExitCode {
     match lockstep_cli::worker::run(|| spec.open(None), opts) {
         Ok(stats) => {
+            let metrics = stats.metrics();
             if let Some(ev) = &opts.events {
-                ev.metrics(&stats.metrics());
+                ev.metrics(&metrics);
             }
             let how = match stats.stopped_by {
                 Some(signal) => format!("stopped by {}", signal.name()),
@@ -711,6 +730,9 @@ fn worker_run(
                 stats.lost_leases,
                 stats.given_back.len()
             );
+            if show_metrics {
+                emitln!("{}", metrics.line());
+            }
             if stats.stopped_by.is_some() || stats.failed_attempts > 0 {
                 ExitCode::from(1)
             } else {

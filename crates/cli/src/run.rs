@@ -839,14 +839,14 @@ fn run_inner(
             let claimed = started.elapsed();
             let payload = &payloads[ctx.index() as usize];
             if let Some(ev) = &events {
-                ev.claimed(id, 1, 1);
+                ev.claimed(id, 1, 1, None);
             }
             tracing::debug!(task = %id, generation = 1, "claimed");
             if simulate.is_none() && payload.command.is_none() {
                 // No command, no simulation: succeeds at once (an attempt of no length).
                 let (slot, start) = slots.take();
                 if let Some(ev) = &events {
-                    ev.started(id, 1, 1);
+                    ev.started(id, 1, 1, None);
                 }
                 let end = slots.give(slot);
                 if let Some(ev) = &events {
@@ -854,6 +854,7 @@ fn run_inner(
                         id,
                         1,
                         1,
+                        None,
                         &Finish {
                             outcome: "succeeded",
                             ..Finish::default()
@@ -900,11 +901,11 @@ fn run_inner(
                 if attempt > 1
                     && let Some(ev) = &events
                 {
-                    ev.claimed(id, u64::from(attempt), attempt);
+                    ev.claimed(id, u64::from(attempt), attempt, None);
                 }
                 let (slot, span_start) = slots.take();
                 if let Some(ev) = &events {
-                    ev.started(id, u64::from(attempt), attempt);
+                    ev.started(id, u64::from(attempt), attempt, None);
                 }
                 tracing::debug!(task = %id, generation = attempt, "started");
                 let mut result = catch_unwind(AssertUnwindSafe(|| {
@@ -941,6 +942,7 @@ fn run_inner(
                         id,
                         u64::from(attempt),
                         attempt,
+                        None,
                         &Finish {
                             outcome: outcome.name(),
                             exit_code: ran.code,

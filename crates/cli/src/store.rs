@@ -330,6 +330,17 @@ pub struct StoreRunReport {
     pub metrics: crate::events::Metrics,
 }
 
+/// Why a task of the store was cancelled, as the end report and the `cancelled` event say it:
+/// `--fail-fast after X failed` (a cancel by this run's `--fail-fast`, `fail_fast` naming the
+/// failure), `the store was closed`, else `cancelled in the store`.
+fn cancel_cause(by: Option<CancelReason>, fail_fast: Option<&str>) -> String {
+    match (by, fail_fast) {
+        (Some(CancelReason::User), Some(f)) => format!("--fail-fast after {f} failed"),
+        (Some(CancelReason::Closed), _) => "the store was closed".to_string(),
+        _ => "cancelled in the store".to_string(),
+    }
+}
+
 impl StoreRunReport {
     /// True when every task of the file succeeded and no signal stopped the run.
     pub fn all_succeeded(&self) -> bool {
@@ -397,13 +408,7 @@ impl StoreRunReport {
                 TaskState::Blocked => blocked.push((id.as_str(), s.blocked_by.as_ref())),
                 TaskState::Cancelled => cancelled.push((
                     id.as_str(),
-                    Some(match (s.cancelled_by, &self.fail_fast) {
-                        (Some(CancelReason::User), Some(f)) => {
-                            format!("--fail-fast after {f} failed")
-                        }
-                        (Some(CancelReason::Closed), _) => "the store was closed".to_string(),
-                        _ => "cancelled in the store".to_string(),
-                    }),
+                    Some(cancel_cause(s.cancelled_by, self.fail_fast.as_deref())),
                 )),
                 state => other.push(format!("{state}: {id}")),
             }
@@ -543,6 +548,7 @@ pub fn run(
     metrics.cancelled = count(TaskState::Cancelled);
     metrics.set_wall(wall);
     if let Some(ev) = &opts.events {
+        let fail_fast = retries.fail_fast_cause();
         for (id, s) in &tasks {
             match s.state {
                 TaskState::Blocked => ev.blocked(
@@ -552,7 +558,11 @@ pub fn run(
                         .as_ref()
                         .map(|c| (c.task.as_str(), c.generation.0, c.state.name())),
                 ),
-                TaskState::Cancelled => ev.cancelled(id, s.generation.0, None),
+                TaskState::Cancelled => ev.cancelled(
+                    id,
+                    s.generation.0,
+                    Some(&cancel_cause(s.cancelled_by, fail_fast.as_deref())),
+                ),
                 _ => {}
             }
         }

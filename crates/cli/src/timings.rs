@@ -9,6 +9,7 @@
 //! | `targets` | `TASK...` given: keeping the targets and what they depend on | tasks and edges kept, tasks removed |
 //! | `build` | the graph handed to the scheduler (`check`'s submissions) | tasks and edges submitted |
 //! | `validate` | duplicate ids and dependencies, unknown dependencies, cycles | problems found |
+//! | `hints` | only when there are cycles: which `--exclude-task` would break each | cycles, tasks tried |
 //! | `freeze` | `run`: the executor's frozen graph | tasks and edges |
 //! | `schedule` | `run --dry-run`: submission and the simulated claims | tasks claimed |
 //! | `run` | `run`: running every task, until the last result | tasks run |

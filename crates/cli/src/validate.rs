@@ -7,6 +7,9 @@
 //! [`TaskScheduler::check`] report is used as it is (one cycle per strongly connected
 //! component, in the canonical form of `docs/semantics.md`), so the command and the library
 //! always agree.
+//!
+//! For each cycle the report also says which tasks `--exclude-task` could remove to break it
+//! ([`CycleHint`], found by [`cycle_hints`]).
 
 use std::collections::HashSet;
 use std::fmt::{self, Write as _};
@@ -59,6 +62,102 @@ pub struct Report {
     /// The scheduler's report on the graph without its self-dependencies: unknown
     /// dependencies and cycles of two tasks or more.
     pub graph: GraphReport<String>,
+    /// What one `--exclude-task` could do about each cycle: `cycle_hints[i]` is about
+    /// `graph.cycles[i]` (same length, same order).
+    pub cycle_hints: Vec<CycleHint>,
+}
+
+/// Which single `--exclude-task` would break one reported cycle.
+///
+/// A cycle is reported once per strongly connected component (SCC) of two tasks or more. A
+/// task whose removal leaves that component without a cycle must lie on every cycle of the
+/// component, so in particular on the reported one: only the tasks of the reported cycle
+/// are candidates, each checked by a topological sort of the component without it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CycleHint {
+    /// Tasks of the cycle's strongly connected component.
+    pub component: usize,
+    /// Tasks whose removal alone leaves the component without a cycle, most depended-on
+    /// first (ties in the cycle's order): `--exclude-task` of any one of them breaks every
+    /// cycle of the component. Empty when none does (or none of those tried).
+    pub breakers: Vec<String>,
+    /// Tasks of the reported cycle tried as candidates.
+    pub tried: usize,
+    /// Tasks on the reported cycle (the only possible breakers). `tried < candidates` when
+    /// the work was bounded ([`MAX_CANDIDATES`], [`HINT_BUDGET`]).
+    pub candidates: usize,
+}
+
+/// At most this many tasks of one cycle are tried as breakers.
+pub const MAX_CANDIDATES: usize = 256;
+
+/// At most this much work (tasks plus edges of a component, summed over every try) is
+/// spent on the hints of one graph. A component of 200,000 tasks and 800,000 edges costs
+/// 1,000,000 a try (7 tries took 2.6 s in a debug build, `--timings` phase `hints`).
+pub const HINT_BUDGET: usize = 20_000_000;
+
+/// Other breakers named in a hint line after the first.
+const OTHER_BREAKERS_SHOWN: usize = 5;
+
+impl CycleHint {
+    /// True when every task of the reported cycle was tried.
+    pub fn complete(&self) -> bool {
+        self.tried == self.candidates
+    }
+
+    /// The line printed under the cycle:
+    /// * `hint: --exclude-task X would break this cycle` (`(so would --exclude-task Y, Z)`
+    ///   when others would too, at most 5 named, then `and N more`);
+    /// * `hint: no single --exclude-task would break this cycle: its strongly connected
+    ///   component (N tasks) keeps a cycle without any one of them`;
+    /// * with bounded work, `...; tried T of the cycle's C tasks` is added to either.
+    pub fn line(&self) -> String {
+        let mut s = match self.breakers.split_first() {
+            Some((first, others)) => {
+                let mut s = format!(
+                    "hint: --exclude-task {} would break this cycle",
+                    shell_word(first)
+                );
+                if !others.is_empty() {
+                    let shown: Vec<String> = others
+                        .iter()
+                        .take(OTHER_BREAKERS_SHOWN)
+                        .map(|o| shell_word(o))
+                        .collect();
+                    let _ = write!(s, " (so would --exclude-task {}", shown.join(", "));
+                    if others.len() > OTHER_BREAKERS_SHOWN {
+                        let _ = write!(s, " and {} more", others.len() - OTHER_BREAKERS_SHOWN);
+                    }
+                    s.push(')');
+                }
+                s
+            }
+            None if self.tried == 0 => format!(
+                "hint: the component of this cycle ({} tasks) is too large to look for a \
+                 task whose --exclude-task would break it",
+                self.component
+            ),
+            None => format!(
+                "hint: no single --exclude-task would break this cycle: its strongly \
+                 connected component ({} tasks) keeps a cycle without any one of them",
+                self.component
+            ),
+        };
+        if !self.complete() && self.tried > 0 {
+            let _ = write!(
+                s,
+                "; tried {} of the cycle's {} tasks",
+                self.tried, self.candidates
+            );
+        }
+        s
+    }
+}
+
+/// `id` as one shell word: as it is when it holds only letters, digits and `-_.,:+@%/=`,
+/// else quoted (`shlex`).
+fn shell_word(id: &str) -> String {
+    shlex::try_quote(id).map_or_else(|_| format!("{id:?}"), |q| q.into_owned())
 }
 
 impl Report {
@@ -104,6 +203,58 @@ impl Report {
         out
     }
 
+    /// Every hint line, as `check` prints them: one per cycle ([`CycleHint::line`]), then
+    /// [`Report::exclusion_line`] if any.
+    pub fn hint_lines(&self) -> Vec<String> {
+        self.cycle_hints
+            .iter()
+            .map(CycleHint::line)
+            .chain(self.exclusion_line())
+            .collect()
+    }
+
+    /// The `--exclude-task` that breaks every cycle, one task per cycle (each cycle's first
+    /// breaker), when there are cycles and each has a breaker.
+    pub fn breaking_exclusions(&self) -> Option<Vec<&str>> {
+        if self.cycle_hints.is_empty() {
+            return None;
+        }
+        self.cycle_hints
+            .iter()
+            .map(|h| h.breakers.first().map(String::as_str))
+            .collect()
+    }
+
+    /// The hint printed after the problems when one `--exclude-task` per cycle breaks every
+    /// cycle: `hint: --exclude-task A --exclude-task B would break every cycle`, followed by
+    /// ` and let the graph run` when cycles are the only problems (removing tasks creates no
+    /// new problem) or ` (other problems remain)`. None when a cycle has no breaker, when
+    /// there is no cycle, and for one cycle among other problems (its own hint says it all).
+    pub fn exclusion_line(&self) -> Option<String> {
+        let ids = self.breaking_exclusions()?;
+        let only_cycles = self.duplicate_ids.is_empty()
+            && self.duplicate_deps.is_empty()
+            && self.self_deps.is_empty()
+            && self.graph.missing.is_empty();
+        // One cycle among other problems: its own hint line says it all.
+        if ids.len() == 1 && !only_cycles {
+            return None;
+        }
+        let args: Vec<String> = ids
+            .iter()
+            .map(|id| format!("--exclude-task {}", shell_word(id)))
+            .collect();
+        let rest = if only_cycles {
+            " and let the graph run"
+        } else {
+            " (other problems remain)"
+        };
+        Some(format!(
+            "hint: {} would break every cycle{rest}",
+            args.join(" ")
+        ))
+    }
+
     /// The one-line summary: `N tasks, E edges, R roots (tasks with no dependencies)`.
     pub fn summary(&self) -> String {
         format!(
@@ -116,7 +267,19 @@ impl Report {
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{}", self.summary())?;
-        for line in self.problem_lines() {
+        let problems = self.problem_lines();
+        // The cycles are last; each is followed by its hint.
+        let (others, cycles) = problems.split_at(problems.len() - self.graph.cycles.len());
+        for line in others {
+            writeln!(f, "{line}")?;
+        }
+        for (i, line) in cycles.iter().enumerate() {
+            writeln!(f, "{line}")?;
+            if let Some(h) = self.cycle_hints.get(i) {
+                writeln!(f, "{}", h.line())?;
+            }
+        }
+        if let Some(line) = self.exclusion_line() {
             writeln!(f, "{line}")?;
         }
         Ok(())
@@ -155,7 +318,8 @@ pub fn validate(graph: &TaskGraph) -> Result<Report, SchedulerError<String>> {
 
 /// [`validate`], recording two phases in `timings`: `build` (every id interned once into a
 /// `u32`, the graph without repeats submitted to the scheduler) and `validate` (the scan
-/// for duplicates and the scheduler's `check`: unknown dependencies and cycles).
+/// for duplicates and the scheduler's `check`: unknown dependencies and cycles), and a third,
+/// `hints`, when there are cycles ([`CycleHint`]).
 ///
 /// The scheduler sees `u32` ids, not strings: its report does not depend on the key
 /// type (cycles are canonical by submission order, missing dependencies are listed in
@@ -217,6 +381,43 @@ pub fn validate_timed(
     let (duplicate_ids, duplicate_deps, self_deps) = duplicates(graph, &g);
     let report = sched.check();
     let name = |i: u32| g.names[i as usize].to_string();
+    // As many as `Report::problem_lines` gives.
+    let problems = duplicate_ids.len()
+        + duplicate_deps.len()
+        + report.missing.len()
+        + self_deps.len()
+        + report.cycles.len();
+    timings.end(
+        validating,
+        format!(
+            "{} problem(s): duplicates, unknown dependencies, cycles",
+            timings::count(problems)
+        ),
+    );
+    let cycle_hints = if report.cycles.is_empty() {
+        Vec::new()
+    } else {
+        let paths: Vec<&[u32]> = report.cycles.iter().map(|c| c.path.as_slice()).collect();
+        let hinting = timings.start("hints");
+        let raw = cycle_hints(&g, &paths, HINT_BUDGET);
+        let tried: usize = raw.iter().map(|h| h.tried).sum();
+        timings.end(
+            hinting,
+            format!(
+                "{} cycle(s), {} task(s) tried as --exclude-task",
+                timings::count(raw.len()),
+                timings::count(tried)
+            ),
+        );
+        raw.into_iter()
+            .map(|h| CycleHint {
+                component: h.component,
+                breakers: h.breakers.into_iter().map(name).collect(),
+                tried: h.tried,
+                candidates: h.candidates,
+            })
+            .collect()
+    };
     let report = Report {
         tasks,
         edges,
@@ -241,16 +442,113 @@ pub fn validate_timed(
                 })
                 .collect(),
         },
+        cycle_hints,
     };
-    let problems = report.problem_lines().len();
-    timings.end(
-        validating,
-        format!(
-            "{} problem(s): duplicates, unknown dependencies, cycles",
-            timings::count(problems)
-        ),
-    );
+    debug_assert_eq!(problems, report.problem_lines().len());
     Ok(report)
+}
+
+/// [`CycleHint`]s with interned ids.
+struct RawHint {
+    component: usize,
+    breakers: Vec<u32>,
+    tried: usize,
+    candidates: usize,
+}
+
+/// For each cycle `paths[i]` (`[s, ..., s]`, as the scheduler reports it, over the graph
+/// without repeated dependencies and self-dependencies), the tasks of that path whose
+/// removal leaves its strongly connected component acyclic.
+///
+/// The components come from Kosaraju's algorithm (`petgraph::algo::kosaraju_scc`,
+/// iterative), O(V + E). Each candidate is checked by a topological sort
+/// (`petgraph::algo::toposort`, iterative) of its component without it, O(Vc + Ec); at most
+/// [`MAX_CANDIDATES`] per cycle and `budget` work in all ([`HINT_BUDGET`]) (the later candidates, or
+/// cycles, are then not tried, and the hint says so). Breakers are ordered by how many tasks
+/// depend on them, most first (an essential package that everything needs is the one a
+/// user treats as installed), ties in the cycle's order.
+fn cycle_hints(g: &Interned<'_>, paths: &[&[u32]], budget: usize) -> Vec<RawHint> {
+    use petgraph::algo::{DfsSpace, kosaraju_scc, toposort};
+    use petgraph::graph::{DiGraph, NodeIndex};
+    use petgraph::visit::NodeFiltered;
+
+    let n = g.names.len();
+    let mut graph: DiGraph<(), (), u32> = DiGraph::with_capacity(n, g.deps.len());
+    for _ in 0..n {
+        graph.add_node(());
+    }
+    let mut dependents = vec![0usize; n];
+    let mut seen = vec![0u32; n];
+    for (t, &id) in g.ids.iter().enumerate() {
+        if !g.first[t] {
+            continue;
+        }
+        let stamp = t as u32 + 1;
+        for &d in g.deps_of(t) {
+            if d != id && seen[d as usize] != stamp {
+                seen[d as usize] = stamp;
+                dependents[d as usize] += 1;
+                graph.add_edge(NodeIndex::new(id as usize), NodeIndex::new(d as usize), ());
+            }
+        }
+    }
+    let sccs = kosaraju_scc(&graph);
+    let mut comp_of = vec![usize::MAX; n];
+    for (c, members) in sccs.iter().enumerate() {
+        for m in members {
+            comp_of[m.index()] = c;
+        }
+    }
+    let mut budget = budget;
+    paths
+        .iter()
+        .map(|path| {
+            let cycle = &path[..path.len().saturating_sub(1)];
+            let c = comp_of[cycle[0] as usize];
+            let members = &sccs[c];
+            // The component as a graph of its own, so each try costs O(Vc + Ec).
+            let index: std::collections::HashMap<u32, u32> = members
+                .iter()
+                .enumerate()
+                .map(|(i, m)| (m.index() as u32, i as u32))
+                .collect();
+            let mut sub: DiGraph<(), (), u32> = DiGraph::with_capacity(members.len(), 0);
+            for _ in members {
+                sub.add_node(());
+            }
+            for (i, m) in members.iter().enumerate() {
+                for d in graph.neighbors(*m) {
+                    if let Some(&j) = index.get(&(d.index() as u32)) {
+                        sub.add_edge(NodeIndex::new(i), NodeIndex::new(j as usize), ());
+                    }
+                }
+            }
+            let cost = sub.node_count() + sub.edge_count();
+            let mut space = DfsSpace::new(&sub);
+            let mut breakers = Vec::new();
+            let mut tried = 0;
+            for &v in cycle.iter().take(MAX_CANDIDATES) {
+                if budget < cost {
+                    break;
+                }
+                budget -= cost;
+                tried += 1;
+                let without = NodeIndex::new(index[&v] as usize);
+                let rest = NodeFiltered::from_fn(&sub, |x| x != without);
+                if toposort(&rest, Some(&mut space)).is_ok() {
+                    breakers.push(v);
+                }
+            }
+            // Most dependents first; a stable sort keeps the cycle's order among equals.
+            breakers.sort_by_key(|&b| std::cmp::Reverse(dependents[b as usize]));
+            RawHint {
+                component: members.len(),
+                breakers,
+                tried,
+                candidates: cycle.len(),
+            }
+        })
+        .collect()
 }
 
 /// The graph with every id (task or dependency) interned once, in order of first
@@ -485,6 +783,137 @@ mod tests {
             r.problem_lines(),
             vec!["self-dependency: a", "cycle: a -> b -> a"]
         );
+    }
+
+    #[test]
+    fn each_cycle_names_the_tasks_whose_exclusion_breaks_it() {
+        // Two components: {a, b} (b is needed by x too, so it comes first), and {c, d, e}
+        // where c -> d -> e -> c and d -> c: only c and d are on both cycles.
+        let r = validate(&graph(&[
+            ("a", &["b"]),
+            ("b", &["a"]),
+            ("x", &["b"]),
+            ("c", &["d"]),
+            ("d", &["e", "c"]),
+            ("e", &["c"]),
+        ]))
+        .unwrap();
+        assert_eq!(r.graph.cycles.len(), 2);
+        assert_eq!(r.graph.cycles[1].to_string(), "c -> d -> c");
+        assert_eq!(r.cycle_hints[0].breakers, vec!["b", "a"]);
+        assert_eq!(r.cycle_hints[1].breakers, vec!["c", "d"]);
+        assert_eq!((r.cycle_hints[1].component, r.cycle_hints[1].tried), (3, 2));
+        assert_eq!(
+            r.hint_lines(),
+            vec![
+                "hint: --exclude-task b would break this cycle (so would --exclude-task a)",
+                "hint: --exclude-task c would break this cycle (so would --exclude-task d)",
+                "hint: --exclude-task b --exclude-task c would break every cycle and let the graph run",
+            ]
+        );
+        // Applying the hint: the graph runs.
+        let mut g = graph(&[
+            ("a", &["b"]),
+            ("b", &["a"]),
+            ("x", &["b"]),
+            ("c", &["d"]),
+            ("d", &["e", "c"]),
+            ("e", &["c"]),
+        ]);
+        g.tasks.retain(|t| t.id != "b" && t.id != "c");
+        for t in &mut g.tasks {
+            t.deps.retain(|d| d != "b" && d != "c");
+        }
+        assert!(validate(&g).unwrap().is_runnable());
+    }
+
+    #[test]
+    fn a_component_no_single_task_breaks_is_said_so() {
+        // Every pair depends on each other: without any one task, a 2-cycle remains.
+        let r = validate(&graph(&[
+            ("a", &["b", "c"]),
+            ("b", &["a", "c"]),
+            ("c", &["a", "b"]),
+        ]))
+        .unwrap();
+        assert_eq!(r.cycle_hints.len(), 1);
+        assert!(r.cycle_hints[0].breakers.is_empty());
+        assert!(r.cycle_hints[0].complete());
+        assert_eq!(r.breaking_exclusions(), None);
+        assert_eq!(
+            r.hint_lines(),
+            vec![
+                "hint: no single --exclude-task would break this cycle: its strongly \
+                 connected component (3 tasks) keeps a cycle without any one of them"
+            ]
+        );
+    }
+
+    #[test]
+    fn one_cycle_among_other_problems_gets_no_combined_line_and_ids_are_quoted() {
+        let r = validate(&graph(&[("a b", &["c"]), ("c", &["a b", "zz"])])).unwrap();
+        assert_eq!(
+            r.hint_lines(),
+            vec!["hint: --exclude-task 'a b' would break this cycle (so would --exclude-task c)"]
+        );
+        // Two cycles among other problems: the combined line says they remain.
+        let r = validate(&graph(&[
+            ("a", &["b"]),
+            ("b", &["a"]),
+            ("c", &["d"]),
+            ("d", &["c"]),
+            ("s", &["s"]),
+        ]))
+        .unwrap();
+        assert_eq!(
+            r.exclusion_line().unwrap(),
+            "hint: --exclude-task a --exclude-task c would break every cycle (other problems remain)"
+        );
+    }
+
+    #[test]
+    fn the_work_on_hints_is_bounded_and_says_so() {
+        // One cycle of 300 tasks: every task breaks it, only the first 256 are tried.
+        let n = 300;
+        let tasks: Vec<(String, Vec<String>)> = (0..n)
+            .map(|i| (format!("t{i}"), vec![format!("t{}", (i + 1) % n)]))
+            .collect();
+        let g = TaskGraph {
+            tasks: tasks
+                .iter()
+                .map(|(id, deps)| TaskSpec::new(id.clone(), deps.clone()))
+                .collect(),
+            notes: vec![],
+        };
+        let r = validate(&g).unwrap();
+        let h = &r.cycle_hints[0];
+        assert_eq!((h.component, h.tried, h.candidates), (n, MAX_CANDIDATES, n));
+        assert_eq!(h.breakers.len(), MAX_CANDIDATES);
+        assert!(!h.complete());
+        assert_eq!(
+            h.line(),
+            "hint: --exclude-task t0 would break this cycle (so would --exclude-task t1, t2, \
+             t3, t4, t5 and 250 more); tried 256 of the cycle's 300 tasks"
+        );
+        // A budget smaller than one try: nothing is tried, and the line says why.
+        let interned = Interned::new(&g);
+        let path: Vec<u32> = (0..=n as u32).map(|i| i % n as u32).collect();
+        let raw = cycle_hints(&interned, &[&path], 2 * n - 1);
+        assert_eq!((raw[0].tried, raw[0].breakers.len()), (0, 0));
+        let hint = CycleHint {
+            component: raw[0].component,
+            breakers: vec![],
+            tried: raw[0].tried,
+            candidates: raw[0].candidates,
+        };
+        assert_eq!(
+            hint.line(),
+            "hint: the component of this cycle (300 tasks) is too large to look for a task \
+             whose --exclude-task would break it"
+        );
+        // Enough for exactly two tries.
+        let raw = cycle_hints(&interned, &[&path], 4 * n);
+        assert_eq!((raw[0].tried, raw[0].breakers.len()), (2, 2));
     }
 
     #[test]

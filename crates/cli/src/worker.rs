@@ -316,6 +316,8 @@ struct Outcome {
     output: Vec<u8>,
     /// The command's exit status, when it exited with one.
     code: Option<i32>,
+    /// How the command exited (`exit status 1`, `killed by signal 15`), when one ran.
+    exit: Option<String>,
 }
 
 // INVARIANT (D.crash-recovery): a task's result is reported with its claim's fencing token,
@@ -335,17 +337,22 @@ fn run_one(
             reason: "not started".into(),
             output: Vec::new(),
             code: None,
+            exit: None,
         };
         return give_back(store, &token, &outcome, counters, opts.poll);
     }
     let generation = lease.generation.0;
+    let claim = Some(crate::events::Claim {
+        owner: lease.owner.as_str(),
+        epoch: lease.epoch,
+    });
     if let Some(ev) = &opts.events {
-        ev.claimed(&lease.id, generation, lease.attempt);
+        ev.claimed(&lease.id, generation, lease.attempt, claim);
     }
     tracing::debug!(task = %lease.id, generation, owner = %lease.owner, "claimed");
     let started = Instant::now();
     if let Some(ev) = &opts.events {
-        ev.started(&lease.id, generation, lease.attempt);
+        ev.started(&lease.id, generation, lease.attempt, claim);
     }
     let payload = StoredPayload::decode(&lease.payload);
     let (tx, rx) = mpsc::channel();
@@ -364,6 +371,7 @@ fn run_one(
                     reason: format!("unreadable payload: {e}"),
                     output: Vec::new(),
                     code: None,
+                    exit: None,
                 },
                 Ok(p) => execute(&p, &root, simulate, grace, &|| {
                     cancelled.load(Ordering::SeqCst) || interrupt.is_requested()
@@ -385,6 +393,7 @@ fn run_one(
                     reason: "the task's runner thread died".into(),
                     output: Vec::new(),
                     code: None,
+                    exit: None,
                 };
             }
             Err(mpsc::RecvTimeoutError::Timeout) if !fenced => {
@@ -443,15 +452,15 @@ fn run_one(
         (false, false) => "failed",
     };
     if let Some(ev) = &opts.events {
-        let exit = outcome.code.map(|c| format!("exit status {c}"));
         ev.finished(
             &lease.id,
             generation,
             lease.attempt,
+            claim,
             &crate::events::Finish {
                 outcome: outcome_name,
                 exit_code: outcome.code,
-                exit: exit.as_deref(),
+                exit: outcome.exit.as_deref(),
                 error: (!outcome.ok).then_some(outcome.reason.as_str()),
                 duration: took,
             },
@@ -600,6 +609,7 @@ fn execute(
         reason,
         output,
         code: None,
+        exit: None,
     };
     if let Some(d) = simulate {
         return if command::simulate(d, stop) {
@@ -628,6 +638,7 @@ fn execute(
     };
     let ran = command::run(spec, stop);
     let code = ran.as_ref().ok().and_then(|f| f.status.code());
+    let exit = ran.as_ref().ok().map(|f| command::describe(f.status));
     let mut outcome = match ran {
         Err(e) => done(false, e.to_string(), Vec::new()),
         // Stopped for running too long: a failure, however the command then ended.
@@ -640,6 +651,7 @@ fn execute(
         Ok(f) => done(false, f.describe(), f.output),
     };
     outcome.code = code;
+    outcome.exit = exit;
     outcome
 }
 

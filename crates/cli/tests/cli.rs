@@ -110,6 +110,199 @@ fn check_apt_git_is_runnable_once_the_installed_base_is_excluded() {
         .stdout(predicate::str::contains("288 task(s)"));
 }
 
+/// The arguments of the `hint: --exclude-task A --exclude-task B would break every cycle ...`
+/// line, as a shell would split them.
+fn combined_hint_args(stdout: &str) -> Vec<String> {
+    let line = lines_starting(stdout, "hint: --exclude-task ")
+        .into_iter()
+        .find(|l| l.contains(" would break every cycle"))
+        .unwrap_or_else(|| panic!("no combined hint in {stdout}"));
+    let words = line
+        .strip_prefix("hint: ")
+        .unwrap()
+        .split(" would break every cycle")
+        .next()
+        .unwrap();
+    shlex::split(words).expect("the hint is valid shell words")
+}
+
+#[test]
+fn an_apt_graph_whose_only_problem_is_a_cycle_through_libc6_names_the_exclusion() {
+    let out = lockstep()
+        .arg("check")
+        .arg(example("apt-git.dot"))
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let stdout = stdout_of(&out);
+    assert_eq!(
+        stdout.lines().skip(1).collect::<Vec<_>>(),
+        vec![
+            "cycle: libc6 -> libgcc-s1 -> libc6",
+            "hint: --exclude-task libc6 would break this cycle (so would --exclude-task libgcc-s1)",
+            "hint: --exclude-task libc6 would break every cycle and let the graph run",
+            "error: the graph cannot run (1 problem(s))",
+        ]
+    );
+    // The hint is right: with it, the graph can run, and runs.
+    let args = combined_hint_args(&stdout);
+    assert_eq!(args, ["--exclude-task", "libc6"]);
+    lockstep()
+        .arg("check")
+        .arg(example("apt-git.dot"))
+        .args(&args)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("ok: the graph can run"));
+    lockstep()
+        .args(["run", "--simulate", "0", "-j", "4"])
+        .arg(example("apt-git.dot"))
+        .args(&args)
+        .assert()
+        .code(0);
+}
+
+#[test]
+fn two_cycles_get_one_hint_each_and_a_combined_one_that_works() {
+    let out = lockstep()
+        .arg("check")
+        .arg(example("apt-ruby.dot"))
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let stdout = stdout_of(&out);
+    assert_eq!(
+        stdout.lines().skip(1).collect::<Vec<_>>(),
+        vec![
+            "cycle: libruby -> libruby3.1 -> ruby-sdbm -> libruby",
+            "hint: --exclude-task libruby3.1 would break this cycle (so would --exclude-task ruby-sdbm)",
+            "cycle: libc6 -> libgcc-s1 -> libc6",
+            "hint: --exclude-task libc6 would break this cycle (so would --exclude-task libgcc-s1)",
+            "hint: --exclude-task libruby3.1 --exclude-task libc6 would break every cycle and let the graph run",
+            "error: the graph cannot run (2 problem(s))",
+        ]
+    );
+    let args = combined_hint_args(&stdout);
+    lockstep()
+        .arg("check")
+        .arg(example("apt-ruby.dot"))
+        .args(&args)
+        .assert()
+        .code(0);
+    // libruby is on the reported cycle but not a breaker: libruby3.1 and ruby-sdbm need each
+    // other too, so without libruby a cycle remains.
+    lockstep()
+        .arg("check")
+        .arg(example("apt-ruby.dot"))
+        .args(["--exclude-task", "libruby", "--exclude-task", "libc6"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(
+            "cycle: libruby3.1 -> ruby-sdbm -> libruby3.1",
+        ));
+}
+
+#[test]
+fn a_cycle_no_single_exclusion_breaks_is_said_so_and_no_combined_hint_is_given() {
+    // With the Conflicts/Breaks edges, libc6's component grows to 17 packages.
+    let out = lockstep()
+        .args(["check", "--all-edges"])
+        .arg(example("apt-ruby.dot"))
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let stdout = stdout_of(&out);
+    assert_eq!(
+        lines_starting(&stdout, "hint: "),
+        vec![
+            "hint: --exclude-task ruby would break this cycle (so would --exclude-task ruby-rubygems)",
+            "hint: --exclude-task libruby3.1 would break this cycle (so would --exclude-task ruby-sdbm)",
+            "hint: no single --exclude-task would break this cycle: its strongly connected component (17 tasks) keeps a cycle without any one of them",
+        ]
+    );
+    // Honest: neither task of the reported cycle is enough.
+    for id in ["libc6", "libgcc-s1"] {
+        lockstep()
+            .args([
+                "check",
+                "--all-edges",
+                "--exclude-task",
+                "ruby",
+                "--exclude-task",
+                "libruby3.1",
+                "--exclude-task",
+                id,
+            ])
+            .arg(example("apt-ruby.dot"))
+            .assert()
+            .code(1);
+    }
+}
+
+#[test]
+fn cycle_hints_quote_ids_for_the_shell_in_every_format_and_in_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "q.toml",
+        "[[task]]\nid = \"build it\"\ndeps = [\"c\"]\ncommand = \"true\"\n\n\
+         [[task]]\nid = \"c\"\ndeps = [\"build it\", \"x\"]\ncommand = \"true\"\n\n\
+         [[task]]\nid = \"x\"\ncommand = \"true\"\n\n\
+         [[task]]\nid = \"p\"\ndeps = [\"q\"]\ncommand = \"true\"\n\n\
+         [[task]]\nid = \"q\"\ndeps = [\"p\"]\ncommand = \"true\"\n",
+    );
+    let out = lockstep()
+        .arg("run")
+        .arg(&f)
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let stdout = stdout_of(&out);
+    assert_eq!(
+        lines_starting(&stdout, "hint: "),
+        vec![
+            "hint: --exclude-task 'build it' would break this cycle (so would --exclude-task c)",
+            "hint: --exclude-task p would break this cycle (so would --exclude-task q)",
+            "hint: --exclude-task 'build it' --exclude-task p would break every cycle and let the graph run",
+        ]
+    );
+    let args = combined_hint_args(&stdout);
+    assert_eq!(args, ["--exclude-task", "build it", "--exclude-task", "p"]);
+    lockstep().arg("run").arg(&f).args(&args).assert().code(0);
+    // `run --store` refuses it with the same hints, and creates no store.
+    let db = dir.path().join("q.lockstep");
+    let out = lockstep()
+        .arg("run")
+        .arg(&f)
+        .arg("--store")
+        .arg(format!("sqlite:{}", db.display()))
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    assert_eq!(combined_hint_args(&stdout_of(&out)), args);
+    assert!(!db.exists());
+    // The same graph in DOT (`A -> B`: A depends on B).
+    let d = write(
+        dir.path(),
+        "q.dot",
+        "digraph { \"build it\" -> c; c -> \"build it\"; c -> x; p -> q; q -> p; }",
+    );
+    let out = lockstep()
+        .arg("check")
+        .arg(&d)
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    assert_eq!(combined_hint_args(&stdout_of(&out)), args);
+    lockstep().arg("check").arg(&d).args(&args).assert().code(0);
+}
+
 #[test]
 fn check_cargo_metadata_example_is_runnable() {
     lockstep()
@@ -163,6 +356,7 @@ id = "a"
             "unknown dependency: a needs unknown ghost",
             "self-dependency: me",
             "cycle: a -> b -> a",
+            "hint: --exclude-task a would break this cycle (so would --exclude-task b)",
             "error: the graph cannot run (5 problem(s))",
         ]
     );
@@ -1306,6 +1500,7 @@ fn a_self_dependency_is_one_problem() {
         "2 task(s), 3 edge(s), 0 root(s) (tasks with no dependencies)\n\
              self-dependency: a\n\
              cycle: a -> b -> a\n\
+             hint: --exclude-task a would break this cycle (so would --exclude-task b)\n\
              error: the graph cannot run (2 problem(s))\n",
     );
 }
@@ -2205,5 +2400,77 @@ fn run_help_lists_trace_and_graph_out() {
         "coloured by its final state",
     ] {
         assert!(help.contains(want), "{want} missing from:\n{help}");
+    }
+}
+
+/// Issue 12, "done when": `lockstep run --help` lists every option with its default (the
+/// required FILE and `--help` itself aside).
+#[test]
+fn run_help_gives_every_option_its_default() {
+    let out = lockstep()
+        .args(["run", "--help"])
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    let help = stdout_of(&out);
+    // Each entry starts with a line indented two spaces (`  -j, --jobs <N>`, `      --retries
+    // <N>`, `  [TASK]...`); its text follows, indented further.
+    let mut entries: Vec<(String, String)> = Vec::new();
+    for line in help.lines() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        let is_head = (indent == 2 || indent == 6)
+            && (trimmed.starts_with('-') || trimmed.starts_with('[') || trimmed.starts_with('<'));
+        if is_head {
+            entries.push((trimmed.to_string(), String::new()));
+        } else if let Some((_, text)) = entries.last_mut() {
+            text.push_str(trimmed);
+            text.push(' ');
+        }
+    }
+    let options: Vec<&str> = entries.iter().map(|(h, _)| h.as_str()).collect();
+    for want in [
+        "--jobs",
+        "--dry-run",
+        "--simulate",
+        "--log-dir",
+        "--no-progress",
+        "--events",
+        "--trace",
+        "--graph-out",
+        "--grace",
+        "--retries",
+        "--retry-delay",
+        "--timeout",
+        "--fail-fast",
+        "--store",
+        "--lease-ms",
+        "--store-limit",
+        "--format",
+        "--reverse",
+        "--exclude-edges",
+        "--all-edges",
+        "--exclude-task",
+        "--dev-deps",
+        "--max-input-bytes",
+        "--timings",
+        "--verbose",
+        "--quiet",
+        "[TASK]...",
+    ] {
+        assert!(
+            options.iter().any(|h| h.contains(want)),
+            "{want} not listed in:\n{help}"
+        );
+    }
+    for (head, text) in &entries {
+        if head.starts_with("<FILE>") || head.contains("--help") {
+            continue;
+        }
+        assert!(
+            text.contains("[default: "),
+            "`{head}` gives no default: {text}"
+        );
     }
 }

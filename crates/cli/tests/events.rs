@@ -44,6 +44,7 @@ fn events_are_json_lines_in_order_with_blocked_causes_and_final_metrics() {
         .code(1)
         .stdout(predicates::str::contains("metrics: ready-wait"));
     let ev = events(&out);
+    check_order(&ev, false);
     let mut seen: HashMap<String, Vec<String>> = HashMap::new();
     for e in &ev {
         assert!(e["ts_ms"].as_u64().is_some(), "{e}");
@@ -99,6 +100,13 @@ fn a_graph_error_is_its_own_event_and_exit_2() {
     let kinds: Vec<&str> = ev.iter().map(|e| e["event"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["graph_error", "metrics"]);
     assert_eq!(ev[0]["cycles"][0], "x -> y -> x");
+    assert_eq!(
+        ev[0]["hints"],
+        serde_json::json!([
+            "hint: --exclude-task x would break this cycle (so would --exclude-task y)",
+            "hint: --exclude-task x would break every cycle and let the graph run"
+        ])
+    );
     assert_eq!(ev[1]["cycles_found"], 1);
 }
 
@@ -155,4 +163,361 @@ fn run_help_lists_the_new_options() {
         .stdout(predicates::str::contains("--events <FILE>"))
         .stdout(predicates::str::contains("-q, --quiet"))
         .stdout(predicates::str::contains("[default: none]"));
+}
+
+// ---------------------------------------------------------------- --store and worker
+
+/// An attempt `(id, generation, attempt)` and its events in file order.
+type Attempt = ((String, u64, u64), Vec<Value>);
+
+/// Checks the event-stream order invariant on `ev` and returns, per attempt `(id,
+/// generation, attempt)`, its events in file order:
+/// * each attempt is exactly `claimed`, `started`, `finished` (so one `finished` per attempt),
+///   and with `store` each of them carries the same `owner` and `epoch`, one epoch per attempt;
+/// * a task's later attempt is claimed after its earlier attempt finished;
+/// * every `blocked` names its cause; `metrics` is the last line, once.
+fn check_order(ev: &[Value], store: bool) -> Vec<Attempt> {
+    let mut attempts: Vec<Attempt> = Vec::new();
+    let mut last_finished: HashMap<String, usize> = HashMap::new();
+    for (i, e) in ev.iter().enumerate() {
+        let kind = e["event"].as_str().unwrap();
+        assert!(e["ts_ms"].as_u64().is_some(), "{e}");
+        match kind {
+            "claimed" | "started" | "finished" => {
+                let key = (
+                    e["id"].as_str().unwrap().to_string(),
+                    e["generation"].as_u64().unwrap(),
+                    e["attempt"].as_u64().unwrap(),
+                );
+                if kind == "claimed" {
+                    assert!(
+                        !attempts.iter().any(|(k, _)| *k == key),
+                        "attempt {key:?} claimed twice"
+                    );
+                    attempts.push((key.clone(), Vec::new()));
+                }
+                let Some((_, seq)) = attempts.iter_mut().find(|(k, _)| *k == key) else {
+                    panic!("{kind} of {key:?} before its claim");
+                };
+                seq.push(e.clone());
+                if kind == "finished" {
+                    last_finished.insert(key.0.clone(), i);
+                }
+            }
+            "blocked" => assert!(e["cause"]["id"].is_string(), "blocked without cause: {e}"),
+            "metrics" => assert_eq!(i, ev.len() - 1, "metrics is last"),
+            "cancelled" | "graph_error" => {}
+            other => panic!("unknown event {other}"),
+        }
+    }
+    let mut epochs = Vec::new();
+    for (key, seq) in &attempts {
+        let kinds: Vec<&str> = seq.iter().map(|e| e["event"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["claimed", "started", "finished"], "{key:?}");
+        if store {
+            assert!(
+                seq[0]["owner"].is_string() && seq[0]["epoch"].is_u64(),
+                "{key:?}"
+            );
+            for e in seq {
+                assert_eq!(
+                    (&e["owner"], &e["epoch"]),
+                    (&seq[0]["owner"], &seq[0]["epoch"]),
+                    "{key:?}"
+                );
+            }
+            epochs.push(seq[0]["epoch"].as_u64().unwrap());
+        } else {
+            assert!(seq[0].get("epoch").is_none(), "{key:?}");
+        }
+    }
+    epochs.sort_unstable();
+    epochs.dedup();
+    if store {
+        assert_eq!(epochs.len(), attempts.len(), "one epoch per attempt");
+    }
+    // A later attempt of a task is claimed after the earlier one finished.
+    let position = |e: &Value| ev.iter().position(|x| x == e).unwrap();
+    for (i, (key, seq)) in attempts.iter().enumerate() {
+        for (later, later_seq) in &attempts[i + 1..] {
+            if later.0 == key.0 {
+                assert!(
+                    position(&later_seq[0]) > position(&seq[2]),
+                    "{later:?} claimed before {key:?} finished"
+                );
+            }
+        }
+    }
+    attempts
+}
+
+fn finished<'a>(attempts: &'a [Attempt], id: &str, g: u64) -> &'a Value {
+    &attempts
+        .iter()
+        .find(|(k, _)| k.0 == id && k.1 == g)
+        .unwrap_or_else(|| panic!("no attempt of {id} g{g}"))
+        .1[2]
+}
+
+#[test]
+fn run_store_events_follow_each_attempt_with_its_claim_and_end_with_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("g.toml");
+    std::fs::write(&file, GRAPH).unwrap();
+    let out = dir.path().join("ev.jsonl");
+    let store = format!("sqlite:{}", dir.path().join("run.lockstep").display());
+    cargo_bin_cmd!("lockstep")
+        .args(["run", "-j", "2", "--store", &store, "--events"])
+        .arg(&out)
+        .arg(&file)
+        .assert()
+        .code(1)
+        .stdout(predicates::str::contains("\nmetrics: ready-wait"));
+    let ev = events(&out);
+    let attempts = check_order(&ev, true);
+    let keys: std::collections::BTreeSet<(String, u64, u64)> =
+        attempts.iter().map(|(k, _)| k.clone()).collect();
+    assert_eq!(
+        keys,
+        [("a", 1, 1), ("b", 1, 1), ("d", 1, 1)]
+            .map(|(i, g, a)| (i.to_string(), g, a))
+            .into()
+    );
+    let b = finished(&attempts, "b", 1);
+    assert_eq!(
+        (&b["outcome"], &b["exit_code"], &b["exit"], &b["error"]),
+        (
+            &"failed".into(),
+            &3.into(),
+            &"exit status 3".into(),
+            &"exit status 3".into()
+        )
+    );
+    assert_eq!(finished(&attempts, "a", 1)["outcome"], "succeeded");
+    let blocked: Vec<&Value> = ev.iter().filter(|e| e["event"] == "blocked").collect();
+    assert_eq!(blocked.len(), 1);
+    assert_eq!(blocked[0]["id"], "c");
+    assert_eq!(
+        blocked[0]["cause"],
+        serde_json::json!({"id": "b", "generation": 1, "state": "failed"})
+    );
+    let m = ev.last().unwrap();
+    assert_eq!(m["event"], "metrics");
+    assert_eq!(
+        (&m["tasks"], &m["succeeded"], &m["failed"], &m["blocked"]),
+        (&4.into(), &2.into(), &1.into(), &1.into())
+    );
+    assert_eq!(
+        (&m["attempts"], &m["run_time"]["count"]),
+        (&3.into(), &3.into())
+    );
+    assert_eq!(
+        (
+            &m["claim_conflicts"],
+            &m["lease_expiries"],
+            &m["cycles_found"]
+        ),
+        (&0.into(), &0.into(), &0.into())
+    );
+}
+
+#[test]
+fn run_store_events_show_a_retry_as_the_next_generation_after_the_failed_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.toml");
+    // `flaky` fails on its first run and succeeds on its second.
+    std::fs::write(
+        &file,
+        "[[task]]\nid = \"flaky\"\nretries = 2\n\
+         command = \"if [ -e ran ]; then echo ok; else touch ran; exit 4; fi\"\n\n\
+         [[task]]\nid = \"after\"\ndeps = [\"flaky\"]\ncommand = \"true\"\n",
+    )
+    .unwrap();
+    let out = dir.path().join("ev.jsonl");
+    let store = format!("sqlite:{}", dir.path().join("run.lockstep").display());
+    cargo_bin_cmd!("lockstep")
+        .current_dir(dir.path())
+        .args(["run", "-j", "2", "--store", &store, "--events"])
+        .arg(&out)
+        .arg(&file)
+        .assert()
+        .code(0);
+    let ev = events(&out);
+    let attempts = check_order(&ev, true);
+    let keys: Vec<(String, u64, u64)> = attempts.iter().map(|(k, _)| k.clone()).collect();
+    // The failure blocked `after` in the store; the retry resubmitted it with `flaky`, so
+    // it runs as generation 2 only.
+    assert_eq!(
+        keys,
+        [("flaky", 1, 1), ("flaky", 2, 1), ("after", 2, 1)].map(|(i, g, a)| (i.to_string(), g, a))
+    );
+    let f1 = finished(&attempts, "flaky", 1);
+    assert_eq!(
+        (&f1["outcome"], &f1["exit_code"]),
+        (&"failed".into(), &4.into())
+    );
+    assert_eq!(finished(&attempts, "flaky", 2)["outcome"], "succeeded");
+    assert!(!ev.iter().any(|e| e["event"] == "blocked"));
+    let m = ev.last().unwrap();
+    assert_eq!(
+        (&m["tasks"], &m["succeeded"], &m["failed"], &m["attempts"]),
+        (&2.into(), &2.into(), &0.into(), &3.into())
+    );
+}
+
+#[test]
+fn run_store_fail_fast_cancelled_events_name_the_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("f.toml");
+    std::fs::write(
+        &file,
+        "[[task]]\nid = \"x\"\ncommand = \"exit 1\"\n\n\
+         [[task]]\nid = \"y\"\ncommand = \"true\"\n\n\
+         [[task]]\nid = \"z\"\ndeps = [\"y\"]\ncommand = \"true\"\n",
+    )
+    .unwrap();
+    let out = dir.path().join("ev.jsonl");
+    let store = format!("sqlite:{}", dir.path().join("run.lockstep").display());
+    cargo_bin_cmd!("lockstep")
+        .args([
+            "run",
+            "-j",
+            "1",
+            "--fail-fast",
+            "--store",
+            &store,
+            "--events",
+        ])
+        .arg(&out)
+        .arg(&file)
+        .assert()
+        .code(1);
+    let ev = events(&out);
+    check_order(&ev, true);
+    let cancelled: Vec<(&str, &str)> = ev
+        .iter()
+        .filter(|e| e["event"] == "cancelled")
+        .map(|e| {
+            (
+                e["id"].as_str().unwrap(),
+                e["cause"].as_str().unwrap_or("null"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        cancelled,
+        [
+            ("y", "--fail-fast after x failed"),
+            ("z", "--fail-fast after x failed")
+        ]
+    );
+}
+
+/// A store holding `tasks` (id, dependencies, command), made without running anything.
+fn store_with(path: &std::path::Path, tasks: &[(&str, &[&str], &str)]) -> String {
+    use lockstep_durable::{NewTask, SqliteStore, Store, UNLIMITED};
+    let mut s = SqliteStore::create(path, UNLIMITED).unwrap();
+    let batch: Vec<NewTask> = tasks
+        .iter()
+        .enumerate()
+        .map(|(index, (id, deps, command))| {
+            let payload = lockstep_cli::store::StoredPayload {
+                index,
+                command: Some(command.to_string()),
+                ..Default::default()
+            };
+            NewTask::new(*id, deps.iter().copied()).with_payload(payload.encode())
+        })
+        .collect();
+    assert!(s.submit(&batch).unwrap().iter().all(Result::is_ok));
+    format!("sqlite:{}", path.display())
+}
+
+#[test]
+fn worker_events_are_the_attempts_it_ran_with_their_claims_then_its_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(
+        &dir.path().join("w.lockstep"),
+        &[
+            ("a", &[], "echo a"),
+            ("b", &["a"], "exit 3"),
+            ("c", &["b"], "true"),
+            ("d", &[], "kill -TERM $$"),
+        ],
+    );
+    let out = dir.path().join("ev.jsonl");
+    let run = cargo_bin_cmd!("lockstep")
+        .args([
+            "worker",
+            "--store",
+            &store,
+            "--slots",
+            "2",
+            "--poll-ms",
+            "20",
+            "--events",
+        ])
+        .arg(&out)
+        .assert()
+        .code(1);
+    let stdout = String::from_utf8_lossy(&run.get_output().stdout).to_string();
+    // `worker HOST:PID: run finished; ...`, then the metrics line, as `run` prints it.
+    let summary = stdout
+        .lines()
+        .find(|l| l.starts_with("worker ") && l.contains(": run finished;"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let owner = summary["worker ".len()..]
+        .split(": run finished")
+        .next()
+        .unwrap();
+    let last = stdout.lines().last().unwrap();
+    assert!(last.starts_with("metrics: ready-wait"), "{stdout}");
+    assert!(
+        last.contains("claim conflicts 0, lease expiries 0"),
+        "{stdout}"
+    );
+
+    let ev = events(&out);
+    let attempts = check_order(&ev, true);
+    let mut ids: Vec<&str> = attempts.iter().map(|(k, _)| k.0.as_str()).collect();
+    ids.sort_unstable();
+    // c is blocked by b's failure: never claimed. A worker writes no `blocked` events (the
+    // run's owner does).
+    assert_eq!(ids, ["a", "b", "d"]);
+    for (_, seq) in &attempts {
+        let o = seq[0]["owner"].as_str().unwrap();
+        assert!(
+            o.starts_with(&format!("{owner}/")),
+            "{o} is not a thread of {owner}"
+        );
+    }
+    let d = finished(&attempts, "d", 1);
+    assert_eq!(
+        (&d["outcome"], &d["exit_code"], &d["exit"], &d["error"]),
+        (
+            &"failed".into(),
+            &Value::Null,
+            &"killed by signal 15".into(),
+            &"killed by signal 15".into()
+        )
+    );
+    let b = finished(&attempts, "b", 1);
+    assert_eq!(
+        (&b["exit_code"], &b["exit"]),
+        (&3.into(), &"exit status 3".into())
+    );
+    let m = ev.last().unwrap();
+    assert_eq!(m["event"], "metrics");
+    assert_eq!(
+        (&m["tasks"], &m["succeeded"], &m["failed"], &m["attempts"]),
+        (&3.into(), &1.into(), &2.into(), &3.into())
+    );
+    assert_eq!(
+        (
+            &m["claim_conflicts"],
+            &m["lease_expiries"],
+            &m["duplicate_callbacks"]
+        ),
+        (&0.into(), &0.into(), &0.into())
+    );
 }

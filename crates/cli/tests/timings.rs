@@ -121,9 +121,14 @@ fn check_timings_count_the_problems_of_a_graph_that_cannot_run() {
     let (code, _, stderr) = run(&["check", "--timings"], &example("apt-ruby.dot"));
     assert_eq!(code, 1);
     let lines = timing_lines(&stderr);
+    // Its cycles add the `hints` phase: which --exclude-task would break each.
     assert_eq!(
         phases(&lines),
-        ["read", "parse", "build", "validate", "total"]
+        ["read", "parse", "build", "validate", "hints", "total"]
+    );
+    assert_eq!(
+        lines[4].detail,
+        "2 cycle(s), 5 task(s) tried as --exclude-task"
     );
     let problems: usize = lines[3]
         .detail
@@ -220,9 +225,10 @@ fn run_of_a_graph_that_cannot_run_stops_after_validate() {
     let (code, _, stderr) = run(&["run", "--timings"], &file);
     assert_eq!(code, 2, "{stderr}");
     let lines = timing_lines(&stderr);
+    // Validation found a cycle: the hints for it, then nothing else.
     assert_eq!(
         phases(&lines),
-        ["read", "parse", "build", "validate", "total"]
+        ["read", "parse", "build", "validate", "hints", "total"]
     );
     assert!(
         lines[3].detail.starts_with("1 problem(s)"),
