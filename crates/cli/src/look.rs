@@ -386,7 +386,14 @@ mod tests {
             "[a] one\n[a] two\nok      a (0.012 s)"
         );
         assert_eq!(
-            task_block("a", &Ending::NoCommand, b"", ms(0), Some("generation 2"), None),
+            task_block(
+                "a",
+                &Ending::NoCommand,
+                b"",
+                ms(0),
+                Some("generation 2"),
+                None
+            ),
             "ok      a (no command, generation 2)"
         );
         assert_eq!(
@@ -401,7 +408,14 @@ mod tests {
             "FAILED  b: exit status 1 (log: d/0001-b.log) (0.004 s, attempt 3/3, generation 3)"
         );
         assert_eq!(
-            task_block("c", &Ending::Interrupted("killed by signal 15"), b"", ms(800), None, None),
+            task_block(
+                "c",
+                &Ending::Interrupted("killed by signal 15"),
+                b"",
+                ms(800),
+                None,
+                None
+            ),
             "INTERRUPTED c: killed by signal 15 (0.800 s)"
         );
     }

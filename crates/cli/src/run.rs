@@ -499,8 +499,6 @@ impl From<PoolError> for RunError {
     }
 }
 
-
-
 /// Builds a scheduler holding a validated graph (not started).
 fn build(
     graph: &TaskGraph,

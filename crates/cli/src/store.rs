@@ -22,8 +22,11 @@
 //!    submission is conditional on what was read ([`Store::submit_if_unchanged`]): a second
 //!    `run` started at the same moment on a new store resumes the first one's graph instead of
 //!    submitting it again, and two resuming at once resubmit each lost task once;
-//! 4. runs `-j N` local workers ([`crate::worker`]) until every task is settled, then prints one
-//!    line per task that did not succeed and a summary from the store.
+//! 4. runs `-j N` local workers ([`crate::worker`]) until every task is settled, drawing the
+//!    progress bar and printing the per-task lines of `run` ([`crate::look`]; with `--log-dir`,
+//!    each attempt's output goes to `DIR/NNNN-ID.gG.log`), then prints the end report of `run`
+//!    from the store's final state, with the critical path of the attempts this process ran
+//!    (`docs/durable.md`, "What a store run prints").
 //!
 //! # Paths across machines
 //! A task's `cwd` is stored as the file wrote it: relative to the file's directory, or

@@ -8,7 +8,10 @@
 //! 2. **run** it through [`crate::command`], as `lockstep run` does: the task's command as
 //!    `sh -c COMMAND` in its own process group, in its working directory with its environment
 //!    added (or a sleep with `--simulate MS`; a task without a command succeeds at once), its
-//!    output printed when it ends, each line prefixed with `[ID] `;
+//!    output printed when it ends, each line prefixed with `[ID] ` (or written to
+//!    `--log-dir`'s `NNNN-ID.gG.log`), then the status line `run` prints ([`crate::look`]:
+//!    `ok      ID (TIME, generation G)`, `FAILED  ID: REASON (...)`, `INTERRUPTED ...`), once
+//!    the store has answered (a result refused by the fence prints `refused: ...` instead);
 //! 3. **renew** the lease every third of its duration while the task runs (a heartbeat). A
 //!    renewal refused because the lease expired is reported once (`lease lost: ...`) and the
 //!    command goes on (its result counts if nobody claimed the version meanwhile); one refused
@@ -569,7 +572,8 @@ fn run_one(
     };
     // Stopped by Ctrl-C without succeeding: not a result, give the claim back.
     if interrupted {
-        opts.out.line(&block(&crate::look::Ending::Interrupted(&outcome.reason)));
+        opts.out
+            .line(&block(&crate::look::Ending::Interrupted(&outcome.reason)));
         opts.out.ended(&lease.id, false);
         return give_back(store, &token, &outcome, counters, opts.poll);
     }

@@ -186,7 +186,10 @@ fn both_modes_print_the_same_task_lines_and_report_with_the_critical_path() {
         sto.lines().next(),
         Some("store: sqlite:run.lockstep: new run of 5 task(s)")
     );
-    assert!(mem_err.is_empty() && sto_err.is_empty(), "{mem_err}{sto_err}");
+    assert!(
+        mem_err.is_empty() && sto_err.is_empty(),
+        "{mem_err}{sto_err}"
+    );
 }
 
 /// A resumed store's critical path covers the attempts of this run only: tasks kept from the
@@ -209,7 +212,10 @@ fn a_resumed_store_run_weighs_only_the_attempts_it_saw() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(out.status.code(), Some(0), "{text}");
-    assert!(text.starts_with("resumed: sqlite:run.lockstep: 3 succeeded task(s) kept;"), "{text}");
+    assert!(
+        text.starts_with("resumed: sqlite:run.lockstep: 3 succeeded task(s) kept;"),
+        "{text}"
+    );
     // fetch -> flaky -> final ran in the first run: the path is what ran now.
     assert!(
         summary(&text).contains(" s (bad -> after); this process ran 2 task(s) (2 succeeded,"),
@@ -239,7 +245,12 @@ fn store_log_dir_writes_one_file_per_attempt_named_as_in_memory_plus_the_generat
     let sto_logs = dir.path().join("store/logs");
     assert_eq!(
         names(&mem_logs),
-        ["0000-fetch.log", "0001-flaky.log", "0002-bad.log", "0004-final.log"]
+        [
+            "0000-fetch.log",
+            "0001-flaky.log",
+            "0002-bad.log",
+            "0004-final.log"
+        ]
     );
     // One file per generation: the retried task has one per attempt.
     assert_eq!(
@@ -265,7 +276,10 @@ fn store_log_dir_writes_one_file_per_attempt_named_as_in_memory_plus_the_generat
     );
     // Nothing of the output is printed; the failure names its log in both modes.
     for (out, log) in [(&mem, "logs/0002-bad.log"), (&sto, "logs/0002-bad.g1.log")] {
-        assert!(!out.contains("[fetch] fetched") && !out.contains("[bad] oops"), "{out}");
+        assert!(
+            !out.contains("[fetch] fetched") && !out.contains("[bad] oops"),
+            "{out}"
+        );
         assert_eq!(
             lines_starting(out, "failed: "),
             [format!("failed: bad: exit status 1 (log: {log})")],
@@ -326,7 +340,8 @@ fn worker_prints_the_same_task_lines_and_writes_each_attempt_to_log_dir() {
     assert_eq!(status.len(), 2, "{text}");
     assert!(status[0].starts_with("ok      a (") && status[0].ends_with(" s, generation 1)"));
     assert!(
-        status[1].starts_with("FAILED  b: exit status 3 (") && status[1].ends_with(" s, generation 1)"),
+        status[1].starts_with("FAILED  b: exit status 3 (")
+            && status[1].ends_with(" s, generation 1)"),
         "{text}"
     );
     assert!(text.contains("[a] a-out\nok      a ("), "{text}");
@@ -335,18 +350,35 @@ fn worker_prints_the_same_task_lines_and_writes_each_attempt_to_log_dir() {
     // With --log-dir (created): one file per attempt, nothing of the output printed.
     let store2 = store_with(
         &dir.path().join("two.lockstep"),
-        &[("a", &[], "echo a-out"), ("b", &["a"], "echo b-out; exit 3")],
+        &[
+            ("a", &[], "echo a-out"),
+            ("b", &["a"], "echo b-out; exit 3"),
+        ],
     );
     let out = lockstep()
         .current_dir(dir.path())
-        .args(["worker", "--store", &store2, "--poll-ms", "20", "--log-dir", "wlogs"])
+        .args([
+            "worker",
+            "--store",
+            &store2,
+            "--poll-ms",
+            "20",
+            "--log-dir",
+            "wlogs",
+        ])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(out.status.code(), Some(1), "{text}");
     let logs = dir.path().join("wlogs");
-    assert_eq!(std::fs::read_to_string(logs.join("0000-a.g1.log")).unwrap(), "a-out\n");
-    assert_eq!(std::fs::read_to_string(logs.join("0001-b.g1.log")).unwrap(), "b-out\n");
+    assert_eq!(
+        std::fs::read_to_string(logs.join("0000-a.g1.log")).unwrap(),
+        "a-out\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(logs.join("0001-b.g1.log")).unwrap(),
+        "b-out\n"
+    );
     assert!(!text.contains("a-out") && !text.contains("b-out"), "{text}");
     assert!(
         text.contains("\nFAILED  b: exit status 3 (log: wlogs/0001-b.g1.log) ("),
@@ -375,7 +407,14 @@ fn run_store_refuses_a_log_dir_it_cannot_create_before_touching_the_store() {
     std::fs::write(dir.path().join("file"), "").unwrap();
     let out = lockstep()
         .current_dir(dir.path())
-        .args(["run", "g.toml", "--store", "sqlite:run.lockstep", "--log-dir", "file/sub"])
+        .args([
+            "run",
+            "g.toml",
+            "--store",
+            "sqlite:run.lockstep",
+            "--log-dir",
+            "file/sub",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
