@@ -613,10 +613,9 @@ fn run_one(
     if !text.is_empty() {
         opts.out.line(&text);
     }
-    opts.out.ended(
-        &lease.id,
-        matches!(reported, Ok(Reported::Applied)) && !retried,
-    );
+    // Not counted here: the bar follows the store's settled tasks (`slot_loop`), which this
+    // result is one of once recorded; counting it here too would count it twice.
+    opts.out.ended(&lease.id, false);
     reported.map(|_| ())
 }
 

@@ -7,11 +7,12 @@
 use std::path::Path;
 
 use assert_cmd::Command;
+use assert_cmd::cargo::cargo_bin_cmd;
 use lockstep_cli::store::StoredPayload;
 use lockstep_durable::{NewTask, SqliteStore, Store, UNLIMITED};
 
 fn lockstep() -> Command {
-    Command::cargo_bin("lockstep").expect("the lockstep binary")
+    cargo_bin_cmd!("lockstep")
 }
 
 /// Passing, retried (fails once, then succeeds), failing and blocked tasks. The chain
@@ -424,4 +425,75 @@ fn run_store_refuses_a_log_dir_it_cannot_create_before_touching_the_store() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(!dir.path().join("run.lockstep").exists());
+}
+
+/// Runs `lockstep ARGS...` in `dir` under `script`, so that its standard error (and output) is
+/// a terminal; returns everything written to that terminal.
+fn on_a_terminal(dir: &Path, args: &[&str]) -> String {
+    let mut command = env!("CARGO_BIN_EXE_lockstep").to_string();
+    for a in args {
+        command.push(' ');
+        command.push_str(a);
+    }
+    let out = std::process::Command::new("script")
+        .current_dir(dir)
+        .env("TERM", "xterm")
+        .args(["-qec", &command, "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("`script` (util-linux) runs a command on a pseudo-terminal");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The same bar in both modes, drawn only on a terminal (the runs above, whose standard error
+/// is a pipe, print nothing on it), never past its length, and not with `--no-progress`.
+#[test]
+fn both_modes_draw_the_progress_bar_on_a_terminal_only() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, extra) in [
+        ("mem", &[][..]),
+        ("store", &["--store", "sqlite:run.lockstep"][..]),
+    ] {
+        let d = dir.path().join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("g.toml"), GRAPH).unwrap();
+        let mut args = vec!["run", "g.toml", "-j", "1"];
+        args.extend_from_slice(extra);
+        let tty = on_a_terminal(&d, &args);
+        // `{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {running ids}`.
+        assert!(tty.contains(" [00:00:0"), "{name}: no bar drawn:\n{tty}");
+        assert!(tty.contains(" 0/5"), "{name}:\n{tty}");
+        // It moves: `final` sleeps 0.6 s after others settled, through several redraws.
+        assert!(
+            (1..=5).any(|done| tty.contains(&format!(" {done}/5 "))),
+            "{name}:\n{tty}"
+        );
+        for past in 6..=10 {
+            assert!(
+                !tty.contains(&format!(" {past}/5")),
+                "{name}: past its length:\n{tty}"
+            );
+        }
+        // The lines are those printed without a terminal (above the bar).
+        assert!(tty.contains("\nok      final ("), "{name}:\n{tty}");
+        assert!(
+            tty.contains("summary: 3 succeeded, 1 failed, 1 blocked"),
+            "{name}:\n{tty}"
+        );
+        // --no-progress: no bar, the same lines.
+        std::fs::remove_file(d.join("flaky.seen")).unwrap();
+        let _ = std::fs::remove_file(d.join("run.lockstep"));
+        let _ = std::fs::remove_file(d.join("run.lockstep-wal"));
+        let _ = std::fs::remove_file(d.join("run.lockstep-shm"));
+        args.push("--no-progress");
+        let plain = on_a_terminal(&d, &args);
+        assert!(
+            !plain.contains(" [00:00:0") && !plain.contains(" 0/5"),
+            "{name}:\n{plain}"
+        );
+        assert!(
+            plain.contains("summary: 3 succeeded, 1 failed, 1 blocked"),
+            "{name}:\n{plain}"
+        );
+    }
 }
