@@ -16,6 +16,8 @@
 //! * [`command`]: running one task's command (its own process group, environment, output
 //!   capture, timeouts, stopping it with SIGTERM then SIGKILL, no orphans), for `run`,
 //!   `run --store` and `worker` alike;
+//! * [`look`]: the progress bar, per-task lines and end report shared by `run`, `run --store`
+//!   and `worker`;
 //! * [`interrupt`]: Ctrl-C and SIGTERM to lockstep itself, handled the same way everywhere;
 //! * [`picture`]: `run --trace` (a Chrome trace of the attempts, one lane per `-j` slot, the
 //!   critical path marked) and `run --graph-out` (the graph in DOT, coloured by final state);
@@ -36,6 +38,7 @@ pub mod command;
 pub mod events;
 pub mod graph;
 pub mod interrupt;
+pub mod look;
 pub mod picture;
 pub mod run;
 pub mod store;

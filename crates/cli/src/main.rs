@@ -3,9 +3,9 @@
 //! ```text
 //! lockstep check FILE [TASK...] [GRAPH OPTIONS]          (FILE `-`: standard input, with --format)
 //! lockstep run FILE [TASK...] [-j N] [--dry-run] [--simulate MS] [--log-dir DIR] [--grace S] [--trace FILE] [--graph-out FILE] [ATTEMPTS] [GRAPH OPTIONS]
-//! lockstep run FILE [TASK...] --store sqlite:PATH|postgres://...[#SCHEMA] [-j N] [--store-limit N] [--lease-ms MS] [--grace S] [ATTEMPTS]
+//! lockstep run FILE [TASK...] --store sqlite:PATH|postgres://...[#SCHEMA] [-j N] [--store-limit N] [--lease-ms MS] [--log-dir DIR] [--grace S] [ATTEMPTS]
 //!   ATTEMPTS: [--retries N] [--retry-delay DURATION] [--timeout DURATION] [--fail-fast]
-//! lockstep worker --store sqlite:PATH|postgres://...[#SCHEMA] [--root DIR] [--slots N] [--lease-ms MS] [--grace S]
+//! lockstep worker --store sqlite:PATH|postgres://...[#SCHEMA] [--root DIR] [--slots N] [--lease-ms MS] [--log-dir DIR] [--grace S]
 //! ```
 //!
 //! Exit status: 0 the graph can run / every task succeeded / the run finished and every task
@@ -105,8 +105,10 @@ enum Cmd {
         /// Write each task's output to DIR/NNNN-ID.log instead of printing it; NNNN is the
         /// task's 0-based position in the file (not counting tasks removed by
         /// --exclude-task or left out by TASK targets), and characters of ID other than letters, digits and `._-@+`
-        /// become `_`. A failed task's line names its log [default: none: print each task's
-        /// output when it ends, each line prefixed with `[ID] `].
+        /// become `_`. A failed task's line names its log. Retries append to the task's file.
+        /// With --store, one file per generation: DIR/NNNN-ID.gG.log (G the generation), so
+        /// that each retry and each resumed run has its own file [default: none: print each
+        /// task's output when it ends, each line prefixed with `[ID] `].
         #[arg(long, value_name = "DIR")]
         log_dir: Option<PathBuf>,
         /// Never draw a progress bar [default: off: one is drawn when standard error is a
@@ -180,6 +182,13 @@ enum Cmd {
         /// summary is then followed by a `metrics:` line, as with -v [default: none].
         #[arg(long, value_name = "FILE")]
         events: Option<PathBuf>,
+        /// Write each attempt's output to DIR/NNNN-ID.gG.log instead of printing it (created if
+        /// missing; else exit 2): NNNN is the task's 0-based position in its file, ID as for
+        /// `run --log-dir`, G the generation, so that each retry and each resumed run has its
+        /// own file. A later claim of the same generation (after a lost lease) appends to it.
+        /// A failed task's line names its log.
+        #[arg(long, value_name = "DIR")]
+        log_dir: Option<PathBuf>,
         #[command(flatten)]
         grace: GraceArg,
     },
@@ -262,7 +271,7 @@ struct DurableRunArgs {
     /// stays absolute): this process runs it under FILE's directory, as `run` does, and each
     /// worker under its `--root` (default: its current directory) [default: none: the run is
     /// kept in memory only].
-    #[arg(long, value_name = "URL", conflicts_with_all = ["dry_run", "log_dir"])]
+    #[arg(long, value_name = "URL", conflicts_with = "dry_run")]
     store: Option<lockstep_cli::store::StoreSpec>,
     /// With --store: the lease duration in milliseconds (renewed while a task runs).
     #[arg(long, value_name = "MS", default_value_t = 30_000, requires = "store", value_parser = clap::value_parser!(u64).range(10..))]
@@ -442,6 +451,8 @@ fn main() -> ExitCode {
                     fail_fast: attempts.fail_fast,
                     root: file_root(&graph.file),
                     events,
+                    log_dir,
+                    progress: !no_progress && std::io::stderr().is_terminal(),
                 };
                 return store_run_cmd(&graph, &spec, &opts, show);
             }
@@ -469,7 +480,14 @@ fn main() -> ExitCode {
             grace,
             root,
             events,
+            log_dir,
         } => {
+            if let Some(dir) = &log_dir
+                && let Err(e) = std::fs::create_dir_all(dir)
+            {
+                eprintln!("error: cannot create log dir {}: {e}", dir.display());
+                return ExitCode::from(2);
+            }
             let root = match worker_root(root) {
                 Ok(root) => root,
                 Err(message) => {
@@ -492,6 +510,8 @@ fn main() -> ExitCode {
                 retries: None,
                 root,
                 events,
+                log_dir,
+                out: std::sync::Arc::new(lockstep_cli::look::Out::plain()),
             };
             let metrics = verbose || opts.events.is_some();
             worker_cmd(&store, &opts, metrics)

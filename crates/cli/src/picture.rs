@@ -321,6 +321,7 @@ mod tests {
             interrupted: None,
             attempt: 1,
             attempts: 1,
+            generation: 1,
             cancel_cause: None,
         }
     }

@@ -82,7 +82,6 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressStyle};
 use lockstep_contract::{BlockCause, PoolError, SchedulerError, TaskState};
 use lockstep_dag::TaskScheduler;
 use lockstep_dag::executor::{FrozenGraph, GraphRun, RunOutcome, TaskContext};
@@ -295,6 +294,9 @@ pub struct TaskRecord {
     pub attempt: u32,
     /// How many attempts it was allowed (`1 + retries`).
     pub attempts: u32,
+    /// The generation of the version that ended it (in memory: the attempt number; with a
+    /// store: the store's generation).
+    pub generation: u64,
     /// Why it was cancelled, for a cancelled task: `Ctrl-C`, `SIGTERM`, or `--fail-fast after
     /// X failed`.
     pub cancel_cause: Option<String>,
@@ -303,11 +305,11 @@ pub struct TaskRecord {
 impl TaskRecord {
     /// ` (attempt 3/3, generation 3)` for a task allowed more than one attempt that ran, else
     /// nothing.
-    fn attempt_note(&self) -> String {
+    pub fn attempt_note(&self) -> String {
         if self.attempts > 1 && self.attempt > 0 {
             format!(
                 " ({})",
-                attempts::attempt_brief(self.attempt, self.attempts, u64::from(self.attempt))
+                attempts::attempt_brief(self.attempt, self.attempts, self.generation)
             )
         } else {
             String::new()
@@ -367,57 +369,15 @@ impl RunReport {
     /// stopped the run, `stopped by --fail-fast: ...`; after Ctrl-C, last, `stopped by Ctrl-C:
     /// ...`. O(tasks).
     pub fn lines_with(&self, max_ids: usize) -> Vec<String> {
-        let mut failed = Vec::new();
-        let mut interrupted = Vec::new();
-        let mut other = Vec::new();
-        let mut cancelled = Vec::new();
-        let mut blocked = Vec::new();
-        for t in &self.tasks {
-            match t.state {
-                TaskState::Succeeded => {}
-                TaskState::Failed if t.interrupted.is_some() => interrupted.push(format!(
-                    "interrupted: {} ({}){}",
-                    t.id,
-                    t.interrupted.as_deref().unwrap_or_default(),
-                    log_note(t.log.as_deref())
-                )),
-                TaskState::Failed => failed.push(format!(
-                    "failed: {}: {}{}{}",
-                    t.id,
-                    t.error.as_deref().unwrap_or("failed"),
-                    t.attempt_note(),
-                    log_note(t.log.as_deref())
-                )),
-                TaskState::Blocked => blocked.push((t.id.as_str(), t.blocked_by.as_ref())),
-                TaskState::Cancelled => cancelled.push((t.id.as_str(), t.cancel_cause.clone())),
-                state => other.push(format!("{state}: {}", t.id)),
-            }
-        }
-        let mut out = failed;
-        out.append(&mut interrupted);
-        out.append(&mut other);
-        out.append(&mut grouped_lines("cancelled", cancelled, max_ids));
-        out.append(&mut blocked_lines(blocked, max_ids));
-        let mut counts: Vec<String> = self
-            .counts
-            .iter()
-            .filter(|(s, n)| *n > 0 || s.is_terminal())
-            .map(|(s, n)| format!("{n} {s}"))
-            .collect();
-        if self.interrupted.is_some() || self.interrupted_tasks > 0 {
-            counts.push(format!("{} interrupted", self.interrupted_tasks));
-        }
-        out.push(format!(
-            "summary: {}; wall time {}; critical path {}{}",
-            counts.join(", "),
-            secs(self.wall),
-            secs(self.critical_time),
-            if self.critical_path.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", self.critical_path.join(" -> "))
-            }
-        ));
+        let mut out = crate::look::report_lines(&self.tasks, max_ids);
+        out.push(crate::look::summary_line(&crate::look::Summary {
+            counts: &self.counts,
+            interrupted: (self.interrupted.is_some() || self.interrupted_tasks > 0)
+                .then_some(self.interrupted_tasks),
+            wall: self.wall,
+            critical_time: self.critical_time,
+            critical_path: &self.critical_path,
+        }));
         if let Some(id) = &self.fail_fast {
             out.push(format!(
                 "stopped by --fail-fast: {id} failed; queued tasks were cancelled, running ones finished"
@@ -537,15 +497,6 @@ impl From<PoolError> for RunError {
     fn from(e: PoolError) -> Self {
         RunError::Pool(e.to_string())
     }
-}
-
-/// ` (log: PATH)` for a task whose output went to a log file, else nothing.
-fn log_note(log: Option<&Path>) -> String {
-    log.map_or_else(String::new, |p| format!(" (log: {})", p.display()))
-}
-
-fn secs(d: Duration) -> String {
-    format!("{:.3} s", d.as_secs_f64())
 }
 
 /// Builds a scheduler holding a validated graph (not started).
@@ -670,46 +621,6 @@ enum Msg {
     Finished(RunOutcome<String>),
 }
 
-/// Where per-task lines go: plain standard output, or above a progress bar.
-enum Out {
-    Plain,
-    Bar(ProgressBar),
-}
-
-impl Out {
-    fn line(&self, s: &str) {
-        let print = || {
-            let stdout = std::io::stdout();
-            let mut lock = stdout.lock();
-            let _ = writeln!(lock, "{s}");
-            let _ = lock.flush();
-        };
-        match self {
-            Out::Plain => print(),
-            Out::Bar(pb) => pb.suspend(print),
-        }
-    }
-
-    fn tick(&self, running: &[String]) {
-        if let Out::Bar(pb) = self {
-            pb.inc(1);
-            pb.set_message(running.join(" "));
-        }
-    }
-
-    fn set_running(&self, running: &[String]) {
-        if let Out::Bar(pb) = self {
-            pb.set_message(running.join(" "));
-        }
-    }
-
-    fn finish(&self) {
-        if let Out::Bar(pb) = self {
-            pb.finish_and_clear();
-        }
-    }
-}
-
 /// Runs the graph. Blocks until every task reached a terminal state (or, after Ctrl-C,
 /// until every running task returned).
 ///
@@ -793,19 +704,7 @@ fn run_inner(
     if interrupt_first {
         let _ = tx.send(Msg::Interrupt(StopSignal::Interrupt));
     }
-    let out = if opts.progress {
-        let pb = ProgressBar::new(ids.len() as u64);
-        pb.set_style(
-            ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {wide_msg}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        pb.enable_steady_tick(Duration::from_millis(120));
-        Out::Bar(pb)
-    } else {
-        Out::Plain
-    };
+    let out = crate::look::Out::new(ids.len() as u64, opts.progress);
 
     let payloads: Vec<TaskPayload> = graph
         .tasks
@@ -1057,7 +956,6 @@ fn run_inner(
     let mut claims: HashMap<String, Duration> = HashMap::new();
     let mut finish_order: Vec<String> = Vec::with_capacity(ids.len());
     let mut spans: Vec<AttemptSpan> = Vec::new();
-    let mut running: Vec<String> = Vec::new();
     let mut interrupted: Option<StopSignal> = None;
     let interrupt = |interrupted: &mut Option<StopSignal>, signal: StopSignal| {
         if interrupted.is_none() {
@@ -1089,9 +987,8 @@ fn run_inner(
             }
             Msg::Interrupt(signal) => interrupt(&mut interrupted, signal),
             Msg::Retry(retry) => {
-                let text = String::from_utf8_lossy(&retry.output);
                 let mut block = String::new();
-                for l in text.lines() {
+                for l in String::from_utf8_lossy(&retry.output).lines() {
                     block.push_str(&format!("[{}] {l}\n", retry.id));
                 }
                 block.push_str(&retry.line);
@@ -1099,8 +996,7 @@ fn run_inner(
             }
             Msg::Started(id) => {
                 started_count += 1;
-                running.push(id);
-                out.set_running(&running);
+                out.started(&id);
                 if deferred_interrupt
                     && started_count >= want_started
                     && let Some(tx) = test_tx.take()
@@ -1131,46 +1027,40 @@ fn run_inner(
                 tried.insert(done.id.clone(), (done.attempt, done.attempts));
                 claims.insert(done.id.clone(), done.claimed);
                 if done.no_command {
-                    out.line(&format!("ok      {} (no command)", done.id));
-                    out.tick(&running);
+                    out.line(&crate::look::task_block(
+                        &done.id,
+                        &crate::look::Ending::NoCommand,
+                        &[],
+                        Duration::ZERO,
+                        None,
+                        None,
+                    ));
+                    out.ended(&done.id, true);
                     continue;
                 }
-                let log = log_note(done.ran.log.as_deref());
-                if let Some(path) = done.ran.log {
-                    logs.insert(done.id.clone(), path);
+                if let Some(path) = &done.ran.log {
+                    logs.insert(done.id.clone(), path.clone());
                 }
-                running.retain(|r| *r != done.id);
-                let mut took = secs(done.duration);
-                if done.attempts > 1 {
-                    took = format!(
-                        "{took}, {}",
-                        attempts::attempt_brief(
-                            done.attempt,
-                            done.attempts,
-                            u64::from(done.attempt)
-                        )
-                    );
-                }
-                let (output, line) = match done.result {
-                    Ok(output) => (output, format!("ok      {} ({took})", done.id)),
+                let note = (done.attempts > 1).then(|| {
+                    attempts::attempt_brief(done.attempt, done.attempts, u64::from(done.attempt))
+                });
+                let (output, ending) = match &done.result {
+                    Ok(output) => (output, crate::look::Ending::Ok),
                     Err((reason, output)) if done.interrupted => {
-                        let line = format!("INTERRUPTED {}: {reason}{log} ({took})", done.id);
-                        interrupted_how.insert(done.id.clone(), reason);
-                        (output, line)
+                        interrupted_how.insert(done.id.clone(), reason.clone());
+                        (output, crate::look::Ending::Interrupted(reason))
                     }
-                    Err((reason, output)) => (
-                        output,
-                        format!("FAILED  {}: {reason}{log} ({took})", done.id),
-                    ),
+                    Err((reason, output)) => (output, crate::look::Ending::Failed(reason)),
                 };
-                let text = String::from_utf8_lossy(&output);
-                let mut block = String::new();
-                for l in text.lines() {
-                    block.push_str(&format!("[{}] {l}\n", done.id));
-                }
-                block.push_str(&line);
-                out.line(&block);
-                out.tick(&running);
+                out.line(&crate::look::task_block(
+                    &done.id,
+                    &ending,
+                    output,
+                    done.duration,
+                    note.as_deref(),
+                    done.ran.log.as_deref(),
+                ));
+                out.ended(&done.id, true);
             }
         }
     };
@@ -1202,6 +1092,7 @@ fn run_inner(
             interrupted: how,
             attempt,
             attempts,
+            generation: u64::from(attempt),
             cancel_cause: (status.state == TaskState::Cancelled)
                 .then(|| cancel_cause.clone())
                 .flatten(),
@@ -1614,6 +1505,7 @@ mod tests {
             interrupted: None,
             attempt: 1,
             attempts: 1,
+            generation: 1,
             cancel_cause: None,
         }
     }

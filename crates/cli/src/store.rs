@@ -22,8 +22,11 @@
 //!    submission is conditional on what was read ([`Store::submit_if_unchanged`]): a second
 //!    `run` started at the same moment on a new store resumes the first one's graph instead of
 //!    submitting it again, and two resuming at once resubmit each lost task once;
-//! 4. runs `-j N` local workers ([`crate::worker`]) until every task is settled, then prints one
-//!    line per task that did not succeed and a summary from the store.
+//! 4. runs `-j N` local workers ([`crate::worker`]) until every task is settled, drawing the
+//!    progress bar and printing the per-task lines of `run` ([`crate::look`]; with `--log-dir`,
+//!    each attempt's output goes to `DIR/NNNN-ID.gG.log`), then prints the end report of `run`
+//!    from the store's final state, with the critical path of the attempts this process ran
+//!    (`docs/durable.md`, "What a store run prints").
 //!
 //! # Paths across machines
 //! A task's `cwd` is stored as the file wrote it: relative to the file's directory, or
@@ -272,6 +275,15 @@ pub enum StoreRunError {
         /// What does not fit.
         reason: String,
     },
+    /// `--log-dir` could not be created (it names a file, or a place that cannot be written);
+    /// nothing was written to the store.
+    #[error("cannot create log dir {}: {source}", dir.display())]
+    LogDir {
+        /// The directory.
+        dir: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
 }
 
 /// Options of `run --store`.
@@ -307,6 +319,13 @@ pub struct StoreRunOptions {
     /// `--events FILE` ([`crate::events`]): each claim, start and end as its worker threads see
     /// them, then the settled tasks' `blocked` and `cancelled` events and `metrics`.
     pub events: Option<Arc<crate::events::EventSink>>,
+    /// `--log-dir DIR`: each attempt's output goes to `DIR/NNNN-ID.gG.log` (one file per
+    /// generation: [`crate::look::store_log_file_name`]) instead of being printed. Created
+    /// before the store is opened.
+    pub log_dir: Option<PathBuf>,
+    /// Draw a progress bar on standard error (the caller checks that it is a terminal), as
+    /// `run` does ([`crate::look::Out`]).
+    pub progress: bool,
 }
 
 /// What `run --store` did.
@@ -328,6 +347,15 @@ pub struct StoreRunReport {
     /// The run's metrics: the file's tasks by final state, and the local workers' attempts,
     /// claim conflicts, lease expiries and duplicate callbacks ([`WorkerStats::metrics`]).
     pub metrics: crate::events::Metrics,
+    /// Every task of the file as the end report shows it (the same records as in memory): a
+    /// task this process gave back after Ctrl-C has `interrupted` set (`HOW; given back to the
+    /// store`) and stays running in the store.
+    pub records: Vec<crate::run::TaskRecord>,
+    /// The critical path's length, from the attempts this process's workers ran
+    /// ([`crate::look::critical_path_of`]).
+    pub critical_time: Duration,
+    /// The critical path, first task first.
+    pub critical_path: Vec<String>,
 }
 
 /// Why a task of the store was cancelled, as the end report and the `cancelled` event say it:
@@ -357,84 +385,28 @@ impl StoreRunReport {
         self.lines_with(crate::run::BLOCKED_IDS_SHOWN)
     }
 
-    /// The lines printed after the run: `failed: ID: REASON`, then `interrupted: ID (HOW; given
-    /// back to the store)` for the tasks this process stopped on Ctrl-C or SIGTERM and gave
-    /// back (still running in the store, claimable at once), then `cancelled: ID` (and other
-    /// states), each in file order, then one line per cause of blocked tasks, `blocked: N
-    /// task(s) (cause: X failed): A, B, ...` listing at most `max_ids` of them
-    /// ([`crate::run::blocked_lines`]); then `summary: ...` (given-back tasks counted as
-    /// `interrupted`); after a signal, last, `stopped by Ctrl-C: ...` (or `SIGTERM`). O(tasks).
+    /// The lines printed after the run, those of an in-memory run ([`crate::look::report_lines`]
+    /// and [`crate::look::summary_line`], on [`StoreRunReport::records`]): `failed: ID: REASON`,
+    /// then `interrupted: ID (HOW; given back to the store)` for the tasks this process stopped
+    /// on Ctrl-C or SIGTERM and gave back (still running in the store, claimable at once), then
+    /// one line per cause of cancelled and of blocked tasks, listing at most `max_ids` ids; then
+    /// `summary: ...` (given-back tasks counted as `interrupted`) with the critical path of the
+    /// attempts this process ran, followed by `; this process ran N task(s) (...)`; after
+    /// `--fail-fast`, `stopped by --fail-fast: ...`; after a signal, last, `stopped by Ctrl-C:
+    /// ...` (or `SIGTERM`). O(tasks).
     pub fn lines_with(&self, max_ids: usize) -> Vec<String> {
-        let mut failed = Vec::new();
-        let mut interrupted = Vec::new();
-        let mut other = Vec::new();
-        let mut cancelled = Vec::new();
-        let mut blocked = Vec::new();
-        let mut counts: BTreeMap<usize, (TaskState, usize)> = BTreeMap::new();
-        let given_back: HashMap<&str, &str> = self
-            .workers
-            .given_back
-            .iter()
-            .map(|g| (g.id.as_str(), g.how.as_str()))
-            .collect();
-        for (i, (id, s)) in self.tasks.iter().enumerate() {
-            if s.state == TaskState::Running
-                && let Some(how) = given_back.get(id.as_str())
-            {
-                interrupted.push(format!(
-                    "interrupted: {id} ({how}; given back to the store)"
-                ));
-                continue;
-            }
-            let k = TaskState::ALL
-                .iter()
-                .position(|x| *x == s.state)
-                .unwrap_or(0);
-            counts.entry(k).or_insert((s.state, 0)).1 += 1;
-            match s.state {
-                TaskState::Succeeded => {}
-                TaskState::Failed => failed.push(format!(
-                    "failed: {id}: {}{}",
-                    s.error.as_deref().unwrap_or("failed"),
-                    match self.attempts.get(i) {
-                        Some(&(base, n)) if n > 1 => {
-                            let g = s.generation.0;
-                            let attempt = u32::try_from(g.saturating_sub(base) + 1).unwrap_or(n);
-                            format!(" ({})", attempts::attempt_brief(attempt, n, g))
-                        }
-                        _ => String::new(),
-                    }
-                )),
-                TaskState::Blocked => blocked.push((id.as_str(), s.blocked_by.as_ref())),
-                TaskState::Cancelled => cancelled.push((
-                    id.as_str(),
-                    Some(cancel_cause(s.cancelled_by, self.fail_fast.as_deref())),
-                )),
-                state => other.push(format!("{state}: {id}")),
-            }
-        }
-        let n_interrupted = interrupted.len();
-        let mut out = failed;
-        out.append(&mut interrupted);
-        out.append(&mut other);
-        out.append(&mut crate::run::grouped_lines(
-            "cancelled",
-            cancelled,
-            max_ids,
-        ));
-        out.append(&mut crate::run::blocked_lines(blocked, max_ids));
-        let mut counts: Vec<String> = counts.values().map(|(s, n)| format!("{n} {s}")).collect();
-        if self.workers.stopped_by.is_some() || n_interrupted > 0 {
-            counts.push(format!("{n_interrupted} interrupted"));
-        }
+        let mut out = crate::look::report_lines(&self.records, max_ids);
+        let (counts, n_interrupted) = crate::look::count_states(&self.records);
+        let summary = crate::look::summary_line(&crate::look::Summary {
+            counts: &counts,
+            interrupted: (self.workers.stopped_by.is_some() || n_interrupted > 0)
+                .then_some(n_interrupted),
+            wall: self.wall,
+            critical_time: self.critical_time,
+            critical_path: &self.critical_path,
+        });
         out.push(format!(
-            "summary: {}; wall time {:.3} s; this process ran {} task(s) ({} succeeded, {} failed, {} result(s) refused by the fence, {} given back)",
-            if counts.is_empty() {
-                "0 tasks".to_string()
-            } else {
-                counts.join(", ")
-            },
-            self.wall.as_secs_f64(),
+            "{summary}; this process ran {} task(s) ({} succeeded, {} failed, {} result(s) refused by the fence, {} given back)",
             self.workers.succeeded
                 + self.workers.failed
                 + self.workers.fenced
@@ -457,6 +429,55 @@ impl StoreRunReport {
         }
         out
     }
+}
+
+/// The end-report records of a store run's tasks: their final status in the store, their
+/// attempt number among `attempts` (first generation in this run, attempts allowed), the log of
+/// their final generation when this process ran it (`--log-dir`), and for the tasks this
+/// process gave back after a signal, how their command ended. O(tasks + attempts).
+fn records(
+    tasks: &[(String, TaskStatus<String>)],
+    attempts: &[(u64, u32)],
+    workers: &WorkerStats,
+    fail_fast: Option<&str>,
+) -> Vec<crate::run::TaskRecord> {
+    let given_back: HashMap<&str, &str> = workers
+        .given_back
+        .iter()
+        .map(|g| (g.id.as_str(), g.how.as_str()))
+        .collect();
+    let logs: HashMap<(&str, u64), &PathBuf> = workers
+        .logs
+        .iter()
+        .map(|(id, g, path)| ((id.as_str(), *g), path))
+        .collect();
+    tasks
+        .iter()
+        .enumerate()
+        .map(|(i, (id, s))| {
+            let g = s.generation.0;
+            let (base, n) = attempts.get(i).copied().unwrap_or((g, 1));
+            let attempt = u32::try_from(g.saturating_sub(base) + 1).unwrap_or(n);
+            let interrupted = (s.state == TaskState::Running)
+                .then(|| given_back.get(id.as_str()))
+                .flatten()
+                .map(|how| format!("{how}; given back to the store"));
+            crate::run::TaskRecord {
+                id: id.clone(),
+                state: s.state,
+                duration: None,
+                error: s.error.clone(),
+                blocked_by: s.blocked_by.clone(),
+                log: logs.get(&(id.as_str(), g)).map(|p| (*p).clone()),
+                interrupted,
+                attempt,
+                attempts: n,
+                generation: g,
+                cancel_cause: (s.state == TaskState::Cancelled)
+                    .then(|| cancel_cause(s.cancelled_by, fail_fast)),
+            }
+        })
+        .collect()
 }
 
 /// `run FILE --store SPEC`: see the module documentation.
@@ -491,6 +512,12 @@ pub fn run(
         let task = NewTask::new(t.id.clone(), t.deps.clone()).with_payload(payload(i, t, defaults));
         lockstep_durable::validate_new_task(&task, false).map_err(store_err)?;
     }
+    if let Some(dir) = &opts.log_dir {
+        std::fs::create_dir_all(dir).map_err(|source| StoreRunError::LogDir {
+            dir: dir.clone(),
+            source,
+        })?;
+    }
     let no_slots = || StoreRunError::Mismatch {
         store: spec.to_string(),
         reason: "the store's concurrency limit is 0: no task could ever run".into(),
@@ -514,6 +541,11 @@ pub fn run(
         store.snapshot().map_err(store_err)?,
     ));
     drop(store);
+    // The same bar as `run`; the workers move it as the store's tasks settle.
+    let out = Arc::new(crate::look::Out::new(
+        graph.tasks.len() as u64,
+        opts.progress,
+    ));
 
     let started = Instant::now();
     let wopts = WorkerOptions {
@@ -527,8 +559,12 @@ pub fn run(
         retries: Some(Arc::clone(&retries)),
         root: opts.root.clone(),
         events: opts.events.clone(),
+        log_dir: opts.log_dir.clone(),
+        out: Arc::clone(&out),
     };
-    let workers = worker::run(|| spec.open(None), &wopts).map_err(store_err)?;
+    let workers = worker::run(|| spec.open(None), &wopts);
+    out.finish();
+    let workers = workers.map_err(store_err)?;
     let wall = started.elapsed();
 
     let mut store = spec.open(None).map_err(store_err)?;
@@ -568,7 +604,7 @@ pub fn run(
         }
         ev.metrics(&metrics);
     }
-    let attempts = graph
+    let attempts: Vec<(u64, u32)> = graph
         .tasks
         .iter()
         .map(|t| {
@@ -576,14 +612,20 @@ pub fn run(
             (base, Limits::of(t, defaults).attempts())
         })
         .collect();
+    let fail_fast = retries.fail_fast_cause();
+    let records = records(&tasks, &attempts, &workers, fail_fast.as_deref());
+    let (critical_time, critical_path) = crate::look::critical_path_of(graph, &workers.spans);
     Ok(StoreRunReport {
         preamble,
         tasks,
         workers,
         wall,
         attempts,
-        fail_fast: retries.fail_fast_cause(),
+        fail_fast,
         metrics,
+        records,
+        critical_time,
+        critical_path,
     })
 }
 
@@ -794,6 +836,8 @@ fn prepare_once(
 pub struct Retries {
     /// The file's tasks, dependencies first (Kahn's order).
     tasks: Vec<RetryTask>,
+    /// Each task's position in `tasks`.
+    position: HashMap<String, usize>,
     /// The generation of each task's first attempt in this run (after `prepare`).
     base: HashMap<String, u64>,
     fail_fast: bool,
@@ -833,7 +877,7 @@ impl Retries {
             .into_iter()
             .map(|(id, s)| (id, s.generation.0))
             .collect();
-        let tasks = topological(graph)
+        let tasks: Vec<RetryTask> = topological(graph)
             .into_iter()
             .map(|i| {
                 let t = &graph.tasks[i];
@@ -845,12 +889,29 @@ impl Retries {
                 }
             })
             .collect();
+        let position = tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.id.clone(), i))
+            .collect();
         Retries {
             tasks,
+            position,
             base,
             fail_fast,
             state: Mutex::new(RetryState::default()),
         }
+    }
+
+    /// Which attempt of how many generation `generation` of task `id` is in this run: `(k, n)`
+    /// with `k = generation - first generation in this run + 1` and `n = 1 + retries`; `None`
+    /// for a task that is not in the file. O(1).
+    pub fn attempt_of(&self, id: &str, generation: u64) -> Option<(u32, u32)> {
+        let t = &self.tasks[*self.position.get(id)?];
+        let n = t.limits.attempts();
+        let base = self.base.get(id).copied().unwrap_or(generation);
+        let k = u32::try_from(generation.saturating_sub(base) + 1).unwrap_or(u32::MAX);
+        Some((k, n))
     }
 
     /// True while a retry waits for its delay: the run is not finished.

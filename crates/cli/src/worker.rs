@@ -8,7 +8,10 @@
 //! 2. **run** it through [`crate::command`], as `lockstep run` does: the task's command as
 //!    `sh -c COMMAND` in its own process group, in its working directory with its environment
 //!    added (or a sleep with `--simulate MS`; a task without a command succeeds at once), its
-//!    output printed when it ends, each line prefixed with `[ID] `;
+//!    output printed when it ends, each line prefixed with `[ID] ` (or written to
+//!    `--log-dir`'s `NNNN-ID.gG.log`), then the status line `run` prints ([`crate::look`]:
+//!    `ok      ID (TIME, generation G)`, `FAILED  ID: REASON (...)`, `INTERRUPTED ...`), once
+//!    the store has answered (a result refused by the fence prints `refused: ...` instead);
 //! 3. **renew** the lease every third of its duration while the task runs (a heartbeat). A
 //!    renewal refused because the lease expired is reported once (`lease lost: ...`) and the
 //!    command goes on (its result counts if nobody claimed the version meanwhile); one refused
@@ -30,7 +33,6 @@
 //! again by other workers once the leases expire, so a task may run more than once. Only
 //! one attempt's result counts. Commands should be idempotent.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -74,6 +76,12 @@ pub struct WorkerOptions {
     pub root: PathBuf,
     /// `--events FILE`: each claim, start and end of this worker ([`crate::events`]).
     pub events: Option<Arc<crate::events::EventSink>>,
+    /// `--log-dir DIR`: each attempt's output goes to `DIR/NNNN-ID.gG.log`
+    /// ([`crate::look::store_log_file_name`]) instead of being printed; the directory exists.
+    pub log_dir: Option<PathBuf>,
+    /// Where the per-task lines go ([`crate::look::Out`]: above `run --store`'s progress bar,
+    /// which it moves as the store's tasks settle; plain lines for `lockstep worker`).
+    pub out: Arc<crate::look::Out>,
 }
 
 /// A task this worker stopped on Ctrl-C or SIGTERM and gave back to the store
@@ -111,6 +119,11 @@ pub struct WorkerStats {
     pub duplicates: usize,
     /// Attempts it ran (claims that started a command), and their run times.
     pub run_time: crate::events::Stat,
+    /// Each attempt it ran, in the order they ended, timed from the start of [`run`], with the
+    /// worker thread as its slot (for the critical path of `run --store`).
+    pub spans: Vec<crate::run::AttemptSpan>,
+    /// The log file of each attempt that wrote one (`--log-dir`): id, generation, file.
+    pub logs: Vec<(String, u64, PathBuf)>,
 }
 
 impl WorkerStats {
@@ -162,7 +175,7 @@ pub fn run<F>(open: F, opts: &WorkerOptions) -> Result<WorkerStats, DurableError
 where
     F: Fn() -> Result<Box<dyn Store + Send>, DurableError> + Sync,
 {
-    let counters = Counters::default();
+    let counters = Counters::new();
     let stop = AtomicBool::new(false);
     let results: Vec<Result<(), DurableError>> = thread::scope(|scope| {
         let handles: Vec<_> = (0..opts.slots.max(1))
@@ -170,7 +183,7 @@ where
                 let (open, counters, stop) = (&open, &counters, &stop);
                 let owner = format!("{}/{n}", opts.owner);
                 scope.spawn(move || {
-                    let r = open().and_then(|s| slot_loop(s, &owner, opts, counters, stop));
+                    let r = open().and_then(|s| slot_loop(s, &owner, n, opts, counters, stop));
                     if r.is_err() {
                         stop.store(true, Ordering::SeqCst);
                     }
@@ -197,8 +210,11 @@ where
     Ok(stats)
 }
 
-#[derive(Default)]
 struct Counters {
+    /// The origin of the attempts' spans: the start of [`run`].
+    origin: Instant,
+    spans: Mutex<Vec<crate::run::AttemptSpan>>,
+    logs: Mutex<Vec<(String, u64, PathBuf)>>,
     succeeded: AtomicUsize,
     failed: AtomicUsize,
     failed_attempts: AtomicUsize,
@@ -210,6 +226,22 @@ struct Counters {
 }
 
 impl Counters {
+    fn new() -> Counters {
+        Counters {
+            origin: Instant::now(),
+            spans: Mutex::default(),
+            logs: Mutex::default(),
+            succeeded: AtomicUsize::default(),
+            failed: AtomicUsize::default(),
+            failed_attempts: AtomicUsize::default(),
+            fenced: AtomicUsize::default(),
+            lost: AtomicUsize::default(),
+            duplicates: AtomicUsize::default(),
+            run_time: Mutex::default(),
+            given_back: Mutex::default(),
+        }
+    }
+
     fn stats(&self) -> WorkerStats {
         WorkerStats {
             succeeded: self.succeeded.load(Ordering::SeqCst),
@@ -225,16 +257,16 @@ impl Counters {
             stopped_by: None,
             duplicates: self.duplicates.load(Ordering::SeqCst),
             run_time: self.run_time.lock().map(|s| *s).unwrap_or_default(),
+            spans: self.spans.lock().map(|s| s.clone()).unwrap_or_default(),
+            logs: self.logs.lock().map(|s| s.clone()).unwrap_or_default(),
         }
     }
 }
 
-/// Prints one line to standard output at once (worker threads print as they go).
+/// Prints one line to standard output at once (worker threads print as they go), above the
+/// progress bar when one is drawn ([`crate::look::say`]).
 pub(crate) fn say(line: &str) {
-    let stdout = std::io::stdout();
-    let mut lock = stdout.lock();
-    let _ = writeln!(lock, "{line}");
-    let _ = lock.flush();
+    crate::look::say(line);
 }
 
 /// Is there nothing left to do: closed, or no version pending, ready or running (and at least
@@ -250,6 +282,7 @@ fn finished(store: &mut dyn Store) -> Result<bool, DurableError> {
 fn slot_loop(
     mut store: Box<dyn Store + Send>,
     owner: &str,
+    slot: usize,
     opts: &WorkerOptions,
     counters: &Counters,
     stop: &AtomicBool,
@@ -265,10 +298,16 @@ fn slot_loop(
     while !stop.load(Ordering::SeqCst) && !opts.stop.is_requested() {
         // Never claim from a store without tasks: claiming starts the graph, and the
         // submitting process may not have committed yet.
-        if store.counts()?.total() == 0 {
+        let counts = store.counts()?;
+        if counts.total() == 0 {
             thread::sleep(opts.poll);
             continue;
         }
+        // The bar follows the store, where other processes settle tasks too.
+        opts.out.set_done(
+            (counts.succeeded + counts.failed + counts.blocked + counts.cancelled) as u64,
+            counts.total() as u64,
+        );
         if let Some(r) = &opts.retries {
             r.tend(&mut *store)?;
             // `--fail-fast` tripped: claim nothing more (nothing runs in this thread now).
@@ -304,7 +343,7 @@ fn slot_loop(
             thread::sleep(opts.poll);
             continue;
         };
-        run_one(&mut *store, &lease, opts, counters)?;
+        run_one(&mut *store, &lease, slot, opts, counters)?;
     }
     Ok(())
 }
@@ -316,8 +355,23 @@ struct Outcome {
     output: Vec<u8>,
     /// The command's exit status, when it exited with one.
     code: Option<i32>,
-    /// How the command exited (`exit status 1`, `killed by signal 15`), when one ran.
+    /// How the command ended (`exit status 1`, `killed by signal 15`), when one ran.
     exit: Option<String>,
+    /// No command and no `--simulate`: succeeded at once.
+    no_command: bool,
+}
+
+impl Outcome {
+    fn failed(reason: impl Into<String>) -> Outcome {
+        Outcome {
+            ok: false,
+            reason: reason.into(),
+            output: Vec::new(),
+            code: None,
+            exit: None,
+            no_command: false,
+        }
+    }
 }
 
 // INVARIANT (D.crash-recovery): a task's result is reported with its claim's fencing token,
@@ -326,19 +380,14 @@ struct Outcome {
 fn run_one(
     store: &mut dyn Store,
     lease: &Lease,
+    slot: usize,
     opts: &WorkerOptions,
     counters: &Counters,
 ) -> Result<(), DurableError> {
     let token = lease.token();
     // A claim that was under way when the stop came: give it back without starting it.
     if opts.stop.is_requested() {
-        let outcome = Outcome {
-            ok: false,
-            reason: "not started".into(),
-            output: Vec::new(),
-            code: None,
-            exit: None,
-        };
+        let outcome = Outcome::failed("not started");
         return give_back(store, &token, &outcome, counters, opts.poll);
     }
     let generation = lease.generation.0;
@@ -351,10 +400,25 @@ fn run_one(
     }
     tracing::debug!(task = %lease.id, generation, owner = %lease.owner, "claimed");
     let started = Instant::now();
+    let span_start = counters.origin.elapsed();
     if let Some(ev) = &opts.events {
         ev.started(&lease.id, generation, lease.attempt, claim);
     }
+    opts.out.started(&lease.id);
     let payload = StoredPayload::decode(&lease.payload);
+    // `--log-dir`: the attempt's output goes to its generation's file (a command that runs).
+    let log = match (&opts.log_dir, &payload) {
+        (Some(dir), Ok(p)) if p.command.is_some() && opts.simulate.is_none() => {
+            Some(open_log(dir, p.index, &lease.id, generation, lease.attempt))
+        }
+        _ => None,
+    };
+    let log_path = log.as_ref().map(|(path, _)| path.clone());
+    let output = match log {
+        None => Ok(Output::Capture),
+        Some((_, Ok(f))) => Ok(Output::File(f)),
+        Some((path, Err(e))) => Err(format!("cannot create log {}: {e}", path.display())),
+    };
     let (tx, rx) = mpsc::channel();
     let simulate = opts.simulate;
     let grace = opts.grace;
@@ -365,15 +429,10 @@ fn run_one(
     let runner = {
         let cancelled = Arc::clone(&cancelled);
         thread::spawn(move || {
-            let out = match payload {
-                Err(e) => Outcome {
-                    ok: false,
-                    reason: format!("unreadable payload: {e}"),
-                    output: Vec::new(),
-                    code: None,
-                    exit: None,
-                },
-                Ok(p) => execute(&p, &root, simulate, grace, &|| {
+            let out = match (payload, output) {
+                (Err(e), _) => Outcome::failed(format!("unreadable payload: {e}")),
+                (Ok(_), Err(reason)) => Outcome::failed(reason),
+                (Ok(p), Ok(output)) => execute(&p, &root, simulate, grace, output, &|| {
                     cancelled.load(Ordering::SeqCst) || interrupt.is_requested()
                 }),
             };
@@ -388,13 +447,7 @@ fn run_one(
         match rx.recv_timeout(every) {
             Ok(out) => break out,
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                break Outcome {
-                    ok: false,
-                    reason: "the task's runner thread died".into(),
-                    output: Vec::new(),
-                    code: None,
-                    exit: None,
-                };
+                break Outcome::failed("the task's runner thread died");
             }
             Err(mpsc::RecvTimeoutError::Timeout) if !fenced => {
                 match store.renew(&token, SystemClock.now(), Millis::from(opts.lease)) {
@@ -467,11 +520,65 @@ fn run_one(
         );
     }
     tracing::debug!(task = %lease.id, generation, outcome = outcome_name, "finished");
-    for line in String::from_utf8_lossy(&outcome.output).lines() {
-        say(&format!("[{}] {line}", token.id));
+    let span_end = counters.origin.elapsed();
+    // Attempt k of n when `run --store` knows the task's budget, else the store's claim count.
+    let budget = opts
+        .retries
+        .as_ref()
+        .and_then(|r| r.attempt_of(&lease.id, generation));
+    let (attempt, attempts) = budget.unwrap_or((lease.attempt, 1));
+    if let Ok(mut spans) = counters.spans.lock() {
+        spans.push(crate::run::AttemptSpan {
+            id: lease.id.clone(),
+            attempt,
+            attempts,
+            generation,
+            slot,
+            start: span_start,
+            end: span_end,
+            outcome: match outcome_name {
+                "succeeded" => crate::run::AttemptOutcome::Succeeded,
+                "interrupted" => crate::run::AttemptOutcome::Interrupted,
+                _ => crate::run::AttemptOutcome::Failed,
+            },
+            exit: outcome.exit.clone(),
+            error: (!outcome.ok).then(|| outcome.reason.clone()),
+        });
     }
+    if let Some(path) = &log_path
+        && let Ok(mut logs) = counters.logs.lock()
+    {
+        logs.push((lease.id.clone(), generation, path.clone()));
+    }
+    // The store's generation is the store-specific field of the line; with a budget of more
+    // than one attempt, the same note as in memory.
+    let note = match budget {
+        Some((a, n)) if n > 1 => crate::attempts::attempt_brief(a, n, generation),
+        _ => format!("generation {generation}"),
+    };
+    let block = |ending: &crate::look::Ending<'_>| {
+        crate::look::task_block(
+            &lease.id,
+            ending,
+            &outcome.output,
+            took,
+            Some(&note),
+            log_path.as_deref(),
+        )
+    };
+    let output_only = || {
+        let mut b = String::new();
+        for l in String::from_utf8_lossy(&outcome.output).lines() {
+            b.push_str(&format!("[{}] {l}\n", token.id));
+        }
+        b.pop();
+        b
+    };
     // Stopped by Ctrl-C without succeeding: not a result, give the claim back.
-    if !outcome.ok && !fenced && opts.stop.is_requested() {
+    if interrupted {
+        opts.out
+            .line(&block(&crate::look::Ending::Interrupted(&outcome.reason)));
+        opts.out.ended(&lease.id, false);
         return give_back(store, &token, &outcome, counters, opts.poll);
     }
     // A command stopped because another claim took the version did not fail: this worker
@@ -479,14 +586,73 @@ fn run_one(
     if !outcome.ok && !fenced {
         counters.failed_attempts.fetch_add(1, Ordering::SeqCst);
     }
-    settle(
-        store,
-        &token,
-        &outcome,
-        started.elapsed(),
-        counters,
-        opts.poll,
-    )
+    let reported = settle(store, &token, &outcome, counters, opts.poll);
+    // A failure that `run --store` retries prints its output here and its retry line there
+    // ([`crate::store::Retries::tend`]), as a retried attempt does in memory.
+    let retried = !outcome.ok
+        && budget.is_some_and(|(a, n)| a < n)
+        && opts
+            .retries
+            .as_ref()
+            .is_some_and(|r| r.fail_fast_cause().is_none());
+    let text = match &reported {
+        Ok(Reported::Applied) if retried => output_only(),
+        Ok(Reported::Applied) => block(&if outcome.ok && outcome.no_command {
+            crate::look::Ending::NoCommand
+        } else if outcome.ok {
+            crate::look::Ending::Ok
+        } else {
+            crate::look::Ending::Failed(&outcome.reason)
+        }),
+        Ok(Reported::Refused(line)) => {
+            let out = output_only();
+            if out.is_empty() {
+                line.clone()
+            } else {
+                format!("{out}\n{line}")
+            }
+        }
+        Ok(Reported::Nothing) | Err(_) => output_only(),
+    };
+    if !text.is_empty() {
+        opts.out.line(&text);
+    }
+    // Not counted here: the bar follows the store's settled tasks (`slot_loop`), which this
+    // result is one of once recorded; counting it here too would count it twice.
+    opts.out.ended(&lease.id, false);
+    reported.map(|_| ())
+}
+
+/// What the store said to a result ([`settle`]).
+enum Reported {
+    /// Recorded.
+    Applied,
+    /// Refused by the fence: the `refused: ...` line to print.
+    Refused(String),
+    /// Already recorded (a duplicate), or settled the other way by another attempt.
+    Nothing,
+}
+
+/// Opens the log file of generation `generation` of a task (`--log-dir`): created (emptied)
+/// for the version's first claim, appended to by a later claim of the same version (after a
+/// lost lease or a give-back), so that no attempt's output is lost.
+fn open_log(
+    dir: &Path,
+    index: usize,
+    id: &str,
+    generation: u64,
+    claim: u32,
+) -> (PathBuf, std::io::Result<std::fs::File>) {
+    let path = dir.join(crate::look::store_log_file_name(index, id, generation));
+    let file = if claim <= 1 {
+        std::fs::File::create(&path)
+    } else {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path)
+    };
+    (path, file)
 }
 
 /// Gives the claim back ([`Store::abandon`]) after Ctrl-C; a refusal by the fence (the version
@@ -534,15 +700,15 @@ fn give_back(
     }
 }
 
-/// Reports the result with the fencing token; a refusal by the fence is counted, not an error.
+/// Reports the result with the fencing token; a refusal by the fence is counted, not an error
+/// (the caller prints the task's line: [`Reported`]).
 fn settle(
     store: &mut dyn Store,
     token: &FencingToken,
     outcome: &Outcome,
-    took: Duration,
     counters: &Counters,
     poll: Duration,
-) -> Result<(), DurableError> {
+) -> Result<Reported, DurableError> {
     // A busy store did nothing: report again (the result must not be dropped; if the lease
     // expires meanwhile, the fence still decides whether it counts).
     let result = loop {
@@ -564,32 +730,21 @@ fn settle(
         Ok(CallbackOutcome::Applied(_)) => {
             if outcome.ok {
                 counters.succeeded.fetch_add(1, Ordering::SeqCst);
-                say(&format!(
-                    "done: {} {} ({:.3} s)",
-                    token.id,
-                    token.generation,
-                    took.as_secs_f64()
-                ));
             } else {
                 counters.failed.fetch_add(1, Ordering::SeqCst);
-                say(&format!(
-                    "failed: {} {}: {}",
-                    token.id, token.generation, outcome.reason
-                ));
             }
-            Ok(())
+            Ok(Reported::Applied)
         }
         Ok(CallbackOutcome::Duplicate(_)) => {
             counters.duplicates.fetch_add(1, Ordering::SeqCst);
-            Ok(())
+            Ok(Reported::Nothing)
         }
         Err(e @ (DurableError::Fenced { .. } | DurableError::StaleGeneration { .. })) => {
             counters.fenced.fetch_add(1, Ordering::SeqCst);
-            say(&format!("refused: {e}"));
-            Ok(())
+            Ok(Reported::Refused(format!("refused: {e}")))
         }
         // The version was settled the other way meanwhile (another attempt): nothing to do.
-        Err(DurableError::Conflict { .. }) => Ok(()),
+        Err(DurableError::Conflict { .. }) => Ok(Reported::Nothing),
         Err(e) => Err(e),
     }
 }
@@ -602,6 +757,7 @@ fn execute(
     root: &Path,
     simulate: Option<Duration>,
     grace: Duration,
+    output: Output,
     stop: &dyn Fn() -> bool,
 ) -> Outcome {
     let done = |ok: bool, reason: String, output: Vec<u8>| Outcome {
@@ -610,6 +766,7 @@ fn execute(
         output,
         code: None,
         exit: None,
+        no_command: false,
     };
     if let Some(d) = simulate {
         return if command::simulate(d, stop) {
@@ -619,7 +776,9 @@ fn execute(
         };
     }
     let Some(text) = &p.command else {
-        return done(true, String::new(), Vec::new());
+        let mut ok = done(true, String::new(), Vec::new());
+        ok.no_command = true;
+        return ok;
     };
     let timeout = p.timeout_ms.map(Duration::from_millis);
     let cwd = p.working_dir(root);
@@ -632,7 +791,7 @@ fn execute(
         command: text,
         cwd: cwd.as_deref(),
         env: &p.env,
-        output: Output::Capture,
+        output,
         grace,
         timeout,
     };

@@ -571,7 +571,9 @@ fn run_store_ctrl_c_stops_the_command_gives_the_claim_back_and_exits_1() {
         "{out}"
     );
     assert!(
-        out.contains("\nsummary: 1 ready, 1 interrupted; wall time "),
+        out.contains(
+            "\nsummary: 1 ready, 0 succeeded, 0 failed, 0 blocked, 0 cancelled, 1 interrupted; wall time "
+        ),
         "{out}"
     );
     assert!(
@@ -629,7 +631,10 @@ fn run_store_a_background_child_does_not_hold_the_task_and_is_stopped() {
     let (status, out) = Running::spawn(store_run(&place, &f, &[])).finish();
     assert_eq!(status.code(), Some(0), "{out}");
     assert!(out.contains("\n[t] started\n"), "{out}");
-    assert!(out.contains("\nsummary: 1 succeeded;"), "{out}");
+    assert!(
+        out.contains("\nsummary: 1 succeeded, 0 failed, 0 blocked, 0 cancelled;"),
+        "{out}"
+    );
     assert_gone(pid_in(&bg), "the background sleep");
 }
 

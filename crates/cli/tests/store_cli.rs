@@ -178,9 +178,13 @@ fn store_run_with_targets_records_only_them_and_refuses_other_graphs() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], format!("store: {store}: new run of 1 task(s)"));
     assert_eq!(lines[1], "[a] a");
-    assert!(lines[2].starts_with("done: a g1 ("), "{out}");
     assert!(
-        lines[3].starts_with("summary: 1 succeeded; wall time "),
+        lines[2].starts_with("ok      a (") && lines[2].ends_with(" s, generation 1)"),
+        "{out}"
+    );
+    assert!(
+        lines[3].starts_with("summary: 1 succeeded, 0 failed, 0 blocked, 0 cancelled; wall time ")
+            && lines[3].contains(" s (a); this process ran 1 task(s)"),
         "{out}"
     );
     assert_eq!(lines.len(), 4, "{out}");
@@ -247,7 +251,9 @@ fn store_run_with_targets_records_only_them_and_refuses_other_graphs() {
         .args(["--store", &whole_store])
         .assert()
         .code(0)
-        .stdout(predicates::str::contains("summary: 4 succeeded; "));
+        .stdout(predicates::str::contains(
+            "summary: 4 succeeded, 0 failed, 0 blocked, 0 cancelled; ",
+        ));
 }
 
 /// A command that counts its runs in `NAME.count` and fails while the count is below
@@ -305,9 +311,11 @@ fn store_retry_is_a_new_generation_and_its_dependents_run_after_it_succeeds() {
         ],
         "{out}"
     );
-    assert_eq!(
-        lines_starting(&out, "failed: "),
-        vec!["failed: flaky g1: exit status 1"],
+    // As in memory: the failed attempt that is retried prints its retry line, no FAILED line.
+    assert!(lines_starting(&out, "FAILED").is_empty(), "{out}");
+    let ok = lines_starting(&out, "ok      flaky (");
+    assert!(
+        ok.len() == 1 && ok[0].ends_with(" s, attempt 2/3, generation 2)"),
         "{out}"
     );
     assert!(
@@ -513,14 +521,14 @@ fn a_worker_joining_a_run_j1_store_runs_tasks_beside_the_runner() {
     assert_eq!(exit_code(&mut worker, "the worker"), Some(0));
     assert_eq!(exit_code(&mut runner, "the runner"), Some(0));
     let wout = std::fs::read_to_string(&worker_out).unwrap();
-    assert_eq!(lines_starting(&wout, "done: ").len(), 2, "{wout}");
+    assert_eq!(lines_starting(&wout, "ok      ").len(), 2, "{wout}");
     assert!(
         wout.contains(": run finished; 2 succeeded, 0 failed, 0 result(s) refused by the fence"),
         "{wout}"
     );
     let rout = std::fs::read_to_string(&run_out).unwrap();
     assert!(
-        rout.contains("summary: 3 succeeded;")
+        rout.contains("summary: 3 succeeded, 0 failed, 0 blocked, 0 cancelled;")
             && rout.contains("this process ran 1 task(s) (1 succeeded, 0 failed"),
         "{rout}"
     );
@@ -590,7 +598,10 @@ fn worker_exits_1_when_a_task_it_ran_failed_and_0_when_all_succeeded() {
         .assert()
         .code(1);
     let out = String::from_utf8_lossy(&out.get_output().stdout).to_string();
-    assert!(out.contains("failed: b g1: exit status 3\n"), "{out}");
+    assert!(
+        out.contains("\nFAILED  b: exit status 3 (") && out.contains(" s, generation 1)\n"),
+        "{out}"
+    );
     assert!(!out.contains("[c] c"), "c is blocked, never run: {out}");
     assert!(
         out.contains(": run finished; 1 succeeded, 1 failed, 0 result(s) refused by the fence"),
@@ -752,7 +763,7 @@ fn a_missing_cwd_fails_the_attempt_and_a_missing_root_is_exit_2() {
         .code(1);
     let out = String::from_utf8_lossy(&out.get_output().stdout).to_string();
     let want = format!(
-        "failed: t g1: cannot run in {}: no such directory (cwd sub resolved against the root {})\n",
+        "FAILED  t: cannot run in {}: no such directory (cwd sub resolved against the root {}) (",
         d.join("sub").display(),
         d.display()
     );

@@ -24,6 +24,8 @@ fn opts(limit: usize) -> StoreRunOptions {
         fail_fast: false,
         root: std::env::current_dir().unwrap(),
         events: None,
+        log_dir: None,
+        progress: false,
     }
 }
 
@@ -383,6 +385,8 @@ fn a_worker_waits_out_a_busy_store() {
         retries: None,
         root: std::env::current_dir().unwrap(),
         events: None,
+        log_dir: None,
+        out: std::sync::Arc::new(lockstep_cli::look::Out::plain()),
     };
     let got = std::thread::scope(|s| {
         let h = s.spawn(|| worker::run(|| spec.open(None), &wopts));
