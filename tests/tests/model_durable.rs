@@ -45,9 +45,9 @@ use lockstep_contract::{
     CallbackOutcome, CancelOutcome, CloseReport, Generation, GraphReport, TaskState,
 };
 use lockstep_durable::{
-    Definition, Redefinition,
-    DurableError, FencingToken, Lease, LeaseInfo, LeaseOwner, Millis, NewTask, PostgresOptions,
-    PostgresStore, Renewal, SqliteOptions, SqliteStore, StateCounts, Store,
+    Definition, DurableError, FencingToken, Lease, LeaseInfo, LeaseOwner, Millis, NewTask,
+    PostgresOptions, PostgresStore, Redefinition, Renewal, SqliteOptions, SqliteStore, StateCounts,
+    Store,
 };
 use lockstep_models::durable::{Changed, DurableModel, LeaseError, ModelLease, Token};
 use proptest::prelude::*;
@@ -1332,7 +1332,10 @@ fn scripted_redefine<B: Backend>() {
             .map(|(id, deps, tag)| (id.to_string(), strings(deps), tag))
             .collect(),
         remove: strings(remove),
-        record: record.into_iter().map(|(id, t)| (id.to_string(), t)).collect(),
+        record: record
+            .into_iter()
+            .map(|(id, t)| (id.to_string(), t))
+            .collect(),
         now,
     };
     step(Op::Submit(vec![
@@ -1387,7 +1390,13 @@ fn scripted_redefine<B: Backend>() {
     );
     // A generation that moved on: Changed.
     assert!(matches!(
-        step(redefine(vec![("a", Some(1))], vec![("a", &[], 3)], &[], vec![], 12)),
+        step(redefine(
+            vec![("a", Some(1))],
+            vec![("a", &[], 3)],
+            &[],
+            vec![],
+            12
+        )),
         Output::Redefine(Err(DurableError::Changed { .. }))
     ));
     // c removed (pending: cancelled); d's payload recorded without a new version.
@@ -1404,7 +1413,10 @@ fn scripted_redefine<B: Backend>() {
         panic!("claim")
     };
     let d = claimed.iter().find(|l| l.id == "d").expect("d is ready");
-    assert_eq!((d.generation, d.payload.clone()), (Generation(1), payload("d", 2)));
+    assert_eq!(
+        (d.generation, d.payload.clone()),
+        (Generation(1), payload("d", 2))
+    );
     // Live leases refuse the reset; after they expire it forgets everything, and the next
     // claim's epoch goes on from the last one.
     assert!(matches!(

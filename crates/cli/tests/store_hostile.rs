@@ -24,6 +24,7 @@ fn opts(limit: usize) -> StoreRunOptions {
         fail_fast: false,
         root: std::env::current_dir().unwrap(),
         events: None,
+        fresh: false,
     }
 }
 

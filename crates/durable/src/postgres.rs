@@ -77,9 +77,9 @@ use lockstep_contract::{
 use lockstep_dag::StateCounts;
 
 use crate::{
-    APPLICATION_ID, DurableError, FencingToken, Lease, LeaseInfo, LeaseOwner, MAX_MILLIS, Millis,
-    NewTask, Renewal, SCHEMA_VERSION, Store, canonical_report, validate_new_task, Definition,
-    Redefinition, REMOVED, SUPERSEDED,
+    APPLICATION_ID, Definition, DurableError, FencingToken, Lease, LeaseInfo, LeaseOwner,
+    MAX_MILLIS, Millis, NewTask, REMOVED, Redefinition, Renewal, SCHEMA_VERSION, SUPERSEDED, Store,
+    canonical_report, validate_new_task,
 };
 
 /// The schema of version 1 (tables and functions); `@S@` stands for the quoted schema name.
@@ -338,7 +338,9 @@ fn fail_running(
     t: i64,
 ) -> Result<(), DurableError> {
     tx.execute(
-        &format!("UPDATE {s}.tasks SET state = 'failed', error = $2, updated_at = $3 WHERE id = $1"),
+        &format!(
+            "UPDATE {s}.tasks SET state = 'failed', error = $2, updated_at = $3 WHERE id = $1"
+        ),
         &[&id, &error, &t],
     )
     .map_err(map_err)?;
@@ -373,7 +375,8 @@ fn redefine_in(
         out.push(submit_checked(tx, s, meta, task, cycle_check)?);
     }
     for id in &change.remove {
-        let row = read_row(tx, s, id)?.ok_or_else(|| DurableError::UnknownTask { id: id.clone() })?;
+        let row =
+            read_row(tx, s, id)?.ok_or_else(|| DurableError::UnknownTask { id: id.clone() })?;
         match row.state {
             TaskState::Pending | TaskState::Ready => {
                 tx.execute(

@@ -15,9 +15,9 @@ use rusqlite::{
 };
 
 use crate::{
-    APPLICATION_ID, DurableError, FencingToken, Lease, LeaseInfo, LeaseOwner, MAX_MILLIS, Millis,
-    NewTask, Renewal, SCHEMA_VERSION, Store, canonical_report, validate_new_task, Definition,
-    Redefinition, REMOVED, SUPERSEDED,
+    APPLICATION_ID, Definition, DurableError, FencingToken, Lease, LeaseInfo, LeaseOwner,
+    MAX_MILLIS, Millis, NewTask, REMOVED, Redefinition, Renewal, SCHEMA_VERSION, SUPERSEDED, Store,
+    canonical_report, validate_new_task,
 };
 
 /// The schema of version 1, run once by [`SqliteStore::create`] in one transaction.
