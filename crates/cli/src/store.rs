@@ -18,7 +18,12 @@
 //!    failures) is **resumed**: succeeded tasks are kept; failed, blocked and cancelled ones are
 //!    submitted again (a new generation, dependencies first), with the file's current command;
 //!    pending and ready ones wait as they are; running ones are claimed again once their leases
-//!    expire (their worker is presumed dead). The `resumed:` line says what happened. Every
+//!    expire (their worker is presumed dead). The file is compared with the store (each
+//!    payload carries a [`fingerprint`] of the task's command, cwd, env and deps): a changed
+//!    task and its descendants run again as new generations, changed dependencies are applied,
+//!    tasks gone from the file are left out, all in one [`Store::redefine`]; a changed task
+//!    running under a live lease is refused (exit 2, nothing changed). `--fresh` starts the
+//!    store over first ([`Store::reset`]). The `resumed:` line says what happened. Every
 //!    submission is conditional on what was read ([`Store::submit_if_unchanged`]): a second
 //!    `run` started at the same moment on a new store resumes the first one's graph instead of
 //!    submitting it again, and two resuming at once resubmit each lost task once;

@@ -458,3 +458,116 @@ fn an_older_store_without_fingerprints_is_kept_and_its_fingerprints_recorded() {
         "{out}"
     );
 }
+
+/// A fresh schema on the server of `LOCKSTEP_PG_URL` (`URL#SCHEMA`), dropped at the end; `None`
+/// (with a skip line) without a server, unless `LOCKSTEP_REQUIRE_PG=1` (then the test fails).
+fn pg_schema(name: &str) -> Option<PgSchema> {
+    let url = match std::env::var("LOCKSTEP_PG_URL") {
+        Ok(u) if !u.trim().is_empty() => u,
+        _ => {
+            assert!(
+                std::env::var("LOCKSTEP_REQUIRE_PG").as_deref() != Ok("1"),
+                "LOCKSTEP_REQUIRE_PG=1 but LOCKSTEP_PG_URL is not set"
+            );
+            println!("skipped: LOCKSTEP_PG_URL is not set (scripts/postgres.sh start prints one)");
+            return None;
+        }
+    };
+    let pg = PgSchema {
+        url,
+        schema: format!("t_changes_{name}_{}", std::process::id()),
+    };
+    pg.drop_schema();
+    Some(pg)
+}
+
+/// A scratch schema: dropped when created (a leftover of a killed test) and when dropped.
+struct PgSchema {
+    url: String,
+    schema: String,
+}
+
+impl PgSchema {
+    fn store(&self) -> String {
+        format!("{}#{}", self.url, self.schema)
+    }
+
+    fn drop_schema(&self) {
+        if let Ok(mut c) = postgres::Client::connect(&self.url, postgres::NoTls) {
+            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema));
+        }
+    }
+}
+
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        self.drop_schema();
+    }
+}
+
+/// The same resumption on PostgreSQL: a changed command reruns the task and its descendant, a
+/// removed task is left out, `--fresh` starts the schema's store over.
+#[test]
+fn postgres_changed_task_removed_task_and_fresh() {
+    let Some(pg) = pg_schema("resume") else {
+        return;
+    };
+    let store = pg.store();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(
+        dir.path(),
+        &[A, ("b", &["a"], "true"), ("c", &["b"], "true"), D],
+    );
+    let (code, out, err) = run(dir.path(), &file, &store, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    let file = write_file(
+        dir.path(),
+        &[A, ("b", &["a"], "echo new b"), ("c", &["b"], "true")],
+    );
+    let (code, out, err) = run(dir.path(), &file, &store, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        resumed_line(&out).ends_with(&format!(
+            ": 1 succeeded task(s) kept; 1 changed (b: command) run again with 1 descendant(s) as new generations; 1 no longer in the file left out (d: succeeded); {TAIL}"
+        )),
+        "{out}"
+    );
+    let spec: StoreSpec = store.parse().unwrap();
+    let generations: Vec<(String, TaskState, u64)> = spec
+        .open(None)
+        .unwrap()
+        .snapshot()
+        .unwrap()
+        .into_iter()
+        .map(|(id, s)| (id, s.state, s.generation.0))
+        .collect();
+    assert_eq!(
+        generations,
+        vec![
+            ("a".into(), TaskState::Succeeded, 1),
+            ("b".into(), TaskState::Succeeded, 2),
+            ("c".into(), TaskState::Succeeded, 2),
+            ("d".into(), TaskState::Succeeded, 1),
+        ]
+    );
+
+    let (code, out, err) = run(dir.path(), &file, &store, &["--fresh"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.lines()
+            .next()
+            .is_some_and(|l| l.ends_with(": started over (--fresh): 4 task(s) deleted")),
+        "{out}"
+    );
+    assert!(out.contains(": new run of 3 task(s)\n"), "{out}");
+    assert_eq!(spec.open(None).unwrap().snapshot().unwrap().len(), 3);
+    assert_eq!(
+        [
+            runs(dir.path(), "a"),
+            runs(dir.path(), "b"),
+            runs(dir.path(), "c")
+        ],
+        [2, 3, 3]
+    );
+}
