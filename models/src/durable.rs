@@ -26,6 +26,14 @@
 //!   applied as one step: two processes that read the same store and decide to submit the
 //!   same thing cannot both do it (the second is refused with [`Changed`] and reads again).
 //!
+//! * **the fingerprint resubmission**: `redefine` applies what a resumed run decided after
+//!   comparing its task file with the store (changed tasks and their descendants as new
+//!   versions, changed dependency lists with the usual checks, removed tasks left out, payloads
+//!   recorded) as one all-or-nothing step, conditional like `submit_if_unchanged`, and refused
+//!   with [`LeaseError::Leased`] while a version it would touch runs under a live lease;
+//! * **starting over**: `reset` forgets every task (refused under a live lease) but keeps the
+//!   clock and the claim counter, so an old token never matches a new claim.
+//!
 //! A refused operation changes nothing, not even the high-water clock.
 //!
 //! ```
@@ -133,6 +141,21 @@ pub enum LeaseError {
         /// The latest claim's epoch.
         current_epoch: u64,
     },
+    /// `redefine` or `reset` met a version running under a live lease (`expiry > t`).
+    Leased {
+        /// The task.
+        id: String,
+        /// Its running generation.
+        generation: Generation,
+        /// The lease's owner.
+        owner: String,
+        /// When the lease ends.
+        expiry: u64,
+        /// The clock used (`max(now, high-water)`).
+        now: u64,
+    },
+    /// A conditional `redefine` was refused: a version moved on since it was read.
+    Changed(Changed),
     /// `renew` of a lease that has expired (`expiry <= t`).
     LeaseExpired {
         /// The task.
@@ -181,7 +204,20 @@ pub struct DurableModel {
     leases: HashMap<String, ModelLease>,
     /// The payload of each id's current version.
     payloads: HashMap<String, Vec<u8>>,
+    /// The dependency list of each id's current version, as submitted.
+    deps: HashMap<String, Vec<String>>,
 }
+
+/// The error text of a running version whose expired claim `redefine` ended before
+/// submitting its new definition (the store's `SUPERSEDED`).
+pub const SUPERSEDED: &str = "superseded: the task's definition changed";
+
+/// The error text of a running version whose expired claim `redefine` ended because the task
+/// was removed (the store's `REMOVED`).
+pub const REMOVED: &str = "removed from the graph";
+
+/// One task as [`DurableModel::redefine`] submits it: id, dependencies, payload.
+pub type ModelTask = (String, Vec<String>, Vec<u8>);
 
 impl DurableModel {
     /// An empty store with `max_concurrency` slots (zero is legal), clock 0, next epoch 1.
@@ -195,6 +231,7 @@ impl DurableModel {
             next_epoch: 1,
             leases: HashMap::new(),
             payloads: HashMap::new(),
+            deps: HashMap::new(),
         }
     }
 
@@ -213,10 +250,157 @@ impl DurableModel {
         deps: Vec<String>,
         payload: Vec<u8>,
     ) -> Result<Generation, LeaseError> {
-        let g = self.inner.submit(id.clone(), deps)?;
+        let g = self.inner.submit(id.clone(), deps.clone())?;
         self.leases.remove(&id);
-        self.payloads.insert(id, payload);
+        self.payloads.insert(id.clone(), payload);
+        self.deps.insert(id, deps);
         Ok(g)
+    }
+
+    /// The fingerprint resubmission (D.redefine), all or nothing: with `t = max(now,
+    /// high-water)`, (1) every `(id, generation)` of `seen` must be current
+    /// ([`LeaseError::Changed`]); (2) no id of `submit` then `remove` may be running with a
+    /// live lease, `expiry > t` ([`LeaseError::Leased`], the first); (3) each task of `submit`
+    /// in order: a running version (its lease expired) is first failed with [`SUPERSEDED`]
+    /// through its latest claim, then [`Self::submit`] (its refusal is the answer); (4) each id
+    /// of `remove`: unknown is `UnknownTask`; pending or ready is cancelled; running (expired)
+    /// is failed with [`REMOVED`]; settled stays; (5) each `(id, payload)` of `record`
+    /// replaces the current version's payload (unknown: `UnknownTask`). On any refusal the
+    /// model is as before (not even the clock moved); on success the clock is `t`. Returns the
+    /// new generations of `submit`, in order. O(seen + submit + remove + record) plus the
+    /// submissions.
+    ///
+    /// # Errors
+    /// As listed.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (D.redefine).
+    pub fn redefine(
+        &mut self,
+        seen: &[(String, Option<Generation>)],
+        submit: Vec<ModelTask>,
+        remove: &[String],
+        record: &[(String, Vec<u8>)],
+        now: u64,
+    ) -> Result<Vec<Generation>, LeaseError> {
+        for (id, g) in seen {
+            let current = self.inner.generation(id);
+            if current != *g {
+                return Err(LeaseError::Changed(Changed {
+                    id: id.clone(),
+                    seen: *g,
+                    current,
+                }));
+            }
+        }
+        let t = self.at(now);
+        for id in submit.iter().map(|(id, _, _)| id).chain(remove) {
+            self.live_lease(id, t)?;
+        }
+        let mut next = self.clone();
+        let generations = next.redefine_unchecked(submit, remove, record, t)?;
+        next.clock = t;
+        *self = next;
+        Ok(generations)
+    }
+
+    /// `Err(Leased)` when `id`'s current version runs under a live lease at `t`.
+    fn live_lease(&self, id: &str, t: u64) -> Result<(), LeaseError> {
+        if self.state(id) == Some(TaskState::Running)
+            && let Some(l) = self.leases.get(id)
+            && l.expiry > t
+        {
+            return Err(LeaseError::Leased {
+                id: id.to_string(),
+                generation: l.generation,
+                owner: l.owner.clone(),
+                expiry: l.expiry,
+                now: t,
+            });
+        }
+        Ok(())
+    }
+
+    /// Steps (3) to (5) of [`Self::redefine`], on a copy that is dropped on error.
+    fn redefine_unchecked(
+        &mut self,
+        submit: Vec<ModelTask>,
+        remove: &[String],
+        record: &[(String, Vec<u8>)],
+        t: u64,
+    ) -> Result<Vec<Generation>, LeaseError> {
+        let mut generations = Vec::with_capacity(submit.len());
+        for (id, deps, payload) in submit {
+            self.end_expired_claim(&id, t, SUPERSEDED)?;
+            generations.push(self.submit(id, deps, payload)?);
+        }
+        for id in remove {
+            match self.state(id) {
+                None => {
+                    return Err(SchedulerError::UnknownTask { id: id.clone() }.into());
+                }
+                Some(TaskState::Pending | TaskState::Ready) => {
+                    self.inner.cancel(id)?;
+                }
+                Some(TaskState::Running) => self.end_expired_claim(id, t, REMOVED)?,
+                Some(_) => {}
+            }
+        }
+        for (id, payload) in record {
+            if self.state(id).is_none() {
+                return Err(SchedulerError::UnknownTask { id: id.clone() }.into());
+            }
+            self.payloads.insert(id.clone(), payload.clone());
+        }
+        Ok(generations)
+    }
+
+    /// A running version's latest claim (its lease expired: checked before) ends as failed
+    /// with `error`; any other state is left alone.
+    fn end_expired_claim(&mut self, id: &str, t: u64, error: &str) -> Result<(), LeaseError> {
+        if self.state(id) != Some(TaskState::Running) {
+            return Ok(());
+        }
+        let token = self.leases[id].token();
+        self.fail(&token, t, error)?;
+        Ok(())
+    }
+
+    /// Starts over (D.reset): refused with [`LeaseError::Leased`] while a version runs under a
+    /// live lease at `t = max(now, high-water)` (the first in submission order); otherwise
+    /// every task, lease and payload is forgotten, the model is neither started nor closed, its
+    /// limit is `max_concurrency`, its clock `t`, and the claim counter is **kept** (epochs
+    /// never repeat). Returns how many ids were forgotten. O(tasks).
+    ///
+    /// # Errors
+    /// As listed.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (D.reset).
+    pub fn reset(&mut self, max_concurrency: usize, now: u64) -> Result<usize, LeaseError> {
+        let t = self.at(now);
+        let snapshot = self.inner.snapshot();
+        for (id, _) in &snapshot {
+            self.live_lease(id, t)?;
+        }
+        self.inner = SchedulerModel::new(usize::MAX);
+        self.leases.clear();
+        self.payloads.clear();
+        self.deps.clear();
+        self.max_concurrency = max_concurrency;
+        self.clock = t;
+        Ok(snapshot.len())
+    }
+
+    /// Every current version as `(id, generation, deps, payload)`, in first-submission order.
+    pub fn definitions(&self) -> Vec<(String, Generation, Vec<String>, Vec<u8>)> {
+        self.inner
+            .snapshot()
+            .into_iter()
+            .map(|(id, st)| {
+                let deps = self.deps.get(&id).cloned().unwrap_or_default();
+                let payload = self.payloads.get(&id).cloned().unwrap_or_default();
+                (id, st.generation, deps, payload)
+            })
+            .collect()
     }
 
     /// The conditional submission (D.conditional-submit): if, for every `(id, generation)` of

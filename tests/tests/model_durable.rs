@@ -45,8 +45,9 @@ use lockstep_contract::{
     CallbackOutcome, CancelOutcome, CloseReport, Generation, GraphReport, TaskState,
 };
 use lockstep_durable::{
-    DurableError, FencingToken, Lease, LeaseInfo, LeaseOwner, Millis, NewTask, PostgresOptions,
-    PostgresStore, Renewal, SqliteOptions, SqliteStore, StateCounts, Store,
+    Definition, DurableError, FencingToken, Lease, LeaseInfo, LeaseOwner, Millis, NewTask,
+    PostgresOptions, PostgresStore, Redefinition, Renewal, SqliteOptions, SqliteStore, StateCounts,
+    Store,
 };
 use lockstep_models::durable::{Changed, DurableModel, LeaseError, ModelLease, Token};
 use proptest::prelude::*;
@@ -225,6 +226,17 @@ enum Op {
     Abandon(Token, u64),
     Cancel(String, u64),
     Close(u64),
+    /// The fingerprint resubmission (`redefine`): seen generations, tasks to submit, ids to
+    /// remove, payloads to record `(id, tag)`, now.
+    Redefine {
+        seen: Vec<(String, Option<Generation>)>,
+        submit: Vec<(String, Vec<String>, u8)>,
+        remove: Vec<String>,
+        record: Vec<(String, u8)>,
+        now: u64,
+    },
+    /// `reset(limit, now)`: start over.
+    Reset(usize, u64),
     /// The test clock moves to this value (forwards or backwards); nothing is called.
     Tick(u64),
     /// The store is dropped and opened again (a restarted scheduler); the model is unchanged.
@@ -244,6 +256,8 @@ enum Output {
     Abandon(Result<(), DurableError>),
     Cancel(Result<CancelOutcome, DurableError>),
     Close(CloseReport),
+    Redefine(Result<Vec<Generation>, DurableError>),
+    Reset(Result<usize, DurableError>),
     Nothing,
 }
 
@@ -284,6 +298,24 @@ fn durable_err(e: LeaseError) -> DurableError {
             generation,
             expiry: Millis(expiry),
             now: Millis(now),
+        },
+        LeaseError::Leased {
+            id,
+            generation,
+            owner,
+            expiry,
+            now,
+        } => DurableError::Leased {
+            id,
+            generation,
+            owner,
+            expiry: Millis(expiry),
+            now: Millis(now),
+        },
+        LeaseError::Changed(c) => DurableError::Changed {
+            id: c.id,
+            seen: c.seen,
+            current: c.current,
         },
     }
 }
@@ -367,6 +399,29 @@ fn apply_model(m: &mut DurableModel, op: &Op) -> Output {
         Op::Abandon(t, now) => Output::Abandon(m.abandon(t, *now).map_err(durable_err)),
         Op::Cancel(id, now) => Output::Cancel(m.cancel(id, *now).map_err(durable_err)),
         Op::Close(now) => Output::Close(m.close(*now)),
+        Op::Redefine {
+            seen,
+            submit,
+            remove,
+            record,
+            now,
+        } => Output::Redefine(
+            m.redefine(
+                seen,
+                submit
+                    .iter()
+                    .map(|(id, deps, tag)| (id.clone(), deps.clone(), payload(id, *tag)))
+                    .collect(),
+                remove,
+                &record
+                    .iter()
+                    .map(|(id, tag)| (id.clone(), payload(id, *tag)))
+                    .collect::<Vec<_>>(),
+                *now,
+            )
+            .map_err(durable_err),
+        ),
+        Op::Reset(limit, now) => Output::Reset(m.reset(*limit, *now).map_err(durable_err)),
         Op::Tick(_) | Op::Reopen => Output::Nothing,
     }
 }
@@ -438,6 +493,40 @@ impl<B: Backend> Sut<B> {
             Op::Abandon(t, now) => Output::Abandon(self.s().abandon(&fencing(t), Millis(*now))),
             Op::Cancel(id, now) => Output::Cancel(self.s().cancel(id, Millis(*now))),
             Op::Close(now) => Output::Close(self.s().close(Millis(*now)).expect("no store error")),
+            Op::Redefine {
+                seen,
+                submit,
+                remove,
+                record,
+                now,
+            } => {
+                let change = Redefinition {
+                    seen: seen.clone(),
+                    submit: submit
+                        .iter()
+                        .map(|(id, deps, tag)| {
+                            NewTask::new(id.clone(), deps.clone()).with_payload(payload(id, *tag))
+                        })
+                        .collect(),
+                    remove: remove.clone(),
+                    record: record
+                        .iter()
+                        .map(|(id, tag)| (id.clone(), payload(id, *tag)))
+                        .collect(),
+                };
+                let out = self.s().redefine(&change, Millis(*now));
+                assert!(
+                    !matches!(
+                        out,
+                        Err(DurableError::Busy { .. }
+                            | DurableError::Unavailable { .. }
+                            | DurableError::Database { .. })
+                    ),
+                    "no store error: {out:?}"
+                );
+                Output::Redefine(out)
+            }
+            Op::Reset(limit, now) => Output::Reset(self.s().reset(*limit, Millis(*now))),
             Op::Tick(_) => Output::Nothing,
             Op::Reopen => {
                 let store = self.store.take().expect("the store is open");
@@ -482,6 +571,17 @@ impl<B: Backend> Sut<B> {
             s.max_concurrency()
         );
         same!("clock()", Ok(Millis(m.clock())), s.clock());
+        let definitions: Vec<Definition> = m
+            .definitions()
+            .into_iter()
+            .map(|(id, generation, deps, payload)| Definition {
+                id,
+                generation,
+                deps,
+                payload,
+            })
+            .collect();
+        same!("definitions()", Ok(definitions), s.definitions());
         for id in ids {
             same!(format!("status({id})"), Ok(m.status(id)), s.status(id));
             let lease = m.lease(id).map(|l| LeaseInfo {
@@ -515,6 +615,10 @@ static APPLIED: AtomicUsize = AtomicUsize::new(0);
 static ABANDONED: AtomicUsize = AtomicUsize::new(0);
 static SUBMITTED_IF: AtomicUsize = AtomicUsize::new(0);
 static CHANGED: AtomicUsize = AtomicUsize::new(0);
+static REDEFINED: AtomicUsize = AtomicUsize::new(0);
+static REDEFINE_LEASED: AtomicUsize = AtomicUsize::new(0);
+static REDEFINE_CYCLES: AtomicUsize = AtomicUsize::new(0);
+static RESETS: AtomicUsize = AtomicUsize::new(0);
 
 impl Coverage {
     fn record(op: &Op, out: &Output) {
@@ -532,6 +636,10 @@ impl Coverage {
             Output::Renew(Err(DurableError::LeaseExpired { .. })) => bump(&EXPIRED),
             Output::Renew(Ok(_)) => bump(&RENEWED),
             Output::Callback(Ok(CallbackOutcome::Applied(_))) => bump(&APPLIED),
+            Output::Redefine(Ok(gs)) if !gs.is_empty() => bump(&REDEFINED),
+            Output::Redefine(Err(DurableError::Leased { .. })) => bump(&REDEFINE_LEASED),
+            Output::Redefine(Err(DurableError::Cycles { .. })) => bump(&REDEFINE_CYCLES),
+            Output::Reset(Ok(_)) => bump(&RESETS),
             _ => {}
         }
         if matches!(op, Op::Reopen) {
@@ -539,10 +647,11 @@ impl Coverage {
         }
     }
 
-    /// Prints the counts and, at the default case count or more (96 cases give each event
-    /// tens of times; a smaller `PROPTEST_CASES` may miss one), asserts that every event
-    /// happened at least once.
-    fn assert_reached() {
+    /// Prints the counts and, when the machine just run had the default case count or more
+    /// (`cases`: 96 cases give each event tens of times; a smaller `PROPTEST_CASES`, or the
+    /// 48 cases of the PostgreSQL machine, may miss a rare one such as a renewal refused as
+    /// expired), asserts that every event happened at least once.
+    fn assert_reached(cases: u32) {
         let counts = [
             ("re-claims of expired leases", &RECLAIMS),
             ("fenced callbacks", &FENCED),
@@ -553,10 +662,14 @@ impl Coverage {
             ("conditional submissions applied", &SUBMITTED_IF),
             ("conditional submissions refused as changed", &CHANGED),
             ("reopens", &REOPENS),
+            ("redefinitions applied", &REDEFINED),
+            ("redefinitions refused under a live lease", &REDEFINE_LEASED),
+            ("redefinitions refused for a cycle", &REDEFINE_CYCLES),
+            ("resets", &RESETS),
         ]
         .map(|(what, c)| (what, c.load(Ordering::Relaxed)));
         println!("lockstep-durable coverage: {counts:?}");
-        if config().cases < 96 {
+        if cases < 96 {
             return;
         }
         for (what, n) in counts {
@@ -671,10 +784,53 @@ impl<B: Backend> ReferenceStateMachine for DurableMachine<B> {
                 (id, g)
             });
         let submit_if = (
-            proptest::collection::vec(seen_one, 0..=2),
-            proptest::collection::vec(task, 1..=2),
+            proptest::collection::vec(seen_one.clone(), 0..=2),
+            proptest::collection::vec(task.clone(), 1..=2),
         )
             .prop_map(|(seen, tasks)| Op::SubmitIf(seen, tasks))
+            .boxed();
+        // The fingerprint resubmission: what a resuming run decided (mostly on current
+        // generations), over a batch of changed tasks, removals and recorded payloads.
+        let redefine_seen = proptest::collection::vec(seen_one.clone(), 0..=2);
+        // Often a running id: a live lease must refuse, an expired one be superseded.
+        let running: Vec<&str> = IDS
+            .iter()
+            .copied()
+            .filter(|id| m.state(id) == Some(TaskState::Running))
+            .collect();
+        // And often dependencies on any ids, later ones included: a changed dependency list
+        // that closes a cycle must be refused.
+        let any_deps = select(IDS.to_vec())
+            .prop_flat_map(|id| {
+                let deps = (Just(strings(&IDS)).prop_shuffle(), 1usize..=2)
+                    .prop_map(|(v, k)| v[..k].to_vec());
+                (Just(id.to_string()), deps, 0u8..3)
+            })
+            .boxed();
+        let with_running = select(if running.is_empty() {
+            IDS.to_vec()
+        } else {
+            running
+        })
+        .prop_flat_map(|id| (Just(id.to_string()), deps_for(id), 0u8..3))
+        .boxed();
+        let redefined_task = weighted(vec![(2, task.clone()), (2, any_deps), (2, with_running)]);
+        let redefine = (
+            redefine_seen,
+            proptest::collection::vec(redefined_task, 0..=2),
+            proptest::collection::vec(select(ids_and_ghost()), 0..=1),
+            proptest::collection::vec((select(ids_and_ghost()), 0u8..3), 0..=1),
+        )
+            .prop_map(move |(seen, submit, remove, record)| Op::Redefine {
+                seen,
+                submit,
+                remove,
+                record,
+                now,
+            })
+            .boxed();
+        let reset = (0usize..=3)
+            .prop_map(move |limit| Op::Reset(limit, now))
             .boxed();
         let claim = (select(OWNERS.to_vec()), 5u64..=20, 0usize..=3)
             .prop_map(move |(owner, lease, max)| Op::Claim {
@@ -764,8 +920,8 @@ impl<B: Backend> ReferenceStateMachine for DurableMachine<B> {
         let k = known.len() as u32;
         let w = if m.is_started() {
             // submit, start, check, claim, complete, fail, renew, cancel, close, tick, reopen,
-            // abandon, conditional submit
-            [8, 1, 1, 20, 14, 5, 12, 4, 1, 16, 2, 5, 5]
+            // abandon, conditional submit, redefine, reset
+            [8, 1, 1, 20, 14, 5, 12, 4, 1, 16, 2, 5, 5, 5, 1]
         } else {
             [
                 30,
@@ -781,6 +937,8 @@ impl<B: Backend> ReferenceStateMachine for DurableMachine<B> {
                 1,
                 1,
                 10,
+                2,
+                0,
             ]
         };
         weighted(vec![
@@ -797,6 +955,8 @@ impl<B: Backend> ReferenceStateMachine for DurableMachine<B> {
             (w[10], Just(Op::Reopen).boxed()),
             (w[11], abandon),
             (w[12], submit_if),
+            (w[13], redefine),
+            (w[14], reset),
         ])
     }
 
@@ -908,14 +1068,14 @@ fn postgres_store_matches_model() {
     let thread = std::thread::current();
     let test = thread.name().unwrap_or("?");
     println!("lockstep-stats: cases={} test={test}", pg_config().cases);
-    Coverage::assert_reached();
+    Coverage::assert_reached(pg_config().cases);
 }
 
 #[test]
 fn sqlite_store_matches_model() {
     sqlite_cases();
     print_cases();
-    Coverage::assert_reached();
+    Coverage::assert_reached(config().cases);
 }
 
 // ----------------------------------------------------------------------------------------
@@ -1143,6 +1303,155 @@ fn scripted_conditional_submit<B: Backend>() {
         "{bad:?}"
     );
     sut.observe_diff(&m, &ids).unwrap();
+}
+
+/// The fingerprint resubmission and the reset, on backend `B` and the model side by side, with
+/// the known answers: a changed task under a live lease is refused (`Leased`) and nothing
+/// changes; once the lease expired it is superseded (failed with `SUPERSEDED`, its dependent
+/// blocked) and submitted again, its old token then stale; a changed dependency list closing a
+/// cycle is refused with the cycle and nothing (not even the batch's first task) is applied; a
+/// conditional redefinition on a moved-on generation is `Changed`; a removed pending task is
+/// cancelled; a recorded payload is handed to the next claim; `reset` is refused under a live
+/// lease, then forgets every task while the claim counter goes on.
+fn scripted_redefine<B: Backend>() {
+    let mut m = DurableModel::new(3);
+    let mut sut: Sut<B> = Sut::new(3);
+    let ids = ids_and_ghost();
+    let mut step = |op: Op| -> Output {
+        let (mo, so) = (apply_model(&mut m, &op), sut.apply(&op));
+        assert_eq!(so, mo, "{op:?}");
+        sut.observe_diff(&m, &ids).unwrap();
+        so
+    };
+    let redefine = |seen: Vec<(&str, Option<u64>)>,
+                    submit: Vec<(&str, &[&str], u8)>,
+                    remove: &[&str],
+                    record: Vec<(&str, u8)>,
+                    now| Op::Redefine {
+        seen: seen
+            .into_iter()
+            .map(|(id, g)| (id.to_string(), g.map(Generation)))
+            .collect(),
+        submit: submit
+            .into_iter()
+            .map(|(id, deps, tag)| (id.to_string(), strings(deps), tag))
+            .collect(),
+        remove: strings(remove),
+        record: record
+            .into_iter()
+            .map(|(id, t)| (id.to_string(), t))
+            .collect(),
+        now,
+    };
+    step(Op::Submit(vec![
+        ("a".into(), vec![], 0),
+        ("b".into(), strings(&["a"]), 0),
+        ("c".into(), strings(&["b"]), 0),
+        ("d".into(), vec![], 0),
+    ]));
+    let Output::Claim(Ok(first)) = step(Op::Claim {
+        owner: "w1",
+        now: 0,
+        lease: 10,
+        max: 1,
+    }) else {
+        panic!("claim")
+    };
+    assert_eq!(first[0].id, "a");
+    // a runs under w1's live lease (until 10): redefining it is refused, nothing changes.
+    assert!(matches!(
+        step(redefine(vec![], vec![("a", &[], 1)], &[], vec![], 5)),
+        Output::Redefine(Err(DurableError::Leased { ref id, ref owner, expiry: Millis(10), now: Millis(5), .. }))
+            if id == "a" && owner == "w1"
+    ));
+    // At 10 the lease has expired: a is superseded and submitted again (generation 2), its
+    // dependents b and c with it; w1's late completion is stale.
+    assert_eq!(
+        step(redefine(
+            vec![("a", Some(1)), ("b", Some(1))],
+            vec![("a", &[], 1), ("b", &["a"], 1), ("c", &["b"], 1)],
+            &[],
+            vec![],
+            10
+        )),
+        Output::Redefine(Ok(vec![Generation(2), Generation(2), Generation(2)]))
+    );
+    assert!(matches!(
+        step(Op::Complete(tok(&first[0]), 11)),
+        Output::Callback(Err(DurableError::StaleGeneration { .. }))
+    ));
+    // b's new dependency list would close a cycle (a needs b): refused with the cycle, and
+    // d's change in the same batch is not applied either.
+    let out = step(redefine(
+        vec![],
+        vec![("d", &[], 2), ("a", &["b"], 2)],
+        &[],
+        vec![],
+        12,
+    ));
+    assert!(
+        matches!(out, Output::Redefine(Err(DurableError::Cycles { ref cycles })) if !cycles.is_empty()),
+        "{out:?}"
+    );
+    // A generation that moved on: Changed.
+    assert!(matches!(
+        step(redefine(
+            vec![("a", Some(1))],
+            vec![("a", &[], 3)],
+            &[],
+            vec![],
+            12
+        )),
+        Output::Redefine(Err(DurableError::Changed { .. }))
+    ));
+    // c removed (pending: cancelled); d's payload recorded without a new version.
+    assert_eq!(
+        step(redefine(vec![], vec![], &["c"], vec![("d", 2)], 13)),
+        Output::Redefine(Ok(vec![]))
+    );
+    let Output::Claim(Ok(claimed)) = step(Op::Claim {
+        owner: "w2",
+        now: 14,
+        lease: 10,
+        max: 3,
+    }) else {
+        panic!("claim")
+    };
+    let d = claimed.iter().find(|l| l.id == "d").expect("d is ready");
+    assert_eq!(
+        (d.generation, d.payload.clone()),
+        (Generation(1), payload("d", 2))
+    );
+    // Live leases refuse the reset; after they expire it forgets everything, and the next
+    // claim's epoch goes on from the last one.
+    assert!(matches!(
+        step(Op::Reset(2, 15)),
+        Output::Reset(Err(DurableError::Leased { .. }))
+    ));
+    assert_eq!(step(Op::Reset(2, 30)), Output::Reset(Ok(4)));
+    step(Op::Submit(vec![("e".into(), vec![], 0)]));
+    let Output::Claim(Ok(after)) = step(Op::Claim {
+        owner: "w1",
+        now: 31,
+        lease: 10,
+        max: 3,
+    }) else {
+        panic!("claim")
+    };
+    let last = claimed.iter().map(|l| l.epoch).max().unwrap_or(0);
+    assert_eq!((after.len(), after[0].epoch), (1, last + 1));
+}
+
+#[test]
+fn sqlite_scripted_redefine() {
+    scripted_redefine::<Sqlite>();
+}
+
+#[test]
+fn postgres_scripted_redefine() {
+    let Some(url) = pg_url() else { return };
+    let _scratch = PgScratch::new(url);
+    scripted_redefine::<Postgres>();
 }
 
 #[test]

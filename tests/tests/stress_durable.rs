@@ -142,6 +142,24 @@ fn durable_err(e: LeaseError) -> DurableError {
             expiry: Millis(expiry),
             now: Millis(now),
         },
+        LeaseError::Leased {
+            id,
+            generation,
+            owner,
+            expiry,
+            now,
+        } => DurableError::Leased {
+            id,
+            generation,
+            owner,
+            expiry: Millis(expiry),
+            now: Millis(now),
+        },
+        LeaseError::Changed(c) => DurableError::Changed {
+            id: c.id,
+            seen: c.seen,
+            current: c.current,
+        },
     }
 }
 

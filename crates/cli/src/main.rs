@@ -266,7 +266,10 @@ struct DurableRunArgs {
     /// such as connect_timeout or application_name) and, at the very end, `#SCHEMA` (the
     /// PostgreSQL schema: letters, digits and _; default `lockstep`; one database may hold
     /// several runs). Succeeded tasks are kept; failed, blocked and cancelled ones run again as
-    /// new generations. `lockstep worker --store` processes may join (docs/durable.md). A
+    /// new generations, and so does a task whose command, cwd, env or deps changed in FILE,
+    /// with every task that depends on it (a task gone from FILE is left out: cancelled if it
+    /// had not run); see --fresh to start over. `lockstep worker --store` processes may join
+    /// (docs/durable.md). A
     /// task's `cwd` is stored as FILE wrote it, relative to FILE's directory (an absolute one
     /// stays absolute): this process runs it under FILE's directory, as `run` does, and each
     /// worker under its `--root` (default: its current directory) [default: none: the run is
@@ -283,6 +286,12 @@ struct DurableRunArgs {
     /// a task, and the run would wait forever.
     #[arg(long, value_name = "N", requires = "store", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     store_limit: Option<u32>,
+    /// With --store: start the store over before this run: every task, result and lease in it
+    /// is deleted (the store itself stays, with --store-limit as its limit) and FILE is
+    /// submitted as new. Refused (exit 2, nothing deleted) while another process runs one of
+    /// its tasks under a live lease [default: off: a store is resumed].
+    #[arg(long, requires = "store")]
+    fresh: bool,
 }
 
 /// Options shared by every command that reads a graph.
@@ -453,6 +462,7 @@ fn main() -> ExitCode {
                     events,
                     log_dir,
                     progress: !no_progress && std::io::stderr().is_terminal(),
+                    fresh: durable.fresh,
                 };
                 return store_run_cmd(&graph, &spec, &opts, show);
             }

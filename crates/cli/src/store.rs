@@ -18,7 +18,12 @@
 //!    failures) is **resumed**: succeeded tasks are kept; failed, blocked and cancelled ones are
 //!    submitted again (a new generation, dependencies first), with the file's current command;
 //!    pending and ready ones wait as they are; running ones are claimed again once their leases
-//!    expire (their worker is presumed dead). The `resumed:` line says what happened. Every
+//!    expire (their worker is presumed dead). The file is compared with the store (each
+//!    payload carries a [`fingerprint`] of the task's command, cwd, env and deps): a changed
+//!    task and its descendants run again as new generations, changed dependencies are applied,
+//!    tasks gone from the file are left out, all in one [`Store::redefine`]; a changed task
+//!    running under a live lease is refused (exit 2, nothing changed). `--fresh` starts the
+//!    store over first ([`Store::reset`]). The `resumed:` line says what happened. Every
 //!    submission is conditional on what was read ([`Store::submit_if_unchanged`]): a second
 //!    `run` started at the same moment on a new store resumes the first one's graph instead of
 //!    submitting it again, and two resuming at once resubmit each lost task once;
@@ -58,8 +63,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use lockstep_durable::{
-    CancelReason, Clock, DurableError, Generation, NewTask, SqliteStore, Store, SystemClock,
-    TaskState, TaskStatus,
+    CancelReason, Clock, Definition, DurableError, Generation, NewTask, Redefinition, SqliteStore,
+    Store, SystemClock, TaskState, TaskStatus,
 };
 use serde::{Deserialize, Serialize};
 
@@ -222,6 +227,45 @@ pub struct StoredPayload {
     /// else `--timeout`); absent: no timeout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// The fingerprint of the task's definition ([`fingerprint`]: command, `cwd` as stored,
+    /// environment, dependencies), recorded so that a resumed run notices a changed task.
+    /// Absent in payloads written before fingerprints existed (issue 11 item 5): such a task
+    /// is kept as it is, and the resumed run records its fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+}
+
+/// The version tag at the head of every fingerprint's canonical encoding: a change of the
+/// encoding changes the tag, so that old and new fingerprints never compare equal by accident.
+const FINGERPRINT_TAG: &str = "lockstep-task-definition/1";
+
+/// The fingerprint of a task's definition: the SHA-256 (FIPS 180-4, crate `sha2`) of a
+/// canonical encoding, as 64 lowercase hex digits. The encoding is the compact JSON array
+/// `[TAG, command, cwd, env, deps]`: `TAG` = `"lockstep-task-definition/1"`; `command` a string
+/// or `null`; `cwd` the working directory **as stored** (as the task file wrote it, relative to
+/// the file's directory, or absolute; lossily UTF-8), or `null`; `env` an object whose keys are
+/// in sorted order (a `BTreeMap`); `deps` the dependency ids **sorted** (their order in the
+/// file does not matter to what the task does). Timeouts, retries and the task's position in
+/// the file are **not** part of it: they decide how an attempt is judged, not what it does
+/// (as ninja hashes only the command line), so changing them does not rerun a task that
+/// succeeded. O(size of the definition).
+pub fn fingerprint(
+    command: Option<&str>,
+    cwd: Option<&Path>,
+    env: &BTreeMap<String, String>,
+    deps: &[String],
+) -> String {
+    use sha2::Digest;
+    let mut sorted: Vec<&str> = deps.iter().map(String::as_str).collect();
+    sorted.sort_unstable();
+    let cwd = cwd.map(|c| c.to_string_lossy().into_owned());
+    // Serialising strings, options, a BTreeMap and a Vec cannot fail.
+    let canonical =
+        serde_json::to_vec(&(FINGERPRINT_TAG, command, cwd, env, sorted)).unwrap_or_default();
+    sha2::Sha256::digest(&canonical)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 impl StoredPayload {
@@ -326,6 +370,11 @@ pub struct StoreRunOptions {
     /// Draw a progress bar on standard error (the caller checks that it is a terminal), as
     /// `run` does ([`crate::look::Out`]).
     pub progress: bool,
+    /// `--fresh`: start the store over before submitting ([`Store::reset`]: every task, edge,
+    /// lease and payload deleted, started and closed cleared, the limit set to
+    /// [`StoreRunOptions::limit`]; the store itself, its clock and its claim counter kept).
+    /// Refused, deleting nothing, while a task runs under a live lease.
+    pub fresh: bool,
 }
 
 /// What `run --store` did.
@@ -527,10 +576,20 @@ pub fn run(
     }
     let limit = opts.limit.unwrap_or(lockstep_durable::UNLIMITED);
     let mut store = spec.open(Some(limit)).map_err(store_err)?;
+    let mut preamble = Vec::new();
+    if opts.fresh {
+        preamble.push(start_over(&mut *store, spec, limit)?);
+    }
     if store.max_concurrency().map_err(store_err)? == 0 {
         return Err(no_slots());
     }
-    let preamble = prepare(&mut *store, graph, spec, !opts.targets.is_empty(), defaults)?;
+    preamble.extend(prepare(
+        &mut *store,
+        graph,
+        spec,
+        !opts.targets.is_empty(),
+        defaults,
+    )?);
     for line in &preamble {
         println!("{line}");
     }
@@ -629,6 +688,44 @@ pub fn run(
     })
 }
 
+/// `--fresh`: [`Store::reset`] with the run's limit; returns the line to print.
+///
+/// # Errors
+/// [`StoreRunError::Mismatch`] naming the task, its owner and the time left when a task runs
+/// under a live lease (nothing was deleted); [`StoreRunError::Store`] for store errors.
+fn start_over(
+    store: &mut dyn Store,
+    spec: &StoreSpec,
+    limit: usize,
+) -> Result<String, StoreRunError> {
+    let store_err = |source| StoreRunError::Store {
+        store: spec.to_string(),
+        source,
+    };
+    let now = store.clock().map_err(store_err)?.max(SystemClock.now());
+    match store.reset(limit, now) {
+        Ok(n) => Ok(format!(
+            "store: {spec}: started over (--fresh): {n} task(s) deleted"
+        )),
+        Err(DurableError::Leased {
+            id,
+            generation,
+            owner,
+            expiry,
+            now,
+        }) => Err(StoreRunError::Mismatch {
+            store: spec.to_string(),
+            reason: format!(
+                "--fresh: task {id} {generation} is running under {owner}'s lease for {:.1} s \
+                 more; nothing was deleted. Stop that run or worker (its claims are given back) \
+                 or wait for it, then run again",
+                expiry.0.saturating_sub(now.0) as f64 / 1000.0
+            ),
+        }),
+        Err(e) => Err(store_err(e)),
+    }
+}
+
 /// The payload of a task of the file, with its timeout (its own, else the default).
 ///
 /// The `cwd` is stored as the file wrote it (relative to the file's directory, or absolute;
@@ -644,6 +741,12 @@ fn payload(index: usize, t: &crate::graph::TaskSpec, defaults: &Defaults) -> Vec
     };
     StoredPayload {
         index,
+        fingerprint: Some(fingerprint(
+            t.command.as_deref(),
+            cwd.as_deref(),
+            &t.env,
+            &t.deps,
+        )),
         command: t.command.clone(),
         cwd,
         env: t.env.clone(),
@@ -737,25 +840,27 @@ fn prepare_once(
     }
     if store.is_closed().map_err(store_err)? {
         return Err(mismatch(
-            "the store is closed and cannot be resumed; use a new store".into(),
+            "the store is closed and cannot be resumed; use a new store, or start this one over \
+             with --fresh"
+                .into(),
         ));
     }
-    let stored: HashMap<String, TaskStatus<String>> =
-        store.snapshot().map_err(store_err)?.into_iter().collect();
+    let snapshot = store.snapshot().map_err(store_err)?;
+    let stored: HashMap<String, TaskStatus<String>> = snapshot.iter().cloned().collect();
     if let Some(t) = graph.tasks.iter().find(|t| !stored.contains_key(&t.id)) {
         return Err(mismatch(format!(
-            "the store holds another graph: task {} of the file is not in it; use a new store",
+            "the store holds another graph: task {} of the file is not in it; use a new store \
+             (or start this one over with --fresh)",
             t.id
         )));
     }
+    let in_file: HashSet<&str> = graph.tasks.iter().map(|t| t.id.as_str()).collect();
     if targets {
         // The workers run every task of the store: a pending, ready or running task that the
         // targets leave out would run too. Settled ones stay as they are, so they may stay.
-        let kept: std::collections::HashSet<&str> =
-            graph.tasks.iter().map(|t| t.id.as_str()).collect();
         let mut outside: Vec<(&String, &TaskStatus<String>)> = stored
             .iter()
-            .filter(|(id, s)| !kept.contains(id.as_str()) && !s.state.is_terminal())
+            .filter(|(id, s)| !in_file.contains(id.as_str()) && !s.state.is_terminal())
             .collect();
         if !outside.is_empty() {
             outside.sort_by_key(|(id, _)| id.as_str());
@@ -767,19 +872,44 @@ fn prepare_once(
             )));
         }
     }
-    // Resubmit every lost task, dependencies first (Kahn's order over the file's graph), so
-    // that a resubmitted dependent waits on its resubmitted dependency.
+    let definitions: HashMap<String, Definition> = store
+        .definitions()
+        .map_err(store_err)?
+        .into_iter()
+        .map(|d| (d.id.clone(), d))
+        .collect();
+    let plan = ResumePlan::new(graph, defaults, &stored, &definitions);
+    // Removed: in the store, not in the file (only without targets: a selection of the file
+    // leaves the other tasks in it, it does not remove them), in first-submission order.
+    let removed: Vec<&String> = if targets {
+        Vec::new()
+    } else {
+        snapshot
+            .iter()
+            .map(|(id, _)| id)
+            .filter(|id| !in_file.contains(id.as_str()))
+            .collect()
+    };
+
+    // Resubmit every changed task and its descendants, and every lost task, dependencies
+    // first (Kahn's order over the file's graph), so that a resubmitted dependent waits on its
+    // resubmitted dependency; all of it in one conditional, all-or-nothing `redefine`.
     let order = topological(graph);
     let (mut kept, mut waiting, mut running, mut claimable) = (0, 0, 0, 0);
     let now = store.clock().map_err(store_err)?.max(SystemClock.now());
     let mut lost: BTreeMap<&'static str, usize> = BTreeMap::new();
-    let mut resubmit = Vec::new();
-    // The generation of each task to resubmit as read: the resubmission is refused if another
-    // run resubmitted (or retried) one of them meanwhile.
-    let mut seen: Vec<(&str, Option<Generation>)> = Vec::new();
+    let mut change = Redefinition::default();
+    let mut unknown_kept = 0;
     for &i in &order {
         let t = &graph.tasks[i];
-        match stored[&t.id].state {
+        let status = &stored[&t.id];
+        if plan.rerun.contains(&i) {
+            change.submit.push(
+                NewTask::new(t.id.clone(), t.deps.clone()).with_payload(plan.payloads[i].clone()),
+            );
+            continue;
+        }
+        match status.state {
             TaskState::Succeeded => kept += 1,
             TaskState::Pending | TaskState::Ready => waiting += 1,
             TaskState::Running => {
@@ -795,30 +925,276 @@ fn prepare_once(
             }
             s @ (TaskState::Failed | TaskState::Blocked | TaskState::Cancelled) => {
                 *lost.entry(s.name()).or_default() += 1;
-                seen.push((t.id.as_str(), Some(stored[&t.id].generation)));
-                resubmit.push(
+                change.submit.push(
                     NewTask::new(t.id.clone(), t.deps.clone())
-                        .with_payload(payload(i, t, defaults)),
+                        .with_payload(plan.payloads[i].clone()),
                 );
+                continue;
+            }
+        }
+        // Kept as it is: record the payload if it differs (a fingerprint missing from an older
+        // store, a new timeout, a new position in the file).
+        if plan.unknown.contains(&i) {
+            unknown_kept += 1;
+        }
+        if definitions
+            .get(&t.id)
+            .is_none_or(|d| d.payload != plan.payloads[i])
+        {
+            change.record.push((t.id.clone(), plan.payloads[i].clone()));
+        }
+    }
+    change.remove = removed.iter().map(|id| (*id).clone()).collect();
+    // INVARIANT (D.conditional-submit): applied only if no task the plan read moved on since
+    // (another run resubmitted, retried or started the store over meanwhile).
+    change.seen = snapshot
+        .iter()
+        .map(|(id, s)| (id.clone(), Some(s.generation)))
+        .collect();
+    if !change.submit.is_empty() || !change.remove.is_empty() || !change.record.is_empty() {
+        match store.redefine(&change, now) {
+            Ok(_) => {}
+            Err(DurableError::Changed { .. }) => return Ok(None),
+            Err(DurableError::Leased {
+                id,
+                generation,
+                owner,
+                expiry,
+                now,
+            }) => {
+                let why = if plan.changed.iter().any(|c| c.id == id) {
+                    "changed in the file"
+                } else if removed.iter().any(|r| **r == id) {
+                    "no longer in the file"
+                } else {
+                    "a descendant of a changed task"
+                };
+                return Err(mismatch(format!(
+                    "task {id} is {why}, but {generation} is running under {owner}'s lease for \
+                     {:.1} s more: a running command is never replaced; nothing was changed. \
+                     Wait for it to finish (or stop that worker: its claim is given back), then \
+                     run again",
+                    expiry.0.saturating_sub(now.0) as f64 / 1000.0
+                )));
+            }
+            Err(e @ DurableError::Cycles { .. }) => {
+                return Err(mismatch(format!(
+                    "the file's dependencies would close a cycle in the store; nothing was \
+                     changed: {e}"
+                )));
+            }
+            Err(
+                e @ (DurableError::Busy { .. }
+                | DurableError::Unavailable { .. }
+                | DurableError::Database { .. }
+                | DurableError::InvalidInput { .. }),
+            ) => return Err(store_err(e)),
+            Err(e) => {
+                return Err(mismatch(format!(
+                    "resuming with this file: {e}; nothing was changed"
+                )));
             }
         }
     }
-    let results = match store.submit_if_unchanged(&seen, &resubmit) {
-        Err(DurableError::Changed { .. }) => return Ok(None),
-        r => r.map_err(store_err)?,
-    };
-    for (r, t) in results.into_iter().zip(&resubmit) {
-        r.map_err(|e| mismatch(format!("resubmitting {}: {e}", t.id)))?;
+    let mut parts = vec![format!("{kept} succeeded task(s) kept")];
+    if !plan.changed.is_empty() {
+        let descendants = plan.rerun.len() - plan.changed.len();
+        parts.push(format!(
+            "{} changed ({}) run again with {descendants} descendant(s) as new generations",
+            plan.changed.len(),
+            listed(plan.changed.iter().map(ToString::to_string))
+        ));
     }
-    let lost_text = if lost.is_empty() {
+    if !removed.is_empty() {
+        parts.push(format!(
+            "{} no longer in the file left out ({})",
+            removed.len(),
+            listed(removed.iter().map(|id| {
+                match stored[id.as_str()].state {
+                    TaskState::Pending | TaskState::Ready => format!("{id}: cancelled"),
+                    TaskState::Running => format!("{id}: its expired claim ended"),
+                    s => format!("{id}: {s}"),
+                }
+            }))
+        ));
+    }
+    if unknown_kept > 0 {
+        parts.push(format!(
+            "{unknown_kept} stored without a fingerprint (by an older lockstep) kept, fingerprint recorded"
+        ));
+    }
+    parts.push(if lost.is_empty() {
         "nothing to resubmit".to_string()
     } else {
-        let parts: Vec<String> = lost.iter().map(|(s, n)| format!("{n} {s}")).collect();
-        format!("{} resubmitted as new generations", parts.join(", "))
-    };
+        let lost: Vec<String> = lost.iter().map(|(s, n)| format!("{n} {s}")).collect();
+        format!("{} resubmitted as new generations", lost.join(", "))
+    });
     Ok(Some(vec![format!(
-        "resumed: {spec}: {kept} succeeded task(s) kept; {lost_text}; {waiting} pending or ready; {running} running (claimed again when their leases expire; {claimable} of them given back or expired: at once)"
+        "resumed: {spec}: {}; {waiting} pending or ready; {running} running (claimed again when their leases expire; {claimable} of them given back or expired: at once)",
+        parts.join("; ")
     )]))
+}
+
+/// At most [`LISTED`] items joined with `, `, then `, ...` if there were more.
+fn listed(items: impl Iterator<Item = String>) -> String {
+    let items: Vec<String> = items.collect();
+    let mut out = items
+        .iter()
+        .take(LISTED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if items.len() > LISTED {
+        out.push_str(", ...");
+    }
+    out
+}
+
+/// How many ids the `resumed:` line names per kind of change.
+const LISTED: usize = 5;
+
+/// A task of the file whose definition differs from the stored one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ChangedTask {
+    id: String,
+    /// What differs: `command`, `cwd`, `env`, `deps` (or `definition` when the stored
+    /// payload cannot be read), in that order.
+    what: Vec<&'static str>,
+}
+
+impl fmt::Display for ChangedTask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.id, self.what.join(", "))
+    }
+}
+
+/// What a resumed run found when it compared the file with the store (`docs/semantics.md`,
+/// "Resuming a changed file").
+#[derive(Debug)]
+struct ResumePlan {
+    /// Each task's payload from the file, by position.
+    payloads: Vec<Vec<u8>>,
+    /// The changed tasks, in file order.
+    changed: Vec<ChangedTask>,
+    /// Positions of the changed tasks and of every task of the file that depends on one,
+    /// directly or not: they run again.
+    rerun: HashSet<usize>,
+    /// Positions of the tasks whose stored payload has no fingerprint (an older store) and
+    /// whose dependencies did not change: kept unless lost or a descendant of a changed task.
+    unknown: HashSet<usize>,
+}
+
+impl ResumePlan {
+    /// Compares each task of `graph` with its stored definition. A task is **changed** when
+    /// its stored fingerprint differs from the file's, or when its stored dependency set
+    /// differs (always comparable: the store keeps the edges, so an older store without
+    /// fingerprints still gets its changed dependencies applied). O(tasks + edges).
+    fn new(
+        graph: &TaskGraph,
+        defaults: &Defaults,
+        stored: &HashMap<String, TaskStatus<String>>,
+        definitions: &HashMap<String, Definition>,
+    ) -> ResumePlan {
+        let payloads: Vec<Vec<u8>> = graph
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| payload(i, t, defaults))
+            .collect();
+        let mut changed = Vec::new();
+        let mut unknown = HashSet::new();
+        for (i, t) in graph.tasks.iter().enumerate() {
+            let Some(d) = definitions
+                .get(&t.id)
+                .filter(|_| stored.contains_key(&t.id))
+            else {
+                continue;
+            };
+            let mut new_deps: Vec<&String> = t.deps.iter().collect();
+            let mut old_deps: Vec<&String> = d.deps.iter().collect();
+            new_deps.sort_unstable();
+            old_deps.sort_unstable();
+            let deps_changed = new_deps != old_deps;
+            let new = StoredPayload::decode(&payloads[i]).unwrap_or_default();
+            let mut what = Vec::new();
+            match StoredPayload::decode(&d.payload) {
+                Ok(old) if old.fingerprint.is_some() => {
+                    if old.fingerprint != new.fingerprint {
+                        if old.command != new.command {
+                            what.push("command");
+                        }
+                        if old.cwd != new.cwd {
+                            what.push("cwd");
+                        }
+                        if old.env != new.env {
+                            what.push("env");
+                        }
+                        if deps_changed {
+                            what.push("deps");
+                        }
+                        if what.is_empty() {
+                            what.push("definition");
+                        }
+                    }
+                }
+                // Stored before fingerprints: what it ran is unknown; only the dependencies
+                // can be compared.
+                Ok(_) => {
+                    if deps_changed {
+                        what.push("deps");
+                    } else {
+                        unknown.insert(i);
+                    }
+                }
+                Err(_) => what.push("definition"),
+            }
+            if !what.is_empty() {
+                changed.push((
+                    i,
+                    ChangedTask {
+                        id: t.id.clone(),
+                        what,
+                    },
+                ));
+            }
+        }
+        // INVARIANT (D.redefine): a changed task runs again with every task of the file that
+        // depends on it, directly or not (their successes were built on the old definition).
+        let rerun = descendants(graph, changed.iter().map(|(i, _)| *i));
+        ResumePlan {
+            payloads,
+            changed: changed.into_iter().map(|(_, c)| c).collect(),
+            rerun,
+            unknown,
+        }
+    }
+}
+
+/// The positions of `from` and of every task of `graph` that depends on one of them,
+/// directly or not (breadth-first over the file's reverse edges). O(tasks + edges).
+fn descendants(graph: &TaskGraph, from: impl Iterator<Item = usize>) -> HashSet<usize> {
+    let index: HashMap<&str, usize> = graph
+        .tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.id.as_str(), i))
+        .collect();
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); graph.tasks.len()];
+    for (i, t) in graph.tasks.iter().enumerate() {
+        for d in &t.deps {
+            if let Some(&j) = index.get(d.as_str()) {
+                dependents[j].push(i);
+            }
+        }
+    }
+    let mut seen: HashSet<usize> = HashSet::new();
+    let mut queue: VecDeque<usize> = from.collect();
+    while let Some(i) = queue.pop_front() {
+        if seen.insert(i) {
+            queue.extend(dependents[i].iter().copied());
+        }
+    }
+    seen
 }
 
 /// Retries and `--fail-fast` of `run --store` (`docs/semantics.md`, Part C, "Retries and

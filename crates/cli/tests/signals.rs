@@ -713,6 +713,7 @@ fn stored(place: &Place, cmd: &str) {
                     cwd: None,
                     env: Default::default(),
                     timeout_ms: None,
+                    fingerprint: None,
                 }
                 .encode(),
             )

@@ -209,7 +209,7 @@ fn store_run_with_targets_records_only_them_and_refuses_other_graphs() {
         .stdout("")
         .stderr(format!(
             "note: targets: kept 3 of 4 task(s) (the targets and everything they depend on)\n\
-             error: store {store}: the store holds another graph: task b of the file is not in it; use a new store\n"
+             error: store {store}: the store holds another graph: task b of the file is not in it; use a new store (or start this one over with --fresh)\n"
         ));
 
     // A store of the whole file whose tasks have not run yet: `a` alone would leave the
@@ -242,8 +242,10 @@ fn store_run_with_targets_records_only_them_and_refuses_other_graphs() {
             "note: targets: kept 1 of 4 task(s) (the targets and everything they depend on)\n\
              error: store {whole_store}: the store holds 3 task(s) outside the targets that are still to run (first: b); a run of the store runs every task it holds: run without targets, or use a new store\n"
         ));
-    // Without targets it runs as before (the stored tasks, submitted without payload, have no
-    // command and succeed at once).
+    // Without targets it runs. The stored tasks were submitted without a payload (no
+    // fingerprint: what they would run is unknown): they are kept, and the file's definitions
+    // recorded, so they run the file's commands (b's passes once `ok` exists).
+    std::fs::write(dir.path().join("ok"), "").unwrap();
     lockstep()
         .current_dir(dir.path())
         .args(["run"])
@@ -251,6 +253,10 @@ fn store_run_with_targets_records_only_them_and_refuses_other_graphs() {
         .args(["--store", &whole_store])
         .assert()
         .code(0)
+        .stdout(predicates::str::contains(
+            "; 4 stored without a fingerprint (by an older lockstep) kept, fingerprint recorded; ",
+        ))
+        .stdout(predicates::str::contains("[c] c\n"))
         .stdout(predicates::str::contains(
             "summary: 4 succeeded, 0 failed, 0 blocked, 0 cancelled; ",
         ));

@@ -26,6 +26,7 @@ fn opts(limit: usize) -> StoreRunOptions {
         events: None,
         log_dir: None,
         progress: false,
+        fresh: false,
     }
 }
 

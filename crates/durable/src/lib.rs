@@ -376,6 +376,50 @@ impl NewTask {
     }
 }
 
+/// One task's current version as stored: what [`Store::definitions`] returns.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Definition {
+    /// The task id.
+    pub id: String,
+    /// The current generation.
+    pub generation: Generation,
+    /// Its dependencies, in the order submitted.
+    pub deps: Vec<String>,
+    /// The payload submitted with it (or recorded later by [`Store::redefine`]).
+    pub payload: Vec<u8>,
+}
+
+/// What [`Store::redefine`] applies, all or nothing (`D.redefine`): the fingerprint
+/// resubmission of a resumed run whose task file changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Redefinition {
+    /// The generation of every id the caller read and decided on (`None`: never submitted),
+    /// as [`Store::submit_if_unchanged`]: if one moved on, nothing is applied
+    /// ([`DurableError::Changed`]).
+    pub seen: Vec<(String, Option<Generation>)>,
+    /// New versions to submit, in order (dependencies first), each judged as
+    /// [`Store::submit`] after the earlier ones were applied (so changed dependencies get the
+    /// usual unknown-dependency and cycle checks). A version that is running under an
+    /// **expired** lease is first ended as failed with the text [`SUPERSEDED`] (its claim's
+    /// late `complete` or `fail` then meets [`DurableError::StaleGeneration`]).
+    pub submit: Vec<NewTask>,
+    /// Ids left out of the graph: a pending or ready version is cancelled (reason user, its
+    /// waiters blocked), a running one under an expired lease is failed with the text
+    /// [`REMOVED`], a settled one is left as it is.
+    pub remove: Vec<String>,
+    /// Payloads to record on current versions without a new version (no state, generation or
+    /// lease changes): a fingerprint recorded on a version stored before fingerprints existed.
+    pub record: Vec<(String, Vec<u8>)>,
+}
+
+/// The error text of a running version whose expired claim [`Store::redefine`] ended before
+/// submitting its new definition.
+pub const SUPERSEDED: &str = "superseded: the task's definition changed";
+
+/// The error text of a running version whose expired claim [`Store::redefine`] ended because
+/// the task was removed from the graph.
+pub const REMOVED: &str = "removed from the graph";
+
 /// Every way a durable operation can be refused. **A refused operation changes nothing** in
 /// the store (its transaction is rolled back), whatever the variant.
 ///
@@ -500,6 +544,26 @@ pub enum DurableError {
         current: Option<Generation>,
     },
 
+    /// [`Store::redefine`] or [`Store::reset`] met a version running under a **live** lease
+    /// (`expiry > now`): a worker is running it at this moment, and replacing or deleting it
+    /// would let the old definition and the new one run at once. Nothing changed; wait for the
+    /// version to settle (or its lease to expire) and try again.
+    #[error(
+        "task {id} {generation} is running under {owner}'s lease until {expiry} (now {now}); it cannot be replaced while that lease is live"
+    )]
+    Leased {
+        /// The task.
+        id: String,
+        /// Its running generation.
+        generation: Generation,
+        /// The lease's owner.
+        owner: String,
+        /// When the lease ends.
+        expiry: Millis,
+        /// The store's clock at the call.
+        now: Millis,
+    },
+
     /// An id, owner, payload or option is malformed (empty owner, NUL byte, too long, ...).
     #[error("invalid input: {what}")]
     InvalidInput {
@@ -593,6 +657,37 @@ fn seen_text(g: Option<Generation>) -> String {
 pub(crate) fn validate_seen(seen: &[(&str, Option<Generation>)]) -> Result<(), DurableError> {
     for (id, _) in seen {
         check_text("task id", id)?;
+    }
+    Ok(())
+}
+
+/// The checks of [`Store::redefine`] before the database: every id is at most
+/// [`MAX_ID_BYTES`] bytes without NUL and every recorded payload at most
+/// [`MAX_PAYLOAD_BYTES`] ([`DurableError::InvalidInput`]). The rest of each new task is judged
+/// in order by the store, as [`Store::submit`] judges it. O(size of `change`).
+pub(crate) fn validate_redefinition(change: &Redefinition) -> Result<(), DurableError> {
+    for (id, _) in &change.seen {
+        check_text("task id", id)?;
+    }
+    for t in &change.submit {
+        check_text("task id", &t.id)?;
+        for d in &t.deps {
+            check_text("dependency id", d)?;
+        }
+    }
+    for id in &change.remove {
+        check_text("task id", id)?;
+    }
+    for (id, payload) in &change.record {
+        check_text("task id", id)?;
+        if payload.len() > MAX_PAYLOAD_BYTES {
+            return Err(DurableError::InvalidInput {
+                what: format!(
+                    "payload of task {id} is {} bytes (at most {MAX_PAYLOAD_BYTES})",
+                    payload.len()
+                ),
+            });
+        }
     }
     Ok(())
 }
@@ -841,6 +936,52 @@ pub trait Store {
     /// # Errors
     /// As listed; nothing changes on error.
     fn abandon(&mut self, token: &FencingToken, now: Millis) -> Result<(), DurableError>;
+
+    /// The fingerprint resubmission (`D.redefine`): applies `change` in **one** transaction, all
+    /// or nothing. In order: every id of `change.seen` must still have the generation given
+    /// ([`DurableError::Changed`], as [`Store::submit_if_unchanged`]); no id of `change.submit`
+    /// or `change.remove` may be running under a live lease, `expiry > t` with `t = max(now,
+    /// high-water clock)` ([`DurableError::Leased`], the first in that order); then each task
+    /// of `change.submit` is submitted in order (a version running under an expired lease is
+    /// first failed with [`SUPERSEDED`]; the task's refusal, as [`Store::submit`], is the
+    /// answer: [`DurableError::Cycles`] for a changed dependency list that closes a cycle,
+    /// [`DurableError::UnknownDependency`], ...); then each id of `change.remove` is left
+    /// out (unknown: [`DurableError::UnknownTask`]; pending or ready: cancelled, reason user;
+    /// running under an expired lease: failed with [`REMOVED`]; settled: unchanged); then each
+    /// payload of `change.record` replaces the current version's payload
+    /// ([`DurableError::UnknownTask`]; [`DurableError::InvalidInput`] over
+    /// [`MAX_PAYLOAD_BYTES`]). Returns the new generation of each submitted task, in order.
+    /// `t` becomes the high-water clock. O(seen + submit + remove + record) lookups plus the
+    /// submissions' cycle checks.
+    ///
+    /// # Errors
+    /// As listed; on any error **nothing** changed (not even the clock). Ids and payloads are
+    /// checked before the database ([`DurableError::InvalidInput`]).
+    fn redefine(
+        &mut self,
+        change: &Redefinition,
+        now: Millis,
+    ) -> Result<Vec<Generation>, DurableError>;
+
+    /// Starts the store over (`D.reset`, `lockstep run --store URL --fresh`): refused with
+    /// [`DurableError::Leased`] while any version runs under a live lease (`expiry > t`, `t =
+    /// max(now, high-water clock)`; the first in submission order). Otherwise deletes every
+    /// task version, its edges and its lease, clears started and closed, sets the concurrency
+    /// limit to `max_concurrency`, and keeps the high-water clock (`t`) and the claim counter:
+    /// epochs never repeat, so a token of a claim made before the reset can never match a
+    /// claim made after it. Returns how many ids were deleted. O(tasks).
+    ///
+    /// # Errors
+    /// As listed; nothing changes on error.
+    fn reset(&mut self, max_concurrency: usize, now: Millis) -> Result<usize, DurableError>;
+
+    /// Every current version with its dependency list and payload, in order of the id's first
+    /// submission ([`Store::snapshot`]'s order). Read-only, one consistent read. O(tasks +
+    /// edges).
+    ///
+    /// # Errors
+    /// Store errors only.
+    fn definitions(&mut self) -> Result<Vec<Definition>, DurableError>;
 
     /// Cancels the current version of `id`, as the model: pending/ready -> cancelled (reason
     /// user), waiters blocked with the cause; running -> `Requested` (the flag is returned with

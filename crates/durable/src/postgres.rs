@@ -77,8 +77,9 @@ use lockstep_contract::{
 use lockstep_dag::StateCounts;
 
 use crate::{
-    APPLICATION_ID, DurableError, FencingToken, Lease, LeaseInfo, LeaseOwner, MAX_MILLIS, Millis,
-    NewTask, Renewal, SCHEMA_VERSION, Store, canonical_report, validate_new_task,
+    APPLICATION_ID, Definition, DurableError, FencingToken, Lease, LeaseInfo, LeaseOwner,
+    MAX_MILLIS, Millis, NewTask, REMOVED, Redefinition, Renewal, SCHEMA_VERSION, SUPERSEDED, Store,
+    canonical_report, validate_new_task,
 };
 
 /// The schema of version 1 (tables and functions); `@S@` stands for the quoted schema name.
@@ -288,6 +289,126 @@ fn quote_schema(schema: &str) -> Result<String, DurableError> {
         });
     }
     Ok(format!("\"{schema}\""))
+}
+
+/// `Err(Leased)` when `id`'s current version runs under a live lease at `t`; else its
+/// generation and state (`None`: unknown id). For `redefine` and `reset`.
+fn refuse_live_lease(
+    tx: &mut Transaction<'_>,
+    s: &str,
+    id: &str,
+    t: i64,
+) -> Result<Option<(Generation, TaskState)>, DurableError> {
+    let Some(row) = tx
+        .query_opt(
+            &format!(
+                "SELECT generation, state, lease_owner, lease_expiry FROM {s}.tasks WHERE id = $1"
+            ),
+            &[&id],
+        )
+        .map_err(map_err)?
+    else {
+        return Ok(None);
+    };
+    let generation = to_gen(row.get(0));
+    let state = parse_state(row.get(1))?;
+    let expiry: Option<i64> = row.get(3);
+    if state == TaskState::Running
+        && let Some(expiry) = expiry.filter(|e| *e > t)
+    {
+        return Err(DurableError::Leased {
+            id: id.to_string(),
+            generation,
+            owner: row.get::<_, Option<String>>(2).unwrap_or_default(),
+            expiry: millis(expiry),
+            now: millis(t),
+        });
+    }
+    Ok(Some((generation, state)))
+}
+
+/// Ends the running version of `id` (its lease expired: checked before) as failed with
+/// `error`, blocking its waiters, as its latest claim's `fail` would (`redefine`).
+fn fail_running(
+    tx: &mut Transaction<'_>,
+    s: &str,
+    id: &str,
+    generation: Generation,
+    error: &str,
+    t: i64,
+) -> Result<(), DurableError> {
+    tx.execute(
+        &format!(
+            "UPDATE {s}.tasks SET state = 'failed', error = $2, updated_at = $3 WHERE id = $1"
+        ),
+        &[&id, &error, &t],
+    )
+    .map_err(map_err)?;
+    tx.execute(
+        &format!("SELECT {s}.block_waiters($1, $1, $2, 'failed', $3)"),
+        &[&id, &gen_sql(generation), &t],
+    )
+    .map_err(map_err)?;
+    Ok(())
+}
+
+/// The body of `redefine` after the lease checks: the submissions, removals and recorded
+/// payloads, in that order; any error rolls the whole transaction back.
+fn redefine_in(
+    tx: &mut Transaction<'_>,
+    s: &str,
+    meta: &mut Meta,
+    change: &Redefinition,
+    t: i64,
+) -> Result<Vec<Generation>, DurableError> {
+    // INVARIANT (D.redefine): a changed dependency list gets the cycle check of any
+    // submission. Seeded bug `durable_redefine_unchecked`: it is skipped here, so a changed
+    // file can close a cycle in the store.
+    let cycle_check = !lockstep_sync::seeded_bug!("durable_redefine_unchecked");
+    let mut out = Vec::with_capacity(change.submit.len());
+    for task in &change.submit {
+        if let Some(row) = read_row(tx, s, &task.id)?
+            && row.state == TaskState::Running
+        {
+            fail_running(tx, s, &task.id, row.generation, SUPERSEDED, t)?;
+        }
+        out.push(submit_checked(tx, s, meta, task, cycle_check)?);
+    }
+    for id in &change.remove {
+        let row =
+            read_row(tx, s, id)?.ok_or_else(|| DurableError::UnknownTask { id: id.clone() })?;
+        match row.state {
+            TaskState::Pending | TaskState::Ready => {
+                tx.execute(
+                    &format!(
+                        "UPDATE {s}.tasks SET state = 'cancelled', cancelled_by = 'user', updated_at = $2
+                          WHERE id = $1"
+                    ),
+                    &[id, &t],
+                )
+                .map_err(map_err)?;
+                tx.execute(
+                    &format!("SELECT {s}.block_waiters($1, $1, $2, 'cancelled', $3)"),
+                    &[id, &gen_sql(row.generation), &t],
+                )
+                .map_err(map_err)?;
+            }
+            TaskState::Running => fail_running(tx, s, id, row.generation, REMOVED, t)?,
+            _ => {}
+        }
+    }
+    for (id, payload) in &change.record {
+        let n = tx
+            .execute(
+                &format!("UPDATE {s}.tasks SET payload = $2 WHERE id = $1"),
+                &[id, payload],
+            )
+            .map_err(map_err)?;
+        if n == 0 {
+            return Err(DurableError::UnknownTask { id: id.clone() });
+        }
+    }
+    Ok(out)
 }
 
 /// The columns of one `tasks` row that the operations need.
@@ -871,6 +992,17 @@ fn submit_one(
     meta: &mut Meta,
     task: &NewTask,
 ) -> Result<Generation, DurableError> {
+    submit_checked(tx, s, meta, task, true)
+}
+
+/// `submit_one`; `cycle_check` is false only for the seeded bug `durable_redefine_unchecked`.
+fn submit_checked(
+    tx: &mut Transaction<'_>,
+    s: &str,
+    meta: &mut Meta,
+    task: &NewTask,
+    cycle_check: bool,
+) -> Result<Generation, DurableError> {
     validate_new_task(task, meta.closed)?;
     let id = task.id.as_str();
     let current = read_row(tx, s, id)?;
@@ -911,7 +1043,7 @@ fn submit_one(
         if !missing.is_empty() {
             return Err(DurableError::UnknownDependency { missing });
         }
-        if closes_cycle(tx, s, id, &task.deps)? {
+        if cycle_check && closes_cycle(tx, s, id, &task.deps)? {
             let report = stored_report(tx, s, Some((id, &task.deps)))?;
             return Err(DurableError::Cycles {
                 cycles: report.cycles,
@@ -1340,6 +1472,111 @@ impl Store for PostgresStore {
             }
             Ok(())
         })
+    }
+
+    /// A transaction of statements, not a function of `pg_schema.sql` (as `abandon`): stores
+    /// created before it have it too, and it runs once per resumed run.
+    fn redefine(
+        &mut self,
+        change: &Redefinition,
+        now: Millis,
+    ) -> Result<Vec<Generation>, DurableError> {
+        crate::validate_redefinition(change)?;
+        self.write(|tx, s, meta| {
+            // LINEARIZATION POINT (D.redefine): `write` locked the state row first, as every
+            // write does, so the versions read, the leases checked and every change applied
+            // are one step; an error rolls all of it back.
+            for (id, g) in &change.seen {
+                let current = read_row(tx, s, id)?.map(|r| r.generation);
+                crate::unchanged(id, *g, current)?;
+            }
+            let t = meta.clock.max(ms(now));
+            for id in change
+                .submit
+                .iter()
+                .map(|task| task.id.as_str())
+                .chain(change.remove.iter().map(String::as_str))
+            {
+                refuse_live_lease(tx, s, id, t)?;
+            }
+            meta.clock = t;
+            redefine_in(tx, s, meta, change, t)
+        })
+    }
+
+    fn reset(&mut self, max_concurrency: usize, now: Millis) -> Result<usize, DurableError> {
+        self.write(|tx, s, meta| {
+            let t = meta.clock.max(ms(now));
+            let live = tx
+                .query_opt(
+                    &format!(
+                        "SELECT id FROM {s}.tasks WHERE state = 'running' AND lease_expiry > $1
+                          ORDER BY first_seq LIMIT 1"
+                    ),
+                    &[&t],
+                )
+                .map_err(map_err)?;
+            if let Some(row) = live {
+                refuse_live_lease(tx, s, row.get::<_, &str>(0), t)?;
+            }
+            meta.clock = t;
+            meta.started = false;
+            // INVARIANT (D.reset): the claim counter (next_epoch) is kept, so no token issued
+            // before the reset matches a claim after it.
+            tx.execute(&format!("DELETE FROM {s}.edges"), &[])
+                .map_err(map_err)?;
+            let n = tx
+                .execute(&format!("DELETE FROM {s}.tasks"), &[])
+                .map_err(map_err)?;
+            tx.execute(
+                &format!(
+                    "UPDATE {s}.lockstep_state SET max_concurrency = $1, closed = false WHERE one = 1"
+                ),
+                &[&crate::limit_to_sql(max_concurrency)],
+            )
+            .map_err(map_err)?;
+            Ok(usize::try_from(n).unwrap_or(usize::MAX))
+        })
+    }
+
+    fn definitions(&mut self) -> Result<Vec<Definition>, DurableError> {
+        let s = self.schema.clone();
+        let mut tx = self
+            .client
+            .build_transaction()
+            .isolation_level(::postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(map_err)?;
+        let mut deps: HashMap<String, Vec<String>> = HashMap::new();
+        for r in tx
+            .query(
+                &format!("SELECT dependent, dependency FROM {s}.edges ORDER BY dependent, pos"),
+                &[],
+            )
+            .map_err(map_err)?
+        {
+            deps.entry(r.get(0)).or_default().push(r.get(1));
+        }
+        let out = tx
+            .query(
+                &format!("SELECT id, generation, payload FROM {s}.tasks ORDER BY first_seq"),
+                &[],
+            )
+            .map_err(map_err)?
+            .iter()
+            .map(|r| {
+                let id: String = r.get(0);
+                Definition {
+                    deps: deps.remove(&id).unwrap_or_default(),
+                    generation: to_gen(r.get(1)),
+                    payload: r.get(2),
+                    id,
+                }
+            })
+            .collect();
+        tx.commit().map_err(map_err)?;
+        Ok(out)
     }
 
     fn cancel(&mut self, id: &str, now: Millis) -> Result<CancelOutcome, DurableError> {

@@ -15,8 +15,9 @@ use rusqlite::{
 };
 
 use crate::{
-    APPLICATION_ID, DurableError, FencingToken, Lease, LeaseInfo, LeaseOwner, MAX_MILLIS, Millis,
-    NewTask, Renewal, SCHEMA_VERSION, Store, canonical_report, validate_new_task,
+    APPLICATION_ID, Definition, DurableError, FencingToken, Lease, LeaseInfo, LeaseOwner,
+    MAX_MILLIS, Millis, NewTask, REMOVED, Redefinition, Renewal, SCHEMA_VERSION, SUPERSEDED, Store,
+    canonical_report, validate_new_task,
 };
 
 /// The schema of version 1, run once by [`SqliteStore::create`] in one transaction.
@@ -733,6 +734,16 @@ fn submit_one(
     meta: &mut Meta,
     task: &NewTask,
 ) -> Result<Generation, DurableError> {
+    submit_checked(tx, meta, task, true)
+}
+
+/// `submit_one`; `cycle_check` is false only for the seeded bug `durable_redefine_unchecked`.
+fn submit_checked(
+    tx: &Transaction<'_>,
+    meta: &mut Meta,
+    task: &NewTask,
+    cycle_check: bool,
+) -> Result<Generation, DurableError> {
     validate_new_task(task, meta.closed)?;
     let id = task.id.as_str();
     let current = read_row(tx, id)?;
@@ -766,7 +777,7 @@ fn submit_one(
         if !missing.is_empty() {
             return Err(DurableError::UnknownDependency { missing });
         }
-        if closes_cycle(tx, id, &task.deps)? {
+        if cycle_check && closes_cycle(tx, id, &task.deps)? {
             let report = stored_report(tx, Some((id, &task.deps)))?;
             return Err(DurableError::Cycles {
                 cycles: report.cycles,
@@ -860,6 +871,103 @@ fn submit_one(
         block_waiters_of(tx, id, &cause, now)?;
     }
     Ok(generation)
+}
+
+/// `Err(Leased)` when `id`'s current version runs under a live lease at `t` (`redefine`,
+/// `reset`).
+fn refuse_live_lease(tx: &Transaction<'_>, id: &str, t: i64) -> Result<(), DurableError> {
+    if let Some(row) = read_row(tx, id)?
+        && row.state == TaskState::Running
+        && let Some(expiry) = row.lease_expiry.filter(|e| *e > t)
+    {
+        return Err(DurableError::Leased {
+            id: id.to_string(),
+            generation: row.generation,
+            owner: row.lease_owner.unwrap_or_default(),
+            expiry: Millis(u64::try_from(expiry).unwrap_or(0)),
+            now: Millis(u64::try_from(t).unwrap_or(0)),
+        });
+    }
+    Ok(())
+}
+
+/// Ends the running version of `id` (its lease expired: checked before) as failed with
+/// `error`, blocking its waiters, as its latest claim's `fail` would (`redefine`).
+fn fail_running(
+    tx: &Transaction<'_>,
+    id: &str,
+    generation: Generation,
+    error: &str,
+    t: i64,
+) -> Result<(), DurableError> {
+    tx.exec(
+        "UPDATE tasks SET state = 'failed', error = ?2, updated_at = ?3 WHERE id = ?1",
+        params![id, error, t],
+    )
+    .map_err(map_err)?;
+    let cause = BlockCause {
+        task: id.to_string(),
+        generation,
+        state: TaskState::Failed,
+    };
+    block_waiters_of(tx, id, &cause, t)?;
+    Ok(())
+}
+
+/// The body of `redefine` after the lease checks: the submissions, removals and recorded
+/// payloads, in that order; any error rolls the whole transaction back.
+fn redefine_in(
+    tx: &Transaction<'_>,
+    meta: &mut Meta,
+    change: &Redefinition,
+    t: i64,
+) -> Result<Vec<Generation>, DurableError> {
+    // INVARIANT (D.redefine): a changed dependency list gets the cycle check of any
+    // submission. Seeded bug `durable_redefine_unchecked`: it is skipped here, so a changed
+    // file can close a cycle in the store.
+    let cycle_check = !lockstep_sync::seeded_bug!("durable_redefine_unchecked");
+    let mut out = Vec::with_capacity(change.submit.len());
+    for task in &change.submit {
+        if let Some(row) = read_row(tx, &task.id)?
+            && row.state == TaskState::Running
+        {
+            fail_running(tx, &task.id, row.generation, SUPERSEDED, t)?;
+        }
+        out.push(submit_checked(tx, meta, task, cycle_check)?);
+    }
+    for id in &change.remove {
+        let row = read_row(tx, id)?.ok_or_else(|| DurableError::UnknownTask { id: id.clone() })?;
+        match row.state {
+            TaskState::Pending | TaskState::Ready => {
+                tx.exec(
+                    "UPDATE tasks SET state = 'cancelled', cancelled_by = 'user', updated_at = ?2
+                      WHERE id = ?1",
+                    params![id, t],
+                )
+                .map_err(map_err)?;
+                let cause = BlockCause {
+                    task: id.clone(),
+                    generation: row.generation,
+                    state: TaskState::Cancelled,
+                };
+                block_waiters_of(tx, id, &cause, t)?;
+            }
+            TaskState::Running => fail_running(tx, id, row.generation, REMOVED, t)?,
+            _ => {}
+        }
+    }
+    for (id, payload) in &change.record {
+        let n = tx
+            .exec(
+                "UPDATE tasks SET payload = ?2 WHERE id = ?1",
+                params![id, payload],
+            )
+            .map_err(map_err)?;
+        if n == 0 {
+            return Err(DurableError::UnknownTask { id: id.clone() });
+        }
+    }
+    Ok(out)
 }
 
 /// The checks shared by `complete`, `fail` and `renew`: id known, generation current, token
@@ -1150,6 +1258,106 @@ impl Store for SqliteStore {
                 .map_err(map_err)?;
             }
             Ok(())
+        })
+    }
+
+    fn redefine(
+        &mut self,
+        change: &Redefinition,
+        now: Millis,
+    ) -> Result<Vec<Generation>, DurableError> {
+        crate::validate_redefinition(change)?;
+        self.write(|tx, meta| {
+            // LINEARIZATION POINT (D.redefine): the versions read, the leases checked and every
+            // change applied inside one BEGIN IMMEDIATE transaction (the write lock held from
+            // its start); an error rolls all of it back.
+            for (id, g) in &change.seen {
+                let current = read_row(tx, id)?.map(|r| r.generation);
+                crate::unchanged(id, *g, current)?;
+            }
+            let t = meta.clock.max(ms(now));
+            for id in change
+                .submit
+                .iter()
+                .map(|task| task.id.as_str())
+                .chain(change.remove.iter().map(String::as_str))
+            {
+                refuse_live_lease(tx, id, t)?;
+            }
+            tick(meta, now);
+            redefine_in(tx, meta, change, t)
+        })
+    }
+
+    fn reset(&mut self, max_concurrency: usize, now: Millis) -> Result<usize, DurableError> {
+        self.write(|tx, meta| {
+            let t = meta.clock.max(ms(now));
+            let live: Option<String> = tx
+                .query_row(
+                    "SELECT id FROM tasks WHERE state = 'running' AND lease_expiry > ?1
+                      ORDER BY first_seq LIMIT 1",
+                    params![t],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(map_err)?;
+            if let Some(id) = live {
+                refuse_live_lease(tx, &id, t)?;
+            }
+            tick(meta, now);
+            // INVARIANT (D.reset): the claim counter (next_epoch) is kept, so no token issued
+            // before the reset matches a claim after it.
+            tx.exec("DELETE FROM edges", []).map_err(map_err)?;
+            let n = tx.exec("DELETE FROM tasks", []).map_err(map_err)?;
+            tx.exec(
+                "UPDATE lockstep_state SET max_concurrency = ?1",
+                params![crate::limit_to_sql(max_concurrency)],
+            )
+            .map_err(map_err)?;
+            meta.started = false;
+            meta.closed = false;
+            Ok(n)
+        })
+    }
+
+    fn definitions(&mut self) -> Result<Vec<Definition>, DurableError> {
+        self.read(|tx, _| {
+            let mut deps: HashMap<String, Vec<String>> = HashMap::new();
+            {
+                let mut st = tx
+                    .prepare("SELECT dependent, dependency FROM edges ORDER BY dependent, pos")
+                    .map_err(map_err)?;
+                let rows = st
+                    .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+                    .map_err(map_err)?;
+                for row in rows {
+                    let (dependent, dependency) = row.map_err(map_err)?;
+                    deps.entry(dependent).or_default().push(dependency);
+                }
+            }
+            let mut st = tx
+                .prepare("SELECT id, generation, payload FROM tasks ORDER BY first_seq")
+                .map_err(map_err)?;
+            let rows = st
+                .query_map([], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        to_gen(r.get(1)?),
+                        r.get::<_, Vec<u8>>(2)?,
+                    ))
+                })
+                .map_err(map_err)?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (id, generation, payload) = row.map_err(map_err)?;
+                out.push(Definition {
+                    deps: deps.remove(&id).unwrap_or_default(),
+                    id,
+                    generation,
+                    payload,
+                });
+            }
+            Ok(out)
         })
     }
 

@@ -421,6 +421,10 @@ pub const BUGS: &[(&str, &str)] = &[
         "durable_submit_if_exists",
         "durable: the conditional submission checks only whether each id exists, not its generation, so two runs resuming at once both resubmit a failed task (it runs twice, as generations 2 and 3)",
     ),
+    (
+        "durable_redefine_unchecked",
+        "durable: the fingerprint resubmission applies a changed dependency list without the cycle check, so a task file edited into a cycle is accepted and the store holds a cycle that no claim can ever finish",
+    ),
 ];
 
 /// True when `name` is listed in [`BUGS`]. A `const fn`, so that [`seeded_bug!`] can refuse
