@@ -16,7 +16,7 @@
 //! | `two_ready_callers_never_both_claim` | claims vs claims, one task | 50,000 | — |
 //! | `claims_race_within_the_limit` | claims vs claims, the limit | 20,000 | 20,000 (3) |
 //! | `claims_race_higher_priority_resubmissions` | claims vs higher-priority resubmissions | 20,000 | 20,000 (3) |
-| `callbacks_race_resubmission` | callbacks vs resubmission | 20,000 | 20,000 (3) |
+//! | `callbacks_race_resubmission` | callbacks vs resubmission | 20,000 | 20,000 (3) |
 //! | `cancel_races_claim` | cancel vs claim | 20,000 | 20,000 (3) |
 //! | `close_races_callbacks` | close vs callbacks | 20,000 | 20,000 (3) |
 //! | `the_general_scenario_replays_deterministically` | (each schedule run twice) | 1,000 | — |
