@@ -1226,12 +1226,20 @@ mod tests {
         m.submit_with("zero2", vec![], O::priority(0)).unwrap();
         m.submit_with("high2", vec![], O::priority(7)).unwrap();
         m.submit_with("top", vec![], O::priority(i32::MAX)).unwrap();
-        m.submit_with("bottom", vec![], O::priority(i32::MIN)).unwrap();
+        m.submit_with("bottom", vec![], O::priority(i32::MIN))
+            .unwrap();
         assert_eq!(m.priority(&"low"), Some(-5));
         assert_eq!(m.priority(&"zero1"), Some(0));
         assert_eq!(m.priority(&"ghost"), None);
-        assert_eq!(m.ready(), Ok(vec![v("top", 1), v("high1", 1), v("high2", 1)]));
-        assert_eq!(m.ready(), Ok(vec![]), "the limit holds whatever the priorities");
+        assert_eq!(
+            m.ready(),
+            Ok(vec![v("top", 1), v("high1", 1), v("high2", 1)])
+        );
+        assert_eq!(
+            m.ready(),
+            Ok(vec![]),
+            "the limit holds whatever the priorities"
+        );
         for id in ["top", "high1", "high2"] {
             m.complete(&id, g(1)).unwrap();
         }
@@ -1254,7 +1262,8 @@ mod tests {
         m.submit("dep", vec![]).unwrap();
         m.submit("a", vec![]).unwrap();
         m.submit("b", vec![]).unwrap();
-        m.submit_with("urgent", vec!["dep"], O::priority(1)).unwrap();
+        m.submit_with("urgent", vec!["dep"], O::priority(1))
+            .unwrap();
         assert_eq!(m.ready(), Ok(vec![v("dep", 1)]));
         m.complete(&"dep", g(1)).unwrap();
         assert_eq!(m.ready(), Ok(vec![v("urgent", 1)]));

@@ -89,11 +89,9 @@ enum Output<K: TaskKey> {
 fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &Op<K>) -> Output<K> {
     match op {
         Op::Submit(id, deps) => Output::Submit(m.submit(id.clone(), deps.clone())),
-        Op::SubmitWith(id, deps, p) => Output::Submit(m.submit_with(
-            id.clone(),
-            deps.clone(),
-            SubmitOptions::priority(*p),
-        )),
+        Op::SubmitWith(id, deps, p) => {
+            Output::Submit(m.submit_with(id.clone(), deps.clone(), SubmitOptions::priority(*p)))
+        }
         Op::Start => Output::Start(m.start()),
         Op::Check => Output::Check(m.check()),
         Op::Ready => Output::Claims(m.ready()),

@@ -918,7 +918,14 @@ fn negative_and_extreme_priorities_order_around_the_default() {
     }
     assert_eq!(
         order,
-        ["max", "plus_one", "zero", "minus_one", "min_plus_one", "min"]
+        [
+            "max",
+            "plus_one",
+            "zero",
+            "minus_one",
+            "min_plus_one",
+            "min"
+        ]
     );
 }
 
@@ -975,7 +982,11 @@ fn close_cancels_every_priority_and_resubmission_sets_its_own_priority() {
     s.submit("y", [], ()).unwrap();
     assert_eq!(s.submit("x", [], ()), Ok(g(2)));
     assert_eq!(s.priority(&"x"), Some(0));
-    assert_eq!(ids(&s.ready().unwrap()), ["y"], "x g2 has priority 0, after y");
+    assert_eq!(
+        ids(&s.ready().unwrap()),
+        ["y"],
+        "x g2 has priority 0, after y"
+    );
     s.submit_with("z", [], (), SubmitOptions::priority(-2))
         .unwrap_err();
     // (after start, a new id is refused whatever its priority; nothing changed)
@@ -992,7 +1003,11 @@ fn close_cancels_every_priority_and_resubmission_sets_its_own_priority() {
         s.submit_with("x", [], (), SubmitOptions::priority(1)),
         Err(SchedulerError::Closed)
     );
-    assert_eq!(s.priority(&"x"), Some(0), "a refused submission changes nothing");
+    assert_eq!(
+        s.priority(&"x"),
+        Some(0),
+        "a refused submission changes nothing"
+    );
 }
 
 /// Eight threads claim one version at a time from a queue of three priority levels while
@@ -1004,7 +1019,8 @@ fn concurrent_claims_drain_the_levels_in_priority_order() {
     let s: TaskScheduler<u32> = TaskScheduler::new(64);
     for i in 0..300u32 {
         let p = [-1, 0, 1][(i % 3) as usize];
-        s.submit_with(i, [], (), SubmitOptions::priority(p)).unwrap();
+        s.submit_with(i, [], (), SubmitOptions::priority(p))
+            .unwrap();
     }
     s.start().unwrap();
     let taken: Vec<Vec<u32>> = together(8, |_| {
@@ -1022,11 +1038,18 @@ fn concurrent_claims_drain_the_levels_in_priority_order() {
     let level = |i: u32| [-1, 0, 1][(i % 3) as usize];
     let mut all: Vec<u32> = taken.iter().flatten().copied().collect();
     all.sort_unstable();
-    assert_eq!(all, (0..300).collect::<Vec<_>>(), "each version claimed once");
+    assert_eq!(
+        all,
+        (0..300).collect::<Vec<_>>(),
+        "each version claimed once"
+    );
     for mine in &taken {
         for w in mine.windows(2) {
             let (a, b) = (level(w[0]), level(w[1]));
-            assert!(a > b || (a == b && w[0] < w[1]), "thread took {w:?} out of order");
+            assert!(
+                a > b || (a == b && w[0] < w[1]),
+                "thread took {w:?} out of order"
+            );
         }
     }
 }

@@ -2248,7 +2248,15 @@ fn dry_run_claims_the_highest_priority_first_then_file_order() {
     // (package still waits on build, which is running); build's for package.
     assert_eq!(
         dry_run_order(&example("priorities.toml"), "2"),
-        ["fetch", "changelog", "unit-tests", "build", "lint", "package", "docs"]
+        [
+            "fetch",
+            "changelog",
+            "unit-tests",
+            "build",
+            "lint",
+            "package",
+            "docs"
+        ]
     );
 }
 

@@ -1783,7 +1783,11 @@ impl<K: TaskKey, P> Core<K, P> {
         }
         for (&n, &p) in &self.priority {
             assert_ne!(p, 0, "priority 0 is never stored");
-            assert_ne!(self.hot[idx(n)].state, ABSENT, "a priority belongs to a version");
+            assert_ne!(
+                self.hot[idx(n)].state,
+                ABSENT,
+                "a priority belongs to a version"
+            );
         }
         assert_eq!(counts, self.counts);
         assert_eq!(self.ready_len(), self.counts[TaskState::Ready as usize]);

@@ -125,11 +125,9 @@ impl<K: TaskKey> SequentialSpec for DagSpec<K> {
 pub fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &DagOp<K>) -> DagRet<K> {
     match op {
         DagOp::Submit(id, deps) => DagRet::Submit(m.submit(id.clone(), deps.clone())),
-        DagOp::SubmitWith(id, deps, p) => DagRet::Submit(m.submit_with(
-            id.clone(),
-            deps.clone(),
-            SubmitOptions::priority(*p),
-        )),
+        DagOp::SubmitWith(id, deps, p) => {
+            DagRet::Submit(m.submit_with(id.clone(), deps.clone(), SubmitOptions::priority(*p)))
+        }
         DagOp::Start => DagRet::Start(m.start()),
         DagOp::ReadyAtMost(n) => DagRet::Claims(m.ready_at_most(*n)),
         DagOp::Complete(id, g) => DagRet::Callback(m.complete(id, *g)),

@@ -90,7 +90,9 @@ pub fn unsupported_priority(graph: &TaskGraph, how: &str) -> Option<String> {
         .tasks
         .iter()
         .find_map(|t| t.priority.filter(|&p| p != 0).map(|p| (t, p)))?;
-    let line = task.line.map_or_else(String::new, |l| format!(" (line {l})"));
+    let line = task
+        .line
+        .map_or_else(String::new, |l| format!(" (line {l})"));
     let why = if how.contains("--store") {
         "durable stores keep no priority yet (that needs store schema version 2)"
     } else {
