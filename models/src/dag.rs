@@ -63,8 +63,8 @@ use std::hash::{Hash, Hasher};
 
 use lockstep_contract::{
     BlockCause, CallbackOutcome, CancelOutcome, CancelReason, CloseReport, Cycle, Effect,
-    Generation, GraphReport, MissingDependency, SchedulerError, TaskKey, TaskState, TaskStatus,
-    VersionRef,
+    Generation, GraphReport, MissingDependency, SchedulerError, SubmitOptions, TaskKey, TaskState,
+    TaskStatus, VersionRef,
 };
 
 /// The current version of one task id, as the model stores it.
@@ -75,6 +75,9 @@ struct Version<K> {
     /// The global submission counter at the moment this version was accepted. Claims and
     /// reports are ordered by it ("submission order").
     seq: u64,
+    /// SPEC A8: the claim priority given with this version's submission (0 for `submit`);
+    /// fixed for the version's lifetime, never inherited from a replaced version.
+    priority: i32,
     /// The dependency list exactly as submitted (no duplicates: those are refused).
     deps: Vec<K>,
     /// SPEC A1.
@@ -213,6 +216,24 @@ impl<K: TaskKey> SchedulerModel<K> {
     /// RULE (A2.no-silent-replace), RULE (A2.replace-removes-edges), RULE (A2.no-auto-retry),
     /// RULE (A3.duplicate-dependency), RULE (A3.frozen-after-start), RULE (A5.snapshot).
     pub fn submit(&mut self, id: K, deps: Vec<K>) -> Result<Generation, SchedulerError<K>> {
+        self.submit_with(id, deps, SubmitOptions::default())
+    }
+
+    /// [`Self::submit`] with options: the version gets `options.priority` as its claim
+    /// priority (SPEC A8, `docs/semantics.md` "Priorities"). Refusals, their order and the
+    /// effect are exactly `submit`'s; `submit(id, deps)` is `submit_with(id, deps,
+    /// SubmitOptions::default())`, priority 0.
+    ///
+    /// # Errors
+    /// As [`Self::submit`]; a priority is never refused (every `i32` is legal).
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (A8.priority-fixed).
+    pub fn submit_with(
+        &mut self,
+        id: K,
+        deps: Vec<K>,
+        options: SubmitOptions,
+    ) -> Result<Generation, SchedulerError<K>> {
         // Submit check 1: a closed scheduler accepts nothing (SPEC A6).
         if self.closed {
             return Err(SchedulerError::Closed);
@@ -317,9 +338,13 @@ impl<K: TaskKey> SchedulerModel<K> {
         // model's form of its reverse edges) is dropped whole before the new one is stored. An
         // old version that was ready leaves the ready queue with it. Tasks that waited on the
         // old version wait on the id, so they now wait for this version.
+        // A8 priority-fixed: the version carries the priority of its own submission; a
+        // resubmission does not inherit the replaced version's (it gives its own, 0 by
+        // default), and nothing changes it afterwards.
         let version = Version {
             generation,
             seq,
+            priority: options.priority,
             deps,
             state,
             waiting_on,
@@ -461,7 +486,7 @@ impl<K: TaskKey> SchedulerModel<K> {
     }
 
     /// Rules of `docs/invariants.md` stated here: RULE (A4.claim-once), RULE (A4.submission-order),
-    /// RULE (A4.capacity).
+    /// RULE (A4.capacity), RULE (A8.priority-order).
     fn claim(&mut self, n: usize) -> Result<Vec<VersionRef<K>>, SchedulerError<K>> {
         // Semantics "Claim": closed first, then the implicit start (which validates).
         if self.closed {
@@ -472,16 +497,22 @@ impl<K: TaskKey> SchedulerModel<K> {
         // for more than is free returns what is free, never more.
         let free = self.max_concurrency - self.running();
         let take = n.min(free);
-        // A4: the ready queue is stable, in submission order.
-        let mut queue: Vec<(u64, K)> = self
+        // A8 priority-order: the ready queue is ordered by priority, highest first; A4: among
+        // equal priorities it is stable, in submission order (all versions submitted without
+        // a priority have 0, so that case is exactly A4's submission order). The priority
+        // decides only which ready versions get the free slots, never how many.
+        let mut queue: Vec<(std::cmp::Reverse<i32>, u64, K)> = self
             .order
             .iter()
             .filter(|id| self.tasks[*id].state == TaskState::Ready)
-            .map(|id| (self.tasks[id].seq, id.clone()))
+            .map(|id| {
+                let v = &self.tasks[id];
+                (std::cmp::Reverse(v.priority), v.seq, id.clone())
+            })
             .collect();
-        queue.sort_by_key(|(seq, _)| *seq);
+        queue.sort_by_key(|(priority, seq, _)| (*priority, *seq));
         let mut claimed = Vec::new();
-        for (_, id) in queue.into_iter().take(take) {
+        for (_, _, id) in queue.into_iter().take(take) {
             let v = self.tasks.get_mut(&id).expect("queued ids are known");
             // A4 claim-once: ready -> running happens here and only here, once per version.
             v.state = TaskState::Running;
@@ -767,6 +798,12 @@ impl<K: TaskKey> SchedulerModel<K> {
     /// ascending sequence); `None` if never submitted. O(1).
     pub fn seq(&self, id: &K) -> Option<u64> {
         self.tasks.get(id).map(|v| v.seq)
+    }
+
+    /// The claim priority of the current version of `id` (SPEC A8; 0 unless it was submitted
+    /// with another through [`Self::submit_with`]); `None` if never submitted. O(1).
+    pub fn priority(&self, id: &K) -> Option<i32> {
+        self.tasks.get(id).map(|v| v.priority)
     }
 
     /// The current generation of `id`; `None` if never submitted. O(1).
@@ -1175,6 +1212,72 @@ mod tests {
         assert_eq!(m.running(), 2);
         assert_eq!(m.complete(&"t1", g(1)), applied(0, 0));
         assert_eq!(m.ready(), Ok(vec![v("t4", 1)]));
+    }
+
+    /// SPEC A8: highest priority first, submission order among equals; the priority picks
+    /// which ready versions get the free slots, never how many.
+    #[test]
+    fn claims_take_the_highest_priority_first_then_submission_order() {
+        use lockstep_contract::SubmitOptions as O;
+        let mut m = M::new(3);
+        m.submit_with("low", vec![], O::priority(-5)).unwrap();
+        m.submit("zero1", vec![]).unwrap();
+        m.submit_with("high1", vec![], O::priority(7)).unwrap();
+        m.submit_with("zero2", vec![], O::priority(0)).unwrap();
+        m.submit_with("high2", vec![], O::priority(7)).unwrap();
+        m.submit_with("top", vec![], O::priority(i32::MAX)).unwrap();
+        m.submit_with("bottom", vec![], O::priority(i32::MIN))
+            .unwrap();
+        assert_eq!(m.priority(&"low"), Some(-5));
+        assert_eq!(m.priority(&"zero1"), Some(0));
+        assert_eq!(m.priority(&"ghost"), None);
+        assert_eq!(
+            m.ready(),
+            Ok(vec![v("top", 1), v("high1", 1), v("high2", 1)])
+        );
+        assert_eq!(
+            m.ready(),
+            Ok(vec![]),
+            "the limit holds whatever the priorities"
+        );
+        for id in ["top", "high1", "high2"] {
+            m.complete(&id, g(1)).unwrap();
+        }
+        assert_eq!(
+            m.ready(),
+            Ok(vec![v("zero1", 1), v("zero2", 1), v("low", 1)])
+        );
+        for id in ["zero1", "zero2", "low"] {
+            m.complete(&id, g(1)).unwrap();
+        }
+        assert_eq!(m.ready(), Ok(vec![v("bottom", 1)]));
+    }
+
+    /// A version that becomes ready later still goes before lower priorities already
+    /// queued; a resubmission takes the priority of its own submission, not the old one's.
+    #[test]
+    fn a_released_high_priority_version_overtakes_and_resubmission_sets_its_own_priority() {
+        use lockstep_contract::SubmitOptions as O;
+        let mut m = M::new(1);
+        m.submit("dep", vec![]).unwrap();
+        m.submit("a", vec![]).unwrap();
+        m.submit("b", vec![]).unwrap();
+        m.submit_with("urgent", vec!["dep"], O::priority(1))
+            .unwrap();
+        assert_eq!(m.ready(), Ok(vec![v("dep", 1)]));
+        m.complete(&"dep", g(1)).unwrap();
+        assert_eq!(m.ready(), Ok(vec![v("urgent", 1)]));
+        m.complete(&"urgent", g(1)).unwrap();
+        // Resubmitted with `submit`: priority 0 again, so it queues behind `a` and `b`.
+        m.submit("urgent", vec![]).unwrap();
+        assert_eq!(m.priority(&"urgent"), Some(0));
+        m.submit_with("b", vec![], O::priority(2)).unwrap();
+        assert_eq!(m.priority(&"b"), Some(2));
+        assert_eq!(m.ready(), Ok(vec![v("b", 2)]));
+        m.complete(&"b", g(2)).unwrap();
+        assert_eq!(m.ready(), Ok(vec![v("a", 1)]));
+        m.complete(&"a", g(1)).unwrap();
+        assert_eq!(m.ready(), Ok(vec![v("urgent", 2)]));
     }
 
     #[test]

@@ -29,7 +29,7 @@ use std::marker::PhantomData;
 
 use lockstep_contract::{
     CallbackOutcome, CancelOutcome, CloseReport, Effect, Generation, GraphReport, SchedulerError,
-    TaskKey, TaskState, VersionRef,
+    SubmitOptions, TaskKey, TaskState, VersionRef,
 };
 use lockstep_dag::{CancelToken, TaskScheduler};
 use lockstep_models::dag::SchedulerModel;
@@ -47,6 +47,8 @@ use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state
 #[derive(Debug, Clone, PartialEq)]
 enum Op<K> {
     Submit(K, Vec<K>),
+    /// `submit_with(id, deps, SubmitOptions::priority(p))` on both sides (SPEC A8).
+    SubmitWith(K, Vec<K>, i32),
     Start,
     Check,
     Ready,
@@ -87,6 +89,9 @@ enum Output<K: TaskKey> {
 fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &Op<K>) -> Output<K> {
     match op {
         Op::Submit(id, deps) => Output::Submit(m.submit(id.clone(), deps.clone())),
+        Op::SubmitWith(id, deps, p) => {
+            Output::Submit(m.submit_with(id.clone(), deps.clone(), SubmitOptions::priority(*p)))
+        }
         Op::Start => Output::Start(m.start()),
         Op::Check => Output::Check(m.check()),
         Op::Ready => Output::Claims(m.ready()),
@@ -151,6 +156,12 @@ impl<K: TaskKey> Sut<K> {
         let s = &self.sched;
         match op {
             Op::Submit(id, deps) => Output::Submit(s.submit(id.clone(), deps.clone(), ())),
+            Op::SubmitWith(id, deps, p) => Output::Submit(s.submit_with(
+                id.clone(),
+                deps.clone(),
+                (),
+                SubmitOptions::priority(*p),
+            )),
             Op::Start => Output::Start(s.start()),
             Op::Check => Output::Check(s.check()),
             Op::Ready => Output::Claims(self.claims(s.ready())),
@@ -247,6 +258,7 @@ fn observe_diff<K: TaskKey>(m: &SchedulerModel<K>, s: &Sut<K>, ids: &[K]) -> Res
             m.generation(id),
             p.generation(id)
         );
+        same!(format!("priority({id})"), m.priority(id), p.priority(id));
         same!(
             format!("blocked_by({id})"),
             m.blocked_by(id),
@@ -276,9 +288,13 @@ fn rules_of<K>(op: &Op<K>) -> &'static str {
             "A2.no-silent-replace, A2.no-auto-retry, A3.duplicate-dependency, \
              A3.frozen-after-start, A5.snapshot"
         }
+        Op::SubmitWith(..) => {
+            "A8.priority-fixed, A2.no-silent-replace, A2.no-auto-retry, \
+             A3.duplicate-dependency, A3.frozen-after-start, A5.snapshot"
+        }
         Op::Start | Op::Check => "A3.unknown-dependency, A3.cycles-as-paths, A3.cycle-search-skip",
         Op::Ready | Op::ReadyAtMost(_) | Op::ReadyInto(_) => {
-            "A4.claim-once, A4.submission-order, A4.capacity"
+            "A4.claim-once, A4.submission-order, A8.priority-order, A4.capacity"
         }
         Op::Complete(..) | Op::CompleteBatch(_) => {
             "A2.generation-key, A5.callback-once, A5.release-by-reverse-edges"
@@ -379,6 +395,9 @@ impl IdPool for LargePool {
 struct RefState<K: TaskKey> {
     model: SchedulerModel<K>,
     last: Option<Output<K>>,
+    /// Whether this run submits with priorities (SPEC A8). A third of the runs do not: all
+    /// versions have priority 0, the all-equal case, where claims are in submission order.
+    priorities: bool,
 }
 
 /// The machine over id pool `P`: [`ReferenceStateMachine`] is the model,
@@ -437,6 +456,19 @@ fn deps_strategy<K: TaskKey>(id: &K, known: &[K], pool: &[K], ghost: &K) -> Boxe
     ])
 }
 
+/// A submission of any pool id, known ids twice as likely (resubmissions), each with a
+/// dependency list from [`deps_strategy`].
+fn resubmit_or_submit<K: TaskKey>(known: &[K], pool: &[K], ghost: &K) -> BoxedStrategy<Op<K>> {
+    let mut urn = pool.to_vec();
+    urn.extend(known.iter().cloned());
+    urn.extend(known.iter().cloned());
+    let (known, pool, ghost) = (known.to_vec(), pool.to_vec(), ghost.clone());
+    select(urn)
+        .prop_flat_map(move |id| (Just(id.clone()), deps_strategy(&id, &known, &pool, &ghost)))
+        .prop_map(|(id, deps)| Op::Submit(id, deps))
+        .boxed()
+}
+
 /// A generation near the current one of `id`: mostly current, sometimes older or newer.
 fn near_generation(current: Option<Generation>, offset: i64) -> Generation {
     let base = current.map_or(1, |g| g.0) as i64;
@@ -450,10 +482,14 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
     fn init_state() -> BoxedStrategy<Self::State> {
         // SPEC A4: capacity zero is legal; 0..=3 covers "none", "one" and "a few". Zero is
         // drawn less often: nothing ever runs there.
-        prop_oneof![1 => Just(0usize), 4 => 1usize..=3]
-            .prop_map(|c| RefState {
+        (
+            prop_oneof![1 => Just(0usize), 4 => 1usize..=3],
+            prop_oneof![1 => Just(false), 2 => Just(true)],
+        )
+            .prop_map(|(c, priorities)| RefState {
                 model: SchedulerModel::new(c),
                 last: None,
+                priorities,
             })
             .boxed()
     }
@@ -482,6 +518,23 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
                     (Just(id.clone()), deps_strategy(&id, &known, &pool, &ghost))
                 })
                 .prop_map(|(id, deps)| Op::Submit(id, deps))
+                .boxed()
+        };
+        // SPEC A8: priorities from a small set, so that ties (several versions of one
+        // non-default priority) are frequent, with 0 given explicitly and the extremes.
+        let with_priority = {
+            let priority = weighted(vec![
+                (4, select(vec![-1i32, 1]).boxed()),
+                (1, Just(2i32).boxed()),
+                (1, Just(0i32).boxed()),
+                (1, select(vec![i32::MIN, i32::MAX]).boxed()),
+            ]);
+            let any = resubmit_or_submit(&known, &pool, &ghost);
+            (any, priority)
+                .prop_map(|(op, p)| match op {
+                    Op::Submit(id, deps) => Op::SubmitWith(id, deps, p),
+                    other => other,
+                })
                 .boxed()
         };
         let resubmit = if known.is_empty() {
@@ -542,7 +595,7 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
         // The batch forms (last three) are generated from the same pieces: one to three
         // submissions, a claim into the reused buffer, one to three completions.
         let weights = if m.is_started() {
-            [12, 16, 2, 3, 20, 12, 28, 12, 8, 1, 3, 6, 8]
+            [12, 16, 2, 3, 20, 12, 28, 12, 8, 1, 3, 6, 8, 0]
         } else {
             [
                 32,
@@ -558,8 +611,15 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
                 6,
                 k,
                 2,
+                0,
             ]
         };
+        // Submissions with a priority take about a third of the submissions (only in runs
+        // that use priorities).
+        let mut weights = weights;
+        if state.priorities {
+            weights[13] = (weights[0] + weights[1]) / 2;
+        }
         let submit_batch =
             proptest::collection::vec(resubmit.clone().prop_union(submit.clone()), 1..=3)
                 .prop_map(|ops| {
@@ -599,6 +659,7 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
             submit_batch,
             (0usize..=3).prop_map(Op::ReadyInto).boxed(),
             complete_batch,
+            with_priority,
         ];
         weighted(
             weights
@@ -1038,6 +1099,55 @@ fn observation_check_detects_a_divergence() {
     assert!(diff.contains("running()"), "{diff}");
 }
 
+/// SPEC A8 by hand: the extremes, a tie, a version released while lower ones wait, a
+/// resubmission taking its own priority, and the limit; both sides answer the same, and the
+/// claims are the ones the rule names.
+#[test]
+fn priority_sequences_agree_and_follow_the_rule() {
+    let p = |id: &str, deps: &[&str], prio: i32| {
+        Op::SubmitWith(s(id), deps.iter().map(|d| s(d)).collect(), prio)
+    };
+    let v = |id: &str, gen_: u64| VersionRef {
+        id: s(id),
+        generation: g(gen_),
+    };
+    let ops = vec![
+        p("min", &[], i32::MIN),
+        Op::Submit(s("dep"), vec![]),
+        p("t1", &[], 4),
+        p("max", &["dep"], i32::MAX),
+        p("t2", &[], 4),
+        Op::Submit(s("zero"), vec![]),
+        Op::ReadyAtMost(1),
+        Op::Complete(s("t1"), g(1)),
+        Op::ReadyAtMost(1),
+        Op::Complete(s("t2"), g(1)),
+        Op::ReadyAtMost(1),
+        // `dep` ran: `max` becomes ready while `zero` and `min` wait, and overtakes them.
+        Op::Complete(s("dep"), g(1)),
+        Op::Ready,
+        Op::Complete(s("max"), g(1)),
+        // Resubmitted with `submit`: priority 0, behind `zero` (older sequence).
+        Op::Submit(s("t1"), vec![]),
+        Op::Ready,
+    ];
+    let outs = agree(1, &ops);
+    let claims: Vec<&Output<String>> = outs
+        .iter()
+        .filter(|o| matches!(o, Output::Claims(_)))
+        .collect();
+    assert_eq!(
+        claims,
+        [
+            &Output::Claims(Ok(vec![v("t1", 1)])),
+            &Output::Claims(Ok(vec![v("t2", 1)])),
+            &Output::Claims(Ok(vec![v("dep", 1)])),
+            &Output::Claims(Ok(vec![v("max", 1)])),
+            &Output::Claims(Ok(vec![v("zero", 1)])),
+        ]
+    );
+}
+
 /// The generators are not vacuous: over a fixed-seed sample of sequences, every state, every
 /// kind of error and every kind of outcome is reached by the model.
 #[test]
@@ -1058,7 +1168,39 @@ fn generated_sequences_cover_every_state_error_and_outcome() {
                     .count()
             };
             let blocked_before = blocked(&state.model);
+            // The ready versions in submission order alone, before the step (A8: a claim
+            // that differs from its prefix was ordered by priority).
+            let mut by_seq: Vec<(u64, String)> = state
+                .model
+                .snapshot()
+                .into_iter()
+                .filter(|(_, st)| st.state == TaskState::Ready)
+                .map(|(id, _)| (state.model.seq(&id).expect("known"), id))
+                .collect();
+            by_seq.sort();
+            let before = state.model.clone();
+            if !state.priorities {
+                seen.insert("a run without priorities".into());
+            }
             state = <DagMachine<SmallPool> as ReferenceStateMachine>::apply(state, op);
+            if let Some(Output::Claims(Ok(v))) = &state.last {
+                let claimed: Vec<&String> = v.iter().map(|c| &c.id).collect();
+                let prefix: Vec<&String> = by_seq.iter().map(|(_, id)| id).take(v.len()).collect();
+                if claimed != prefix {
+                    seen.insert("claim order set by priority".into());
+                }
+                // A claim that decided a tie: another version of the claimed one's priority
+                // (other than 0) was ready too.
+                for c in v {
+                    let p = before.priority(&c.id).expect("known");
+                    let tied = by_seq
+                        .iter()
+                        .any(|(_, id)| *id != c.id && before.priority(id) == Some(p));
+                    if p != 0 && tied {
+                        seen.insert("claim decides a tie of a priority other than 0".into());
+                    }
+                }
+            }
             for (_, st) in state.model.snapshot() {
                 seen.insert(format!("state {:?}", st.state));
             }
@@ -1112,6 +1254,9 @@ fn generated_sequences_cover_every_state_error_and_outcome() {
             "check cycles",
             "submit closes a cycle",
             "submit blocks waiters",
+            "a run without priorities",
+            "claim order set by priority",
+            "claim decides a tie of a priority other than 0",
         ]
         .map(String::from),
     ) {

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use lockstep_dag::{
     BlockCause, CallbackOutcome, CancelOutcome, CancelReason, Claim, CloseReport, Cycle, Effect,
-    Generation, GraphReport, MissingDependency, SchedulerError, TaskScheduler, TaskState,
-    VersionRef,
+    Generation, GraphReport, MissingDependency, SchedulerError, SubmitOptions, TaskScheduler,
+    TaskState, VersionRef,
 };
 
 type S = TaskScheduler<&'static str>;
@@ -867,4 +867,189 @@ fn eight_workers_claim_each_version_exactly_once_within_the_limit() {
     assert!(max_in_flight.load(SeqCst) <= LIMIT);
     assert!(claimed.iter().all(|c| c.load(SeqCst) == 1));
     assert_eq!(s.counts().succeeded, TASKS as usize);
+}
+
+// ----------------------------------------------------------------------------------------
+// Priorities (SPEC A8, issue 13 rule 5)
+// ----------------------------------------------------------------------------------------
+
+fn ids(claims: &[Claim<&'static str, ()>]) -> Vec<&'static str> {
+    claims.iter().map(|c| c.id).collect()
+}
+
+/// Ties: versions of one priority are claimed in submission order, whatever their ids'
+/// order and whichever came last (not by id, not newest first), at a priority other than 0
+/// as at 0.
+#[test]
+fn priority_ties_are_claimed_in_submission_order() {
+    let s = S::new(10);
+    for id in ["m", "z", "a", "q"] {
+        s.submit_with(id, [], (), SubmitOptions::priority(5))
+            .unwrap();
+    }
+    for id in ["y", "b"] {
+        s.submit(id, [], ()).unwrap();
+    }
+    assert_eq!(ids(&s.ready().unwrap()), ["m", "z", "a", "q", "y", "b"]);
+}
+
+/// Negative priorities go behind the default ones; the extremes are ordinary values (no
+/// overflow, no wrap): `i32::MAX` first, `i32::MIN` last.
+#[test]
+fn negative_and_extreme_priorities_order_around_the_default() {
+    let s = S::new(1);
+    let entries: [(&str, i32); 6] = [
+        ("min", i32::MIN),
+        ("minus_one", -1),
+        ("zero", 0),
+        ("plus_one", 1),
+        ("max", i32::MAX),
+        ("min_plus_one", i32::MIN + 1),
+    ];
+    for (id, p) in entries {
+        s.submit_with(id, [], (), SubmitOptions::priority(p))
+            .unwrap();
+        assert_eq!(s.priority(&id), Some(p));
+    }
+    let mut order = Vec::new();
+    while let Some(c) = s.ready().unwrap().pop() {
+        s.complete(&c.id, c.generation).unwrap();
+        order.push(c.id);
+    }
+    assert_eq!(
+        order,
+        [
+            "max",
+            "plus_one",
+            "zero",
+            "minus_one",
+            "min_plus_one",
+            "min"
+        ]
+    );
+}
+
+/// A high-priority version that becomes ready while lower ones are queued goes first at the
+/// next free slot: it does not preempt the running one, and it does not wait behind the
+/// versions that were ready before it.
+#[test]
+fn a_high_priority_task_becoming_ready_overtakes_the_queue_but_preempts_nothing() {
+    let s = S::new(1);
+    s.submit("build", [], ()).unwrap();
+    for id in ["lint", "docs", "bench"] {
+        s.submit(id, [], ()).unwrap();
+    }
+    s.submit_with("deploy", ["build"], (), SubmitOptions::priority(100))
+        .unwrap();
+    assert_eq!(ids(&s.ready().unwrap()), ["build"]);
+    assert_eq!(s.state(&"deploy"), Some(TaskState::Pending));
+    // `build` still runs: the slot is taken, whatever waits.
+    assert!(s.ready().unwrap().is_empty());
+    assert_eq!(s.complete(&"build", g(1)), applied(1, 0));
+    assert_eq!(ids(&s.ready().unwrap()), ["deploy"]);
+    s.complete(&"deploy", g(1)).unwrap();
+    assert_eq!(ids(&s.ready().unwrap()), ["lint"]);
+}
+
+/// The claim limit and `ready_at_most` bound how many; the priority only chooses which. A
+/// claim never raises concurrency for a high priority.
+#[test]
+fn priorities_choose_which_versions_fill_the_slots_never_how_many() {
+    let s = S::new(2);
+    s.submit("a", [], ()).unwrap();
+    s.submit_with("b", [], (), SubmitOptions::priority(3))
+        .unwrap();
+    s.submit_with("c", [], (), SubmitOptions::priority(3))
+        .unwrap();
+    s.submit_with("d", [], (), SubmitOptions::priority(9))
+        .unwrap();
+    assert_eq!(ids(&s.ready_at_most(1).unwrap()), ["d"]);
+    assert_eq!(ids(&s.ready_at_most(5).unwrap()), ["b"]);
+    assert!(s.ready().unwrap().is_empty());
+    assert_eq!(s.running(), 2);
+    s.complete(&"b", g(1)).unwrap();
+    assert_eq!(ids(&s.ready().unwrap()), ["c"]);
+    assert_eq!(s.counts().ready, 1, "a still queued");
+}
+
+/// Close cancels queued versions of every priority alike (reason `Closed`); a resubmission
+/// takes the priority of its own submission (plain `submit`: 0), not the replaced one's.
+#[test]
+fn close_cancels_every_priority_and_resubmission_sets_its_own_priority() {
+    let s = S::new(1);
+    s.submit_with("x", [], (), SubmitOptions::priority(7))
+        .unwrap();
+    s.submit("y", [], ()).unwrap();
+    assert_eq!(s.submit("x", [], ()), Ok(g(2)));
+    assert_eq!(s.priority(&"x"), Some(0));
+    assert_eq!(
+        ids(&s.ready().unwrap()),
+        ["y"],
+        "x g2 has priority 0, after y"
+    );
+    s.submit_with("z", [], (), SubmitOptions::priority(-2))
+        .unwrap_err();
+    // (after start, a new id is refused whatever its priority; nothing changed)
+    assert_eq!(s.priority(&"z"), None);
+    assert_eq!(
+        s.close(),
+        CloseReport {
+            cancelled: 1,
+            running: 1
+        }
+    );
+    assert_eq!(s.state(&"x"), Some(TaskState::Cancelled));
+    assert_eq!(
+        s.submit_with("x", [], (), SubmitOptions::priority(1)),
+        Err(SchedulerError::Closed)
+    );
+    assert_eq!(
+        s.priority(&"x"),
+        Some(0),
+        "a refused submission changes nothing"
+    );
+}
+
+/// Eight threads claim one version at a time from a queue of three priority levels while
+/// nothing else is submitted: every claim, in the order the claims' critical sections ran,
+/// takes the highest level left (the union of what the threads took is the queue, and each
+/// thread's own claims never go up in priority).
+#[test]
+fn concurrent_claims_drain_the_levels_in_priority_order() {
+    let s: TaskScheduler<u32> = TaskScheduler::new(64);
+    for i in 0..300u32 {
+        let p = [-1, 0, 1][(i % 3) as usize];
+        s.submit_with(i, [], (), SubmitOptions::priority(p))
+            .unwrap();
+    }
+    s.start().unwrap();
+    let taken: Vec<Vec<u32>> = together(8, |_| {
+        let mut mine = Vec::new();
+        loop {
+            let claims = s.ready_at_most(1).unwrap();
+            let Some(c) = claims.into_iter().next() else {
+                break;
+            };
+            mine.push(c.id);
+            s.complete(&c.id, c.generation).unwrap();
+        }
+        mine
+    });
+    let level = |i: u32| [-1, 0, 1][(i % 3) as usize];
+    let mut all: Vec<u32> = taken.iter().flatten().copied().collect();
+    all.sort_unstable();
+    assert_eq!(
+        all,
+        (0..300).collect::<Vec<_>>(),
+        "each version claimed once"
+    );
+    for mine in &taken {
+        for w in mine.windows(2) {
+            let (a, b) = (level(w[0]), level(w[1]));
+            assert!(
+                a > b || (a == b && w[0] < w[1]),
+                "thread took {w:?} out of order"
+            );
+        }
+    }
 }

@@ -86,8 +86,14 @@ fn run_thread(
                     }
                 }
             }
-            9..=12 => {
+            9 | 10 => {
                 call(DagOp::Submit(id, deps(&mut rng, i)));
+            }
+            11 | 12 => {
+                // SPEC A8: priorities from a small set (ties are frequent), so the checker
+                // must find an order that also explains every claim's priority order.
+                let p = [-1, 1, 2][rng.usize(..3)];
+                call(DagOp::SubmitWith(id, deps(&mut rng, i), p));
             }
             13 | 14 => {
                 call(DagOp::Cancel(id));

@@ -685,6 +685,11 @@ fn store_run_timed(
         no_run_metrics(events, None);
         return ExitCode::SUCCESS;
     }
+    // Refused before the store is opened: nothing is created or submitted.
+    if let Some(message) = graph::unsupported_priority(&g, "`lockstep run --store`") {
+        eprintln!("error: {message}");
+        return ExitCode::from(2);
+    }
     // The store validates, submits and runs in one step: one phase.
     let running = timings.start("run");
     let result = store::run(&g, spec, opts);
@@ -865,6 +870,10 @@ fn run_cmd_timed(
     if args.nothing_to_do(&g) {
         no_run_metrics(opts.events.as_deref(), None);
         return ExitCode::SUCCESS;
+    }
+    if !dry_run && let Some(message) = graph::unsupported_priority(&g, "`lockstep run`") {
+        eprintln!("error: {message}");
+        return ExitCode::from(2);
     }
     let mut unwritten = false;
     let result = if dry_run {

@@ -509,14 +509,16 @@ fn build(
     let mut ids = Vec::with_capacity(graph.tasks.len());
     for (index, t) in graph.tasks.iter().enumerate() {
         let payload = TaskPayload::of(index, t, &Defaults::default());
-        sched.submit(t.id.clone(), t.deps.iter().cloned(), payload)?;
+        let options = lockstep_contract::SubmitOptions::priority(t.priority.unwrap_or(0));
+        sched.submit_with(t.id.clone(), t.deps.iter().cloned(), payload, options)?;
         ids.push(t.id.clone());
     }
     Ok((sched, ids))
 }
 
 /// `--dry-run`: the order in which tasks would be claimed with `jobs` slots, if every task
-/// completed in the order it was claimed. Nothing runs. O(V + E) plus O(log V) per claim.
+/// completed in the order it was claimed (highest `priority` first among the ready tasks,
+/// then file order). Nothing runs. O(V + E) plus O(log V) per claim.
 ///
 /// # Errors
 /// [`RunError::Invalid`] for a graph that cannot run.

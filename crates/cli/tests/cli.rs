@@ -2474,3 +2474,158 @@ fn run_help_gives_every_option_its_default() {
         );
     }
 }
+
+// ---------------------------------------------------------------- priorities (SPEC A8)
+
+fn dry_run_order(file: &Path, jobs: &str) -> Vec<String> {
+    let out = lockstep()
+        .args(["run", "--dry-run", "-j", jobs])
+        .arg(file)
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    stdout_of(&out)
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().nth(1).unwrap().to_string())
+        .collect()
+}
+
+/// `examples/priorities.toml` with one slot: the README's lines, exactly.
+#[test]
+fn dry_run_claims_the_highest_priority_first_then_file_order() {
+    lockstep()
+        .args(["run", "--dry-run", "-j", "1"])
+        .arg(example("priorities.toml"))
+        .assert()
+        .code(0)
+        .stdout(
+            "dry run: 7 task(s) in claim order with -j 1 (completions simulated in claim order)\n\
+             \x20    1  fetch\n\
+             \x20    2  unit-tests\n\
+             \x20    3  build\n\
+             \x20    4  package\n\
+             \x20    5  lint\n\
+             \x20    6  changelog\n\
+             \x20    7  docs\n",
+        );
+    // Two slots, completions in claim order: fetch's completion readies four tasks and
+    // unit-tests takes the free slot; changelog's frees one for build; unit-tests' for lint
+    // (package still waits on build, which is running); build's for package.
+    assert_eq!(
+        dry_run_order(&example("priorities.toml"), "2"),
+        [
+            "fetch",
+            "changelog",
+            "unit-tests",
+            "build",
+            "lint",
+            "package",
+            "docs"
+        ]
+    );
+}
+
+/// Extremes are legal; `priority = 0` is the default (the same order as no key at all).
+#[test]
+fn priority_extremes_and_explicit_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "p.toml",
+        "[[task]]\nid = \"a\"\npriority = 0\n\
+         [[task]]\nid = \"low\"\npriority = -2147483648\n\
+         [[task]]\nid = \"b\"\n\
+         [[task]]\nid = \"high\"\npriority = 2147483647\n",
+    );
+    assert_eq!(dry_run_order(&file, "1"), ["high", "a", "b", "low"]);
+    lockstep().arg("check").arg(&file).assert().code(0);
+}
+
+/// A bad `priority` is a reader error (exit 2) naming the task, the key and the line.
+#[test]
+fn bad_priority_values_name_the_task_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    for (value, want) in [
+        (
+            "2147483648",
+            "task \"a\": priority must be a whole number from -2147483648 to 2147483647, not 2147483648",
+        ),
+        (
+            "\"high\"",
+            "task \"a\": priority must be a whole number from -2147483648 to 2147483647, not a string \"high\"",
+        ),
+        (
+            "1.5",
+            "task \"a\": priority must be a whole number from -2147483648 to 2147483647, not a float 1.5",
+        ),
+    ] {
+        let file = write(
+            dir.path(),
+            "bad.toml",
+            &format!("[[task]]\nid = \"a\"\npriority = {value}\n"),
+        );
+        lockstep()
+            .args(["run", "--dry-run"])
+            .arg(&file)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(want))
+            .stderr(predicate::str::contains(":3:"));
+    }
+}
+
+/// `run` (the push-based executor) and `run --store` (schema version 1) cannot honour a
+/// priority: exit 2 before anything runs or any store is created, naming the task, its line
+/// and why. `priority = 0` (the default) is accepted by both.
+#[test]
+fn run_and_store_run_refuse_a_priority_they_cannot_honour() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let file = write(
+        dir.path(),
+        "p.toml",
+        &format!(
+            "[[task]]\nid = \"a\"\ncommand = \"touch {}\"\n\
+             [[task]]\nid = \"urgent\"\npriority = 3\n",
+            marker.display()
+        ),
+    );
+    lockstep()
+        .args(["run"])
+        .arg(&file)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "error: task \"urgent\" (line 5) sets priority = 3, which `lockstep run` cannot honour: \
+             it runs tasks on the push-based graph executor",
+        ))
+        .stderr(predicate::str::contains("`lockstep run --dry-run` shows"));
+    assert!(!marker.exists(), "nothing ran");
+    let store = dir.path().join("s.lockstep");
+    lockstep()
+        .args(["run"])
+        .arg(&file)
+        .arg("--store")
+        .arg(format!("sqlite:{}", store.display()))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "error: task \"urgent\" (line 5) sets priority = 3, which `lockstep run --store` cannot \
+             honour: durable stores keep no priority yet (that needs store schema version 2)",
+        ));
+    assert!(!store.exists(), "no store was created");
+    assert!(!marker.exists(), "nothing ran");
+    // The default, written out, runs.
+    let zero = write(
+        dir.path(),
+        "zero.toml",
+        &format!(
+            "[[task]]\nid = \"a\"\ncommand = \"touch {}\"\npriority = 0\n",
+            marker.display()
+        ),
+    );
+    lockstep().arg("run").arg(&zero).assert().code(0);
+    assert!(marker.exists());
+}

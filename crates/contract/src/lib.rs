@@ -42,6 +42,45 @@ impl fmt::Display for Generation {
     }
 }
 
+/// How a version is submitted beyond its id, dependencies and payload: today its claim
+/// priority (SPEC A8, `docs/semantics.md` "Priorities").
+///
+/// `SubmitOptions::default()` is what a plain `submit` uses: priority 0. Build other values
+/// with [`SubmitOptions::priority`] or [`SubmitOptions::with_priority`]; the struct is
+/// `#[non_exhaustive]` so that later per-version options (for example a named concurrency
+/// limit) can be added without breaking callers.
+///
+/// ```
+/// use lockstep_contract::SubmitOptions;
+/// assert_eq!(SubmitOptions::default().priority, 0);
+/// assert_eq!(SubmitOptions::priority(-3).priority, -3);
+/// assert_eq!(SubmitOptions::default().with_priority(7), SubmitOptions::priority(7));
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct SubmitOptions {
+    /// The claim priority of the version: among ready versions, claims take the highest
+    /// priority first and, among equal priorities, the lowest submission sequence (the order
+    /// `submit` always had). Any `i32` is legal, negative values included; 0 is the default.
+    /// Fixed for the version's lifetime: a resubmission carries the priority of its own
+    /// options, never the replaced version's.
+    pub priority: i32,
+}
+
+impl SubmitOptions {
+    /// The default options with claim priority `priority`. O(1); never panics.
+    #[must_use]
+    pub const fn priority(priority: i32) -> Self {
+        SubmitOptions { priority }
+    }
+
+    /// These options with claim priority `priority`. O(1); never panics.
+    #[must_use]
+    pub const fn with_priority(self, priority: i32) -> Self {
+        SubmitOptions { priority }
+    }
+}
+
 /// The state of one version of a task (SPEC A1).
 ///
 /// Transitions only go forward: `Pending -> Ready -> Running -> Succeeded | Failed`;

@@ -38,11 +38,17 @@
 //!   again [INVARIANT (A2.generation-tag)].
 //! * `remaining` (Kahn's in-degree) counts the live entries of a pending version; it is zero
 //!   for every other state.
-//! * Ready versions sit in `ready`, a hierarchical bitset of submission sequences
-//!   (`crate::ready`), and `seq_node` maps a sequence back to its node, so claims come out in
-//!   submission order (A4) in O(log_64 V) word operations each; a version that stops being
-//!   ready other than by a claim leaves the set at once. Sequences are renumbered (order
-//!   kept) when replaced versions' sequences outnumber the live ones.
+//! * Ready versions sit in `ready` (`crate::ready::ReadyQueue`): those of priority 0 in a
+//!   hierarchical bitset of submission sequences, those of any other priority (SPEC A8) in an
+//!   ordered set of `(Reverse(priority), sequence)`; `seq_node` maps a sequence back to its
+//!   node, so claims come out highest priority first and in submission order among equals
+//!   (A4, A8), in O(log_64 V) word operations each while every ready version has priority 0;
+//!   a version that stops being ready other than by a claim leaves the queue at once.
+//!   Sequences are renumbered (order kept) when replaced versions' sequences outnumber the
+//!   live ones.
+//! * A version's priority sits in the side table `priority`, only when it is not 0 (most
+//!   versions have none), so the all-default path never looks it up (`priority_of` checks
+//!   the table's emptiness first).
 //! * The cancel token of a running version sits in a slab (`running_tokens`) at the index
 //!   kept in its `count` field (a running version waits on nothing, so the field is free).
 //!
@@ -60,7 +66,7 @@ use lockstep_contract::{
 
 use crate::claim::TokenSource;
 use crate::graph::{self, DepGraph};
-use crate::ready::ReadySet;
+use crate::ready::ReadyQueue;
 use crate::{CancelToken, Claim, StateCounts};
 use lockstep_sync::seeded_bug;
 
@@ -189,8 +195,11 @@ pub(crate) struct Core<K, P> {
     running_free: Vec<u32>,
     /// Submitted nodes in order of first submission (the order of `snapshot`).
     order: Vec<u32>,
-    /// Submission sequences of the ready versions (take-the-smallest: submission order).
-    ready: ReadySet,
+    /// Submission sequences of the ready versions (take-the-first: highest priority, then
+    /// submission order).
+    ready: ReadyQueue,
+    /// The priority of each current version whose priority is not 0 (SPEC A8), by node.
+    priority: HashMap<u32, i32, Hasher>,
     /// The node of each submission sequence below `next_seq` (the versions since the last
     /// renumbering; entries of replaced versions are never read).
     seq_node: Vec<u32>,
@@ -378,7 +387,8 @@ impl<K: TaskKey, P> Core<K, P> {
             running_tokens: Vec::new(),
             running_free: Vec::new(),
             order: Vec::new(),
-            ready: ReadySet::default(),
+            ready: ReadyQueue::default(),
+            priority: HashMap::default(),
             seq_node: Vec::new(),
             counts: [0; 7],
             next_seq: 0,
@@ -524,7 +534,56 @@ impl<K: TaskKey, P> Core<K, P> {
 
     /// Takes a version that stops being ready other than by a claim out of the ready queue.
     fn remove_ready(&mut self, n: u32) {
-        self.ready.remove(self.hot[idx(n)].seq);
+        let p = self.priority_of(n);
+        self.ready.remove(self.hot[idx(n)].seq, p);
+    }
+
+    /// The claim priority of node `n`'s current version (0 when it has none). O(1); no
+    /// lookup at all while no current version has a priority other than 0.
+    #[inline]
+    fn priority_of(&self, n: u32) -> i32 {
+        if self.priority.is_empty() {
+            0
+        } else {
+            self.priority.get(&n).copied().unwrap_or(0)
+        }
+    }
+
+    /// Records `priority` as the priority of node `n`'s new version (A8.priority-fixed: set
+    /// once per version, at its submission, after the replaced version left the ready queue).
+    /// The all-default case is one comparison and one emptiness check, inlined; the rest is
+    /// out of line.
+    #[inline]
+    fn set_priority(&mut self, n: u32, priority: i32) {
+        if priority != 0 || !self.priority.is_empty() {
+            self.set_priority_slow(n, priority);
+        }
+    }
+
+    #[inline(never)]
+    fn set_priority_slow(&mut self, n: u32, priority: i32) {
+        if priority != 0 {
+            self.priority.insert(n, priority);
+        } else {
+            self.priority.remove(&n);
+        }
+    }
+
+    /// Queues node `n`'s current version, of sequence `seq`, as ready. While no current
+    /// version has a priority other than 0 this is the bitset's insert alone.
+    #[inline]
+    fn push_ready(&mut self, n: u32, seq: u64) {
+        if self.priority.is_empty() {
+            self.ready.insert_default(seq);
+        } else {
+            self.push_ready_slow(n, seq);
+        }
+    }
+
+    #[inline(never)]
+    fn push_ready_slow(&mut self, n: u32, seq: u64) {
+        let p = self.priority_of(n);
+        self.ready.insert(seq, p);
     }
 
     /// Frees the cancel-token slot of node `n`'s version, which just stopped running.
@@ -555,9 +614,10 @@ impl<K: TaskKey, P> Core<K, P> {
         for (rank, &(_, n)) in live.iter().enumerate() {
             let h = &mut self.hot[idx(n)];
             h.seq = rank as u64;
+            let ready = h.is(TaskState::Ready);
             self.seq_node.push(n);
-            if h.is(TaskState::Ready) {
-                self.ready.insert(rank as u64);
+            if ready {
+                self.push_ready(n, rank as u64);
             }
         }
         self.next_seq = live.len() as u64;
@@ -782,6 +842,19 @@ impl<K: TaskKey, P> Core<K, P> {
         payload: &mut Option<P>,
         garbage: &mut Vec<P>,
     ) -> Result<Generation, SchedulerError<K>> {
+        self.submit_with(id, deps, 0, payload, garbage)
+    }
+
+    /// `submit_with`: `submit` of a version with claim priority `priority` (SPEC A8). The
+    /// refusals are `submit`'s; a priority is never refused.
+    pub(crate) fn submit_with(
+        &mut self,
+        id: K,
+        deps: &[K],
+        priority: i32,
+        payload: &mut Option<P>,
+        garbage: &mut Vec<P>,
+    ) -> Result<Generation, SchedulerError<K>> {
         // 1. closed
         if self.closed {
             return Err(SchedulerError::Closed);
@@ -800,7 +873,7 @@ impl<K: TaskKey, P> Core<K, P> {
         let found = self.find(&id);
         let existing = found.filter(|&n| self.hot[idx(n)].state != ABSENT);
         if existing.is_none() && !self.started && !self.rev_built {
-            return Ok(self.submit_new_while_building(id, found, deps, payload));
+            return Ok(self.submit_new_while_building(id, found, deps, priority, payload));
         }
         if let Some(n) = existing {
             let h = self.hot[idx(n)];
@@ -862,7 +935,7 @@ impl<K: TaskKey, P> Core<K, P> {
             self.details.remove(&n);
             let h = self.hot[idx(n)];
             self.payload[idx(n)] = payload.take();
-            self.ready.insert(h.seq);
+            self.push_ready(n, h.seq);
             self.scratch_deps = dep_nodes;
             return Ok(Generation(h.generation));
         }
@@ -977,6 +1050,9 @@ impl<K: TaskKey, P> Core<K, P> {
                 1
             }
         };
+        // INVARIANT (A8.priority-fixed): the new version's priority is its own submission's,
+        // recorded after the replaced version left the ready queue under its old priority.
+        self.set_priority(n, priority);
         let seq = self.next_sequence(n);
         let span = self.push_edges(&dep_nodes);
         self.span[idx(n)] = span;
@@ -1009,7 +1085,7 @@ impl<K: TaskKey, P> Core<K, P> {
                 }
                 remaining = 0;
                 state = TaskState::Ready;
-                self.ready.insert(seq);
+                self.push_ready(n, seq);
             }
         }
         let flags = self.hot[idx(n)].flags & REV_TAKEN;
@@ -1043,6 +1119,7 @@ impl<K: TaskKey, P> Core<K, P> {
         id: K,
         found: Option<u32>,
         deps: &[K],
+        priority: i32,
         payload: &mut Option<P>,
     ) -> Generation {
         debug_assert!(!self.started && !self.rev_built && !self.closed);
@@ -1070,6 +1147,7 @@ impl<K: TaskKey, P> Core<K, P> {
             len: deps.len() as u32,
         };
         self.order.push(n);
+        self.set_priority(n, priority);
         let seq = self.next_sequence(n);
         self.payload[idx(n)] = payload.take();
         let mut state = TaskState::Pending;
@@ -1078,7 +1156,7 @@ impl<K: TaskKey, P> Core<K, P> {
         if remaining == 0 || seeded_bug!("static_order") {
             remaining = 0;
             state = TaskState::Ready;
-            self.ready.insert(seq);
+            self.push_ready(n, seq);
         }
         let flags = self.hot[idx(n)].flags & REV_TAKEN;
         self.hot[idx(n)] = Hot {
@@ -1187,8 +1265,9 @@ impl<K: TaskKey, P> Core<K, P> {
         GraphReport { missing, cycles }
     }
 
-    /// Claims up to `limit` ready versions within the free slots, in submission order,
-    /// appending them to `out`. Returns how many were claimed.
+    /// Claims up to `limit` ready versions within the free slots, highest priority first and
+    /// in submission order among equals, appending them to `out`. Returns how many were
+    /// claimed.
     pub(crate) fn claim_into(
         &mut self,
         limit: usize,
@@ -1214,7 +1293,9 @@ impl<K: TaskKey, P> Core<K, P> {
         while claimed < take {
             // LINEARIZATION POINT (A4.claim-once): the version leaves the ready queue and
             // becomes running in the same critical section that computed the free slots; no
-            // other caller can see it as ready afterwards.
+            // other caller can see it as ready afterwards. The queue's order (A8.priority-order)
+            // is read here too, so a higher-priority version that became ready before this
+            // critical section is always taken first.
             let Some(seq) = self.ready.pop_first() else {
                 break;
             };
@@ -1310,7 +1391,7 @@ impl<K: TaskKey, P> Core<K, P> {
             if h.count == 0 {
                 let seq = h.seq;
                 core.transition(e.node, TaskState::Ready);
-                core.ready.insert(seq);
+                core.push_ready(e.node, seq);
                 effect.ready += 1;
             }
         });
@@ -1478,6 +1559,11 @@ impl<K: TaskKey, P> Core<K, P> {
                 _ => None,
             },
         }
+    }
+
+    pub(crate) fn priority(&self, id: &K) -> Option<i32> {
+        let n = self.known(id)?;
+        Some(self.priority_of(n))
     }
 
     pub(crate) fn state(&self, id: &K) -> Option<TaskState> {
@@ -1690,9 +1776,17 @@ impl<K: TaskKey, P> Core<K, P> {
             );
             // The ready set holds exactly the sequences of the ready versions.
             assert_eq!(
-                self.ready.contains(h.seq),
+                self.ready.contains(h.seq, self.priority_of(n as u32)),
                 state == TaskState::Ready,
                 "ready set membership of node {n}"
+            );
+        }
+        for (&n, &p) in &self.priority {
+            assert_ne!(p, 0, "priority 0 is never stored");
+            assert_ne!(
+                self.hot[idx(n)].state,
+                ABSENT,
+                "a priority belongs to a version"
             );
         }
         assert_eq!(counts, self.counts);

@@ -29,7 +29,8 @@
 //!
 //! // 2. Claim. The first `ready()` validates the graph (unknown ids, cycles) and starts
 //! //    scheduling; it claims as many ready versions as there are free slots, in submission
-//! //    order, and each claim is handed to exactly one caller.
+//! //    order (highest priority first when versions were given one with `submit_with`), and
+//! //    each claim is handed to exactly one caller.
 //! let claims = s.ready()?;
 //! let ids: Vec<&str> = claims.iter().map(|c| c.id).collect();
 //! assert_eq!(ids, ["fetch", "lint"]);
@@ -172,8 +173,8 @@ use smallvec::SmallVec;
 pub use crate::claim::{CancelToken, Claim};
 pub use lockstep_contract::{
     BlockCause, CallbackOutcome, CancelOutcome, CancelReason, CloseReport, Cycle, Effect,
-    Generation, GraphReport, MissingDependency, SchedulerError, TaskKey, TaskState, TaskStatus,
-    VersionRef,
+    Generation, GraphReport, MissingDependency, SchedulerError, SubmitOptions, TaskKey, TaskState,
+    TaskStatus, VersionRef,
 };
 
 use crate::core::Core;
@@ -346,16 +347,79 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
         deps: impl IntoIterator<Item = K>,
         payload: P,
     ) -> Result<Generation, SchedulerError<K>> {
+        // One body for both forms (priority 0 here), so the collection below is instantiated
+        // once per `(K, iterator)` and stays inlined.
+        self.submit_with(id, deps, payload, SubmitOptions::default())
+    }
+
+    /// [`submit`](Self::submit) with [`SubmitOptions`]: today the version's claim priority
+    /// (SPEC A8, `docs/semantics.md` "Priorities").
+    ///
+    /// Among ready versions, [`ready`](Self::ready) and its forms claim the highest priority
+    /// first, and among equal priorities the lowest submission sequence (`submit` is
+    /// `submit_with(.., SubmitOptions::default())`, priority 0, so a scheduler whose versions
+    /// all have one priority claims in submission order, as it always did). The priority
+    /// decides which ready versions get the free slots, never how many: a claim still takes
+    /// at most `max_concurrency - running`, and a running version is never preempted.
+    ///
+    /// The priority belongs to this version and is fixed: a resubmission takes the priority
+    /// of its own options (with `submit`, 0), never the replaced version's; it is not
+    /// inherited along dependencies either (a high-priority version does not raise its
+    /// dependencies' priority). Read it back with [`priority`](Self::priority).
+    ///
+    /// ```
+    /// use lockstep_dag::{SubmitOptions, TaskScheduler};
+    ///
+    /// let s: TaskScheduler<&str> = TaskScheduler::new(1);
+    /// s.submit("lint", [], ())?;
+    /// s.submit_with("hotfix", [], (), SubmitOptions::priority(10))?;
+    /// s.submit_with("docs", [], (), SubmitOptions::priority(-1))?;
+    /// assert_eq!(s.ready()?[0].id, "hotfix");
+    /// s.complete(&"hotfix", lockstep_dag::Generation(1))?;
+    /// assert_eq!(s.ready()?[0].id, "lint");
+    /// # Ok::<(), lockstep_dag::SchedulerError<&str>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// Exactly [`submit`](Self::submit)'s, checked in the same order; every `i32` priority is
+    /// legal, so the options themselves are never refused. A refused submission changes
+    /// nothing.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// As [`submit`](Self::submit); a version of priority other than 0 costs one hash-table
+    /// insert, and each time it enters or leaves the ready queue O(log R) for the `R` ready
+    /// versions of priorities other than 0 (priority-0 versions keep the bitset's
+    /// O(log_64 V) word operations).
+    #[inline]
+    pub fn submit_with(
+        &self,
+        id: K,
+        deps: impl IntoIterator<Item = K>,
+        payload: P,
+        options: SubmitOptions,
+    ) -> Result<Generation, SchedulerError<K>> {
         // Collected outside the lock (user iterator code never runs under it); up to eight
         // dependencies stay on the stack.
         let deps: SmallVec<[K; 8]> = deps.into_iter().collect();
         let mut payload = Some(payload);
         let mut garbage = Vec::new();
-        let result = self.lock().submit(id, &deps, &mut payload, &mut garbage);
+        let result =
+            self.lock()
+                .submit_with(id, &deps, options.priority, &mut payload, &mut garbage);
         // Outside the lock: a refused submission's payload, and any that can no longer run.
         drop(payload);
         drop(garbage);
         result
+    }
+
+    /// The claim priority of the current version of `id` (0 unless it was submitted with
+    /// another through [`submit_with`](Self::submit_with)); `None` if `id` was never
+    /// submitted. O(1); never panics.
+    pub fn priority(&self, id: &K) -> Option<i32> {
+        self.lock().priority(id)
     }
 
     /// Validates the current versions and starts scheduling; idempotent once started.
@@ -390,7 +454,8 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
     }
 
     /// Claims as many ready versions as there are free slots (`max_concurrency - running`),
-    /// in ascending submission order; each becomes `Running` and is returned to this caller
+    /// highest priority first ([`submit_with`](Self::submit_with)) and in ascending submission
+    /// order among equal priorities; each becomes `Running` and is returned to this caller
     /// only. Starts scheduling first if needed.
     ///
     /// # Errors

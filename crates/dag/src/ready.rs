@@ -14,6 +14,11 @@
 //! rightmost bit); the scheduler renumbers sequences (keeping their order) when they outgrow
 //! the live versions, so `S` stays within twice the number of ids plus a constant.
 
+use std::cmp::Reverse;
+use std::collections::BTreeSet;
+
+use lockstep_sync::seeded_bug;
+
 /// The most levels a set can have: six levels of 64-way fan-out cover 2^36 keys, more than
 /// the sequences of 2^32 ids (`Core` renumbers them to stay below twice the ids).
 const MAX_DEPTH: usize = 6;
@@ -211,6 +216,141 @@ impl ReadySet {
     }
 }
 
+/// The ready queue with claim priorities (SPEC A8): versions of priority 0 (the default) in a
+/// [`ReadySet`] of submission sequences, the others in an ordered set of
+/// `(Reverse(priority), sequence)`; take-the-first gives the highest priority, and among
+/// equal priorities the smallest sequence (submission order).
+///
+/// # Cost
+/// While no ready version has a priority other than 0 (`others` is empty) every operation is
+/// the [`ReadySet`]'s plus one emptiness check: the all-default path keeps the bitset's
+/// O(log_64 S) word operations. A version of another priority costs O(log R) for the `R`
+/// such versions ready (a B-tree: one allocation per node of up to eleven keys). Memory:
+/// the bitset's, plus O(R) for the others.
+///
+/// # Why not one bitset per priority level
+/// A bitset per distinct level would keep every operation in word operations, but each
+/// level's bitset spans the sequences up to its largest member (up to `S / 8` bytes): a
+/// graph that gives each of its `V` tasks its own priority would take O(V^2) bits. The
+/// ordered set costs O(log R) and O(R) space however many levels there are, which is the
+/// heap-ordered queue of SPEC A7.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct ReadyQueue {
+    /// Ready versions of priority 0, by submission sequence.
+    default: ReadySet,
+    /// Ready versions of any other priority, keyed by [`tie_key`]'s `(Reverse(priority),
+    /// sequence)`.
+    others: BTreeSet<(Reverse<i32>, u64)>,
+}
+
+/// The order key of a version of priority `priority` and sequence `seq` in
+/// [`ReadyQueue::others`]; its own inverse in the sequence part.
+#[inline]
+fn tie_key(priority: i32, seq: u64) -> (Reverse<i32>, u64) {
+    // SEEDED BUG (priority_ties_lifo): equal priorities come out newest first, as from a
+    // max-heap of `(priority, sequence)`, instead of in submission order.
+    let seq = if seeded_bug!("priority_ties_lifo") {
+        u64::MAX - seq
+    } else {
+        seq
+    };
+    (Reverse(priority), seq)
+}
+
+impl ReadyQueue {
+    /// Number of ready versions. O(1).
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.default.len() + self.others.len()
+    }
+
+    /// Makes room for sequences below `keys` (see [`ReadySet::grow_to`]).
+    #[inline]
+    pub(crate) fn grow_to(&mut self, keys: u64) {
+        self.default.grow_to(keys);
+    }
+
+    /// Queues the version of sequence `seq` and priority 0 (the all-default path).
+    #[inline]
+    pub(crate) fn insert_default(&mut self, seq: u64) -> bool {
+        self.default.insert(seq)
+    }
+
+    /// Queues the version of sequence `seq` and priority `priority`. Returns false if it was
+    /// queued already.
+    #[inline]
+    pub(crate) fn insert(&mut self, seq: u64, priority: i32) -> bool {
+        if priority == 0 {
+            self.default.insert(seq)
+        } else {
+            self.others.insert(tie_key(priority, seq))
+        }
+    }
+
+    /// Takes the version of sequence `seq` and priority `priority` out (it stopped being
+    /// ready other than by a claim). Returns false if it was not queued.
+    #[inline]
+    pub(crate) fn remove(&mut self, seq: u64, priority: i32) -> bool {
+        if priority == 0 {
+            self.default.remove(seq)
+        } else {
+            self.others.remove(&tie_key(priority, seq))
+        }
+    }
+
+    /// Removes and returns the sequence of the version to claim next: the highest priority,
+    /// then the smallest sequence.
+    ///
+    /// INVARIANT (A8.priority-order): a version of priority above 0 goes before every
+    /// default one, which go before every version below 0; inside each part, equal
+    /// priorities come out in submission order (the bitset's smallest member, or the ordered
+    /// set's first key).
+    #[inline]
+    pub(crate) fn pop_first(&mut self) -> Option<u64> {
+        if self.others.is_empty() {
+            return self.default.pop_first();
+        }
+        self.pop_first_mixed()
+    }
+
+    /// [`Self::pop_first`] when some ready version has a priority other than 0.
+    #[inline(never)]
+    fn pop_first_mixed(&mut self) -> Option<u64> {
+        let &(Reverse(top), _) = self.others.first()?;
+        if top < 0 && self.default.len() > 0 {
+            return self.default.pop_first();
+        }
+        let (Reverse(p), key) = self.others.pop_first()?;
+        Some(tie_key(p, key).1)
+    }
+
+    /// Removes every member; keeps the bitset's capacity. O(capacity / 64 + R).
+    pub(crate) fn clear(&mut self) {
+        self.default.clear();
+        self.others.clear();
+    }
+
+    /// True when the version of sequence `seq` and priority `priority` is queued.
+    #[cfg(test)]
+    pub(crate) fn contains(&self, seq: u64, priority: i32) -> bool {
+        if priority == 0 {
+            self.default.contains(seq)
+        } else {
+            self.others.contains(&tie_key(priority, seq))
+        }
+    }
+
+    /// Checks the bitset's invariants. For tests.
+    #[cfg(test)]
+    pub(crate) fn assert_invariants(&self) {
+        self.default.assert_invariants();
+        assert!(
+            self.others.iter().all(|&(Reverse(p), _)| p != 0),
+            "priority 0 lives in the bitset only"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,6 +405,51 @@ mod tests {
             set.clear();
             assert_eq!(set.first(), None);
             set.assert_invariants();
+        }
+    }
+
+    /// The priority queue against a sorted reference (`(Reverse(priority), seq)` in a
+    /// `BTreeSet`), with priorities from a small set so that ties and the 0 / non-0 border are
+    /// frequent, and the extremes included.
+    #[test]
+    fn queue_matches_a_sorted_reference() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move |n: u64| {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            (state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) % n
+        };
+        const PRIORITIES: [i32; 7] = [i32::MIN, -1, 0, 0, 1, 2, i32::MAX];
+        for round in 0..30 {
+            let mut q = ReadyQueue::default();
+            let mut model: BTreeSet<(Reverse<i32>, u64)> = BTreeSet::new();
+            // A sequence has one priority (as a version has), drawn once.
+            let prio_of: Vec<i32> = (0..500)
+                .map(|_| {
+                    if round % 3 == 0 {
+                        0
+                    } else {
+                        PRIORITIES[next(7) as usize]
+                    }
+                })
+                .collect();
+            q.grow_to(500);
+            for _ in 0..2000 {
+                let k = next(500);
+                let p = prio_of[k as usize];
+                match next(6) {
+                    0..=2 => assert_eq!(q.insert(k, p), model.insert((Reverse(p), k))),
+                    3 => assert_eq!(q.remove(k, p), model.remove(&(Reverse(p), k))),
+                    _ => assert_eq!(q.pop_first(), model.pop_first().map(|(_, s)| s)),
+                }
+                assert_eq!(q.len(), model.len());
+                assert_eq!(q.contains(k, p), model.contains(&(Reverse(p), k)));
+            }
+            q.assert_invariants();
+            q.clear();
+            assert_eq!(q.pop_first(), None);
+            assert_eq!(q.len(), 0);
         }
     }
 

@@ -346,6 +346,10 @@ pub const BUGS: &[(&str, &str)] = &[
         "claim_two_sections",
         "scheduler: ready() reads the free slots in one critical section and claims in another",
     ),
+    (
+        "priority_ties_lifo",
+        "scheduler: ready versions of equal priority are claimed newest first (a max-heap of (priority, sequence)) instead of in submission order",
+    ),
     // The graph executor (`lockstep_dag::executor`).
     (
         "executor_relaxed_count",

@@ -8,8 +8,8 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use lockstep_contract::{
-    CallbackOutcome, CancelOutcome, CloseReport, Generation, SchedulerError, TaskKey, TaskStatus,
-    VersionRef,
+    CallbackOutcome, CancelOutcome, CloseReport, Generation, SchedulerError, SubmitOptions,
+    TaskKey, TaskStatus, VersionRef,
 };
 use lockstep_dag::TaskScheduler;
 use lockstep_models::dag::SchedulerModel;
@@ -24,6 +24,9 @@ pub const FAIL_MESSAGE: &str = "failed by the test";
 pub enum DagOp<K> {
     /// `submit(id, deps)` (production: payload `P::default()`).
     Submit(K, Vec<K>),
+    /// `submit_with(id, deps, SubmitOptions::priority(p))` (SPEC A8; production: payload
+    /// `P::default()`).
+    SubmitWith(K, Vec<K>, i32),
     /// `start()`.
     Start,
     /// `ready_at_most(n)`; `usize::MAX` is `ready()`.
@@ -91,7 +94,7 @@ impl<K: TaskKey> SequentialSpec for DagSpec<K> {
     type Ret = DagRet<K>;
 
     fn rules(&self) -> &'static str {
-        "A4.claim-once, A4.submission-order, A4.capacity, A5.callback-once"
+        "A4.claim-once, A4.submission-order, A8.priority-order, A4.capacity, A5.callback-once"
     }
 
     fn apply(&self, m: &mut SchedulerModel<K>, op: &DagOp<K>) -> DagRet<K> {
@@ -122,6 +125,9 @@ impl<K: TaskKey> SequentialSpec for DagSpec<K> {
 pub fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &DagOp<K>) -> DagRet<K> {
     match op {
         DagOp::Submit(id, deps) => DagRet::Submit(m.submit(id.clone(), deps.clone())),
+        DagOp::SubmitWith(id, deps, p) => {
+            DagRet::Submit(m.submit_with(id.clone(), deps.clone(), SubmitOptions::priority(*p)))
+        }
         DagOp::Start => DagRet::Start(m.start()),
         DagOp::ReadyAtMost(n) => DagRet::Claims(m.ready_at_most(*n)),
         DagOp::Complete(id, g) => DagRet::Callback(m.complete(id, *g)),
@@ -144,6 +150,12 @@ pub fn apply_production<K: TaskKey, P: Default + Send>(
 ) -> DagRet<K> {
     match op {
         DagOp::Submit(id, deps) => DagRet::Submit(s.submit(id.clone(), deps.clone(), P::default())),
+        DagOp::SubmitWith(id, deps, p) => DagRet::Submit(s.submit_with(
+            id.clone(),
+            deps.clone(),
+            P::default(),
+            SubmitOptions::priority(*p),
+        )),
         DagOp::Start => DagRet::Start(s.start()),
         DagOp::ReadyAtMost(n) => DagRet::Claims(
             s.ready_at_most(*n)
@@ -204,6 +216,10 @@ impl<K: TaskKey> fmt::Debug for DagOp<K> {
             DagOp::Submit(id, deps) => {
                 let deps: Vec<String> = deps.iter().map(ToString::to_string).collect();
                 write!(f, "submit({id}, [{}])", deps.join(", "))
+            }
+            DagOp::SubmitWith(id, deps, p) => {
+                let deps: Vec<String> = deps.iter().map(ToString::to_string).collect();
+                write!(f, "submit_with({id}, [{}], priority {p})", deps.join(", "))
             }
             DagOp::Start => f.write_str("start()"),
             DagOp::ReadyAtMost(usize::MAX) => f.write_str("ready()"),

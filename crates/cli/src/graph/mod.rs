@@ -62,6 +62,10 @@ pub struct TaskSpec {
     /// Each attempt is stopped after this long and fails (`timeout`); `None`: the command
     /// line's default.
     pub timeout: Option<Duration>,
+    /// The claim priority (a task file's `priority`, SPEC A8): higher is claimed first, ties
+    /// in file order; `None`: not given, the default 0. Only the pull scheduler orders by it
+    /// (`run --dry-run`); see [`TaskGraph::unsupported_priority`].
+    pub priority: Option<i32>,
 }
 
 impl TaskSpec {
@@ -73,6 +77,31 @@ impl TaskSpec {
             ..TaskSpec::default()
         }
     }
+}
+
+/// Why a run of `graph` cannot honour its priorities, or `None` when no task sets one other
+/// than 0 (SPEC A8, `docs/semantics.md` "Priorities in task files").
+///
+/// `how` names the run (`lockstep run`, `lockstep run --store`). The message names the
+/// first such task (file order) with its line, and says why and what to do instead.
+/// O(V).
+pub fn unsupported_priority(graph: &TaskGraph, how: &str) -> Option<String> {
+    let (task, p) = graph
+        .tasks
+        .iter()
+        .find_map(|t| t.priority.filter(|&p| p != 0).map(|p| (t, p)))?;
+    let line = task
+        .line
+        .map_or_else(String::new, |l| format!(" (line {l})"));
+    let why = if how.contains("--store") {
+        "durable stores keep no priority yet (that needs store schema version 2)"
+    } else {
+        "it runs tasks on the push-based graph executor, which has no ready queue to order"
+    };
+    Some(format!(
+        "task {:?}{line} sets priority = {p}, which {how} cannot honour: {why}; `lockstep run --dry-run` shows the claim order by priority, or remove the key (docs/semantics.md, \"Priorities\")",
+        task.id
+    ))
 }
 
 /// A task graph: tasks in the order the file defines them.

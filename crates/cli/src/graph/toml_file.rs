@@ -14,11 +14,14 @@
 //! retries = 2                        # optional: run again after a failure, at most 2 more times
 //! retry_delay = "5s"                 # optional: wait between attempts (default 0s)
 //! timeout = "10m"                    # optional: stop and fail an attempt that runs longer
+//! priority = 10                      # optional: claimed before lower priorities (default 0)
 //! ```
 //!
 //! `retries` is a whole number from 0 to 100; `retry_delay` and `timeout` are durations as
 //! people write them (`30s`, `500ms`, `1m 30s`, read by `humantime`), and a timeout is more
-//! than 0. A bad value is refused with the task, the key and its position. Missing keys take
+//! than 0. `priority` is a whole number from -2147483648 to 2147483647 (an `i32`; higher is
+//! claimed first, ties in file order, SPEC A8). A bad value is refused with the task, the key
+//! and its position. Missing keys take
 //! the command line's defaults (`--retries`, `--retry-delay`, `--timeout`; [`crate::attempts`]).
 //!
 //! The only top-level key is `task`, an array of tables (a single `[task]` table is refused
@@ -67,6 +70,22 @@ struct RawTask {
     retry_delay: Option<Spanned<toml::Value>>,
     #[serde(default)]
     timeout: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    priority: Option<Spanned<toml::Value>>,
+}
+
+/// Reads `priority`: a whole number that fits an `i32`, else the message.
+fn read_priority(v: &toml::Value) -> Result<i32, String> {
+    let range = format!("from {} to {}", i32::MIN, i32::MAX);
+    match v {
+        toml::Value::Integer(n) => {
+            i32::try_from(*n).map_err(|_| format!("must be a whole number {range}, not {n}"))
+        }
+        other => Err(format!(
+            "must be a whole number {range}, not {} {other}",
+            article(other.type_str())
+        )),
+    }
 }
 
 /// Reads `retries`: a whole number from 0 to [`MAX_RETRIES`], else the message.
@@ -223,6 +242,12 @@ pub fn parse(text: &str, path: &Path) -> Result<TaskGraph, ReadError> {
         };
         let retry_delay = duration("retry_delay", &raw.retry_delay, attempts::parse_duration)?;
         let timeout = duration("timeout", &raw.timeout, attempts::parse_timeout)?;
+        let priority = match &raw.priority {
+            Some(v) => Some(
+                read_priority(v.as_ref()).map_err(|why| bad("priority", v.span().start, why))?,
+            ),
+            None => None,
+        };
         tasks.push(TaskSpec {
             id,
             command: raw.command.map(Spanned::into_inner),
@@ -234,6 +259,7 @@ pub fn parse(text: &str, path: &Path) -> Result<TaskGraph, ReadError> {
             retries,
             retry_delay,
             timeout,
+            priority,
         });
     }
     Ok(TaskGraph {
