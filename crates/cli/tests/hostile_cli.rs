@@ -1,0 +1,74 @@
+//! What a demanding user tried to break in `run` and `worker` (the `--events` file, stored
+//! `cwd`s, exit statuses), each through the real binary.
+
+use assert_cmd::cargo::cargo_bin_cmd;
+
+const GRAPH: &str = r#"
+[[task]]
+id = "a"
+command = "echo hi"
+[[task]]
+id = "b"
+deps = ["a"]
+command = "true"
+"#;
+
+/// `--events g.toml` (or `--trace`, `--graph-out`) naming the task file itself, or `--events`
+/// naming the SQLite store: refused, exit 2, naming both, and the input is left as it was.
+/// `--events` used to truncate the task file before it was read: the run said
+/// `warning: g.toml has no tasks; nothing to do`, exit 0, and the file was gone.
+#[test]
+fn an_output_file_that_is_an_input_is_refused_and_the_input_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("g.toml");
+    std::fs::write(&file, GRAPH).unwrap();
+    // Another spelling of the same file: compared as files, not as strings.
+    let other_spelling = dir.path().join(".").join("g.toml");
+    for option in ["--events", "--trace", "--graph-out"] {
+        cargo_bin_cmd!("lockstep")
+            .args(["run", "-j", "1", option])
+            .arg(&other_spelling)
+            .arg(&file)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicates::str::contains(format!(
+                "error: {option} {}: is {}, an input of this run",
+                other_spelling.display(),
+                file.display()
+            )));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), GRAPH, "{option}");
+    }
+    // The SQLite store of run --store and of worker.
+    let store = dir.path().join("s.lockstep");
+    cargo_bin_cmd!("lockstep")
+        .args(["run", "-j", "1", "--store"])
+        .arg(format!("sqlite:{}", store.display()))
+        .arg(&file)
+        .assert()
+        .success();
+    let before = std::fs::read(&store).unwrap();
+    assert!(!before.is_empty());
+    cargo_bin_cmd!("lockstep")
+        .args(["run", "-j", "1", "--store"])
+        .arg(format!("sqlite:{}", store.display()))
+        .arg("--events")
+        .arg(&store)
+        .arg(&file)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(format!(
+            "error: --events {}: is {}, an input of this run",
+            store.display(),
+            store.display()
+        )));
+    cargo_bin_cmd!("lockstep")
+        .args(["worker", "--store"])
+        .arg(format!("sqlite:{}", store.display()))
+        .arg("--events")
+        .arg(&store)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("an input of this run"));
+    assert_eq!(std::fs::read(&store).unwrap(), before);
+}
