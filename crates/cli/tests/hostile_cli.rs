@@ -2,6 +2,7 @@
 //! `cwd`s, exit statuses), each through the real binary.
 
 use assert_cmd::cargo::cargo_bin_cmd;
+use predicates::prelude::PredicateBooleanExt;
 
 const GRAPH: &str = r#"
 [[task]]
@@ -71,4 +72,49 @@ fn an_output_file_that_is_an_input_is_refused_and_the_input_kept() {
         .code(2)
         .stderr(predicates::str::contains("an input of this run"));
     assert_eq!(std::fs::read(&store).unwrap(), before);
+}
+
+/// A retry delay (or timeout) beyond what the clock can hold: refused when read, exit 2 naming
+/// the task and the key (or the option). `retry_delay = "500000000000y"` used to pass and then
+/// panic at the first retry (`overflow when adding duration to instant`): `failed: x:
+/// panicked: ...` in memory, `error: store ...: a worker thread panicked` with `--store`.
+#[test]
+fn a_retry_delay_beyond_the_clock_is_refused_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rd.toml");
+    std::fs::write(
+        &file,
+        "[[task]]\nid = \"x\"\ncommand = \"false\"\nretries = 1\nretry_delay = \"500000000000y\"\n",
+    )
+    .unwrap();
+    let store = format!("sqlite:{}", dir.path().join("rd.lockstep").display());
+    for extra in [vec![], vec!["--store", store.as_str()]] {
+        cargo_bin_cmd!("lockstep")
+            .args(["run", "-j", "1"])
+            .args(&extra)
+            .arg(&file)
+            .env("RUST_BACKTRACE", "0")
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicates::str::contains(
+                "task \"x\": retry_delay \"500000000000y\" is longer than 100 years",
+            ))
+            .stderr(predicates::str::contains("panicked").not());
+    }
+    assert!(!dir.path().join("rd.lockstep").exists());
+    let plain = dir.path().join("plain.toml");
+    std::fs::write(&plain, "[[task]]\nid = \"x\"\ncommand = \"false\"\n").unwrap();
+    for (option, value) in [("--retry-delay", "500000000000y"), ("--timeout", "200y")] {
+        cargo_bin_cmd!("lockstep")
+            .args(["run", "-j", "1", "--retries", "1", option, value])
+            .arg(&plain)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicates::str::contains(format!(
+                "{value:?} is longer than 100 years"
+            )))
+            .stderr(predicates::str::contains(option));
+    }
 }
