@@ -118,3 +118,37 @@ fn a_retry_delay_beyond_the_clock_is_refused_not_a_panic() {
             .stderr(predicates::str::contains(option));
     }
 }
+
+/// `--events /dev/stdout > out.txt`: the events and the printed lines share the file, each
+/// line whole. The events file used to be a second open of `out.txt` with its own offset: the
+/// two writers wrote over each other (`tempt":1,"duration_ms":...` in the middle of the
+/// report).
+#[test]
+fn events_to_a_redirected_stdout_do_not_overwrite_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("g.toml");
+    std::fs::write(&file, GRAPH).unwrap();
+    let out_path = dir.path().join("out.txt");
+    let out = std::fs::File::create(&out_path).unwrap();
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["run", "-j", "1", "--events", "/dev/stdout"])
+        .arg(&file)
+        .stdout(out)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let text = std::fs::read_to_string(&out_path).unwrap();
+    let (json, plain): (Vec<&str>, Vec<&str>) = text.lines().partition(|l| l.starts_with('{'));
+    for l in &json {
+        serde_json::from_str::<serde_json::Value>(l).unwrap_or_else(|e| panic!("{l}: {e}\n{text}"));
+    }
+    // claimed, started, finished for a and b, then metrics.
+    assert_eq!(json.len(), 7, "{text}");
+    assert!(plain.contains(&"[a] hi"), "{text}");
+    assert!(
+        plain.iter().any(|l| l.starts_with("summary: 2 succeeded")),
+        "{text}"
+    );
+    assert!(plain.iter().any(|l| l.starts_with("metrics: ")), "{text}");
+    assert_eq!(plain.len(), 5, "{text}");
+}
