@@ -60,16 +60,26 @@ impl Limits {
     }
 }
 
+/// The longest `retry_delay` or `timeout` (`--retry-delay`, `--timeout`): 100 years
+/// (humantime's `100y`, 365.25 days each). Longer ones are refused when read: a deadline that
+/// far is beyond what the clock can hold (`Instant + d` panicked with `overflow when adding
+/// duration to instant` for `500000000000y`).
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 31_557_600);
+
 /// Parses a duration as people write it (`30s`, `500ms`, `1m 30s`): [`humantime`], which
-/// wants a unit. `what` names the key or option in the error.
+/// wants a unit, at most [`MAX_DURATION`]. The caller names the key or option in the error.
 ///
 /// # Errors
-/// The text, what it is for, and humantime's reason (`time unit needed, for example 30sec or
-/// 30s`, `unknown time unit "x"`, ...).
+/// The text and humantime's reason (`time unit needed, for example 30sec or 30s`, `unknown
+/// time unit "x"`, ...), or `"TEXT" is longer than 100 years`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text.trim()).map_err(|e| {
+    let d = humantime::parse_duration(text.trim()).map_err(|e| {
         format!("{text:?} is not a duration ({e}); write e.g. \"30s\", \"500ms\" or \"1m 30s\"")
-    })
+    })?;
+    if d > MAX_DURATION {
+        return Err(format!("{text:?} is longer than 100 years"));
+    }
+    Ok(d)
 }
 
 /// [`parse_duration`] for a timeout: also more than zero (a zero timeout could never run a
@@ -153,6 +163,11 @@ mod tests {
         assert!(e.contains("unknown time unit"), "{e}");
         assert!(parse_duration("").is_err());
         assert!(parse_duration("-1s").is_err());
+        assert_eq!(parse_duration("100y"), Ok(MAX_DURATION));
+        assert_eq!(
+            parse_duration("500000000000y").unwrap_err(),
+            "\"500000000000y\" is longer than 100 years"
+        );
         assert_eq!(
             parse_timeout("0s").unwrap_err(),
             "\"0s\": a timeout must be more than 0"

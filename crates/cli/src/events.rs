@@ -101,12 +101,17 @@ pub struct Finish<'a> {
 }
 
 impl EventSink {
-    /// Creates (or truncates) `path`.
+    /// Creates (or truncates) `path`; a `path` that is this process's standard output or
+    /// error (`/dev/stdout`, `/dev/fd/2`, or the file either was redirected to) is written
+    /// through a duplicate of that descriptor instead ([`std_stream`]).
     ///
     /// # Errors
     /// The operating system's error (the caller names the path: exit status 2).
     pub fn create(path: &Path) -> std::io::Result<EventSink> {
-        let file = File::create(path)?;
+        let file = match std_stream(path) {
+            Some(stream) => stream,
+            None => File::create(path)?,
+        };
         Ok(EventSink {
             path: path.to_path_buf(),
             out: Mutex::new(Writer {
@@ -259,6 +264,23 @@ impl EventSink {
             (None, Ok(())) => Ok(()),
         }
     }
+}
+
+/// Standard output or error, duplicated, when `path` is the same file as either (device and
+/// inode): the events then share its file offset and the lines printed there interleave whole,
+/// and the file is neither truncated nor reopened. Opening it again (`--events /dev/stdout >
+/// out.txt`) gave a second offset, and each writer wrote over the other's lines.
+fn std_stream(path: &Path) -> Option<File> {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let target = std::fs::metadata(path).ok()?;
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    [stdout.as_fd(), stderr.as_fd()].into_iter().find_map(|fd| {
+        let stream = File::from(fd.try_clone_to_owned().ok()?);
+        let m = stream.metadata().ok()?;
+        ((m.dev(), m.ino()) == (target.dev(), target.ino())).then_some(stream)
+    })
 }
 
 fn ms(d: Duration) -> f64 {

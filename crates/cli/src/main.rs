@@ -408,6 +408,11 @@ impl GraphArgs {
         true
     }
 
+    /// The task file, `None` for standard input (`-`).
+    fn input_file(&self) -> Option<&std::path::Path> {
+        (self.file != std::path::Path::new(graph::STDIN_PATH)).then_some(self.file.as_path())
+    }
+
     /// The input's name in messages: the file, or `<stdin>` for `-`.
     fn name(&self) -> &std::path::Path {
         if self.file == std::path::Path::new(graph::STDIN_PATH) {
@@ -439,6 +444,18 @@ fn main() -> ExitCode {
             durable,
         } => {
             let jobs = jobs.map_or_else(default_jobs, |j| j as usize);
+            let store_file = durable.store.as_ref().and_then(sqlite_file);
+            let inputs = [graph.input_file(), store_file];
+            for (option, out) in [
+                ("--events", events.as_deref()),
+                ("--trace", picture.trace.as_deref()),
+                ("--graph-out", picture.graph_out.as_deref()),
+            ] {
+                if let Err(message) = not_an_input(option, out, &inputs) {
+                    eprintln!("error: {message}");
+                    return ExitCode::from(2);
+                }
+            }
             let events = match open_events(events.as_deref()) {
                 Ok(e) => e,
                 Err(code) => return code,
@@ -505,6 +522,12 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            if let Err(message) =
+                not_an_input("--events", events.as_deref(), &[sqlite_file(&store)])
+            {
+                eprintln!("error: {message}");
+                return ExitCode::from(2);
+            }
             let events = match open_events(events.as_deref()) {
                 Ok(e) => e,
                 Err(code) => return code,
@@ -578,6 +601,49 @@ fn init_logging(verbose: u8, quiet: bool) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+/// The SQLite file of a `--store sqlite:PATH`.
+fn sqlite_file(spec: &lockstep_cli::store::StoreSpec) -> Option<&std::path::Path> {
+    match spec {
+        lockstep_cli::store::StoreSpec::Sqlite(path) => Some(path),
+        lockstep_cli::store::StoreSpec::Postgres(_) => None,
+    }
+}
+
+/// Refuses an output file (`--events`, `--trace`, `--graph-out`) that is one of the run's
+/// inputs (the task file, the SQLite store), compared as files (device and inode, so another
+/// spelling or a link is caught): creating it would truncate the input, before it is read
+/// (`--events` is created first: the run would then find no tasks) or after.
+///
+/// # Errors
+/// `OPTION OUT is INPUT, ...`, naming both.
+fn not_an_input(
+    option: &str,
+    out: Option<&std::path::Path>,
+    inputs: &[Option<&std::path::Path>],
+) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(out) = out else {
+        return Ok(());
+    };
+    // Not there yet: nothing to lose (and not one of the inputs, which exist).
+    let Ok(o) = std::fs::metadata(out) else {
+        return Ok(());
+    };
+    for input in inputs.iter().flatten() {
+        if let Ok(i) = std::fs::metadata(input)
+            && i.is_file()
+            && (i.dev(), i.ino()) == (o.dev(), o.ino())
+        {
+            return Err(format!(
+                "{option} {}: is {}, an input of this run; writing it would destroy it (name another file)",
+                out.display(),
+                input.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Creates the `--events` file before anything runs; one that cannot be created is exit 2,

@@ -1848,12 +1848,15 @@ fn bad_retry_and_timeout_values_exit_2_naming_the_task_and_key() {
 #[test]
 fn fail_fast_cancels_the_queued_tasks_naming_the_failure_and_lets_running_ones_finish() {
     let dir = tempfile::tempdir().unwrap();
-    // -j 2: `bad` and `long` start together; `bad` fails at once, while `long` runs.
+    // -j 2: `bad` and `long` start together; `bad` fails once `long` has started (an instant
+    // failure could come before `long` is claimed and cancel it too, as on a loaded machine;
+    // it gives up waiting after 20 s, failing the test instead of hanging it).
     let f = write(
         dir.path(),
         "ff.toml",
-        "[[task]]\nid = \"bad\"\ncommand = \"exit 3\"\n\n\
-         [[task]]\nid = \"long\"\ncommand = \"sleep 1; echo long done\"\n\n\
+        "[[task]]\nid = \"bad\"\n\
+         command = \"i=0; while [ ! -e long.started ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; exit 3\"\n\n\
+         [[task]]\nid = \"long\"\ncommand = \"touch long.started; sleep 1; echo long done\"\n\n\
          [[task]]\nid = \"next\"\ncommand = \"touch next.ran\"\n\n\
          [[task]]\nid = \"child\"\ndeps = [\"bad\"]\ncommand = \"echo child\"\n",
     );

@@ -1,0 +1,154 @@
+//! What a demanding user tried to break in `run` and `worker` (the `--events` file, stored
+//! `cwd`s, exit statuses), each through the real binary.
+
+use assert_cmd::cargo::cargo_bin_cmd;
+use predicates::prelude::PredicateBooleanExt;
+
+const GRAPH: &str = r#"
+[[task]]
+id = "a"
+command = "echo hi"
+[[task]]
+id = "b"
+deps = ["a"]
+command = "true"
+"#;
+
+/// `--events g.toml` (or `--trace`, `--graph-out`) naming the task file itself, or `--events`
+/// naming the SQLite store: refused, exit 2, naming both, and the input is left as it was.
+/// `--events` used to truncate the task file before it was read: the run said
+/// `warning: g.toml has no tasks; nothing to do`, exit 0, and the file was gone.
+#[test]
+fn an_output_file_that_is_an_input_is_refused_and_the_input_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("g.toml");
+    std::fs::write(&file, GRAPH).unwrap();
+    // Another spelling of the same file: compared as files, not as strings.
+    let other_spelling = dir.path().join(".").join("g.toml");
+    for option in ["--events", "--trace", "--graph-out"] {
+        cargo_bin_cmd!("lockstep")
+            .args(["run", "-j", "1", option])
+            .arg(&other_spelling)
+            .arg(&file)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicates::str::contains(format!(
+                "error: {option} {}: is {}, an input of this run",
+                other_spelling.display(),
+                file.display()
+            )));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), GRAPH, "{option}");
+    }
+    // The SQLite store of run --store and of worker.
+    let store = dir.path().join("s.lockstep");
+    cargo_bin_cmd!("lockstep")
+        .args(["run", "-j", "1", "--store"])
+        .arg(format!("sqlite:{}", store.display()))
+        .arg(&file)
+        .assert()
+        .success();
+    let before = std::fs::read(&store).unwrap();
+    assert!(!before.is_empty());
+    cargo_bin_cmd!("lockstep")
+        .args(["run", "-j", "1", "--store"])
+        .arg(format!("sqlite:{}", store.display()))
+        .arg("--events")
+        .arg(&store)
+        .arg(&file)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(format!(
+            "error: --events {}: is {}, an input of this run",
+            store.display(),
+            store.display()
+        )));
+    cargo_bin_cmd!("lockstep")
+        .args(["worker", "--store"])
+        .arg(format!("sqlite:{}", store.display()))
+        .arg("--events")
+        .arg(&store)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("an input of this run"));
+    assert_eq!(std::fs::read(&store).unwrap(), before);
+}
+
+/// A retry delay (or timeout) beyond what the clock can hold: refused when read, exit 2 naming
+/// the task and the key (or the option). `retry_delay = "500000000000y"` used to pass and then
+/// panic at the first retry (`overflow when adding duration to instant`): `failed: x:
+/// panicked: ...` in memory, `error: store ...: a worker thread panicked` with `--store`.
+#[test]
+fn a_retry_delay_beyond_the_clock_is_refused_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rd.toml");
+    std::fs::write(
+        &file,
+        "[[task]]\nid = \"x\"\ncommand = \"false\"\nretries = 1\nretry_delay = \"500000000000y\"\n",
+    )
+    .unwrap();
+    let store = format!("sqlite:{}", dir.path().join("rd.lockstep").display());
+    for extra in [vec![], vec!["--store", store.as_str()]] {
+        cargo_bin_cmd!("lockstep")
+            .args(["run", "-j", "1"])
+            .args(&extra)
+            .arg(&file)
+            .env("RUST_BACKTRACE", "0")
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicates::str::contains(
+                "task \"x\": retry_delay \"500000000000y\" is longer than 100 years",
+            ))
+            .stderr(predicates::str::contains("panicked").not());
+    }
+    assert!(!dir.path().join("rd.lockstep").exists());
+    let plain = dir.path().join("plain.toml");
+    std::fs::write(&plain, "[[task]]\nid = \"x\"\ncommand = \"false\"\n").unwrap();
+    for (option, value) in [("--retry-delay", "500000000000y"), ("--timeout", "200y")] {
+        cargo_bin_cmd!("lockstep")
+            .args(["run", "-j", "1", "--retries", "1", option, value])
+            .arg(&plain)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicates::str::contains(format!(
+                "{value:?} is longer than 100 years"
+            )))
+            .stderr(predicates::str::contains(option));
+    }
+}
+
+/// `--events /dev/stdout > out.txt`: the events and the printed lines share the file, each
+/// line whole. The events file used to be a second open of `out.txt` with its own offset: the
+/// two writers wrote over each other (`tempt":1,"duration_ms":...` in the middle of the
+/// report).
+#[test]
+fn events_to_a_redirected_stdout_do_not_overwrite_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("g.toml");
+    std::fs::write(&file, GRAPH).unwrap();
+    let out_path = dir.path().join("out.txt");
+    let out = std::fs::File::create(&out_path).unwrap();
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["run", "-j", "1", "--events", "/dev/stdout"])
+        .arg(&file)
+        .stdout(out)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let text = std::fs::read_to_string(&out_path).unwrap();
+    let (json, plain): (Vec<&str>, Vec<&str>) = text.lines().partition(|l| l.starts_with('{'));
+    for l in &json {
+        serde_json::from_str::<serde_json::Value>(l).unwrap_or_else(|e| panic!("{l}: {e}\n{text}"));
+    }
+    // claimed, started, finished for a and b, then metrics.
+    assert_eq!(json.len(), 7, "{text}");
+    assert!(plain.contains(&"[a] hi"), "{text}");
+    assert!(
+        plain.iter().any(|l| l.starts_with("summary: 2 succeeded")),
+        "{text}"
+    );
+    assert!(plain.iter().any(|l| l.starts_with("metrics: ")), "{text}");
+    assert_eq!(plain.len(), 5, "{text}");
+}
