@@ -499,10 +499,13 @@ fn run_one(
         s.add(took);
     }
     let interrupted = !outcome.ok && !fenced && opts.stop.is_requested();
-    let outcome_name = match (outcome.ok, interrupted) {
-        (true, _) => "succeeded",
-        (false, true) => "interrupted",
-        (false, false) => "failed",
+    // A command this worker stopped because a renewal showed that another claim took the
+    // version did not fail (and its result will be refused): `fenced`, not `failed`.
+    let outcome_name = match (outcome.ok, interrupted, fenced) {
+        (true, _, _) => "succeeded",
+        (false, _, true) => "fenced",
+        (false, true, false) => "interrupted",
+        (false, false, false) => "failed",
     };
     if let Some(ev) = &opts.events {
         ev.finished(

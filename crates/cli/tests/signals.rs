@@ -805,7 +805,10 @@ fn worker_whose_lease_moved_on_stops_its_command() {
         &place,
         &with_pid(d, &format!("sleep 1000; touch '{}'", done.display())),
     );
-    let r = Running::spawn(lockstep_worker_with_lease(&place, "300"));
+    let events = d.join("w.jsonl");
+    let mut worker = lockstep_worker_with_lease(&place, "300");
+    worker.arg("--events").arg(&events);
+    let r = Running::spawn(worker);
     let sh = pid_in(&d.join("sh.pid"));
     // Freeze the worker past its lease, claim the version for someone else, thaw it: its
     // next renewal is fenced and it stops its command.
@@ -829,6 +832,14 @@ fn worker_whose_lease_moved_on_stops_its_command() {
     assert_eq!(status.code(), Some(0), "{out}");
     assert!(out.contains("; stopping its command\n"), "{out}");
     assert!(out.contains("\nrefused: "), "{out}");
+    // The events say what happened to the attempt: fenced, not failed.
+    let text = std::fs::read_to_string(&events).unwrap();
+    let long: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("\"event\":\"finished\"") && l.contains("\"id\":\"long\""))
+        .collect();
+    assert_eq!(long.len(), 1, "{text}");
+    assert!(long[0].contains("\"outcome\":\"fenced\""), "{text}");
 }
 
 fn lockstep_worker_with_lease(place: &Place, lease_ms: &str) -> Command {
