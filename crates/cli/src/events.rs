@@ -343,6 +343,12 @@ pub struct Metrics {
     pub cancelled: usize,
     /// Tasks running at Ctrl-C (or SIGTERM) that did not succeed.
     pub interrupted: usize,
+    /// With a store: tasks of the file still pending, ready or running in the store when the
+    /// run ended, other than the `interrupted` ones this process gave back (after Ctrl-C or
+    /// SIGTERM; the next run or a worker takes them). So that `succeeded + failed + blocked +
+    /// cancelled + interrupted + unsettled = tasks`, as in the `summary:` line. Always 0 in
+    /// memory and for a `lockstep worker` (which counts only the tasks it settled).
+    pub unsettled: usize,
     /// Attempts that ran (one `finished` event each).
     pub attempts: usize,
     /// Cycles found in the graph (self-dependencies included): non-zero only with a

@@ -641,6 +641,11 @@ pub fn run(
     metrics.failed = count(TaskState::Failed);
     metrics.blocked = count(TaskState::Blocked);
     metrics.cancelled = count(TaskState::Cancelled);
+    let given_back: HashSet<&str> = workers.given_back.iter().map(|g| g.id.as_str()).collect();
+    metrics.unsettled = tasks
+        .iter()
+        .filter(|(id, s)| !s.state.is_terminal() && !given_back.contains(id.as_str()))
+        .count();
     metrics.set_wall(wall);
     if let Some(ev) = &opts.events {
         let fail_fast = retries.fail_fast_cause();

@@ -548,11 +548,43 @@ fn run_store_ctrl_c_stops_the_command_gives_the_claim_back_and_exits_1() {
     let place = Place::new();
     let d = place.dir();
     let f = two_tasks(d, &ignores_sigterm(d));
-    let r = Running::spawn(store_run(&place, &f, &["--grace", "0.3"]));
+    let events = d.join("ev.jsonl");
+    let ev = events.to_str().unwrap();
+    let r = Running::spawn(store_run(&place, &f, &["--grace", "0.3", "--events", ev]));
     let sh = pid_in(&d.join("sh.pid"));
     signal("-INT", r.pid());
     let (status, out) = r.finish();
     assert_eq!(status.code(), Some(1), "{out}");
+    // The metrics account for every task: the given-back one as interrupted, the one never
+    // claimed as unsettled (still ready in the store).
+    let text = std::fs::read_to_string(&events).unwrap();
+    let metrics: serde_json::Value = text
+        .lines()
+        .last()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .unwrap();
+    assert_eq!(metrics["event"], "metrics", "{text}");
+    let n = |k: &str| metrics[k].as_u64().unwrap_or_else(|| panic!("{k}: {text}"));
+    assert_eq!(
+        (n("tasks"), n("interrupted"), n("unsettled")),
+        (2, 1, 1),
+        "{text}"
+    );
+    assert_eq!(
+        [
+            "succeeded",
+            "failed",
+            "blocked",
+            "cancelled",
+            "interrupted",
+            "unsettled"
+        ]
+        .map(n)
+        .iter()
+        .sum::<u64>(),
+        n("tasks"),
+        "{text}"
+    );
     assert!(
         out.contains("Ctrl-C: claiming no more tasks, stopping running ones (SIGTERM, then SIGKILL after 0.3 s); they will be given back to the store"),
         "{out}"
@@ -576,8 +608,9 @@ fn run_store_ctrl_c_stops_the_command_gives_the_claim_back_and_exits_1() {
         ),
         "{out}"
     );
+    // With --events, the `metrics:` line follows.
     assert!(
-        out.ends_with("\nstopped by Ctrl-C: no task was claimed after it; 1 interrupted task(s) given back to the store, claimed at once by the next run or worker\n"),
+        out.contains("\nstopped by Ctrl-C: no task was claimed after it; 1 interrupted task(s) given back to the store, claimed at once by the next run or worker\nmetrics: "),
         "{out}"
     );
     assert!(!alive(sh));
