@@ -362,12 +362,15 @@ pub struct Metrics {
     pub duplicate_callbacks: usize,
     /// From the moment a task could run (the run's start for a task without dependencies,
     /// else its last dependency's `finished`) to its first `started`: time spent waiting for
-    /// a worker slot, plus propagation.
+    /// a worker slot, plus propagation. With a store, only for tasks whose dependencies all
+    /// ran in this process during this run (the end of one that succeeded earlier or
+    /// elsewhere is not known here); 0 for a `lockstep worker`.
     pub ready_wait: Stat,
     /// Each attempt's run time (`started` to `finished`).
     pub run_time: Stat,
     /// For tasks with dependencies: from the last dependency's `finished` to the task's first
-    /// `claimed` (the scheduler releasing it and a worker taking it).
+    /// `claimed` (the scheduler releasing it and a worker taking it). With a store, for the
+    /// same tasks as `ready_wait`, to the first start (a worker claims and starts in one step).
     pub propagation_latency: Stat,
     /// The run's wall time in milliseconds.
     pub wall_ms: f64,

@@ -1208,10 +1208,46 @@ fn run_metrics(
         ..Metrics::default()
     };
     m.set_wall(wall);
+    for s in spans {
+        m.run_time.add(s.end.saturating_sub(s.start));
+    }
+    add_waits(
+        &mut m,
+        graph,
+        spans,
+        |id| claims.get(id).copied(),
+        Deps::Ran,
+    );
+    m
+}
+
+/// What [`add_waits`] may assume about the dependencies of a task that ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Deps {
+    /// In memory: a task ran only after each of its dependencies ran here, so the spans hold
+    /// every dependency's attempts.
+    Ran,
+    /// With a store: a dependency may have succeeded in an earlier run or in another process,
+    /// and its end is then unknown here; a task with such a dependency is left out.
+    MaybeElsewhere,
+}
+
+/// Adds ready-wait and propagation latency to `m`, from the attempts' `spans` (times since
+/// the start of the run) and `claimed` (when a task was first claimed, if known). A task is
+/// ready at the end of its last dependency's last attempt, or at the start of the run if it
+/// has none; its ready-wait ends at its first attempt's start, its propagation latency
+/// (tasks with dependencies) at its claim. Tasks that did not run here are left out, and so,
+/// with [`Deps::MaybeElsewhere`], is a task a dependency of which has no span. O(V + E).
+pub(crate) fn add_waits(
+    m: &mut Metrics,
+    graph: &TaskGraph,
+    spans: &[AttemptSpan],
+    claimed: impl Fn(&str) -> Option<Duration>,
+    deps: Deps,
+) {
     let mut first_start: HashMap<&str, Duration> = HashMap::new();
     let mut last_end: HashMap<&str, Duration> = HashMap::new();
     for s in spans {
-        m.run_time.add(s.end.saturating_sub(s.start));
         let f = first_start.entry(s.id.as_str()).or_insert(s.start);
         *f = (*f).min(s.start);
         let l = last_end.entry(s.id.as_str()).or_insert(s.end);
@@ -1221,6 +1257,10 @@ fn run_metrics(
         let Some(&start) = first_start.get(t.id.as_str()) else {
             continue;
         };
+        if deps == Deps::MaybeElsewhere && t.deps.iter().any(|d| !last_end.contains_key(d.as_str()))
+        {
+            continue;
+        }
         let ready = t
             .deps
             .iter()
@@ -1228,11 +1268,10 @@ fn run_metrics(
             .max();
         m.ready_wait
             .add(start.saturating_sub(ready.unwrap_or(Duration::ZERO)));
-        if let (Some(ready), Some(&claimed)) = (ready, claims.get(&t.id)) {
+        if let (Some(ready), Some(claimed)) = (ready, claimed(&t.id)) {
             m.propagation_latency.add(claimed.saturating_sub(ready));
         }
     }
-    m
 }
 
 /// Creates (or truncates) the file of `option` (`--trace`, `--graph-out`), if one was given.

@@ -647,6 +647,21 @@ pub fn run(
         .filter(|(id, s)| !s.state.is_terminal() && !given_back.contains(id.as_str()))
         .count();
     metrics.set_wall(wall);
+    // Ready-wait and propagation latency of the tasks whose dependencies all ran here (the
+    // end of one that succeeded earlier, or in another process, is not known). A worker
+    // claims and starts in one step, so a task's first start stands for its claim.
+    let mut first_start: HashMap<&str, Duration> = HashMap::new();
+    for s in &workers.spans {
+        let f = first_start.entry(s.id.as_str()).or_insert(s.start);
+        *f = (*f).min(s.start);
+    }
+    crate::run::add_waits(
+        &mut metrics,
+        graph,
+        &workers.spans,
+        |id| first_start.get(id).copied(),
+        crate::run::Deps::MaybeElsewhere,
+    );
     if let Some(ev) = &opts.events {
         let fail_fast = retries.fail_fast_cause();
         for (id, s) in &tasks {

@@ -319,6 +319,37 @@ fn run_store_events_follow_each_attempt_with_its_claim_and_end_with_metrics() {
         ),
         (&0.into(), &0.into(), &0.into())
     );
+    // Ready-wait of the three tasks that ran (their dependencies ran here too), propagation
+    // latency of the one with a dependency (b, after a).
+    assert_eq!(
+        (
+            &m["ready_wait"]["count"],
+            &m["propagation_latency"]["count"]
+        ),
+        (&3.into(), &1.into()),
+        "{m}"
+    );
+
+    // Resumed: b runs again (and fails), but its dependency a succeeded in the first run, so
+    // when b became ready is not known here: b is left out of both measures.
+    let again = dir.path().join("ev2.jsonl");
+    cargo_bin_cmd!("lockstep")
+        .args(["run", "-j", "2", "--store", &store, "--events"])
+        .arg(&again)
+        .arg(&file)
+        .assert()
+        .code(1);
+    let ev = events(&again);
+    let m = ev.last().unwrap();
+    assert_eq!(
+        (
+            &m["attempts"],
+            &m["ready_wait"]["count"],
+            &m["propagation_latency"]["count"]
+        ),
+        (&1.into(), &0.into(), &0.into()),
+        "{m}"
+    );
 }
 
 #[test]
