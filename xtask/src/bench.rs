@@ -134,7 +134,16 @@ const TARGETS: &[Target] = &[
         },
     },
     Target {
-        what: "pool spawn tree no slower than rayon",
+        what: "pool spawn tree no slower than rayon's scope (issue 10: one heap job per spawn on both sides)",
+        group: "pool/spawn_tree*",
+        ours: "lockstep_chase_lev",
+        bound: Bound::RatioTo {
+            peer: "rayon_scope",
+            max: 1.0,
+        },
+    },
+    Target {
+        what: "pool spawn tree no slower than rayon::join (stricter: rayon's join allocates nothing)",
         group: "pool/spawn_tree*",
         ours: "lockstep_chase_lev",
         bound: Bound::RatioTo {

@@ -4,7 +4,9 @@
 //! * `pool/spawn_tree_2^20/{1t,2t}`: a recursive binary spawn tree with 2^20 leaves, each
 //!   leaf bumping a shared counter. Ours: `WorkerContext::spawn_detached` of one half, the
 //!   other half inline (2^20 - 1 detached spawns), the last leaf signalling the bench
-//!   thread. rayon: `rayon::join` of the two halves (its fastest fork).
+//!   thread. `rayon`: `rayon::join` of the two halves (its fastest fork, with no allocation);
+//!   `rayon_scope`: `rayon::scope` with `Scope::spawn` of one half and the other inline, the
+//!   same shape as ours (one heap job per spawn) and the peer issue 10 names.
 //! * `pool/fib30/{1t,2t}`: fib(30) with one fork and one join per call (1,664,079 calls).
 //!   Ours: `WorkerContext::join`; rayon: `rayon::join`.
 //! * `pool/submit_1M/{1t,2t}`: one million tasks submitted from the bench thread, then wait
@@ -92,6 +94,15 @@ fn tree_rayon(depth: u32, c: &AtomicUsize) {
         return;
     }
     rayon::join(|| tree_rayon(depth - 1, c), || tree_rayon(depth - 1, c));
+}
+
+fn tree_rayon_scope<'s>(s: &rayon::Scope<'s>, depth: u32, c: &'s AtomicUsize) {
+    if depth == 0 {
+        c.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    s.spawn(move |s| tree_rayon_scope(s, depth - 1, c));
+    tree_rayon_scope(s, depth - 1, c);
 }
 
 fn fib_ours(ctx: &WorkerContext<'_>, n: u64) -> u64 {
@@ -182,6 +193,12 @@ fn benches(c: &mut Criterion) {
         g.bench_function("rayon", |b| {
             b.iter(|| {
                 rp.install(|| tree_rayon(TREE_DEPTH, &counter));
+                assert_eq!(counter.swap(0, Ordering::Relaxed), 1 << TREE_DEPTH);
+            });
+        });
+        g.bench_function("rayon_scope", |b| {
+            b.iter(|| {
+                rp.scope(|s| tree_rayon_scope(s, TREE_DEPTH, &counter));
                 assert_eq!(counter.swap(0, Ordering::Relaxed), 1 << TREE_DEPTH);
             });
         });

@@ -563,7 +563,7 @@ impl<D: DequeFamily> ChildSink for Sink<'_, D> {
         // INVARIANT (B3.register-before-decrement): counted before it is pushed, while the
         // parent counts.
         self.shared.lifecycle.register_child();
-        bump(&self.shared.pool_counters.children_spawned);
+        bump(&self.shared.counters[self.local.index].children_spawned);
         TaskId(self.shared.next_id.fetch_add(1, SeqCst))
     }
 
