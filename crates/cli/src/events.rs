@@ -29,8 +29,12 @@
 //! written before the next happens), one `finished` per attempt; a retry is a new `claimed`
 //! with the next generation, written after the failed attempt's `finished`.
 //! In memory `blocked` and `cancelled` lines are written when the run has settled (the
-//! executor decides them inside its release path, which carries no hook); with `--store`
-//! too, from the store's final snapshot.
+//! executor decides them inside its release path, which carries no hook); with `run
+//! --store` too, from the store's final snapshot. A `lockstep worker` writes `blocked` for
+//! the versions its own failed attempt blocked, right after the store recorded the failure
+//! (their cause is that attempt's version), and, when it ends, `cancelled` for the versions
+//! cancelled while it ran and `blocked` for those a cancel blocked meanwhile (a snapshot at
+//! its start and one at its end).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
