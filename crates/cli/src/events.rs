@@ -7,7 +7,7 @@
 //!
 //! | `event` | when | fields besides `event` and `ts_ms` |
 //! |---|---|---|
-//! | `claimed` | a task's attempt got a worker (in memory: the executor called its function, or a retry is about to run; `--store`/`worker`: the store granted a lease) | `id`, `generation`, `attempt` |
+//! | `claimed` | a task's attempt got a worker (in memory: it took one of the `-j` slots, just before it starts; `--store`/`worker`: the store granted a lease) | `id`, `generation`, `attempt` |
 //! | `started` | its command (or simulated sleep) is about to start | `id`, `generation`, `attempt` |
 //! | `finished` | the attempt ended | `id`, `generation`, `attempt`, `outcome` (`succeeded`, `failed`, `interrupted`; with a store also `fenced`: a worker stopped the command because a lease renewal showed that another claim had taken the version, so the attempt did not fail and its result is refused), `exit_code` (the command's exit status, or `null`: no command, killed by a signal, not started), `exit` (how it exited, e.g. `exit status 1`, `killed by signal 15`, or `null`), `error` (why it failed, or `null`), `duration_ms` |
 //! | `blocked` | a task will not run because a dependency failed or was cancelled | `id`, `generation`, `cause` (`{"id", "generation", "state"}`: the failed or cancelled task at the root) |

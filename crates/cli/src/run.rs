@@ -818,9 +818,6 @@ fn run_inner(
             let id = ctx.id();
             let claimed = started.elapsed();
             let payload = &payloads[ctx.index() as usize];
-            if let Some(ev) = &events {
-                ev.claimed(id, 1, 1, None);
-            }
             tracing::debug!(task = %id, generation = 1, "claimed");
             let stop = || stopping.load(std::sync::atomic::Ordering::SeqCst);
             // Ctrl-C while the first attempt waits for a slot: it is not made.
@@ -846,6 +843,7 @@ fn run_inner(
                     return not_started();
                 };
                 if let Some(ev) = &events {
+                    ev.claimed(id, 1, 1, None);
                     ev.started(id, 1, 1, None);
                 }
                 let end = slots.give(slot);
@@ -899,11 +897,6 @@ fn run_inner(
             let mut last_ran: Option<Ran> = None;
             let (result, ran, interrupted) = loop {
                 let mut ran = Ran::default();
-                if attempt > 1
-                    && let Some(ev) = &events
-                {
-                    ev.claimed(id, u64::from(attempt), attempt, None);
-                }
                 // At most -j attempts run at once: the pool may be running more task
                 // functions than it has workers while some wait for their retry delays.
                 let Some((slot, span_start)) = slots.take(&stop) else {
@@ -923,7 +916,10 @@ fn run_inner(
                         true,
                     );
                 };
+                // `claimed` once the attempt has its slot, so that an attempt stopped while
+                // it waited for one (Ctrl-C) leaves no `claimed` without its `finished`.
                 if let Some(ev) = &events {
+                    ev.claimed(id, u64::from(attempt), attempt, None);
                     ev.started(id, u64::from(attempt), attempt, None);
                 }
                 tracing::debug!(task = %id, generation = attempt, "started");

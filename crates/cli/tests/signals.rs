@@ -440,7 +440,9 @@ fn run_ctrl_c_ends_a_retry_waiting_for_a_slot() {
             ignores_sigterm(d)
         ),
     );
-    let r = Running::spawn(run_cmd(&f, &["--grace", "3"]));
+    let ev = d.join("ev.jsonl");
+    let ev_arg = ev.display().to_string();
+    let r = Running::spawn(run_cmd(&f, &["--grace", "3", "--events", &ev_arg]));
     let _sh = pid_in(&d.join("sh.pid"));
     r.wait_for_line("[a] attempt 1/2 (generation 1) failed");
     // Past a's delay (if not, the Ctrl-C ends the delay instead: the same report).
@@ -463,6 +465,14 @@ fn run_ctrl_c_ends_a_retry_waiting_for_a_slot() {
         a_ended.is_some() && a_ended < b_ended,
         "a ended before b's command was killed:\n{out}"
     );
+    // The attempt not made has no events: each `claimed` of a has its `finished`.
+    let text = std::fs::read_to_string(&ev).unwrap();
+    let of_a = |kind: &str| {
+        text.lines()
+            .filter(|l| l.contains("\"id\":\"a\"") && l.contains(&format!("\"event\":\"{kind}\"")))
+            .count()
+    };
+    assert_eq!((of_a("claimed"), of_a("finished")), (1, 1), "{text}");
 }
 
 #[test]
