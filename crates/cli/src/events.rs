@@ -7,7 +7,7 @@
 //!
 //! | `event` | when | fields besides `event` and `ts_ms` |
 //! |---|---|---|
-//! | `claimed` | a task's attempt got a worker (in memory: the executor called its function, or a retry is about to run; `--store`/`worker`: the store granted a lease) | `id`, `generation`, `attempt` |
+//! | `claimed` | a task's attempt got a worker (in memory: it took one of the `-j` slots, just before it starts; `--store`/`worker`: the store granted a lease) | `id`, `generation`, `attempt` |
 //! | `started` | its command (or simulated sleep) is about to start | `id`, `generation`, `attempt` |
 //! | `finished` | the attempt ended | `id`, `generation`, `attempt`, `outcome` (`succeeded`, `failed`, `interrupted`; with a store also `fenced`: a worker stopped the command because a lease renewal showed that another claim had taken the version, so the attempt did not fail and its result is refused), `exit_code` (the command's exit status, or `null`: no command, killed by a signal, not started), `exit` (how it exited, e.g. `exit status 1`, `killed by signal 15`, or `null`), `error` (why it failed, or `null`), `duration_ms` |
 //! | `blocked` | a task will not run because a dependency failed or was cancelled | `id`, `generation`, `cause` (`{"id", "generation", "state"}`: the failed or cancelled task at the root) |
@@ -29,8 +29,12 @@
 //! written before the next happens), one `finished` per attempt; a retry is a new `claimed`
 //! with the next generation, written after the failed attempt's `finished`.
 //! In memory `blocked` and `cancelled` lines are written when the run has settled (the
-//! executor decides them inside its release path, which carries no hook); with `--store`
-//! too, from the store's final snapshot.
+//! executor decides them inside its release path, which carries no hook); with `run
+//! --store` too, from the store's final snapshot. A `lockstep worker` writes `blocked` for
+//! the versions its own failed attempt blocked, right after the store recorded the failure
+//! (their cause is that attempt's version), and, when it ends, `cancelled` for the versions
+//! cancelled while it ran and `blocked` for those a cancel blocked meanwhile (a snapshot at
+//! its start and one at its end).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};

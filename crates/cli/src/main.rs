@@ -178,7 +178,8 @@ enum Cmd {
         #[arg(long, value_name = "MS", default_value_t = 200)]
         poll_ms: u64,
         /// Write this worker's claims, starts and ends to FILE as JSON lines (with each
-        /// claim's `owner` and `epoch`), then a `metrics` line (as `run --events`); the
+        /// claim's `owner` and `epoch`), the tasks its failures blocked, the tasks cancelled
+        /// (or blocked by a cancel) while it ran, then a `metrics` line (as `run --events`); the
         /// summary is then followed by a `metrics:` line, as with -v [default: none].
         #[arg(long, value_name = "FILE")]
         events: Option<PathBuf>,

@@ -13,7 +13,9 @@
 //!   `process_name` naming the run.
 //!
 //! A slot is one of the `-j` places an attempt runs in: each attempt takes the lowest slot free
-//! when it starts ([`crate::run::Slots`]), so the spans of one lane never overlap. The spans
+//! when it starts, waiting while all are taken ([`crate::run::Slots`]), so the spans of one
+//! lane never overlap and there are never more than `-j` lanes (a task waiting for its retry
+//! delay holds none). The spans
 //! of the tasks on the critical path (the summary line's) have `args.critical_path` true and
 //! `cname` [`CRITICAL_CNAME`]; `otherData` repeats the path and its length.
 //!

@@ -3,7 +3,8 @@
 //! # Architecture
 //! The graph is validated (the same report as `lockstep check`), frozen
 //! ([`FrozenGraph`]) and run by the push-based executor ([`GraphRun`],
-//! `docs/executor.md`) on a [`Pool`] of `-j N` workers, so at most N tasks run at once:
+//! `docs/executor.md`) on a [`lockstep_pool::Pool`] of `-j N` workers; each attempt takes
+//! one of N [`Slots`] while it runs, so at most N tasks run at once:
 //!
 //! 1. the executor calls the task function on a worker once every dependency succeeded;
 //!    the function runs the command (or the simulated sleep) and sends `Started` and then
@@ -36,7 +37,10 @@
 //! # Retries, timeouts, `--fail-fast`
 //! A task allowed retries ([`crate::attempts`]) runs again inside its task function, before
 //! its result reaches the executor, so its dependents see only the last attempt; each attempt
-//! is stopped after the task's timeout. `--fail-fast` closes the run after the first failure
+//! is stopped after the task's timeout. The retry delay is waited out in
+//! [`TaskContext::block_in_place`]: a spare thread of the pool runs other ready tasks
+//! meanwhile, so the delay holds no `-j` place, and the retry then waits for a free slot
+//! like any attempt. `--fail-fast` closes the run after the first failure
 //! with no retries left (the tasks not started are cancelled), without stopping the running
 //! commands: they stop on Ctrl-C only (the runner's own flag, not the closed run).
 //!
@@ -85,7 +89,7 @@ use std::time::{Duration, Instant};
 use lockstep_contract::{BlockCause, PoolError, SchedulerError, TaskState};
 use lockstep_dag::TaskScheduler;
 use lockstep_dag::executor::{FrozenGraph, GraphRun, RunOutcome, TaskContext};
-use lockstep_pool::Pool;
+use lockstep_pool::PoolBuilder;
 
 use crate::attempts::{self, Defaults, Limits};
 use crate::command::{self, CommandSpec, Output, Stopped};
@@ -225,51 +229,115 @@ pub struct AttemptSpan {
     pub error: Option<String>,
 }
 
-/// The `-j` worker slots of a run: each attempt takes the lowest free slot while it runs.
+/// The `-j` worker slots of a run: each attempt takes the lowest free slot while it runs,
+/// and **waits for one** while all are taken, so that at most `-j` attempts run at once
+/// even while the pool runs more task functions than it has workers (a task waiting for its
+/// retry delay lends its worker out: [`TaskContext::block_in_place`]).
 ///
 /// An attempt's start is read after its slot is taken and its end before the slot is freed,
 /// both under the lock, so the spans of one slot never overlap (on the monotonic clock, and
 /// so in whole microseconds rounded down).
+///
+/// A freed slot goes to an attempt already waiting before any newcomer (it is *reserved*
+/// for the waiters), so an attempt back from its retry delay is not overtaken again and
+/// again by tasks released later. Waiters wake on every freed slot and look at their stop
+/// flag every 20 ms, as [`attempts::sleep_unless`] does.
 #[derive(Debug)]
 pub struct Slots {
     origin: Instant,
-    busy: std::sync::Mutex<Vec<bool>>,
+    state: std::sync::Mutex<SlotState>,
+    freed: std::sync::Condvar,
+}
+
+#[derive(Debug)]
+struct SlotState {
+    busy: Vec<bool>,
+    /// Attempts waiting in [`Slots::take`].
+    waiting: usize,
+    /// Free slots promised to the waiters (at most `waiting`, at most the free slots).
+    reserved: usize,
+}
+
+impl SlotState {
+    fn free(&self) -> usize {
+        self.busy.iter().filter(|b| !**b).count()
+    }
+
+    fn take_lowest(&mut self) -> usize {
+        let slot = self.busy.iter().position(|b| !b).unwrap_or(0);
+        self.busy[slot] = true;
+        slot
+    }
 }
 
 impl Slots {
-    /// `n` free slots; times are measured from `origin`.
+    /// `n` free slots (at least one); times are measured from `origin`.
     pub fn new(n: usize, origin: Instant) -> Slots {
         Slots {
             origin,
-            busy: std::sync::Mutex::new(vec![false; n]),
+            state: std::sync::Mutex::new(SlotState {
+                busy: vec![false; n.max(1)],
+                waiting: 0,
+                reserved: 0,
+            }),
+            freed: std::sync::Condvar::new(),
         }
     }
 
-    /// Takes the lowest free slot (a new one if every slot is busy, which the pool's `-j`
-    /// workers never cause) and returns it with the time since the origin. O(slots).
-    pub fn take(&self) -> (usize, Duration) {
-        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
-        let slot = match busy.iter().position(|b| !b) {
-            Some(i) => i,
-            None => {
-                busy.push(false);
-                busy.len() - 1
+    /// Takes the lowest free slot, waiting while every slot is busy, and returns it with the
+    /// time since the origin. `None` when `stop` became true while it waited (Ctrl-C): no
+    /// slot is taken then. O(slots) per look; never panics (a poisoned lock is taken over).
+    pub fn take(&self, stop: &dyn Fn() -> bool) -> Option<(usize, Duration)> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if st.free() > st.reserved {
+            let slot = st.take_lowest();
+            return Some((slot, self.origin.elapsed()));
+        }
+        st.waiting += 1;
+        loop {
+            // A waiter takes any free slot, a reserved one first.
+            if st.free() > 0 {
+                st.reserved = st.reserved.saturating_sub(1);
+                st.waiting -= 1;
+                let slot = st.take_lowest();
+                return Some((slot, self.origin.elapsed()));
             }
-        };
-        busy[slot] = true;
-        (slot, self.origin.elapsed())
+            if stop() {
+                st.waiting -= 1;
+                // A slot promised to this waiter goes back to the others.
+                st.reserved = st.reserved.min(st.waiting);
+                self.freed.notify_all();
+                return None;
+            }
+            st = self
+                .freed
+                .wait_timeout(st, Duration::from_millis(20))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
     }
 
-    /// Frees `slot` and returns the time since the origin, read before it is freed.
+    /// Frees `slot` and returns the time since the origin, read before it is freed. The slot
+    /// is reserved for a waiter if one waits. O(1) plus the wake-up.
     pub fn give(&self, slot: usize) -> Duration {
-        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let end = self.origin.elapsed();
-        if let Some(b) = busy.get_mut(slot) {
+        if let Some(b) = st.busy.get_mut(slot) {
             *b = false;
+            if st.waiting > st.reserved {
+                st.reserved += 1;
+            }
         }
+        drop(st);
+        self.freed.notify_all();
         end
     }
 }
+
+/// The most tasks whose retry delays run on spare threads at once (each has one thread for
+/// its delay, `PoolBuilder::max_blocking`); a task that starts its delay while this many
+/// others wait for theirs holds its `-j` worker for the delay, as a plain sleep does.
+pub const MAX_DELAY_SPARES: usize = 256;
 
 /// The end state of one task.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -697,8 +765,19 @@ fn run_inner(
     // before it starts; written once it ended.
     let trace_file = create_output("--trace", opts.trace.as_deref())?;
     let graph_file = create_output("--graph-out", opts.graph_out.as_deref())?;
-    // -j N: a pool of N workers runs at most N task functions at once.
-    let pool = Pool::new(jobs).map_err(|e| RunError::Pool(e.to_string()))?;
+    // -j N: a pool of N workers; the `Slots` bound the attempts running at once to N. A task
+    // waiting for its retry delay lends its worker to a spare thread (block_in_place), at
+    // most one spare per such task, up to `MAX_DELAY_SPARES`.
+    let delaying = graph
+        .tasks
+        .iter()
+        .map(|t| Limits::of(t, &opts.defaults))
+        .filter(|l| l.attempts() > 1 && !l.retry_delay.is_zero())
+        .count();
+    let pool = PoolBuilder::new(jobs)
+        .max_blocking(delaying.min(MAX_DELAY_SPARES))
+        .build()
+        .map_err(|e| RunError::Pool(e.to_string()))?;
     let (tx, rx) = mpsc::channel::<Msg>();
     if opts.handle_interrupt {
         install_interrupt(tx.clone());
@@ -739,14 +818,32 @@ fn run_inner(
             let id = ctx.id();
             let claimed = started.elapsed();
             let payload = &payloads[ctx.index() as usize];
-            if let Some(ev) = &events {
-                ev.claimed(id, 1, 1, None);
-            }
             tracing::debug!(task = %id, generation = 1, "claimed");
+            let stop = || stopping.load(std::sync::atomic::Ordering::SeqCst);
+            // Ctrl-C while the first attempt waits for a slot: it is not made.
+            let not_started = || {
+                let reason = "stopped while waiting for a -j slot; attempt 1 not made";
+                let _ = tx.send(Msg::Done(Done {
+                    id: id.clone(),
+                    result: Err((reason.to_string(), Vec::new())),
+                    ran: Ran::default(),
+                    duration: Duration::ZERO,
+                    no_command: false,
+                    interrupted: true,
+                    attempt: 0,
+                    attempts: payload.limits.attempts(),
+                    spans: Vec::new(),
+                    claimed,
+                }));
+                Err("interrupted".to_string())
+            };
             if simulate.is_none() && payload.command.is_none() {
                 // No command, no simulation: succeeds at once (an attempt of no length).
-                let (slot, start) = slots.take();
+                let Some((slot, start)) = slots.take(&stop) else {
+                    return not_started();
+                };
                 if let Some(ev) = &events {
+                    ev.claimed(id, 1, 1, None);
                     ev.started(id, 1, 1, None);
                 }
                 let end = slots.give(slot);
@@ -790,22 +887,39 @@ fn run_inner(
             }
             let _ = tx.send(Msg::Started(id.clone()));
             let start = Instant::now();
-            let stop = || stopping.load(std::sync::atomic::Ordering::SeqCst);
             let attempts = payload.limits.attempts();
             // The retry is decided here, before the failure is reported to the executor: a
             // task that succeeds on a later attempt never failed for its dependents (docs:
             // semantics.md, Part C, "Retries and timeouts").
             let mut attempt = 1;
             let mut spans = Vec::new();
+            // The previous attempt's command (its log file), while a retry waits for a slot.
+            let mut last_ran: Option<Ran> = None;
             let (result, ran, interrupted) = loop {
                 let mut ran = Ran::default();
-                if attempt > 1
-                    && let Some(ev) = &events
-                {
-                    ev.claimed(id, u64::from(attempt), attempt, None);
-                }
-                let (slot, span_start) = slots.take();
+                // At most -j attempts run at once: the pool may be running more task
+                // functions than it has workers while some wait for their retry delays.
+                let Some((slot, span_start)) = slots.take(&stop) else {
+                    if attempt == 1 {
+                        return not_started();
+                    }
+                    // Ctrl-C while waiting for a slot to retry: the retry is not made.
+                    let reason = spans
+                        .last()
+                        .and_then(|s: &AttemptSpan| s.error.clone())
+                        .unwrap_or_default();
+                    let not_made = attempt;
+                    attempt -= 1;
+                    break (
+                        Err((format!("{reason}; attempt {not_made} not made"), Vec::new())),
+                        last_ran.take().unwrap_or_default(),
+                        true,
+                    );
+                };
+                // `claimed` once the attempt has its slot, so that an attempt stopped while
+                // it waited for one (Ctrl-C) leaves no `claimed` without its `finished`.
                 if let Some(ev) = &events {
+                    ev.claimed(id, u64::from(attempt), attempt, None);
                     ev.started(id, u64::from(attempt), attempt, None);
                 }
                 tracing::debug!(task = %id, generation = attempt, "started");
@@ -889,7 +1003,12 @@ fn run_inner(
                     output,
                     line,
                 }));
-                if !attempts::sleep_unless(delay, &stop) {
+                // The delay holds no -j place: the pool's spare thread runs other tasks
+                // meanwhile (`TaskContext::block_in_place`); the retry then waits for a
+                // slot like any attempt.
+                let slept =
+                    delay.is_zero() || ctx.block_in_place(|| attempts::sleep_unless(delay, &stop));
+                if !slept {
                     // Ctrl-C while waiting to retry: the retry is not made.
                     result = Err((
                         format!("{reason}; attempt {} not made", attempt + 1),
@@ -897,6 +1016,7 @@ fn run_inner(
                     ));
                     break (result, ran, true);
                 }
+                last_ran = Some(ran);
                 attempt += 1;
             };
             let verdict = match &result {

@@ -33,6 +33,7 @@
 //! again by other workers once the leases expire, so a task may run more than once. Only
 //! one attempt's result counts. Commands should be idempotent.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -44,6 +45,8 @@ use lockstep_durable::{
     CallbackOutcome, Clock, DurableError, FencingToken, Lease, LeaseOwner, Millis, Store,
     SystemClock,
 };
+
+use lockstep_contract::{CancelReason, TaskState, TaskStatus};
 
 use crate::command::{self, CommandSpec, Output};
 use crate::interrupt::{StopRequest, StopSignal};
@@ -177,6 +180,11 @@ where
 {
     let counters = Counters::new();
     let stop = AtomicBool::new(false);
+    // A `lockstep worker` with `--events` writes the cancels it learns of: the versions
+    // cancelled (and those blocked by a cancel) while it ran, from two snapshots.
+    let cancels = (opts.events.is_some() && opts.retries.is_none())
+        .then(|| settled_snapshot(&open))
+        .flatten();
     let results: Vec<Result<(), DurableError>> = thread::scope(|scope| {
         let handles: Vec<_> = (0..opts.slots.max(1))
             .map(|n| {
@@ -204,6 +212,11 @@ where
     });
     for r in results {
         r?;
+    }
+    if let (Some(before), Some(ev)) = (cancels, &opts.events)
+        && let Some(after) = settled_snapshot(&open)
+    {
+        cancel_events(&before, &after, ev);
     }
     let mut stats = counters.stats();
     stats.stopped_by = opts.stop.get();
@@ -590,6 +603,14 @@ fn run_one(
         counters.failed_attempts.fetch_add(1, Ordering::SeqCst);
     }
     let reported = settle(store, &token, &outcome, counters, opts.poll);
+    // A `lockstep worker` writes the `blocked` events of the versions its failure blocked
+    // (`run --store` writes every task's from the store's final state instead).
+    if let (Ok(Reported::Applied { blocked }), Some(ev), None) =
+        (&reported, &opts.events, &opts.retries)
+        && *blocked > 0
+    {
+        blocked_events(store, ev, &token);
+    }
     // A failure that `run --store` retries prints its output here and its retry line there
     // ([`crate::store::Retries::tend`]), as a retried attempt does in memory.
     let retried = !outcome.ok
@@ -599,8 +620,8 @@ fn run_one(
             .as_ref()
             .is_some_and(|r| r.fail_fast_cause().is_none());
     let text = match &reported {
-        Ok(Reported::Applied) if retried => output_only(),
-        Ok(Reported::Applied) => block(&if outcome.ok && outcome.no_command {
+        Ok(Reported::Applied { .. }) if retried => output_only(),
+        Ok(Reported::Applied { .. }) => block(&if outcome.ok && outcome.no_command {
             crate::look::Ending::NoCommand
         } else if outcome.ok {
             crate::look::Ending::Ok
@@ -626,10 +647,99 @@ fn run_one(
     reported.map(|_| ())
 }
 
+/// Writes a `blocked` event for every version whose root cause is the failed version of
+/// `token` (the ones its `fail` blocked, SPEC A5: a blocked version keeps its cause), from one
+/// [`Store::snapshot`]. O(tasks in the store); called only after a failure that blocked
+/// something. A snapshot the store refuses is said on standard error and writes nothing.
+fn blocked_events(store: &mut dyn Store, ev: &crate::events::EventSink, token: &FencingToken) {
+    let snapshot = match store.snapshot() {
+        Ok(s) => s,
+        Err(e) => {
+            say(&format!(
+                "--events: cannot list the tasks blocked by {}: {e}",
+                token.id
+            ));
+            return;
+        }
+    };
+    for (id, status) in &snapshot {
+        if status.state != TaskState::Blocked {
+            continue;
+        }
+        if let Some(c) = &status.blocked_by
+            && c.task == token.id
+            && c.generation == token.generation
+        {
+            ev.blocked(
+                id,
+                status.generation.0,
+                Some((c.task.as_str(), c.generation.0, c.state.name())),
+            );
+        }
+    }
+}
+
+/// The store's cancelled and blocked versions: `(id, generation)` -> status. `None` (said on
+/// standard error) when the store cannot be read. O(tasks).
+fn settled_snapshot<F>(open: &F) -> Option<HashMap<(String, u64), TaskStatus<String>>>
+where
+    F: Fn() -> Result<Box<dyn Store + Send>, DurableError>,
+{
+    match open().and_then(|mut s| s.snapshot()) {
+        Ok(all) => Some(
+            all.into_iter()
+                .filter(|(_, st)| matches!(st.state, TaskState::Cancelled | TaskState::Blocked))
+                .map(|(id, st)| ((id, st.generation.0), st))
+                .collect(),
+        ),
+        Err(e) => {
+            say(&format!("--events: cannot list the cancelled tasks: {e}"));
+            None
+        }
+    }
+}
+
+/// Writes a `cancelled` event for each version cancelled between the snapshots `before` and
+/// `after` (cause `the store was closed` or `cancelled in the store`, as `run --store` names
+/// them) and a `blocked` event for each version blocked meanwhile by a **cancelled** one
+/// (those blocked by a failure were written by the worker that reported it, at once), in id
+/// order. O(tasks log tasks).
+fn cancel_events(
+    before: &HashMap<(String, u64), TaskStatus<String>>,
+    after: &HashMap<(String, u64), TaskStatus<String>>,
+    ev: &crate::events::EventSink,
+) {
+    let mut new: Vec<(&(String, u64), &TaskStatus<String>)> = after
+        .iter()
+        .filter(|(k, st)| before.get(*k).is_none_or(|b| b.state != st.state))
+        .collect();
+    new.sort_by(|a, b| a.0.cmp(b.0));
+    for ((id, generation), st) in new {
+        match (&st.state, &st.blocked_by) {
+            (TaskState::Cancelled, _) => {
+                let cause = match st.cancelled_by {
+                    Some(CancelReason::Closed) => "the store was closed",
+                    _ => "cancelled in the store",
+                };
+                ev.cancelled(id, *generation, Some(cause));
+            }
+            (TaskState::Blocked, Some(c)) if c.state == TaskState::Cancelled => ev.blocked(
+                id,
+                *generation,
+                Some((c.task.as_str(), c.generation.0, c.state.name())),
+            ),
+            _ => {}
+        }
+    }
+}
+
 /// What the store said to a result ([`settle`]).
 enum Reported {
-    /// Recorded.
-    Applied,
+    /// Recorded; a failure blocked this many versions (transitively) in the same transaction.
+    Applied {
+        /// The store's `Effect::blocked`.
+        blocked: usize,
+    },
     /// Refused by the fence: the `refused: ...` line to print.
     Refused(String),
     /// Already recorded (a duplicate), or settled the other way by another attempt.
@@ -730,13 +840,15 @@ fn settle(
         }
     };
     match result {
-        Ok(CallbackOutcome::Applied(_)) => {
+        Ok(CallbackOutcome::Applied(effect)) => {
             if outcome.ok {
                 counters.succeeded.fetch_add(1, Ordering::SeqCst);
             } else {
                 counters.failed.fetch_add(1, Ordering::SeqCst);
             }
-            Ok(Reported::Applied)
+            Ok(Reported::Applied {
+                blocked: effect.blocked,
+            })
         }
         Ok(CallbackOutcome::Duplicate(_)) => {
             counters.duplicates.fetch_add(1, Ordering::SeqCst);

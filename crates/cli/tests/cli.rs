@@ -1678,6 +1678,114 @@ fn a_retry_runs_a_failed_task_again_and_its_dependents_run_after_it_succeeds() {
     );
 }
 
+/// A retry delay holds no `-j` place (docs/semantics.md, "Retries and timeouts"): with `-j 1`,
+/// `a` fails its first attempt and waits 1 s to retry; the independent `b` runs during the
+/// delay, and `a`'s second attempt, which succeeds only once `b` ran, succeeds. The trace's
+/// one slot shows the order: a's first attempt, b, a's second. Before the fix (the delay slept
+/// on the only worker) `b` could not start until `a` had settled, so every attempt of `a`
+/// failed and the run exited 1: shown by running this test on main.
+#[test]
+fn with_j_1_an_independent_task_runs_during_a_retry_delay() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "d.toml",
+        "[[task]]\nid = \"a\"\n\
+         command = \"if [ -f a.tried ]; then test -f b.ran; else touch a.tried; exit 1; fi\"\n\
+         retries = 5\nretry_delay = \"1s\"\n\n\
+         [[task]]\nid = \"b\"\ncommand = \"touch b.ran\"\n",
+    );
+    let trace_path = dir.path().join("t.json");
+    let out = lockstep()
+        .current_dir(dir.path())
+        .args(["run", "--no-progress", "-j", "1", "--trace"])
+        .arg(&trace_path)
+        .arg(&f)
+        .output()
+        .unwrap();
+    let stdout = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("ok      a (") && stdout.contains("attempt 2/6, generation 2)"),
+        "{stdout}"
+    );
+    let (trace, mut spans) = trace_spans(&trace_path);
+    assert_trace_invariants(&trace, &spans, &[]);
+    spans.sort_by_key(|s| s["ts"].as_u64().unwrap());
+    let order: Vec<(String, u64)> = spans
+        .iter()
+        .map(|s| {
+            (
+                s["args"]["id"].as_str().unwrap().to_string(),
+                s["args"]["attempt"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("a".to_string(), 1),
+            ("b".to_string(), 1),
+            ("a".to_string(), 2)
+        ],
+        "b ran during a's retry delay"
+    );
+    assert!(spans.iter().all(|s| s["tid"] == 1), "one slot with -j 1");
+}
+
+/// `-j N` bounds the attempts running at once, also while tasks wait for retry delays on
+/// spare threads: with `-j 2`, four tasks that fail once and retry after 300 ms among eight
+/// that sleep, the trace has two lanes, the spans of a lane never overlap, and no instant has
+/// more than two spans. Shown to fail by seeding `Slots::take` to add a slot instead of
+/// waiting (a retry back from its delay then ran beside two others, on `slot 3`).
+#[test]
+fn j_n_bounds_the_running_attempts_while_retries_wait_for_their_delays() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut toml = String::new();
+    for i in 0..4 {
+        toml.push_str(&format!(
+            "[[task]]\nid = \"flaky{i}\"\ncommand = \"sleep 0.1; {}\"\nretries = 1\nretry_delay = \"300ms\"\n\n",
+            counting(&format!("flaky{i}"), 2)
+        ));
+    }
+    for i in 0..8 {
+        toml.push_str(&format!(
+            "[[task]]\nid = \"slow{i}\"\ncommand = \"sleep 0.2\"\n\n"
+        ));
+    }
+    let f = write(dir.path(), "j.toml", &toml);
+    let trace_path = dir.path().join("t.json");
+    let out = lockstep()
+        .current_dir(dir.path())
+        .args(["run", "--no-progress", "-j", "2", "--trace"])
+        .arg(&trace_path)
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let (trace, spans) = trace_spans(&trace_path);
+    assert_eq!(spans.len(), 4 * 2 + 8, "one span per attempt");
+    assert_eq!(
+        lane_names(&trace),
+        [(1, "slot 1".to_string()), (2, "slot 2".to_string())]
+    );
+    assert_trace_invariants(&trace, &spans, &[]);
+    // The most spans open at one instant (an end at t comes before a start at t).
+    let mut edges: Vec<(u64, i32)> = Vec::new();
+    for s in &spans {
+        let ts = s["ts"].as_u64().unwrap();
+        edges.push((ts, 1));
+        edges.push((ts + s["dur"].as_u64().unwrap(), -1));
+    }
+    edges.sort();
+    let (mut open, mut most) = (0, 0);
+    for (_, d) in edges {
+        open += d;
+        most = most.max(open);
+    }
+    assert!(most <= 2, "{most} attempts ran at once with -j 2");
+}
+
 #[test]
 fn retries_stop_after_n_and_the_last_failure_blocks_the_dependents() {
     let dir = tempfile::tempdir().unwrap();

@@ -474,6 +474,7 @@ fn worker_events_are_the_attempts_it_ran_with_their_claims_then_its_metrics() {
             ("b", &["a"], "exit 3"),
             ("c", &["b"], "true"),
             ("d", &[], "kill -TERM $$"),
+            ("e", &["c"], "true"),
         ],
     );
     let out = dir.path().join("ev.jsonl");
@@ -512,9 +513,26 @@ fn worker_events_are_the_attempts_it_ran_with_their_claims_then_its_metrics() {
     let attempts = check_order(&ev, true);
     let mut ids: Vec<&str> = attempts.iter().map(|(k, _)| k.0.as_str()).collect();
     ids.sort_unstable();
-    // c is blocked by b's failure: never claimed. A worker writes no `blocked` events (the
-    // run's owner does).
+    // c and e (through c) are blocked by b's failure: never claimed; the worker that failed
+    // b writes their `blocked` events, each naming b (generation 1, failed) as the cause,
+    // after b's `finished`.
     assert_eq!(ids, ["a", "b", "d"]);
+    let blocked: Vec<&Value> = ev.iter().filter(|e| e["event"] == "blocked").collect();
+    let mut blocked_ids: Vec<&str> = blocked.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    blocked_ids.sort_unstable();
+    assert_eq!(blocked_ids, ["c", "e"], "{blocked:?}");
+    let at = |e: &Value| ev.iter().position(|x| x == e).unwrap();
+    for e in &blocked {
+        assert_eq!(
+            (&e["generation"], &e["cause"]),
+            (
+                &1.into(),
+                &serde_json::json!({"id": "b", "generation": 1, "state": "failed"})
+            ),
+            "{e}"
+        );
+        assert!(at(e) > at(finished(&attempts, "b", 1)), "{e}");
+    }
     for (_, seq) in &attempts {
         let o = seq[0]["owner"].as_str().unwrap();
         assert!(
@@ -551,4 +569,91 @@ fn worker_events_are_the_attempts_it_ran_with_their_claims_then_its_metrics() {
         ),
         (&0.into(), &0.into(), &0.into())
     );
+}
+
+/// A `lockstep worker` writes the cancels it learns of (docs/semantics.md, "The event stream
+/// `--events` with a store"): while it runs `slow`, the task `later` (waiting on `slow`) is
+/// cancelled in the store, which blocks `after`; when the worker ends it writes `cancelled`
+/// for `later` (cause `cancelled in the store`) and `blocked` for `after` (cause `later`,
+/// cancelled), and nothing for the tasks settled before it started. Before, a worker wrote
+/// neither (shown by removing the end snapshot: no such events).
+#[test]
+fn worker_events_name_the_cancels_made_while_it_ran() {
+    use lockstep_durable::{SqliteStore, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.lockstep");
+    let go = dir.path().join("go");
+    let started = dir.path().join("started");
+    let store = store_with(
+        &path,
+        &[
+            (
+                "slow",
+                &[],
+                &format!(
+                    "touch '{}'; while [ ! -f '{}' ]; do sleep 0.02; done",
+                    started.display(),
+                    go.display()
+                ),
+            ),
+            ("later", &["slow"], "true"),
+            ("after", &["later"], "true"),
+        ],
+    );
+    let out = dir.path().join("ev.jsonl");
+    let mut worker = std::process::Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["worker", "--store", &store, "--poll-ms", "20", "--events"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !started.exists() {
+        assert!(std::time::Instant::now() < end, "slow never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mut s = SqliteStore::open(&path).unwrap();
+    s.cancel("later", lockstep_durable::Millis(0)).unwrap();
+    drop(s);
+    std::fs::write(&go, "").unwrap();
+    let status = loop {
+        if let Some(st) = worker.try_wait().unwrap() {
+            break st;
+        }
+        if std::time::Instant::now() > end {
+            let _ = worker.kill();
+            panic!("the worker did not end");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0));
+    let ev = events(&out);
+    check_order(&ev, true);
+    let settled: Vec<(String, String, Value)> = ev
+        .iter()
+        .filter(|e| e["event"] == "cancelled" || e["event"] == "blocked")
+        .map(|e| {
+            (
+                e["event"].as_str().unwrap().to_string(),
+                e["id"].as_str().unwrap().to_string(),
+                e["cause"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        settled,
+        [
+            (
+                "blocked".to_string(),
+                "after".to_string(),
+                serde_json::json!({"id": "later", "generation": 1, "state": "cancelled"})
+            ),
+            (
+                "cancelled".to_string(),
+                "later".to_string(),
+                "cancelled in the store".into()
+            ),
+        ]
+    );
+    assert_eq!(ev.last().unwrap()["event"], "metrics");
 }

@@ -422,6 +422,59 @@ fn run_ctrl_c_is_never_retried() {
     assert!(!alive(sh));
 }
 
+/// Ctrl-C ends a retry's wait for a `-j` slot at once (docs/semantics.md, "Retries and
+/// timeouts"): with `-j 1`, `a` fails and, after its 100 ms delay (during which `b` took the
+/// only slot), waits for the slot that `b`, which ignores SIGTERM, holds. At Ctrl-C `a` is
+/// reported (`attempt 2 not made`) before `b`'s command is killed after the 3 s grace: its
+/// wait did not last until the slot was freed.
+#[test]
+fn run_ctrl_c_ends_a_retry_waiting_for_a_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let f = write_file(
+        d,
+        "r.toml",
+        &format!(
+            "[[task]]\nid = \"a\"\ncommand = \"exit 1\"\nretries = 1\nretry_delay = \"100ms\"\n\n\
+             [[task]]\nid = \"b\"\ncommand = '''{}'''\n",
+            ignores_sigterm(d)
+        ),
+    );
+    let ev = d.join("ev.jsonl");
+    let ev_arg = ev.display().to_string();
+    let r = Running::spawn(run_cmd(&f, &["--grace", "3", "--events", &ev_arg]));
+    let _sh = pid_in(&d.join("sh.pid"));
+    r.wait_for_line("[a] attempt 1/2 (generation 1) failed");
+    // Past a's delay (if not, the Ctrl-C ends the delay instead: the same report).
+    thread::sleep(Duration::from_millis(300));
+    signal("-INT", r.pid());
+    let (status, out) = r.finish();
+    assert_eq!(status.code(), Some(1), "{out}");
+    assert_eq!(
+        lines_starting(&out, "interrupted: "),
+        [
+            "interrupted: a (exit status 1; attempt 2 not made)",
+            "interrupted: b (killed by signal 9)"
+        ],
+        "{out}"
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    let a_ended = lines.iter().position(|l| l.starts_with("INTERRUPTED a: "));
+    let b_ended = lines.iter().position(|l| l.starts_with("INTERRUPTED b: "));
+    assert!(
+        a_ended.is_some() && a_ended < b_ended,
+        "a ended before b's command was killed:\n{out}"
+    );
+    // The attempt not made has no events: each `claimed` of a has its `finished`.
+    let text = std::fs::read_to_string(&ev).unwrap();
+    let of_a = |kind: &str| {
+        text.lines()
+            .filter(|l| l.contains("\"id\":\"a\"") && l.contains(&format!("\"event\":\"{kind}\"")))
+            .count()
+    };
+    assert_eq!((of_a("claimed"), of_a("finished")), (1, 1), "{text}");
+}
+
 #[test]
 fn run_help_documents_grace() {
     let out = lockstep().args(["run", "--help"]).output().unwrap();

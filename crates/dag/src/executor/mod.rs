@@ -62,6 +62,10 @@
 //!    worker, and at least the older half) spawned onto the worker's own deque, for the
 //!    idle workers to steal: work is
 //!    shared when someone can take it, and otherwise costs no spawn and no allocation.
+//!    A task function that is about to block calls [`TaskContext::block_in_place`]: the
+//!    worker's kept tasks are spawned onto its deque and, while roots are left, one more
+//!    root runner, which the pool's spare thread (it stands in for the blocked worker) or an
+//!    idle worker steals.
 //! 5. **Finish.** Each pool task counts the tasks it settled and subtracts them from the
 //!    run's `unsettled` count once, at its end; the subtraction that reaches zero wakes
 //!    [`GraphRun::wait`].
@@ -115,6 +119,7 @@
 
 mod frozen;
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -168,6 +173,8 @@ pub struct TaskContext<'a, K> {
     worker: usize,
     state: &'a AtomicU8,
     closed: &'a AtomicBool,
+    pool: &'a WorkerContext<'a>,
+    lend: &'a dyn Fn() -> Option<Arc<AtomicBool>>,
 }
 
 impl<K> TaskContext<'_, K> {
@@ -196,6 +203,79 @@ impl<K> TaskContext<'_, K> {
     /// wants to stop, e.g. from its command's exit signal).
     pub fn close_run(&self) {
         self.closed.store(true, Ordering::SeqCst);
+    }
+
+    /// Runs `f`, which blocks this task's thread for a while (a sleep, a wait on a lock or a
+    /// channel), without holding back the rest of the run: the work this worker was keeping
+    /// for itself is handed to the pool first, and `f` runs in the pool's
+    /// [`WorkerContext::block_in_place`], so that a spare thread stands in for this worker
+    /// while `f` blocks. Returns `f`'s value.
+    ///
+    /// **What is handed over.** Every ready task this worker kept on its local queue (step 4
+    /// of the protocol) is spawned onto its deque, oldest first, and, if roots are left to
+    /// take, one more *root runner* is spawned that takes roots from the shared cursor (in
+    /// input order, as the others) for as long as `f` has not returned. The spare (or any
+    /// idle worker) steals them. Without this a pool of one worker would leave every other
+    /// ready task waiting for `f`: the blocked worker's own root runner and local queue are
+    /// the only places they are.
+    ///
+    /// **The bound it lends out.** While `f` blocks, this task function still runs, and the
+    /// spare runs others: more than `pool.worker_count()` task functions run at once, at most
+    /// one more per compensated call in progress (the pool's
+    /// [`PoolBuilder::max_blocking`](lockstep_pool::PoolBuilder::max_blocking) bounds those).
+    /// When `f` returns, the extra root runner takes no new root, but the spare finishes the
+    /// pool task it is running (the task function it is in, and the tasks that one releases
+    /// and keeps, as any worker does), so for that while the count can stay above the
+    /// workers. A caller that needs a strict bound on its own work (`lockstep run -j N` on
+    /// the commands it runs) takes a permit of its own around that work, outside `f`.
+    /// A call that the pool does not compensate (its limit reached, a spare thread that
+    /// cannot be started) still hands the work over, for idle workers to steal.
+    ///
+    /// # Cost
+    /// O(k) for k kept tasks (one spawn each), one spawn for the extra root runner when roots
+    /// are left, plus the pool's cost of a compensated call (one thread start).
+    ///
+    /// # Panics
+    /// Never on its own; a panic in `f` propagates (the executor then records the task as
+    /// failed, as for any panic of its function) after the extra root runner was told to stop
+    /// and the pool's permit was given back.
+    ///
+    /// ```
+    /// use std::sync::{Arc, mpsc};
+    /// use lockstep_dag::executor::{FrozenGraph, execute};
+    /// use lockstep_pool::Pool;
+    ///
+    /// // One worker; `wait` blocks until `send` has run. Without `block_in_place` the only
+    /// // worker would be stuck in `wait` and `send` would never start.
+    /// let graph = Arc::new(FrozenGraph::new([("wait", vec![]), ("send", vec![])])?);
+    /// let (tx, rx) = mpsc::channel::<()>();
+    /// let (tx, rx) = (std::sync::Mutex::new(Some(tx)), std::sync::Mutex::new(rx));
+    /// let pool = Pool::new(1)?;
+    /// let out = execute(graph, &pool, move |task| {
+    ///     if *task.id() == "wait" {
+    ///         let rx = rx.lock().unwrap();
+    ///         task.block_in_place(|| rx.recv()).map_err(|e| e.to_string())
+    ///     } else {
+    ///         drop(tx.lock().unwrap().take());
+    ///         Ok(())
+    ///     }
+    /// })?;
+    /// // `send` dropped the sender, so `recv` returned an error: `wait` failed, after `send`.
+    /// assert_eq!(out.error(0), Some("receiving on a closed channel"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn block_in_place<R>(&self, f: impl FnOnce() -> R) -> R {
+        /// Stops the extra root runner however `f` ends.
+        struct Stop(Option<Arc<AtomicBool>>);
+        impl Drop for Stop {
+            fn drop(&mut self) {
+                if let Some(active) = &self.0 {
+                    active.store(false, Ordering::Release);
+                }
+            }
+        }
+        let _stop = Stop((self.lend)());
+        self.pool.block_in_place(f)
     }
 }
 
@@ -298,7 +378,8 @@ struct Shared<K> {
 ///
 /// Each task's function is called at most once, only after every one of its dependencies
 /// succeeded (and its writes are visible, see the module docs), on one of the pool's
-/// workers; at most `pool.worker_count()` functions run at once.
+/// workers; at most `pool.worker_count()` functions run at once, unless some of them call
+/// [`TaskContext::block_in_place`] (which lends their workers out for the call).
 pub struct GraphRun<K: TaskKey> {
     shared: Arc<Shared<K>>,
 }
@@ -511,7 +592,15 @@ impl<K: TaskKey> Shared<K> {
     /// Decides task `t` (its count is zero) and runs it if it may run. Returns whether it
     /// ended lost (failed, blocked, cancelled), or `None` if it was not this call's to settle
     /// (only with a seeded bug: a second decision of one task).
-    fn settle(&self, t: u32, worker: usize) -> Option<bool> {
+    ///
+    /// `lend` hands this worker's kept work to the pool (see [`TaskContext::block_in_place`]).
+    fn settle(
+        &self,
+        t: u32,
+        ctx: &WorkerContext<'_>,
+        lend: &dyn Fn() -> Option<Arc<AtomicBool>>,
+    ) -> Option<bool> {
+        let worker = ctx.worker_index();
         let cell = &self.state[t as usize];
         let decided = if self.closed.load(Ordering::SeqCst) {
             CANCELLED_CLOSED
@@ -552,6 +641,8 @@ impl<K: TaskKey> Shared<K> {
             worker,
             state: cell,
             closed: &self.closed,
+            pool: ctx,
+            lend,
         };
         let result = match catch_unwind(AssertUnwindSafe(|| (self.f)(&ctx))) {
             Ok(r) => r,
@@ -607,6 +698,19 @@ fn root_runner<K: TaskKey>(sh: &Arc<Shared<K>>, ctx: &WorkerContext<'_>) {
     sh.finish(settled);
 }
 
+/// The extra root runner of a [`TaskContext::block_in_place`] call: takes roots in input
+/// order, as a root runner does, while `active` holds (until the call returns).
+fn lent_runner<K: TaskKey>(sh: &Arc<Shared<K>>, active: &AtomicBool, ctx: &WorkerContext<'_>) {
+    let roots = sh.graph.roots();
+    let mut settled = 0;
+    while active.load(Ordering::Acquire) {
+        let r = sh.next_root.fetch_add(1, Ordering::Relaxed);
+        let Some(&t) = roots.get(r) else { break };
+        settled += drive(sh, t, ctx);
+    }
+    sh.finish(settled);
+}
+
 /// The pool task of one spawned ready task.
 fn spawned<K: TaskKey>(sh: &Arc<Shared<K>>, t: u32, ctx: &WorkerContext<'_>) {
     let settled = drive(sh, t, ctx);
@@ -629,9 +733,26 @@ fn drive<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_>) -
     let mut next = Some(first);
     // INVARIANT (EXECUTOR.share-when-idle): released tasks are kept on this worker (no
     // deque traffic on a chain) only while no worker is parked; see the sharing below.
-    let mut kept: VecDeque<u32> = VecDeque::new();
-    while let Some(t) = next.take().or_else(|| kept.pop_back()) {
-        let Some(lost) = sh.settle(t, ctx.worker_index()) else {
+    let kept: RefCell<VecDeque<u32>> = RefCell::new(VecDeque::new());
+    // A task function that blocks (`TaskContext::block_in_place`) lends this worker's work
+    // out: the kept tasks, oldest first, and a root runner while roots are left.
+    let lend = || {
+        for d in kept.borrow_mut().drain(..) {
+            let sh = Arc::clone(sh);
+            ctx.spawn_detached(move |ctx| spawned(&sh, d, ctx));
+        }
+        if sh.next_root.load(Ordering::Relaxed) >= sh.graph.roots().len() {
+            return None;
+        }
+        let active = Arc::new(AtomicBool::new(true));
+        let (sh, a) = (Arc::clone(sh), Arc::clone(&active));
+        ctx.spawn_detached(move |ctx| lent_runner(&sh, &a, ctx));
+        Some(active)
+    };
+    loop {
+        let popped = next.take().or_else(|| kept.borrow_mut().pop_back());
+        let Some(t) = popped else { break };
+        let Some(lost) = sh.settle(t, ctx, &lend) else {
             continue;
         };
         settled += 1;
@@ -658,7 +779,7 @@ fn drive<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_>) -
             if next.is_none() {
                 next = Some(d); // the continuation: decided next on this worker
             } else {
-                kept.push_back(d);
+                kept.borrow_mut().push_back(d);
             }
         }
         // Share with parked workers: the oldest kept tasks go onto this worker's own deque
@@ -666,6 +787,7 @@ fn drive<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_>) -
         // one per parked worker (so that slow tasks released together all start at once),
         // and at least the older half (so that a woken worker has enough to stay busy
         // instead of parking and being woken again for every task).
+        let mut kept = kept.borrow_mut();
         let idle = if kept.is_empty() {
             0
         } else {

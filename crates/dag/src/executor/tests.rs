@@ -389,6 +389,58 @@ fn at_most_worker_count_tasks_run_at_once() {
     assert!(peak.load(SeqCst) <= 3, "peak {}", peak.load(SeqCst));
 }
 
+/// `TaskContext::block_in_place` lends a blocked worker's work out. On a pool of ONE worker,
+/// `wait` blocks until every other task ran: the other root (`other`, on the root cursor)
+/// and `kept`, released by `first` together with `wait` and kept on the worker's local
+/// queue. Each is reachable only through the hand-over (the extra root runner, the spawned
+/// kept task) run by the spare: without it the only worker would wait forever (here: until
+/// the 20 s bound, and then `wait` fails and the test with it). Shown to fail by making
+/// `lend` return `None` without spawning anything.
+#[test]
+fn a_blocked_task_lends_its_worker_to_the_other_ready_tasks() {
+    // first -> (wait, kept); other is a second root.
+    let g = StdArc::new(
+        FrozenGraph::new([
+            ("first", vec![]),
+            ("wait", vec!["first"]),
+            ("kept", vec!["first"]),
+            ("other", vec![]),
+        ])
+        .expect("valid"),
+    );
+    let pool = Pool::new(1).expect("pool");
+    let ran = StdArc::new(StdAtomicUsize::new(0));
+    let r = StdArc::clone(&ran);
+    let out = execute(g, &pool, move |task| {
+        match *task.id() {
+            "wait" => {
+                let seen = task.block_in_place(|| {
+                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+                    while r.load(SeqCst) < 2 && std::time::Instant::now() < deadline {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                    r.load(SeqCst)
+                });
+                if seen < 2 {
+                    return Err(format!(
+                        "only {seen} of the 2 other tasks ran while it blocked"
+                    ));
+                }
+            }
+            "kept" | "other" => {
+                r.fetch_add(1, SeqCst);
+            }
+            _ => {}
+        }
+        Ok(())
+    })
+    .expect("run");
+    assert_eq!(out.error(1), None, "wait saw both others run");
+    assert!(out.all_succeeded());
+    assert_eq!(ran.load(SeqCst), 2, "each ran once");
+    assert!(pool.metrics().total().compensated_blocks >= 1);
+}
+
 /// EXECUTOR.share-when-idle: released tasks stay on the releasing worker, but while another
 /// worker is parked they are handed to it. One root releases 64 slow dependents on a pool of
 /// two: the second worker (parked while the root runs) takes part, and every task runs once.
