@@ -696,6 +696,9 @@ impl PoolModel {
     }
 
     /// Children accepted.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B.metrics-exact) (with the workers'
+    /// counts: each task counted once, under the worker that ran it).
     pub fn children_spawned(&self) -> u64 {
         self.children_spawned
     }

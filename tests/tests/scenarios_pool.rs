@@ -1285,6 +1285,67 @@ fn spawn_detached_is_refused_after_shutdown_and_after_termination<D: DequeFamily
 }
 
 /// Two tests per scenario: `<name>::locked` and `<name>::chase_lev`.
+/// Metrics count every task once while spares and workers run at the same time (issue 10,
+/// item 2: a worker counts in its own slot with a plain load and store, its spares in a
+/// shared slot with read-modify-writes). Rounds of roots that block briefly (a spare stands
+/// in, then both run while the spare finishes) race roots and children on every worker;
+/// after termination the totals must be exact. A spare that counted in its worker's slot
+/// with the worker's plain store loses counts here.
+fn metrics_are_exact_while_spares_and_workers_count_together<D: DequeFamily>() {
+    const ROUNDS: usize = 40;
+    const BLOCKERS: usize = 4;
+    const PLAIN: usize = 50;
+    const CHILDREN: usize = 20;
+    let pool = PoolBuilder::new(2)
+        .max_blocking(2)
+        .build_with::<D>()
+        .expect("pool");
+    let ran = Arc::new(AtomicUsize::new(0));
+    for _ in 0..ROUNDS {
+        let mut handles = Vec::new();
+        for b in 0..BLOCKERS + PLAIN {
+            let r = Arc::clone(&ran);
+            handles.push(
+                pool.submit(move |ctx| {
+                    if b < BLOCKERS {
+                        ctx.block_in_place(|| thread::sleep(Duration::from_micros(300)));
+                    }
+                    for _ in 0..CHILDREN {
+                        let r2 = Arc::clone(&r);
+                        ctx.spawn_detached(move |_| {
+                            r2.fetch_add(1, SeqCst);
+                        });
+                    }
+                    r.fetch_add(1, SeqCst);
+                })
+                .expect("accepting"),
+            );
+        }
+        for h in handles {
+            assert_eq!(h.join(), Ok(()));
+        }
+    }
+    pool.shutdown();
+    assert!(pool.await_termination_timeout(DEADLINE), "terminated");
+    let roots = ROUNDS * (BLOCKERS + PLAIN);
+    let children = roots * CHILDREN;
+    assert_eq!(ran.load(SeqCst), roots + children, "every task ran");
+    let m = pool.metrics();
+    let t = m.total();
+    assert_eq!(
+        (t.tasks_run, m.children_spawned),
+        (roots as u64 + children as u64, children as u64),
+        "tasks_run and children_spawned count every task once (per worker: {:?})",
+        m.workers
+    );
+    assert_eq!(
+        t.compensated_blocks + t.uncompensated_blocks,
+        (ROUNDS * BLOCKERS) as u64,
+        "every blocked call counted once"
+    );
+    assert_eq!(t.panics, 0);
+}
+
 macro_rules! on_both_deques {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
@@ -1329,4 +1390,5 @@ on_both_deques!(
     deep_recursive_fib_with_borrowing_joins,
     join_panics_in_either_half_after_both_finish_with_borrowed_data,
     joins_in_flight_while_shutdown_drains,
+    metrics_are_exact_while_spares_and_workers_count_together,
 );

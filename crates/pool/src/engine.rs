@@ -4,7 +4,7 @@
 
 use crate::context::{ChildSink, WorkerContext};
 use crate::handle::{JoinHandle, Task, TaskId, new_detached, new_task};
-use crate::metrics::{PoolCounters, PoolMetrics, WorkerCounters, bump};
+use crate::metrics::{PoolCounters, PoolMetrics, WorkerCounters, bump, bump_own};
 use crate::sleep::Sleep;
 use lockstep_contract::{PoolError, PoolState};
 use lockstep_deque::{DequeFamily, Owner, Steal, Thief, ThiefOf};
@@ -120,7 +120,11 @@ pub(crate) struct Shared<D: DequeFamily> {
     inboxes: Box<[Mutex<VecDeque<Task>>]>,
     pub(crate) lifecycle: Lifecycle,
     pub(crate) sleep: Sleep,
+    /// Each worker's counters, written by that worker's thread only ([`bump_own`]).
     counters: Box<[WorkerCounters]>,
+    /// The counters of the spares standing in for each worker (several may at once, so
+    /// [`bump`]); [`PoolMetrics`] adds them to the worker's.
+    spare_counters: Box<[WorkerCounters]>,
     pool_counters: PoolCounters,
     next_id: AtomicU64,
     steal_batch: NonZeroUsize,
@@ -188,6 +192,7 @@ pub(crate) fn build<D: DequeFamily>(
         lifecycle: Lifecycle::default(),
         sleep: Sleep::new(n + max_blocking),
         counters: (0..n).map(|_| WorkerCounters::default()).collect(),
+        spare_counters: (0..n).map(|_| WorkerCounters::default()).collect(),
         pool_counters: PoolCounters::default(),
         next_id: AtomicU64::new(0),
         steal_batch,
@@ -328,7 +333,8 @@ impl<D: DequeFamily> Shared<D> {
     }
 
     pub(crate) fn metrics(&self) -> PoolMetrics {
-        self.pool_counters.snapshot(&self.counters)
+        self.pool_counters
+            .snapshot(&self.counters, &self.spare_counters)
     }
 
     pub(crate) fn deque_len(&self, w: usize) -> usize {
@@ -339,12 +345,37 @@ impl<D: DequeFamily> Shared<D> {
         self.inboxes[w].lock().len()
     }
 
-    pub(crate) fn count_park(&self, w: usize) {
-        bump(&self.counters[w].parks);
+    /// Adds one to the counter `pick` chooses in the slot of `local` (worker `index`'s own
+    /// slot for the worker, the spares' slot of that index for a spare). Called only on
+    /// `local`'s own thread (or by the stepping core, which is one thread).
+    pub(crate) fn count(&self, local: &Local<D>, pick: impl FnOnce(&WorkerCounters) -> &AtomicU64) {
+        self.count_at(local.index, local.spare, pick);
     }
 
-    pub(crate) fn count_backoff(&self, w: usize) {
-        bump(&self.counters[w].backoffs);
+    fn count_at(
+        &self,
+        index: usize,
+        spare: bool,
+        pick: impl FnOnce(&WorkerCounters) -> &AtomicU64,
+    ) {
+        // INVARIANT (B.metrics-exact): a slot counted with a plain load and store has one
+        // writer (its worker's thread); every spare of that worker counts in the spares' slot
+        // with a read-modify-write, so no count is lost when both run.
+        // SEEDED BUG (spare_counts_in_workers_slot): a spare counts in its worker's slot with
+        // the worker's plain store, so one of two racing increments is lost.
+        if spare && !seeded_bug!("spare_counts_in_workers_slot") {
+            bump(pick(&self.spare_counters[index]));
+        } else {
+            bump_own(pick(&self.counters[index]));
+        }
+    }
+
+    pub(crate) fn count_park(&self, local: &Local<D>) {
+        self.count(local, |c| &c.parks);
+    }
+
+    pub(crate) fn count_backoff(&self, local: &Local<D>) {
+        self.count(local, |c| &c.backoffs);
     }
 }
 
@@ -381,12 +412,11 @@ impl<D: DequeFamily> Local<D> {
     /// One steal attempt on `victim`: a bounded batch from the top of its deque (extras land
     /// on the bottom of this worker's deque), else one root from the front of its inbox.
     pub(crate) fn steal_from(&self, shared: &Shared<D>, victim: usize) -> Found {
-        let counters = &shared.counters[self.index];
         // LINEARIZATION POINT (B2.remove-once): inside the deque's `steal_batch_and_pop`.
         let stolen = shared.thieves[victim].steal_batch_and_pop(&self.owner, shared.steal_batch);
         let retry = match stolen {
             Steal::Success(t) => {
-                bump(&counters.steals);
+                shared.count(self, |c| &c.steals);
                 // Extras landed on this worker's deque: wake a helper for them if one sleeps.
                 if !self.spare && !self.owner.is_empty() {
                     shared.sleep.new_work(self.index);
@@ -399,10 +429,10 @@ impl<D: DequeFamily> Local<D> {
         // LINEARIZATION POINT (B2.remove-once): check and removal in one critical section.
         let from_inbox = shared.inboxes[victim].lock().pop_front();
         if let Some(t) = from_inbox {
-            bump(&counters.steals);
+            shared.count(self, |c| &c.steals);
             return self.claim(shared, t);
         }
-        bump(&counters.failed_steals);
+        shared.count(self, |c| &c.failed_steals);
         if retry { Found::Retry } else { Found::Empty }
     }
 
@@ -485,7 +515,7 @@ impl<D: DequeFamily> Local<D> {
         let id = task.id();
         // Dropping the husk drops the user's closure; its Drop must not escape the worker.
         let _ = catch_unwind(AssertUnwindSafe(move || drop(task)));
-        bump(&shared.counters[self.index].discarded);
+        shared.count(self, |c| &c.discarded);
         shared.finish_one();
         Found::Discarded(id)
     }
@@ -503,10 +533,9 @@ impl<D: DequeFamily> Local<D> {
         let ctx = WorkerContext::new(self.index, shared.workers(), &sink);
         let counted = task.counted();
         let panicked = task.run(&ctx);
-        let counters = &shared.counters[self.index];
-        bump(&counters.tasks_run);
+        shared.count(self, |c| &c.tasks_run);
         if panicked {
-            bump(&counters.panics);
+            shared.count(self, |c| &c.panics);
         }
         // The parent's own decrement, after every child it spawned was registered.
         if counted && !seeded_bug!("parent_decrement_first") {
@@ -563,7 +592,7 @@ impl<D: DequeFamily> ChildSink for Sink<'_, D> {
         // INVARIANT (B3.register-before-decrement): counted before it is pushed, while the
         // parent counts.
         self.shared.lifecycle.register_child();
-        bump(&self.shared.counters[self.local.index].children_spawned);
+        self.shared.count(self.local, |c| &c.children_spawned);
         TaskId(self.shared.next_id.fetch_add(1, SeqCst))
     }
 
@@ -589,7 +618,8 @@ impl<D: DequeFamily> ChildSink for Sink<'_, D> {
         // B4.blocking-limit: queued work always has a thread).
         self.local.hand_over(self.shared);
         let started = self.arc.and_then(|arc| start_spare(arc, self.local.index));
-        self.shared.count_block(self.local.index, started.is_some());
+        self.shared
+            .count_block(self.local.index, self.local.spare, started.is_some());
         started
     }
 
@@ -692,12 +722,15 @@ impl<D: DequeFamily> Shared<D> {
 
     /// Counts one `block_in_place` call of a task on worker `index`'s role, compensated or
     /// not (`WorkerMetrics::compensated_blocks`, `uncompensated_blocks`).
-    pub(crate) fn count_block(&self, index: usize, compensated: bool) {
-        let counters = &self.counters[index];
-        bump(if compensated {
-            &counters.compensated_blocks
-        } else {
-            &counters.uncompensated_blocks
+    /// `spare`: the blocking task runs on a spare of that worker (counted in the spares'
+    /// slot). Called on the blocking thread.
+    pub(crate) fn count_block(&self, index: usize, spare: bool, compensated: bool) {
+        self.count_at(index, spare, |c| {
+            if compensated {
+                &c.compensated_blocks
+            } else {
+                &c.uncompensated_blocks
+            }
         });
     }
 

@@ -2,7 +2,11 @@
 //!
 //! Every counter is a relaxed atomic bumped by the thread that did the work: the numbers are
 //! exact once the pool has terminated, and a consistent-enough snapshot while it runs (two
-//! counters read one after the other may disagree by the work done in between).
+//! counters read one after the other may disagree by the work done in between). A worker's
+//! own slot has one writer, its thread, and is bumped with a plain load and store
+//! ([`bump_own`]); the spares standing in for it share a second slot, bumped with
+//! `fetch_add` ([`bump`]); a snapshot adds the two (invariant `B.metrics-exact` in
+//! `docs/invariants.md`).
 
 use lockstep_sync::atomic::{AtomicU64, Ordering};
 
@@ -95,10 +99,22 @@ pub(crate) struct WorkerCounters {
     pub(crate) children_spawned: AtomicU64,
 }
 
-/// Adds one to a counter. Relaxed: counters order nothing; they are read after the work they
-/// count has been synchronised by other means (a join, or the pool's termination).
+/// Adds one to a counter that several threads may write (a pool-wide counter, or the slot
+/// the spares of one worker share): a read-modify-write. Relaxed: counters order nothing; they
+/// are read after the work they count has been synchronised by other means (a join, or the
+/// pool's termination).
 pub(crate) fn bump(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Adds one to a counter that **only one thread writes** (a worker's own slot, written by that
+/// worker's thread alone; spares count in their own slots): a relaxed load and a relaxed
+/// store, no read-modify-write. On x86 a `fetch_add` is a `lock`ed instruction that costs as
+/// much as the rest of a spawn's bookkeeping (issue 10, item 2); a plain store is not. A
+/// second writer would lose counts, never corrupt memory; readers see a count that is at worst
+/// behind, as with `bump`. O(1).
+pub(crate) fn bump_own(c: &AtomicU64) {
+    c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
 }
 
 impl WorkerCounters {
@@ -125,15 +141,27 @@ pub(crate) struct PoolCounters {
 }
 
 impl PoolCounters {
-    pub(crate) fn snapshot(&self, workers: &[WorkerCounters]) -> PoolMetrics {
+    /// The pool's metrics from the workers' own slots and their spares' slots (same index):
+    /// a worker's numbers are the sum of both.
+    pub(crate) fn snapshot(
+        &self,
+        workers: &[WorkerCounters],
+        spares: &[WorkerCounters],
+    ) -> PoolMetrics {
+        let children = |w: &WorkerCounters| w.children_spawned.load(Ordering::Relaxed);
         PoolMetrics {
-            workers: workers.iter().map(WorkerCounters::snapshot).collect(),
+            workers: workers
+                .iter()
+                .zip(spares)
+                .map(|(w, s)| {
+                    let mut m = w.snapshot();
+                    m.add(&s.snapshot());
+                    m
+                })
+                .collect(),
             roots_accepted: self.roots_accepted.load(Ordering::Relaxed),
             roots_rejected: self.roots_rejected.load(Ordering::Relaxed),
-            children_spawned: workers
-                .iter()
-                .map(|w| w.children_spawned.load(Ordering::Relaxed))
-                .sum(),
+            children_spawned: workers.iter().chain(spares).map(children).sum(),
         }
     }
 }

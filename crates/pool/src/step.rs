@@ -287,7 +287,7 @@ impl<D: DequeFamily> StepPool<D> {
             });
             self.spares.len() - 1
         });
-        self.shared.count_block(worker, spare.is_some());
+        self.shared.count_block(worker, false, spare.is_some());
         self.blocked[worker] = Some(spare);
         spare
     }

@@ -84,14 +84,14 @@ pub(crate) fn worker_main<D: DequeFamily>(shared: Arc<Shared<D>>, local: Local<D
             break;
         }
         if backoff.snooze() {
-            shared.count_backoff(local.index);
+            shared.count_backoff(&local);
             continue;
         }
         // S3: register as idle, re-check home and the exit condition, then wait.
         let parked = shared.sleep.park(
             local.slot,
             || local.has_local_work(&shared) || shared.may_exit(),
-            || shared.count_park(local.index),
+            || shared.count_park(&local),
         );
         if let Parked::Woken(h) = parked {
             hint = h;
@@ -136,13 +136,13 @@ pub(crate) fn spare_main<D: DequeFamily>(
             Found::Empty => {}
         }
         if backoff.snooze() {
-            shared.count_backoff(local.index);
+            shared.count_backoff(&local);
             continue;
         }
         let parked = shared.sleep.park(
             local.slot,
             || local.has_local_work(&shared) || released.load(SeqCst),
-            || shared.count_park(local.index),
+            || shared.count_park(&local),
         );
         if let Parked::Woken(h) = parked {
             hint = h;

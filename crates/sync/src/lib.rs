@@ -405,6 +405,10 @@ pub const BUGS: &[(&str, &str)] = &[
         "pool: a blocking-compensation permit goes back when the spare thread retires, not when the blocked call returns",
     ),
     (
+        "spare_counts_in_workers_slot",
+        "pool: a spare counts its work in its worker's counters with the worker's single-writer load and store, so counts are lost when both run",
+    ),
+    (
         "retired_spare_swallows_wakeup",
         "pool: a released spare retires without passing on a wake-up a publisher handed it, so the next spare sleeps through a root in a blocked worker's inbox",
     ),

@@ -317,6 +317,7 @@ pub const PLANS: &[BugPlan] = &[
     plan("sleep_polling", Part::Pool, "shuttle_pool"),
     plan("compensation_slot_leaked", Part::Pool, "model_pool"),
     plan("retired_spare_swallows_wakeup", Part::Pool, "unit_pool"),
+    plan("spare_counts_in_workers_slot", Part::Pool, "scenarios_pool"),
     plan("stack_job_latch_early", Part::Pool, "loom_pool"),
     plan("durable_unfenced_complete", Part::Durable, "unit_durable"),
     plan("durable_unfenced_abandon", Part::Durable, "unit_durable"),
