@@ -118,6 +118,26 @@ impl Running {
         self.out.lock().unwrap().clone()
     }
 
+    /// Waits until `cond` holds (not a condition on its output); panics with its output if it
+    /// exits first or after the deadline.
+    fn wait_while_running(&mut self, what: &str, cond: impl Fn() -> bool) {
+        let end = Instant::now() + DEADLINE;
+        while !cond() {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                panic!(
+                    "lockstep exited ({st}) before {what}; it printed:\n{}",
+                    self.text()
+                );
+            }
+            assert!(
+                Instant::now() < end,
+                "timed out waiting for: {what}; lockstep printed:\n{}",
+                self.text()
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Waits until `cond` holds of what it printed; panics with its exit status and output
     /// if it exits first (or after the deadline).
     fn wait_for_text(&mut self, what: &str, cond: impl Fn(&str) -> bool) {
@@ -332,7 +352,6 @@ fn postgres_server_restarts_mid_run_are_waited_out_and_every_task_runs_once() {
     assert!(t.values().all(|&k| k == 1), "a task ran twice: {t:?}");
     assert_eq!(tally(&done), t);
     assert_all_succeeded(&store, n);
-    eprintln!("DEBUG run:\n{rout}\nDEBUG worker:\n{wout}");
 }
 
 /// (c) A server that stays down longer than `--store-wait` makes `run --store` and the worker
@@ -365,4 +384,143 @@ fn postgres_server_down_longer_than_the_store_wait_exits_2_naming_the_error() {
             "{out}"
         );
     }
+}
+
+/// A TCP forwarder between a worker and the server that the test can cut: a network partition
+/// of one worker while the server stays up for everyone else.
+struct Proxy {
+    port: u16,
+    cut: Arc<std::sync::atomic::AtomicBool>,
+    live: Arc<Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Proxy {
+    fn start(upstream: String) -> Proxy {
+        use std::net::{TcpListener, TcpStream};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = Arc::new(AtomicBool::new(false));
+        let live: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+        let (c, l) = (Arc::clone(&cut), Arc::clone(&live));
+        thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if c.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(&upstream) else {
+                    continue;
+                };
+                let mut live = l.lock().unwrap();
+                live.push(client.try_clone().unwrap());
+                live.push(server.try_clone().unwrap());
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Proxy { port, cut, live }
+    }
+
+    /// Drops every connection and refuses new ones until [`Proxy::heal`].
+    fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        for s in self.live.lock().unwrap().drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn heal(&self) {
+        self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A command that finishes while its worker cannot reach the store keeps its result, and the
+/// worker reports it with its fencing token once the store is back; the lease expired meanwhile
+/// and another claim took the version, so the store refuses it (fenced) and the worker says
+/// so. (The worker is cut off by a proxy; the server stays up for the test's own claim.)
+#[test]
+fn postgres_result_kept_through_a_partition_is_fenced_when_the_lease_moved_on() {
+    use lockstep_durable::{
+        CallbackOutcome, Clock, LeaseOwner, Millis, NewTask, PostgresOptions, PostgresStore, Store,
+        SystemClock,
+    };
+    let Some(url) = pg_url() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let schema = format!("t_outage_fenced_{}", std::process::id());
+    let opts = PostgresOptions::with_schema(schema.clone());
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .unwrap();
+    // One task whose command runs about 2 s, submitted the way `run --store` stores it.
+    let (runs, done) = (d.join("runs.txt"), d.join("done.txt"));
+    let payload = lockstep_cli::store::StoredPayload {
+        command: Some(format!(
+            "echo t0 >> '{}'; sleep 2; echo t0 >> '{}'",
+            runs.display(),
+            done.display()
+        )),
+        ..Default::default()
+    };
+    let mut s = PostgresStore::create_with(&url, 1, &opts).unwrap();
+    let submitted = s
+        .submit(&[NewTask::without_deps("t0").with_payload(payload.encode())])
+        .unwrap();
+    assert!(submitted[0].is_ok(), "{submitted:?}");
+    let at = url.rfind('@').unwrap();
+    let slash = at + url[at..].find('/').unwrap();
+    let proxy = Proxy::start(url[at + 1..slash].to_string());
+    let via = format!(
+        "{}127.0.0.1:{}{}#{schema}",
+        &url[..=at],
+        proxy.port,
+        &url[slash..]
+    );
+    let mut w = Running::spawn(worker(
+        &via,
+        d,
+        &["--lease-ms", "1000", "--store-wait", "2m"],
+    ));
+    w.wait_while_running("the command to run", || !lines(&runs).is_empty());
+    proxy.cut();
+    // The command ends while the worker cannot reach the store, and its lease runs out.
+    w.wait_while_running("the command to finish", || !lines(&done).is_empty());
+    let expiry = s.lease("t0").unwrap().unwrap().expiry;
+    wait_for("the lease to expire", || SystemClock.now() > expiry);
+    w.wait_for_text("the worker to retry", |t| t.contains("store unavailable ("));
+    // Another claim takes the version and settles it.
+    let me = LeaseOwner::new("test").unwrap();
+    let taken = s.claim(&me, SystemClock.now(), Millis(60_000), 1).unwrap();
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].attempt, 2);
+    let applied = s.complete(&taken[0].token(), SystemClock.now()).unwrap();
+    assert!(
+        matches!(applied, CallbackOutcome::Applied(_)),
+        "{applied:?}"
+    );
+    proxy.heal();
+    let (ws, wout) = w.finish_within(DEADLINE);
+    admin
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .unwrap_or(());
+    assert_eq!(ws.code(), Some(0), "{wout}");
+    assert!(wout.contains("store back after"), "{wout}");
+    assert!(
+        wout.lines().any(|l| l.starts_with("refused: ")
+            && l.contains("fenced")
+            && l.contains("(test, epoch")),
+        "{wout}"
+    );
+    assert!(wout.contains("1 result(s) refused by the fence"), "{wout}");
+    assert_eq!(lines(&runs).len(), 1, "the worker ran it once");
 }
