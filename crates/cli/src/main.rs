@@ -190,12 +190,12 @@ enum Cmd {
         #[arg(long, value_name = "DIR")]
         log_dir: Option<PathBuf>,
         /// How long an outage of the store is waited out: a lost connection, a server that
-        /// refuses connections, restarts or fails over, and a store not created yet (a worker started with its `run`). Each try is printed (`store
-        /// unavailable (REASON): retrying in 2.0 s (attempt 3)`), with a backoff doubling from
-        /// 0.5 s to 10 s; running commands go on meanwhile, and results that arrive are kept
-        /// and reported once the store is back (the fence decides if they count). After
-        /// DURATION without an answer: exit 2 naming the last error. 0s: no waiting
-        /// (e.g. "30s", "5m", "1h").
+        /// refuses connections, restarts or fails over, and a store not created yet (a worker
+        /// started with its `run`). Each try is printed (`store unavailable (REASON): retrying
+        /// in 2.0 s (attempt 3)`), with a backoff doubling from 0.5 s to 10 s; running commands
+        /// go on meanwhile, and results that arrive are kept and reported once the store is
+        /// back (the fence decides if they count). After DURATION without an answer: exit 2
+        /// naming the last error. 0s: no waiting (e.g. "30s", "5m", "1h").
         #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = lockstep_cli::attempts::parse_duration)]
         store_wait: Duration,
         #[command(flatten)]
@@ -301,13 +301,12 @@ struct DurableRunArgs {
     /// its tasks under a live lease [default: off: a store is resumed].
     #[arg(long, requires = "store")]
     fresh: bool,
-    /// With --store: how long an outage of the store is waited out: a lost connection, a server that
-    /// refuses connections, restarts or fails over. Each try is printed (`store
+    /// With --store: how long an outage of the store is waited out: a lost connection, a
+    /// server that refuses connections, restarts or fails over. Each try is printed (`store
     /// unavailable (REASON): retrying in 2.0 s (attempt 3)`), with a backoff doubling from
-    /// 0.5 s to 10 s; running commands go on meanwhile, and results that arrive are kept
-    /// and reported once the store is back (the fence decides if they count). After
-    /// DURATION without an answer: exit 2 naming the last error. 0s: no waiting
-    /// (e.g. "30s", "5m", "1h").
+    /// 0.5 s to 10 s; running commands go on meanwhile, and results that arrive are kept and
+    /// reported once the store is back (the fence decides if they count). After DURATION
+    /// without an answer: exit 2 naming the last error. 0s: no waiting (e.g. "30s", "5m").
     #[arg(long, value_name = "DURATION", default_value = "5m", requires = "store", value_parser = lockstep_cli::attempts::parse_duration)]
     store_wait: Duration,
 }
