@@ -301,6 +301,29 @@ fn postgres_worker_started_before_the_store_waits_for_it_then_runs_tasks() {
     assert!(t.values().all(|&n| n == 1), "{t:?}");
 }
 
+/// (a, SQLite) A worker started before `run --store sqlite:PATH` made the file waits for it
+/// (`Missing`: no such file, or an empty database being created), then joins the run.
+#[test]
+fn worker_started_before_an_sqlite_store_waits_for_it_then_runs_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let store = format!("sqlite:{}", d.join("run.lockstep").display());
+    let file = tasks(d, 6, "0.5");
+    let mut w = Running::spawn(worker(&store, d, &[]));
+    w.wait_for_text("the worker waits for the store", |t| {
+        t.contains("store unavailable (no store at")
+    });
+    let (rs, rout) = Running::spawn(store_run(&file, &store, &[])).finish_within(DEADLINE);
+    let (ws, wout) = w.finish_within(DEADLINE);
+    assert_eq!(rs.code(), Some(0), "run:\n{rout}\nworker:\n{wout}");
+    assert_eq!(ws.code(), Some(0), "worker:\n{wout}\nrun:\n{rout}");
+    assert!(wout.contains("no such file"), "{wout}");
+    assert!(wout.contains("store back after"), "{wout}");
+    let t = tally(&d.join("runs.txt"));
+    assert_eq!(t.len(), 6, "{t:?}");
+    assert!(t.values().all(|&n| n == 1), "{t:?}");
+}
+
 /// (b) The server goes away under a running `run --store` and a worker, twice: a fast
 /// shutdown while four commands run, kept down until those commands have finished (their
 /// results wait in memory), then started again; later a plain restart (fast shutdown, start)

@@ -616,10 +616,10 @@ fn worker_exits_1_when_a_task_it_ran_failed_and_0_when_all_succeeded() {
     let mut s = SqliteStore::open(dir.path().join("bad.lockstep")).unwrap();
     assert_eq!(s.status("c").unwrap().unwrap().state, TaskState::Blocked);
 
-    // A store error is still 2.
+    // A store error is still 2 (a missing store once --store-wait has passed; 0s: at once).
     let missing = format!("sqlite:{}", dir.path().join("none.lockstep").display());
     lockstep()
-        .args(["worker", "--store", &missing])
+        .args(["worker", "--store", &missing, "--store-wait", "0s"])
         .assert()
         .code(2);
 }

@@ -588,8 +588,10 @@ pub enum DurableError {
         /// What was found instead.
         reason: String,
     },
-    /// `open` of a location that holds no store **yet**: the PostgreSQL schema does not exist
-    /// (a `lockstep run --store` that creates it may not have started). Nothing was changed.
+    /// `open` of a location that holds no store **yet**: the PostgreSQL schema does not exist,
+    /// or the SQLite database has no schema object at all (an empty file, or a store whose
+    /// `create` in another process has not committed); a `lockstep run --store` that creates
+    /// it may not have started or finished. Nothing was changed.
     /// A process that joins a run ([`DurableError::is_waited_for`]) waits for it.
     #[error("no store at {location} yet: {reason}")]
     Missing {
