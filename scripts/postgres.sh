@@ -7,6 +7,15 @@
 #   scripts/postgres.sh url     print the URL of the running server (postgres://...)
 #   scripts/postgres.sh stop    stop the server and delete its cluster
 #   scripts/postgres.sh status  say whether it runs
+#   scripts/postgres.sh restart      fast shutdown (every session is terminated, 57P01), then
+#                                    start again on the same port with the same data
+#   scripts/postgres.sh stop-keep    fast shutdown, keeping the cluster (the server is down
+#                                    until start-again; `url` still prints its URL)
+#   scripts/postgres.sh start-again  start the kept cluster again (same port, same options)
+#
+# restart, stop-keep and start-again are for the outage tests (docs/durable.md, "Outages"):
+# they stop and start a cluster under running processes without deleting it. Give such a test
+# its own cluster (LOCKSTEP_PG_STATE=DIR/pg.env), so that the shared server keeps running.
 #
 # The server's whereabouts are kept in target/postgres.env (one KEY=VALUE a line), so `url`
 # and `stop` find the server that `start` made. The cluster lives in a fresh directory under
@@ -116,13 +125,14 @@ start() {
     if [[ -e $bindir/../lib/pg_stat_statements.so ]]; then
         preload="-c shared_preload_libraries=pg_stat_statements"
     fi
+    local opts
     while :; do
         port=${LOCKSTEP_PG_PORT:-$((20000 + RANDOM % 30000))}
         tries=$((tries + 1))
+        opts="-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$base -c synchronous_commit=off -c max_connections=200 $preload"
         if ! port_busy "$port" &&
             as_owner "$bindir/pg_ctl" -D "$data" -l "$base/server.log" -w -t 60 \
-                -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$base -c synchronous_commit=off -c max_connections=200 $preload" \
-                start >/dev/null; then
+                -o "$opts" start >/dev/null; then
             break
         fi
         if [[ -n ${LOCKSTEP_PG_PORT:-} || $tries -ge 10 ]]; then
@@ -149,6 +159,7 @@ BASE_DIR=$base
 PGDATA_DIR=$data
 PORT=$port
 URL=$url
+OPTS="$opts"
 EOF
     echo "$url"
 }
@@ -165,9 +176,37 @@ stop() {
     rm -f "$state"
 }
 
+# A fast shutdown of the recorded cluster, keeping its data directory.
+stop_keep() {
+    load_state || die "no server recorded in $state (run: scripts/postgres.sh start)"
+    [[ -d $PGDATA_DIR ]] || die "the cluster $PGDATA_DIR is gone"
+    as_owner "$BINDIR/pg_ctl" -D "$PGDATA_DIR" -m fast -w -t 60 stop >/dev/null
+}
+
+# Starts the recorded cluster again with the options and port of its first start.
+start_again() {
+    load_state || die "no server recorded in $state (run: scripts/postgres.sh start)"
+    [[ -d $PGDATA_DIR ]] || die "the cluster $PGDATA_DIR is gone"
+    [[ -n ${OPTS:-} ]] || die "$state records no server options (written by an older postgres.sh: run stop, then start)"
+    if as_owner "$BINDIR/pg_ctl" -D "$PGDATA_DIR" status >/dev/null 2>&1; then
+        echo "$URL"
+        return
+    fi
+    as_owner "$BINDIR/pg_ctl" -D "$PGDATA_DIR" -l "$BASE_DIR/server.log" -w -t 60 \
+        -o "$OPTS" start >/dev/null ||
+        { tail -n 20 "$BASE_DIR/server.log" >&2 || true; die "could not start the cluster again (port $PORT)"; }
+    echo "$URL"
+}
+
 case "${1:-}" in
 start) start ;;
 stop) stop ;;
+stop-keep) stop_keep ;;
+start-again) start_again ;;
+restart)
+    stop_keep
+    start_again
+    ;;
 url)
     load_state || die "no server recorded in $state (run: scripts/postgres.sh start)"
     echo "$URL"
@@ -181,7 +220,7 @@ status)
     fi
     ;;
 *)
-    echo "usage: scripts/postgres.sh start|stop|url|status" >&2
+    echo "usage: scripts/postgres.sh start|stop|url|status|restart|stop-keep|start-again" >&2
     exit 2
     ;;
 esac

@@ -39,6 +39,7 @@ pub mod events;
 pub mod graph;
 pub mod interrupt;
 pub mod look;
+pub mod patient;
 pub mod picture;
 pub mod run;
 pub mod store;

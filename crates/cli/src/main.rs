@@ -3,9 +3,9 @@
 //! ```text
 //! lockstep check FILE [TASK...] [GRAPH OPTIONS]          (FILE `-`: standard input, with --format)
 //! lockstep run FILE [TASK...] [-j N] [--dry-run] [--simulate MS] [--log-dir DIR] [--grace S] [--trace FILE] [--graph-out FILE] [ATTEMPTS] [GRAPH OPTIONS]
-//! lockstep run FILE [TASK...] --store sqlite:PATH|postgres://...[#SCHEMA] [-j N] [--store-limit N] [--lease-ms MS] [--log-dir DIR] [--grace S] [ATTEMPTS]
+//! lockstep run FILE [TASK...] --store sqlite:PATH|postgres://...[#SCHEMA] [-j N] [--store-limit N] [--lease-ms MS] [--store-wait D] [--log-dir DIR] [--grace S] [ATTEMPTS]
 //!   ATTEMPTS: [--retries N] [--retry-delay DURATION] [--timeout DURATION] [--fail-fast]
-//! lockstep worker --store sqlite:PATH|postgres://...[#SCHEMA] [--root DIR] [--slots N] [--lease-ms MS] [--log-dir DIR] [--grace S]
+//! lockstep worker --store sqlite:PATH|postgres://...[#SCHEMA] [--root DIR] [--slots N] [--lease-ms MS] [--store-wait D] [--log-dir DIR] [--grace S]
 //! ```
 //!
 //! Exit status: 0 the graph can run / every task succeeded / the run finished and every task
@@ -190,6 +190,15 @@ enum Cmd {
         /// A failed task's line names its log.
         #[arg(long, value_name = "DIR")]
         log_dir: Option<PathBuf>,
+        /// How long an outage of the store is waited out: a lost connection, a server that
+        /// refuses connections, restarts or fails over, and a store not created yet (a worker
+        /// started with its `run`). Each try is printed (`store unavailable (REASON): retrying
+        /// in 2.0 s (attempt 3)`), with a backoff doubling from 0.5 s to 10 s; running commands
+        /// go on meanwhile, and results that arrive are kept and reported once the store is
+        /// back (the fence decides if they count). After DURATION without an answer: exit 2
+        /// naming the last error. 0s: no waiting (e.g. "30s", "5m", "1h").
+        #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = lockstep_cli::attempts::parse_duration)]
+        store_wait: Duration,
         #[command(flatten)]
         grace: GraceArg,
     },
@@ -293,6 +302,14 @@ struct DurableRunArgs {
     /// its tasks under a live lease [default: off: a store is resumed].
     #[arg(long, requires = "store")]
     fresh: bool,
+    /// With --store: how long an outage of the store is waited out: a lost connection, a
+    /// server that refuses connections, restarts or fails over. Each try is printed (`store
+    /// unavailable (REASON): retrying in 2.0 s (attempt 3)`), with a backoff doubling from
+    /// 0.5 s to 10 s; running commands go on meanwhile, and results that arrive are kept and
+    /// reported once the store is back (the fence decides if they count). After DURATION
+    /// without an answer: exit 2 naming the last error. 0s: no waiting (e.g. "30s", "5m").
+    #[arg(long, value_name = "DURATION", default_value = "5m", requires = "store", value_parser = lockstep_cli::attempts::parse_duration)]
+    store_wait: Duration,
 }
 
 /// Options shared by every command that reads a graph.
@@ -481,6 +498,7 @@ fn main() -> ExitCode {
                     log_dir,
                     progress: !no_progress && std::io::stderr().is_terminal(),
                     fresh: durable.fresh,
+                    store_wait: durable.store_wait,
                 };
                 return store_run_cmd(&graph, &spec, &opts, show);
             }
@@ -509,6 +527,7 @@ fn main() -> ExitCode {
             root,
             events,
             log_dir,
+            store_wait,
         } => {
             if let Some(dir) = &log_dir
                 && let Err(e) = std::fs::create_dir_all(dir)
@@ -548,7 +567,7 @@ fn main() -> ExitCode {
                 out: std::sync::Arc::new(lockstep_cli::look::Out::plain()),
             };
             let metrics = verbose || opts.events.is_some();
-            worker_cmd(&store, &opts, metrics)
+            worker_cmd(&store, &opts, metrics, store_wait)
         }
     }
 }
@@ -803,8 +822,9 @@ fn worker_cmd(
     spec: &lockstep_cli::store::StoreSpec,
     opts: &lockstep_cli::worker::WorkerOptions,
     metrics: bool,
+    store_wait: Duration,
 ) -> ExitCode {
-    let code = worker_run(spec, opts, metrics);
+    let code = worker_run(spec, opts, metrics, store_wait);
     close_events(opts.events.as_deref(), code)
 }
 
@@ -812,8 +832,10 @@ fn worker_run(
     spec: &lockstep_cli::store::StoreSpec,
     opts: &lockstep_cli::worker::WorkerOptions,
     show_metrics: bool,
+    store_wait: Duration,
 ) -> ExitCode {
-    match lockstep_cli::worker::run(|| spec.open(None), opts) {
+    let open = || spec.open_patient(None, store_wait, Some(opts.stop.clone()));
+    match lockstep_cli::worker::run(open, opts) {
         Ok(stats) => {
             let metrics = stats.metrics();
             if let Some(ev) = &opts.events {

@@ -161,6 +161,25 @@ impl StoreSpec {
             StoreSpec::Postgres(url) => open_postgres(url, create),
         }
     }
+
+    /// [`StoreSpec::open`] behind a [`crate::patient::PatientStore`]: an outage (or, opening, a
+    /// store not created yet) is waited out for up to `wait` with a printed backoff, and every
+    /// later operation reconnects and tries again the same way. `stop` (Ctrl-C) ends a wait.
+    ///
+    /// # Errors
+    /// As [`StoreSpec::open`], once `wait` has passed for the waited-for ones
+    /// ([`DurableError::is_waited_for`]); at once for the others.
+    pub fn open_patient(
+        &self,
+        create: Option<usize>,
+        wait: Duration,
+        stop: Option<StopRequest>,
+    ) -> Result<BoxStore, DurableError> {
+        let spec = self.clone();
+        let store =
+            crate::patient::PatientStore::open(Box::new(move || spec.open(create)), wait, stop)?;
+        Ok(Box::new(store))
+    }
 }
 
 /// How long [`StoreSpec::open`] retries an SQLite store that answers `Busy`.
@@ -181,11 +200,11 @@ fn open_sqlite(path: &std::path::Path, create: Option<usize>) -> Result<BoxStore
         }
     }
     if create.is_none() && !path.exists() {
-        // `lockstep worker` joins a run; it never creates one.
-        return Err(DurableError::Unavailable {
+        // `lockstep worker` joins a run; it never creates one (it waits for it: `--store-wait`).
+        return Err(DurableError::Missing {
+            location: path.display().to_string(),
             reason: format!(
-                "{}: no such file; a store is created by `lockstep run FILE --store sqlite:{}`",
-                path.display(),
+                "no such file; a store is created by `lockstep run FILE --store sqlite:{}`",
                 path.display()
             ),
         });
@@ -375,6 +394,9 @@ pub struct StoreRunOptions {
     /// [`StoreRunOptions::limit`]; the store itself, its clock and its claim counter kept).
     /// Refused, deleting nothing, while a task runs under a live lease.
     pub fresh: bool,
+    /// `--store-wait`: how long an outage of the store is waited out before the run gives up
+    /// with exit 2 ([`crate::patient`]; zero: not at all).
+    pub store_wait: Duration,
 }
 
 /// What `run --store` did.
@@ -575,7 +597,8 @@ pub fn run(
         return Err(no_slots());
     }
     let limit = opts.limit.unwrap_or(lockstep_durable::UNLIMITED);
-    let mut store = spec.open(Some(limit)).map_err(store_err)?;
+    let patient = |create| spec.open_patient(create, opts.store_wait, Some(opts.stop.clone()));
+    let mut store = patient(Some(limit)).map_err(store_err)?;
     let mut preamble = Vec::new();
     if opts.fresh {
         preamble.push(start_over(&mut *store, spec, limit)?);
@@ -621,12 +644,12 @@ pub fn run(
         log_dir: opts.log_dir.clone(),
         out: Arc::clone(&out),
     };
-    let workers = worker::run(|| spec.open(None), &wopts);
+    let workers = worker::run(|| patient(None), &wopts);
     out.finish();
     let workers = workers.map_err(store_err)?;
     let wall = started.elapsed();
 
-    let mut store = spec.open(None).map_err(store_err)?;
+    let mut store = patient(None).map_err(store_err)?;
     let all: HashMap<String, TaskStatus<String>> =
         store.snapshot().map_err(store_err)?.into_iter().collect();
     let tasks: Vec<(String, TaskStatus<String>)> = graph

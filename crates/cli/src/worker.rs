@@ -24,6 +24,16 @@
 //! A claim or a report refused with [`DurableError::Busy`] (the store stayed locked by another
 //! connection past its busy timeout; nothing happened) is retried after `poll`.
 //!
+//! # Outages
+//! The connections `run` is given to open are [`crate::patient::PatientStore`]s (`run
+//! --store` and `lockstep worker`): a store that is unavailable (server down, restarting,
+//! connection lost) is waited out for up to `--store-wait`, with printed retries, by every
+//! operation, and every thread reconnects on its own. A command keeps running meanwhile; a
+//! result that arrives is kept in memory and reported with its claim's fencing token once
+//! the store answers (`refused: ... fenced` if another claim took the version meanwhile).
+//! A store still unavailable after `--store-wait` ends the thread with that error (a running
+//! command is stopped first), and the process exits 2.
+//!
 //! When nothing can be claimed the thread waits `poll` and looks again; it stops when the
 //! run is **finished** (no version pending, ready or running) or **closed**. A store that
 //! holds no task yet is waited for (the submitting `lockstep run` may not have committed).
@@ -456,13 +466,21 @@ fn run_one(
     let every = (opts.lease / 3).max(Duration::from_millis(10));
     let mut lost = false;
     let mut fenced = false;
+    // The store stayed unavailable past `--store-wait` during a renewal: nothing this attempt
+    // does can be reported; its command is stopped and the worker gives up (exit 2).
+    let mut gone: Option<DurableError> = None;
     let outcome = loop {
         match rx.recv_timeout(every) {
             Ok(out) => break out,
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 break Outcome::failed("the task's runner thread died");
             }
-            Err(mpsc::RecvTimeoutError::Timeout) if !fenced => {
+            // INVARIANT (D.outage-wait): an outage never stops a running command by itself.
+            // The renewal waits the outage out (`crate::patient`) while the command runs on,
+            // and a result that arrives meanwhile waits in the channel; once the store
+            // answers, its answer decides (renewed; `LeaseExpired`: go on, the fence decides;
+            // `Fenced`: stop). Only an outage longer than `--store-wait` stops it.
+            Err(mpsc::RecvTimeoutError::Timeout) if !fenced && gone.is_none() => {
                 match store.renew(&token, SystemClock.now(), Millis::from(opts.lease)) {
                     Ok(r) => {
                         if r.cancel_requested {
@@ -499,6 +517,15 @@ fn run_one(
                             token.id, token.generation
                         ));
                     }
+                    // Waited out for `--store-wait` in vain: stop the command, give up.
+                    Err(e @ DurableError::Unavailable { .. }) => {
+                        cancelled.store(true, Ordering::SeqCst);
+                        say(&format!(
+                            "renew {}: {e}; stopping its command (its result could not be reported)",
+                            token.id
+                        ));
+                        gone = Some(e);
+                    }
                     // A store hiccup: keep running, try again at the next beat.
                     Err(e) => say(&format!("renew {}: {e}", token.id)),
                 }
@@ -507,6 +534,10 @@ fn run_one(
         }
     };
     let _ = runner.join();
+    if let Some(e) = gone {
+        opts.out.ended(&lease.id, false);
+        return Err(e);
+    }
     let took = started.elapsed();
     if let Ok(mut s) = counters.run_time.lock() {
         s.add(took);

@@ -110,13 +110,13 @@ fn store_options_are_checked() {
         .stderr(predicates::str::contains(
             "expected sqlite:PATH or postgres://",
         ));
-    // A worker needs an existing store.
+    // A worker needs an existing store: it waits for one (--store-wait), then gives up.
     let missing = format!("sqlite:{}", dir.path().join("none.lockstep").display());
     lockstep()
-        .args(["worker", "--store", &missing])
+        .args(["worker", "--store", &missing, "--store-wait", "0s"])
         .assert()
         .code(2)
-        .stderr(predicates::str::contains("unavailable"))
+        .stderr(predicates::str::contains("no store at"))
         .stderr(predicates::str::contains(
             "a store is created by `lockstep run FILE --store",
         ));
@@ -616,10 +616,10 @@ fn worker_exits_1_when_a_task_it_ran_failed_and_0_when_all_succeeded() {
     let mut s = SqliteStore::open(dir.path().join("bad.lockstep")).unwrap();
     assert_eq!(s.status("c").unwrap().unwrap().state, TaskState::Blocked);
 
-    // A store error is still 2.
+    // A store error is still 2 (a missing store once --store-wait has passed; 0s: at once).
     let missing = format!("sqlite:{}", dir.path().join("none.lockstep").display());
     lockstep()
-        .args(["worker", "--store", &missing])
+        .args(["worker", "--store", &missing, "--store-wait", "0s"])
         .assert()
         .code(2);
 }

@@ -27,6 +27,7 @@ fn opts(limit: usize) -> StoreRunOptions {
         log_dir: None,
         progress: false,
         fresh: false,
+        store_wait: Duration::ZERO,
     }
 }
 

@@ -588,6 +588,18 @@ pub enum DurableError {
         /// What was found instead.
         reason: String,
     },
+    /// `open` of a location that holds no store **yet**: the PostgreSQL schema does not exist,
+    /// or the SQLite database has no schema object at all (an empty file, or a store whose
+    /// `create` in another process has not committed); a `lockstep run --store` that creates
+    /// it may not have started or finished. Nothing was changed.
+    /// A process that joins a run ([`DurableError::is_waited_for`]) waits for it.
+    #[error("no store at {location} yet: {reason}")]
+    Missing {
+        /// The path or URL.
+        location: String,
+        /// What was looked for.
+        reason: String,
+    },
     /// `create` on a location that already holds a store (or other data).
     #[error("{location} already exists and is not empty; open it instead")]
     AlreadyExists {
@@ -615,6 +627,35 @@ pub enum DurableError {
         /// The underlying error.
         reason: String,
     },
+}
+
+impl DurableError {
+    /// True for the faults that may pass by themselves and after which the operation may
+    /// simply be tried again: [`DurableError::Unavailable`] (the server refuses connections,
+    /// is shutting down or starting up, the connection was closed or reset, an I/O error on
+    /// the socket, too many connections) and [`DurableError::Busy`] (locked by another
+    /// connection; a deadlock or serialization failure). Never a refusal of the contract
+    /// (conflicts, fencing, cycles, ...), nor [`DurableError::Database`] (a constraint, a
+    /// disk or corruption error, a refused login), which trying again cannot cure.
+    ///
+    /// The classification is made where the error is mapped (`postgres.rs`, `sqlite.rs`;
+    /// `docs/durable.md`, "Outages"); callers match on this, never on message text.
+    /// O(1).
+    #[must_use]
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            DurableError::Unavailable { .. } | DurableError::Busy { .. }
+        )
+    }
+
+    /// True for the errors a process that **joins** a run (`lockstep worker`) waits out
+    /// instead of failing: the transient ones ([`DurableError::is_transient`]) and
+    /// [`DurableError::Missing`] (the store is not created yet). O(1).
+    #[must_use]
+    pub fn is_waited_for(&self) -> bool {
+        self.is_transient() || matches!(self, DurableError::Missing { .. })
+    }
 }
 
 impl From<SchedulerError<String>> for DurableError {

@@ -14,6 +14,63 @@ fn schema_names_are_checked_and_quoted() {
     }
 }
 
+#[test]
+fn outage_sqlstates_are_transient_and_the_others_are_not() {
+    // An outage: a connection exception, a fast shutdown, a server starting up, too many
+    // connections.
+    for code in [
+        "08000", "08001", "08003", "08006", "57P01", "57P02", "57P03", "57P05", "53300",
+    ] {
+        assert!(unavailable_code(code), "{code}");
+    }
+    // Waiting cannot cure these: a refused login, an unknown database, a dropped database, a
+    // cancelled statement, a unique violation, a serialization failure (that one is Busy).
+    for code in [
+        "28P01", "28000", "3D000", "57P04", "57014", "23505", "40001", "LK001",
+    ] {
+        assert!(!unavailable_code(code), "{code}");
+    }
+}
+
+#[test]
+fn transient_and_waited_for_errors_are_typed() {
+    let text = |reason: &str| reason.to_string();
+    let unavailable = DurableError::Unavailable {
+        reason: text("57P01: terminating connection due to administrator command"),
+    };
+    let busy = DurableError::Busy {
+        reason: text("database is locked"),
+    };
+    let missing = DurableError::Missing {
+        location: text("postgres://x"),
+        reason: text("the schema lockstep does not exist"),
+    };
+    assert!(unavailable.is_transient() && unavailable.is_waited_for());
+    assert!(busy.is_transient() && busy.is_waited_for());
+    assert!(!missing.is_transient() && missing.is_waited_for());
+    let fenced = DurableError::Fenced {
+        id: text("a"),
+        generation: Generation(1),
+        owner: text("w/0"),
+        epoch: 1,
+        current_owner: text("w/1"),
+        current_epoch: 2,
+    };
+    for never in [
+        fenced,
+        DurableError::Database {
+            reason: text("23505: duplicate key value violates unique constraint"),
+        },
+        DurableError::Closed,
+        DurableError::NotALockstepStore {
+            location: text("x"),
+            reason: text("another application's schema"),
+        },
+    ] {
+        assert!(!never.is_transient() && !never.is_waited_for(), "{never:?}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Against a real server (LOCKSTEP_PG_URL; `scripts/postgres.sh start` prints one).
 // ---------------------------------------------------------------------------------------
@@ -174,8 +231,55 @@ fn postgres_store_refused_connection_is_unavailable() {
     // Port 1 on loopback: nothing listens there; the connection is refused at once.
     let e = PostgresStore::open("postgres://nobody@127.0.0.1:1/none").unwrap_err();
     assert!(matches!(e, DurableError::Unavailable { .. }), "{e:?}");
+    assert!(e.is_transient(), "{e:?}");
     let e = PostgresStore::open("this is not a url =").unwrap_err();
     assert!(matches!(e, DurableError::InvalidInput { .. }), "{e:?}");
+}
+
+#[test]
+fn postgres_store_refused_login_is_not_transient() {
+    let Some(url) = pg_url() else { return };
+    let config = Config::from_str(&url).unwrap();
+    let ::postgres::config::Host::Tcp(host) = &config.get_hosts()[0] else {
+        eprintln!("skipped: the server is reached through a Unix socket");
+        return;
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let user = config.get_user().unwrap_or("lockstep");
+    let db = config.get_dbname().unwrap_or("lockstep");
+    let bad = format!("postgres://{user}:not-the-password@{host}:{port}/{db}");
+    let e = match PostgresStore::open(&bad) {
+        Err(e) => e,
+        Ok(_) => {
+            eprintln!("skipped: the server lets {user} in without checking the password");
+            return;
+        }
+    };
+    assert!(matches!(e, DurableError::Database { .. }), "{e:?}");
+    assert!(e.to_string().contains("28P01"), "{e}");
+    assert!(!e.is_transient(), "{e:?}");
+}
+
+#[test]
+fn postgres_store_terminated_session_is_transient_and_a_new_connection_works() {
+    let Some(url) = pg_url() else { return };
+    let scratch = Scratch::new(&url);
+    let opts = scratch.options();
+    let mut s = PostgresStore::create_with(&url, 1, &opts).unwrap();
+    let pid: i32 = s
+        .client
+        .query_one("SELECT pg_backend_pid()", &[])
+        .unwrap()
+        .get(0);
+    scratch.sql(&format!("SELECT pg_terminate_backend({pid})"));
+    // 57P01 (or the closed socket, if the server's message was not read first).
+    let e = s.counts().unwrap_err();
+    assert!(matches!(e, DurableError::Unavailable { .. }), "{e:?}");
+    assert!(e.is_transient(), "{e:?}");
+    // The connection is gone for good; a new one finds the store as it was.
+    assert!(s.counts().unwrap_err().is_transient());
+    let mut again = PostgresStore::open_with(&url, &opts).unwrap();
+    assert_eq!(again.counts().unwrap().total(), 0);
 }
 
 #[test]
@@ -183,9 +287,10 @@ fn postgres_store_refuses_newer_and_foreign_schemas() {
     let Some(url) = pg_url() else { return };
     let scratch = Scratch::new(&url);
     let opts = scratch.options();
-    // No such schema.
+    // No such schema: not there yet (a worker waits for it), not a foreign store.
     let e = PostgresStore::open_with(&url, &opts).unwrap_err();
-    assert!(matches!(e, DurableError::NotALockstepStore { .. }), "{e:?}");
+    assert!(matches!(e, DurableError::Missing { .. }), "{e:?}");
+    assert!(e.is_waited_for() && !e.is_transient(), "{e:?}");
     // Another application's schema: tables, but no lockstep_meta.
     scratch.sql(&format!(
         "CREATE SCHEMA {0}; CREATE TABLE {0}.orders (id int)",

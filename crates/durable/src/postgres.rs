@@ -52,6 +52,11 @@
 //!   transaction back (nothing claimed); if the commit happened, every claimed version has a
 //!   lease with an expiry, so it is claimable again once that passes. **No version is ever
 //!   running without a lease that expires.**
+//!   These are **transient** ([`DurableError::is_transient`]; the SQLSTATEs are listed at
+//!   `unavailable_code`): a caller may try again, on a new connection (this one is closed).
+//!   A refused login (class 28) or an unknown database is [`DurableError::Database`]: waiting
+//!   cannot cure it.
+//! * A schema that does not exist (yet): [`DurableError::Missing`].
 //! * Deadlock or serialization failures (not expected: every writer takes the same lock
 //!   first): [`DurableError::Busy`], nothing changed.
 //! * A schema without Lockstep's metadata, or another application's:
@@ -182,21 +187,28 @@ impl Sql {
     }
 }
 
-/// True for the errors that mean the server could not be reached or the session ended.
+/// True for the errors that mean the server could not be reached or the session ended, and
+/// that may pass by themselves (`DurableError::Unavailable`, transient: `docs/durable.md`,
+/// "Outages"). Classified by SQLSTATE ([`unavailable_code`]); an error without one is an I/O
+/// error on the socket (refused, reset, closed, timed out) or a protocol error, transient too.
 fn is_unavailable(e: &::postgres::Error) -> bool {
     if e.is_closed() {
         return true;
     }
     match e.code() {
-        Some(code) => {
-            let c = code.code();
-            // 08: connection exception; 57P0x: the server is shutting down or the session was
-            // terminated by an administrator; 28: authentication; 3D000: no such database.
-            c.starts_with("08") || c.starts_with("57P") || c.starts_with("28") || c == "3D000"
-        }
-        // No SQLSTATE: an I/O error or a protocol error on the socket.
+        Some(code) => unavailable_code(code.code()),
         None => e.as_db_error().is_none(),
     }
+}
+
+/// The SQLSTATEs of an outage: class 08 (connection exception), 57P01 (admin shutdown: a
+/// fast shutdown or `pg_terminate_backend`), 57P02 (crash shutdown), 57P03 (cannot connect
+/// now: the server is starting up or shutting down), 57P05 (idle session timeout), 53300
+/// (too many connections). Not transient, so not listed: class 28 (a refused login: a wrong
+/// password does not heal), 3D000 (no such database), 57P04 (database dropped), 57014 (a
+/// statement cancelled), constraint and data errors. O(1).
+pub(crate) fn unavailable_code(c: &str) -> bool {
+    c.starts_with("08") || matches!(c, "57P01" | "57P02" | "57P03" | "57P05" | "53300")
 }
 
 fn map_err(e: ::postgres::Error) -> DurableError {
@@ -529,11 +541,15 @@ impl PostgresStore {
             config.connect_timeout(options.connect_timeout);
         }
         let location = describe_config(&config, &options.schema);
-        let client = config
-            .connect(NoTls)
-            .map_err(|e| DurableError::Unavailable {
-                reason: format!("{location}: {}", describe(&e)),
-            })?;
+        let client = config.connect(NoTls).map_err(|e| {
+            let reason = format!("{location}: {}", describe(&e));
+            // A refused login or an unknown database is not an outage: waiting cannot cure it.
+            if is_unavailable(&e) {
+                DurableError::Unavailable { reason }
+            } else {
+                DurableError::Database { reason }
+            }
+        })?;
         let sql = Sql::new(&schema);
         Ok(PostgresStore {
             client,
@@ -603,7 +619,10 @@ impl PostgresStore {
             .map_err(map_err)?;
         let (schema_exists, meta_exists): (bool, bool) = (row.get(0), row.get(1));
         if !schema_exists {
-            return Err(not_ours(format!("the schema {name} does not exist")));
+            return Err(DurableError::Missing {
+                location: location.clone(),
+                reason: format!("the schema {name} does not exist"),
+            });
         }
         if !meta_exists {
             return Err(not_ours(format!(

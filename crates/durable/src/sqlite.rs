@@ -302,8 +302,9 @@ impl SqliteStore {
     ///
     /// # Errors
     /// [`DurableError::Unavailable`] if the file does not exist or cannot be opened;
-    /// [`DurableError::NotALockstepStore`] if it is not a database, is another application's
-    /// database, is empty, or its metadata is damaged; [`DurableError::NewerSchema`] if a
+    /// [`DurableError::Missing`] if the database is empty (no schema object: an empty file, or
+    /// a store another process is creating); [`DurableError::NotALockstepStore`] if it is not
+    /// a database, is another application's database, or its metadata is damaged; [`DurableError::NewerSchema`] if a
     /// newer Lockstep wrote it. The file is only read in these cases, never changed.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, DurableError> {
         // INVARIANT (D.resume): every operation is one committed transaction, so a store
@@ -329,10 +330,16 @@ impl SqliteStore {
         store.configure(options)?;
         let location = store.location();
         let (app_id, objects) = store.inspect()?;
+        // An empty database is no store **yet**: a `create` in another process may be under
+        // way (its transaction not committed), so a process joining a run waits for it.
+        if app_id == 0 && objects == 0 {
+            return Err(DurableError::Missing {
+                location,
+                reason: "an empty database (a store being created, or an empty file)".into(),
+            });
+        }
         if app_id != APPLICATION_ID {
-            let reason = if app_id == 0 && objects == 0 {
-                "an empty database".to_string()
-            } else if app_id == 0 {
+            let reason = if app_id == 0 {
                 format!("a database with {objects} schema objects and no Lockstep application id")
             } else {
                 format!("a database with application id {app_id:#x} (another application's)")

@@ -584,13 +584,13 @@ fn missing_files_and_existing_stores_are_typed_errors() {
         SqliteStore::create(&path, 1),
         Err(DurableError::AlreadyExists { .. })
     ));
-    // An empty file is not a store, but a store can be created in it.
+    // An empty file is no store yet (Missing: a worker waits for it), but a store can be
+    // created in it.
     let empty = dir.path().join("empty.lockstep");
     std::fs::write(&empty, b"").unwrap();
-    assert!(matches!(
-        SqliteStore::open(&empty),
-        Err(DurableError::NotALockstepStore { .. })
-    ));
+    let e = SqliteStore::open(&empty).unwrap_err();
+    assert!(matches!(e, DurableError::Missing { .. }), "{e:?}");
+    assert!(e.is_waited_for() && !e.is_transient(), "{e:?}");
     assert!(SqliteStore::create(&empty, 1).is_ok());
 }
 

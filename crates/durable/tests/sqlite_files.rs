@@ -36,8 +36,9 @@ fn a_truncated_store_is_not_a_lockstep_store_and_is_left_alone() {
     }
 }
 
-/// A zero-byte file is an empty database to SQLite: `open` refuses it and leaves it empty
-/// (no WAL or header written); a directory is `Unavailable`.
+/// A zero-byte file is an empty database to SQLite: `open` refuses it as no store yet
+/// (`Missing`: a worker waits for a store being created) and leaves it empty (no WAL or
+/// header written); a directory is `Unavailable`.
 #[test]
 fn a_zero_byte_file_and_a_directory_are_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -45,7 +46,7 @@ fn a_zero_byte_file_and_a_directory_are_refused() {
     std::fs::write(&zero, b"").unwrap();
     assert!(matches!(
         SqliteStore::open(&zero),
-        Err(DurableError::NotALockstepStore { .. })
+        Err(DurableError::Missing { .. })
     ));
     assert_eq!(std::fs::metadata(&zero).unwrap().len(), 0);
     for r in [

@@ -1,0 +1,376 @@
+//! Outages are waited out, not fatal (issue 11 item 7; `docs/durable.md`, "Outages";
+//! `docs/semantics.md`, `D.outage-wait`).
+//!
+//! [`PatientStore`] wraps a store connection of `lockstep run --store` and `lockstep worker`.
+//! Every [`Store`] operation that fails with [`DurableError::Unavailable`] (the server
+//! refuses connections, shuts down or starts up, the connection was closed or reset: the
+//! durable crate's classification, [`DurableError::is_transient`], never message text) drops
+//! the dead connection, waits, opens a new one and tries **the same operation again**, with a
+//! bounded exponential backoff; each wait prints one line
+//!
+//! ```text
+//! store unavailable (REASON): retrying in 2.0 s (attempt 3)
+//! ```
+//!
+//! and the first answer after an outage prints `store back after 7.3 s (4 attempts)`. Opening
+//! also waits for [`DurableError::Missing`] (a PostgreSQL schema, or an SQLite file, that the
+//! `lockstep run --store` creating it has not made yet: a worker started at the same moment
+//! as `run`). The outage's waiting is bounded by `--store-wait` ([`DEFAULT_STORE_WAIT`]):
+//! once that much time has passed since the first failure without an answer, the operation
+//! returns the last error (`store unavailable (REASON): giving up after 5m (--store-wait)`),
+//! and the process exits 2 naming it. A wait of zero never retries (the behaviour before).
+//!
+//! [`DurableError::Busy`] (transient too) is not retried here: the callers already retry it
+//! after their poll interval, as before (SQLite's busy handler has waited first).
+//!
+//! # Trying an operation again
+//! A lost connection before the commit changed nothing; a connection lost **during** the
+//! commit may have committed. Each operation is therefore tried again only where a second
+//! try is harmless, which holds for every operation the CLI sends, by the contract's own
+//! checks: a second `complete`/`fail` of the same token answers `Duplicate` (or `Fenced` if
+//! another claim took the version), a second `abandon` is accepted, `close` is idempotent,
+//! a conditional `submit_if_unchanged`/`redefine` answers `Changed` (the caller reads again),
+//! and a claim whose commit was lost leaves a lease that nobody runs: it expires after one
+//! lease duration and the version is claimed again (a delay, never a second run).
+//!
+//! # Backoff
+//! Attempt `n` (from 1) waits a random time in `[b/2, b]` with `b = min(0.5 s * 2^(n-1),
+//! 10 s)` ("equal jitter": M. Brooker, "Exponential Backoff and Jitter", AWS Architecture
+//! Blog, 2015), cut so that the last try falls at the deadline. Many workers that lost the
+//! same server thus come back spread out instead of all at once.
+
+use std::time::{Duration, Instant};
+
+use lockstep_durable::{
+    CallbackOutcome, CancelOutcome, CloseReport, Definition, DurableError, FencingToken,
+    Generation, GraphReport, Lease, LeaseInfo, LeaseOwner, Millis, NewTask, Redefinition, Renewal,
+    StateCounts, Store, TaskStatus,
+};
+
+use crate::interrupt::StopRequest;
+use crate::store::BoxStore;
+
+/// The default `--store-wait`: 5 minutes. Long enough for a server restart (seconds), a
+/// managed PostgreSQL's failover to its standby (typically one to two minutes) or a minor
+/// version upgrade; short enough that a server that is really gone is reported while someone
+/// still watches. Leases are not the bound: a lease that expires during the outage only lets
+/// another worker claim the version once the store is back, and the fence decides.
+pub const DEFAULT_STORE_WAIT: Duration = Duration::from_secs(300);
+
+/// The first backoff step (attempt 1 waits between half of it and all of it).
+const FIRST_STEP: Duration = Duration::from_millis(500);
+
+/// The longest backoff step.
+const MAX_STEP: Duration = Duration::from_secs(10);
+
+/// How the wait of attempt `attempt` (from 1) is bounded before jitter: `min(0.5 s *
+/// 2^(attempt-1), 10 s)`. O(1).
+#[must_use]
+pub fn backoff_step(attempt: u32) -> Duration {
+    let doubled = FIRST_STEP.saturating_mul(1u32 << attempt.saturating_sub(1).min(16));
+    doubled.min(MAX_STEP)
+}
+
+/// `d` seconds with one decimal (`2.0 s`), for the retry lines.
+fn seconds(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+/// The error's own text for the retry lines (the reason, without the "the store is
+/// unavailable:" prefix that the line already says).
+fn reason(e: &DurableError) -> String {
+    match e {
+        DurableError::Unavailable { reason } => reason.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A way to open a new connection to the same store.
+pub type Opener = Box<dyn Fn() -> Result<BoxStore, DurableError> + Send>;
+
+/// A store connection that waits out outages (module documentation). Implements [`Store`]
+/// by handing each operation to the connection it holds, opening a new one after an outage.
+///
+/// Each operation that takes `now` is given `max(now, wall clock)` ([`lockstep_durable::SystemClock`])
+/// at each try: a claim or renewal tried again after a wait of minutes must not use the time
+/// from before the wait (its lease would start already shortened, and another worker could
+/// claim the version while this one runs it). For the CLI, whose `now` is the wall clock,
+/// the first try is unchanged.
+pub struct PatientStore {
+    inner: Option<BoxStore>,
+    open: Opener,
+    wait: Duration,
+    stop: Option<StopRequest>,
+    /// When the current outage began (the first failure without an answer since).
+    down_since: Option<Instant>,
+    /// Failed tries in the current outage.
+    attempt: u32,
+}
+
+impl std::fmt::Debug for PatientStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PatientStore")
+            .field("connected", &self.inner.is_some())
+            .field("wait", &self.wait)
+            .field("attempt", &self.attempt)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PatientStore {
+    /// Opens a connection with `open`, waiting out an outage or a store that does not exist
+    /// yet ([`DurableError::is_waited_for`]) for up to `wait`; `stop` (Ctrl-C) ends a wait
+    /// early with the last error.
+    ///
+    /// # Errors
+    /// The last error of `open` once `wait` has passed (or at once for errors that waiting
+    /// cannot cure: not a Lockstep store, a newer schema, a refused login, ...).
+    pub fn open(
+        open: Opener,
+        wait: Duration,
+        stop: Option<StopRequest>,
+    ) -> Result<PatientStore, DurableError> {
+        let mut s = PatientStore {
+            inner: None,
+            open,
+            wait,
+            stop,
+            down_since: None,
+            attempt: 0,
+        };
+        s.call(|_| Ok(()))?;
+        Ok(s)
+    }
+
+    /// Runs `f` on a connection, waiting out outages (module documentation).
+    fn call<T>(
+        &mut self,
+        mut f: impl FnMut(&mut dyn Store) -> Result<T, DurableError>,
+    ) -> Result<T, DurableError> {
+        loop {
+            let result = match self.inner.as_mut() {
+                Some(s) => match f(&mut **s) {
+                    // The connection is dead: drop it; the next try opens a new one.
+                    Err(e @ DurableError::Unavailable { .. }) => {
+                        self.inner = None;
+                        Err(e)
+                    }
+                    other => other,
+                },
+                None => match (self.open)() {
+                    Ok(s) => {
+                        let s = self.inner.insert(s);
+                        f(&mut **s)
+                    }
+                    // Opening waits for a store that is not there yet, too.
+                    Err(e) if e.is_waited_for() && !matches!(e, DurableError::Busy { .. }) => {
+                        Err(e)
+                    }
+                    Err(e) => return Err(e),
+                },
+            };
+            match result {
+                Err(e @ (DurableError::Unavailable { .. } | DurableError::Missing { .. })) => {
+                    self.pause(e)?;
+                }
+                other => {
+                    if let Some(since) = self.down_since.take() {
+                        crate::look::say(&format!(
+                            "store back after {} ({} attempt{})",
+                            seconds(since.elapsed()),
+                            self.attempt + 1,
+                            if self.attempt == 0 { "" } else { "s" }
+                        ));
+                    }
+                    self.attempt = 0;
+                    return other;
+                }
+            }
+        }
+    }
+
+    /// One failed try of the current outage: waits the backoff, or returns `e` once the
+    /// outage has lasted `wait` (or a stop was requested).
+    fn pause(&mut self, e: DurableError) -> Result<(), DurableError> {
+        let since = *self.down_since.get_or_insert_with(Instant::now);
+        self.attempt += 1;
+        let elapsed = since.elapsed();
+        if elapsed >= self.wait || self.stopping() {
+            if !self.wait.is_zero() {
+                crate::look::say(&format!(
+                    "store unavailable ({}): giving up after {} (attempt {}, --store-wait {})",
+                    reason(&e),
+                    seconds(elapsed),
+                    self.attempt,
+                    humantime::format_duration(self.wait)
+                ));
+            }
+            self.down_since = None;
+            self.attempt = 0;
+            return Err(e);
+        }
+        let step = backoff_step(self.attempt);
+        let jittered = step / 2 + step.mul_f64(fastrand::f64() / 2.0);
+        let delay = jittered.min(self.wait - elapsed);
+        crate::look::say(&format!(
+            "store unavailable ({}): retrying in {} (attempt {})",
+            reason(&e),
+            seconds(delay),
+            self.attempt
+        ));
+        let until = Instant::now() + delay;
+        while Instant::now() < until {
+            if self.stopping() {
+                break;
+            }
+            std::thread::sleep((until - Instant::now()).min(Duration::from_millis(50)));
+        }
+        Ok(())
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.as_ref().is_some_and(StopRequest::is_requested)
+    }
+}
+
+impl Store for PatientStore {
+    fn submit(
+        &mut self,
+        tasks: &[NewTask],
+    ) -> Result<Vec<Result<Generation, DurableError>>, DurableError> {
+        self.call(|s| s.submit(tasks))
+    }
+
+    fn submit_if_unchanged(
+        &mut self,
+        seen: &[(&str, Option<Generation>)],
+        tasks: &[NewTask],
+    ) -> Result<Vec<Result<Generation, DurableError>>, DurableError> {
+        self.call(|s| s.submit_if_unchanged(seen, tasks))
+    }
+
+    fn start(&mut self) -> Result<(), DurableError> {
+        self.call(|s| s.start())
+    }
+
+    fn check(&mut self) -> Result<GraphReport<String>, DurableError> {
+        self.call(|s| s.check())
+    }
+
+    fn claim(
+        &mut self,
+        owner: &LeaseOwner,
+        now: Millis,
+        lease: Millis,
+        max: usize,
+    ) -> Result<Vec<Lease>, DurableError> {
+        self.call(|s| s.claim(owner, now_after(now), lease, max))
+    }
+
+    fn complete(
+        &mut self,
+        token: &FencingToken,
+        now: Millis,
+    ) -> Result<CallbackOutcome, DurableError> {
+        self.call(|s| s.complete(token, now_after(now)))
+    }
+
+    fn fail(
+        &mut self,
+        token: &FencingToken,
+        now: Millis,
+        error: &str,
+    ) -> Result<CallbackOutcome, DurableError> {
+        self.call(|s| s.fail(token, now_after(now), error))
+    }
+
+    fn renew(
+        &mut self,
+        token: &FencingToken,
+        now: Millis,
+        lease: Millis,
+    ) -> Result<Renewal, DurableError> {
+        self.call(|s| s.renew(token, now_after(now), lease))
+    }
+
+    fn abandon(&mut self, token: &FencingToken, now: Millis) -> Result<(), DurableError> {
+        self.call(|s| s.abandon(token, now_after(now)))
+    }
+
+    fn redefine(
+        &mut self,
+        change: &Redefinition,
+        now: Millis,
+    ) -> Result<Vec<Generation>, DurableError> {
+        self.call(|s| s.redefine(change, now_after(now)))
+    }
+
+    fn reset(&mut self, max_concurrency: usize, now: Millis) -> Result<usize, DurableError> {
+        self.call(|s| s.reset(max_concurrency, now_after(now)))
+    }
+
+    fn definitions(&mut self) -> Result<Vec<Definition>, DurableError> {
+        self.call(|s| s.definitions())
+    }
+
+    fn cancel(&mut self, id: &str, now: Millis) -> Result<CancelOutcome, DurableError> {
+        self.call(|s| s.cancel(id, now_after(now)))
+    }
+
+    fn close(&mut self, now: Millis) -> Result<CloseReport, DurableError> {
+        self.call(|s| s.close(now_after(now)))
+    }
+
+    fn status(&mut self, id: &str) -> Result<Option<TaskStatus<String>>, DurableError> {
+        self.call(|s| s.status(id))
+    }
+
+    fn lease(&mut self, id: &str) -> Result<Option<LeaseInfo>, DurableError> {
+        self.call(|s| s.lease(id))
+    }
+
+    fn snapshot(&mut self) -> Result<Vec<(String, TaskStatus<String>)>, DurableError> {
+        self.call(|s| s.snapshot())
+    }
+
+    fn counts(&mut self) -> Result<StateCounts, DurableError> {
+        self.call(|s| s.counts())
+    }
+
+    fn max_concurrency(&mut self) -> Result<usize, DurableError> {
+        self.call(|s| s.max_concurrency())
+    }
+
+    fn is_started(&mut self) -> Result<bool, DurableError> {
+        self.call(|s| s.is_started())
+    }
+
+    fn is_closed(&mut self) -> Result<bool, DurableError> {
+        self.call(|s| s.is_closed())
+    }
+
+    fn clock(&mut self) -> Result<Millis, DurableError> {
+        self.call(|s| s.clock())
+    }
+}
+
+/// The time to give a (possibly retried) operation: the caller's `now`, or the wall clock if
+/// that is later (a try after a wait of minutes must not claim with the time before it, which
+/// would let a lease start already shortened by the outage). The store keeps the largest
+/// time it has seen anyway ([`Store`]: the high-water clock).
+fn now_after(now: Millis) -> Millis {
+    use lockstep_durable::Clock;
+    now.max(lockstep_durable::SystemClock.now())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_half_a_second_to_ten_seconds() {
+        let steps: Vec<u128> = (1..=8).map(|n| backoff_step(n).as_millis()).collect();
+        assert_eq!(steps, [500, 1000, 2000, 4000, 8000, 10_000, 10_000, 10_000]);
+        assert_eq!(backoff_step(u32::MAX), MAX_STEP);
+    }
+}

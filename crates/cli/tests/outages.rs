@@ -1,0 +1,549 @@
+//! Outages are waited out, not fatal (issue 11 item 7; `docs/durable.md`, "Outages"): real
+//! `lockstep run --store` and `lockstep worker` processes on a real PostgreSQL server that is
+//! stopped and started under them.
+//!
+//! The tests that stop a server start **their own** cluster with `scripts/postgres.sh` (state
+//! file in the test's temporary directory), so the shared server of `LOCKSTEP_PG_URL` keeps
+//! running for the other tests. They run where the PostgreSQL tests run: with
+//! `LOCKSTEP_PG_URL` set (skipped without it; a failure with `LOCKSTEP_REQUIRE_PG=1`). Every
+//! test name contains `postgres` (CI: `cargo test --workspace --tests -- postgres`).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use lockstep_cli::store::StoreSpec;
+use lockstep_durable::TaskState;
+
+mod common;
+use common::{DEADLINE, lockstep, wait_for};
+
+/// The server of `LOCKSTEP_PG_URL`, or `None` (skip line) without one; a failure with
+/// `LOCKSTEP_REQUIRE_PG=1`.
+fn pg_url() -> Option<String> {
+    match std::env::var("LOCKSTEP_PG_URL") {
+        Ok(u) if !u.trim().is_empty() => Some(u),
+        _ => {
+            assert!(
+                std::env::var("LOCKSTEP_REQUIRE_PG").as_deref() != Ok("1"),
+                "LOCKSTEP_REQUIRE_PG=1 but LOCKSTEP_PG_URL is not set"
+            );
+            eprintln!("skipped: LOCKSTEP_PG_URL is not set");
+            None
+        }
+    }
+}
+
+/// A private PostgreSQL cluster made by `scripts/postgres.sh start`, deleted on drop.
+struct Cluster {
+    state: PathBuf,
+    url: String,
+}
+
+impl Cluster {
+    fn script(&self, what: &str) -> String {
+        let out =
+            Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/postgres.sh"))
+                .arg(what)
+                .env("LOCKSTEP_PG_STATE", &self.state)
+                .env_remove("LOCKSTEP_PG_PORT")
+                .output()
+                .expect("run scripts/postgres.sh");
+        assert!(
+            out.status.success(),
+            "scripts/postgres.sh {what} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// A new cluster, when PostgreSQL tests run at all ([`pg_url`]).
+    fn start(dir: &Path) -> Option<Cluster> {
+        pg_url()?;
+        let mut c = Cluster {
+            state: dir.join("pg.env"),
+            url: String::new(),
+        };
+        c.url = c.script("start");
+        assert!(c.url.starts_with("postgres://"), "{}", c.url);
+        Some(c)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ =
+            Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/postgres.sh"))
+                .arg("stop")
+                .env("LOCKSTEP_PG_STATE", &self.state)
+                .output();
+    }
+}
+
+/// A running `lockstep` whose standard output and error are collected as it goes.
+struct Running {
+    child: Child,
+    out: Arc<Mutex<String>>,
+}
+
+impl Running {
+    fn spawn(mut cmd: Command) -> Running {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start lockstep");
+        let out = Arc::new(Mutex::new(String::new()));
+        for stream in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let out = Arc::clone(&out);
+            thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    let mut o = out.lock().unwrap();
+                    o.push_str(&line);
+                    o.push('\n');
+                }
+            });
+        }
+        Running { child, out }
+    }
+
+    fn text(&self) -> String {
+        self.out.lock().unwrap().clone()
+    }
+
+    /// Waits until `cond` holds (not a condition on its output); panics with its output if it
+    /// exits first or after the deadline.
+    fn wait_while_running(&mut self, what: &str, cond: impl Fn() -> bool) {
+        let end = Instant::now() + DEADLINE;
+        while !cond() {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                panic!(
+                    "lockstep exited ({st}) before {what}; it printed:\n{}",
+                    self.text()
+                );
+            }
+            assert!(
+                Instant::now() < end,
+                "timed out waiting for: {what}; lockstep printed:\n{}",
+                self.text()
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until `cond` holds of what it printed; panics with its exit status and output
+    /// if it exits first (or after the deadline).
+    fn wait_for_text(&mut self, what: &str, cond: impl Fn(&str) -> bool) {
+        wait_for(what, || {
+            let text = self.text();
+            if let Some(st) = self.child.try_wait().unwrap() {
+                thread::sleep(Duration::from_millis(200));
+                assert!(
+                    cond(&self.text()),
+                    "lockstep exited ({st}) before {what}; it printed:\n{}",
+                    self.text()
+                );
+                return true;
+            }
+            cond(&text)
+        });
+    }
+
+    /// Waits for the exit (hang guard: SIGKILL and panic after `limit`); returns the status
+    /// and everything it printed.
+    fn finish_within(mut self, limit: Duration) -> (ExitStatus, String) {
+        let end = Instant::now() + limit;
+        let status = loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() > end {
+                let _ = self.child.kill();
+                panic!("lockstep did not exit; it printed:\n{}", self.text());
+            }
+            thread::sleep(Duration::from_millis(20));
+        };
+        wait_for("the output to end", || Arc::strong_count(&self.out) == 1);
+        (status, self.text())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A task file of `n` independent tasks `t0..`: each appends its id to `runs` when it starts,
+/// sleeps `sleep` seconds, then appends its id to `done`.
+fn tasks(dir: &Path, n: usize, sleep: &str) -> PathBuf {
+    let runs = dir.join("runs.txt");
+    let done = dir.join("done.txt");
+    let mut text = String::new();
+    for i in 0..n {
+        text.push_str(&format!(
+            "[[task]]\nid = \"t{i}\"\ncommand = \"echo t{i} >> '{}'; sleep {sleep}; echo t{i} >> '{}'\"\n\n",
+            runs.display(),
+            done.display()
+        ));
+    }
+    let file = dir.join("g.toml");
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+/// The lines of `file` (none if it does not exist yet).
+fn lines(file: &Path) -> Vec<String> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// How many times each id appears in `file`.
+fn tally(file: &Path) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for l in lines(file) {
+        *m.entry(l).or_insert(0) += 1;
+    }
+    m
+}
+
+fn store_run(file: &Path, store: &str, extra: &[&str]) -> Command {
+    let mut c = lockstep();
+    c.arg("run")
+        .arg(file)
+        .args(["--store", store, "-j", "2", "--no-progress"])
+        .args(extra);
+    c
+}
+
+fn worker(store: &str, dir: &Path, extra: &[&str]) -> Command {
+    let mut c = lockstep();
+    c.args([
+        "worker",
+        "--store",
+        store,
+        "--slots",
+        "2",
+        "--poll-ms",
+        "50",
+    ])
+    .arg("--root")
+    .arg(dir)
+    .args(extra);
+    c
+}
+
+/// Every task of the store succeeded.
+fn assert_all_succeeded(store: &str, n: usize) {
+    let mut s = StoreSpec::Postgres(store.to_string()).open(None).unwrap();
+    let snap = s.snapshot().unwrap();
+    assert_eq!(snap.len(), n);
+    for (id, st) in snap {
+        assert_eq!(st.state, TaskState::Succeeded, "{id}: {st:?}");
+    }
+}
+
+/// (a) A worker started before `run --store` created the store (the schema does not exist
+/// yet) waits for it, printing its retries, and then runs tasks of the run.
+#[test]
+fn postgres_worker_started_before_the_store_waits_for_it_then_runs_tasks() {
+    let Some(url) = pg_url() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let schema = format!("t_outage_early_{}", std::process::id());
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .unwrap();
+    let store = format!("{url}#{schema}");
+    let file = tasks(d, 6, "0.5");
+    let mut w = Running::spawn(worker(&store, d, &[]));
+    w.wait_for_text("the worker waits for the store", |t| {
+        t.contains("store unavailable (no store at")
+    });
+    let r = Running::spawn(store_run(&file, &store, &[]));
+    let (rs, rout) = r.finish_within(DEADLINE);
+    let (ws, wout) = w.finish_within(DEADLINE);
+    admin
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .unwrap_or(());
+    assert_eq!(rs.code(), Some(0), "run:\n{rout}\nworker:\n{wout}");
+    assert_eq!(ws.code(), Some(0), "worker:\n{wout}\nrun:\n{rout}");
+    assert!(
+        wout.contains("the schema") && wout.contains("does not exist): retrying in"),
+        "{wout}"
+    );
+    assert!(wout.contains("store back after"), "{wout}");
+    // It joined the run: it ran tasks (the summary counts them), and every task ran once.
+    let ran_here = wout
+        .lines()
+        .find_map(|l| l.strip_prefix("worker ").and_then(|l| l.split("; ").nth(1)))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or_else(|| panic!("no summary line:\n{wout}"));
+    assert!(
+        ran_here > 0,
+        "the worker ran nothing:\n{wout}\nrun:\n{rout}"
+    );
+    let t = tally(&d.join("runs.txt"));
+    assert_eq!(t.len(), 6, "{t:?}");
+    assert!(t.values().all(|&n| n == 1), "{t:?}");
+}
+
+/// (a, SQLite) A worker started before `run --store sqlite:PATH` made the file waits for it
+/// (`Missing`: no such file, or an empty database being created), then joins the run.
+#[test]
+fn worker_started_before_an_sqlite_store_waits_for_it_then_runs_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let store = format!("sqlite:{}", d.join("run.lockstep").display());
+    let file = tasks(d, 6, "0.5");
+    let mut w = Running::spawn(worker(&store, d, &[]));
+    w.wait_for_text("the worker waits for the store", |t| {
+        t.contains("store unavailable (no store at")
+    });
+    let (rs, rout) = Running::spawn(store_run(&file, &store, &[])).finish_within(DEADLINE);
+    let (ws, wout) = w.finish_within(DEADLINE);
+    assert_eq!(rs.code(), Some(0), "run:\n{rout}\nworker:\n{wout}");
+    assert_eq!(ws.code(), Some(0), "worker:\n{wout}\nrun:\n{rout}");
+    assert!(wout.contains("no such file"), "{wout}");
+    assert!(wout.contains("store back after"), "{wout}");
+    let t = tally(&d.join("runs.txt"));
+    assert_eq!(t.len(), 6, "{t:?}");
+    assert!(t.values().all(|&n| n == 1), "{t:?}");
+}
+
+/// (b) The server goes away under a running `run --store` and a worker, twice: a fast
+/// shutdown while four commands run, kept down until those commands have finished (their
+/// results wait in memory), then started again; later a plain restart (fast shutdown, start)
+/// while the next commands run. Both processes wait it out with printed retries, report the
+/// kept results with their fencing tokens, and finish the run: every task ran exactly once,
+/// both exit 0.
+#[test]
+fn postgres_server_restarts_mid_run_are_waited_out_and_every_task_runs_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let Some(cluster) = Cluster::start(d) else {
+        return;
+    };
+    let store = format!("{}#outage", cluster.url);
+    let n = 8;
+    let file = tasks(d, n, "2");
+    let (runs, done) = (d.join("runs.txt"), d.join("done.txt"));
+    let mut r = Running::spawn(store_run(&file, &store, &[]));
+    r.wait_for_text("the store to exist", |t| t.contains("new run of"));
+    let mut w = Running::spawn(worker(&store, d, &[]));
+    // Four commands run (two in `run`, two in the worker).
+    wait_for("four commands to run", || lines(&runs).len() >= 4);
+    cluster.script("stop-keep");
+    // Every command that started has finished while the server is down: their results are
+    // only in the processes' memory now.
+    let started = lines(&runs).len();
+    wait_for("the running commands to finish", || {
+        lines(&done).len() >= started
+    });
+    for p in [&mut r, &mut w] {
+        p.wait_for_text("a retry", |t| t.contains("store unavailable ("));
+    }
+    cluster.script("start-again");
+    // The next commands run; restart the server under them.
+    wait_for("more commands to run", || lines(&runs).len() > started);
+    cluster.script("restart");
+    let (rs, rout) = r.finish_within(DEADLINE * 2);
+    let (ws, wout) = w.finish_within(DEADLINE * 2);
+    assert_eq!(rs.code(), Some(0), "run:\n{rout}\nworker:\n{wout}");
+    assert_eq!(ws.code(), Some(0), "worker:\n{wout}\nrun:\n{rout}");
+    for out in [&rout, &wout] {
+        assert!(out.contains("store unavailable ("), "{out}");
+        assert!(out.contains("): retrying in "), "{out}");
+        assert!(out.contains("store back after"), "{out}");
+        assert!(!out.contains("refused: "), "{out}");
+    }
+    let t = tally(&runs);
+    assert_eq!(t.len(), n, "{t:?}");
+    assert!(t.values().all(|&k| k == 1), "a task ran twice: {t:?}");
+    assert_eq!(tally(&done), t);
+    assert_all_succeeded(&store, n);
+}
+
+/// (c) A server that stays down longer than `--store-wait` makes `run --store` and the worker
+/// give up: exit 2, naming the error, after printing their retries.
+#[test]
+fn postgres_server_down_longer_than_the_store_wait_exits_2_naming_the_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let Some(cluster) = Cluster::start(d) else {
+        return;
+    };
+    let store = format!("{}#outage", cluster.url);
+    let file = tasks(d, 4, "1");
+    let wait = ["--store-wait", "2s"];
+    let r = Running::spawn(store_run(&file, &store, &wait));
+    let w = Running::spawn(worker(&store, d, &wait));
+    wait_for("commands to run", || !lines(&d.join("runs.txt")).is_empty());
+    cluster.script("stop-keep");
+    let (rs, rout) = r.finish_within(DEADLINE);
+    let (ws, wout) = w.finish_within(DEADLINE);
+    assert_eq!(rs.code(), Some(2), "run:\n{rout}");
+    assert_eq!(ws.code(), Some(2), "worker:\n{wout}");
+    for out in [&rout, &wout] {
+        assert!(out.contains("): retrying in "), "{out}");
+        assert!(out.contains("giving up after"), "{out}");
+        assert!(out.contains("--store-wait 2s"), "{out}");
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("error: ") && l.contains("the store is unavailable")),
+            "{out}"
+        );
+    }
+}
+
+/// A TCP forwarder between a worker and the server that the test can cut: a network partition
+/// of one worker while the server stays up for everyone else.
+struct Proxy {
+    port: u16,
+    cut: Arc<std::sync::atomic::AtomicBool>,
+    live: Arc<Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Proxy {
+    fn start(upstream: String) -> Proxy {
+        use std::net::{TcpListener, TcpStream};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = Arc::new(AtomicBool::new(false));
+        let live: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+        let (c, l) = (Arc::clone(&cut), Arc::clone(&live));
+        thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if c.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(&upstream) else {
+                    continue;
+                };
+                let mut live = l.lock().unwrap();
+                live.push(client.try_clone().unwrap());
+                live.push(server.try_clone().unwrap());
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Proxy { port, cut, live }
+    }
+
+    /// Drops every connection and refuses new ones until [`Proxy::heal`].
+    fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        for s in self.live.lock().unwrap().drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn heal(&self) {
+        self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A command that finishes while its worker cannot reach the store keeps its result, and the
+/// worker reports it with its fencing token once the store is back; the lease expired meanwhile
+/// and another claim took the version, so the store refuses it (fenced) and the worker says
+/// so. (The worker is cut off by a proxy; the server stays up for the test's own claim.)
+#[test]
+fn postgres_result_kept_through_a_partition_is_fenced_when_the_lease_moved_on() {
+    use lockstep_durable::{
+        CallbackOutcome, Clock, LeaseOwner, Millis, NewTask, PostgresOptions, PostgresStore, Store,
+        SystemClock,
+    };
+    let Some(url) = pg_url() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let schema = format!("t_outage_fenced_{}", std::process::id());
+    let opts = PostgresOptions::with_schema(schema.clone());
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .unwrap();
+    // One task whose command runs about 2 s, submitted the way `run --store` stores it.
+    let (runs, done) = (d.join("runs.txt"), d.join("done.txt"));
+    let payload = lockstep_cli::store::StoredPayload {
+        command: Some(format!(
+            "echo t0 >> '{}'; sleep 2; echo t0 >> '{}'",
+            runs.display(),
+            done.display()
+        )),
+        ..Default::default()
+    };
+    let mut s = PostgresStore::create_with(&url, 1, &opts).unwrap();
+    let submitted = s
+        .submit(&[NewTask::without_deps("t0").with_payload(payload.encode())])
+        .unwrap();
+    assert!(submitted[0].is_ok(), "{submitted:?}");
+    let at = url.rfind('@').unwrap();
+    let slash = at + url[at..].find('/').unwrap();
+    let proxy = Proxy::start(url[at + 1..slash].to_string());
+    let via = format!(
+        "{}127.0.0.1:{}{}#{schema}",
+        &url[..=at],
+        proxy.port,
+        &url[slash..]
+    );
+    let mut w = Running::spawn(worker(
+        &via,
+        d,
+        &["--lease-ms", "1000", "--store-wait", "2m"],
+    ));
+    w.wait_while_running("the command to run", || !lines(&runs).is_empty());
+    proxy.cut();
+    // The command ends while the worker cannot reach the store, and its lease runs out.
+    w.wait_while_running("the command to finish", || !lines(&done).is_empty());
+    let expiry = s.lease("t0").unwrap().unwrap().expiry;
+    wait_for("the lease to expire", || SystemClock.now() > expiry);
+    w.wait_for_text("the worker to retry", |t| t.contains("store unavailable ("));
+    // Another claim takes the version and settles it.
+    let me = LeaseOwner::new("test").unwrap();
+    let taken = s.claim(&me, SystemClock.now(), Millis(60_000), 1).unwrap();
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].attempt, 2);
+    let applied = s.complete(&taken[0].token(), SystemClock.now()).unwrap();
+    assert!(
+        matches!(applied, CallbackOutcome::Applied(_)),
+        "{applied:?}"
+    );
+    proxy.heal();
+    let (ws, wout) = w.finish_within(DEADLINE);
+    admin
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .unwrap_or(());
+    assert_eq!(ws.code(), Some(0), "{wout}");
+    assert!(wout.contains("store back after"), "{wout}");
+    assert!(
+        wout.lines().any(|l| l.starts_with("refused: ")
+            && l.contains("fenced")
+            && l.contains("(test, epoch")),
+        "{wout}"
+    );
+    assert!(wout.contains("1 result(s) refused by the fence"), "{wout}");
+    assert_eq!(lines(&runs).len(), 1, "the worker ran it once");
+}
