@@ -8,7 +8,8 @@
 //!
 //! Arguments: the number of tasks (default 100,000), then `single` (one `submit` per task,
 //! `ready_at_most(1024)`, one `complete` per claim: the bench's `lockstep_pull`) or `batch`
-//! (`submit_batch`, `ready_into`, `complete_batch`: `lockstep_pull_batch`) or `kahn` (the
+//! (`submit_batch`, `ready_into`, `complete_batch`: `lockstep_pull_batch`) or `fused`
+//! (`submit_batch`, then `complete_and_claim` per round: `lockstep_pull_fused`) or `kahn` (the
 //! bench's `kahn_from_edges` floor) or `executor` (one `GraphRun` of the prebuilt
 //! `FrozenGraph` on a one-worker pool: `lockstep_executor_1t`; the graph's build is not
 //! timed), then a shape
@@ -56,6 +57,7 @@ fn main() {
             n
         }
         "batch" => drivers::pull_batch(&shape),
+        "fused" => drivers::pull_fused(&shape),
         _ => drivers::pull(&shape),
     };
     let run = t.elapsed();
