@@ -125,6 +125,13 @@ impl ReadySet {
             self.len = 1;
             return true;
         }
+        self.insert_more(key)
+    }
+
+    /// [`Self::insert`] into a non-empty set: out of line, so that the empty case stays
+    /// small where it is inlined (a completion's release loop).
+    #[inline(never)]
+    fn insert_more(&mut self, key: u64) -> bool {
         if self.solo != NO_SOLO {
             if self.solo == key {
                 return false;
