@@ -6,6 +6,10 @@
 //! $ valgrind --tool=callgrind target/release/examples/pull_profile 100000 batch
 //! ```
 //!
+//! To count the driver alone (graph generation left out), add
+//! `--toggle-collect='pull_profile::drivers::*'`: the total is then the driver's inclusive
+//! count (`docs/benchmarks.md`, "Issue 9, narrow graphs").
+//!
 //! Arguments: the number of tasks (default 100,000), then `single` (one `submit` per task,
 //! `ready_at_most(1024)`, one `complete` per claim: the bench's `lockstep_pull`) or `batch`
 //! (`submit_batch`, `ready_into`, `complete_batch`: `lockstep_pull_batch`) or `fused`

@@ -643,7 +643,7 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
     /// task.
     ///
     /// ```
-    /// use lockstep_dag::{BatchOutcome, Generation, TaskScheduler};
+    /// use lockstep_dag::{BatchOutcome, Claim, Generation, TaskScheduler};
     ///
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let s: TaskScheduler<u32> = TaskScheduler::new(4);
@@ -651,7 +651,8 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
     /// for t in 0..10u32 {
     ///     s.submit(t, t.checked_sub(1), ())?;
     /// }
-    /// let (mut claims, mut done) = (Vec::new(), Vec::<(u32, Generation)>::new());
+    /// let mut claims: Vec<Claim<u32, ()>> = Vec::new();
+    /// let mut done: Vec<(u32, Generation)> = Vec::new();
     /// let mut outcome = BatchOutcome::default();
     /// let mut order = Vec::new();
     /// loop {
