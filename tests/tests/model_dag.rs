@@ -65,11 +65,18 @@ enum Op<K> {
     ReadyInto(usize),
     /// `complete_batch` on production; the single completions in order on the model.
     CompleteBatch(Vec<(K, Generation)>),
+    /// `complete_and_claim(done, .., n, buffer)` on production (the `ready_into` buffer
+    /// reused); on the model the single completions in order, then, if none was refused,
+    /// `ready_at_most(n)` (a refused claim is at position `done.len()`).
+    CompleteAndClaim(Vec<(K, Generation)>, usize),
 }
 
 /// What a batch returned: the accepted prefix's results, and the first refusal (position
 /// and error), if any.
 type BatchResult<T, K> = (T, Option<(usize, SchedulerError<K>)>);
+
+/// `(applied, duplicates, summed effect)` of a batch of completions.
+type Completions = (usize, usize, Effect);
 
 /// What an operation returned, in one shape for both sides.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,6 +91,8 @@ enum Output<K: TaskKey> {
     SubmitBatch(BatchResult<Vec<Generation>, K>),
     /// `(applied, duplicates, summed effect)` of the applied prefix.
     CompleteBatch(BatchResult<(usize, usize, Effect), K>),
+    /// The completions as `CompleteBatch`, and the versions claimed (none after a refusal).
+    CompleteAndClaim(BatchResult<(Completions, Vec<VersionRef<K>>), K>),
 }
 
 fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &Op<K>) -> Output<K> {
@@ -127,6 +136,28 @@ fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &Op<K>) -> Output<K> {
                 }
             }
             Output::CompleteBatch(((applied, dups, effect), None))
+        }
+        Op::CompleteAndClaim(items, n) => {
+            let (mut applied, mut dups, mut effect) = (0, 0, Effect::default());
+            for (i, (id, g)) in items.iter().enumerate() {
+                match m.complete(id, *g) {
+                    Ok(CallbackOutcome::Applied(e)) => {
+                        applied += 1;
+                        effect.ready += e.ready;
+                        effect.blocked += e.blocked;
+                    }
+                    Ok(CallbackOutcome::Duplicate(_)) => dups += 1,
+                    Err(e) => {
+                        let done = ((applied, dups, effect), Vec::new());
+                        return Output::CompleteAndClaim((done, Some((i, e))));
+                    }
+                }
+            }
+            let done = (applied, dups, effect);
+            Output::CompleteAndClaim(match m.ready_at_most(*n) {
+                Ok(claims) => ((done, claims), None),
+                Err(e) => ((done, Vec::new()), Some((items.len(), e))),
+            })
         }
     }
 }
@@ -202,6 +233,33 @@ impl<K: TaskKey> Sut<K> {
                     r.err().map(|e| (e.index, e.error)),
                 );
                 Output::CompleteBatch(out)
+            }
+            Op::CompleteAndClaim(items, n) => {
+                let mut o = lockstep_dag::BatchOutcome::default();
+                let mut buffer = std::mem::take(&mut self.buffer);
+                let before = buffer.len();
+                let r = s.complete_and_claim(items, &mut o, *n, &mut buffer);
+                let claimed: Vec<_> = buffer.drain(before..).collect();
+                self.buffer = buffer;
+                let done = (o.applied, o.duplicates, o.effect);
+                match r {
+                    Ok(k) => {
+                        assert_eq!(
+                            claimed.len(),
+                            k,
+                            "complete_and_claim appends what it counts"
+                        );
+                        let versions = self.claims(Ok(claimed)).expect("claims");
+                        Output::CompleteAndClaim(((done, versions), None))
+                    }
+                    Err(e) => {
+                        assert!(
+                            claimed.is_empty(),
+                            "a refused complete_and_claim claims nothing"
+                        );
+                        Output::CompleteAndClaim(((done, Vec::new()), Some((e.index, e.error))))
+                    }
+                }
             }
         }
     }
@@ -298,6 +356,10 @@ fn rules_of<K>(op: &Op<K>) -> &'static str {
         }
         Op::Complete(..) | Op::CompleteBatch(_) => {
             "A2.generation-key, A5.callback-once, A5.release-by-reverse-edges"
+        }
+        Op::CompleteAndClaim(..) => {
+            "A4.batch-forms, A2.generation-key, A5.callback-once, A5.release-by-reverse-edges, \
+             A4.claim-once, A4.submission-order, A8.priority-order, A4.capacity"
         }
         Op::Fail(..) => "A2.generation-key, A5.callback-once, A5.block-with-first-cause",
         Op::Cancel(_) => "A1.cancel-is-a-request",
@@ -592,10 +654,11 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
         let k = known.len() as u32;
         // `close` is rare (about one step in a hundred): a closed scheduler refuses most work,
         // so an early close would end the interesting part of a run.
-        // The batch forms (last three) are generated from the same pieces: one to three
-        // submissions, a claim into the reused buffer, one to three completions.
+        // The batch forms (11th to 13th) are generated from the same pieces: one to three
+        // submissions, a claim into the reused buffer, one to three completions; the 14th
+        // is a submission with a priority, the 15th the fused `complete_and_claim`.
         let weights = if m.is_started() {
-            [12, 16, 2, 3, 20, 12, 28, 12, 8, 1, 3, 6, 8, 0]
+            [12, 16, 2, 3, 20, 12, 28, 12, 8, 1, 3, 6, 8, 0, 8]
         } else {
             [
                 32,
@@ -612,6 +675,7 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
                 k,
                 2,
                 0,
+                k,
             ]
         };
         // Submissions with a priority take about a third of the submissions (only in runs
@@ -633,6 +697,24 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
                     )
                 })
                 .boxed();
+        // The fused form: zero to three completions (zero: a worker's first round), then a
+        // claim of up to three.
+        let complete_and_claim = (
+            proptest::collection::vec(complete.clone(), 0..=3),
+            0usize..=3,
+        )
+            .prop_map(|(ops, n)| {
+                Op::CompleteAndClaim(
+                    ops.into_iter()
+                        .filter_map(|op| match op {
+                            Op::Complete(id, g) => Some((id, g)),
+                            _ => None,
+                        })
+                        .collect(),
+                    n,
+                )
+            })
+            .boxed();
         let complete_batch = proptest::collection::vec(complete.clone(), 1..=3)
             .prop_map(|ops| {
                 Op::CompleteBatch(
@@ -660,6 +742,7 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
             (0usize..=3).prop_map(Op::ReadyInto).boxed(),
             complete_batch,
             with_priority,
+            complete_and_claim,
         ];
         weighted(
             weights
@@ -1226,6 +1309,10 @@ fn generated_sequences_cover_every_state_error_and_outcome() {
                 Output::Callback(Ok(o)) => format!("callback {}", variant(o)),
                 Output::Cancel(Ok(o)) => format!("cancel {}", variant(o)),
                 Output::Claims(Ok(v)) if v.len() >= 2 => "claims several".into(),
+                Output::CompleteAndClaim(((d, v), None)) if d.0 > 0 && !v.is_empty() => {
+                    "complete_and_claim completes and claims".into()
+                }
+                Output::CompleteAndClaim((_, Some(_))) => "complete_and_claim refused".into(),
                 Output::Check(r) if !r.cycles.is_empty() => "check cycles".into(),
                 _ => "other".into(),
             };
@@ -1251,6 +1338,8 @@ fn generated_sequences_cover_every_state_error_and_outcome() {
             "cancel Requested",
             "cancel AlreadyTerminal",
             "claims several",
+            "complete_and_claim completes and claims",
+            "complete_and_claim refused",
             "check cycles",
             "submit closes a cycle",
             "submit blocks waiters",

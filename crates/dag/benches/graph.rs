@@ -10,6 +10,9 @@
 //! * `lockstep_pull_batch`: the same through the batch forms: one `submit_batch` of every
 //!   task, then `ready_into(1024, buffer)` / `complete_batch` of the claimed versions, the
 //!   two buffers reused across rounds;
+//! * `lockstep_pull_fused`: one `submit_batch`, then `complete_and_claim(done, .., 1024,
+//!   buffer)` per round: the previous round's completions and this round's claims in one
+//!   critical section;
 //! * `lockstep_executor_1t`, `lockstep_executor_2t`: one `GraphRun` of the prebuilt
 //!   `FrozenGraph` on a pool of 1 or 2 workers (the per-run counters included, the graph's
 //!   build not: a frozen graph is built once and run many times);
@@ -44,7 +47,7 @@ use lockstep_pool::{DequeFamily, Pool, PoolBuilder};
 use petgraph::graph::{DiGraph, NodeIndex};
 use rayon::prelude::*;
 
-use drivers::{kahn_from_edges, pull, pull_batch};
+use drivers::{kahn_from_edges, pull, pull_batch, pull_fused};
 use shapes::Shape;
 
 /// The deque family the executor's pool uses (the Chase–Lev deque: spawns take no lock).
@@ -149,6 +152,9 @@ fn bench_shape(c: &mut Criterion, shape: &Shape) {
     });
     g.bench_function(BenchmarkId::from_parameter("lockstep_pull_batch"), |b| {
         b.iter(|| assert_eq!(pull_batch(shape), n));
+    });
+    g.bench_function(BenchmarkId::from_parameter("lockstep_pull_fused"), |b| {
+        b.iter(|| assert_eq!(pull_fused(shape), n));
     });
     g.bench_function(BenchmarkId::from_parameter("kahn_from_edges"), |b| {
         b.iter(|| assert_eq!(kahn_from_edges(shape), n));

@@ -6,9 +6,14 @@
 //! $ valgrind --tool=callgrind target/release/examples/pull_profile 100000 batch
 //! ```
 //!
+//! To count the driver alone (graph generation left out), add
+//! `--toggle-collect='pull_profile::drivers::*'`: the total is then the driver's inclusive
+//! count (`docs/benchmarks.md`, "Issue 9, narrow graphs").
+//!
 //! Arguments: the number of tasks (default 100,000), then `single` (one `submit` per task,
 //! `ready_at_most(1024)`, one `complete` per claim: the bench's `lockstep_pull`) or `batch`
-//! (`submit_batch`, `ready_into`, `complete_batch`: `lockstep_pull_batch`) or `kahn` (the
+//! (`submit_batch`, `ready_into`, `complete_batch`: `lockstep_pull_batch`) or `fused`
+//! (`submit_batch`, then `complete_and_claim` per round: `lockstep_pull_fused`) or `kahn` (the
 //! bench's `kahn_from_edges` floor) or `executor` (one `GraphRun` of the prebuilt
 //! `FrozenGraph` on a one-worker pool: `lockstep_executor_1t`; the graph's build is not
 //! timed), then a shape
@@ -56,6 +61,7 @@ fn main() {
             n
         }
         "batch" => drivers::pull_batch(&shape),
+        "fused" => drivers::pull_fused(&shape),
         _ => drivers::pull(&shape),
     };
     let run = t.elapsed();

@@ -15,8 +15,10 @@ use lockstep_sync::atomic::{AtomicBool, Ordering};
 ///
 /// # Representation
 /// Flags are handed out from shared chunks of 64 flags (`TOKEN_CHUNK`), one fresh flag per
-/// claim (never reused), so a claim costs a reference-count increment rather than an
-/// allocation; a chunk is freed when its last token is dropped.
+/// claim (never reused), so a claim costs one reference-count increment rather than an
+/// allocation; a chunk is freed when its last token is dropped. The scheduler itself holds
+/// one reference per chunk that still has running versions (not one per running version),
+/// and finds a running version's flag by chunk number and slot.
 ///
 /// # Memory ordering
 /// The flag is written with `Release` and read with `Acquire`: a function that sees `true`
@@ -33,41 +35,155 @@ pub(crate) const TOKEN_CHUNK: usize = 64;
 /// A block of [`TOKEN_CHUNK`] flags, each owned by at most one claimed version.
 pub(crate) struct TokenChunk([AtomicBool; TOKEN_CHUNK]);
 
-/// Hands out fresh, unset tokens, [`TOKEN_CHUNK`] per allocation.
-#[derive(Default)]
-pub(crate) struct TokenSource {
-    current: Option<Arc<TokenChunk>>,
+/// Where a running version's flag is: chunk number in [`TokenSlab`] and slot in the chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TokenRef {
+    pub(crate) chunk: u32,
+    pub(crate) slot: u8,
+}
+
+/// Hands out fresh, unset tokens, [`TOKEN_CHUNK`] per allocation, and keeps the chunks that
+/// hold the flags of running versions, so that `cancel` can set them.
+///
+/// A chunk is kept (one `Arc` reference, numbered) while it is the one being handed out or
+/// while some running version's flag is in it (`running[chunk]` counts them, under the
+/// scheduler's lock); then the scheduler lets go of it and reuses its number. So a claim
+/// costs one reference-count increment (the claim's own token) and a release none, instead
+/// of a reference per running version.
+pub(crate) struct TokenSlab {
+    chunks: Vec<Option<Arc<TokenChunk>>>,
+    /// Running versions whose flag is in each chunk.
+    running: Vec<u32>,
+    /// Chunk numbers not in use.
+    free: Vec<u32>,
+    /// The chunk being handed out (`u32::MAX` before the first claim).
+    current: u32,
+    /// The next slot of `current` to hand out.
     next: u32,
 }
 
-impl TokenSource {
-    /// A token that is not cancelled and shares its flag with no other version.
+impl Default for TokenSlab {
+    fn default() -> Self {
+        TokenSlab {
+            chunks: Vec::new(),
+            running: Vec::new(),
+            free: Vec::new(),
+            current: u32::MAX,
+            next: TOKEN_CHUNK as u32,
+        }
+    }
+}
+
+/// A chunk of unset flags.
+fn new_chunk() -> Arc<TokenChunk> {
+    Arc::new(TokenChunk(std::array::from_fn(|_| AtomicBool::new(false))))
+}
+
+impl TokenSlab {
+    /// A token that is not cancelled and shares its flag with no other version, and where
+    /// its flag is; the flag's chunk is kept until [`release`](Self::release) of the
+    /// returned reference.
     ///
     /// O(1): one allocation per [`TOKEN_CHUNK`] calls, else a reference-count increment.
-    pub(crate) fn fresh(&mut self) -> CancelToken {
-        let chunk = match &self.current {
-            Some(c) if (self.next as usize) < TOKEN_CHUNK => Arc::clone(c),
-            _ => {
-                let c = Arc::new(TokenChunk(std::array::from_fn(|_| AtomicBool::new(false))));
-                self.current = Some(Arc::clone(&c));
-                self.next = 0;
-                c
+    #[inline]
+    pub(crate) fn fresh(&mut self) -> (CancelToken, TokenRef) {
+        if self.next as usize >= TOKEN_CHUNK {
+            self.next_chunk();
+        }
+        let at = TokenRef {
+            chunk: self.current,
+            slot: self.next as u8,
+        };
+        self.next += 1;
+        self.running[at.chunk as usize] += 1;
+        // The current chunk is always kept (`next_chunk`); `get_or_insert_with` only
+        // avoids a panicking branch.
+        let chunk = Arc::clone(self.chunks[at.chunk as usize].get_or_insert_with(new_chunk));
+        let token = CancelToken {
+            chunk,
+            slot: u32::from(at.slot),
+        };
+        (token, at)
+    }
+
+    /// Starts a new chunk; the old one is let go if no running version's flag is in it.
+    #[cold]
+    fn next_chunk(&mut self) {
+        let old = self.current;
+        let c = Some(new_chunk());
+        self.current = match self.free.pop() {
+            Some(i) => {
+                self.chunks[i as usize] = c;
+                i
+            }
+            None => {
+                let i = u32::try_from(self.chunks.len()).expect("at most 2^32 - 1 token chunks");
+                self.chunks.push(c);
+                self.running.push(0);
+                i
             }
         };
-        let slot = self.next;
-        self.next += 1;
-        CancelToken { chunk, slot }
+        self.next = 0;
+        if old != u32::MAX && self.running[old as usize] == 0 {
+            self.let_go(old);
+        }
+    }
+
+    fn let_go(&mut self, chunk: u32) {
+        self.chunks[chunk as usize] = None;
+        self.free.push(chunk);
+    }
+
+    /// The version whose flag is at `at` stopped running: its chunk is let go once no
+    /// running version's flag is in it (and it is not being handed out). O(1).
+    #[inline]
+    pub(crate) fn release(&mut self, at: TokenRef) {
+        // A reference is released once per claim; `get_mut` and the zero check only keep a
+        // seeded double release (zoo) from panicking here instead of where the tests look.
+        let Some(r) = self.running.get_mut(at.chunk as usize).filter(|r| **r > 0) else {
+            return;
+        };
+        *r -= 1;
+        if *r == 0 && at.chunk != self.current {
+            self.let_go(at.chunk);
+        }
+    }
+
+    /// Sets the flag at `at` (of a running version). O(1).
+    pub(crate) fn set(&self, at: TokenRef) {
+        if let Some(c) = &self.chunks[at.chunk as usize] {
+            c.0[at.slot as usize].store(true, Ordering::Release);
+        }
+    }
+
+    /// How many running versions hold a flag, and whether every chunk that holds one is
+    /// kept. For tests.
+    #[cfg(test)]
+    pub(crate) fn assert_running(&self, running: usize, holds: impl Iterator<Item = TokenRef>) {
+        let mut per_chunk = vec![0u32; self.chunks.len()];
+        for at in holds {
+            assert!(
+                self.chunks[at.chunk as usize].is_some(),
+                "a running version's chunk is kept"
+            );
+            per_chunk[at.chunk as usize] += 1;
+        }
+        assert_eq!(per_chunk, self.running, "running flags per chunk");
+        assert_eq!(
+            self.running.iter().map(|&r| r as usize).sum::<usize>(),
+            running
+        );
+        for (i, c) in self.chunks.iter().enumerate() {
+            let kept = self.running[i] > 0 || i as u32 == self.current;
+            assert_eq!(c.is_some(), kept, "chunk {i} kept exactly when needed");
+            assert_eq!(c.is_none(), self.free.contains(&(i as u32)));
+        }
     }
 }
 
 impl CancelToken {
     fn flag(&self) -> &AtomicBool {
         &self.chunk.0[self.slot as usize]
-    }
-
-    /// Sets the flag. Only the scheduler does this.
-    pub(crate) fn set(&self) {
-        self.flag().store(true, Ordering::Release);
     }
 
     /// True once `cancel` was called for the version this token belongs to.

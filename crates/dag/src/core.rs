@@ -49,8 +49,10 @@
 //! * A version's priority sits in the side table `priority`, only when it is not 0 (most
 //!   versions have none), so the all-default path never looks it up (`priority_of` checks
 //!   the table's emptiness first).
-//! * The cancel token of a running version sits in a slab (`running_tokens`) at the index
-//!   kept in its `count` field (a running version waits on nothing, so the field is free).
+//! * The cancel flag of a running version is found through its `count` field (the token
+//!   chunk's number in `tokens`: a running version waits on nothing, so the field is free)
+//!   and its `tok` field (the slot in the chunk); the scheduler keeps one reference per chunk
+//!   in use, not one per running version (`crate::claim::TokenSlab`).
 //!
 //! Steady-state `submit` (building), `claim` and `complete` allocate nothing beyond the
 //! amortised growth of these arrays (the caller's `Claim` buffer aside).
@@ -64,10 +66,10 @@ use lockstep_contract::{
     Generation, GraphReport, MissingDependency, SchedulerError, TaskKey, TaskState, TaskStatus,
 };
 
-use crate::claim::TokenSource;
+use crate::claim::{TokenRef, TokenSlab};
 use crate::graph::{self, DepGraph};
 use crate::ready::ReadyQueue;
-use crate::{CancelToken, Claim, StateCounts};
+use crate::{Claim, StateCounts};
 use lockstep_sync::seeded_bug;
 
 type Hasher = foldhash::quality::RandomState;
@@ -100,12 +102,14 @@ struct Hot {
     /// Submission sequence of the current version; `u64::MAX` when absent.
     seq: u64,
     /// Pending: its live waiter entries (Kahn's in-degree, "remaining dependencies").
-    /// Running: the index of its cancel token in `running_tokens`. Otherwise 0.
+    /// Running: the number of its cancel flag's chunk in `tokens`. Otherwise 0.
     count: u32,
     /// `TaskState as u8`, or [`ABSENT`].
     state: u8,
     /// [`REV_TAKEN`], [`CANCEL_REQUESTED`].
     flags: u8,
+    /// Running: the slot of its cancel flag in the chunk. Otherwise 0.
+    tok: u8,
 }
 
 impl Hot {
@@ -115,7 +119,16 @@ impl Hot {
         count: 0,
         state: ABSENT,
         flags: 0,
+        tok: 0,
     };
+
+    /// Where the cancel flag of this running version is.
+    fn token_ref(&self) -> TokenRef {
+        TokenRef {
+            chunk: self.count,
+            slot: self.tok,
+        }
+    }
 
     fn is(&self, s: TaskState) -> bool {
         self.state == s as u8
@@ -189,10 +202,6 @@ pub(crate) struct Core<K, P> {
     /// Stale entries in unconsumed lists.
     rev_stale: usize,
     details: HashMap<u32, Detail<K>, Hasher>,
-    /// Cancel tokens of running versions, at the index in their `Hot::count`; free indices
-    /// in `running_free` (a slab: no allocation per claim once grown).
-    running_tokens: Vec<Option<CancelToken>>,
-    running_free: Vec<u32>,
     /// Submitted nodes in order of first submission (the order of `snapshot`).
     order: Vec<u32>,
     /// Submission sequences of the ready versions (take-the-first: highest priority, then
@@ -224,8 +233,8 @@ pub(crate) struct Core<K, P> {
     /// Callers inside `wait_idle`: callbacks notify the condition variable only when one is
     /// waiting (a notify is a system call even with no waiter).
     pub(crate) idle_waiters: usize,
-    /// Fresh cancellation tokens for claims.
-    tokens_source: TokenSource,
+    /// Fresh cancellation tokens for claims, and the flags of running versions.
+    tokens: TokenSlab,
     /// Reused buffers: dependency nodes of the submission being applied, the ones it waits
     /// on, and the worklist of `block_waiters`.
     scratch_deps: Vec<u32>,
@@ -384,8 +393,6 @@ impl<K: TaskKey, P> Core<K, P> {
             rev_entries: 0,
             rev_stale: 0,
             details: HashMap::default(),
-            running_tokens: Vec::new(),
-            running_free: Vec::new(),
             order: Vec::new(),
             ready: ReadyQueue::default(),
             priority: HashMap::default(),
@@ -399,7 +406,7 @@ impl<K: TaskKey, P> Core<K, P> {
             visits: 0,
             compaction_visits: 0,
             idle_waiters: 0,
-            tokens_source: TokenSource::default(),
+            tokens: TokenSlab::default(),
             scratch_deps: Vec::new(),
             scratch_waits: Vec::new(),
             scratch_work: Vec::new(),
@@ -586,14 +593,12 @@ impl<K: TaskKey, P> Core<K, P> {
         self.ready.insert(seq, p);
     }
 
-    /// Frees the cancel-token slot of node `n`'s version, which just stopped running.
+    /// Lets go of the cancel flag of node `n`'s version, which just stopped running.
     fn release_token(&mut self, n: u32) {
         let h = &mut self.hot[idx(n)];
-        if let Some(t) = self.running_tokens.get_mut(h.count as usize) {
-            *t = None;
-            self.running_free.push(h.count);
-        }
+        self.tokens.release(h.token_ref());
         h.count = 0;
+        h.tok = 0;
     }
 
     /// Gives the current versions new submission sequences `0..`, in the same order, once
@@ -1095,6 +1100,7 @@ impl<K: TaskKey, P> Core<K, P> {
             count: remaining,
             state: state as u8,
             flags,
+            tok: 0,
         };
         self.counts[state as usize] += 1;
         self.scratch_deps = dep_nodes;
@@ -1165,6 +1171,7 @@ impl<K: TaskKey, P> Core<K, P> {
             count: remaining,
             state: state as u8,
             flags,
+            tok: 0,
         };
         self.counts[state as usize] += 1;
         Generation(1)
@@ -1304,21 +1311,14 @@ impl<K: TaskKey, P> Core<K, P> {
                 continue;
             };
             self.transition(n, TaskState::Running);
-            let token = self.tokens_source.fresh();
-            let slot = match self.running_free.pop() {
-                Some(slot) => {
-                    self.running_tokens[slot as usize] = Some(token.clone());
-                    slot
-                }
-                None => {
-                    self.running_tokens.push(Some(token.clone()));
-                    (self.running_tokens.len() - 1) as u32
-                }
-            };
-            self.hot[idx(n)].count = slot;
+            let (token, at) = self.tokens.fresh();
+            let h = &mut self.hot[idx(n)];
+            h.count = at.chunk;
+            h.tok = at.slot;
+            let generation = Generation(h.generation);
             out.push(Claim {
                 id: self.keys[idx(n)].clone(),
-                generation: Generation(self.hot[idx(n)].generation),
+                generation,
                 payload,
                 token,
             });
@@ -1486,9 +1486,7 @@ impl<K: TaskKey, P> Core<K, P> {
                 // LINEARIZATION POINT (A1.cancel-is-a-request): setting the token (and the
                 // flag `cancel_requested` reads) is all a cancel does to a running version:
                 // cooperative only, it stays running until its function's callback arrives.
-                if let Some(Some(token)) = self.running_tokens.get(h.count as usize) {
-                    token.set();
-                }
+                self.tokens.set(h.token_ref());
                 self.hot[idx(n)].flags |= CANCEL_REQUESTED;
                 CancelOutcome::Requested
             }
@@ -1759,12 +1757,7 @@ impl<K: TaskKey, P> Core<K, P> {
             } else if state != TaskState::Running {
                 assert_eq!(h.count, 0);
             }
-            if state == TaskState::Running {
-                assert!(
-                    matches!(self.running_tokens.get(h.count as usize), Some(Some(_))),
-                    "a running version holds a token slot"
-                );
-            }
+
             assert_eq!(
                 self.seq_node[h.seq as usize], n as u32,
                 "seq_node of node {n}"
@@ -1792,12 +1785,13 @@ impl<K: TaskKey, P> Core<K, P> {
         assert_eq!(counts, self.counts);
         assert_eq!(self.ready_len(), self.counts[TaskState::Ready as usize]);
         self.ready.assert_invariants();
-        let running_slots = self.running_tokens.iter().filter(|t| t.is_some()).count();
-        assert_eq!(running_slots, self.counts[TaskState::Running as usize]);
-        assert_eq!(
-            running_slots + self.running_free.len(),
-            self.running_tokens.len(),
-            "every token slot is used or free"
+        // Every running version holds a flag in a kept chunk, counted once.
+        self.tokens.assert_running(
+            self.counts[TaskState::Running as usize],
+            self.hot
+                .iter()
+                .filter(|h| h.is(TaskState::Running))
+                .map(Hot::token_ref),
         );
     }
 }

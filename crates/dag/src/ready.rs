@@ -9,6 +9,11 @@
 //! clears its bit at once. Memory: at most `S / 4` bytes (the capacity doubles as it grows)
 //! plus 1/63 of that for the upper levels.
 //!
+//! A set of exactly one member may hold it aside, outside the bitset (`solo`): a narrow graph
+//! (a chain) has one ready version at a time, and then each insert and pop is a compare and
+//! a store, with no word of the bitset touched. The second member flushes the first into the
+//! bitset, so every other case is the bitset's.
+//!
 //! This is the structure of a van Emde Boas-style "summary" bitset with 64-way fan-out, as in
 //! Knuth, *The Art of Computer Programming* vol. 4A, §7.1.3 (bitwise tricks, finding the
 //! rightmost bit); the scheduler renumbers sequences (keeping their order) when they outgrow
@@ -25,10 +30,13 @@ const MAX_DEPTH: usize = 6;
 
 /// A set of `u64` keys below `capacity`, each operation O(log_64 capacity).
 ///
+/// INVARIANT (A4.ready-solo): when `solo` holds a key, it is the only member and every word
+/// is zero; otherwise the members are exactly the set bits of level 0.
+///
 /// The levels sit in one array, level 0 first (`words[start[k] .. start[k + 1]]` is level
 /// `k`), so a descent indexes one allocation. The capacity grows by doubling, rebuilding the
 /// summaries from level 0 (amortised O(1) per key).
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub(crate) struct ReadySet {
     words: Vec<u64>,
     /// Where each level starts in `words`; `start[depth]` is `words.len()`.
@@ -36,6 +44,23 @@ pub(crate) struct ReadySet {
     /// Number of levels; 0 before the first `grow_to`.
     depth: usize,
     len: usize,
+    /// The only member, held outside the words ([`NO_SOLO`] when there is none).
+    solo: u64,
+}
+
+/// `ReadySet::solo` when no member is held aside.
+const NO_SOLO: u64 = u64::MAX;
+
+impl Default for ReadySet {
+    fn default() -> Self {
+        ReadySet {
+            words: Vec::new(),
+            start: [0; MAX_DEPTH + 1],
+            depth: 0,
+            len: 0,
+            solo: NO_SOLO,
+        }
+    }
 }
 
 impl ReadySet {
@@ -93,7 +118,34 @@ impl ReadySet {
     }
 
     /// Adds `key` (which must be below the grown capacity). Returns false if it was a member.
+    #[inline]
     pub(crate) fn insert(&mut self, key: u64) -> bool {
+        if self.len == 0 {
+            self.solo = key;
+            self.len = 1;
+            return true;
+        }
+        self.insert_more(key)
+    }
+
+    /// [`Self::insert`] into a non-empty set: out of line, so that the empty case stays
+    /// small where it is inlined (a completion's release loop).
+    #[inline(never)]
+    fn insert_more(&mut self, key: u64) -> bool {
+        if self.solo != NO_SOLO {
+            if self.solo == key {
+                return false;
+            }
+            // A second member: the first joins the bitset, and so does this one below.
+            let first = std::mem::replace(&mut self.solo, NO_SOLO);
+            self.len = 0;
+            self.insert_word(first);
+        }
+        self.insert_word(key)
+    }
+
+    /// [`Self::insert`] into the bitset (no member is held aside).
+    fn insert_word(&mut self, key: u64) -> bool {
         let mut i = key as usize;
         for k in 0..self.depth {
             let word = &mut self.words[self.start[k] + i / 64];
@@ -113,6 +165,14 @@ impl ReadySet {
 
     /// Removes `key`. Returns false if it was not a member (or is beyond the capacity).
     pub(crate) fn remove(&mut self, key: u64) -> bool {
+        if self.solo != NO_SOLO {
+            if self.solo != key {
+                return false;
+            }
+            self.solo = NO_SOLO;
+            self.len = 0;
+            return true;
+        }
         let mut i = key as usize;
         if self.depth == 0 || i / 64 >= self.leaves() {
             return false;
@@ -136,6 +196,9 @@ impl ReadySet {
     /// True when `key` is a member. O(1).
     #[cfg(test)]
     pub(crate) fn contains(&self, key: u64) -> bool {
+        if self.solo != NO_SOLO {
+            return self.solo == key;
+        }
         let i = key as usize;
         self.depth > 0 && i / 64 < self.leaves() && self.words[i / 64] >> (i % 64) & 1 == 1
     }
@@ -143,6 +206,9 @@ impl ReadySet {
     /// The smallest member, without removing it.
     #[cfg(test)]
     pub(crate) fn first(&self) -> Option<u64> {
+        if self.solo != NO_SOLO {
+            return Some(self.solo);
+        }
         if self.depth == 0 || self.words[self.start[self.depth - 1]] == 0 {
             return None;
         }
@@ -159,10 +225,20 @@ impl ReadySet {
     ///
     /// INVARIANT (A4.submission-order): the members are submission sequences, so ready
     /// versions are claimed oldest submission first (`Core::renumber` keeps the order).
+    #[inline]
     pub(crate) fn pop_first(&mut self) -> Option<u64> {
         if self.len == 0 {
             return None;
         }
+        if self.solo != NO_SOLO {
+            self.len = 0;
+            return Some(std::mem::replace(&mut self.solo, NO_SOLO));
+        }
+        self.pop_word()
+    }
+
+    /// [`Self::pop_first`] from the bitset (at least one member, none held aside).
+    fn pop_word(&mut self) -> Option<u64> {
         // Descend from the top word; every bit taken on the way is the lowest of its word.
         let mut i = 0usize;
         for k in (0..self.depth).rev() {
@@ -187,6 +263,7 @@ impl ReadySet {
     pub(crate) fn clear(&mut self) {
         self.words.fill(0);
         self.len = 0;
+        self.solo = NO_SOLO;
     }
 
     /// Checks the summary invariant and the member count. For tests; O(capacity / 64).
@@ -198,7 +275,15 @@ impl ReadySet {
         } else {
             level(0).iter().map(|w| w.count_ones() as usize).sum()
         };
-        assert_eq!(members, self.len);
+        if self.solo != NO_SOLO {
+            assert_eq!(self.len, 1, "a member held aside is the only one");
+            assert!(
+                self.words.iter().all(|&w| w == 0),
+                "no word set beside the member held aside"
+            );
+        } else {
+            assert_eq!(members, self.len);
+        }
         if self.depth > 0 {
             assert_eq!(level(self.depth - 1).len(), 1, "one top word");
         }

@@ -493,7 +493,7 @@ fn wait_idle_wakes_when_the_last_callback_arrives() {
     s.close();
     let waiter = {
         let s = lockstep_sync::Arc::clone(&s);
-        std::thread::spawn(move || s.wait_idle(None))
+        std::thread::spawn(move || s.wait_idle(Some(std::time::Duration::from_secs(60))))
     };
     for c in claims {
         s.complete(&c.id, c.generation).unwrap();
@@ -979,6 +979,123 @@ fn batch_forms_are_the_single_operations_in_order() {
         }
     );
     assert!(s.wait_idle(Some(std::time::Duration::ZERO)));
+}
+
+/// `complete_and_claim` is `complete_batch` then `ready_into` in one critical section: the
+/// claim sees what the completions released and the slots they freed; a refused completion
+/// claims nothing (its position reported), a refused claim is reported at `done.len()` after
+/// every completion was applied; idle waiters see the state at the end of the section.
+#[test]
+fn complete_and_claim_is_complete_batch_then_ready_into() {
+    let s = S::new(1);
+    for (id, deps) in [
+        ("a", vec![]),
+        ("b", vec!["a"]),
+        ("c", vec!["a"]),
+        ("d", vec![]),
+    ] {
+        s.submit(id, deps, ()).unwrap();
+    }
+    let mut out = Vec::new();
+    let mut outcome = BatchOutcome::default();
+    // Nothing to report yet: the first call only claims (and starts), within the one slot.
+    assert_eq!(s.complete_and_claim(&[], &mut outcome, 5, &mut out), Ok(1));
+    assert_eq!(ids(&out), ["a"]);
+    // a's slot is freed and b, c released in the same section, so the claim takes b.
+    let done: Vec<_> = out.drain(..).map(|c| (c.id, c.generation)).collect();
+    assert_eq!(
+        s.complete_and_claim(&done, &mut outcome, 5, &mut out),
+        Ok(1)
+    );
+    assert_eq!(
+        ids(&out),
+        ["b"],
+        "released versions claimed in submission order"
+    );
+    assert_eq!(
+        outcome,
+        BatchOutcome {
+            applied: 1,
+            duplicates: 0,
+            effect: Effect {
+                ready: 2,
+                blocked: 0
+            }
+        }
+    );
+    // A refused completion (c is ready, not running) stops the batch: nothing claimed.
+    let err = s
+        .complete_and_claim(&[("b", g(1)), ("c", g(1))], &mut outcome, 5, &mut out)
+        .unwrap_err();
+    assert_eq!(err.index, 1);
+    assert_eq!(
+        err.error,
+        SchedulerError::Conflict {
+            id: "c",
+            generation: g(1),
+            state: TaskState::Ready
+        }
+    );
+    assert_eq!(
+        s.state(&"b"),
+        Some(TaskState::Succeeded),
+        "b before the refusal"
+    );
+    assert_eq!(ids(&out), ["b"], "out unchanged");
+    assert_eq!(s.running(), 0, "nothing claimed after a refusal");
+    // A duplicate completion is counted, not refused, and the claim follows.
+    let mut outcome = BatchOutcome::default();
+    assert_eq!(
+        s.complete_and_claim(&[("b", g(1))], &mut outcome, 0, &mut out),
+        Ok(0),
+        "n = 0 claims nothing"
+    );
+    assert_eq!(outcome.duplicates, 1);
+    assert_eq!(s.complete_and_claim(&[], &mut outcome, 5, &mut out), Ok(1));
+    assert_eq!(ids(&out), ["b", "c"]);
+    // After close, completions are still applied; the claim is refused at `done.len()`.
+    assert_eq!(s.close().running, 1);
+    let err = s
+        .complete_and_claim(&[("c", g(1))], &mut outcome, 5, &mut out)
+        .unwrap_err();
+    assert_eq!(
+        err,
+        BatchError {
+            index: 1,
+            error: SchedulerError::Closed
+        }
+    );
+    assert_eq!(s.state(&"c"), Some(TaskState::Succeeded));
+    assert!(s.wait_idle(Some(std::time::Duration::ZERO)));
+}
+
+/// A waiter in `wait_idle` is woken by a `complete_and_claim` that leaves nothing running
+/// (without the notification it would wait out its minute and return false).
+#[test]
+fn complete_and_claim_wakes_idle_waiters_once_nothing_runs() {
+    let s = std::sync::Arc::new(S::new(1));
+    s.submit("a", [], ()).unwrap();
+    s.submit("b", ["a"], ()).unwrap();
+    let mut out = Vec::new();
+    let mut outcome = BatchOutcome::default();
+    assert_eq!(s.complete_and_claim(&[], &mut outcome, 1, &mut out), Ok(1));
+    let waiter = {
+        let s = std::sync::Arc::clone(&s);
+        std::thread::spawn(move || s.wait_idle(Some(std::time::Duration::from_secs(60))))
+    };
+    // a completes and b is claimed in the same section: still one running.
+    assert_eq!(
+        s.complete_and_claim(&[("a", g(1))], &mut outcome, 1, &mut out),
+        Ok(1)
+    );
+    assert_eq!(s.running(), 1);
+    // b completes, nothing is left to claim: the waiter wakes.
+    assert_eq!(
+        s.complete_and_claim(&[("b", g(1))], &mut outcome, 1, &mut out),
+        Ok(0)
+    );
+    assert!(waiter.join().unwrap(), "woken once nothing runs");
+    assert_eq!(outcome.applied, 2);
 }
 
 /// Compacting both edge arrays (stale reverse edges purged, overflow lists merged, garbage

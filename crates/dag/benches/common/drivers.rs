@@ -1,6 +1,6 @@
 //! The single-threaded whole runs shared by the graph bench (`graph.rs`) and the profiling
-//! example (`examples/pull_profile.rs`): the pull API with single calls and with the batch
-//! forms, and the `kahn_from_edges` floor.
+//! example (`examples/pull_profile.rs`): the pull API with single calls, with the batch
+//! forms and with the fused `complete_and_claim`, and the `kahn_from_edges` floor.
 
 #![allow(dead_code, reason = "each includer uses a part of this module")]
 
@@ -57,6 +57,33 @@ pub fn pull_batch(shape: &Shape) -> usize {
         total += outcome.applied;
     }
     total
+}
+
+/// `lockstep_pull_fused`: one `submit_batch`, then `complete_and_claim(done, .., 1024,
+/// buffer)` until it claims nothing: each round reports the previous round's claims and takes
+/// the next ones in one critical section (both buffers reused). Returns how many completed.
+pub fn pull_fused(shape: &Shape) -> usize {
+    let s: TaskScheduler<u32> = TaskScheduler::new(usize::MAX);
+    let mut generations = Vec::with_capacity(shape.tasks());
+    s.submit_batch(
+        shape.tasks_iter().map(|(id, deps)| (id, deps, ())),
+        &mut generations,
+    )
+    .expect("valid graph");
+    let mut claims: Vec<lockstep_dag::Claim<u32, ()>> = Vec::with_capacity(1024);
+    let mut done: Vec<(u32, lockstep_dag::Generation)> = Vec::with_capacity(1024);
+    let mut outcome = lockstep_dag::BatchOutcome::default();
+    loop {
+        done.clear();
+        done.extend(claims.drain(..).map(|c| (black_box(c.id), c.generation)));
+        if s.complete_and_claim(&done, &mut outcome, 1024, &mut claims)
+            .expect("running, acyclic")
+            == 0
+        {
+            break;
+        }
+    }
+    outcome.applied
 }
 
 /// Kahn's algorithm from the `(id, deps)` list: indegrees and the reverse CSR built in two
