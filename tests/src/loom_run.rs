@@ -6,10 +6,12 @@
 //! (a model without concurrency checks nothing).
 //!
 //! **Seeing an interleaving.** `LOOM_LOG=trace` (any `tracing` filter) turns on loom's event
-//! log: every thread switch, atomic access, lock and cell access of each execution, printed to
-//! the test's output, so the failing execution's log is the last one before the panic.
-//! `LOOM_LOCATION=1` adds the source line of each access. A whole suite logs every
-//! execution; run one test:
+//! log: every thread switch, object creation, atomic access, `Arc` and lock operation of each
+//! execution (not `UnsafeCell` accesses), printed to the test's output, so the failing
+//! execution's log is the last one before the panic. `LOOM_LOCATION=1` adds a source location
+//! to allocations and `Arc` operations only; an atomic access names its object by number
+//! (`Ref<...>(N)`, in creation order) and its ordering (`docs/verification.md`, "A loom
+//! failure, step by step"). A whole suite logs every execution; run one test:
 //!
 //! ```text
 //! LOOM_LOG=trace LOOM_LOCATION=1 RUSTFLAGS="--cfg loom -C debug-assertions" \
@@ -17,9 +19,18 @@
 //!   --test loom_deque -- --exact loom_chase_lev_two_tasks_owner_pops_vs_thief --nocapture
 //! ```
 //!
+//! **A failure loom reports itself** (a causality violation: two unordered accesses to an
+//! `UnsafeCell`; a deadlock; a leaked object) panics inside loom and names no rule. The wrapper
+//! catches the panic of `Builder::check`, prints the header of [`crate::report`] (the rules of
+//! `docs/invariants.md` that name this test, and the seeded bug in force with its section of
+//! `docs/bug-zoo.md`) under loom's message, and resumes the panic, so the test still fails. A
+//! panic of the test's own that starts with that header is passed on as it is.
+//!
 //! `loom::model` sets the log up this way; `Builder::check`, which the suites need for the
 //! preemption bound, does not, so without this wrapper `LOOM_LOG` printed nothing.
 
+use std::any::Any;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -62,10 +73,18 @@ pub fn model_bounded<F: Fn() + Sync + Send + 'static>(name: &str, bound: usize, 
     });
     let executions = Arc::new(AtomicUsize::new(0));
     let e = Arc::clone(&executions);
-    b.check(move || {
-        e.fetch_add(1, Relaxed);
-        f();
-    });
+    let checked = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        b.check(move || {
+            e.fetch_add(1, Relaxed);
+            f();
+        });
+    }));
+    if let Err(panic) = checked {
+        if let Some(header) = loom_failure_header(name, panic.as_ref()) {
+            eprintln!("{header}");
+        }
+        std::panic::resume_unwind(panic);
+    }
     let n = executions.load(Relaxed);
     eprintln!("{name}: {n} executions explored");
     // The line `cargo xtask report` counts.
@@ -75,4 +94,43 @@ pub fn model_bounded<F: Fn() + Sync + Send + 'static>(name: &str, bound: usize, 
         "{name}: only one execution: the model has no concurrency"
     );
     n
+}
+
+/// The header to print when the loom check of model `name` panicked with `panic`: `None` when
+/// the panic message already starts with a `broken:` header (the test's own report), else
+/// [`crate::report::header_for_test`] for the running test, `<suite>::<test>` (the suite from
+/// the test binary's name, `loom_deque-<hash>`; the test from libtest's thread name), and a line
+/// saying that loom stopped the model.
+fn loom_failure_header(name: &str, panic: &(dyn Any + Send)) -> Option<String> {
+    let message = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("");
+    if message.trim_start().starts_with("broken: ") {
+        return None;
+    }
+    let suite = std::env::current_exe()
+        .ok()
+        .and_then(|exe| {
+            exe.file_stem()?
+                .to_str()?
+                .split('-')
+                .next()
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| "loom_*".to_string());
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or(name);
+    let model = if test == name {
+        String::new()
+    } else {
+        format!(" (model {name})")
+    };
+    Some(format!(
+        "{}\nloom stopped {suite}::{test}{model} with the panic above, a check of loom's own \
+         (a causality violation: two unordered accesses to one UnsafeCell; a deadlock: a \
+         thread never woken; a leak: an object never dropped)",
+        crate::report::header_for_test(&format!("{suite}::{test}"))
+    ))
 }

@@ -33,6 +33,56 @@ pub fn header(rule: &str) -> String {
     out
 }
 
+/// The rules of `docs/invariants.md` whose *tests* cell names the test `<suite>::<test>`
+/// (`loom_deque::loom_chase_lev_two_thieves_one_task`), in the order of their rows, read from
+/// `invariants` (the text of `docs/invariants.md`). A rule row is a line starting with
+/// `| **name** |`; a name counts only as a whole test name (`::a` does not match `::a_b`).
+/// Failures that the test did not report itself (a loom causality violation, a deadlock) use it
+/// to name the rules for [`header`]. Linear in the length of `invariants`.
+///
+/// ```
+/// let doc = "| **B2.remove-once** | ... | `loom_deque::one`, `loom_deque::one_more` |\n\
+///            | **B3.x** | ... | `loom_deque::one_more` |";
+/// let rules = lockstep_tests::report::rules_naming_test(doc, "loom_deque::one");
+/// assert_eq!(rules, ["B2.remove-once"]);
+/// ```
+pub fn rules_naming_test(invariants: &str, suite_test: &str) -> Vec<String> {
+    let whole = |line: &str| {
+        line.match_indices(suite_test).any(|(at, _)| {
+            let before = line[..at].chars().next_back();
+            let after = line[at + suite_test.len()..].chars().next();
+            let ident = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+            !ident(before) && !ident(after)
+        })
+    };
+    invariants
+        .lines()
+        .filter_map(|line| {
+            let name = line.strip_prefix("| **")?.split_once("** |")?.0;
+            whole(line).then(|| name.to_string())
+        })
+        .collect()
+}
+
+/// The header for a failure of test `<suite>::<test>` that the test did not word itself: the
+/// rules of `docs/invariants.md` naming the test ([`rules_naming_test`], read from the
+/// workspace's `docs/invariants.md`), then [`header`]'s seeded bug; if the file cannot be read
+/// or no row names the test, the rule is given as "the rules naming `<suite>::<test>` in
+/// docs/invariants.md".
+pub fn header_for_test(suite_test: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/invariants.md");
+    let rules = std::fs::read_to_string(path)
+        .map(|doc| rules_naming_test(&doc, suite_test))
+        .unwrap_or_default();
+    if rules.is_empty() {
+        header(&format!(
+            "the rules naming `{suite_test}` in docs/invariants.md"
+        ))
+    } else {
+        header(&rules.join(", "))
+    }
+}
+
 /// Checks that the takers together took each of the tasks `0..pushed` exactly once
 /// (B2.remove-once). `takers` are `(who, ids taken, in the order taken)`, e.g.
 /// `("owner", vec![2, 1])`, `("thief", vec![0])`.
@@ -203,5 +253,28 @@ impl Runs {
             );
         }
         Err(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The loom tests of the deque are named by the rows of B2 in the real document, and a
+    /// name that is only a prefix of a test's name matches nothing.
+    #[test]
+    fn the_rules_of_a_loom_test_come_from_docs_invariants() {
+        let h = header_for_test("loom_deque::loom_chase_lev_push_reuses_slot_of_in_flight_steal");
+        assert!(
+            h.starts_with("broken: ") && h.contains("B2.chase-lev-buffers"),
+            "{h}"
+        );
+        let h = header_for_test("loom_deque::loom_chase_lev");
+        assert!(
+            h.starts_with(
+                "broken: the rules naming `loom_deque::loom_chase_lev` in docs/invariants.md"
+            ),
+            "{h}"
+        );
     }
 }

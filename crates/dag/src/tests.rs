@@ -391,7 +391,14 @@ fn callbacks_check_id_generation_then_state() {
             id: "a",
             given: g(7),
             current: g(1)
-        })
+        }),
+        "broken: A2.generation-key (the rules of docs/invariants.md){}\n\
+         a callback naming generation 7 settled generation 1: a callback for another \
+         generation must be StaleGeneration and change nothing \
+         (docs/bug-zoo.md#stale_generation)",
+        lockstep_sync::active_bug()
+            .map(|b| format!("\nseeded bug in force: {b} (docs/bug-zoo.md#{b})"))
+            .unwrap_or_default()
     );
     assert_eq!(s.complete(&"a", g(1)), Ok(applied(1, 0)));
     assert_eq!(

@@ -85,6 +85,11 @@ pub struct SuiteResult {
     pub message: Option<String>,
     /// How to replay the failure, short form (for the table).
     pub artifact: Option<String>,
+    /// The command that reruns the failing test (the suite, for a crash or a hang) with this
+    /// bug: the `replay:` line at the top of the log. `None` when the suite passed.
+    pub replay: Option<String>,
+    /// The log of the run (`target-zoo/zoo/<bug>/<suite>.log`).
+    pub log: PathBuf,
 }
 
 impl SuiteResult {
@@ -278,6 +283,12 @@ pub fn run(args: &ZooArgs) -> Result<ExitCode> {
             let limit = (baseline[s.name] * 4 + Duration::from_secs(30)).min(max);
             let r = run_suite(&root, &built[s.name], s, b.name, args, limit)?;
             println!("  {:<15} {}", s.name, report::cell(&r, false));
+            if let Some(replay) = &r.replay {
+                // The exact command, for every flavour (the table's replay column is short).
+                println!("    replay: {replay}");
+                let log = r.log.strip_prefix(&root).unwrap_or(&r.log);
+                println!("    log:    {}", log.display());
+            }
             let caught = r.caught();
             bug.results.push(r);
             if caught && args.first {
@@ -371,7 +382,8 @@ fn run_suite(
         out.ending = Ending::Failed { test: other };
         section = Some(text);
     }
-    write_log(&log_path(root, bug, s.name), s, Some(bug), args, &out)?;
+    let log = log_path(root, bug, s.name);
+    let replay = write_log(&log, s, Some(bug), args, &out)?;
     let message = section.as_deref().and_then(run::panic_message);
     let artifact = match &out.ending {
         Ending::Passed => None,
@@ -379,12 +391,15 @@ fn run_suite(
         Ending::Crashed { status } => Some(format!("crash ({status}): rerun the suite")),
         Ending::Failed { .. } => Some(artifact(root, s, section.as_deref(), args)),
     };
+    let replay = (!matches!(out.ending, Ending::Passed)).then_some(replay);
     Ok(SuiteResult {
         suite: s,
         ending: out.ending,
         time: out.time,
         message,
         artifact,
+        replay,
+        log,
     })
 }
 
@@ -608,20 +623,27 @@ pub fn replay_command(s: &Suite, bug: Option<&str>, test: Option<&str>, args: &Z
     c
 }
 
+/// Writes the log of run `out` of suite `s` to `path`: first the line `replay: <command>`
+/// ([`replay_command`] for the failing test, or the whole suite), then how it ended and
+/// everything it printed. Returns the command.
+///
+/// # Errors
+/// If the directory or the file cannot be written.
 fn write_log(
     path: &Path,
     s: &Suite,
     bug: Option<&str>,
     args: &ZooArgs,
     out: &RunOutput,
-) -> Result<()> {
+) -> Result<String> {
     let test = match &out.ending {
         Ending::Failed { test } => Some(test.as_str()),
         _ => None,
     };
+    let replay = replay_command(s, bug, test, args);
     let text = format!(
         "replay: {}\nending: {:?} after {}\n\n===== stdout =====\n{}\n\n===== stderr =====\n{}\n",
-        replay_command(s, bug, test, args),
+        replay,
         out.ending,
         secs(out.time),
         out.stdout,
@@ -630,7 +652,8 @@ fn write_log(
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    Ok(replay)
 }
 
 /// A duration in seconds, for humans.
@@ -702,6 +725,54 @@ mod tests {
             BaselineCache::load(&path).entries.is_empty(),
             "unreadable: empty"
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The replay command the runner prints is the first line of the log, for a suite of
+    /// every flavour: the loom one included (it carries the loom bound and its cfg).
+    #[test]
+    fn the_printed_replay_is_the_first_line_of_the_log() {
+        let args = ZooArgs {
+            bugs: Vec::new(),
+            suites: Vec::new(),
+            first: false,
+            write_doc: false,
+            timeout: 300,
+            proptest_seed: 1,
+            list: false,
+            rerun_baseline: false,
+        };
+        let dir = std::env::temp_dir().join(format!("zoo-log-test-{}", std::process::id()));
+        for flavour in Flavour::ALL {
+            let s = plan::SUITES
+                .iter()
+                .find(|s| s.flavour == flavour)
+                .expect("a suite of every flavour");
+            let out = RunOutput {
+                ending: Ending::Failed {
+                    test: "some_test".to_string(),
+                },
+                time: Duration::from_secs(1),
+                stdout: String::new(),
+                stderr: String::new(),
+            };
+            let path = dir.join(format!("{}.log", s.name));
+            let replay = write_log(&path, s, Some("some_bug"), &args, &out).unwrap();
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert_eq!(
+                text.lines().next(),
+                Some(format!("replay: {replay}").as_str())
+            );
+            assert!(replay.starts_with("LOCKSTEP_BUG=some_bug "), "{replay}");
+            assert!(replay.ends_with(" -- --exact some_test"), "{replay}");
+            assert!(
+                replay.contains(&format!("CARGO_TARGET_DIR={} ", flavour.target_dir())),
+                "{replay}"
+            );
+            if flavour == Flavour::Loom {
+                assert!(replay.contains("LOOM_MAX_PREEMPTIONS=2 "), "{replay}");
+            }
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

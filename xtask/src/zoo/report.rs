@@ -208,6 +208,8 @@ mod tests {
             time: Duration::from_millis(1500),
             message: None,
             artifact: None,
+            replay: None,
+            log: std::path::PathBuf::new(),
         };
         assert_eq!(cell(&mk(Ending::Passed), true), "missed");
         assert_eq!(
