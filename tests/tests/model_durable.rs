@@ -53,7 +53,7 @@ use lockstep_models::durable::{Changed, DurableModel, LeaseError, ModelLease, To
 use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::strategy::Union;
-use proptest::test_runner::FileFailurePersistence;
+use proptest::test_runner::{FileFailurePersistence, RngSeed};
 use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state_machine};
 
 // ----------------------------------------------------------------------------------------
@@ -651,6 +651,27 @@ impl Coverage {
     /// (`cases`: 96 cases give each event tens of times; a smaller `PROPTEST_CASES`, or the
     /// 48 cases of the PostgreSQL machine, may miss a rare one such as a renewal refused as
     /// expired), asserts that every event happened at least once.
+    /// True if some event of [`Coverage::assert_reached`] has not happened yet.
+    fn missing() -> bool {
+        [
+            &RECLAIMS,
+            &FENCED,
+            &EXPIRED,
+            &RENEWED,
+            &APPLIED,
+            &ABANDONED,
+            &SUBMITTED_IF,
+            &CHANGED,
+            &REOPENS,
+            &REDEFINED,
+            &REDEFINE_LEASED,
+            &REDEFINE_CYCLES,
+            &RESETS,
+        ]
+        .iter()
+        .any(|c| c.load(Ordering::Relaxed) == 0)
+    }
+
     fn assert_reached(cases: u32) {
         let counts = [
             ("re-claims of expired leases", &RECLAIMS),
@@ -672,6 +693,10 @@ impl Coverage {
         if cases < 96 {
             return;
         }
+        assert!(
+            !Self::missing(),
+            "coverage: an event is missing (see the counts above)"
+        );
         for (what, n) in counts {
             assert!(n > 0, "the generated sequences never produced {what}");
         }
@@ -1038,6 +1063,24 @@ prop_state_machine! {
     fn sqlite_cases(sequential 1..80 => DurableMachine<Sqlite>);
 }
 
+/// The seed of the top-up run of [`sqlite_store_matches_model`].
+const TOP_UP_SEED: u64 = 0x10c5_7e9;
+
+/// [`config`] with a fixed seed: the same 96 sequences every time (they reach every event of
+/// [`Coverage`]).
+fn top_up_config() -> ProptestConfig {
+    ProptestConfig {
+        rng_seed: RngSeed::Fixed(TOP_UP_SEED),
+        ..config()
+    }
+}
+
+prop_state_machine! {
+    #![proptest_config(top_up_config())]
+
+    fn sqlite_cases_fixed_seed(sequential 1..80 => DurableMachine<Sqlite>);
+}
+
 /// [`config`] with 48 cases unless `PROPTEST_CASES` is set: each PostgreSQL step is a few
 /// round trips to the server, and every step is followed by about twenty observations.
 fn pg_config() -> ProptestConfig {
@@ -1075,6 +1118,27 @@ fn postgres_store_matches_model() {
 fn sqlite_store_matches_model() {
     sqlite_cases();
     print_cases();
+    // The random sequences explore; a rare event (a redefinition refused under a live lease
+    // came 4 to 13 times in 96 cases, and once not at all) may be missed by one run. Then
+    // 96 more sequences from a fixed seed, compared with the model like the others, make the
+    // coverage check deterministic instead of flaky.
+    if Coverage::missing() && std::env::var_os("PROPTEST_CASES").is_none() {
+        println!("lockstep-durable coverage: an event is missing; top-up run from a fixed seed");
+        sqlite_cases_fixed_seed();
+    }
+    Coverage::assert_reached(config().cases);
+}
+
+/// The top-up run alone reaches every event (so the fallback above can always succeed).
+/// The counters are shared by the tests of this binary: run it alone
+/// (`-- --exact the_fixed_seed_top_up_reaches_every_event`) to see its own counts, which are
+/// the same on every run.
+#[test]
+fn the_fixed_seed_top_up_reaches_every_event() {
+    if std::env::var_os("PROPTEST_CASES").is_some() {
+        return;
+    }
+    sqlite_cases_fixed_seed();
     Coverage::assert_reached(config().cases);
 }
 
