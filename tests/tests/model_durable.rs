@@ -1064,7 +1064,7 @@ prop_state_machine! {
 }
 
 /// The seed of the top-up run of [`sqlite_store_matches_model`].
-const TOP_UP_SEED: u64 = 0x10c5_7e9;
+const TOP_UP_SEED: u64 = 0x010c_57e9;
 
 /// [`config`] with a fixed seed: the same 96 sequences every time (they reach every event of
 /// [`Coverage`]).
