@@ -200,6 +200,15 @@ fn open_sqlite(path: &std::path::Path, create: Option<usize>) -> Result<BoxStore
         }
     }
     if create.is_none() && !path.exists() {
+        // A file whose directory is missing (or is not a directory) will never appear:
+        // `SqliteStore::open` says so at once (a typed, permanent error), not waited out.
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => std::path::Path::new("."),
+        };
+        if !dir.is_dir() {
+            return Ok(Box::new(SqliteStore::open(path)?));
+        }
         // `lockstep worker` joins a run; it never creates one (it waits for it: `--store-wait`).
         return Err(DurableError::Missing {
             location: path.display().to_string(),

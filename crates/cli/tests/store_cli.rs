@@ -138,6 +138,54 @@ fn store_options_are_checked() {
     assert!(!dir.path().join("none.lockstep").exists());
 }
 
+/// A store path that can never hold a store is an error at once, with the default
+/// `--store-wait` of 5 minutes (found by the adversarial review: a directory, `/dev/null` or
+/// a path whose directory is missing was waited out as an outage, 'retrying' for 5 minutes).
+/// The 60 s timeout turns a wait into a failure.
+#[test]
+fn a_store_path_that_can_never_work_is_refused_at_once_not_waited_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_graph(dir.path());
+    let sub = dir.path().join("adir");
+    std::fs::create_dir(&sub).unwrap();
+    let cases = [
+        (format!("sqlite:{}", sub.display()), "a directory"),
+        ("sqlite:/dev/null".to_string(), "not a regular file"),
+        (
+            format!("sqlite:{}", dir.path().join("no-dir/x.db").display()),
+            "no-dir",
+        ),
+    ];
+    for (store, says) in &cases {
+        for worker in [true, false] {
+            let mut cmd = lockstep();
+            if worker {
+                cmd.args(["worker", "--store", store]);
+            } else {
+                cmd.arg("run").arg(&file).args(["--store", store]);
+            }
+            let out = cmd
+                .timeout(std::time::Duration::from_secs(60))
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{store} (worker {worker}): {err}"
+            );
+            assert!(
+                err.contains(says),
+                "{store} (worker {worker}) names the fault: {err}"
+            );
+            assert!(
+                !err.contains("retrying"),
+                "{store} (worker {worker}) is not waited out: {err}"
+            );
+        }
+    }
+}
+
 #[test]
 fn store_specs_parse_and_hide_passwords() {
     let s: StoreSpec = "postgres://me:secret@db:5432/jobs#runs".parse().unwrap();

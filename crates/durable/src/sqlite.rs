@@ -232,8 +232,11 @@ impl SqliteStore {
     /// # Errors
     /// [`DurableError::AlreadyExists`] if the file already holds a database (ours or not);
     /// [`DurableError::NotALockstepStore`] if it holds something that is not a database;
-    /// [`DurableError::Unavailable`] if it cannot be created (no such directory, no
-    /// permission). Nothing existing is changed.
+    /// [`DurableError::NotALockstepStore`] if `path` is a directory or not a regular file;
+    /// [`DurableError::Database`] if its directory is missing, not a directory or read-only,
+    /// or the file cannot be read and written (permission): waiting cannot cure these;
+    /// [`DurableError::Unavailable`] if SQLite still cannot open it (a transient fault).
+    /// Nothing existing is changed.
     pub fn create(path: impl AsRef<Path>, max_concurrency: usize) -> Result<Self, DurableError> {
         Self::create_with(path, max_concurrency, &SqliteOptions::default())
     }
@@ -248,6 +251,9 @@ impl SqliteStore {
         options: &SqliteOptions,
     ) -> Result<Self, DurableError> {
         let path = path.as_ref().to_path_buf();
+        if let Some(e) = permanent_fault(&path, true) {
+            return Err(e);
+        }
         let conn = Connection::open_with_flags(
             &path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -301,7 +307,10 @@ impl SqliteStore {
     /// Opens an existing store at `path` with default [`SqliteOptions`].
     ///
     /// # Errors
-    /// [`DurableError::Unavailable`] if the file does not exist or cannot be opened;
+    /// [`DurableError::Unavailable`] if the file does not exist (its directory does) or cannot
+    /// be opened for a reason that may pass; [`DurableError::NotALockstepStore`] if `path` is a
+    /// directory or not a regular file; [`DurableError::Database`] if its directory is
+    /// missing or the file cannot be read and written (permission);
     /// [`DurableError::Missing`] if the database is empty (no schema object: an empty file, or
     /// a store another process is creating); [`DurableError::NotALockstepStore`] if it is not
     /// a database, is another application's database, or its metadata is damaged; [`DurableError::NewerSchema`] if a
@@ -321,6 +330,9 @@ impl SqliteStore {
         options: &SqliteOptions,
     ) -> Result<Self, DurableError> {
         let path = path.as_ref().to_path_buf();
+        if let Some(e) = permanent_fault(&path, false) {
+            return Err(e);
+        }
         let conn = Connection::open_with_flags(
             &path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -474,6 +486,74 @@ impl SqliteStore {
         let out = f(&tx, &meta)?;
         tx.commit().map_err(map_err)?;
         Ok(out)
+    }
+}
+
+/// What waiting cannot cure about `path`, found before SQLite tries it (SQLite reports all
+/// of these as one `SQLITE_CANTOPEN`, which is otherwise a transient
+/// [`DurableError::Unavailable`]): a directory or another non-regular file (`/dev/null`) is
+/// [`DurableError::NotALockstepStore`]; a file that exists but cannot be read and written,
+/// and, when `creating`, a missing or unwritable directory, are [`DurableError::Database`]
+/// naming the path and the operating system's reason. A file that does not exist (for
+/// `open`) is left to SQLite's `CANTOPEN`, which the caller maps to
+/// [`DurableError::Missing`] or `Unavailable`. O(1) system calls.
+fn permanent_fault(path: &Path, creating: bool) -> Option<DurableError> {
+    let shown = path.display().to_string();
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Some(DurableError::NotALockstepStore {
+            location: shown,
+            reason: "a directory".into(),
+        }),
+        Ok(m) if !m.is_file() => Some(DurableError::NotALockstepStore {
+            location: shown,
+            reason: "not a regular file (a device, a FIFO or a socket)".into(),
+        }),
+        Ok(_) => std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .err()
+            .filter(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
+            .map(|e| DurableError::Database {
+                reason: format!("cannot open {shown} for reading and writing: {e}"),
+            }),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            match std::fs::metadata(dir) {
+                Ok(d) if d.is_dir() => {
+                    if creating && d.permissions().readonly() {
+                        Some(DurableError::Database {
+                            reason: format!(
+                                "cannot create {shown}: its directory {} is read-only",
+                                dir.display()
+                            ),
+                        })
+                    } else {
+                        None
+                    }
+                }
+                Ok(_) => Some(DurableError::Database {
+                    reason: format!("cannot use {shown}: {} is not a directory", dir.display()),
+                }),
+                Err(e) => Some(DurableError::Database {
+                    reason: format!("cannot use {shown}: its directory {}: {e}", dir.display()),
+                }),
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            Some(DurableError::Database {
+                reason: format!("cannot reach {shown}: {e}"),
+            })
+        }
+        Err(_) => None,
     }
 }
 

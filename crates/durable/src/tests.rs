@@ -574,9 +574,11 @@ fn missing_files_and_existing_stores_are_typed_errors() {
         SqliteStore::open(dir.path().join("absent.lockstep")),
         Err(DurableError::Unavailable { .. })
     ));
+    // No directory to create it in: waiting cannot cure that (it was `Unavailable`, which
+    // `run --store` waited out for --store-wait).
     assert!(matches!(
         SqliteStore::create(dir.path().join("no/such/dir/x.lockstep"), 1),
-        Err(DurableError::Unavailable { .. })
+        Err(DurableError::Database { .. })
     ));
     let path = dir.path().join("s.lockstep");
     drop(SqliteStore::create(&path, 1).unwrap());
@@ -672,4 +674,61 @@ fn an_unlimited_store_is_bounded_only_by_each_claim() {
         );
         assert_eq!(s.counts().unwrap().running, 40);
     }
+}
+
+/// Faults that waiting cannot cure are typed at once, not `Unavailable` (which `run --store`
+/// and `worker` wait out for `--store-wait`, 5 minutes by default: found by the adversarial
+/// review, a directory or a missing parent directory was waited out). A missing file in an
+/// existing directory stays transient for `open` (a store not created yet).
+#[test]
+fn paths_that_can_never_hold_a_store_fail_at_once_with_a_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    for r in [
+        SqliteStore::open(&sub).map(|_| ()),
+        SqliteStore::create(&sub, 1).map(|_| ()),
+    ] {
+        assert!(
+            matches!(&r, Err(DurableError::NotALockstepStore { reason, .. }) if reason == "a directory"),
+            "{r:?}"
+        );
+    }
+    for r in [
+        SqliteStore::open("/dev/null").map(|_| ()),
+        SqliteStore::create("/dev/null", 1).map(|_| ()),
+    ] {
+        assert!(
+            matches!(&r, Err(DurableError::NotALockstepStore { reason, .. }) if reason.contains("not a regular file")),
+            "{r:?}"
+        );
+    }
+    let deep = dir.path().join("no-such-dir").join("x.db");
+    for r in [
+        SqliteStore::open(&deep).map(|_| ()),
+        SqliteStore::create(&deep, 1).map(|_| ()),
+    ] {
+        let e = r.expect_err("no directory");
+        assert!(
+            matches!(&e, DurableError::Database { reason } if reason.contains("no-such-dir")),
+            "{e:?}"
+        );
+        assert!(!e.is_waited_for(), "{e:?} is not waited for");
+    }
+    let not_dir = dir.path().join("file");
+    std::fs::write(&not_dir, b"").unwrap();
+    let e = SqliteStore::create(not_dir.join("x.db"), 1)
+        .map(|_| ())
+        .expect_err("a file as directory");
+    assert!(
+        matches!(&e, DurableError::Database { reason } if reason.contains("not a directory")),
+        "{e:?}"
+    );
+    // Still waited for: a store not created yet in a directory that exists.
+    let later = dir.path().join("later.db");
+    let e = SqliteStore::open(&later)
+        .map(|_| ())
+        .expect_err("not there yet");
+    assert!(e.is_waited_for(), "{e:?} is waited for");
+    assert!(!later.exists(), "open created nothing");
 }
