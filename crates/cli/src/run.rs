@@ -646,6 +646,9 @@ struct Done {
     no_command: bool,
     /// It failed while the run was being closed (Ctrl-C): reported as interrupted.
     interrupted: bool,
+    /// `--fail-fast` closed the run while its first attempt waited for a `-j` slot: nothing
+    /// of it ran, and it is reported cancelled like the tasks the executor never called.
+    unstarted: bool,
     /// The attempt that ended it, and how many it was allowed.
     attempt: u32,
     attempts: u32,
@@ -820,16 +823,36 @@ fn run_inner(
             let payload = &payloads[ctx.index() as usize];
             tracing::debug!(task = %id, generation = 1, "claimed");
             let stop = || stopping.load(std::sync::atomic::Ordering::SeqCst);
-            // Ctrl-C while the first attempt waits for a slot: it is not made.
+            // The first attempt's wait for a slot also ends when `--fail-fast` closed the run
+            // (`is_cancel_requested`): it starts nothing after the failure, as the executor
+            // starts no task after it (found by the adversarial review: tasks waiting for a
+            // slot started their first attempts after the failure).
+            let first_stop = || stop() || ctx.is_cancel_requested();
+            // Names this task as the failure that stopped the run, and closes it.
+            let close_for_fail_fast = || {
+                if let Ok(mut c) = closer.lock()
+                    && c.is_none()
+                {
+                    *c = Some(Closer::FailFast(id.clone()));
+                }
+                ctx.close_run();
+            };
+            // Ctrl-C (or --fail-fast) while the first attempt waits for a slot: it is not made.
             let not_started = || {
-                let reason = "stopped while waiting for a -j slot; attempt 1 not made";
+                let signal = stop();
+                let reason = if signal {
+                    "stopped while waiting for a -j slot; attempt 1 not made"
+                } else {
+                    "not started: the run was closed by --fail-fast while it waited for a -j slot"
+                };
                 let _ = tx.send(Msg::Done(Done {
                     id: id.clone(),
                     result: Err((reason.to_string(), Vec::new())),
                     ran: Ran::default(),
                     duration: Duration::ZERO,
                     no_command: false,
-                    interrupted: true,
+                    interrupted: signal,
+                    unstarted: !signal,
                     attempt: 0,
                     attempts: payload.limits.attempts(),
                     spans: Vec::new(),
@@ -839,9 +862,13 @@ fn run_inner(
             };
             if simulate.is_none() && payload.command.is_none() {
                 // No command, no simulation: succeeds at once (an attempt of no length).
-                let Some((slot, start)) = slots.take(&stop) else {
+                let Some((slot, start)) = slots.take(&first_stop) else {
                     return not_started();
                 };
+                if first_stop() {
+                    slots.give(slot);
+                    return not_started();
+                }
                 if let Some(ev) = &events {
                     ev.claimed(id, 1, 1, None);
                     ev.started(id, 1, 1, None);
@@ -878,6 +905,7 @@ fn run_inner(
                     duration: Duration::ZERO,
                     no_command: true,
                     interrupted: false,
+                    unstarted: false,
                     attempt: 1,
                     attempts: payload.limits.attempts(),
                     spans: vec![span],
@@ -899,7 +927,19 @@ fn run_inner(
                 let mut ran = Ran::default();
                 // At most -j attempts run at once: the pool may be running more task
                 // functions than it has workers while some wait for their retry delays.
-                let Some((slot, span_start)) = slots.take(&stop) else {
+                let taken = if attempt == 1 {
+                    slots.take(&first_stop).filter(|&(slot, _)| {
+                        // Closed between the executor's decision and the slot: not started.
+                        let go = !first_stop();
+                        if !go {
+                            slots.give(slot);
+                        }
+                        go
+                    })
+                } else {
+                    slots.take(&stop)
+                };
+                let Some((slot, span_start)) = taken else {
                     if attempt == 1 {
                         return not_started();
                     }
@@ -938,6 +978,12 @@ fn run_inner(
                     )
                 }))
                 .unwrap_or_else(|_| Err(("the runner panicked".to_string(), Vec::new())));
+                // `--fail-fast`: the last failed attempt closes the run **before** it frees its
+                // slot, so that an attempt waiting for that slot sees the run closed and does
+                // not start (the close below, before the task settles, is then a no-op).
+                if fail_fast && result.is_err() && attempt >= attempts && !stop() {
+                    close_for_fail_fast();
+                }
                 let span_end = slots.give(slot);
                 // A command killed by SIGINT is the user's Ctrl-C (module docs).
                 if ran.sigint && handle_interrupt {
@@ -1028,12 +1074,7 @@ fn run_inner(
             // settles, so that no task is started after it; running ones go on (they look at
             // `stopping`, which stays false).
             if fail_fast && verdict.is_err() && !interrupted {
-                if let Ok(mut c) = closer.lock()
-                    && c.is_none()
-                {
-                    *c = Some(Closer::FailFast(id.clone()));
-                }
-                ctx.close_run();
+                close_for_fail_fast();
             }
             // Sent before this task settles, so before any dependent starts: the main thread
             // receives results in a topological order.
@@ -1044,6 +1085,7 @@ fn run_inner(
                 duration: start.elapsed(),
                 no_command: false,
                 interrupted,
+                unstarted: false,
                 attempt,
                 attempts,
                 spans,
@@ -1074,6 +1116,8 @@ fn run_inner(
     let mut durations: HashMap<String, Duration> = HashMap::new();
     let mut logs: HashMap<String, PathBuf> = HashMap::new();
     let mut interrupted_how: HashMap<String, String> = HashMap::new();
+    // Tasks whose first attempt `--fail-fast` stopped before it had a slot.
+    let mut unstarted: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut tried: HashMap<String, (u32, u32)> = HashMap::new();
     let mut claims: HashMap<String, Duration> = HashMap::new();
     let mut finish_order: Vec<String> = Vec::with_capacity(ids.len());
@@ -1148,6 +1192,11 @@ fn run_inner(
                 spans.extend(done.spans);
                 tried.insert(done.id.clone(), (done.attempt, done.attempts));
                 claims.insert(done.id.clone(), done.claimed);
+                if done.unstarted {
+                    unstarted.insert(done.id.clone());
+                    out.ended(&done.id, true);
+                    continue;
+                }
                 if done.no_command {
                     out.line(&crate::look::task_block(
                         &done.id,
@@ -1202,7 +1251,13 @@ fn run_inner(
     let mut tasks = Vec::with_capacity(ids.len());
     let mut interrupted_tasks = 0;
     for (t, id) in ids.into_iter().enumerate() {
-        let status = outcome.status(t as u32);
+        let mut status = outcome.status(t as u32);
+        if unstarted.contains(&id) {
+            // The executor called its function (so it records a failure), but nothing of it
+            // ran: cancelled by --fail-fast, as the tasks it never called.
+            status.state = TaskState::Cancelled;
+            status.error = None;
+        }
         let how = interrupted_how.remove(&id);
         if how.is_some() {
             interrupted_tasks += 1;

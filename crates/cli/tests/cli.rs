@@ -2008,6 +2008,87 @@ fn fail_fast_cancels_the_queued_tasks_naming_the_failure_and_lets_running_ones_f
     assert!(dir.path().join("next.ran").exists());
 }
 
+/// `--fail-fast` starts no first attempt after the failure, also for tasks whose function
+/// was already called and waited for a `-j` slot (found by the adversarial review: with
+/// retry delays lending their workers out, 30 attempts started after the failure). Many
+/// tasks time out and retry after a delay, so functions wait for slots while the first task
+/// runs out of attempts; the trace shows every first attempt starting before the end of the
+/// failure that stopped the run, and the tasks that never started are reported cancelled.
+#[test]
+fn fail_fast_starts_no_first_attempt_after_the_failure_even_one_waiting_for_a_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut toml = String::new();
+    for i in 0..30 {
+        toml.push_str(&format!(
+            "[[task]]\nid = \"t{i}\"\ncommand = \"sleep 5\"\ntimeout = \"200ms\"\nretries = 2\nretry_delay = \"300ms\"\n\n"
+        ));
+    }
+    for i in 30..40 {
+        toml.push_str(&format!(
+            "[[task]]\nid = \"t{i}\"\ndeps = [\"t{}\"]\ncommand = \"true\"\n\n",
+            i - 30
+        ));
+    }
+    let f = write(dir.path(), "ff.toml", &toml);
+    let trace = dir.path().join("trace.json");
+    let out = lockstep()
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "--no-progress",
+            "-j",
+            "3",
+            "--grace",
+            "100ms",
+            "--fail-fast",
+            "--trace",
+        ])
+        .arg(&trace)
+        .arg(&f)
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let stdout = stdout_of(&out);
+    let stopper = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("stopped by --fail-fast: "))
+        .and_then(|l| l.split(' ').next())
+        .unwrap_or_else(|| panic!("no fail-fast line in:\n{stdout}"))
+        .to_string();
+    let (_, spans) = trace_spans(&trace);
+    let failed_at = spans
+        .iter()
+        .filter(|s| s["args"]["id"] == stopper.as_str())
+        .map(|s| s["ts"].as_u64().unwrap() + s["dur"].as_u64().unwrap())
+        .max()
+        .expect("the failed task's spans");
+    let late: Vec<String> = spans
+        .iter()
+        .filter(|s| s["args"]["attempt"] == 1 && s["ts"].as_u64().unwrap() > failed_at)
+        .map(|s| format!("{} at {} us", s["args"]["id"], s["ts"]))
+        .collect();
+    assert!(
+        late.is_empty(),
+        "first attempts started after {stopper} failed at {failed_at} us: {late:?}\n{stdout}"
+    );
+    let started: std::collections::BTreeSet<String> = spans
+        .iter()
+        .map(|s| s["args"]["id"].as_str().unwrap().to_string())
+        .collect();
+    let summary = stdout
+        .lines()
+        .find(|l| l.starts_with("summary: "))
+        .expect("summary");
+    // Every task without a span was cancelled: 40 tasks = started ones + cancelled ones.
+    let cancelled: usize = summary
+        .split([',', ';'])
+        .find_map(|p| p.trim().strip_suffix(" cancelled"))
+        .map(|n| n.parse().unwrap())
+        .expect("cancelled count");
+    assert_eq!(started.len() + cancelled, 40, "{summary}\n{stdout}");
+}
+
 #[test]
 fn run_help_lists_the_attempt_options_with_their_defaults() {
     let out = lockstep()

@@ -449,7 +449,9 @@ impl<D: DequeFamily> Pool<D> {
         self.shared.workers()
     }
 
-    /// A snapshot of the pool's counters; exact once the pool has terminated.
+    /// A snapshot of the pool's counters; exact once [`Pool::await_termination`] has returned
+    /// (a spare thread released before the end may still count a last backoff after
+    /// [`Pool::state`] says `Terminated`; `await_termination` waits for the spares too).
     pub fn metrics(&self) -> PoolMetrics {
         self.shared.metrics()
     }

@@ -1,7 +1,8 @@
 //! Counters a pool keeps while it runs (SPEC B4 "counted in metrics", B5 "expose steal counts").
 //!
 //! Every counter is a relaxed atomic bumped by the thread that did the work: the numbers are
-//! exact once the pool has terminated, and a consistent-enough snapshot while it runs (two
+//! exact once `Pool::await_termination` has returned (a released spare may count a last
+//! backoff after the state reads `Terminated`), and a consistent-enough snapshot while it runs (two
 //! counters read one after the other may disagree by the work done in between). A worker's
 //! own slot has one writer, its thread, and is bumped with a plain load and store
 //! ([`bump_own`]); the spares standing in for it share a second slot, bumped with
