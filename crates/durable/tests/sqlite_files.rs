@@ -38,7 +38,8 @@ fn a_truncated_store_is_not_a_lockstep_store_and_is_left_alone() {
 
 /// A zero-byte file is an empty database to SQLite: `open` refuses it as no store yet
 /// (`Missing`: a worker waits for a store being created) and leaves it empty (no WAL or
-/// header written); a directory is `Unavailable`.
+/// header written); a directory is `NotALockstepStore` at once (it was `Unavailable`, which
+/// `run --store` and `worker` waited out for `--store-wait`).
 #[test]
 fn a_zero_byte_file_and_a_directory_are_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -53,6 +54,9 @@ fn a_zero_byte_file_and_a_directory_are_refused() {
         SqliteStore::open(dir.path()).map(drop),
         SqliteStore::create(dir.path(), 1).map(drop),
     ] {
-        assert!(matches!(r, Err(DurableError::Unavailable { .. })), "{r:?}");
+        assert!(
+            matches!(&r, Err(DurableError::NotALockstepStore { reason, .. }) if reason == "a directory"),
+            "{r:?}"
+        );
     }
 }
