@@ -1293,7 +1293,7 @@ fn spawn_detached_is_refused_after_shutdown_and_after_termination<D: DequeFamily
 /// with the worker's plain store loses counts here.
 fn metrics_are_exact_while_spares_and_workers_count_together<D: DequeFamily>() {
     // Miri: a few small rounds (it runs every task about a thousand times slower; the
-    // full size took CI's Miri stage past ten minutes).
+    // full size held CI's Miri stage for over 5 minutes).
     const ROUNDS: usize = if cfg!(miri) { 2 } else { 40 };
     const BLOCKERS: usize = if cfg!(miri) { 2 } else { 4 };
     const PLAIN: usize = if cfg!(miri) { 4 } else { 50 };
