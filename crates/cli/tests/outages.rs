@@ -9,18 +9,16 @@
 //! test name contains `postgres` (CI: `cargo test --workspace --tests -- postgres`).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
 
 use lockstep_cli::store::StoreSpec;
 use lockstep_durable::TaskState;
 
 mod common;
-use common::{DEADLINE, lockstep, wait_for};
+use common::{DEADLINE, Running, lockstep, wait_for};
 
 /// The server of `LOCKSTEP_PG_URL`, or `None` (skip line) without one; a failure with
 /// `LOCKSTEP_REQUIRE_PG=1`.
@@ -81,104 +79,6 @@ impl Drop for Cluster {
                 .arg("stop")
                 .env("LOCKSTEP_PG_STATE", &self.state)
                 .output();
-    }
-}
-
-/// A running `lockstep` whose standard output and error are collected as it goes.
-struct Running {
-    child: Child,
-    out: Arc<Mutex<String>>,
-}
-
-impl Running {
-    fn spawn(mut cmd: Command) -> Running {
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start lockstep");
-        let out = Arc::new(Mutex::new(String::new()));
-        for stream in [
-            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-            Box::new(child.stderr.take().unwrap()),
-        ] {
-            let out = Arc::clone(&out);
-            thread::spawn(move || {
-                for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                    let mut o = out.lock().unwrap();
-                    o.push_str(&line);
-                    o.push('\n');
-                }
-            });
-        }
-        Running { child, out }
-    }
-
-    fn text(&self) -> String {
-        self.out.lock().unwrap().clone()
-    }
-
-    /// Waits until `cond` holds (not a condition on its output); panics with its output if it
-    /// exits first or after the deadline.
-    fn wait_while_running(&mut self, what: &str, cond: impl Fn() -> bool) {
-        let end = Instant::now() + DEADLINE;
-        while !cond() {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                panic!(
-                    "lockstep exited ({st}) before {what}; it printed:\n{}",
-                    self.text()
-                );
-            }
-            assert!(
-                Instant::now() < end,
-                "timed out waiting for: {what}; lockstep printed:\n{}",
-                self.text()
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Waits until `cond` holds of what it printed; panics with its exit status and output
-    /// if it exits first (or after the deadline).
-    fn wait_for_text(&mut self, what: &str, cond: impl Fn(&str) -> bool) {
-        wait_for(what, || {
-            let text = self.text();
-            if let Some(st) = self.child.try_wait().unwrap() {
-                thread::sleep(Duration::from_millis(200));
-                assert!(
-                    cond(&self.text()),
-                    "lockstep exited ({st}) before {what}; it printed:\n{}",
-                    self.text()
-                );
-                return true;
-            }
-            cond(&text)
-        });
-    }
-
-    /// Waits for the exit (hang guard: SIGKILL and panic after `limit`); returns the status
-    /// and everything it printed.
-    fn finish_within(mut self, limit: Duration) -> (ExitStatus, String) {
-        let end = Instant::now() + limit;
-        let status = loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                break st;
-            }
-            if Instant::now() > end {
-                let _ = self.child.kill();
-                panic!("lockstep did not exit; it printed:\n{}", self.text());
-            }
-            thread::sleep(Duration::from_millis(20));
-        };
-        wait_for("the output to end", || Arc::strong_count(&self.out) == 1);
-        (status, self.text())
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -10,18 +10,16 @@
 
 #![cfg(unix)]
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use lockstep_cli::store::StoreSpec;
 use lockstep_durable::{Clock, LeaseOwner, Millis, Store, SystemClock, TaskState};
 
 mod common;
-use common::{DEADLINE, lockstep, wait_for};
+use common::{Running, lockstep, wait_for};
 
 /// The pid in `path` once a command wrote it (a whole line).
 fn pid_in(path: &Path) -> u32 {
@@ -61,70 +59,6 @@ fn signal(sig: &str, pid: u32) {
         .status()
         .unwrap();
     assert!(st.success(), "kill {sig} {pid}");
-}
-
-/// A running lockstep whose standard output and error are collected as they come.
-struct Running {
-    child: Child,
-    out: Arc<Mutex<String>>,
-}
-
-impl Running {
-    fn spawn(mut cmd: Command) -> Running {
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start lockstep");
-        let out = Arc::new(Mutex::new(String::new()));
-        for stream in [
-            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-            Box::new(child.stderr.take().unwrap()),
-        ] {
-            let out = Arc::clone(&out);
-            thread::spawn(move || {
-                for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                    let mut o = out.lock().unwrap();
-                    o.push_str(&line);
-                    o.push('\n');
-                }
-            });
-        }
-        Running { child, out }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn text(&self) -> String {
-        self.out.lock().unwrap().clone()
-    }
-
-    fn wait_for_line(&self, start: &str) {
-        wait_for(&format!("a line starting {start:?}"), || {
-            self.text().lines().any(|l| l.starts_with(start))
-        });
-    }
-
-    /// Waits for the exit (hang guard: SIGKILL and panic after the deadline); returns the
-    /// status and everything it printed.
-    fn finish(mut self) -> (ExitStatus, String) {
-        let end = Instant::now() + DEADLINE;
-        let status = loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                break st;
-            }
-            if Instant::now() > end {
-                let _ = self.child.kill();
-                panic!("lockstep did not exit; it printed:\n{}", self.text());
-            }
-            thread::sleep(Duration::from_millis(20));
-        };
-        // The readers end with the pipes (the guard holds neither).
-        wait_for("the output to end", || Arc::strong_count(&self.out) == 1);
-        (status, self.text())
-    }
 }
 
 fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
