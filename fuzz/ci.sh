@@ -21,8 +21,11 @@ rustup run nightly rustc --version >/dev/null 2>&1 ||
 step rustup component add rust-src --toolchain nightly
 command -v cargo-fuzz >/dev/null 2>&1 || step cargo install cargo-fuzz --locked
 
-# `schedules` needs the shuttle primitives: its committed corpus replays here, on stable.
-step env RUSTFLAGS="--cfg shuttle" CARGO_TARGET_DIR=target-shuttle \
+# `schedules` needs the shuttle primitives: its committed corpus replays here, on stable, in
+# the shuttle build of .ci/run's shuttle stage and the zoo (same flags, same target directory:
+# only the harness is compiled here; `LOCKSTEP_BUG` unset, so every seed is off).
+step env -u LOCKSTEP_BUG RUSTFLAGS="--cfg shuttle --cfg lockstep_bug" \
+    CARGO_TARGET_DIR=target-zoo-shuttle \
     cargo test --locked --release -p lockstep-fuzzing --lib --test corpus
 
 # -timeout: one input running longer than this is reported as a hang (a crash).

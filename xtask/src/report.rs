@@ -13,7 +13,9 @@
 //!
 //! The builds are those of `.ci/run`: unit and integration tests in the dev profile, shuttle
 //! (`--cfg shuttle`, `target-shuttle`) and loom (`--cfg loom -C debug-assertions`,
-//! `target-loom`, `LOOM_MAX_PREEMPTIONS=2`) in release.
+//! `target-loom`, `LOOM_MAX_PREEMPTIONS=2`) in release. (`.ci/run` adds `--cfg lockstep_bug`
+//! and uses the zoo's target directories, so that the zoo reuses its checker builds; with
+//! `LOCKSTEP_BUG` unset no seed is on, so the same code runs.)
 //!
 //! Fuzzing: every cargo-fuzz target (nightly, AddressSanitizer, as `fuzz/ci.sh`) runs for
 //! `--fuzz-seconds` seconds with `-print_final_stats=1`; the report takes libFuzzer's
