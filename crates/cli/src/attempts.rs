@@ -95,8 +95,14 @@ pub fn parse_timeout(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// A duration as lockstep prints it: seconds, `30 s`, `0.5 s`, `90 s`.
+/// A duration as lockstep prints it: seconds below an hour (`30 s`, `0.5 s`, `90 s`), whole
+/// units from an hour on (`1h 30m`, `99years`).
 pub fn text(d: Duration) -> String {
+    // An hour or more reads better in units than as a count of seconds (`99years`, not
+    // `3124202400 s`); sub-second parts are dropped there.
+    if d >= Duration::from_secs(3600) {
+        return humantime::format_duration(Duration::from_secs(d.as_secs())).to_string();
+    }
     format!("{} s", d.as_secs_f64())
 }
 
@@ -212,5 +218,8 @@ mod tests {
             timed_out(Duration::from_millis(1500)),
             "timed out after 1.5 s"
         );
+        assert_eq!(text(Duration::from_millis(3_599_500)), "3599.5 s");
+        assert_eq!(text(Duration::from_millis(5_400_700)), "1h 30m");
+        assert_eq!(text(humantime::parse_duration("99y").unwrap()), "99years");
     }
 }

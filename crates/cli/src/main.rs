@@ -854,6 +854,13 @@ fn worker_run(
                 stats.lost_leases,
                 stats.given_back.len()
             );
+            if let Some(reason) = &stats.store_unavailable {
+                emitln!(
+                    "worker {}: the store was unavailable when it stopped ({reason}); {} result(s) not reported, their claims expire with their leases and the tasks run again",
+                    opts.owner,
+                    stats.unreported.len()
+                );
+            }
             if show_metrics {
                 emitln!("{}", metrics.line());
             }

@@ -19,6 +19,9 @@
 //! once that much time has passed since the first failure without an answer, the operation
 //! returns the last error (`store unavailable (REASON): giving up after 5m (--store-wait)`),
 //! and the process exits 2 naming it. A wait of zero never retries (the behaviour before).
+//! A stop (Ctrl-C, SIGTERM) ends a wait at once (`store unavailable (REASON): stopped waiting
+//! after 2.1 s (Ctrl-C)`); the process then stops as it would with the store up, printing what
+//! it could not report (`crate::worker::run`, "Outages at the stop") and exiting 1.
 //!
 //! [`DurableError::Busy`] (transient too) is not retried here: the callers already retry it
 //! after their poll interval, as before (SQLite's busy handler has waited first).
@@ -195,7 +198,20 @@ impl PatientStore {
         let since = *self.down_since.get_or_insert_with(Instant::now);
         self.attempt += 1;
         let elapsed = since.elapsed();
-        if elapsed >= self.wait || self.stopping() {
+        if let Some(signal) = self.stop.as_ref().and_then(StopRequest::get) {
+            // A stop ends the wait: the caller stops like any stopped process (it reports
+            // what it could not hand to the store: `crate::worker::run`).
+            crate::look::say(&format!(
+                "store unavailable ({}): stopped waiting after {} ({})",
+                reason(&e),
+                seconds(elapsed),
+                signal.name()
+            ));
+            self.down_since = None;
+            self.attempt = 0;
+            return Err(e);
+        }
+        if elapsed >= self.wait {
             if !self.wait.is_zero() {
                 crate::look::say(&format!(
                     "store unavailable ({}): giving up after {} (attempt {}, --store-wait {})",

@@ -83,10 +83,22 @@ pub enum StoreSpec {
     Postgres(String),
 }
 
-/// A `--store` value that is neither `sqlite:PATH` nor a PostgreSQL URL.
+/// A `--store` value this build cannot open. Each variant carries the whole value given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("--store {0:?}: expected sqlite:PATH or postgres://USER@HOST/DATABASE")]
-pub struct BadStoreSpec(pub String);
+pub enum BadStoreSpec {
+    /// Neither `sqlite:PATH` (with a non-empty path) nor a `postgres://` or `postgresql://`
+    /// URL.
+    #[error("--store {0:?}: expected sqlite:PATH or postgres://USER@HOST/DATABASE")]
+    Unrecognised(String),
+    /// A PostgreSQL URL given to a build without the `postgres` feature of `lockstep-cli`
+    /// (on by default; `--no-default-features` leaves it out, and the PostgreSQL client with
+    /// it).
+    #[error(
+        "--store {0:?}: this lockstep was built without PostgreSQL support (the `postgres` \
+         feature of lockstep-cli, on by default); use sqlite:PATH or rebuild with it"
+    )]
+    NoPostgres(String),
+}
 
 impl FromStr for StoreSpec {
     type Err = BadStoreSpec;
@@ -94,14 +106,17 @@ impl FromStr for StoreSpec {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         if let Some(path) = s.strip_prefix("sqlite:") {
             if path.is_empty() {
-                return Err(BadStoreSpec(s.to_string()));
+                return Err(BadStoreSpec::Unrecognised(s.to_string()));
             }
             return Ok(StoreSpec::Sqlite(PathBuf::from(path)));
         }
         if s.starts_with("postgres://") || s.starts_with("postgresql://") {
-            return Ok(StoreSpec::Postgres(s.to_string()));
+            if cfg!(feature = "postgres") {
+                return Ok(StoreSpec::Postgres(s.to_string()));
+            }
+            return Err(BadStoreSpec::NoPostgres(s.to_string()));
         }
-        Err(BadStoreSpec(s.to_string()))
+        Err(BadStoreSpec::Unrecognised(s.to_string()))
     }
 }
 
@@ -222,6 +237,7 @@ fn open_sqlite(path: &std::path::Path, create: Option<usize>) -> Result<BoxStore
 }
 
 /// `postgres://...#SCHEMA` names the PostgreSQL schema of the store (default `lockstep`).
+#[cfg(feature = "postgres")]
 fn open_postgres(url: &str, create: Option<usize>) -> Result<BoxStore, DurableError> {
     use lockstep_durable::{PostgresOptions, PostgresStore};
     let (url, opts) = match url.rsplit_once('#') {
@@ -231,6 +247,18 @@ fn open_postgres(url: &str, create: Option<usize>) -> Result<BoxStore, DurableEr
     Ok(match create {
         Some(slots) => Box::new(PostgresStore::open_or_create_with(url, slots, &opts)?),
         None => Box::new(PostgresStore::open_with(url, &opts)?),
+    })
+}
+
+/// Without the `postgres` feature no [`StoreSpec::Postgres`] is ever parsed
+/// ([`BadStoreSpec::NoPostgres`]); one built by hand is refused here.
+#[cfg(not(feature = "postgres"))]
+fn open_postgres(url: &str, _create: Option<usize>) -> Result<BoxStore, DurableError> {
+    Err(DurableError::Database {
+        reason: format!(
+            "{}: this lockstep was built without the `postgres` feature",
+            StoreSpec::Postgres(url.to_string())
+        ),
     })
 }
 
@@ -436,6 +464,10 @@ pub struct StoreRunReport {
     pub critical_time: Duration,
     /// The critical path, first task first.
     pub critical_path: Vec<String>,
+    /// Set when a stop came while the store was unavailable and it was still unavailable at
+    /// the end: the store's error. The tasks' final states are then not known here
+    /// ([`StoreRunReport::tasks`] and [`StoreRunReport::records`] are empty).
+    pub store_unavailable: Option<String>,
 }
 
 /// Why a task of the store was cancelled, as the end report and the `cancelled` event say it:
@@ -474,7 +506,14 @@ impl StoreRunReport {
     /// attempts this process ran, followed by `; this process ran N task(s) (...)`; after
     /// `--fail-fast`, `stopped by --fail-fast: ...`; after a signal, last, `stopped by Ctrl-C:
     /// ...` (or `SIGTERM`). O(tasks).
+    ///
+    /// When the store was unavailable at the end ([`StoreRunReport::store_unavailable`]), the
+    /// summary says so instead of counting states, and the stop line counts the results that
+    /// could not be reported ([`WorkerStats::unreported`]).
     pub fn lines_with(&self, max_ids: usize) -> Vec<String> {
+        if let Some(reason) = &self.store_unavailable {
+            return self.lines_without_store(reason);
+        }
         let mut out = crate::look::report_lines(&self.records, max_ids);
         let (counts, n_interrupted) = crate::look::count_states(&self.records);
         let summary = crate::look::summary_line(&crate::look::Summary {
@@ -497,8 +536,22 @@ impl StoreRunReport {
             self.workers.given_back.len(),
         ));
         if let Some(id) = &self.fail_fast {
+            // This process's workers have ended, so a task still running in the store runs
+            // in another process (a `lockstep worker`), which reports it itself.
+            let elsewhere = self
+                .tasks
+                .iter()
+                .filter(|(_, s)| s.state == TaskState::Running)
+                .count();
+            let running = if elsewhere == 0 {
+                "running ones finished".to_string()
+            } else {
+                format!(
+                    "running ones here finished; {elsewhere} still running in other processes (their workers report them)"
+                )
+            };
             out.push(format!(
-                "stopped by --fail-fast: {id} failed; queued tasks were cancelled in the store, running ones finished"
+                "stopped by --fail-fast: {id} failed; queued tasks were cancelled in the store, {running}"
             ));
         }
         if let Some(signal) = self.workers.stopped_by {
@@ -506,8 +559,49 @@ impl StoreRunReport {
                 "stopped by {}: no task was claimed after it; {n_interrupted} interrupted task(s) given back to the store, claimed at once by the next run or worker",
                 signal.name()
             ));
+            if !self.workers.unreported.is_empty() {
+                out.push(self.unreported_line());
+            }
         }
         out
+    }
+
+    /// [`StoreRunReport::lines_with`] when the store could not be read at the end.
+    fn lines_without_store(&self, reason: &str) -> Vec<String> {
+        let w = &self.workers;
+        let mut out = vec![format!(
+            "summary: the store was unavailable at the end ({reason}): the tasks' states are not known here; this process ran {} task(s) ({} succeeded, {} failed, {} result(s) refused by the fence, {} given back, {} not reported); wall time {}",
+            w.succeeded + w.failed + w.fenced + w.given_back.len() + w.unreported.len(),
+            w.succeeded,
+            w.failed,
+            w.fenced,
+            w.given_back.len(),
+            w.unreported.len(),
+            crate::look::secs(self.wall),
+        )];
+        let how = w.stopped_by.map_or("the stop", |s| s.name());
+        out.push(format!(
+            "stopped by {how}: no task was claimed after it; {} interrupted task(s) given back to the store",
+            w.given_back.len()
+        ));
+        if !w.unreported.is_empty() {
+            out.push(self.unreported_line());
+        }
+        out
+    }
+
+    /// `not reported: N result(s) (ID gN, ...): ...`, for [`WorkerStats::unreported`].
+    fn unreported_line(&self) -> String {
+        let u = &self.workers.unreported;
+        let ids: Vec<String> = u
+            .iter()
+            .map(|r| format!("{} g{} ({})", r.id, r.generation, r.what))
+            .collect();
+        format!(
+            "not reported: {} result(s) the store could not take ({}): the store keeps their claims until their leases expire, then they run again",
+            u.len(),
+            ids.join(", ")
+        )
     }
 }
 
@@ -658,9 +752,20 @@ pub fn run(
     let workers = workers.map_err(store_err)?;
     let wall = started.elapsed();
 
-    let mut store = patient(None).map_err(store_err)?;
-    let all: HashMap<String, TaskStatus<String>> =
-        store.snapshot().map_err(store_err)?.into_iter().collect();
+    // A stop that came while the store was unavailable: one more try, without waiting; if the
+    // store is still away the report says so instead of giving the tasks' states.
+    let (all, store_unavailable): (HashMap<String, TaskStatus<String>>, _) =
+        match &workers.store_unavailable {
+            Some(reason) => match spec.open(None).and_then(|mut s| s.snapshot()) {
+                Ok(all) => (all.into_iter().collect(), None),
+                Err(_) => (HashMap::new(), Some(reason.clone())),
+            },
+            None => {
+                let mut store = patient(None).map_err(store_err)?;
+                let all = store.snapshot().map_err(store_err)?;
+                (all.into_iter().collect(), None)
+            }
+        };
     let tasks: Vec<(String, TaskStatus<String>)> = graph
         .tasks
         .iter()
@@ -737,6 +842,7 @@ pub fn run(
         records,
         critical_time,
         critical_path,
+        store_unavailable,
     })
 }
 
@@ -1498,4 +1604,45 @@ fn topological(graph: &TaskGraph) -> Vec<usize> {
         }
     }
     order
+}
+
+#[cfg(test)]
+mod spec_tests {
+    use super::*;
+
+    /// `--store` values: SQLite paths, PostgreSQL URLs (only in a build with the `postgres`
+    /// feature; without it they are refused by name), everything else refused.
+    #[test]
+    fn store_values_parse_or_are_refused_by_kind() {
+        assert_eq!(
+            "sqlite:runs/a.db".parse::<StoreSpec>(),
+            Ok(StoreSpec::Sqlite(PathBuf::from("runs/a.db")))
+        );
+        assert_eq!(
+            "sqlite:".parse::<StoreSpec>(),
+            Err(BadStoreSpec::Unrecognised("sqlite:".into()))
+        );
+        assert_eq!(
+            "mysql://x/y".parse::<StoreSpec>(),
+            Err(BadStoreSpec::Unrecognised("mysql://x/y".into()))
+        );
+        for url in ["postgres://u@h/db", "postgresql://u@h/db#s"] {
+            let parsed = url.parse::<StoreSpec>();
+            if cfg!(feature = "postgres") {
+                assert_eq!(parsed, Ok(StoreSpec::Postgres(url.into())));
+            } else {
+                let err = parsed.unwrap_err();
+                assert_eq!(err, BadStoreSpec::NoPostgres(url.into()));
+                assert!(
+                    err.to_string().contains("without PostgreSQL support"),
+                    "{err}"
+                );
+                // One built by hand is refused when opened, naming the URL.
+                let Err(e) = StoreSpec::Postgres(url.into()).open(None) else {
+                    panic!("a PostgreSQL store opened without the feature");
+                };
+                assert!(e.to_string().contains("`postgres` feature"), "{e}");
+            }
+        }
+    }
 }

@@ -107,6 +107,20 @@ pub struct GivenBack {
     pub how: String,
 }
 
+/// A result the worker could not report because the store stayed unavailable (its
+/// `--store-wait` ran out, or a stop came while it waited): the store still holds the claim,
+/// whose lease expires, and the version is then claimed and run again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreported {
+    /// The task id.
+    pub id: String,
+    /// The claimed generation.
+    pub generation: u64,
+    /// What was to be reported: `succeeded`, `failed: REASON`, `interrupted: HOW` (to be
+    /// given back), or `stopped: the store was unavailable`.
+    pub what: String,
+}
+
 /// What a worker did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WorkerStats {
@@ -137,6 +151,13 @@ pub struct WorkerStats {
     pub spans: Vec<crate::run::AttemptSpan>,
     /// The log file of each attempt that wrote one (`--log-dir`): id, generation, file.
     pub logs: Vec<(String, u64, PathBuf)>,
+    /// Results that could not be reported because the store was unavailable, in the order
+    /// they were given up (each was printed as `not reported: ...` then).
+    pub unreported: Vec<Unreported>,
+    /// Set when a stop (Ctrl-C, SIGTERM) came while the store was unavailable: the store's
+    /// last error. The worker then ends like any stopped worker ([`run`] returns `Ok`), but
+    /// nothing more could be read from or given back to the store.
+    pub store_unavailable: Option<String>,
 }
 
 impl WorkerStats {
@@ -182,8 +203,16 @@ pub fn default_owner() -> String {
 /// given back prints `given back: ID gN (HOW)` and is listed in
 /// [`WorkerStats::given_back`].
 ///
+/// # Outages at the stop
+/// A stop that comes while the store is unavailable ends the wait for it
+/// ([`crate::patient::PatientStore`]): the threads stop their commands as above, but what
+/// they cannot report or give back is printed (`not reported: ...`) and listed in
+/// [`WorkerStats::unreported`], and `run` returns `Ok` with
+/// [`WorkerStats::store_unavailable`] set: a stopped worker, not a failed one.
+///
 /// # Errors
-/// The first store error that stopped a thread (the other threads finish their loop).
+/// The first store error that stopped a thread (the other threads finish their loop), unless
+/// a stop was requested and the error is an outage ([`DurableError::is_waited_for`]).
 pub fn run<F>(open: F, opts: &WorkerOptions) -> Result<WorkerStats, DurableError>
 where
     F: Fn() -> Result<Box<dyn Store + Send>, DurableError> + Sync,
@@ -220,8 +249,16 @@ where
             })
             .collect()
     });
+    let mut store_unavailable = None;
     for r in results {
-        r?;
+        match r {
+            Ok(()) => {}
+            // The stop cut the wait for the store short: a stopped worker.
+            Err(e) if opts.stop.is_requested() && e.is_waited_for() => {
+                store_unavailable.get_or_insert_with(|| e.to_string());
+            }
+            Err(e) => return Err(e),
+        }
     }
     if let (Some(before), Some(ev)) = (cancels, &opts.events)
         && let Some(after) = settled_snapshot(&open)
@@ -230,6 +267,7 @@ where
     }
     let mut stats = counters.stats();
     stats.stopped_by = opts.stop.get();
+    stats.store_unavailable = store_unavailable;
     Ok(stats)
 }
 
@@ -246,6 +284,7 @@ struct Counters {
     duplicates: AtomicUsize,
     run_time: Mutex<crate::events::Stat>,
     given_back: Mutex<Vec<GivenBack>>,
+    unreported: Mutex<Vec<Unreported>>,
 }
 
 impl Counters {
@@ -262,6 +301,23 @@ impl Counters {
             duplicates: AtomicUsize::default(),
             run_time: Mutex::default(),
             given_back: Mutex::default(),
+            unreported: Mutex::default(),
+        }
+    }
+
+    /// Records (and prints) a result that the store could not take: `e`, an outage that
+    /// outlasted `--store-wait` or was cut short by a stop.
+    fn unreported(&self, token: &FencingToken, what: String, e: &DurableError) {
+        say(&format!(
+            "not reported: {} {} ({what}): {e}; the store keeps the claim until its lease expires, then the task runs again",
+            token.id, token.generation
+        ));
+        if let Ok(mut u) = self.unreported.lock() {
+            u.push(Unreported {
+                id: token.id.clone(),
+                generation: token.generation.0,
+                what,
+            });
         }
     }
 
@@ -282,6 +338,12 @@ impl Counters {
             run_time: self.run_time.lock().map(|s| *s).unwrap_or_default(),
             spans: self.spans.lock().map(|s| s.clone()).unwrap_or_default(),
             logs: self.logs.lock().map(|s| s.clone()).unwrap_or_default(),
+            unreported: self
+                .unreported
+                .lock()
+                .map(|u| u.clone())
+                .unwrap_or_default(),
+            store_unavailable: None,
         }
     }
 }
@@ -518,13 +580,17 @@ fn run_one(
                         ));
                     }
                     // Waited out for `--store-wait` in vain: stop the command, give up.
+                    // (Under a stop the wait ends at once and the command is being stopped
+                    // anyway: it ends below as interrupted, and giving it back is tried.)
                     Err(e @ DurableError::Unavailable { .. }) => {
                         cancelled.store(true, Ordering::SeqCst);
-                        say(&format!(
-                            "renew {}: {e}; stopping its command (its result could not be reported)",
-                            token.id
-                        ));
-                        gone = Some(e);
+                        if !opts.stop.is_requested() {
+                            say(&format!(
+                                "renew {}: {e}; stopping its command (its result could not be reported)",
+                                token.id
+                            ));
+                            gone = Some(e);
+                        }
                     }
                     // A store hiccup: keep running, try again at the next beat.
                     Err(e) => say(&format!("renew {}: {e}", token.id)),
@@ -535,6 +601,7 @@ fn run_one(
     };
     let _ = runner.join();
     if let Some(e) = gone {
+        counters.unreported(&token, "stopped: the store was unavailable".into(), &e);
         opts.out.ended(&lease.id, false);
         return Err(e);
     }
@@ -840,7 +907,12 @@ fn give_back(
             say(&format!("refused: {e}"));
             Ok(())
         }
-        Err(e) => Err(e),
+        Err(e) => {
+            if e.is_waited_for() {
+                counters.unreported(token, format!("interrupted: {}", outcome.reason), &e);
+            }
+            Err(e)
+        }
     }
 }
 
@@ -891,7 +963,17 @@ fn settle(
         }
         // The version was settled the other way meanwhile (another attempt): nothing to do.
         Err(DurableError::Conflict { .. }) => Ok(Reported::Nothing),
-        Err(e) => Err(e),
+        Err(e) => {
+            if e.is_waited_for() {
+                let what = if outcome.ok {
+                    "succeeded".to_string()
+                } else {
+                    format!("failed: {}", outcome.reason)
+                };
+                counters.unreported(token, what, &e);
+            }
+            Err(e)
+        }
     }
 }
 

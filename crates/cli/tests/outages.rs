@@ -109,6 +109,26 @@ fn lines(file: &Path) -> Vec<String> {
         .collect()
 }
 
+/// The live processes (not zombies) whose command line contains `needle`.
+fn processes_with(needle: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let live = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X");
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if live && String::from_utf8_lossy(&cmdline).contains(needle) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
 /// How many times each id appears in `file`.
 fn tally(file: &Path) -> BTreeMap<String, usize> {
     let mut m = BTreeMap::new();
@@ -203,6 +223,43 @@ fn postgres_worker_started_before_the_store_waits_for_it_then_runs_tasks() {
 
 /// (a, SQLite) A worker started before `run --store sqlite:PATH` made the file waits for it
 /// (`Missing`: no such file, or an empty database being created), then joins the run.
+/// Ctrl-C while a worker waits for a store that does not exist yet ends the wait: the worker
+/// says it stopped waiting, prints its summary and exits 1 like any stopped worker (before,
+/// it said "giving up" and exited 2 with an `error:` line).
+#[test]
+fn worker_stopped_while_it_waits_for_an_sqlite_store_exits_1_with_its_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let store = format!("sqlite:{}", d.join("run.lockstep").display());
+    let mut w = Running::spawn(worker(&store, d, &[]));
+    w.wait_for_text("the worker waits for the store", |t| {
+        t.contains("store unavailable (no store at")
+    });
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(w.pid() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let (ws, wout) = w.finish_within(DEADLINE);
+    assert_eq!(ws.code(), Some(1), "{wout}");
+    assert!(wout.contains("): stopped waiting after "), "{wout}");
+    assert!(!wout.contains("giving up"), "{wout}");
+    assert!(!wout.lines().any(|l| l.starts_with("error:")), "{wout}");
+    assert!(
+        wout.lines()
+            .any(|l| l.starts_with("worker ") && l.contains(": stopped by Ctrl-C; 0 succeeded")),
+        "{wout}"
+    );
+    assert!(
+        wout.contains("the store was unavailable when it stopped (no store at"),
+        "{wout}"
+    );
+    assert!(
+        !d.join("run.lockstep").exists(),
+        "a worker created the store"
+    );
+}
+
 #[test]
 fn worker_started_before_an_sqlite_store_waits_for_it_then_runs_tasks() {
     let dir = tempfile::tempdir().unwrap();
@@ -307,6 +364,64 @@ fn postgres_server_down_longer_than_the_store_wait_exits_2_naming_the_error() {
             "{out}"
         );
     }
+}
+
+/// (d) A stop (Ctrl-C) during an outage ends the wait and stops the run like any Ctrl-C: its
+/// commands are stopped (no process of theirs is left), the results it could not give back are
+/// named, the summary says the store was away, exit 1 (not 2, and no `error:`). Once the server
+/// is back, a rerun reclaims the two claims when their leases expire and finishes: every task
+/// ends once.
+#[test]
+fn postgres_ctrl_c_during_an_outage_stops_the_run_and_a_rerun_finishes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let Some(cluster) = Cluster::start(d) else {
+        return;
+    };
+    let store = format!("{}#outage", cluster.url);
+    let n = 3;
+    // Long commands in the first run, short ones in the rerun (the file is the same, so
+    // nothing is redefined: the rerun resumes the store).
+    let file = tasks(d, n, "${OUTAGE_SLEEP:-60}");
+    let (runs, done) = (d.join("runs.txt"), d.join("done.txt"));
+    let mut r = Running::spawn(store_run(&file, &store, &["--lease-ms", "3000"]));
+    r.wait_while_running("two commands to run", || lines(&runs).len() >= 2);
+    cluster.script("stop-keep");
+    r.wait_for_text("a retry", |t| t.contains("store unavailable ("));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(r.pid() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let (rs, rout) = r.finish_within(DEADLINE);
+    assert_eq!(rs.code(), Some(1), "{rout}");
+    assert!(rout.contains("): stopped waiting after "), "{rout}");
+    assert!(rout.contains(" (Ctrl-C)"), "{rout}");
+    assert!(!rout.contains("giving up"), "{rout}");
+    assert!(!rout.lines().any(|l| l.starts_with("error:")), "{rout}");
+    assert!(
+        rout.contains("summary: the store was unavailable at the end ("),
+        "{rout}"
+    );
+    assert!(rout.contains("not reported: 2 result(s)"), "{rout}");
+    assert!(rout.contains("stopped by Ctrl-C: "), "{rout}");
+    // Both commands were stopped: nothing of them runs, and neither reached its end.
+    let marker = d.join("runs.txt").display().to_string();
+    assert_eq!(
+        processes_with(&marker),
+        Vec::<u32>::new(),
+        "a command of the stopped run is still running"
+    );
+    assert!(lines(&done).is_empty(), "{:?}", lines(&done));
+    cluster.script("start-again");
+    let mut again = store_run(&file, &store, &[]);
+    again.env("OUTAGE_SLEEP", "0.2");
+    let (s2, out2) = Running::spawn(again).finish_within(DEADLINE);
+    assert_eq!(s2.code(), Some(0), "{out2}");
+    let t = tally(&done);
+    assert_eq!(t.len(), n, "{t:?}");
+    assert!(t.values().all(|&k| k == 1), "a task ended twice: {t:?}");
+    assert_all_succeeded(&store, n);
 }
 
 /// A TCP forwarder between a worker and the server that the test can cut: a network partition

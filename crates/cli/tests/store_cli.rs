@@ -136,6 +136,29 @@ fn store_options_are_checked() {
         .assert()
         .code(2);
     assert!(!dir.path().join("none.lockstep").exists());
+    // A PostgreSQL URL the client cannot parse is refused at once (no server is contacted),
+    // naming the parameter at fault, not only "invalid connection string".
+    for (url, names) in [
+        ("postgres://u@h:99999/db", "invalid value for option `port`"),
+        ("postgres://u@h:port/db", "invalid value for option `port`"),
+        (
+            "postgres://u@h/db?sslmode=bogus",
+            "invalid value for option `sslmode`",
+        ),
+        ("postgres://u@h/db?colour=red", "unknown option `colour`"),
+    ] {
+        lockstep()
+            .args(["run"])
+            .arg(&file)
+            .args(["--store", url])
+            .timeout(std::time::Duration::from_secs(60))
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains(
+                "PostgreSQL URL: invalid connection string: ",
+            ))
+            .stderr(predicates::str::contains(names));
+    }
 }
 
 /// A store path that can never hold a store is an error at once, with the default
@@ -490,6 +513,85 @@ fn store_fail_fast_cancels_the_queued_tasks_in_the_store_naming_the_failure() {
     assert_eq!(
         s.status("next").unwrap().unwrap().state,
         TaskState::Cancelled
+    );
+}
+
+/// `run --store --fail-fast` beside a `lockstep worker`: the runner's task fails while the
+/// worker's still runs. The runner ends (its own workers are done) and says that one task is
+/// still running in another process, not that "running ones finished" (which it said before,
+/// while the worker's command was still running); the worker finishes its task, whose result
+/// counts.
+#[test]
+fn store_fail_fast_beside_a_worker_says_a_task_still_runs_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let file = d.join("ff.toml");
+    // Whichever process runs a task: in the worker (IN_WORKER set) it marks its start, then
+    // runs 2 s; in the runner it waits for that mark, then fails. Each process has one slot,
+    // so each claims one of the two.
+    let cmd = "if [ -n \\\"$IN_WORKER\\\" ]; then touch w.started; sleep 2; echo w done; \
+               else i=0; while [ ! -e w.started ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; exit 3; fi";
+    std::fs::write(
+        &file,
+        format!(
+            "[[task]]\nid = \"a\"\ncommand = \"{cmd}\"\n\n[[task]]\nid = \"b\"\ncommand = \"{cmd}\"\n"
+        ),
+    )
+    .unwrap();
+    let path = d.join("run.lockstep");
+    let store = format!("sqlite:{}", path.display());
+    let (run_out, worker_out) = (d.join("run.out"), d.join("worker.out"));
+    let mut runner = common::lockstep()
+        .current_dir(d)
+        .args(["run"])
+        .arg(&file)
+        .args(["--store", &store, "-j", "1", "--fail-fast", "--no-progress"])
+        .stdout(std::fs::File::create(&run_out).unwrap())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut worker = common::lockstep()
+        .current_dir(d)
+        .env("IN_WORKER", "1")
+        .args([
+            "worker",
+            "--store",
+            &store,
+            "--slots",
+            "1",
+            "--poll-ms",
+            "20",
+        ])
+        .arg("--root")
+        .arg(d)
+        .stdout(std::fs::File::create(&worker_out).unwrap())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    assert_eq!(exit_code(&mut runner, "the runner"), Some(1));
+    let rout = std::fs::read_to_string(&run_out).unwrap();
+    // The runner ended while the worker's command (2 s) still ran.
+    let wout_then = std::fs::read_to_string(&worker_out).unwrap();
+    assert!(!wout_then.contains("w done"), "{wout_then}\nrun:\n{rout}");
+    let stop = lines_starting(&rout, "stopped by --fail-fast: ");
+    assert_eq!(stop.len(), 1, "{rout}");
+    assert!(
+        stop[0].ends_with(
+            "failed; queued tasks were cancelled in the store, running ones here finished; 1 still running in other processes (their workers report them)"
+        ),
+        "{rout}"
+    );
+    assert_eq!(exit_code(&mut worker, "the worker"), Some(0));
+    let wout = std::fs::read_to_string(&worker_out).unwrap();
+    assert!(wout.contains("w done"), "{wout}");
+    let mut s = SqliteStore::open(&path).unwrap();
+    let states: Vec<TaskState> = ["a", "b"]
+        .iter()
+        .map(|id| s.status(id).unwrap().unwrap().state)
+        .collect();
+    assert!(
+        states.contains(&TaskState::Succeeded) && states.contains(&TaskState::Failed),
+        "{states:?}"
     );
 }
 

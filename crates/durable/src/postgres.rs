@@ -283,6 +283,22 @@ fn parse_state(s: &str) -> Result<TaskState, DurableError> {
 }
 
 /// Checks a schema name and returns it quoted for SQL.
+/// `e` followed by each of its causes (`invalid connection string: invalid port`): the
+/// client's own message names only the kind of fault, its cause the parameter.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let c_text = c.to_string();
+        if !text.ends_with(&c_text) {
+            text.push_str(": ");
+            text.push_str(&c_text);
+        }
+        cause = c.source();
+    }
+    text
+}
+
 fn quote_schema(schema: &str) -> Result<String, DurableError> {
     let ok = !schema.is_empty()
         && schema.len() <= 63
@@ -535,7 +551,7 @@ impl PostgresStore {
     fn connect(url: &str, options: &PostgresOptions) -> Result<Self, DurableError> {
         let schema = quote_schema(&options.schema)?;
         let mut config = Config::from_str(url).map_err(|e| DurableError::InvalidInput {
-            what: format!("PostgreSQL URL: {e}"),
+            what: format!("PostgreSQL URL: {}", with_causes(&e)),
         })?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(options.connect_timeout);
