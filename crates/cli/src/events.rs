@@ -12,6 +12,7 @@
 //! | `finished` | the attempt ended | `id`, `generation`, `attempt`, `outcome` (`succeeded`, `failed`, `interrupted`; with a store also `fenced`: a worker stopped the command because a lease renewal showed that another claim had taken the version, so the attempt did not fail and its result is refused), `exit_code` (the command's exit status, or `null`: no command, killed by a signal, not started), `exit` (how it exited, e.g. `exit status 1`, `killed by signal 15`, or `null`), `error` (why it failed, or `null`), `duration_ms` |
 //! | `blocked` | a task will not run because a dependency failed or was cancelled | `id`, `generation`, `cause` (`{"id", "generation", "state"}`: the failed or cancelled task at the root) |
 //! | `cancelled` | a task was cancelled before it ran | `id`, `generation`, `cause` (`Ctrl-C`, `SIGTERM`, `--fail-fast after X failed`, or `null`) |
+//! | `interrupted` | a stop (Ctrl-C, SIGTERM) ended a task that had run: its running attempt was stopped (after that attempt's `finished`, outcome `interrupted`), or the attempt after a failed one was not made (stopped during the retry delay or the wait for a slot; that failed attempt's `finished` says `failed`); with a store, the task was given back | `id`, `generation` and `attempt` (the last attempt made), `how` (`killed by signal 15`; `exit status 1; attempt 2 not made`) |
 //! | `graph_error` | the graph cannot run (a configuration error, not a task failure; nothing runs, exit 2) | `problems` (the lines `lockstep check` prints), `cycles` (each `A -> B -> A`), `hints` (the `hint: ...` lines naming the `--exclude-task` that would break each cycle) |
 //! | `metrics` | last, once the run ended (also after a `graph_error`) | [`Metrics`] |
 //!
@@ -28,7 +29,7 @@
 //! For one attempt of a task the order is always `claimed`, `started`, `finished` (each
 //! written before the next happens), one `finished` per attempt; a retry is a new `claimed`
 //! with the next generation, written after the failed attempt's `finished`.
-//! In memory `blocked` and `cancelled` lines are written when the run has settled (the
+//! In memory `blocked`, `cancelled` and `interrupted` lines are written when the run has settled (the
 //! executor decides them inside its release path, which carries no hook); with `run
 //! --store` too, from the store's final snapshot. A `lockstep worker` writes `blocked` for
 //! the versions its own failed attempt blocked, right after the store recorded the failure
@@ -225,6 +226,16 @@ impl EventSink {
         self.emit(
             "cancelled",
             json!({"id": id, "generation": generation, "cause": cause}),
+        );
+    }
+
+    /// An `interrupted` event: a stop (Ctrl-C, SIGTERM) ended `id` after attempt `attempt`
+    /// (generation `generation`); `how` says how (`killed by signal 15`, `exit status 1;
+    /// attempt 2 not made`).
+    pub fn interrupted(&self, id: &str, generation: u64, attempt: u32, how: &str) {
+        self.emit(
+            "interrupted",
+            json!({"id": id, "generation": generation, "attempt": attempt, "how": how}),
         );
     }
 

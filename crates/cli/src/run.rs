@@ -1344,9 +1344,13 @@ fn run_inner(
     Ok(report)
 }
 
-/// The `blocked` and `cancelled` events of a settled run, in file order.
+/// The `blocked`, `cancelled` and `interrupted` events of a settled run, in file order.
 pub fn settled_events(ev: &EventSink, tasks: &[TaskRecord]) {
     for t in tasks {
+        if let Some(how) = &t.interrupted {
+            ev.interrupted(&t.id, t.generation, t.attempt, how);
+            continue;
+        }
         match t.state {
             TaskState::Blocked => ev.blocked(
                 &t.id,

@@ -799,6 +799,16 @@ pub fn run(
         |id| first_start.get(id).copied(),
         crate::run::Deps::MaybeElsewhere,
     );
+    let attempts: Vec<(u64, u32)> = graph
+        .tasks
+        .iter()
+        .map(|t| {
+            let base = retries.base.get(&t.id).copied().unwrap_or(1);
+            (base, Limits::of(t, defaults).attempts())
+        })
+        .collect();
+    let fail_fast = retries.fail_fast_cause();
+    let records = records(&tasks, &attempts, &workers, fail_fast.as_deref());
     if let Some(ev) = &opts.events {
         let fail_fast = retries.fail_fast_cause();
         for (id, s) in &tasks {
@@ -818,18 +828,13 @@ pub fn run(
                 _ => {}
             }
         }
+        // The tasks this process gave back after a stop.
+        for r in records.iter().filter(|r| r.interrupted.is_some()) {
+            let how = r.interrupted.as_deref().unwrap_or_default();
+            ev.interrupted(&r.id, r.generation, r.attempt, how);
+        }
         ev.metrics(&metrics);
     }
-    let attempts: Vec<(u64, u32)> = graph
-        .tasks
-        .iter()
-        .map(|t| {
-            let base = retries.base.get(&t.id).copied().unwrap_or(1);
-            (base, Limits::of(t, defaults).attempts())
-        })
-        .collect();
-    let fail_fast = retries.fail_fast_cause();
-    let records = records(&tasks, &attempts, &workers, fail_fast.as_deref());
     let (critical_time, critical_path) = crate::look::critical_path_of(graph, &workers.spans);
     Ok(StoreRunReport {
         preamble,

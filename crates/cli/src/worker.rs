@@ -158,18 +158,25 @@ pub struct WorkerStats {
     /// last error. The worker then ends like any stopped worker ([`run`] returns `Ok`), but
     /// nothing more could be read from or given back to the store.
     pub store_unavailable: Option<String>,
+    /// Versions that the failures this worker reported blocked (the store's
+    /// [`lockstep_contract::Effect::blocked`], summed).
+    pub blocked: usize,
+    /// Wall time from the start of [`run`] to the end of its threads.
+    pub wall: Duration,
 }
 
 impl WorkerStats {
     /// The worker's metrics ([`crate::events::Metrics`]): the tasks it settled, its attempts'
     /// run times, results refused by the fence (claim conflicts), leases lost (expiries) and
-    /// duplicate callbacks. Ready-wait and propagation latency are not measured by a worker
+    /// duplicate callbacks, the versions its failures blocked, and its wall time. Ready-wait
+    /// and propagation latency are not measured by a worker
     /// (the store releases dependents in its own transaction).
     pub fn metrics(&self) -> crate::events::Metrics {
-        crate::events::Metrics {
+        let mut m = crate::events::Metrics {
             tasks: self.succeeded + self.failed + self.given_back.len(),
             succeeded: self.succeeded,
             failed: self.failed,
+            blocked: self.blocked,
             interrupted: self.given_back.len(),
             attempts: usize::try_from(self.run_time.count).unwrap_or(usize::MAX),
             claim_conflicts: self.fenced,
@@ -177,7 +184,9 @@ impl WorkerStats {
             duplicate_callbacks: self.duplicates,
             run_time: self.run_time,
             ..crate::events::Metrics::default()
-        }
+        };
+        m.set_wall(self.wall);
+        m
     }
 }
 
@@ -285,6 +294,7 @@ struct Counters {
     run_time: Mutex<crate::events::Stat>,
     given_back: Mutex<Vec<GivenBack>>,
     unreported: Mutex<Vec<Unreported>>,
+    blocked: AtomicUsize,
 }
 
 impl Counters {
@@ -302,6 +312,7 @@ impl Counters {
             run_time: Mutex::default(),
             given_back: Mutex::default(),
             unreported: Mutex::default(),
+            blocked: AtomicUsize::default(),
         }
     }
 
@@ -344,6 +355,8 @@ impl Counters {
                 .map(|u| u.clone())
                 .unwrap_or_default(),
             store_unavailable: None,
+            blocked: self.blocked.load(Ordering::SeqCst),
+            wall: self.origin.elapsed(),
         }
     }
 }
@@ -949,6 +962,7 @@ fn settle(
             } else {
                 counters.failed.fetch_add(1, Ordering::SeqCst);
             }
+            counters.blocked.fetch_add(effect.blocked, Ordering::SeqCst);
             Ok(Reported::Applied {
                 blocked: effect.blocked,
             })

@@ -569,6 +569,15 @@ fn worker_events_are_the_attempts_it_ran_with_their_claims_then_its_metrics() {
         ),
         (&0.into(), &0.into(), &0.into())
     );
+    // The versions its failures blocked (c and e, by b's), and its wall time, which covers
+    // its attempts (before, both were 0).
+    assert_eq!(m["blocked"], 2, "{m}");
+    let wall = m["wall_ms"].as_f64().unwrap();
+    let ran = m["run_time"]["total_ms"].as_f64().unwrap();
+    assert!(
+        wall > 0.0 && wall >= ran / 2.0,
+        "wall {wall} ms, run time {ran} ms: {m}"
+    );
 }
 
 /// A `lockstep worker` writes the cancels it learns of (docs/semantics.md, "The event stream

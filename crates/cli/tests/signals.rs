@@ -407,6 +407,24 @@ fn run_ctrl_c_ends_a_retry_waiting_for_a_slot() {
             .count()
     };
     assert_eq!((of_a("claimed"), of_a("finished")), (1, 1), "{text}");
+    // Each task's end is an event: `interrupted` with how, after its last `finished`.
+    let ends: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["event"] == "interrupted")
+        .collect();
+    assert_eq!(ends.len(), 2, "{text}");
+    assert_eq!(
+        (&ends[0]["id"], &ends[0]["generation"], &ends[0]["attempt"]),
+        (&"a".into(), &1.into(), &1.into()),
+        "{text}"
+    );
+    assert_eq!(
+        ends[0]["how"], "exit status 1; attempt 2 not made",
+        "{text}"
+    );
+    assert_eq!(ends[1]["id"], "b", "{text}");
+    assert_eq!(ends[1]["how"], "killed by signal 9", "{text}");
 }
 
 #[test]
