@@ -18,7 +18,7 @@ use lockstep_cli::store::StoreSpec;
 use lockstep_durable::TaskState;
 
 mod common;
-use common::{DEADLINE, Running, lockstep, wait_for};
+use common::{DEADLINE, Running, lockstep, processes_with, wait_for};
 
 /// The server of `LOCKSTEP_PG_URL`, or `None` (skip line) without one; a failure with
 /// `LOCKSTEP_REQUIRE_PG=1`.
@@ -107,26 +107,6 @@ fn lines(file: &Path) -> Vec<String> {
         .lines()
         .map(str::to_string)
         .collect()
-}
-
-/// The live processes (not zombies) whose command line contains `needle`.
-fn processes_with(needle: &str) -> Vec<u32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let live = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X");
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if live && String::from_utf8_lossy(&cmdline).contains(needle) {
-            out.push(pid);
-        }
-    }
-    out
 }
 
 /// How many times each id appears in `file`.
@@ -408,7 +388,7 @@ fn postgres_ctrl_c_during_an_outage_stops_the_run_and_a_rerun_finishes_it() {
     // Both commands were stopped: nothing of them runs, and neither reached its end.
     let marker = d.join("runs.txt").display().to_string();
     assert_eq!(
-        processes_with(&marker),
+        processes_with(&marker, None),
         Vec::<u32>::new(),
         "a command of the stopped run is still running"
     );

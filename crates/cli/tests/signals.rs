@@ -887,24 +887,9 @@ fn lockstep_worker_with_lease(place: &Place, lease_ms: &str) -> Command {
     c
 }
 
-/// The children of `parent` whose command line contains `needle`.
+/// The live children of `parent` whose command line contains `needle`.
 fn children_with(parent: u32, needle: &str) -> Vec<u32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok());
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if ppid == Some(parent) && String::from_utf8_lossy(&cmdline).contains(needle) {
-            out.push(pid);
-        }
-    }
-    out
+    common::processes_with(needle, Some(parent))
 }
 
 #[test]

@@ -141,3 +141,30 @@ impl Drop for Running {
         let _ = self.child.wait();
     }
 }
+
+/// The live processes (not zombies) whose command line contains `needle`, and whose parent is
+/// `parent` when one is given: a scan of `/proc` (Linux).
+pub fn processes_with(needle: &str, parent: Option<u32>) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // `PID (COMM) STATE PPID ...`: the fields after the command name in parentheses.
+        let mut rest = stat
+            .rsplit_once(')')
+            .map_or("", |(_, r)| r)
+            .split_whitespace();
+        let live = rest.next().is_some_and(|st| st != "Z" && st != "X");
+        let ppid = rest.next().and_then(|p| p.parse::<u32>().ok());
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if live
+            && parent.is_none_or(|p| ppid == Some(p))
+            && String::from_utf8_lossy(&cmdline).contains(needle)
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
