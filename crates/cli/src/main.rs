@@ -196,7 +196,9 @@ enum Cmd {
         /// in 2.0 s (attempt 3)`), with a backoff doubling from 0.5 s to 10 s; running commands
         /// go on meanwhile, and results that arrive are kept and reported once the store is
         /// back (the fence decides if they count). After DURATION without an answer: exit 2
-        /// naming the last error. 0s: no waiting (e.g. "30s", "5m", "1h").
+        /// naming the last error. Ctrl-C or SIGTERM ends the wait: the worker stops as
+        /// stopped (exit 1), naming the results it could not report. 0s: no waiting (e.g.
+        /// "30s", "5m", "1h").
         #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = lockstep_cli::attempts::parse_duration)]
         store_wait: Duration,
         #[command(flatten)]
@@ -307,7 +309,9 @@ struct DurableRunArgs {
     /// unavailable (REASON): retrying in 2.0 s (attempt 3)`), with a backoff doubling from
     /// 0.5 s to 10 s; running commands go on meanwhile, and results that arrive are kept and
     /// reported once the store is back (the fence decides if they count). After DURATION
-    /// without an answer: exit 2 naming the last error. 0s: no waiting (e.g. "30s", "5m").
+    /// without an answer: exit 2 naming the last error. Ctrl-C or SIGTERM ends the wait: the
+    /// run stops as stopped (exit 1), naming the results it could not report. 0s: no waiting
+    /// (e.g. "30s", "5m").
     #[arg(long, value_name = "DURATION", default_value = "5m", requires = "store", value_parser = lockstep_cli::attempts::parse_duration)]
     store_wait: Duration,
 }
