@@ -12,9 +12,14 @@
 //!   (`LOCKSTEP_SHUTTLE_REPLAY`); see `docs/verification.md`.
 //! - `loom_run` (only under `--cfg loom`): runs a loom model with the suites' preemption
 //!   bound, counts its executions, and turns on loom's event log with `LOOM_LOG`;
+//! - `durable_driver` (not under `--cfg loom`): what the durable suites share to drive a
+//!   store and the model side by side (the PostgreSQL test server and scratch schemas, fresh
+//!   stores, the model's answers in the store's types);
 //! - [`report`]: failure messages that name the broken invariant, where to read about it and
 //!   the seeded bug in force, and the exactly-once check that says who took what.
 
+#[cfg(not(loom))]
+pub mod durable_driver;
 pub mod executor_check;
 pub mod lin;
 pub mod specs;

@@ -45,11 +45,14 @@ use lockstep_contract::{
     CallbackOutcome, CancelOutcome, CloseReport, Generation, GraphReport, TaskState,
 };
 use lockstep_durable::{
-    Definition, DurableError, FencingToken, Lease, LeaseInfo, LeaseOwner, Millis, NewTask,
-    PostgresOptions, PostgresStore, Redefinition, Renewal, SqliteOptions, SqliteStore, StateCounts,
-    Store,
+    Definition, DurableError, Lease, LeaseInfo, Millis, NewTask, PostgresOptions, PostgresStore,
+    Redefinition, Renewal, SqliteOptions, SqliteStore, StateCounts, Store,
 };
-use lockstep_models::durable::{Changed, DurableModel, LeaseError, ModelLease, Token};
+use lockstep_models::durable::{DurableModel, Token};
+use lockstep_tests::durable_driver::{
+    PgScratch, changed_err, durable_err, fencing, fresh_postgres, lease_of, owner, pg_url,
+    renewal_of, token_of,
+};
 use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::strategy::Union;
@@ -102,25 +105,9 @@ impl Backend for Sqlite {
     }
 }
 
-/// The PostgreSQL server of `LOCKSTEP_PG_URL`, or `None` with a skip line; with
-/// `LOCKSTEP_REQUIRE_PG=1` (CI) a missing URL fails the test instead.
-fn pg_url() -> Option<String> {
-    match std::env::var("LOCKSTEP_PG_URL") {
-        Ok(u) if !u.trim().is_empty() => Some(u),
-        _ => {
-            assert!(
-                std::env::var("LOCKSTEP_REQUIRE_PG").as_deref() != Ok("1"),
-                "LOCKSTEP_REQUIRE_PG=1 but LOCKSTEP_PG_URL is not set"
-            );
-            println!("skipped: LOCKSTEP_PG_URL is not set (scripts/postgres.sh start prints one)");
-            None
-        }
-    }
-}
-
 /// PostgreSQL (`LOCKSTEP_PG_URL`): one schema per test thread, created by the first case and
-/// emptied for every later case (`TRUNCATE` of the tables and a reset state row: the store
-/// is then exactly a new one), dropped by the test's [`PgScratch`] guard.
+/// emptied for every later case ([`fresh_postgres`]: the store is then exactly a new one),
+/// dropped by the test's [`PgScratch`] guard.
 struct Postgres;
 
 /// The schema of the current test thread.
@@ -130,37 +117,6 @@ fn pg_schema() -> String {
     format!("t_model_{}_{digits}", std::process::id())
 }
 
-fn pg_client(url: &str) -> postgres::Client {
-    postgres::Client::connect(url, postgres::NoTls).expect("connect to LOCKSTEP_PG_URL")
-}
-
-/// Drops the current test thread's schema (with everything in it) when it goes.
-struct PgScratch {
-    url: String,
-    options: PostgresOptions,
-}
-
-impl PgScratch {
-    fn new(url: String) -> Self {
-        let options = PostgresOptions::with_schema(pg_schema());
-        pg_client(&url)
-            .batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", options.schema))
-            .expect("drop an old scratch schema");
-        PgScratch { url, options }
-    }
-}
-
-impl Drop for PgScratch {
-    fn drop(&mut self) {
-        if let Ok(mut c) = postgres::Client::connect(&self.url, postgres::NoTls) {
-            let _ = c.batch_execute(&format!(
-                "DROP SCHEMA IF EXISTS {} CASCADE",
-                self.options.schema
-            ));
-        }
-    }
-}
-
 impl Backend for Postgres {
     type S = PostgresStore;
     type Place = (String, PostgresOptions);
@@ -168,26 +124,7 @@ impl Backend for Postgres {
     fn create(max_concurrency: usize) -> (PostgresStore, Self::Place) {
         let url = pg_url().expect("the PostgreSQL tests check the URL first");
         let options = PostgresOptions::with_schema(pg_schema());
-        let store = match PostgresStore::create_with(&url, max_concurrency, &options) {
-            Ok(store) => store,
-            Err(DurableError::AlreadyExists { .. }) => {
-                let s = &options.schema;
-                let limit = i64::try_from(max_concurrency).expect("a small limit");
-                let mut c = pg_client(&url);
-                c.batch_execute(&format!("TRUNCATE {s}.tasks, {s}.edges"))
-                    .expect("empty the scratch store");
-                c.execute(
-                    &format!(
-                        "UPDATE {s}.lockstep_state SET max_concurrency = $1, started = false,
-                             closed = false, next_seq = 0, next_epoch = 1, clock = 0"
-                    ),
-                    &[&limit],
-                )
-                .expect("reset the scratch store");
-                PostgresStore::open_with(&url, &options).expect("the scratch store opens")
-            }
-            Err(e) => panic!("a new store: {e}"),
-        };
+        let store = fresh_postgres(&url, &options, max_concurrency);
         (store, (url, options))
     }
 
@@ -265,92 +202,6 @@ fn payload(id: &str, tag: u8) -> Vec<u8> {
     format!("{id}#{tag}").into_bytes()
 }
 
-fn owner(name: &str) -> LeaseOwner {
-    LeaseOwner::new(name).expect("test owners are valid")
-}
-
-/// The model's refusal as the store's error type.
-fn durable_err(e: LeaseError) -> DurableError {
-    match e {
-        LeaseError::Scheduler(e) => e.into(),
-        LeaseError::Fenced {
-            id,
-            generation,
-            owner,
-            epoch,
-            current_owner,
-            current_epoch,
-        } => DurableError::Fenced {
-            id,
-            generation,
-            owner,
-            epoch,
-            current_owner,
-            current_epoch,
-        },
-        LeaseError::LeaseExpired {
-            id,
-            generation,
-            expiry,
-            now,
-        } => DurableError::LeaseExpired {
-            id,
-            generation,
-            expiry: Millis(expiry),
-            now: Millis(now),
-        },
-        LeaseError::Leased {
-            id,
-            generation,
-            owner,
-            expiry,
-            now,
-        } => DurableError::Leased {
-            id,
-            generation,
-            owner,
-            expiry: Millis(expiry),
-            now: Millis(now),
-        },
-        LeaseError::Changed(c) => DurableError::Changed {
-            id: c.id,
-            seen: c.seen,
-            current: c.current,
-        },
-    }
-}
-
-/// The model's refused conditional submission as the store's error.
-fn changed_err(c: Changed) -> DurableError {
-    DurableError::Changed {
-        id: c.id,
-        seen: c.seen,
-        current: c.current,
-    }
-}
-
-fn lease_of(l: ModelLease) -> Lease {
-    Lease {
-        id: l.id,
-        generation: l.generation,
-        owner: owner(&l.owner),
-        epoch: l.epoch,
-        expiry: Millis(l.expiry),
-        attempt: l.attempt,
-        cancel_requested: l.cancel_requested,
-        payload: l.payload,
-    }
-}
-
-fn fencing(t: &Token) -> FencingToken {
-    FencingToken {
-        id: t.id.clone(),
-        generation: t.generation,
-        owner: owner(&t.owner),
-        epoch: t.epoch,
-    }
-}
-
 /// Applies `op` to the model.
 fn apply_model(m: &mut DurableModel, op: &Op) -> Output {
     match op {
@@ -390,10 +241,7 @@ fn apply_model(m: &mut DurableModel, op: &Op) -> Output {
         Op::Fail(t, now, e) => Output::Callback(m.fail(t, *now, e).map_err(durable_err)),
         Op::Renew(t, now, lease) => Output::Renew(
             m.renew(t, *now, *lease)
-                .map(|r| Renewal {
-                    expiry: Millis(r.expiry),
-                    cancel_requested: r.cancel_requested,
-                })
+                .map(renewal_of)
                 .map_err(durable_err),
         ),
         Op::Abandon(t, now) => Output::Abandon(m.abandon(t, *now).map_err(durable_err)),
@@ -1106,7 +954,7 @@ fn print_cases() {
 #[test]
 fn postgres_store_matches_model() {
     let Some(url) = pg_url() else { return };
-    let _scratch = PgScratch::new(url);
+    let _scratch = PgScratch::new(&url, pg_schema());
     postgres_cases();
     let thread = std::thread::current();
     let test = thread.name().unwrap_or("?");
@@ -1146,15 +994,6 @@ fn the_fixed_seed_top_up_reaches_every_event() {
 // Scripted: the comparison is not vacuous (both sides must give THESE answers)
 // ----------------------------------------------------------------------------------------
 
-fn tok(l: &Lease) -> Token {
-    Token {
-        id: l.id.clone(),
-        generation: l.generation,
-        owner: l.owner.as_str().to_string(),
-        epoch: l.epoch,
-    }
-}
-
 /// Runs a lease scenario on backend `B` and the model side by side, asserting the known
 /// answers: an expired lease is claimed again, the late worker is fenced (complete, fail and
 /// renew), the dependent is released once, the clock jumps back harmlessly, and a reopened
@@ -1193,7 +1032,7 @@ fn scripted_fencing<B: Backend>() {
         panic!("claim")
     };
     assert_eq!((second[0].epoch, second[0].attempt), (2, 2));
-    let late = tok(&first[0]);
+    let late = token_of(&first[0]);
     for op in [
         Op::Complete(late.clone(), 11),
         Op::Fail(late.clone(), 11, "late"),
@@ -1214,7 +1053,7 @@ fn scripted_fencing<B: Backend>() {
     };
     assert!(none.is_empty());
     assert_eq!(
-        step(Op::Complete(tok(&second[0]), 12)),
+        step(Op::Complete(token_of(&second[0]), 12)),
         Output::Callback(Ok(CallbackOutcome::Applied(lockstep_contract::Effect {
             ready: 1,
             blocked: 0
@@ -1225,7 +1064,7 @@ fn scripted_fencing<B: Backend>() {
         Output::Callback(Err(DurableError::Fenced { .. }))
     ));
     assert_eq!(
-        step(Op::Complete(tok(&second[0]), 14)),
+        step(Op::Complete(token_of(&second[0]), 14)),
         Output::Callback(Ok(CallbackOutcome::Duplicate(TaskState::Succeeded)))
     );
 }
@@ -1256,7 +1095,7 @@ fn scripted_abandon<B: Backend>() {
         panic!("claim")
     };
     assert_eq!(
-        step(Op::Abandon(tok(&first[0]), 5)),
+        step(Op::Abandon(token_of(&first[0]), 5)),
         Output::Abandon(Ok(()))
     );
     // Claimable at once, before b (submission order), long before the old expiry (100).
@@ -1269,7 +1108,7 @@ fn scripted_abandon<B: Backend>() {
     );
     // The first worker's abandon again: fenced; w2 keeps the only slot.
     assert!(matches!(
-        step(Op::Abandon(tok(&first[0]), 6)),
+        step(Op::Abandon(token_of(&first[0]), 6)),
         Output::Abandon(Err(DurableError::Fenced { .. }))
     ));
     let Output::Claim(Ok(none)) = step(claim("w3", 7)) else {
@@ -1278,16 +1117,16 @@ fn scripted_abandon<B: Backend>() {
     assert!(none.is_empty(), "the newer claim still holds the slot");
     // w2 gives it back, then reports anyway before anyone claimed it: accepted.
     assert_eq!(
-        step(Op::Abandon(tok(&second[0]), 8)),
+        step(Op::Abandon(token_of(&second[0]), 8)),
         Output::Abandon(Ok(()))
     );
     assert!(matches!(
-        step(Op::Complete(tok(&second[0]), 9)),
+        step(Op::Complete(token_of(&second[0]), 9)),
         Output::Callback(Ok(CallbackOutcome::Applied(_)))
     ));
     // Settled: nothing to give back.
     assert!(matches!(
-        step(Op::Abandon(tok(&second[0]), 10)),
+        step(Op::Abandon(token_of(&second[0]), 10)),
         Output::Abandon(Err(DurableError::Conflict { .. }))
     ));
 }
@@ -1334,7 +1173,7 @@ fn scripted_conditional_submit<B: Backend>() {
         panic!("claim")
     };
     assert_eq!(first.len(), 1);
-    step(Op::Fail(tok(&first[0]), 1, "boom"));
+    step(Op::Fail(token_of(&first[0]), 1, "boom"));
     let resubmit = || {
         Op::SubmitIf(
             vec![("a".into(), Some(Generation(1)))],
@@ -1441,7 +1280,7 @@ fn scripted_redefine<B: Backend>() {
         Output::Redefine(Ok(vec![Generation(2), Generation(2), Generation(2)]))
     );
     assert!(matches!(
-        step(Op::Complete(tok(&first[0]), 11)),
+        step(Op::Complete(token_of(&first[0]), 11)),
         Output::Callback(Err(DurableError::StaleGeneration { .. }))
     ));
     // b's new dependency list would close a cycle (a needs b): refused with the cycle, and
@@ -1514,7 +1353,7 @@ fn sqlite_scripted_redefine() {
 #[test]
 fn postgres_scripted_redefine() {
     let Some(url) = pg_url() else { return };
-    let _scratch = PgScratch::new(url);
+    let _scratch = PgScratch::new(&url, pg_schema());
     scripted_redefine::<Postgres>();
 }
 
@@ -1526,7 +1365,7 @@ fn sqlite_scripted_conditional_submit() {
 #[test]
 fn postgres_scripted_conditional_submit() {
     let Some(url) = pg_url() else { return };
-    let _scratch = PgScratch::new(url);
+    let _scratch = PgScratch::new(&url, pg_schema());
     scripted_conditional_submit::<Postgres>();
 }
 
@@ -1538,7 +1377,7 @@ fn sqlite_scripted_abandon() {
 #[test]
 fn postgres_scripted_abandon() {
     let Some(url) = pg_url() else { return };
-    let _scratch = PgScratch::new(url);
+    let _scratch = PgScratch::new(&url, pg_schema());
     scripted_abandon::<Postgres>();
 }
 
@@ -1550,6 +1389,6 @@ fn sqlite_scripted_fencing() {
 #[test]
 fn postgres_scripted_fencing() {
     let Some(url) = pg_url() else { return };
-    let _scratch = PgScratch::new(url);
+    let _scratch = PgScratch::new(&url, pg_schema());
     scripted_fencing::<Postgres>();
 }

@@ -32,10 +32,13 @@ use std::thread;
 
 use lockstep_contract::CallbackOutcome;
 use lockstep_durable::{
-    DurableError, FencingToken, Lease, LeaseOwner, Millis, NewTask, PostgresOptions, PostgresStore,
-    Renewal, Store, TaskStatus,
+    DurableError, Lease, Millis, NewTask, PostgresOptions, PostgresStore, Renewal, Store,
+    TaskStatus,
 };
-use lockstep_models::durable::{DurableModel, LeaseError, ModelLease, Token};
+use lockstep_models::durable::{DurableModel, Token};
+use lockstep_tests::durable_driver::{
+    PgScratch, durable_err, fencing, fresh_postgres, lease_of, owner, pg_url, renewal_of, token_of,
+};
 use lockstep_tests::lin::{self, Event, Recorder, SequentialSpec};
 
 const ROUNDS: usize = 8;
@@ -45,20 +48,6 @@ const IDS: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
 
 fn env_number(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
-}
-
-fn pg_url() -> Option<String> {
-    match std::env::var("LOCKSTEP_PG_URL") {
-        Ok(u) if !u.trim().is_empty() => Some(u),
-        _ => {
-            assert!(
-                std::env::var("LOCKSTEP_REQUIRE_PG").as_deref() != Ok("1"),
-                "LOCKSTEP_REQUIRE_PG=1 but LOCKSTEP_PG_URL is not set"
-            );
-            println!("skipped: LOCKSTEP_PG_URL is not set (scripts/postgres.sh start prints one)");
-            None
-        }
-    }
 }
 
 // ----------------------------------------------------------------------------------------
@@ -109,91 +98,6 @@ enum Ret {
 
 const FAIL_TEXT: &str = "failed by the stress test";
 
-fn owner(name: &str) -> LeaseOwner {
-    LeaseOwner::new(name).expect("test owners are valid")
-}
-
-fn durable_err(e: LeaseError) -> DurableError {
-    match e {
-        LeaseError::Scheduler(e) => e.into(),
-        LeaseError::Fenced {
-            id,
-            generation,
-            owner,
-            epoch,
-            current_owner,
-            current_epoch,
-        } => DurableError::Fenced {
-            id,
-            generation,
-            owner,
-            epoch,
-            current_owner,
-            current_epoch,
-        },
-        LeaseError::LeaseExpired {
-            id,
-            generation,
-            expiry,
-            now,
-        } => DurableError::LeaseExpired {
-            id,
-            generation,
-            expiry: Millis(expiry),
-            now: Millis(now),
-        },
-        LeaseError::Leased {
-            id,
-            generation,
-            owner,
-            expiry,
-            now,
-        } => DurableError::Leased {
-            id,
-            generation,
-            owner,
-            expiry: Millis(expiry),
-            now: Millis(now),
-        },
-        LeaseError::Changed(c) => DurableError::Changed {
-            id: c.id,
-            seen: c.seen,
-            current: c.current,
-        },
-    }
-}
-
-fn lease_of(l: ModelLease) -> Lease {
-    Lease {
-        id: l.id,
-        generation: l.generation,
-        owner: owner(&l.owner),
-        epoch: l.epoch,
-        expiry: Millis(l.expiry),
-        attempt: l.attempt,
-        cancel_requested: l.cancel_requested,
-        payload: l.payload,
-    }
-}
-
-fn fencing(t: &Token) -> FencingToken {
-    FencingToken {
-        id: t.id.clone(),
-        generation: t.generation,
-        owner: owner(&t.owner),
-        epoch: t.epoch,
-    }
-}
-
-fn token_of(l: &Lease) -> Token {
-    Token {
-        id: l.id.clone(),
-        generation: l.generation,
-        owner: l.owner.as_str().to_string(),
-        epoch: l.epoch,
-    }
-}
-
 /// The model as a linearizability specification. `Hash` covers what `==` compares that is
 /// observable (statuses, leases, clock), so equal models hash alike.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -238,10 +142,7 @@ impl SequentialSpec for Spec {
             Op::Fail(t, now) => Ret::Callback(m.fail(t, *now, FAIL_TEXT).map_err(durable_err)),
             Op::Renew(t, now, lease) => Ret::Renew(
                 m.renew(t, *now, *lease)
-                    .map(|r| Renewal {
-                        expiry: Millis(r.expiry),
-                        cancel_requested: r.cancel_requested,
-                    })
+                    .map(renewal_of)
                     .map_err(durable_err),
             ),
             Op::Snapshot => Ret::Snapshot(m.snapshot(), m.clock()),
@@ -275,29 +176,6 @@ fn deps(rng: &mut fastrand::Rng, i: usize) -> Vec<String> {
         .filter(|_| rng.u8(..3) == 0)
         .map(|s| (*s).to_string())
         .collect()
-}
-
-/// A fresh (emptied) store in this process's scratch schema.
-fn fresh_store(url: &str, options: &PostgresOptions, limit: usize) -> PostgresStore {
-    match PostgresStore::create_with(url, limit, options) {
-        Ok(s) => s,
-        Err(DurableError::AlreadyExists { .. }) => {
-            let s = &options.schema;
-            let mut c = postgres::Client::connect(url, postgres::NoTls).expect("connect");
-            c.batch_execute(&format!("TRUNCATE {s}.tasks, {s}.edges"))
-                .expect("empty the scratch store");
-            c.execute(
-                &format!(
-                    "UPDATE {s}.lockstep_state SET max_concurrency = $1, started = false,
-                         closed = false, next_seq = 0, next_epoch = 1, clock = 0"
-                ),
-                &[&i64::try_from(limit).expect("small")],
-            )
-            .expect("reset the scratch store");
-            PostgresStore::open_with(url, options).expect("open")
-        }
-        Err(e) => panic!("a new store: {e}"),
-    }
 }
 
 fn run_thread(
@@ -367,7 +245,7 @@ fn run_thread(
 fn round(url: &str, options: &PostgresOptions, seed: u64) -> usize {
     let mut rng = fastrand::Rng::with_seed(seed);
     let limit = 1 + rng.usize(..3);
-    let mut store = fresh_store(url, options, limit);
+    let mut store = fresh_postgres(url, options, limit);
     let mut model = DurableModel::new(limit);
     let tasks: Vec<NewTask> = IDS
         .iter()
@@ -439,20 +317,15 @@ fn round(url: &str, options: &PostgresOptions, seed: u64) -> usize {
 #[test]
 fn postgres_concurrent_workers_linearize_to_the_model() {
     let Some(url) = pg_url() else { return };
-    let options = PostgresOptions::with_schema(format!("t_stress_{}", std::process::id()));
-    let drop_schema = |url: &str| {
-        if let Ok(mut c) = postgres::Client::connect(url, postgres::NoTls) {
-            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", options.schema));
-        }
-    };
-    drop_schema(&url);
+    let scratch = PgScratch::new(&url, format!("t_stress_{}", std::process::id()));
+    let options = scratch.options();
     let rounds = env_number("LOCKSTEP_STRESS_ROUNDS").map_or(ROUNDS, |n| n as usize);
     let base = env_number("LOCKSTEP_STRESS_SEED").unwrap_or_else(|| fastrand::u64(..));
     let mut ops = 0;
     for r in 0..rounds {
         ops += round(&url, &options, base.wrapping_add(r as u64));
     }
-    drop_schema(&url);
+    drop(scratch);
     assert!(
         ops > rounds * THREADS * OPS_PER_THREAD / 2,
         "the rounds did work"

@@ -30,6 +30,7 @@ use lockstep_durable::{
     TaskState,
 };
 use lockstep_models::dag::SchedulerModel;
+use lockstep_tests::durable_driver::{PgScratch, pg_url};
 
 const LEASE_MS: u64 = 400;
 mod common;
@@ -55,7 +56,8 @@ fn wait_exit(child: &mut Child, what: &str) -> std::process::ExitStatus {
 struct Place {
     spec: StoreSpec,
     _dir: tempfile::TempDir,
-    pg: Option<(String, String)>,
+    /// The PostgreSQL schema, dropped with the place.
+    _pg: Option<PgScratch>,
 }
 
 impl Place {
@@ -65,38 +67,24 @@ impl Place {
         Place {
             spec: StoreSpec::Sqlite(path),
             _dir: dir,
-            pg: None,
+            _pg: None,
         }
     }
 
     /// `None` (with a skip line) without a server.
     fn postgres() -> Option<Place> {
-        let url = match std::env::var("LOCKSTEP_PG_URL") {
-            Ok(u) if !u.trim().is_empty() => u,
-            _ => {
-                assert!(
-                    std::env::var("LOCKSTEP_REQUIRE_PG").as_deref() != Ok("1"),
-                    "LOCKSTEP_REQUIRE_PG=1 but LOCKSTEP_PG_URL is not set"
-                );
-                eprintln!(
-                    "skipped: LOCKSTEP_PG_URL is not set (scripts/postgres.sh start prints one)"
-                );
-                return None;
-            }
-        };
+        let url = pg_url()?;
         static N: AtomicU32 = AtomicU32::new(0);
         let schema = format!(
             "t_crash_{}_{}",
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)
         );
-        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-        c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-            .unwrap();
+        let scratch = PgScratch::new(&url, schema);
         Some(Place {
-            spec: StoreSpec::Postgres(format!("{url}#{schema}")),
+            spec: StoreSpec::Postgres(scratch.store_arg()),
             _dir: tempfile::tempdir().unwrap(),
-            pg: Some((url, schema)),
+            _pg: Some(scratch),
         })
     }
 
@@ -120,16 +108,6 @@ impl Place {
         match &self.spec {
             StoreSpec::Sqlite(p) => Box::new(SqliteStore::create(p, limit).unwrap()),
             StoreSpec::Postgres(_) => self.spec.open(Some(limit)).unwrap(),
-        }
-    }
-}
-
-impl Drop for Place {
-    fn drop(&mut self) {
-        if let Some((url, schema)) = &self.pg
-            && let Ok(mut c) = postgres::Client::connect(url, postgres::NoTls)
-        {
-            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
         }
     }
 }

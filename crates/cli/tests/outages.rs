@@ -16,25 +16,10 @@ use std::thread;
 
 use lockstep_cli::store::StoreSpec;
 use lockstep_durable::TaskState;
+use lockstep_tests::durable_driver::{PgScratch, pg_url};
 
 mod common;
 use common::{DEADLINE, Running, lockstep, processes_with, wait_for};
-
-/// The server of `LOCKSTEP_PG_URL`, or `None` (skip line) without one; a failure with
-/// `LOCKSTEP_REQUIRE_PG=1`.
-fn pg_url() -> Option<String> {
-    match std::env::var("LOCKSTEP_PG_URL") {
-        Ok(u) if !u.trim().is_empty() => Some(u),
-        _ => {
-            assert!(
-                std::env::var("LOCKSTEP_REQUIRE_PG").as_deref() != Ok("1"),
-                "LOCKSTEP_REQUIRE_PG=1 but LOCKSTEP_PG_URL is not set"
-            );
-            eprintln!("skipped: LOCKSTEP_PG_URL is not set");
-            None
-        }
-    }
-}
 
 /// A private PostgreSQL cluster made by `scripts/postgres.sh start`, deleted on drop.
 struct Cluster {
@@ -161,12 +146,8 @@ fn postgres_worker_started_before_the_store_waits_for_it_then_runs_tasks() {
     let Some(url) = pg_url() else { return };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let schema = format!("t_outage_early_{}", std::process::id());
-    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    admin
-        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .unwrap();
-    let store = format!("{url}#{schema}");
+    let scratch = PgScratch::new(&url, format!("t_outage_early_{}", std::process::id()));
+    let store = scratch.store_arg();
     let file = tasks(d, 6, "0.5");
     let mut w = Running::spawn(worker(&store, d, &[]));
     w.wait_for_text("the worker waits for the store", |t| {
@@ -175,9 +156,7 @@ fn postgres_worker_started_before_the_store_waits_for_it_then_runs_tasks() {
     let r = Running::spawn(store_run(&file, &store, &[]));
     let (rs, rout) = r.finish_within(DEADLINE);
     let (ws, wout) = w.finish_within(DEADLINE);
-    admin
-        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .unwrap_or(());
+    drop(scratch);
     assert_eq!(rs.code(), Some(0), "run:\n{rout}\nworker:\n{wout}");
     assert_eq!(ws.code(), Some(0), "worker:\n{wout}\nrun:\n{rout}");
     assert!(
@@ -468,18 +447,13 @@ impl Proxy {
 #[test]
 fn postgres_result_kept_through_a_partition_is_fenced_when_the_lease_moved_on() {
     use lockstep_durable::{
-        CallbackOutcome, Clock, LeaseOwner, Millis, NewTask, PostgresOptions, PostgresStore, Store,
-        SystemClock,
+        CallbackOutcome, Clock, LeaseOwner, Millis, NewTask, PostgresStore, Store, SystemClock,
     };
     let Some(url) = pg_url() else { return };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let schema = format!("t_outage_fenced_{}", std::process::id());
-    let opts = PostgresOptions::with_schema(schema.clone());
-    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    admin
-        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .unwrap();
+    let scratch = PgScratch::new(&url, format!("t_outage_fenced_{}", std::process::id()));
+    let (schema, opts) = (scratch.schema(), scratch.options());
     // One task whose command runs about 2 s, submitted the way `run --store` stores it.
     let (runs, done) = (d.join("runs.txt"), d.join("done.txt"));
     let payload = lockstep_cli::store::StoredPayload {
@@ -528,9 +502,7 @@ fn postgres_result_kept_through_a_partition_is_fenced_when_the_lease_moved_on() 
     );
     proxy.heal();
     let (ws, wout) = w.finish_within(DEADLINE);
-    admin
-        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .unwrap_or(());
+    drop(scratch);
     assert_eq!(ws.code(), Some(0), "{wout}");
     assert!(wout.contains("store back after"), "{wout}");
     assert!(

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use lockstep_cli::store::StoreSpec;
 use lockstep_durable::{Clock, LeaseOwner, Millis, Store, SystemClock, TaskState};
+use lockstep_tests::durable_driver::{PgScratch, pg_url};
 
 mod common;
 use common::{Running, lockstep, wait_for};
@@ -462,8 +463,8 @@ fn run_help_documents_grace() {
 struct Place {
     _dir: tempfile::TempDir,
     spec: StoreSpec,
-    /// The server and schema of a PostgreSQL place, dropped at the end.
-    pg: Option<(String, String)>,
+    /// The schema of a PostgreSQL place, dropped at the end.
+    _pg: Option<PgScratch>,
 }
 
 impl Place {
@@ -473,32 +474,19 @@ impl Place {
         Place {
             _dir: dir,
             spec,
-            pg: None,
+            _pg: None,
         }
     }
 
     /// A fresh schema on the server of `LOCKSTEP_PG_URL`; `None` (with a `skipped:` line)
     /// without one, a failure with `LOCKSTEP_REQUIRE_PG=1`.
     fn postgres(name: &str) -> Option<Place> {
-        let url = match std::env::var("LOCKSTEP_PG_URL") {
-            Ok(u) if !u.trim().is_empty() => u,
-            _ => {
-                assert!(
-                    std::env::var("LOCKSTEP_REQUIRE_PG").as_deref() != Ok("1"),
-                    "LOCKSTEP_REQUIRE_PG=1 but LOCKSTEP_PG_URL is not set"
-                );
-                eprintln!("skipped: LOCKSTEP_PG_URL is not set");
-                return None;
-            }
-        };
-        let schema = format!("t_signals_{name}_{}", std::process::id());
-        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-        c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-            .unwrap();
+        let url = pg_url()?;
+        let scratch = PgScratch::new(&url, format!("t_signals_{name}_{}", std::process::id()));
         Some(Place {
             _dir: tempfile::tempdir().unwrap(),
-            spec: StoreSpec::Postgres(format!("{url}#{schema}")),
-            pg: Some((url, schema)),
+            spec: StoreSpec::Postgres(scratch.store_arg()),
+            _pg: Some(scratch),
         })
     }
 
@@ -515,16 +503,6 @@ impl Place {
 
     fn open(&self) -> Box<dyn Store + Send> {
         self.spec.open(None).unwrap()
-    }
-}
-
-impl Drop for Place {
-    fn drop(&mut self) {
-        if let Some((url, schema)) = &self.pg
-            && let Ok(mut c) = postgres::Client::connect(url, postgres::NoTls)
-        {
-            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
-        }
     }
 }
 

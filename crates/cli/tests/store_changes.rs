@@ -13,6 +13,7 @@ use lockstep_durable::{
     Clock, Definition, Generation, LeaseOwner, Millis, NewTask, SqliteStore, Store, SystemClock,
     TaskState, UNLIMITED,
 };
+use lockstep_tests::durable_driver::{PgScratch, pg_url};
 
 fn lockstep() -> Command {
     Command::cargo_bin("lockstep").expect("the lockstep binary")
@@ -462,50 +463,15 @@ fn an_older_store_without_fingerprints_is_kept_and_its_fingerprints_recorded() {
     );
 }
 
-/// A fresh schema on the server of `LOCKSTEP_PG_URL` (`URL#SCHEMA`), dropped at the end; `None`
-/// (with a skip line) without a server, unless `LOCKSTEP_REQUIRE_PG=1` (then the test fails).
-fn pg_schema(name: &str) -> Option<PgSchema> {
-    let url = match std::env::var("LOCKSTEP_PG_URL") {
-        Ok(u) if !u.trim().is_empty() => u,
-        _ => {
-            assert!(
-                std::env::var("LOCKSTEP_REQUIRE_PG").as_deref() != Ok("1"),
-                "LOCKSTEP_REQUIRE_PG=1 but LOCKSTEP_PG_URL is not set"
-            );
-            println!("skipped: LOCKSTEP_PG_URL is not set (scripts/postgres.sh start prints one)");
-            return None;
-        }
-    };
-    let pg = PgSchema {
-        url,
-        schema: format!("t_changes_{name}_{}", std::process::id()),
-    };
-    pg.drop_schema();
-    Some(pg)
-}
-
-/// A scratch schema: dropped when created (a leftover of a killed test) and when dropped.
-struct PgSchema {
-    url: String,
-    schema: String,
-}
-
-impl PgSchema {
-    fn store(&self) -> String {
-        format!("{}#{}", self.url, self.schema)
-    }
-
-    fn drop_schema(&self) {
-        if let Ok(mut c) = postgres::Client::connect(&self.url, postgres::NoTls) {
-            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema));
-        }
-    }
-}
-
-impl Drop for PgSchema {
-    fn drop(&mut self) {
-        self.drop_schema();
-    }
+/// A fresh schema on the server of `LOCKSTEP_PG_URL` ([`PgScratch`]: dropped when made and at
+/// the end); `None` (with a skip line) without a server, unless `LOCKSTEP_REQUIRE_PG=1` (then
+/// the test fails).
+fn pg_schema(name: &str) -> Option<PgScratch> {
+    let url = pg_url()?;
+    Some(PgScratch::new(
+        &url,
+        format!("t_changes_{name}_{}", std::process::id()),
+    ))
 }
 
 /// The same resumption on PostgreSQL: a changed command reruns the task and its descendant, a
@@ -515,7 +481,7 @@ fn postgres_changed_task_removed_task_and_fresh() {
     let Some(pg) = pg_schema("resume") else {
         return;
     };
-    let store = pg.store();
+    let store = pg.store_arg();
     let dir = tempfile::tempdir().unwrap();
     let file = write_file(
         dir.path(),

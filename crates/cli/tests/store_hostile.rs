@@ -10,6 +10,7 @@ use std::time::Duration;
 use lockstep_cli::graph::{TaskGraph, TaskSpec};
 use lockstep_cli::store::{self, StoreRunError, StoreRunOptions, StoreSpec};
 use lockstep_durable::{DurableError, MAX_ID_BYTES, SqliteStore, Store, TaskState};
+use lockstep_tests::durable_driver::{PgScratch, pg_url};
 
 fn opts(limit: usize) -> StoreRunOptions {
     StoreRunOptions {
@@ -139,51 +140,15 @@ fn store_limit_zero_is_a_usage_error() {
     assert!(!path.exists(), "no store was created");
 }
 
-/// A fresh PostgreSQL schema on the server of `LOCKSTEP_PG_URL` as a store spec, dropped by
-/// [`PgSchema`]'s `Drop`; `None` (with a skip line) without a server, unless
+/// A fresh PostgreSQL schema on the server of `LOCKSTEP_PG_URL` ([`PgScratch`]: dropped when
+/// made and when dropped); `None` (with a skip line) without a server, unless
 /// `LOCKSTEP_REQUIRE_PG=1` (then the test fails).
-fn pg_schema(name: &str) -> Option<PgSchema> {
-    let url = match std::env::var("LOCKSTEP_PG_URL") {
-        Ok(u) if !u.trim().is_empty() => u,
-        _ => {
-            assert!(
-                std::env::var("LOCKSTEP_REQUIRE_PG").as_deref() != Ok("1"),
-                "LOCKSTEP_REQUIRE_PG=1 but LOCKSTEP_PG_URL is not set"
-            );
-            println!("skipped: LOCKSTEP_PG_URL is not set (scripts/postgres.sh start prints one)");
-            return None;
-        }
-    };
-    let schema = format!("t_hostile_{name}_{}", std::process::id());
-    let drop = PgSchema { url, schema };
-    drop.drop_schema();
-    Some(drop)
-}
-
-/// A scratch schema: dropped when created (a leftover of a killed test) and when dropped.
-struct PgSchema {
-    url: String,
-    schema: String,
-}
-
-impl PgSchema {
-    fn spec(&self) -> StoreSpec {
-        StoreSpec::Postgres(format!("{}#{}", self.url, self.schema))
-    }
-
-    fn drop_schema(&self) {
-        let mut c = postgres::Client::connect(&self.url, postgres::NoTls).unwrap();
-        c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema))
-            .unwrap();
-    }
-}
-
-impl Drop for PgSchema {
-    fn drop(&mut self) {
-        if let Ok(mut c) = postgres::Client::connect(&self.url, postgres::NoTls) {
-            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema));
-        }
-    }
+fn pg_schema(name: &str) -> Option<PgScratch> {
+    let url = pg_url()?;
+    Some(PgScratch::new(
+        &url,
+        format!("t_hostile_{name}_{}", std::process::id()),
+    ))
 }
 
 /// A chain `t0 <- t1 <- ... <- t5`, each task appending its id to `log`; `t3` fails while the
@@ -326,7 +291,7 @@ fn two_runs_on_one_new_postgres_schema_submit_once() {
     let schemas = std::sync::Mutex::new(Vec::new());
     two_runs_at_once(&|round| {
         let pg = pg_schema(&format!("r{round}")).expect("checked above");
-        let spec = pg.spec();
+        let spec = StoreSpec::Postgres(pg.store_arg());
         schemas.lock().unwrap().push(pg);
         (tempfile::tempdir().unwrap(), spec)
     });

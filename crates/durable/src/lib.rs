@@ -78,6 +78,7 @@
 mod graph;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod rows;
 mod sqlite;
 
 use std::fmt;

@@ -226,6 +226,31 @@ fn postgres_store_runs_a_chain_and_fences_a_late_worker() {
     assert_eq!(again.counts().unwrap().failed, 1);
 }
 
+/// A damaged cause (the schema checks `state` but not `cause_state`) is a `Database` error
+/// naming the value, through the decoder the SQLite store uses too (`rows`).
+#[test]
+fn postgres_store_damaged_cause_is_a_database_error() {
+    let Some(url) = pg_url() else { return };
+    let scratch = Scratch::new(&url);
+    let mut s = PostgresStore::create_with(&url, 1, &scratch.options()).unwrap();
+    s.submit(&[NewTask::without_deps("a"), NewTask::new("b", ["a"])])
+        .unwrap();
+    scratch.sql(&format!(
+        "UPDATE {}.tasks SET cause_task = 'a', cause_generation = 1, cause_state = 'gone'
+          WHERE id = 'b'",
+        scratch.schema
+    ));
+    for r in [s.status("b").map(drop), s.snapshot().map(drop)] {
+        match r {
+            Err(DurableError::Database { reason }) => {
+                assert!(reason.contains("unknown task state \"gone\""), "{reason}")
+            }
+            other => panic!("expected Database, got {other:?}"),
+        }
+    }
+    assert_eq!(s.status("a").unwrap().unwrap().state, TaskState::Ready);
+}
+
 #[test]
 fn postgres_store_refused_connection_is_unavailable() {
     // Port 1 on loopback: nothing listens there; the connection is refused at once.

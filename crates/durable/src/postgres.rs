@@ -76,15 +76,16 @@ use ::postgres::error::SqlState;
 use ::postgres::types::ToSql;
 use ::postgres::{Client, Config, NoTls, Row, Statement, Transaction};
 use lockstep_contract::{
-    BlockCause, CallbackOutcome, CancelOutcome, CancelReason, CloseReport, Effect, Generation,
-    GraphReport, MissingDependency, TaskState, TaskStatus,
+    BlockCause, CallbackOutcome, CancelOutcome, CloseReport, Effect, Generation, GraphReport,
+    MissingDependency, TaskState, TaskStatus,
 };
 use lockstep_dag::StateCounts;
 
+use crate::rows::{self, generation as to_gen, millis, state as parse_state};
 use crate::{
     APPLICATION_ID, Definition, DurableError, FencingToken, Lease, LeaseInfo, LeaseOwner,
     MAX_MILLIS, Millis, NewTask, REMOVED, Redefinition, Renewal, SCHEMA_VERSION, SUPERSEDED, Store,
-    canonical_report, validate_new_task,
+    validate_new_task,
 };
 
 /// The schema of version 1 (tables and functions); `@S@` stands for the quoted schema name.
@@ -261,25 +262,8 @@ fn ms(t: Millis) -> i64 {
     i64::try_from(t.0.min(MAX_MILLIS)).unwrap_or(i64::MAX)
 }
 
-fn millis(v: i64) -> Millis {
-    Millis(u64::try_from(v).unwrap_or(0))
-}
-
-fn to_gen(g: i64) -> Generation {
-    Generation(u64::try_from(g).unwrap_or(0))
-}
-
 fn gen_sql(g: Generation) -> i64 {
     i64::try_from(g.0).unwrap_or(i64::MAX)
-}
-
-fn parse_state(s: &str) -> Result<TaskState, DurableError> {
-    TaskState::ALL
-        .into_iter()
-        .find(|t| t.name() == s)
-        .ok_or_else(|| DurableError::Database {
-            reason: format!("unknown task state {s:?} in the store"),
-        })
 }
 
 /// Checks a schema name and returns it quoted for SQL.
@@ -450,15 +434,7 @@ struct TaskRow {
 impl TaskRow {
     /// The cause this version passes on to its waiters if it is lost (model `loss_cause`).
     fn loss_cause(&self, id: &str) -> Option<BlockCause<String>> {
-        match self.state {
-            TaskState::Failed | TaskState::Cancelled => Some(BlockCause {
-                task: id.to_string(),
-                generation: self.generation,
-                state: self.state,
-            }),
-            TaskState::Blocked => self.cause.clone(),
-            _ => None,
-        }
+        rows::loss_cause(id, self.generation, self.state, self.cause.as_ref())
     }
 }
 
@@ -887,18 +863,10 @@ fn read_row(tx: &mut Transaction<'_>, s: &str, id: &str) -> Result<Option<TaskRo
 }
 
 fn task_row(r: &Row) -> Result<TaskRow, DurableError> {
-    let cause = match r.get::<_, Option<String>>(2) {
-        Some(task) => Some(BlockCause {
-            task,
-            generation: to_gen(r.get::<_, Option<i64>>(3).unwrap_or(0)),
-            state: parse_state(&r.get::<_, Option<String>>(4).unwrap_or_default())?,
-        }),
-        None => None,
-    };
     Ok(TaskRow {
-        generation: to_gen(r.get(0)),
-        state: parse_state(r.get(1))?,
-        cause,
+        generation: rows::generation(r.get(0)),
+        state: rows::state(r.get(1))?,
+        cause: rows::cause(r.get(2), r.get(3), r.get(4))?,
     })
 }
 
@@ -915,26 +883,23 @@ fn stored_report(
         .iter()
         .map(|r| r.get(0))
         .collect();
-    let mut deps: HashMap<String, Vec<String>> = HashMap::new();
-    for r in tx
+    Ok(rows::report(ids, dependency_lists(tx, s)?, replace))
+}
+
+/// Every current version's dependency list, from `edges` ([`rows::dependency_lists`]).
+fn dependency_lists(
+    tx: &mut Transaction<'_>,
+    s: &str,
+) -> Result<HashMap<String, Vec<String>>, DurableError> {
+    let edges = tx
         .query(
             &format!("SELECT dependent, dependency FROM {s}.edges ORDER BY dependent, pos"),
             &[],
         )
-        .map_err(map_err)?
-    {
-        deps.entry(r.get(0)).or_default().push(r.get(1));
-    }
-    let mut ids = ids;
-    if let Some((id, new_deps)) = replace {
-        ids.retain(|x| x != id);
-        ids.push(id.to_string());
-        deps.insert(id.to_string(), new_deps.to_vec());
-    }
-    Ok(canonical_report(ids.into_iter().map(|id| {
-        let d = deps.remove(&id).unwrap_or_default();
-        (id, d)
-    })))
+        .map_err(map_err)?;
+    Ok(rows::dependency_lists(
+        edges.iter().map(|r| (r.get(0), r.get(1))),
+    ))
 }
 
 /// Starts scheduling if needed (model `start`).
@@ -1285,28 +1250,18 @@ fn submit_bulk(
     Ok(Some(tasks.iter().map(|_| Ok(Generation::FIRST)).collect()))
 }
 
-fn status_of(r: &Row) -> Result<TaskStatus<String>, DurableError> {
-    let state = parse_state(r.get(1))?;
-    let blocked_by = match (state, r.get::<_, Option<String>>(2)) {
-        (TaskState::Blocked, Some(task)) => Some(BlockCause {
-            task,
-            generation: to_gen(r.get::<_, Option<i64>>(3).unwrap_or(0)),
-            state: parse_state(&r.get::<_, Option<String>>(4).unwrap_or_default())?,
-        }),
-        _ => None,
-    };
-    let cancelled_by = match r.get::<_, Option<&str>>(5) {
-        Some("user") => Some(CancelReason::User),
-        Some("closed") => Some(CancelReason::Closed),
-        _ => None,
-    };
-    Ok(TaskStatus {
-        generation: to_gen(r.get(0)),
-        state,
-        blocked_by,
-        cancelled_by,
+/// The columns of `status` and `snapshot` (`generation, state, cause_task, cause_generation,
+/// cause_state, cancelled_by, error`, from column 0) as fetched; [`rows::status`] decodes them.
+fn status_columns(r: &Row) -> rows::StatusColumns {
+    rows::StatusColumns {
+        generation: r.get(0),
+        state: r.get(1),
+        cause_task: r.get(2),
+        cause_generation: r.get(3),
+        cause_state: r.get(4),
+        cancelled_by: r.get(5),
         error: r.get(6),
-    })
+    }
 }
 
 impl Store for PostgresStore {
@@ -1583,33 +1538,14 @@ impl Store for PostgresStore {
             .read_only(true)
             .start()
             .map_err(map_err)?;
-        let mut deps: HashMap<String, Vec<String>> = HashMap::new();
-        for r in tx
-            .query(
-                &format!("SELECT dependent, dependency FROM {s}.edges ORDER BY dependent, pos"),
-                &[],
-            )
-            .map_err(map_err)?
-        {
-            deps.entry(r.get(0)).or_default().push(r.get(1));
-        }
-        let out = tx
+        let deps = dependency_lists(&mut tx, &s)?;
+        let tasks = tx
             .query(
                 &format!("SELECT id, generation, payload FROM {s}.tasks ORDER BY first_seq"),
                 &[],
             )
-            .map_err(map_err)?
-            .iter()
-            .map(|r| {
-                let id: String = r.get(0);
-                Definition {
-                    deps: deps.remove(&id).unwrap_or_default(),
-                    generation: to_gen(r.get(1)),
-                    payload: r.get(2),
-                    id,
-                }
-            })
-            .collect();
+            .map_err(map_err)?;
+        let out = rows::definitions(tasks.iter().map(|r| (r.get(0), r.get(1), r.get(2))), deps);
         tx.commit().map_err(map_err)?;
         Ok(out)
     }
@@ -1655,7 +1591,7 @@ impl Store for PostgresStore {
                 &[&id],
             )
             .map_err(map_err)?;
-        row.map(|r| status_of(&r)).transpose()
+        row.map(|r| rows::status(status_columns(&r))).transpose()
     }
 
     fn lease(&mut self, id: &str) -> Result<Option<LeaseInfo>, DurableError> {
@@ -1669,16 +1605,8 @@ impl Store for PostgresStore {
                 &[&id],
             )
             .map_err(map_err)?;
-        row.map(|r| {
-            Ok(LeaseInfo {
-                generation: to_gen(r.get(0)),
-                owner: LeaseOwner::new(r.get::<_, String>(1))?,
-                epoch: u64::try_from(r.get::<_, i64>(2)).unwrap_or(0),
-                expiry: millis(r.get(3)),
-                attempt: u32::try_from(r.get::<_, i64>(4)).unwrap_or(u32::MAX),
-            })
-        })
-        .transpose()
+        row.map(|r| rows::lease_info(r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
+            .transpose()
     }
 
     fn snapshot(&mut self) -> Result<Vec<(String, TaskStatus<String>)>, DurableError> {
@@ -1694,7 +1622,7 @@ impl Store for PostgresStore {
             )
             .map_err(map_err)?;
         rows.iter()
-            .map(|r| Ok((r.get::<_, String>(7), status_of(r)?)))
+            .map(|r| Ok((r.get::<_, String>(7), rows::status(status_columns(r))?)))
             .collect()
     }
 
@@ -1708,20 +1636,10 @@ impl Store for PostgresStore {
                 &[],
             )
             .map_err(map_err)?;
-        let mut c = StateCounts::default();
-        for r in rows {
-            let n = usize::try_from(r.get::<_, i64>(1)).unwrap_or(0);
-            match parse_state(r.get(0))? {
-                TaskState::Pending => c.pending = n,
-                TaskState::Ready => c.ready = n,
-                TaskState::Running => c.running = n,
-                TaskState::Succeeded => c.succeeded = n,
-                TaskState::Failed => c.failed = n,
-                TaskState::Blocked => c.blocked = n,
-                TaskState::Cancelled => c.cancelled = n,
-            }
-        }
-        Ok(c)
+        rows::counts(
+            rows.iter()
+                .map(|r| (r.get::<_, &str>(0), r.get::<_, i64>(1))),
+        )
     }
 
     fn max_concurrency(&mut self) -> Result<usize, DurableError> {

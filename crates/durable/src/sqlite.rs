@@ -6,18 +6,19 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use lockstep_contract::{
-    BlockCause, CallbackOutcome, CancelOutcome, CancelReason, CloseReport, Effect, Generation,
-    GraphReport, MissingDependency, TaskState, TaskStatus,
+    BlockCause, CallbackOutcome, CancelOutcome, CloseReport, Effect, Generation, GraphReport,
+    MissingDependency, TaskState, TaskStatus,
 };
 use lockstep_dag::StateCounts;
 use rusqlite::{
     Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params,
 };
 
+use crate::rows::{self, generation as to_gen};
 use crate::{
     APPLICATION_ID, Definition, DurableError, FencingToken, Lease, LeaseInfo, LeaseOwner,
     MAX_MILLIS, Millis, NewTask, REMOVED, Redefinition, Renewal, SCHEMA_VERSION, SUPERSEDED, Store,
-    canonical_report, validate_new_task,
+    validate_new_task,
 };
 
 /// The schema of version 1, run once by [`SqliteStore::create`] in one transaction.
@@ -201,23 +202,6 @@ fn ms(t: Millis) -> i64 {
 
 fn state_name(s: TaskState) -> &'static str {
     s.name()
-}
-
-fn parse_state(s: &str) -> rusqlite::Result<TaskState> {
-    TaskState::ALL
-        .into_iter()
-        .find(|t| t.name() == s)
-        .ok_or_else(|| {
-            rusqlite::Error::FromSqlConversionFailure(
-                0,
-                rusqlite::types::Type::Text,
-                format!("unknown task state {s:?}").into(),
-            )
-        })
-}
-
-fn to_gen(g: i64) -> Generation {
-    Generation(u64::try_from(g).unwrap_or(0))
 }
 
 fn gen_sql(g: Generation) -> i64 {
@@ -590,47 +574,45 @@ fn tick(meta: &mut Meta, now: Millis) -> i64 {
 }
 
 fn read_row(tx: &Transaction<'_>, id: &str) -> Result<Option<Row>, DurableError> {
-    tx.row(
-        "SELECT generation, state, cause_task, cause_generation, cause_state, lease_owner,
+    /// The cause columns as fetched, decoded by [`rows::cause`].
+    type CauseColumns = (Option<String>, Option<i64>, Option<String>);
+    let fetched = tx
+        .row(
+            "SELECT generation, state, cause_task, cause_generation, cause_state, lease_owner,
                 lease_epoch, lease_expiry, cancel_requested
          FROM tasks WHERE id = ?1",
-        params![id],
-        |r| {
-            let cause = match r.get::<_, Option<String>>(2)? {
-                Some(task) => Some(BlockCause {
-                    task,
-                    generation: to_gen(r.get(3)?),
-                    state: parse_state(&r.get::<_, String>(4)?)?,
-                }),
-                None => None,
-            };
-            Ok(Row {
-                generation: to_gen(r.get(0)?),
-                state: parse_state(&r.get::<_, String>(1)?)?,
-                cause,
-                lease_owner: r.get(5)?,
-                lease_epoch: r.get(6)?,
-                lease_expiry: r.get(7)?,
-                cancel_requested: r.get(8)?,
-            })
-        },
-    )
-    .optional()
-    .map_err(map_err)
+            params![id],
+            |r| {
+                let cause: CauseColumns = (r.get(2)?, r.get(3)?, r.get(4)?);
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    cause,
+                    (r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?),
+                ))
+            },
+        )
+        .optional()
+        .map_err(map_err)?;
+    let Some((generation, state, (task, cause_generation, cause_state), lease)) = fetched else {
+        return Ok(None);
+    };
+    let (lease_owner, lease_epoch, lease_expiry, cancel_requested) = lease;
+    Ok(Some(Row {
+        generation: rows::generation(generation),
+        state: rows::state(&state)?,
+        cause: rows::cause(task, cause_generation, cause_state.as_deref())?,
+        lease_owner,
+        lease_epoch,
+        lease_expiry,
+        cancel_requested,
+    }))
 }
 
 impl Row {
     /// The cause this version passes on to its waiters if it is lost (model `loss_cause`).
     fn loss_cause(&self, id: &str) -> Option<BlockCause<String>> {
-        match self.state {
-            TaskState::Failed | TaskState::Cancelled => Some(BlockCause {
-                task: id.to_string(),
-                generation: self.generation,
-                state: self.state,
-            }),
-            TaskState::Blocked => self.cause.clone(),
-            _ => None,
-        }
+        rows::loss_cause(id, self.generation, self.state, self.cause.as_ref())
     }
 }
 
@@ -650,28 +632,20 @@ fn stored_report(
             ids.push(id.map_err(map_err)?);
         }
     }
-    let mut deps: HashMap<String, Vec<String>> = HashMap::new();
-    {
-        let mut st = tx
-            .prepare("SELECT dependent, dependency FROM edges ORDER BY dependent, pos")
-            .map_err(map_err)?;
-        let rows = st
-            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
-            .map_err(map_err)?;
-        for row in rows {
-            let (a, b) = row.map_err(map_err)?;
-            deps.entry(a).or_default().push(b);
-        }
-    }
-    if let Some((id, new_deps)) = replace {
-        ids.retain(|x| x != id);
-        ids.push(id.to_string());
-        deps.insert(id.to_string(), new_deps.to_vec());
-    }
-    Ok(canonical_report(ids.into_iter().map(|id| {
-        let d = deps.remove(&id).unwrap_or_default();
-        (id, d)
-    })))
+    Ok(rows::report(ids, dependency_lists(tx)?, replace))
+}
+
+/// Every current version's dependency list, from `edges` ([`rows::dependency_lists`]).
+fn dependency_lists(tx: &Transaction<'_>) -> Result<HashMap<String, Vec<String>>, DurableError> {
+    let mut st = tx
+        .prepare("SELECT dependent, dependency FROM edges ORDER BY dependent, pos")
+        .map_err(map_err)?;
+    let edges = st
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+        .map_err(map_err)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(map_err)?;
+    Ok(rows::dependency_lists(edges))
 }
 
 /// Starts scheduling if needed (model `start`).
@@ -1409,42 +1383,22 @@ impl Store for SqliteStore {
 
     fn definitions(&mut self) -> Result<Vec<Definition>, DurableError> {
         self.read(|tx, _| {
-            let mut deps: HashMap<String, Vec<String>> = HashMap::new();
-            {
-                let mut st = tx
-                    .prepare("SELECT dependent, dependency FROM edges ORDER BY dependent, pos")
-                    .map_err(map_err)?;
-                let rows = st
-                    .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
-                    .map_err(map_err)?;
-                for row in rows {
-                    let (dependent, dependency) = row.map_err(map_err)?;
-                    deps.entry(dependent).or_default().push(dependency);
-                }
-            }
+            let deps = dependency_lists(tx)?;
             let mut st = tx
                 .prepare("SELECT id, generation, payload FROM tasks ORDER BY first_seq")
                 .map_err(map_err)?;
-            let rows = st
+            let tasks = st
                 .query_map([], |r| {
                     Ok((
                         r.get::<_, String>(0)?,
-                        to_gen(r.get(1)?),
+                        r.get::<_, i64>(1)?,
                         r.get::<_, Vec<u8>>(2)?,
                     ))
                 })
+                .map_err(map_err)?
+                .collect::<Result<Vec<_>, _>>()
                 .map_err(map_err)?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (id, generation, payload) = row.map_err(map_err)?;
-                out.push(Definition {
-                    deps: deps.remove(&id).unwrap_or_default(),
-                    id,
-                    generation,
-                    payload,
-                });
-            }
-            Ok(out)
+            Ok(rows::definitions(tasks, deps))
         })
     }
 
@@ -1518,10 +1472,12 @@ impl Store for SqliteStore {
                         cancelled_by, error
                    FROM tasks WHERE id = ?1",
                 params![id],
-                status_of,
+                status_columns,
             )
             .optional()
-            .map_err(map_err)
+            .map_err(map_err)?
+            .map(rows::status)
+            .transpose()
         })
     }
 
@@ -1534,7 +1490,7 @@ impl Store for SqliteStore {
                     params![id],
                     |r| {
                         Ok((
-                            to_gen(r.get(0)?),
+                            r.get::<_, i64>(0)?,
                             r.get::<_, String>(1)?,
                             r.get::<_, i64>(2)?,
                             r.get::<_, i64>(3)?,
@@ -1545,13 +1501,7 @@ impl Store for SqliteStore {
                 .optional()
                 .map_err(map_err)?;
             row.map(|(generation, owner, epoch, expiry, attempts)| {
-                Ok(LeaseInfo {
-                    generation,
-                    owner: LeaseOwner::new(owner)?,
-                    epoch: u64::try_from(epoch).unwrap_or(0),
-                    expiry: Millis(u64::try_from(expiry).unwrap_or(0)),
-                    attempt: u32::try_from(attempts).unwrap_or(u32::MAX),
-                })
+                rows::lease_info(generation, owner, epoch, expiry, attempts)
             })
             .transpose()
         })
@@ -1566,38 +1516,27 @@ impl Store for SqliteStore {
                        FROM tasks ORDER BY first_seq",
                 )
                 .map_err(map_err)?;
-            let rows = st
-                .query_map([], |r| Ok((r.get::<_, String>(7)?, status_of(r)?)))
-                .map_err(map_err)?;
-            rows.collect::<Result<Vec<_>, _>>().map_err(map_err)
+            st.query_map([], |r| Ok((r.get::<_, String>(7)?, status_columns(r)?)))
+                .map_err(map_err)?
+                .map(|row| {
+                    let (id, columns) = row.map_err(map_err)?;
+                    Ok((id, rows::status(columns)?))
+                })
+                .collect()
         })
     }
 
     fn counts(&mut self) -> Result<StateCounts, DurableError> {
         self.read(|tx, _| {
-            let mut c = StateCounts::default();
             let mut st = tx
                 .prepare("SELECT state, count(*) FROM tasks GROUP BY state")
                 .map_err(map_err)?;
-            let rows = st
-                .query_map([], |r| {
-                    Ok((parse_state(&r.get::<_, String>(0)?)?, r.get::<_, i64>(1)?))
-                })
+            let found = st
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+                .map_err(map_err)?
+                .collect::<Result<Vec<_>, _>>()
                 .map_err(map_err)?;
-            for row in rows {
-                let (s, n) = row.map_err(map_err)?;
-                let n = usize::try_from(n).unwrap_or(0);
-                match s {
-                    TaskState::Pending => c.pending = n,
-                    TaskState::Ready => c.ready = n,
-                    TaskState::Running => c.running = n,
-                    TaskState::Succeeded => c.succeeded = n,
-                    TaskState::Failed => c.failed = n,
-                    TaskState::Blocked => c.blocked = n,
-                    TaskState::Cancelled => c.cancelled = n,
-                }
-            }
-            Ok(c)
+            rows::counts(found)
         })
     }
 
@@ -1614,35 +1553,20 @@ impl Store for SqliteStore {
     }
 
     fn clock(&mut self) -> Result<Millis, DurableError> {
-        self.read(|_, m| Ok(Millis(u64::try_from(m.clock).unwrap_or(0))))
+        self.read(|_, m| Ok(rows::millis(m.clock)))
     }
 }
 
-fn status_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskStatus<String>> {
-    let blocked_by = match r.get::<_, Option<String>>(2)? {
-        Some(task) => Some(BlockCause {
-            task,
-            generation: to_gen(r.get(3)?),
-            state: parse_state(&r.get::<_, String>(4)?)?,
-        }),
-        None => None,
-    };
-    let cancelled_by = match r.get::<_, Option<String>>(5)?.as_deref() {
-        Some("user") => Some(CancelReason::User),
-        Some("closed") => Some(CancelReason::Closed),
-        _ => None,
-    };
-    let state = parse_state(&r.get::<_, String>(1)?)?;
-    Ok(TaskStatus {
-        generation: to_gen(r.get(0)?),
-        state,
-        // Only a blocked version shows its cause (a resubmission clears it anyway).
-        blocked_by: if state == TaskState::Blocked {
-            blocked_by
-        } else {
-            None
-        },
-        cancelled_by,
+/// The columns of `status` and `snapshot` (`generation, state, cause_task, cause_generation,
+/// cause_state, cancelled_by, error`, from column 0) as fetched; [`rows::status`] decodes them.
+fn status_columns(r: &rusqlite::Row<'_>) -> rusqlite::Result<rows::StatusColumns> {
+    Ok(rows::StatusColumns {
+        generation: r.get(0)?,
+        state: r.get(1)?,
+        cause_task: r.get(2)?,
+        cause_generation: r.get(3)?,
+        cause_state: r.get(4)?,
+        cancelled_by: r.get(5)?,
         error: r.get(6)?,
     })
 }

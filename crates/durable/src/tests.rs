@@ -732,3 +732,56 @@ fn paths_that_can_never_hold_a_store_fail_at_once_with_a_typed_error() {
     assert!(e.is_waited_for(), "{e:?} is waited for");
     assert!(!later.exists(), "open created nothing");
 }
+
+/// A damaged row in a real file (a state no Lockstep writes, a cause without its generation)
+/// is a `Database` error naming the value from every reader, through the shared decoder
+/// (`rows`), and the store is left as it is.
+#[test]
+fn a_damaged_stored_row_is_a_database_error_from_every_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("damaged.lockstep");
+    let mut s = SqliteStore::create(&path, 1).unwrap();
+    s.submit(&[NewTask::without_deps("a"), NewTask::new("b", ["a"])])
+        .unwrap();
+    drop(s);
+    let c = rusqlite::Connection::open(&path).unwrap();
+    c.execute("UPDATE tasks SET state = 'finished' WHERE id = 'a'", [])
+        .unwrap();
+    c.execute(
+        "UPDATE tasks SET cause_task = 'a', cause_generation = NULL, cause_state = 'failed'
+          WHERE id = 'b'",
+        [],
+    )
+    .unwrap();
+    drop(c);
+    let mut s = SqliteStore::open(&path).unwrap();
+    let database = |r: Result<(), DurableError>, needle: &str| match r {
+        Err(DurableError::Database { reason }) => {
+            assert!(reason.contains(needle), "{reason:?} should name {needle:?}")
+        }
+        other => panic!("expected Database naming {needle:?}, got {other:?}"),
+    };
+    let bad_state = "unknown task state \"finished\"";
+    database(s.status("a").map(drop), bad_state);
+    database(s.snapshot().map(drop), bad_state);
+    database(s.counts().map(drop), bad_state);
+    database(s.cancel("a", Millis(1)).map(drop), bad_state);
+    database(
+        s.status("b").map(drop),
+        "block cause \"a\" has no generation",
+    );
+    database(
+        s.cancel("b", Millis(1)).map(drop),
+        "block cause \"a\" has no generation",
+    );
+    // Nothing was changed by the refused operations.
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let states: Vec<String> = c
+        .prepare("SELECT state FROM tasks ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(states, ["finished", "pending"]);
+}
