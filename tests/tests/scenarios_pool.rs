@@ -152,16 +152,25 @@ fn short_and_long_tasks_released_together_by_a_barrier<D: DequeFamily>() {
     let pool = new_pool::<D>(WORKERS).expect("pool");
     // WORKERS holders occupy every worker until the test joins the barrier: meanwhile the
     // mixed tasks pile up in the queues, and all workers are released at the same moment.
+    // The mixed tasks are submitted only once every holder runs: roots go to a random worker's
+    // inbox (two choices), so two holders may share an inbox, and a worker whose inbox held
+    // none would run mixed tasks before stealing a holder (this made the check below fail,
+    // about once in many CI runs, and the failed test hang with its holders blocked).
     let barrier = Arc::new(Barrier::new(WORKERS + 1));
+    let holding = Arc::new(AtomicUsize::new(0));
     let holders: Vec<_> = (0..WORKERS)
         .map(|_| {
-            let b = Arc::clone(&barrier);
+            let (b, h) = (Arc::clone(&barrier), Arc::clone(&holding));
             pool.submit(move |_| {
+                h.fetch_add(1, SeqCst);
                 b.wait();
             })
             .expect("accepting")
         })
         .collect();
+    while holding.load(SeqCst) < WORKERS {
+        std::thread::yield_now();
+    }
     let c = runs(TASKS);
     let handles: Vec<JoinHandle<u64>> = (0..TASKS)
         .map(|i| {
@@ -175,8 +184,11 @@ fn short_and_long_tasks_released_together_by_a_barrier<D: DequeFamily>() {
             .expect("accepting")
         })
         .collect();
-    assert_eq!(c.total(), 0, "nothing ran while held");
+    // Read before the release, checked after it: a failed check must not leave the holders
+    // blocked (the pool's drop would wait for them forever).
+    let ran_while_held = c.total();
     barrier.wait();
+    assert_eq!(ran_while_held, 0, "nothing ran while held");
     for h in holders {
         assert_eq!(h.join(), Ok(()));
     }
