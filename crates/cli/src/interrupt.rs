@@ -92,7 +92,10 @@ pub fn install(on_first: impl Fn(StopSignal) + Send + 'static) -> std::io::Resul
                 };
                 seen += 1;
                 if seen > 1 {
-                    eprintln!("{}: a second signal: exiting at once", signal.name());
+                    let _ = std::io::Write::write_fmt(
+                        &mut std::io::stderr().lock(),
+                        format_args!("{}: a second signal: exiting at once\n", signal.name()),
+                    );
                     std::process::exit(signal.exit_status());
                 }
                 on_first(signal);

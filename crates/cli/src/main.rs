@@ -28,6 +28,15 @@ use lockstep_cli::run::{self, RunError, RunOptions};
 use lockstep_cli::timings::{self, Timings};
 use lockstep_cli::validate;
 
+/// `eprintln!` that never panics: a standard error that cannot be written (a full device, a
+/// pipe whose reader left) loses the line but keeps the exit status the caller chose.
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 /// Check and run dependency graphs of tasks on the Lockstep scheduler and pool.
 #[derive(Debug, Parser)]
 #[command(name = "lockstep", version, about, long_about = None)]
@@ -167,15 +176,18 @@ enum Cmd {
         /// Run at most N tasks at once in this worker (one store connection each).
         #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
         slots: u32,
-        /// Lease duration in milliseconds; renewed every third of it while a task runs.
-        #[arg(long, value_name = "MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(10..))]
+        /// Lease duration in milliseconds; renewed every third of it while a task runs. From
+        /// 10 ms to one day (86400000): a longer lease of a killed worker would hold its tasks
+        /// (and refuse `run --fresh`) for that long.
+        #[arg(long, value_name = "MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(10..=86_400_000))]
         lease_ms: u64,
         /// Run each task as a sleep of about MS milliseconds instead of its command
         /// [default: none: run the commands].
         #[arg(long, value_name = "MS")]
         simulate: Option<u64>,
-        /// Wait this long before looking again when nothing can be claimed.
-        #[arg(long, value_name = "MS", default_value_t = 200)]
+        /// Wait this long before looking again when nothing can be claimed: from 10 ms (less
+        /// would only spin) to one minute.
+        #[arg(long, value_name = "MS", default_value_t = 200, value_parser = clap::value_parser!(u64).range(10..=60_000))]
         poll_ms: u64,
         /// Write this worker's claims, starts and ends to FILE as JSON lines (with each
         /// claim's `owner` and `epoch`), the tasks its failures blocked, the tasks cancelled
@@ -288,8 +300,10 @@ struct DurableRunArgs {
     /// kept in memory only].
     #[arg(long, value_name = "URL", conflicts_with = "dry_run")]
     store: Option<lockstep_cli::store::StoreSpec>,
-    /// With --store: the lease duration in milliseconds (renewed while a task runs).
-    #[arg(long, value_name = "MS", default_value_t = 30_000, requires = "store", value_parser = clap::value_parser!(u64).range(10..))]
+    /// With --store: the lease duration in milliseconds (renewed while a task runs), from
+    /// 10 ms to one day (86400000): a longer lease of a killed run would hold its tasks (and
+    /// refuse --fresh) for that long.
+    #[arg(long, value_name = "MS", default_value_t = 30_000, requires = "store", value_parser = clap::value_parser!(u64).range(10..=86_400_000))]
     lease_ms: u64,
     /// With --store: the concurrency limit of a NEW store, shared by every worker of the run
     /// (this process's -j threads and `lockstep worker` processes together) [default: no
@@ -373,7 +387,7 @@ impl GraphArgs {
         timings.stop();
         if self.timings {
             for line in timings.lines() {
-                eprintln!("{line}");
+                errln!("{line}");
             }
         }
         code
@@ -403,7 +417,7 @@ impl GraphArgs {
         }
         if !QUIET.load(std::sync::atomic::Ordering::Relaxed) {
             for n in &g.notes {
-                eprintln!("note: {n}");
+                errln!("note: {n}");
             }
         }
         Ok(g)
@@ -423,7 +437,7 @@ impl GraphArgs {
         } else {
             " left after --exclude-task"
         };
-        eprintln!(
+        errln!(
             "warning: {} has no tasks{left}; nothing to do",
             self.name().display()
         );
@@ -474,7 +488,7 @@ fn main() -> ExitCode {
                 ("--graph-out", picture.graph_out.as_deref()),
             ] {
                 if let Err(message) = not_an_input(option, out, &inputs) {
-                    eprintln!("error: {message}");
+                    errln!("error: {message}");
                     return ExitCode::from(2);
                 }
             }
@@ -536,20 +550,20 @@ fn main() -> ExitCode {
             if let Some(dir) = &log_dir
                 && let Err(e) = std::fs::create_dir_all(dir)
             {
-                eprintln!("error: cannot create log dir {}: {e}", dir.display());
+                errln!("error: cannot create log dir {}: {e}", dir.display());
                 return ExitCode::from(2);
             }
             let root = match worker_root(root) {
                 Ok(root) => root,
                 Err(message) => {
-                    eprintln!("error: {message}");
+                    errln!("error: {message}");
                     return ExitCode::from(2);
                 }
             };
             if let Err(message) =
                 not_an_input("--events", events.as_deref(), &[sqlite_file(&store)])
             {
-                eprintln!("error: {message}");
+                errln!("error: {message}");
                 return ExitCode::from(2);
             }
             let events = match open_events(events.as_deref()) {
@@ -681,7 +695,7 @@ fn open_events(
     match lockstep_cli::events::EventSink::create(path) {
         Ok(sink) => Ok(Some(std::sync::Arc::new(sink))),
         Err(e) => {
-            eprintln!("error: cannot write --events {}: {e}", path.display());
+            errln!("error: cannot write --events {}: {e}", path.display());
             Err(ExitCode::from(2))
         }
     }
@@ -726,7 +740,7 @@ fn stop_on_signals(grace: Duration) -> lockstep_cli::interrupt::StopRequest {
         on_first.request(signal);
     });
     if let Err(e) = installed {
-        eprintln!("warning: no Ctrl-C handling: {e}");
+        errln!("warning: no Ctrl-C handling: {e}");
     }
     stop
 }
@@ -766,7 +780,7 @@ fn store_run_timed(
     let g = match args.read(timings) {
         Ok(g) => g,
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return ExitCode::from(2);
         }
     };
@@ -777,7 +791,7 @@ fn store_run_timed(
     }
     // Refused before the store is opened: nothing is created or submitted.
     if let Some(message) = graph::unsupported_priority(&g, "`lockstep run --store`") {
-        eprintln!("error: {message}");
+        errln!("error: {message}");
         return ExitCode::from(2);
     }
     // The store validates, submits and runs in one step: one phase.
@@ -813,8 +827,20 @@ fn store_run_timed(
             );
             ExitCode::from(2)
         }
+        // A stop that ended a wait for the store before the run began (the server down at
+        // the start): a stopped run (exit 1, as with the store up), not a store error.
+        Err(StoreRunError::Store { store, source })
+            if opts.stop.is_requested() && source.is_waited_for() =>
+        {
+            no_run_metrics(events, None);
+            let how = opts.stop.get().map_or("a stop", |s| s.name());
+            emitln!(
+                "stopped by {how} while waiting for the store {store} ({source}): this process ran no task"
+            );
+            ExitCode::from(1)
+        }
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             ExitCode::from(2)
         }
     }
@@ -875,7 +901,7 @@ fn worker_run(
             }
         }
         Err(e) => {
-            eprintln!("error: store {spec}: {e}");
+            errln!("error: store {spec}: {e}");
             ExitCode::from(2)
         }
     }
@@ -889,7 +915,7 @@ fn check_timed(args: &GraphArgs, timings: &mut Timings) -> ExitCode {
     let g = match args.read(timings) {
         Ok(g) => g,
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return ExitCode::from(2);
         }
     };
@@ -899,7 +925,7 @@ fn check_timed(args: &GraphArgs, timings: &mut Timings) -> ExitCode {
     let report = match validate::validate_timed(&g, timings) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: internal: the scheduler refused a valid submission: {e}");
+            errln!("error: internal: the scheduler refused a valid submission: {e}");
             return ExitCode::from(2);
         }
     };
@@ -946,7 +972,7 @@ fn no_run_metrics(
 fn close_events(events: Option<&lockstep_cli::events::EventSink>, code: ExitCode) -> ExitCode {
     match events.map(lockstep_cli::events::EventSink::finish) {
         Some(Err(e)) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             ExitCode::from(2)
         }
         _ => code,
@@ -963,7 +989,7 @@ fn run_cmd_timed(
     let g = match args.read(timings) {
         Ok(g) => g,
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return ExitCode::from(2);
         }
     };
@@ -972,7 +998,7 @@ fn run_cmd_timed(
         return ExitCode::SUCCESS;
     }
     if !dry_run && let Some(message) = graph::unsupported_priority(&g, "`lockstep run`") {
-        eprintln!("error: {message}");
+        errln!("error: {message}");
         return ExitCode::from(2);
     }
     let mut unwritten = false;
@@ -997,7 +1023,7 @@ fn run_cmd_timed(
                 emitln!("{}", report.metrics.line());
             }
             for e in &report.output_errors {
-                eprintln!("error: {e}");
+                errln!("error: {e}");
             }
             unwritten = !report.output_errors.is_empty();
             report.all_succeeded()
@@ -1020,7 +1046,7 @@ fn run_cmd_timed(
             ExitCode::from(2)
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             ExitCode::from(2)
         }
     }

@@ -717,7 +717,7 @@ pub fn run(
         defaults,
     )?);
     for line in &preamble {
-        println!("{line}");
+        crate::look::say(line);
     }
     let retries = Arc::new(Retries::new(
         graph,

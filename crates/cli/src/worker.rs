@@ -706,7 +706,13 @@ fn run_one(
         opts.out
             .line(&block(&crate::look::Ending::Interrupted(&outcome.reason)));
         opts.out.ended(&lease.id, false);
-        return give_back(store, &token, &outcome, counters, opts.poll);
+        let given = give_back(store, &token, &outcome, counters, opts.poll);
+        // A `lockstep worker` writes the task's end here (`run --store` writes it from its
+        // end report, for every task it gave back).
+        if let (Some(ev), None) = (&opts.events, &opts.retries) {
+            ev.interrupted(&lease.id, generation, lease.attempt, &outcome.reason);
+        }
+        return given;
     }
     // A command stopped because another claim took the version did not fail: this worker
     // stopped it, and the attempt that counts is the other one.

@@ -529,6 +529,12 @@ impl PostgresStore {
         let mut config = Config::from_str(url).map_err(|e| DurableError::InvalidInput {
             what: format!("PostgreSQL URL: {}", with_causes(&e)),
         })?;
+        // The client refuses to connect without a host (not an outage: no wait can cure it).
+        if config.get_hosts().is_empty() && config.get_hostaddrs().is_empty() {
+            return Err(DurableError::InvalidInput {
+                what: "PostgreSQL URL: it names no host (postgres://USER@HOST/DATABASE)".into(),
+            });
+        }
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(options.connect_timeout);
         }
