@@ -616,6 +616,23 @@ fn run_one(
     if let Some(e) = gone {
         counters.unreported(&token, "stopped: the store was unavailable".into(), &e);
         opts.out.ended(&lease.id, false);
+        // The attempt ends in the event stream too (one `finished` per `started`).
+        if let Some(ev) = &opts.events {
+            let why = format!("stopped: the store was unavailable ({e})");
+            ev.finished(
+                &lease.id,
+                generation,
+                lease.attempt,
+                claim,
+                &crate::events::Finish {
+                    outcome: "interrupted",
+                    exit_code: outcome.code,
+                    exit: outcome.exit.as_deref(),
+                    error: Some(&why),
+                    duration: started.elapsed(),
+                },
+            );
+        }
         return Err(e);
     }
     let took = started.elapsed();

@@ -303,11 +303,20 @@ fn postgres_server_down_longer_than_the_store_wait_exits_2_naming_the_error() {
         return;
     };
     let store = format!("{}#outage", cluster.url);
-    let file = tasks(d, 4, "1");
-    let wait = ["--store-wait", "2s"];
-    let r = Running::spawn(store_run(&file, &store, &wait));
+    // Commands that outlast the wait: the heartbeat gives up under them and stops them.
+    let file = tasks(d, 4, "60");
+    let wait = ["--store-wait", "2s", "--lease-ms", "3000"];
+    let events = d.join("run-events.jsonl");
+    let mut run_args = wait.to_vec();
+    let ev_arg = events.display().to_string();
+    run_args.extend(["--events", &ev_arg]);
+    let r = Running::spawn(store_run(&file, &store, &run_args));
     let w = Running::spawn(worker(&store, d, &wait));
-    wait_for("commands to run", || !lines(&d.join("runs.txt")).is_empty());
+    // All four run (two in `run -j 2`, two in the worker's two slots): every thread holds a
+    // command when the server goes away.
+    wait_for("four commands to run", || {
+        lines(&d.join("runs.txt")).len() == 4
+    });
     cluster.script("stop-keep");
     let (rs, rout) = r.finish_within(DEADLINE);
     let (ws, wout) = w.finish_within(DEADLINE);
@@ -322,7 +331,26 @@ fn postgres_server_down_longer_than_the_store_wait_exits_2_naming_the_error() {
                 .any(|l| l.starts_with("error: ") && l.contains("the store is unavailable")),
             "{out}"
         );
+        assert!(out.contains("not reported: "), "{out}");
     }
+    // Every attempt that started has its `finished` (the stopped ones `interrupted`, naming
+    // the store), even though the run gave up.
+    let text = std::fs::read_to_string(&events).unwrap();
+    let of = |kind: &str| {
+        text.lines()
+            .filter(|l| l.contains(&format!("\"event\":\"{kind}\"")))
+            .count()
+    };
+    assert!(of("started") > 0, "{text}");
+    assert_eq!(of("started"), of("finished"), "{text}");
+    assert!(
+        text.contains("stopped: the store was unavailable"),
+        "{text}"
+    );
+    assert!(
+        processes_with(&d.join("runs.txt").display().to_string(), None).is_empty(),
+        "a command outlived the run that gave up"
+    );
 }
 
 /// (d) A stop (Ctrl-C) during an outage ends the wait and stops the run like any Ctrl-C: its
