@@ -413,6 +413,13 @@ impl SqliteStore {
         self.conn
             .pragma_update(None, "synchronous", sync)
             .map_err(|e| self.not_ours(e))?;
+        // A page cache of up to 32 MiB per connection (SQLite's default is 2 MiB): a
+        // completion visits its dependents' rows, edges and index entries, spread over the
+        // whole file, and with the default cache each is a read from the operating system
+        // (`docs/durable.md`, "Performance"). Allocated only as pages are read.
+        self.conn
+            .pragma_update(None, "cache_size", -32_768)
+            .map_err(|e| self.not_ours(e))?;
         Ok(())
     }
 
@@ -731,29 +738,38 @@ fn release_waiters_of(tx: &Transaction<'_>, id: &str, now: i64) -> Result<usize,
     // `+state` keeps SQLite from scanning the (state, seq) index: every statement here is
     // driven by the reverse-edge index `edges (dependency, waiting)` and primary-key lookups,
     // so a completion costs O(its waiters), never O(tasks).
-    let run = |sql: &str, p: &[&dyn rusqlite::ToSql]| -> Result<usize, DurableError> {
-        tx.prepare_cached(sql)
-            .and_then(|mut st| st.execute(p))
-            .map_err(map_err)
+    // The waiting edges of pending dependents stop waiting (one edge each: dependency lists
+    // have no duplicates); each dependent so released counts one dependency fewer and is
+    // ready at zero: 1 + (its waiters) statements, all by index.
+    let released: Vec<String> = {
+        let mut st = tx
+            .prepare_cached(
+                "UPDATE edges SET waiting = 0
+                  WHERE dependency = ?1 AND waiting = 1
+                    AND (SELECT +state FROM tasks WHERE tasks.id = edges.dependent) = 'pending'
+                 RETURNING dependent",
+            )
+            .map_err(map_err)?;
+        let rows = st.query_map([id], |r| r.get(0)).map_err(map_err)?;
+        rows.collect::<Result<_, _>>().map_err(map_err)?
     };
-    run(
-        "UPDATE tasks SET remaining = remaining - 1, updated_at = ?2
-          WHERE +state = 'pending'
-            AND id IN (SELECT dependent FROM edges WHERE dependency = ?1 AND waiting = 1)",
-        &[&id, &now],
-    )?;
-    run(
-        "UPDATE edges SET waiting = 0
-          WHERE dependency = ?1 AND waiting = 1
-            AND (SELECT +state FROM tasks WHERE tasks.id = edges.dependent) = 'pending'",
-        &[&id],
-    )?;
-    run(
-        "UPDATE tasks SET state = 'ready'
-          WHERE +state = 'pending' AND remaining = 0
-            AND id IN (SELECT dependent FROM edges WHERE dependency = ?1)",
-        &[&id],
-    )
+    let mut ready = 0;
+    for dependent in released {
+        let state: String = tx
+            .row(
+                "UPDATE tasks SET remaining = remaining - 1, updated_at = ?2,
+                                  state = CASE WHEN remaining = 1 THEN 'ready' ELSE state END
+                  WHERE id = ?1
+                 RETURNING state",
+                params![dependent, now],
+                |r| r.get(0),
+            )
+            .map_err(map_err)?;
+        if state == "ready" {
+            ready += 1;
+        }
+    }
+    Ok(ready)
 }
 
 /// Would the new version `id -> deps` close a cycle? (After start the stored graph is
