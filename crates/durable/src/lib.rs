@@ -1102,12 +1102,14 @@ pub trait Store {
     /// caller waits, through any connection of any process, wakes it:
     ///
     /// * the default implementation (SQLite) has no such signal and sleeps `max`;
-    /// * `PostgresStore` waits for a notification on the store's channel (`LISTEN`,
-    ///   `docs/durable.md`, "Idle workers"; semantics `D.pg-notify`), sent by every operation
-    ///   that can make a version claimable or free a slot (an applied `complete` or `fail`,
-    ///   `submit`, `submit_if_unchanged`, `abandon` of a live lease, `redefine`). Its first call on
-    ///   a connection only starts listening and returns at once: work that appeared between
-    ///   the caller's last claim and the `LISTEN` is found by the claim that follows.
+    /// * `PostgresStore` waits for a notification on the store's channel (`LISTEN` on the
+    ///   schema name; `docs/durable.md`, "Idle workers"; semantics `D.pg-notify`), sent by
+    ///   the operations that make a version claimable or free a slot: a `complete` that
+    ///   released a dependent, any applied `complete` or `fail` in a store with a limit,
+    ///   `submit` and `submit_if_unchanged` that accepted a version, `abandon` of a live
+    ///   lease, `redefine`. Its first call on a connection only starts listening and returns
+    ///   at once: work that appeared between the caller's last claim and the `LISTEN` is
+    ///   found by the claim that follows.
     ///
     /// Cost: O(1) statements; no round trip at all while waiting.
     ///

@@ -169,37 +169,67 @@ BEGIN
         SELECT least(p_max, greatest(st.max_concurrency - count(*), 0)) INTO v_take
           FROM @S@.tasks t WHERE t.state = 'running' AND t.lease_expiry > v_t;
     END IF;
-    RETURN QUERY
-    WITH pick AS (
-        -- Candidates: ready versions and running ones whose lease expired, lowest
-        -- submission sequence first.
-        SELECT t.id, t.seq FROM @S@.tasks t
-         WHERE t.state = 'ready' OR (t.state = 'running' AND t.lease_expiry <= v_t)
-         ORDER BY t.seq
-         LIMIT v_take
-           FOR UPDATE SKIP LOCKED
-    ), numbered AS (
-        SELECT p.id, st.next_epoch - 1 + row_number() OVER (ORDER BY p.seq) AS epoch
-          FROM pick p
-    ), claimed AS (
-        -- A4 claim-once: ready (or expired running) -> running with a new lease.
-        UPDATE @S@.tasks t
-           SET state = 'running', lease_owner = p_owner, lease_epoch = nb.epoch,
-               lease_expiry = v_expiry, attempts = t.attempts + 1, updated_at = v_t
-          FROM numbered nb
-         WHERE t.id = nb.id
-        RETURNING t.id, t.generation, t.lease_epoch, t.lease_expiry, t.attempts,
-                  t.cancel_requested, t.payload, t.seq
-    ), bump AS (
-        -- The counters, written only when they change (a claim of nothing at an unchanged
-        -- clock writes no row version).
-        UPDATE @S@.lockstep_state
-           SET clock = v_t, next_epoch = next_epoch + (SELECT count(*) FROM claimed)
-         WHERE one = 1 AND (v_t <> st.clock OR EXISTS (SELECT 1 FROM claimed))
-    )
-    SELECT c.id, c.generation, c.lease_epoch, c.lease_expiry, c.attempts,
-           c.cancel_requested, c.payload
-      FROM claimed c ORDER BY c.seq;
+    IF v_take = 1 THEN
+        -- One version (a worker with one free slot): `LIMIT 1` is written out, so the plan
+        -- PostgreSQL caches for this statement is the index scan of `tasks_claimable` in
+        -- `seq` order whatever the table's statistics (with a parameter as the limit, the
+        -- cached generic plan could sort the whole table, and each call would plan anew).
+        RETURN QUERY
+        WITH pick AS (
+            SELECT t.id FROM @S@.tasks t
+             WHERE t.state = 'ready' OR (t.state = 'running' AND t.lease_expiry <= v_t)
+             ORDER BY t.seq
+             LIMIT 1
+               FOR UPDATE SKIP LOCKED
+        ), claimed AS (
+            UPDATE @S@.tasks t
+               SET state = 'running', lease_owner = p_owner, lease_epoch = st.next_epoch,
+                   lease_expiry = v_expiry, attempts = t.attempts + 1, updated_at = v_t
+              FROM pick p
+             WHERE t.id = p.id
+            RETURNING t.id, t.generation, t.lease_epoch, t.lease_expiry, t.attempts,
+                      t.cancel_requested, t.payload
+        ), bump AS (
+            UPDATE @S@.lockstep_state
+               SET clock = v_t, next_epoch = next_epoch + (SELECT count(*) FROM claimed)
+             WHERE one = 1 AND (v_t <> st.clock OR EXISTS (SELECT 1 FROM claimed))
+        )
+        SELECT * FROM claimed;
+    ELSIF v_take > 1 THEN
+        RETURN QUERY
+        WITH pick AS (
+            -- Candidates: ready versions and running ones whose lease expired, lowest
+            -- submission sequence first.
+            SELECT t.id, t.seq FROM @S@.tasks t
+             WHERE t.state = 'ready' OR (t.state = 'running' AND t.lease_expiry <= v_t)
+             ORDER BY t.seq
+             LIMIT v_take
+               FOR UPDATE SKIP LOCKED
+        ), numbered AS (
+            SELECT p.id, st.next_epoch - 1 + row_number() OVER (ORDER BY p.seq) AS epoch
+              FROM pick p
+        ), claimed AS (
+            -- A4 claim-once: ready (or expired running) -> running with a new lease.
+            UPDATE @S@.tasks t
+               SET state = 'running', lease_owner = p_owner, lease_epoch = nb.epoch,
+                   lease_expiry = v_expiry, attempts = t.attempts + 1, updated_at = v_t
+              FROM numbered nb
+             WHERE t.id = nb.id
+            RETURNING t.id, t.generation, t.lease_epoch, t.lease_expiry, t.attempts,
+                      t.cancel_requested, t.payload, t.seq
+        ), bump AS (
+            -- The counters, written only when they change (a claim of nothing at an unchanged
+            -- clock writes no row version).
+            UPDATE @S@.lockstep_state
+               SET clock = v_t, next_epoch = next_epoch + (SELECT count(*) FROM claimed)
+             WHERE one = 1 AND (v_t <> st.clock OR EXISTS (SELECT 1 FROM claimed))
+        )
+        SELECT c.id, c.generation, c.lease_epoch, c.lease_expiry, c.attempts,
+               c.cancel_requested, c.payload
+          FROM claimed c ORDER BY c.seq;
+    ELSIF v_t <> st.clock THEN
+        UPDATE @S@.lockstep_state SET clock = v_t WHERE one = 1;
+    END IF;
 END $$;
 
 -- complete / fail: one statement, one transaction. Returns (code, count, current generation,
@@ -267,6 +297,7 @@ BEGIN
         cur_owner := p_owner;
         cur_epoch := p_epoch;
         cur_state := CASE WHEN p_success THEN 'succeeded' ELSE 'failed' END;
+        -- INVARIANT (D.pg-notify): work made claimable wakes the listening idle workers.
         IF (p_success AND n > 0) OR v_limit <> 9223372036854775807 THEN
             PERFORM pg_notify(@C@, '');
         END IF;

@@ -601,6 +601,8 @@ impl PostgresStore {
     /// keeps the older ones, which give the same answers (only slower, and without
     /// notifications). O(1) statements.
     fn upgrade_functions(&mut self, found: i64) -> Result<(), DurableError> {
+        // INVARIANT (D.pg-functions-revision): only an older recorded revision is upgraded,
+        // once, under the store's advisory lock; the tables are never touched.
         if found >= FUNCTIONS_REVISION {
             return Ok(());
         }
@@ -1058,6 +1060,7 @@ fn closes_cycle(
 /// that a version may have become claimable (`D.pg-notify`). PostgreSQL delivers it when the
 /// transaction commits, and never if it rolls back. One statement.
 fn notify(tx: &mut Transaction<'_>, s: &str) -> Result<(), DurableError> {
+    // INVARIANT (D.pg-notify): sent in the transaction that makes the work claimable.
     tx.execute("SELECT pg_notify($1, '')", &[&s.trim_matches('"')])
         .map_err(map_err)?;
     Ok(())
