@@ -174,7 +174,9 @@ enum Cmd {
         /// [default: none: run the commands].
         #[arg(long, value_name = "MS")]
         simulate: Option<u64>,
-        /// Wait this long before looking again when nothing can be claimed.
+        /// Wait at most this long before looking again when nothing can be claimed (on
+        /// PostgreSQL an idle worker is woken as soon as work appears; on SQLite it waits all
+        /// of it).
         #[arg(long, value_name = "MS", default_value_t = 200)]
         poll_ms: u64,
         /// Write this worker's claims, starts and ends to FILE as JSON lines (with each

@@ -3,8 +3,10 @@
 //! # The loop
 //! Each of the worker's `--slots` threads has its own store connection and repeats:
 //!
-//! 1. **claim** one version with a lease of `--lease-ms` ([`Store::claim`]; the store keeps
-//!    the run's concurrency limit across all workers of all machines);
+//! 1. **claim** a version with a lease of `--lease-ms` ([`Store::claim`]; the store keeps
+//!    the run's concurrency limit across all workers of all machines). One claim serves
+//!    every free slot of the worker: the slot that claims asks for `max k`, k the slots
+//!    running nothing, and hands the extra leases to the others (`Dispatch`, `D.batch-claim`);
 //! 2. **run** it through [`crate::command`], as `lockstep run` does: the task's command as
 //!    `sh -c COMMAND` in its own process group, in its working directory with its environment
 //!    added (or a sleep with `--simulate MS`; a task without a command succeeds at once), its
@@ -34,7 +36,9 @@
 //! A store still unavailable after `--store-wait` ends the thread with that error (a running
 //! command is stopped first), and the process exits 2.
 //!
-//! When nothing can be claimed the thread waits `poll` and looks again; it stops when the
+//! When nothing can be claimed one slot waits for work on its connection, at most `poll`
+//! ([`Store::wait_for_work`]: a notification on PostgreSQL, a sleep on SQLite), while the
+//! other idle slots wait for it, then it looks again; a thread stops when the
 //! run is **finished** (no version pending, ready or running) or **closed**. A store that
 //! holds no task yet is waited for (the submitting `lockstep run` may not have committed).
 //!
@@ -71,7 +75,8 @@ pub struct WorkerOptions {
     pub slots: usize,
     /// Lease duration of each claim.
     pub lease: Duration,
-    /// How long to wait before looking again when nothing can be claimed.
+    /// The longest wait before looking again when nothing can be claimed
+    /// ([`Store::wait_for_work`]).
     pub poll: Duration,
     /// Run each task as a sleep of this long instead of its command.
     pub simulate: Option<Duration>,
