@@ -13,7 +13,10 @@
 //! cost **one round trip**: `claim`, `settle` (complete and fail), `renew`, `cancel` and
 //! `close`; the Rust side sends one `SELECT` per call. `submit`, `start` and `check` are
 //! multi-statement transactions in Rust (they load the graph for the cycle check, as SQLite
-//! does); the observers are single read statements.
+//! does); the observers are single read statements. The functions are code, not layout:
+//! `lockstep_meta.functions` records their revision, and `open` replaces older ones
+//! (`D.pg-functions-revision`). Operations that make work claimable notify the channel named
+//! after the schema, on which idle workers wait ([`Store::wait_for_work`], `D.pg-notify`).
 //!
 //! # How the concurrency limit is kept under concurrent claimers
 //! Every write operation (every function above, and `submit`/`start`) begins by locking the
