@@ -185,8 +185,9 @@ enum Cmd {
         /// [default: none: run the commands].
         #[arg(long, value_name = "MS")]
         simulate: Option<u64>,
-        /// Wait this long before looking again when nothing can be claimed: from 10 ms (less
-        /// would only spin) to one minute.
+        /// Wait at most this long before looking again when nothing can be claimed (on
+        /// PostgreSQL an idle worker is woken as soon as work appears; on SQLite it waits all
+        /// of it): from 10 ms (less would only spin) to one minute.
         #[arg(long, value_name = "MS", default_value_t = 200, value_parser = clap::value_parser!(u64).range(10..=60_000))]
         poll_ms: u64,
         /// Write this worker's claims, starts and ends to FILE as JSON lines (with each

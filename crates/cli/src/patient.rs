@@ -368,6 +368,13 @@ impl Store for PatientStore {
     fn clock(&mut self) -> Result<Millis, DurableError> {
         self.call(|s| s.clock())
     }
+
+    /// The connection's own wait (PostgreSQL: a notification, `D.pg-notify`); an outage
+    /// while waiting is waited out like any other, and the new connection's first wait
+    /// returns at once (it only starts listening), so the caller claims again.
+    fn wait_for_work(&mut self, max: Duration) -> Result<(), DurableError> {
+        self.call(|s| s.wait_for_work(max))
+    }
 }
 
 /// The time to give a (possibly retried) operation: the caller's `now`, or the wall clock if

@@ -3,8 +3,10 @@
 //! # The loop
 //! Each of the worker's `--slots` threads has its own store connection and repeats:
 //!
-//! 1. **claim** one version with a lease of `--lease-ms` ([`Store::claim`]; the store keeps
-//!    the run's concurrency limit across all workers of all machines);
+//! 1. **claim** a version with a lease of `--lease-ms` ([`Store::claim`]; the store keeps
+//!    the run's concurrency limit across all workers of all machines). One claim serves
+//!    every free slot of the worker: the slot that claims asks for `max k`, k the slots
+//!    running nothing, and hands the extra leases to the others (`Dispatch`, `D.batch-claim`);
 //! 2. **run** it through [`crate::command`], as `lockstep run` does: the task's command as
 //!    `sh -c COMMAND` in its own process group, in its working directory with its environment
 //!    added (or a sleep with `--simulate MS`; a task without a command succeeds at once), its
@@ -34,7 +36,9 @@
 //! A store still unavailable after `--store-wait` ends the thread with that error (a running
 //! command is stopped first), and the process exits 2.
 //!
-//! When nothing can be claimed the thread waits `poll` and looks again; it stops when the
+//! When nothing can be claimed one slot waits for work on its connection, at most `poll`
+//! ([`Store::wait_for_work`]: a notification on PostgreSQL, a sleep on SQLite), while the
+//! other idle slots wait for it, then it looks again; a thread stops when the
 //! run is **finished** (no version pending, ready or running) or **closed**. A store that
 //! holds no task yet is waited for (the submitting `lockstep run` may not have committed).
 //!
@@ -43,11 +47,11 @@
 //! again by other workers once the leases expire, so a task may run more than once. Only
 //! one attempt's result counts. Commands should be idempotent.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, mpsc};
+use std::sync::{Condvar, Mutex, MutexGuard, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -71,7 +75,8 @@ pub struct WorkerOptions {
     pub slots: usize,
     /// Lease duration of each claim.
     pub lease: Duration,
-    /// How long to wait before looking again when nothing can be claimed.
+    /// The longest wait before looking again when nothing can be claimed
+    /// ([`Store::wait_for_work`]).
     pub poll: Duration,
     /// Run each task as a sleep of this long instead of its command.
     pub simulate: Option<Duration>,
@@ -227,6 +232,7 @@ where
     F: Fn() -> Result<Box<dyn Store + Send>, DurableError> + Sync,
 {
     let counters = Counters::new();
+    let dispatch = Dispatch::new(opts.slots.max(1));
     let stop = AtomicBool::new(false);
     // A `lockstep worker` with `--events` writes the cancels it learns of: the versions
     // cancelled (and those blocked by a cancel) while it ran, from two snapshots.
@@ -236,10 +242,16 @@ where
     let results: Vec<Result<(), DurableError>> = thread::scope(|scope| {
         let handles: Vec<_> = (0..opts.slots.max(1))
             .map(|n| {
-                let (open, counters, stop) = (&open, &counters, &stop);
+                let (open, counters, stop, dispatch) = (&open, &counters, &stop, &dispatch);
                 let owner = format!("{}/{n}", opts.owner);
                 scope.spawn(move || {
-                    let r = open().and_then(|s| slot_loop(s, &owner, n, opts, counters, stop));
+                    let r = open().and_then(|mut s| {
+                        let r = slot_loop(&mut *s, &owner, n, opts, counters, stop, dispatch);
+                        // Leases claimed for this worker's slots that no slot started: give
+                        // them back, whatever ended the loop (they are claimable at once).
+                        dispatch.give_back_all(&mut *s, counters, opts.poll);
+                        r
+                    });
                     if r.is_err() {
                         stop.store(true, Ordering::SeqCst);
                     }
@@ -377,13 +389,148 @@ fn finished(store: &mut dyn Store) -> Result<bool, DurableError> {
     Ok(c.total() > 0 && c.pending + c.ready + c.running == 0)
 }
 
+/// The claims of one worker's slots, shared by its threads: a slot that finds no lease
+/// waiting claims for **every free slot** (not running a task, no lease waiting for it) in
+/// one `claim(max k)` (issue 11 item 10, "a claim that can take a batch does";
+/// `docs/durable.md`, "Workers"), and hands the extra leases to the other free slots, which
+/// take them at their next turn. One slot at a time claims (or, when nothing was claimable,
+/// waits for work on its connection, [`Store::wait_for_work`]); the other idle slots wait
+/// here for it, so an idle worker sends one claim per wake-up, not one per slot. A lease
+/// never waits for a slot that is running a task: `k` counts only the free ones.
+struct Dispatch {
+    state: Mutex<DispatchState>,
+    /// Signalled when leases are handed out or the claiming slot steps back.
+    changed: Condvar,
+}
+
+struct DispatchState {
+    /// Leases claimed for free slots, not taken yet (oldest claim first).
+    handed: VecDeque<Lease>,
+    /// The worker's slots.
+    slots: usize,
+    /// Slots running a task ([`Turn::Handed`] or a claim of their own, until
+    /// [`Dispatch::done`]).
+    busy: usize,
+    /// A slot is claiming, or waiting for work on the store, for the others.
+    claiming: bool,
+}
+
+/// What a slot does next ([`Dispatch::turn`]).
+enum Turn<'a> {
+    /// Run this lease, claimed for it by another slot.
+    Handed(Lease),
+    /// Claim up to `want` versions (itself and the idle slots) while holding the guard.
+    Claim(ClaimGuard<'a>),
+    /// Another slot claims: wait for it ([`Dispatch::wait`]).
+    Wait,
+}
+
+/// The claiming role of one slot; dropping it lets another slot claim.
+struct ClaimGuard<'a> {
+    dispatch: &'a Dispatch,
+    /// The free slots when the role was taken, this one included.
+    want: usize,
+}
+
+impl Dispatch {
+    fn new(slots: usize) -> Dispatch {
+        Dispatch {
+            state: Mutex::new(DispatchState {
+                handed: VecDeque::new(),
+                slots,
+                busy: 0,
+                claiming: false,
+            }),
+            changed: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, DispatchState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A lease waiting for this slot, else the claiming role if nobody holds it, else wait.
+    /// O(1).
+    fn turn(&self) -> Turn<'_> {
+        let mut st = self.lock();
+        if let Some(lease) = st.handed.pop_front() {
+            st.busy += 1;
+            return Turn::Handed(lease);
+        }
+        if st.claiming {
+            return Turn::Wait;
+        }
+        st.claiming = true;
+        let want = st.slots.saturating_sub(st.busy).max(1);
+        Turn::Claim(ClaimGuard {
+            dispatch: self,
+            want,
+        })
+    }
+
+    /// The claiming slot keeps the first lease of its claim for itself: it is busy.
+    fn started(&self) {
+        self.lock().busy += 1;
+    }
+
+    /// A slot finished the task it took ([`Turn::Handed`] or [`Dispatch::started`]).
+    fn done(&self) {
+        let mut st = self.lock();
+        st.busy = st.busy.saturating_sub(1);
+    }
+
+    /// Waits (idle) until leases are handed out or the claiming slot steps back, at most
+    /// `max`.
+    fn wait(&self, max: Duration) {
+        let st = self.lock();
+        let _ = self
+            .changed
+            .wait_timeout_while(st, max, |s| s.handed.is_empty() && s.claiming)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+    }
+
+    /// Gives back every lease still waiting for a slot ([`Store::abandon`]), with `store`:
+    /// called by each slot when its loop ends, so that no lease claimed for this worker is
+    /// left to run out its time unused.
+    fn give_back_all(&self, store: &mut dyn Store, counters: &Counters, poll: Duration) {
+        let leases: Vec<Lease> = self.lock().handed.drain(..).collect();
+        // INVARIANT (D.batch-claim): no lease claimed for a slot is left to expire unused.
+        for lease in leases {
+            let outcome = Outcome::failed("not started");
+            if let Err(e) = give_back(store, &lease.token(), &outcome, counters, poll) {
+                say(&format!("give back {}: {e}", lease.id));
+            }
+        }
+    }
+}
+
+impl ClaimGuard<'_> {
+    /// Hands `leases` (claimed for the idle slots) out and wakes those slots.
+    fn hand_out(&self, leases: impl Iterator<Item = Lease>) {
+        let mut st = self.dispatch.lock();
+        st.handed.extend(leases);
+        drop(st);
+        self.dispatch.changed.notify_all();
+    }
+}
+
+impl Drop for ClaimGuard<'_> {
+    fn drop(&mut self) {
+        self.dispatch.lock().claiming = false;
+        self.dispatch.changed.notify_all();
+    }
+}
+
 fn slot_loop(
-    mut store: Box<dyn Store + Send>,
+    store: &mut dyn Store,
     owner: &str,
     slot: usize,
     opts: &WorkerOptions,
     counters: &Counters,
     stop: &AtomicBool,
+    dispatch: &Dispatch,
 ) -> Result<(), DurableError> {
     let me = LeaseOwner::new(owner)?;
     let lease_ms = Millis::from(opts.lease);
@@ -413,18 +560,38 @@ fn slot_loop(
                 return Ok(());
             }
         }
-        let leases = match store.claim(&me, SystemClock.now(), lease_ms, 1) {
+        let guard = match dispatch.turn() {
+            Turn::Handed(lease) => {
+                let r = run_one(&mut *store, &lease, slot, opts, counters);
+                dispatch.done();
+                r?;
+                continue;
+            }
+            Turn::Wait => {
+                dispatch.wait(opts.poll);
+                continue;
+            }
+            Turn::Claim(guard) => guard,
+        };
+        // INVARIANT (D.batch-claim): one claim for every free slot of this worker; the leases
+        // beyond the first go to the other free slots, and any left when the loop ends are
+        // given back.
+        let leases = match store.claim(&me, SystemClock.now(), lease_ms, guard.want) {
             Ok(l) => l,
             Err(DurableError::Closed) => return Ok(()),
             // Locked by another connection past the busy timeout: nothing happened; retry.
             Err(e @ DurableError::Busy { .. }) => {
+                drop(guard);
                 say(&format!("claim: {e}; retrying"));
                 thread::sleep(opts.poll);
                 continue;
             }
             Err(e) => return Err(e),
         };
-        let Some(lease) = leases.into_iter().next() else {
+        let mut leases = leases.into_iter();
+        let mine = leases.next();
+        guard.hand_out(leases);
+        let Some(lease) = mine else {
             if finished(&mut *store)? {
                 // Every failure committed before `finished` looked is seen by this `tend`: a
                 // retry it schedules (or resubmits) keeps the run going.
@@ -438,10 +605,17 @@ fn slot_loop(
                     }
                 }
             }
-            thread::sleep(opts.poll);
+            // Idle: wait for work on this connection (PostgreSQL: a notification, at most
+            // `poll`; SQLite: `poll`), still holding the claiming role, so the other idle
+            // slots wait for this one instead of each asking the store.
+            store.wait_for_work(opts.poll)?;
             continue;
         };
-        run_one(&mut *store, &lease, slot, opts, counters)?;
+        dispatch.started();
+        drop(guard);
+        let r = run_one(&mut *store, &lease, slot, opts, counters);
+        dispatch.done();
+        r?;
     }
     Ok(())
 }

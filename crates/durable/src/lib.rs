@@ -1091,6 +1091,36 @@ pub trait Store {
     /// # Errors
     /// Store errors only.
     fn clock(&mut self) -> Result<Millis, DurableError>;
+
+    /// Waits until work may have appeared, or `max` has passed, whichever is first: what an
+    /// idle worker (its [`Store::claim`] returned nothing) does before it claims again,
+    /// instead of sleeping its poll interval. Changes nothing in the store.
+    ///
+    /// It may return early without new work (a spurious wake-up: the caller just claims
+    /// again and finds nothing), and it never waits longer than `max` (plus the operating
+    /// system's scheduling), so a lease that expires while nobody completes anything is
+    /// still found by the next claim, at most `max` later. Work that appears **while** the
+    /// caller waits, through any connection of any process, wakes it:
+    ///
+    /// * the default implementation (SQLite) has no such signal and sleeps `max`;
+    /// * `PostgresStore` waits for a notification on the store's channel (`LISTEN` on the
+    ///   schema name; `docs/durable.md`, "Idle workers"; semantics `D.pg-notify`), sent by
+    ///   the operations that make a version claimable or free a slot: a `complete` that
+    ///   released a dependent, any applied `complete` or `fail` in a store with a limit,
+    ///   `submit` and `submit_if_unchanged` that accepted a version, `abandon` of a live
+    ///   lease, `redefine`. Its first call on a connection only starts listening and returns
+    ///   at once: work that appeared between the caller's last claim and the `LISTEN` is
+    ///   found by the claim that follows.
+    ///
+    /// Cost: O(1) statements; no round trip at all while waiting.
+    ///
+    /// # Errors
+    /// Store errors only (PostgreSQL: the connection was lost while waiting,
+    /// [`DurableError::Unavailable`]).
+    fn wait_for_work(&mut self, max: Duration) -> Result<(), DurableError> {
+        std::thread::sleep(max);
+        Ok(())
+    }
 }
 
 #[cfg(test)]

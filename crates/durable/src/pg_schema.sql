@@ -1,9 +1,15 @@
 -- The PostgreSQL store's schema, version 1 (crates/durable/src/postgres.rs).
--- `@S@` is replaced by the store's schema name (a quoted identifier) when it is installed.
+-- `@S@` is replaced by the store's schema name (a quoted identifier) and `@C@` by its
+-- notification channel (a string literal: the schema name) when it is installed.
 -- Tables are those of the SQLite store (src/sqlite.rs, SCHEMA_V1) in PostgreSQL's dialect;
 -- the functions are the operations that must cost one round trip (claim, complete, fail,
 -- renew, cancel, close). Every function begins by locking the single `lockstep_state` row:
 -- that lock is the operation's linearization point (see the module documentation).
+--
+-- Everything after the line `-- FUNCTIONS` is code, not stored layout: `CREATE OR REPLACE`
+-- statements with unchanged signatures, run again by `open` on a store whose recorded
+-- `functions` revision (lockstep_meta; absent = 1) is older than postgres.rs
+-- FUNCTIONS_REVISION (semantics D.pg-functions-revision).
 
 CREATE TABLE @S@.lockstep_meta (
     key   text PRIMARY KEY,
@@ -57,9 +63,11 @@ CREATE TABLE @S@.edges (
 -- The reverse-edge index: who waits on a dependency.
 CREATE INDEX edges_dependency ON @S@.edges (dependency, waiting);
 
+-- FUNCTIONS
+
 -- `p_id` is lost: block, with the cause, every pending version waiting on it and,
 -- transitively, theirs. Returns how many were blocked. Caller holds the state-row lock.
-CREATE FUNCTION @S@.block_waiters(p_id text, c_task text, c_generation bigint,
+CREATE OR REPLACE FUNCTION @S@.block_waiters(p_id text, c_task text, c_generation bigint,
                                   c_state text, p_now bigint)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
@@ -86,7 +94,7 @@ END $$;
 -- `p_id` succeeded: each pending waiter stops waiting on it (one edge each: dependency lists
 -- have no duplicates); those left waiting on nothing become ready. Visits only `p_id`'s
 -- reverse edges. Returns how many became ready. Caller holds the state-row lock.
-CREATE FUNCTION @S@.release_waiters(p_id text, p_now bigint)
+CREATE OR REPLACE FUNCTION @S@.release_waiters(p_id text, p_now bigint)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     n bigint;
@@ -112,7 +120,7 @@ END $$;
 
 -- The checks shared by complete, fail and renew on the row read (all NULL when the id is
 -- unknown): id known, generation current, token not fenced. 'ok' or an error code.
-CREATE FUNCTION @S@.fence_code(r @S@.tasks, p_generation bigint, p_owner text, p_epoch bigint)
+CREATE OR REPLACE FUNCTION @S@.fence_code(r @S@.tasks, p_generation bigint, p_owner text, p_epoch bigint)
 RETURNS text LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE
         WHEN r.id IS NULL THEN 'unknown'
@@ -127,17 +135,18 @@ $$;
 -- INVARIANT (D.pg-lost-connection): a claim is one statement (`SELECT * FROM claim(...)`),
 -- one transaction: a lost connection leaves it applied whole or not at all. Raises LK001 when
 -- closed and LK002 when not started (the caller starts, in Rust, and calls again).
-CREATE FUNCTION @S@.claim(p_owner text, p_now bigint, p_lease bigint, p_max bigint)
+-- After the state-row lock: the count of live leases (none without a limit), then one
+-- statement that picks, claims and bumps the counters; each takes its snapshot after the lock
+-- was granted, so it sees every write committed before (revision 2, docs/durable.md).
+CREATE OR REPLACE FUNCTION @S@.claim(p_owner text, p_now bigint, p_lease bigint, p_max bigint)
 RETURNS TABLE (o_id text, o_generation bigint, o_epoch bigint, o_expiry bigint,
                o_attempts bigint, o_cancel_requested boolean, o_payload bytea)
 LANGUAGE plpgsql AS $$
 DECLARE
     st @S@.lockstep_state;
     v_t bigint;
-    v_live bigint;
     v_take bigint;
     v_expiry bigint;
-    n bigint := 0;
 BEGIN
     -- LINEARIZATION POINT (D.pg-serial-writes): every write operation takes this row lock
     -- first, so claims (and all other writes) apply one at a time and the limit below is
@@ -150,11 +159,43 @@ BEGIN
         RAISE EXCEPTION 'not started' USING ERRCODE = 'LK002';
     END IF;
     v_t := greatest(st.clock, p_now);
-    SELECT count(*) INTO v_live FROM @S@.tasks t
-     WHERE t.state = 'running' AND t.lease_expiry > v_t;
-    v_take := least(p_max, greatest(st.max_concurrency - v_live, 0));
     v_expiry := least(v_t::numeric + p_lease, 9223372036854775807)::bigint;
-    IF v_take > 0 THEN
+    -- At most min(max, limit - live leases); the count is skipped when the store has no
+    -- limit (it could never bind). A value, not a subquery of the LIMIT below: the planner
+    -- then keeps the index scan of `tasks_claimable` (with a subquery it sorted the table).
+    IF st.max_concurrency = 9223372036854775807 THEN
+        v_take := greatest(p_max, 0);
+    ELSE
+        SELECT least(p_max, greatest(st.max_concurrency - count(*), 0)) INTO v_take
+          FROM @S@.tasks t WHERE t.state = 'running' AND t.lease_expiry > v_t;
+    END IF;
+    IF v_take = 1 THEN
+        -- One version (a worker with one free slot): `LIMIT 1` is written out, so the plan
+        -- PostgreSQL caches for this statement is the index scan of `tasks_claimable` in
+        -- `seq` order whatever the table's statistics (with a parameter as the limit, the
+        -- cached generic plan could sort the whole table, and each call would plan anew).
+        RETURN QUERY
+        WITH pick AS (
+            SELECT t.id FROM @S@.tasks t
+             WHERE t.state = 'ready' OR (t.state = 'running' AND t.lease_expiry <= v_t)
+             ORDER BY t.seq
+             LIMIT 1
+               FOR UPDATE SKIP LOCKED
+        ), claimed AS (
+            UPDATE @S@.tasks t
+               SET state = 'running', lease_owner = p_owner, lease_epoch = st.next_epoch,
+                   lease_expiry = v_expiry, attempts = t.attempts + 1, updated_at = v_t
+              FROM pick p
+             WHERE t.id = p.id
+            RETURNING t.id, t.generation, t.lease_epoch, t.lease_expiry, t.attempts,
+                      t.cancel_requested, t.payload
+        ), bump AS (
+            UPDATE @S@.lockstep_state
+               SET clock = v_t, next_epoch = next_epoch + (SELECT count(*) FROM claimed)
+             WHERE one = 1 AND (v_t <> st.clock OR EXISTS (SELECT 1 FROM claimed))
+        )
+        SELECT * FROM claimed;
+    ELSIF v_take > 1 THEN
         RETURN QUERY
         WITH pick AS (
             -- Candidates: ready versions and running ones whose lease expired, lowest
@@ -176,62 +217,117 @@ BEGIN
              WHERE t.id = nb.id
             RETURNING t.id, t.generation, t.lease_epoch, t.lease_expiry, t.attempts,
                       t.cancel_requested, t.payload, t.seq
+        ), bump AS (
+            -- The counters, written only when they change (a claim of nothing at an unchanged
+            -- clock writes no row version).
+            UPDATE @S@.lockstep_state
+               SET clock = v_t, next_epoch = next_epoch + (SELECT count(*) FROM claimed)
+             WHERE one = 1 AND (v_t <> st.clock OR EXISTS (SELECT 1 FROM claimed))
         )
         SELECT c.id, c.generation, c.lease_epoch, c.lease_expiry, c.attempts,
                c.cancel_requested, c.payload
           FROM claimed c ORDER BY c.seq;
-        GET DIAGNOSTICS n = ROW_COUNT;
+    ELSIF v_t <> st.clock THEN
+        UPDATE @S@.lockstep_state SET clock = v_t WHERE one = 1;
     END IF;
-    UPDATE @S@.lockstep_state SET clock = v_t, next_epoch = next_epoch + n WHERE one = 1;
 END $$;
 
 -- complete / fail: one statement, one transaction. Returns (code, count, current generation,
 -- lease owner, lease epoch, state): code 'applied' (count = ready or blocked), 'duplicate',
 -- or an error code ('unknown', 'stale', 'fenced', 'conflict') that changed nothing.
-CREATE FUNCTION @S@.settle(p_id text, p_generation bigint, p_owner text, p_epoch bigint,
+-- The usual case (the token is the running version's latest claim) is one statement after
+-- the lock: the conditional UPDATE is the fence (as `fence_code`), and a completion
+-- releases the waiters in the same statement. Anything else reads the row and answers as
+-- `fence_code` says. An applied settlement notifies `@C@` when it made work claimable
+-- (semantics D.pg-notify): a dependent became ready, or, in a store with a limit, a slot
+-- became free.
+CREATE OR REPLACE FUNCTION @S@.settle(p_id text, p_generation bigint, p_owner text, p_epoch bigint,
                            p_now bigint, p_success boolean, p_error text,
                            OUT code text, OUT n bigint, OUT cur_generation bigint,
                            OUT cur_owner text, OUT cur_epoch bigint, OUT cur_state text)
 LANGUAGE plpgsql AS $$
 DECLARE
-    st @S@.lockstep_state;
+    v_clock bigint;
+    v_limit bigint;
     row @S@.tasks;
     v_t bigint;
+    v_done bigint;
 BEGIN
-    SELECT * INTO st FROM @S@.lockstep_state WHERE one = 1 FOR UPDATE;
-    SELECT * INTO row FROM @S@.tasks WHERE id = p_id;
-    code := @S@.fence_code(row, p_generation, p_owner, p_epoch);
+    SELECT clock, max_concurrency INTO v_clock, v_limit
+      FROM @S@.lockstep_state WHERE one = 1 FOR UPDATE;
+    v_t := greatest(v_clock, p_now);
     n := 0;
-    cur_generation := row.generation;
-    cur_owner := row.lease_owner;
-    cur_epoch := row.lease_epoch;
-    cur_state := row.state;
-    IF code <> 'ok' THEN
-        RETURN;
-    END IF;
-    v_t := greatest(st.clock, p_now);
-    IF row.state = 'running' THEN
-        IF p_success THEN
-            UPDATE @S@.tasks SET state = 'succeeded', updated_at = v_t WHERE id = p_id;
-            n := @S@.release_waiters(p_id, v_t);
-        ELSE
-            UPDATE @S@.tasks SET state = 'failed', error = p_error, updated_at = v_t
-             WHERE id = p_id;
+    IF p_success THEN
+        WITH me AS (
+            UPDATE @S@.tasks SET state = 'succeeded', updated_at = v_t
+             WHERE id = p_id AND generation = p_generation AND state = 'running'
+               AND lease_epoch = p_epoch AND lease_owner = p_owner
+            RETURNING id
+        ), released AS (
+            -- Each pending waiter stops waiting on it (one edge each: dependency lists
+            -- have no duplicates), through the reverse-edge index only.
+            UPDATE @S@.edges e SET waiting = false
+              FROM me, @S@.tasks t
+             WHERE e.dependency = me.id AND e.waiting
+               AND t.id = e.dependent AND t.state = 'pending'
+            RETURNING e.dependent
+        ), updated AS (
+            UPDATE @S@.tasks t
+               SET remaining = t.remaining - 1,
+                   state = CASE WHEN t.remaining = 1 THEN 'ready' ELSE t.state END,
+                   updated_at = v_t
+              FROM released r
+             WHERE t.id = r.dependent
+            RETURNING t.state
+        )
+        SELECT (SELECT count(*) FROM me), (SELECT count(*) FROM updated WHERE state = 'ready')
+          INTO v_done, n;
+    ELSE
+        UPDATE @S@.tasks SET state = 'failed', error = p_error, updated_at = v_t
+         WHERE id = p_id AND generation = p_generation AND state = 'running'
+           AND lease_epoch = p_epoch AND lease_owner = p_owner;
+        GET DIAGNOSTICS v_done = ROW_COUNT;
+        IF v_done > 0 THEN
             n := @S@.block_waiters(p_id, p_id, p_generation, 'failed', v_t);
         END IF;
-        code := 'applied';
-    ELSIF (p_success AND row.state = 'succeeded') OR (NOT p_success AND row.state = 'failed') THEN
-        code := 'duplicate';
-    ELSE
-        code := 'conflict';
-        RETURN;
     END IF;
-    UPDATE @S@.lockstep_state SET clock = v_t WHERE one = 1;
+    IF v_done > 0 THEN
+        code := 'applied';
+        cur_generation := p_generation;
+        cur_owner := p_owner;
+        cur_epoch := p_epoch;
+        cur_state := CASE WHEN p_success THEN 'succeeded' ELSE 'failed' END;
+        -- INVARIANT (D.pg-notify): work made claimable wakes the listening idle workers.
+        IF (p_success AND n > 0) OR v_limit <> 9223372036854775807 THEN
+            PERFORM pg_notify(@C@, '');
+        END IF;
+    ELSE
+        SELECT * INTO row FROM @S@.tasks WHERE id = p_id;
+        code := @S@.fence_code(row, p_generation, p_owner, p_epoch);
+        cur_generation := row.generation;
+        cur_owner := row.lease_owner;
+        cur_epoch := row.lease_epoch;
+        cur_state := row.state;
+        IF code <> 'ok' THEN
+            RETURN;
+        END IF;
+        -- Not running (the conditional UPDATE above took every running version the fence
+        -- lets through): a duplicate or a conflict.
+        IF (p_success AND row.state = 'succeeded') OR (NOT p_success AND row.state = 'failed') THEN
+            code := 'duplicate';
+        ELSE
+            code := 'conflict';
+            RETURN;
+        END IF;
+    END IF;
+    IF v_t <> v_clock THEN
+        UPDATE @S@.lockstep_state SET clock = v_t WHERE one = 1;
+    END IF;
 END $$;
 
 -- renew: one statement. Returns (code, new expiry or the old one, clock, cancel_requested,
 -- current generation, lease owner, lease epoch, state).
-CREATE FUNCTION @S@.renew(p_id text, p_generation bigint, p_owner text, p_epoch bigint,
+CREATE OR REPLACE FUNCTION @S@.renew(p_id text, p_generation bigint, p_owner text, p_epoch bigint,
                           p_now bigint, p_lease bigint,
                           OUT code text, OUT expiry bigint, OUT t bigint,
                           OUT cancel_requested boolean, OUT cur_generation bigint,
@@ -269,7 +365,7 @@ END $$;
 
 -- cancel: one statement. Returns (code, blocked count, state): 'unknown', 'cancelled',
 -- 'requested' or 'terminal'.
-CREATE FUNCTION @S@.cancel(p_id text, p_now bigint,
+CREATE OR REPLACE FUNCTION @S@.cancel(p_id text, p_now bigint,
                            OUT code text, OUT n bigint, OUT cur_state text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -301,7 +397,7 @@ BEGIN
 END $$;
 
 -- close: one statement. Returns (cancelled, running).
-CREATE FUNCTION @S@.close(p_now bigint, OUT cancelled bigint, OUT running bigint)
+CREATE OR REPLACE FUNCTION @S@.close(p_now bigint, OUT cancelled bigint, OUT running bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
     st @S@.lockstep_state;

@@ -480,3 +480,152 @@ fn postgres_store_keeps_the_limit_under_concurrent_claimers() {
     assert_eq!(all, ["t00", "t01", "t02"]);
     assert_eq!(s.counts().unwrap().running, 3);
 }
+
+/// An idle waiter ([`Store::wait_for_work`] with a 60 s bound, `D.pg-notify`) is woken by
+/// the operations of another connection that make work claimable: a completion that releases
+/// a dependent, then a submission. Each wake-up must come before a 30 s deadline, half the
+/// bound, so the test fails when a notification is missing (shown by removing the
+/// `pg_notify` of `settle`, and the one of `submit_batch`, by hand: the waiter then sleeps
+/// the whole 60 s and the deadline passes). Nothing here asserts a duration shorter than
+/// the bound.
+#[test]
+fn postgres_idle_waiter_wakes_on_a_completion_and_a_submission() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+    let Some(url) = pg_url() else { return };
+    let scratch = Scratch::new(&url);
+    let opts = scratch.options();
+    let mut s = PostgresStore::create_with(&url, 4, &opts).unwrap();
+    s.submit(&[
+        NewTask::new("a", Vec::<String>::new()),
+        NewTask::new("b", ["a"]),
+    ])
+    .unwrap();
+    let a = s
+        .claim(&owner("w1"), Millis(1), Millis(600_000), 1)
+        .unwrap();
+    assert_eq!(a[0].id, "a");
+    let mut waiter = PostgresStore::open_with(&url, &opts).unwrap();
+    assert!(
+        waiter
+            .claim(&owner("idle"), Millis(1), Millis(600_000), 4)
+            .unwrap()
+            .is_empty()
+    );
+    // The first wait only starts listening and returns at once; the claim after it still
+    // finds nothing (b waits on a).
+    waiter.wait_for_work(Duration::from_secs(60)).unwrap();
+    assert!(
+        waiter
+            .claim(&owner("idle"), Millis(1), Millis(600_000), 4)
+            .unwrap()
+            .is_empty()
+    );
+    let (tx, rx) = mpsc::channel();
+    let idle = thread::spawn(move || {
+        let mut claimed = Vec::new();
+        for _ in 0..2 {
+            // A wake-up may be spurious (this connection's own completion notifies too):
+            // wait again until a claim gets something.
+            let got = loop {
+                waiter.wait_for_work(Duration::from_secs(60)).unwrap();
+                let got = waiter
+                    .claim(&owner("idle"), Millis(2), Millis(600_000), 4)
+                    .unwrap();
+                if !got.is_empty() {
+                    break got;
+                }
+            };
+            tx.send(got.iter().map(|l| l.id.clone()).collect::<Vec<_>>())
+                .unwrap();
+            for l in &got {
+                waiter.complete(&l.token(), Millis(2)).unwrap();
+            }
+            claimed.extend(got);
+        }
+        claimed
+    });
+    // A completion that makes b ready wakes the waiter, which claims b.
+    s.complete(&a[0].token(), Millis(2)).unwrap();
+    let first = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the waiter woke on the completion");
+    assert_eq!(first, ["b"]);
+    // A new generation of a (submitted after b settled) wakes it again.
+    wait_until(|| s.status("b").unwrap().unwrap().state == TaskState::Succeeded);
+    assert_eq!(
+        s.submit(&[NewTask::new("a", Vec::<String>::new())])
+            .unwrap(),
+        vec![Ok(Generation(2))]
+    );
+    let second = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the waiter woke on the submission");
+    assert_eq!(second, ["a"]);
+    let claimed = idle.join().unwrap();
+    assert_eq!(claimed[1].generation, Generation(2));
+}
+
+/// Polls `cond` every 10 ms for up to 30 s (a condition, not a duration, is asserted).
+fn wait_until(mut cond: impl FnMut() -> bool) {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !cond() {
+        assert!(std::time::Instant::now() < end, "condition not reached");
+        thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// `D.pg-functions-revision`: a store whose recorded functions revision is older (no
+/// `functions` key, as every store created before revision 2) gets this build's functions
+/// when opened, and records the revision; a store at the current revision is not touched.
+/// Shown with a `claim` replaced by one that raises: after the upgrade the claim works; at
+/// the current revision the replaced function stays (so the check is the recorded revision,
+/// not a rewrite at every open).
+#[test]
+fn postgres_store_upgrades_older_functions_on_open() {
+    let Some(url) = pg_url() else { return };
+    let scratch = Scratch::new(&url);
+    let opts = scratch.options();
+    let mut s = PostgresStore::create_with(&url, 2, &opts).unwrap();
+    s.submit(&[NewTask::new("a", Vec::<String>::new())])
+        .unwrap();
+    drop(s);
+    let broken_claim = format!(
+        "CREATE OR REPLACE FUNCTION {0}.claim(p_owner text, p_now bigint, p_lease bigint, p_max bigint)
+         RETURNS TABLE (o_id text, o_generation bigint, o_epoch bigint, o_expiry bigint,
+                        o_attempts bigint, o_cancel_requested boolean, o_payload bytea)
+         LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'an old claim'; END $$;",
+        scratch.schema
+    );
+    // At the current revision: left as it is.
+    scratch.sql(&broken_claim);
+    let mut s = PostgresStore::open_with(&url, &opts).unwrap();
+    let e = s
+        .claim(&owner("w"), Millis(1), Millis(1_000), 1)
+        .unwrap_err();
+    assert!(
+        matches!(&e, DurableError::Database { reason } if reason.contains("an old claim")),
+        "{e:?}"
+    );
+    drop(s);
+    // A store of revision 1 (no key): upgraded at open, revision recorded.
+    scratch.sql(&format!(
+        "DELETE FROM {}.lockstep_meta WHERE key = 'functions'",
+        scratch.schema
+    ));
+    let mut s = PostgresStore::open_with(&url, &opts).unwrap();
+    let got = s.claim(&owner("w"), Millis(1), Millis(1_000), 1).unwrap();
+    assert_eq!(got.len(), 1);
+    let mut c = Client::connect(&url, NoTls).unwrap();
+    let revision: i64 = c
+        .query_one(
+            &format!(
+                "SELECT value FROM {}.lockstep_meta WHERE key = 'functions'",
+                scratch.schema
+            ),
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(revision, FUNCTIONS_REVISION);
+}

@@ -13,7 +13,10 @@
 //! cost **one round trip**: `claim`, `settle` (complete and fail), `renew`, `cancel` and
 //! `close`; the Rust side sends one `SELECT` per call. `submit`, `start` and `check` are
 //! multi-statement transactions in Rust (they load the graph for the cycle check, as SQLite
-//! does); the observers are single read statements.
+//! does); the observers are single read statements. The functions are code, not layout:
+//! `lockstep_meta.functions` records their revision, and `open` replaces older ones
+//! (`D.pg-functions-revision`). Operations that make work claimable notify the channel named
+//! after the schema, on which idle workers wait ([`Store::wait_for_work`], `D.pg-notify`).
 //!
 //! # How the concurrency limit is kept under concurrent claimers
 //! Every write operation (every function above, and `submit`/`start`) begins by locking the
@@ -73,6 +76,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use ::postgres::error::SqlState;
+use ::postgres::fallible_iterator::FallibleIterator;
 use ::postgres::types::ToSql;
 use ::postgres::{Client, Config, NoTls, Row, Statement, Transaction};
 use lockstep_contract::{
@@ -88,8 +92,20 @@ use crate::{
     validate_new_task,
 };
 
-/// The schema of version 1 (tables and functions); `@S@` stands for the quoted schema name.
+/// The schema of version 1 (tables and functions); `@S@` stands for the quoted schema name
+/// and `@C@` for the notification channel as a string literal.
 const SCHEMA_V1: &str = include_str!("pg_schema.sql");
+
+/// The line of [`SCHEMA_V1`] after which only functions follow (`CREATE OR REPLACE`, run
+/// again to upgrade an older store's functions).
+const FUNCTIONS_MARKER: &str = "\n-- FUNCTIONS\n";
+
+/// The revision of the functions of [`SCHEMA_V1`] this build installs
+/// (`lockstep_meta.functions`; a store without the key has revision 1). Revision 2: the claim
+/// and the completion in fewer statements, and the notifications of `D.pg-notify`. An older
+/// store's functions are replaced by `open` (`D.pg-functions-revision`); the tables do not
+/// change, so [`SCHEMA_VERSION`] does not either.
+const FUNCTIONS_REVISION: i64 = 2;
 
 /// The default PostgreSQL schema of a store.
 pub const DEFAULT_SCHEMA: &str = "lockstep";
@@ -156,6 +172,10 @@ pub struct PostgresStore {
     /// Statements prepared on this connection, by text (one round trip per call instead of
     /// two: parse once, then bind and execute).
     cache: HashMap<String, Statement>,
+    /// The notification channel of this store (`D.pg-notify`): the schema name, unquoted.
+    channel: String,
+    /// `LISTEN` was sent on this connection (by the first [`Store::wait_for_work`]).
+    listening: bool,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -555,7 +575,68 @@ impl PostgresStore {
             location,
             sql,
             cache: HashMap::new(),
+            channel: options.schema.clone(),
+            listening: false,
         })
+    }
+
+    /// [`SCHEMA_V1`] (or its functions part) for this store: the schema name and the
+    /// channel filled in. The channel is a schema name (letters, digits, `_`), so quoting it
+    /// as a literal needs no escaping.
+    fn schema_sql(&self, functions_only: bool) -> String {
+        let text = if functions_only {
+            SCHEMA_V1
+                .split_once(FUNCTIONS_MARKER)
+                .map_or(SCHEMA_V1, |(_, f)| f)
+        } else {
+            SCHEMA_V1
+        };
+        text.replace("@S@", &self.schema)
+            .replace("@C@", &format!("'{}'", self.channel))
+    }
+
+    /// Replaces the functions of a store whose recorded revision is older than
+    /// [`FUNCTIONS_REVISION`] (`D.pg-functions-revision`), in one transaction under the
+    /// store's advisory lock (as `install`), so two processes opening it at once upgrade it
+    /// once. A user who may not replace them (not the functions' owner, SQLSTATE 42501)
+    /// keeps the older ones, which give the same answers (only slower, and without
+    /// notifications). O(1) statements.
+    fn upgrade_functions(&mut self, found: i64) -> Result<(), DurableError> {
+        // INVARIANT (D.pg-functions-revision): only an older recorded revision is upgraded,
+        // once, under the store's advisory lock; the tables are never touched.
+        if found >= FUNCTIONS_REVISION {
+            return Ok(());
+        }
+        let name = self.channel.clone();
+        let s = self.schema.clone();
+        let functions = self.schema_sql(true);
+        let mut tx = self.client.transaction().map_err(map_err)?;
+        tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&name])
+            .map_err(map_err)?;
+        let current: Option<i64> = tx
+            .query_opt(
+                &format!("SELECT value FROM {s}.lockstep_meta WHERE key = 'functions'"),
+                &[],
+            )
+            .map_err(map_err)?
+            .map(|r| r.get(0));
+        if current.unwrap_or(1) >= FUNCTIONS_REVISION {
+            return tx.commit().map_err(map_err);
+        }
+        match tx.batch_execute(&functions) {
+            Ok(()) => {}
+            Err(e) if e.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE) => return Ok(()),
+            Err(e) => return Err(map_err(e)),
+        }
+        tx.execute(
+            &format!(
+                "INSERT INTO {s}.lockstep_meta (key, value) VALUES ('functions', $1)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+            ),
+            &[&FUNCTIONS_REVISION],
+        )
+        .map_err(map_err)?;
+        tx.commit().map_err(map_err)
     }
 
     /// Creates the schema, its tables and functions, and the metadata, in one transaction.
@@ -564,6 +645,7 @@ impl PostgresStore {
         let name = self.schema.trim_matches('"').to_string();
         let location = self.location.clone();
         let s = self.schema.clone();
+        let schema = self.schema_sql(false);
         let mut tx = self.client.transaction().map_err(map_err)?;
         // Two processes creating the same store at once: the second waits here, then finds
         // the schema populated.
@@ -582,13 +664,17 @@ impl PostgresStore {
         }
         tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {s}"))
             .map_err(map_err)?;
-        tx.batch_execute(&SCHEMA_V1.replace("@S@", &s))
-            .map_err(map_err)?;
+        tx.batch_execute(&schema).map_err(map_err)?;
         tx.execute(
             &format!(
-                "INSERT INTO {s}.lockstep_meta (key, value) VALUES ('application_id', $1), ('schema_version', $2)"
+                "INSERT INTO {s}.lockstep_meta (key, value)
+                 VALUES ('application_id', $1), ('schema_version', $2), ('functions', $3)"
             ),
-            &[&i64::from(APPLICATION_ID), &i64::from(SCHEMA_VERSION)],
+            &[
+                &i64::from(APPLICATION_ID),
+                &i64::from(SCHEMA_VERSION),
+                &FUNCTIONS_REVISION,
+            ],
         )
         .map_err(map_err)?;
         tx.execute(
@@ -668,7 +754,12 @@ impl PostgresStore {
                 "it records schema version {found}, which never existed"
             )));
         }
-        Ok(())
+        let functions = match meta.get("functions").map(|v| v.parse::<i64>()) {
+            None => 1,
+            Some(Ok(v)) => v,
+            Some(Err(_)) => return Err(not_ours("its functions revision is not a number".into())),
+        };
+        self.upgrade_functions(functions)
     }
 
     /// Runs `f` in one transaction that first locks the state row; commits when `f` returns
@@ -955,6 +1046,16 @@ fn closes_cycle(
     Ok(hit.is_some())
 }
 
+/// Tells the workers waiting on the store's channel (`LISTEN`, [`Store::wait_for_work`])
+/// that a version may have become claimable (`D.pg-notify`). PostgreSQL delivers it when the
+/// transaction commits, and never if it rolls back. One statement.
+fn notify(tx: &mut Transaction<'_>, s: &str) -> Result<(), DurableError> {
+    // INVARIANT (D.pg-notify): sent in the transaction that makes the work claimable.
+    tx.execute("SELECT pg_notify($1, '')", &[&s.trim_matches('"')])
+        .map_err(map_err)?;
+    Ok(())
+}
+
 /// Submits one version (the model's `submit`), in the caller's savepoint.
 /// The body of `submit`: a first load of many new tasks in bulk, else each task in its own
 /// savepoint, so a refused one leaves no trace.
@@ -965,6 +1066,7 @@ fn submit_batch(
     tasks: &[NewTask],
 ) -> Result<Vec<Result<Generation, DurableError>>, DurableError> {
     if let Some(out) = submit_bulk(tx, s, meta, tasks)? {
+        notify(tx, s)?;
         return Ok(out);
     }
     let mut out = Vec::with_capacity(tasks.len());
@@ -988,6 +1090,9 @@ fn submit_batch(
                 out.push(Err(e));
             }
         }
+    }
+    if out.iter().any(Result::is_ok) {
+        notify(tx, s)?;
     }
     Ok(out)
 }
@@ -1465,6 +1570,8 @@ impl Store for PostgresStore {
                     &[&token.id, &t],
                 )
                 .map_err(map_err)?;
+                // The version is claimable at once: wake a waiting worker.
+                notify(tx, s)?;
             }
             Ok(())
         })
@@ -1496,7 +1603,9 @@ impl Store for PostgresStore {
                 refuse_live_lease(tx, s, id, t)?;
             }
             meta.clock = t;
-            redefine_in(tx, s, meta, change, t)
+            let out = redefine_in(tx, s, meta, change, t)?;
+            notify(tx, s)?;
+            Ok(out)
         })
     }
 
@@ -1663,6 +1772,27 @@ impl Store for PostgresStore {
 
     fn clock(&mut self) -> Result<Millis, DurableError> {
         Ok(millis(self.state_row()?.get(3)))
+    }
+
+    /// `LISTEN` on the store's channel (the schema name, `D.pg-notify`) at the first call,
+    /// which then returns at once; later calls return as soon as a notification is pending
+    /// (one received while this connection did other work counts: it may be about work this
+    /// caller's last claim did not see) or one arrives, and at the latest after `max`. Every
+    /// pending notification is consumed, so a burst of completions wakes the caller once.
+    fn wait_for_work(&mut self, max: Duration) -> Result<(), DurableError> {
+        if !self.listening {
+            self.client
+                .batch_execute(&format!("LISTEN {}", self.schema))
+                .map_err(map_err)?;
+            self.listening = true;
+            return Ok(());
+        }
+        let mut notes = self.client.notifications();
+        if notes.iter().next().map_err(map_err)?.is_none() {
+            notes.timeout_iter(max).next().map_err(map_err)?;
+        }
+        while notes.iter().next().map_err(map_err)?.is_some() {}
+        Ok(())
     }
 }
 
