@@ -655,8 +655,13 @@ fn sqlite_file(spec: &lockstep_cli::store::StoreSpec) -> Option<&std::path::Path
 /// spelling or a link is caught): creating it would truncate the input, before it is read
 /// (`--events` is created first: the run would then find no tasks) or after.
 ///
+/// An output named like one of SQLite's companion files of an input store (`STORE-wal`,
+/// `STORE-shm`, `STORE-journal`, in the same directory) is refused too, whether or not it
+/// exists yet.
+///
 /// # Errors
-/// `OPTION OUT is INPUT, ...`, naming both.
+/// `OPTION OUT is INPUT, ...` or `OPTION OUT: is a file SQLite keeps beside the store
+/// INPUT, ...`, naming both.
 fn not_an_input(
     option: &str,
     out: Option<&std::path::Path>,
@@ -666,6 +671,29 @@ fn not_an_input(
     let Some(out) = out else {
         return Ok(());
     };
+    // SQLite's companions of an input (`-wal`, `-shm`, `-journal`, which may not exist yet):
+    // SQLite would truncate or delete the output, and the output would damage the store.
+    let dir = |p: &std::path::Path| {
+        let d = p.parent().filter(|d| !d.as_os_str().is_empty());
+        std::fs::canonicalize(d.unwrap_or(std::path::Path::new("."))).ok()
+    };
+    for input in inputs.iter().flatten() {
+        let (Some(name), Some(out_name)) = (input.file_name(), out.file_name()) else {
+            continue;
+        };
+        let companion = ["-wal", "-shm", "-journal"].iter().any(|suffix| {
+            let mut c = name.to_os_string();
+            c.push(suffix);
+            c == out_name
+        });
+        if companion && dir(input).is_some() && dir(input) == dir(out) {
+            return Err(format!(
+                "{option} {}: is a file SQLite keeps beside the store {}; writing it would damage the store (name another file)",
+                out.display(),
+                input.display()
+            ));
+        }
+    }
     // Not there yet: nothing to lose (and not one of the inputs, which exist).
     let Ok(o) = std::fs::metadata(out) else {
         return Ok(());

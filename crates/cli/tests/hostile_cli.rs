@@ -71,6 +71,30 @@ fn an_output_file_that_is_an_input_is_refused_and_the_input_kept() {
         .assert()
         .code(2)
         .stderr(predicates::str::contains("an input of this run"));
+    // SQLite's companion files of the store (found by the adversarial review: `--events
+    // STORE-wal` was accepted, and the events file vanished when the store closed), whether
+    // they exist or not, in `run` and in `worker`.
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let companion = format!("{}{suffix}", store.display());
+        for worker in [false, true] {
+            let mut cmd = cargo_bin_cmd!("lockstep");
+            if worker {
+                cmd.args(["worker", "--store"])
+                    .arg(format!("sqlite:{}", store.display()));
+            } else {
+                cmd.args(["run", "-j", "1", "--store"])
+                    .arg(format!("sqlite:{}", store.display()))
+                    .arg(&file);
+            }
+            cmd.args(["--events", &companion])
+                .assert()
+                .code(2)
+                .stderr(predicates::str::contains(format!(
+                    "error: --events {companion}: is a file SQLite keeps beside the store {}",
+                    store.display()
+                )));
+        }
+    }
     assert_eq!(std::fs::read(&store).unwrap(), before);
 }
 
