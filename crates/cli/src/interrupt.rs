@@ -1,9 +1,11 @@
-//! SIGINT (Ctrl-C) and SIGTERM to lockstep itself: `run`, `run --store` and `worker` handle
-//! both the same way.
+//! SIGINT (Ctrl-C), SIGTERM and SIGHUP to lockstep itself: `run`, `run --store` and `worker`
+//! handle all three the same way. (SIGHUP: the terminal lockstep runs in was closed, or an ssh
+//! session dropped; without a handler it killed lockstep at once, and the claims of a store
+//! run then waited out their leases.)
 //!
 //! The first of them asks the command to stop (stop claiming, stop the running commands, print
 //! the summary, exit 1); a second one, of either kind, exits at once with 128 + its number
-//! (130 for SIGINT, 143 for SIGTERM). The handler is installed whatever the signal's inherited
+//! (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP). The handler is installed whatever the signal's inherited
 //! disposition: a lockstep started in the background of a non-interactive shell (`lockstep run
 //! ... &` in a script) inherits SIGINT as *ignored*, and still stops on it like a foreground
 //! one.
@@ -13,7 +15,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 /// A signal that asks lockstep to stop.
@@ -23,14 +25,17 @@ pub enum StopSignal {
     Interrupt,
     /// SIGTERM: `kill PID`, a service manager, a CI timeout.
     Terminate,
+    /// SIGHUP: the controlling terminal was closed (a closed window, a dropped ssh session).
+    Hangup,
 }
 
 impl StopSignal {
-    /// How lockstep names it in what it prints: `Ctrl-C` or `SIGTERM`.
+    /// How lockstep names it in what it prints: `Ctrl-C`, `SIGTERM` or `SIGHUP`.
     pub fn name(self) -> &'static str {
         match self {
             StopSignal::Interrupt => "Ctrl-C",
             StopSignal::Terminate => "SIGTERM",
+            StopSignal::Hangup => "SIGHUP",
         }
     }
 
@@ -39,6 +44,7 @@ impl StopSignal {
         128 + match self {
             StopSignal::Interrupt => SIGINT,
             StopSignal::Terminate => SIGTERM,
+            StopSignal::Hangup => SIGHUP,
         }
     }
 }
@@ -69,7 +75,7 @@ impl StopRequest {
     }
 }
 
-/// Installs the process's handler for SIGINT and SIGTERM: the first one calls `on_first` (on
+/// Installs the process's handler for SIGINT, SIGTERM and SIGHUP: the first one calls `on_first` (on
 /// the handler's thread), a second one exits the process at once with
 /// [`StopSignal::exit_status`] after a line on standard error. Call it once per process (the
 /// binary does; a second call would add a second listener).
@@ -77,18 +83,18 @@ impl StopRequest {
 /// # Errors
 /// The operating system refused the handler or the thread.
 pub fn install(on_first: impl Fn(StopSignal) + Send + 'static) -> std::io::Result<()> {
-    // INVARIANT (C.stop): SIGINT and SIGTERM are handled alike, also when SIGINT was
+    // INVARIANT (C.stop): SIGINT, SIGTERM and SIGHUP are handled alike, also when SIGINT was
     // inherited ignored; the first stops claims and commands, the second exits at once.
-    let mut signals = Signals::new([SIGINT, SIGTERM])?;
+    let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])?;
     std::thread::Builder::new()
         .name("lockstep-signals".into())
         .spawn(move || {
             let mut seen = 0u32;
             for sig in signals.forever() {
-                let signal = if sig == SIGTERM {
-                    StopSignal::Terminate
-                } else {
-                    StopSignal::Interrupt
+                let signal = match sig {
+                    SIGTERM => StopSignal::Terminate,
+                    SIGHUP => StopSignal::Hangup,
+                    _ => StopSignal::Interrupt,
                 };
                 seen += 1;
                 if seen > 1 {

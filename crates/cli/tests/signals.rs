@@ -526,6 +526,50 @@ fn store_run(place: &Place, file: &Path, extra: &[&str]) -> Command {
     c
 }
 
+/// SIGHUP (a closed terminal, a dropped ssh session) stops a store run like Ctrl-C: the
+/// command is stopped and its claim given back at once, exit 1. (Before, SIGHUP killed
+/// lockstep with exit 129 and the claim waited out its lease: found by the adversarial
+/// review.) A second SIGHUP exits 129 at once.
+#[test]
+fn run_store_sighup_stops_like_ctrl_c_and_gives_the_claim_back() {
+    let place = Place::new();
+    let d = place.dir();
+    let f = two_tasks(d, &with_pid(d, "exec sleep 1000"));
+    let r = Running::spawn(store_run(&place, &f, &["--grace", "0.3"]));
+    let sh = pid_in(&d.join("sh.pid"));
+    signal("-HUP", r.pid());
+    let (status, out) = r.finish();
+    assert_eq!(status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("SIGHUP: claiming no more tasks, stopping running ones"),
+        "{out}"
+    );
+    assert!(out.contains("\ngiven back: long g1 ("), "{out}");
+    assert!(out.contains("\nstopped by SIGHUP: "), "{out}");
+    assert!(!alive(sh));
+    assert_given_back(&place);
+}
+
+#[test]
+fn run_second_sighup_exits_129() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let f = two_tasks(d, &ignores_sigterm(d));
+    let r = Running::spawn(run_cmd(&f, &["--grace", "30"]));
+    let sh = pid_in(&d.join("sh.pid"));
+    signal("-HUP", r.pid());
+    r.wait_for_line("SIGHUP: ");
+    signal("-HUP", r.pid());
+    let (status, out) = r.finish();
+    assert_eq!(status.code(), Some(129), "{out}");
+    assert!(
+        out.contains("SIGHUP: a second signal: exiting at once"),
+        "{out}"
+    );
+    // The command (which ignores SIGTERM) does not outlive lockstep: its guard kills it.
+    assert_gone(sh, "the command that ignored SIGTERM");
+}
+
 #[test]
 fn run_store_ctrl_c_stops_the_command_gives_the_claim_back_and_exits_1() {
     let place = Place::new();
