@@ -18,59 +18,7 @@ use lockstep_durable::{Clock, LeaseOwner, Millis, NewTask, SystemClock};
 
 mod common;
 use common::{Running, lockstep};
-
-fn pg_url() -> Option<String> {
-    match std::env::var("LOCKSTEP_PG_URL") {
-        Ok(u) if !u.trim().is_empty() => Some(u),
-        _ => {
-            assert!(
-                std::env::var("LOCKSTEP_REQUIRE_PG").as_deref() != Ok("1"),
-                "LOCKSTEP_REQUIRE_PG=1 but LOCKSTEP_PG_URL is not set"
-            );
-            eprintln!("skipped: LOCKSTEP_PG_URL is not set (scripts/postgres.sh start prints one)");
-            None
-        }
-    }
-}
-
-/// A fresh schema, dropped at the end.
-struct Schema {
-    url: String,
-    name: String,
-}
-
-impl Schema {
-    fn new(url: &str) -> Schema {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let name = format!(
-            "t_idle_{}_{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        );
-        let s = Schema {
-            url: url.to_string(),
-            name,
-        };
-        s.drop_it();
-        s
-    }
-
-    fn spec(&self) -> String {
-        format!("{}#{}", self.url, self.name)
-    }
-
-    fn drop_it(&self) {
-        if let Ok(mut c) = postgres::Client::connect(&self.url, postgres::NoTls) {
-            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name));
-        }
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        self.drop_it();
-    }
-}
+use lockstep_tests::durable_driver::{PgScratch, pg_url};
 
 /// A task whose command waits until `release` exists (so that the three run at once).
 fn task(id: &str, deps: &[&str], release: &std::path::Path) -> NewTask {
@@ -97,8 +45,16 @@ fn task(id: &str, deps: &[&str], release: &std::path::Path) -> NewTask {
 #[test]
 fn idle_worker_wakes_on_a_notification_and_claims_for_all_its_free_slots_at_once() {
     let Some(url) = pg_url() else { return };
-    let schema = Schema::new(&url);
-    let spec: StoreSpec = schema.spec().parse().unwrap();
+    static N: AtomicU32 = AtomicU32::new(0);
+    let schema = PgScratch::new(
+        &url,
+        format!(
+            "t_idle_{}_{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ),
+    );
+    let spec: StoreSpec = schema.store_arg().parse().unwrap();
     let mut store = spec.open(Some(8)).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let release = dir.path().join("release");
@@ -116,7 +72,7 @@ fn idle_worker_wakes_on_a_notification_and_claims_for_all_its_free_slots_at_once
     assert_eq!(gate[0].id, "gate");
 
     let mut cmd = lockstep();
-    cmd.args(["worker", "--store", &schema.spec()]).args([
+    cmd.args(["worker", "--store", &schema.store_arg()]).args([
         "--slots",
         "3",
         "--poll-ms",
