@@ -7,7 +7,8 @@
 //! * a worker with k free slots claims them all in **one** `claim(max k)` (`D.batch-claim`):
 //!   the k versions made ready at once carry one slot's owner name and consecutive epochs.
 //!
-//! Needs `LOCKSTEP_PG_URL` (skipped without it, a failure with `LOCKSTEP_REQUIRE_PG=1`).
+//! Needs `LOCKSTEP_PG_URL` (skipped without it, a failure with `LOCKSTEP_REQUIRE_PG=1`); its
+//! name contains `postgres`, so CI's PostgreSQL stage (`-- postgres`) runs it with a server.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
@@ -43,7 +44,7 @@ fn task(id: &str, deps: &[&str], release: &std::path::Path) -> NewTask {
 /// three leases carry different owners or epochs that are not one claim's; with the
 /// `pg_notify` of `settle` removed the worker sleeps its 60 s and misses the deadline.
 #[test]
-fn idle_worker_wakes_on_a_notification_and_claims_for_all_its_free_slots_at_once() {
+fn postgres_idle_worker_wakes_on_a_notification_and_claims_for_all_its_free_slots_at_once() {
     let Some(url) = pg_url() else { return };
     static N: AtomicU32 = AtomicU32::new(0);
     let schema = PgScratch::new(
