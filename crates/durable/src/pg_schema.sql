@@ -91,33 +91,6 @@ BEGIN
     RETURN n;
 END $$;
 
--- `p_id` succeeded: each pending waiter stops waiting on it (one edge each: dependency lists
--- have no duplicates); those left waiting on nothing become ready. Visits only `p_id`'s
--- reverse edges. Returns how many became ready. Caller holds the state-row lock.
-CREATE OR REPLACE FUNCTION @S@.release_waiters(p_id text, p_now bigint)
-RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE
-    n bigint;
-BEGIN
-    WITH released AS (
-        UPDATE @S@.edges e SET waiting = false
-          FROM @S@.tasks t
-         WHERE e.dependency = p_id AND e.waiting
-           AND t.id = e.dependent AND t.state = 'pending'
-        RETURNING e.dependent
-    ), updated AS (
-        UPDATE @S@.tasks t
-           SET remaining = t.remaining - 1,
-               state = CASE WHEN t.remaining = 1 THEN 'ready' ELSE t.state END,
-               updated_at = p_now
-          FROM released r
-         WHERE t.id = r.dependent
-        RETURNING t.state
-    )
-    SELECT count(*) FILTER (WHERE state = 'ready') INTO n FROM updated;
-    RETURN n;
-END $$;
-
 -- The checks shared by complete, fail and renew on the row read (all NULL when the id is
 -- unknown): id known, generation current, token not fenced. 'ok' or an error code.
 CREATE OR REPLACE FUNCTION @S@.fence_code(r @S@.tasks, p_generation bigint, p_owner text, p_epoch bigint)
