@@ -8,7 +8,10 @@ use crate::metrics::{PoolCounters, PoolMetrics, WorkerCounters, bump, bump_own};
 use crate::sleep::Sleep;
 use lockstep_contract::{PoolError, PoolState};
 use lockstep_deque::{DequeFamily, Owner, Steal, Thief, ThiefOf};
-use lockstep_sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use lockstep_sync::atomic::{
+    AtomicBool, AtomicU64, AtomicUsize,
+    Ordering::{Relaxed, SeqCst},
+};
 use lockstep_sync::{Arc, Condvar, Mutex, rng_u64, seeded_bug, thread};
 use std::collections::VecDeque;
 use std::num::NonZeroUsize;
@@ -112,12 +115,71 @@ pub(crate) enum Found {
     Retry,
 }
 
+/// One worker's inbox of root tasks: a FIFO queue under its own lock, and its length
+/// mirrored in an atomic for the submitters' load probes ([`Shared::choose_target`]), which
+/// read it without the lock.
+///
+/// Every operation that takes or checks a task holds the lock (B2.remove-once and the
+/// re-check of the parking protocol are argued on it; crate docs, "Parking"); `len_hint` is
+/// only a placement heuristic and may be stale by the time it is used. Aligned to 128 bytes
+/// so that two workers' inboxes never share a cache line (x86's adjacent-line prefetcher
+/// moves lines in pairs): unaligned, worker 0's and worker 1's inbox locks sat on one line,
+/// and every pop by one invalidated the other's.
+#[derive(Default)]
+#[repr(align(128))]
+struct Inbox {
+    queue: Mutex<VecDeque<Task>>,
+    /// `queue.len()`, stored under the lock after every change, read without it.
+    len: AtomicUsize,
+}
+
+impl Inbox {
+    /// Appends a root at the back. O(1) amortised.
+    fn push_back(&self, task: Task) {
+        let mut q = self.queue.lock();
+        q.push_back(task);
+        self.len.store(q.len(), Relaxed);
+    }
+
+    /// Appends roots at the back, in the iterator's order. O(k) amortised.
+    fn extend(&self, tasks: impl IntoIterator<Item = Task>) {
+        let mut q = self.queue.lock();
+        q.extend(tasks);
+        self.len.store(q.len(), Relaxed);
+    }
+
+    /// Removes the oldest root. O(1).
+    fn pop_front(&self) -> Option<Task> {
+        let mut q = self.queue.lock();
+        let t = q.pop_front();
+        if t.is_some() {
+            self.len.store(q.len(), Relaxed);
+        }
+        t
+    }
+
+    /// Whether the inbox is empty, read under its lock (the parking re-check relies on it).
+    fn is_empty(&self) -> bool {
+        self.queue.lock().is_empty()
+    }
+
+    /// The exact length, read under the lock.
+    fn len(&self) -> usize {
+        self.queue.lock().len()
+    }
+
+    /// The length as last stored, without the lock: a hint for placement only.
+    fn len_hint(&self) -> usize {
+        self.len.load(Relaxed)
+    }
+}
+
 /// Everything the workers share.
 pub(crate) struct Shared<D: DequeFamily> {
     /// Thieves' handles of every worker's deque, by worker index.
     thieves: Box<[ThiefOf<D, Task>]>,
     /// Every worker's inbox of root tasks (FIFO), by worker index.
-    inboxes: Box<[Mutex<VecDeque<Task>>]>,
+    inboxes: Box<[Inbox]>,
     pub(crate) lifecycle: Lifecycle,
     pub(crate) sleep: Sleep,
     /// Each worker's counters, written by that worker's thread only ([`bump_own`]).
@@ -188,7 +250,7 @@ pub(crate) fn build<D: DequeFamily>(
         .collect();
     let shared = Shared {
         thieves: locals.iter().map(|l| l.owner.stealer()).collect(),
-        inboxes: (0..n).map(|_| Mutex::new(VecDeque::new())).collect(),
+        inboxes: (0..n).map(|_| Inbox::default()).collect(),
         lifecycle: Lifecycle::default(),
         sleep: Sleep::new(n + max_blocking),
         counters: (0..n).map(|_| WorkerCounters::default()).collect(),
@@ -243,7 +305,7 @@ impl<D: DequeFamily> Shared<D> {
         }
         let id = TaskId(self.next_id.fetch_add(1, SeqCst));
         let (task, out) = make(id);
-        self.inboxes[target].lock().push_back(task);
+        self.inboxes[target].push_back(task);
         bump(&self.pool_counters.roots_accepted);
         // After the push (P2): wakes `target` if it is parked, else a helper if any sleeps.
         self.sleep.new_work(target);
@@ -264,7 +326,7 @@ impl<D: DequeFamily> Shared<D> {
     }
 
     fn load(&self, w: usize) -> usize {
-        self.thieves[w].len() + self.inboxes[w].lock().len()
+        self.thieves[w].len() + self.inboxes[w].len_hint()
     }
 
     /// Uncounts one task; if that drained the pool for good, wakes every worker to exit.
@@ -292,7 +354,7 @@ impl<D: DequeFamily> Shared<D> {
         (self.lifecycle.is_drained()
             || (seeded_bug!("exit_when_empty") && self.state() == PoolState::Draining))
             && self.thieves.iter().all(Thief::is_empty)
-            && self.inboxes.iter().all(|i| i.lock().is_empty())
+            && self.inboxes.iter().all(Inbox::is_empty)
     }
 
     /// Records that one worker exited; the last one marks the pool terminated.
@@ -342,7 +404,7 @@ impl<D: DequeFamily> Shared<D> {
     }
 
     pub(crate) fn inbox_len(&self, w: usize) -> usize {
-        self.inboxes[w].lock().len()
+        self.inboxes[w].len()
     }
 
     /// Adds one to the counter `pick` chooses in the slot of `local` (worker `index`'s own
@@ -402,7 +464,7 @@ impl<D: DequeFamily> Local<D> {
             return Found::Empty;
         }
         // LINEARIZATION POINT (B2.remove-once): check and removal in one critical section.
-        let from_inbox = shared.inboxes[self.index].lock().pop_front();
+        let from_inbox = shared.inboxes[self.index].pop_front();
         match from_inbox {
             Some(t) => self.claim(shared, t),
             None => Found::Empty,
@@ -427,7 +489,7 @@ impl<D: DequeFamily> Local<D> {
             Steal::Empty => false,
         };
         // LINEARIZATION POINT (B2.remove-once): check and removal in one critical section.
-        let from_inbox = shared.inboxes[victim].lock().pop_front();
+        let from_inbox = shared.inboxes[victim].pop_front();
         if let Some(t) = from_inbox {
             shared.count(self, |c| &c.steals);
             return self.claim(shared, t);
@@ -498,9 +560,9 @@ impl<D: DequeFamily> Local<D> {
         if self.spare {
             return !self.owner.is_empty()
                 || !shared.thieves[self.index].is_empty()
-                || !shared.inboxes[self.index].lock().is_empty();
+                || !shared.inboxes[self.index].is_empty();
         }
-        !self.owner.is_empty() || !shared.inboxes[self.index].lock().is_empty()
+        !self.owner.is_empty() || !shared.inboxes[self.index].is_empty()
     }
 
     /// Moves a removed task `Queued -> Running`, or drops it if its handle cancelled it.
@@ -572,9 +634,7 @@ impl<D: DequeFamily> Local<D> {
             return;
         }
         // Popped newest first; the inbox is FIFO, so the oldest goes in first.
-        shared.inboxes[self.index]
-            .lock()
-            .extend(moved.into_iter().rev());
+        shared.inboxes[self.index].extend(moved.into_iter().rev());
         // After the push (P2), as for a submitted root.
         shared.sleep.new_work(self.index);
     }
@@ -601,7 +661,7 @@ impl<D: DequeFamily> ChildSink for Sink<'_, D> {
         // spawns does not grow the stack.
         // SEEDED BUG (global_queue): children go to the one shared FIFO queue too.
         if seeded_bug!("global_queue") {
-            self.shared.inboxes[0].lock().push_back(task);
+            self.shared.inboxes[0].push_back(task);
             self.shared.sleep.new_work(0);
             return;
         }
