@@ -33,6 +33,7 @@ use lockstep_contract::{
 };
 use lockstep_dag::{CancelToken, TaskScheduler};
 use lockstep_models::dag::SchedulerModel;
+use lockstep_tests::specs::dag::{Completions, complete_and_claim_on_model};
 use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::strategy::{Union, ValueTree};
@@ -74,9 +75,6 @@ enum Op<K> {
 /// What a batch returned: the accepted prefix's results, and the first refusal (position
 /// and error), if any.
 type BatchResult<T, K> = (T, Option<(usize, SchedulerError<K>)>);
-
-/// `(applied, duplicates, summed effect)` of a batch of completions.
-type Completions = (usize, usize, Effect);
 
 /// What an operation returned, in one shape for both sides.
 #[derive(Debug, Clone, PartialEq)]
@@ -138,26 +136,7 @@ fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &Op<K>) -> Output<K> {
             Output::CompleteBatch(((applied, dups, effect), None))
         }
         Op::CompleteAndClaim(items, n) => {
-            let (mut applied, mut dups, mut effect) = (0, 0, Effect::default());
-            for (i, (id, g)) in items.iter().enumerate() {
-                match m.complete(id, *g) {
-                    Ok(CallbackOutcome::Applied(e)) => {
-                        applied += 1;
-                        effect.ready += e.ready;
-                        effect.blocked += e.blocked;
-                    }
-                    Ok(CallbackOutcome::Duplicate(_)) => dups += 1,
-                    Err(e) => {
-                        let done = ((applied, dups, effect), Vec::new());
-                        return Output::CompleteAndClaim((done, Some((i, e))));
-                    }
-                }
-            }
-            let done = (applied, dups, effect);
-            Output::CompleteAndClaim(match m.ready_at_most(*n) {
-                Ok(claims) => ((done, claims), None),
-                Err(e) => ((done, Vec::new()), Some((items.len(), e))),
-            })
+            Output::CompleteAndClaim(complete_and_claim_on_model(m, items, *n))
         }
     }
 }

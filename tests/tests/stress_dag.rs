@@ -73,7 +73,7 @@ fn run_thread(
         let i = rng.usize(..IDS.len());
         let id = IDS[i];
         match rng.u8(..20) {
-            0..=8 => {
+            0..=5 => {
                 let n = [1, 2, usize::MAX][rng.usize(..3)];
                 if let DagRet::Claims(Ok(claims)) = call(DagOp::ReadyAtMost(n)) {
                     for c in claims {
@@ -84,6 +84,32 @@ fn run_thread(
                         };
                         call(op);
                     }
+                }
+            }
+            6..=8 => {
+                // The fused form (A4.batch-forms): each round completes what the last one
+                // claimed and claims again in one critical section; what is still held when
+                // the rounds end (or after a refusal) is completed one by one.
+                let n = [1, 2][rng.usize(..2)];
+                let mut held: Vec<(K, Generation)> = Vec::new();
+                for _ in 0..3 {
+                    let done = std::mem::take(&mut held);
+                    let DagRet::Fused(((_, claims), refused)) =
+                        call(DagOp::CompleteAndClaim(done.clone(), n))
+                    else {
+                        unreachable!("complete_and_claim answers Fused");
+                    };
+                    if let Some((at, _)) = refused {
+                        held.extend(done.into_iter().skip(at + 1));
+                        break;
+                    }
+                    held = claims.into_iter().map(|c| (c.id, c.generation)).collect();
+                    if held.is_empty() {
+                        break;
+                    }
+                }
+                for (id, g) in held {
+                    call(DagOp::Complete(id, g));
                 }
             }
             9 | 10 => {

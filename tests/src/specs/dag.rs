@@ -8,10 +8,10 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use lockstep_contract::{
-    CallbackOutcome, CancelOutcome, CloseReport, Generation, SchedulerError, SubmitOptions,
+    CallbackOutcome, CancelOutcome, CloseReport, Effect, Generation, SchedulerError, SubmitOptions,
     TaskKey, TaskStatus, VersionRef,
 };
-use lockstep_dag::TaskScheduler;
+use lockstep_dag::{BatchOutcome, Claim, TaskScheduler};
 use lockstep_models::dag::SchedulerModel;
 
 use crate::lin::SequentialSpec;
@@ -44,6 +44,49 @@ pub enum DagOp<K> {
     /// `snapshot()` and `running()`, read together (call it when nothing else runs, or
     /// accept that the two reads are separate operations in production).
     Snapshot,
+    /// `complete_and_claim(done, .., n, buffer)` (the fused form: the completions in order,
+    /// then a claim of at most `n`, in one critical section); on the model
+    /// [`complete_and_claim_on_model`].
+    CompleteAndClaim(Vec<(K, Generation)>, usize),
+}
+
+/// `(applied, duplicates, summed effect)` of a batch of completions.
+pub type Completions = (usize, usize, Effect);
+
+/// What `complete_and_claim` returned: the applied prefix's completions and the versions it
+/// claimed (none if anything was refused), and the first refusal (its position, the claim
+/// being position `done.len()`, and the error), if any.
+pub type Fused<K> = (
+    (Completions, Vec<VersionRef<K>>),
+    Option<(usize, SchedulerError<K>)>,
+);
+
+/// The fused form on the model: each completion of `done` in order, stopping at the first
+/// refusal; then, if none was refused, `ready_at_most(n)` (a refused claim is position
+/// `done.len()`). The answer `TaskScheduler::complete_and_claim` must give (semantics,
+/// "fused form"; invariant A4.batch-forms). O(what the single calls cost).
+pub fn complete_and_claim_on_model<K: TaskKey>(
+    m: &mut SchedulerModel<K>,
+    done: &[(K, Generation)],
+    n: usize,
+) -> Fused<K> {
+    let (mut applied, mut dups, mut effect) = (0, 0, Effect::default());
+    for (i, (id, g)) in done.iter().enumerate() {
+        match m.complete(id, *g) {
+            Ok(CallbackOutcome::Applied(e)) => {
+                applied += 1;
+                effect.ready += e.ready;
+                effect.blocked += e.blocked;
+            }
+            Ok(CallbackOutcome::Duplicate(_)) => dups += 1,
+            Err(e) => return (((applied, dups, effect), Vec::new()), Some((i, e))),
+        }
+    }
+    let completions = (applied, dups, effect);
+    match m.ready_at_most(n) {
+        Ok(claims) => ((completions, claims), None),
+        Err(e) => ((completions, Vec::new()), Some((done.len(), e))),
+    }
 }
 
 /// What a scheduler operation returned.
@@ -70,6 +113,8 @@ pub enum DagRet<K: TaskKey> {
         /// Versions running.
         running: usize,
     },
+    /// From `complete_and_claim`.
+    Fused(Fused<K>),
 }
 
 /// The specification: `SchedulerModel<K>` as the state, `DagOp`/`DagRet` as the interface.
@@ -94,7 +139,7 @@ impl<K: TaskKey> SequentialSpec for DagSpec<K> {
     type Ret = DagRet<K>;
 
     fn rules(&self) -> &'static str {
-        "A4.claim-once, A4.submission-order, A8.priority-order, A4.capacity, A5.callback-once"
+        "A4.claim-once, A4.submission-order, A8.priority-order, A4.capacity, A5.callback-once, A4.batch-forms"
     }
 
     fn apply(&self, m: &mut SchedulerModel<K>, op: &DagOp<K>) -> DagRet<K> {
@@ -139,6 +184,7 @@ pub fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &DagOp<K>) -> DagR
             tasks: m.snapshot(),
             running: m.running(),
         },
+        DagOp::CompleteAndClaim(done, n) => DagRet::Fused(complete_and_claim_on_model(m, done, *n)),
     }
 }
 
@@ -170,6 +216,17 @@ pub fn apply_production<K: TaskKey, P: Default + Send>(
             tasks: s.snapshot(),
             running: s.running(),
         },
+        DagOp::CompleteAndClaim(done, n) => {
+            let mut o = BatchOutcome::default();
+            let mut claims = Vec::new();
+            let r = s.complete_and_claim(done, &mut o, *n, &mut claims);
+            let completions = (o.applied, o.duplicates, o.effect);
+            let versions = claims.iter().map(Claim::version).collect();
+            DagRet::Fused(match r {
+                Ok(_) => ((completions, versions), None),
+                Err(e) => ((completions, versions), Some((e.index, e.error))),
+            })
+        }
     }
 }
 
@@ -230,6 +287,13 @@ impl<K: TaskKey> fmt::Debug for DagOp<K> {
             DagOp::Close => f.write_str("close()"),
             DagOp::Status(id) => write!(f, "status({id})"),
             DagOp::Snapshot => f.write_str("snapshot()"),
+            DagOp::CompleteAndClaim(done, n) => {
+                let done: Vec<String> = done.iter().map(|(id, g)| format!("{id} {g}")).collect();
+                match *n {
+                    usize::MAX => write!(f, "complete_and_claim([{}], all)", done.join(", ")),
+                    n => write!(f, "complete_and_claim([{}], {n})", done.join(", ")),
+                }
+            }
         }
     }
 }
@@ -261,6 +325,21 @@ impl<K: TaskKey> fmt::Debug for DagRet<K> {
             DagRet::Snapshot { tasks, running } => {
                 let items: Vec<String> = tasks.iter().map(|(k, st)| task_status(k, st)).collect();
                 write!(f, "[{}], {running} running", items.join(", "))
+            }
+            DagRet::Fused(((c, claims), refused)) => {
+                write!(
+                    f,
+                    "applied {}, duplicates {}, {} ready, {} blocked, claimed {}",
+                    c.0,
+                    c.1,
+                    c.2.ready,
+                    c.2.blocked,
+                    versions(claims)
+                )?;
+                match refused {
+                    Some((i, e)) => write!(f, ", refused at {i}: {e}"),
+                    None => Ok(()),
+                }
             }
         }
     }
