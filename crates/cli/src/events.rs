@@ -38,6 +38,9 @@
 //! its start and one at its end).
 
 use std::fs::File;
+
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -68,6 +71,9 @@ pub fn now_ms() -> u64 {
 pub struct EventSink {
     path: PathBuf,
     out: Mutex<Writer>,
+    /// The exclusive advisory lock on the file (none for standard output or error); last,
+    /// so that it is released after the writer was flushed and closed.
+    _lock: Option<Flock<File>>,
 }
 
 #[derive(Debug)]
@@ -110,12 +116,49 @@ impl EventSink {
     /// error (`/dev/stdout`, `/dev/fd/2`, or the file either was redirected to) is written
     /// through a duplicate of that descriptor instead ([`std_stream`]).
     ///
+    /// The file is held with an exclusive advisory lock (`flock(2)`, through `nix`) for as
+    /// long as the sink lives, taken **before** it is truncated: two lockstep processes given
+    /// one `--events` file (a `run --store` and a `worker` started with the same options)
+    /// would otherwise each truncate it and write at their own offsets, over each other's
+    /// lines. The second one is refused instead and the first one's file is left as it is.
+    /// Standard output and error are not locked (a shared terminal or pipe keeps whole
+    /// lines: each line is one `write`).
+    ///
     /// # Errors
-    /// The operating system's error (the caller names the path: exit status 2).
+    /// The operating system's error (the caller names the path: exit status 2);
+    /// [`std::io::ErrorKind::WouldBlock`] when another process holds the file's lock.
     pub fn create(path: &Path) -> std::io::Result<EventSink> {
+        let mut lock = None;
         let file = match std_stream(path) {
             Some(stream) => stream,
-            None => File::create(path)?,
+            None => {
+                let file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(path)?;
+                // Only a regular file is locked and truncated: a FIFO (opened above as the
+                // shell would, waiting for a reader) or a device has nothing to truncate.
+                if file.metadata()?.is_file() {
+                    // A duplicate descriptor holds the lock: `flock` belongs to the open
+                    // file description, which both share, so the lock lasts while either is
+                    // open and is released when `lock` drops, after the writer (field order).
+                    match Flock::lock(file.try_clone()?, FlockArg::LockExclusiveNonblock) {
+                        Ok(held) => lock = Some(held),
+                        Err((_, Errno::EWOULDBLOCK)) => {
+                            return Err(std::io::Error::new(
+                                std::io::ErrorKind::WouldBlock,
+                                "another process is writing its events to this file (each run and \
+                                 each worker needs a --events file of its own); the file was left \
+                                 as it is",
+                            ));
+                        }
+                        Err((_, errno)) => return Err(errno.into()),
+                    }
+                    file.set_len(0)?;
+                }
+                file
+            }
         };
         Ok(EventSink {
             path: path.to_path_buf(),
@@ -123,6 +166,7 @@ impl EventSink {
                 file: BufWriter::new(file),
                 error: None,
             }),
+            _lock: lock,
         })
     }
 
@@ -148,10 +192,18 @@ impl EventSink {
         if w.error.is_some() {
             return;
         }
-        let written = serde_json::to_writer(&mut w.file, &Value::Object(line))
-            .map_err(std::io::Error::from)
-            .and_then(|()| w.file.write_all(b"\n"))
-            .and_then(|()| w.file.flush());
+        // The whole line, newline included, in one buffer: the flush after an empty buffer
+        // hands it to the file in one `write` (a line longer than the buffer goes straight
+        // through, also in one), so a reader never sees half of one.
+        let mut bytes = match serde_json::to_vec(&Value::Object(line)) {
+            Ok(b) => b,
+            Err(e) => {
+                w.error = Some(std::io::Error::from(e));
+                return;
+            }
+        };
+        bytes.push(b'\n');
+        let written = w.file.write_all(&bytes).and_then(|()| w.file.flush());
         if let Err(e) = written {
             w.error = Some(e);
         }

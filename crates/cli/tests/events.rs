@@ -1,5 +1,7 @@
 //! `--events FILE`, `RUST_LOG`, `-v` and `-q` through the real binary.
 
+mod common;
+
 use std::collections::HashMap;
 
 use assert_cmd::cargo::cargo_bin_cmd;
@@ -127,6 +129,87 @@ fn an_unwritable_events_file_is_exit_2_naming_it() {
             "cannot write --events {}",
             bad.display()
         )));
+}
+
+/// Two lockstep processes given one `--events` file: the second is refused (exit 2, naming
+/// the file and why) before it truncates anything, the first keeps writing whole lines to
+/// the end, and once the first has exited the file can be used again (the lock went with
+/// it). Real processes: the first runs a command that sleeps until it is stopped by SIGTERM.
+#[test]
+fn a_second_process_on_the_same_events_file_is_refused_and_the_first_file_stays_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow = dir.path().join("slow.toml");
+    std::fs::write(
+        &slow,
+        "[[task]]\nid = \"a\"\ncommand = \"true\"\n[[task]]\nid = \"slow\"\ndeps = [\"a\"]\ncommand = \"sleep 60\"\n",
+    )
+    .unwrap();
+    let quick = dir.path().join("quick.toml");
+    std::fs::write(&quick, "[[task]]\nid = \"q\"\ncommand = \"true\"\n").unwrap();
+    let out = dir.path().join("ev.jsonl");
+
+    let mut first = common::lockstep();
+    first.args(["run", "--events"]).arg(&out).arg(&slow);
+    let first = common::Running::spawn(first);
+    common::wait_for("the first run to start `slow`", || {
+        std::fs::read_to_string(&out)
+            .is_ok_and(|t| t.contains(r#""event":"started""#) && t.contains(r#""id":"slow""#))
+    });
+    let before = std::fs::read_to_string(&out).unwrap();
+
+    let second = common::lockstep()
+        .args(["run", "--events"])
+        .arg(&out)
+        .arg(&quick)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot write --events {}", out.display()))
+            && stderr.contains("another process is writing its events to this file"),
+        "{stderr}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&second.stdout).contains("q "),
+        "the refused run ran nothing"
+    );
+    let after = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        after.starts_with(&before),
+        "the refused process changed the file:\nbefore:\n{before}\nafter:\n{after}"
+    );
+
+    let st = std::process::Command::new("kill")
+        .args(["-TERM", &first.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let (status, text) = first.finish();
+    assert_eq!(status.code(), Some(1), "{text}");
+    let ev = events(&out);
+    let kinds: Vec<&str> = ev.iter().map(|e| e["event"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"claimed"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"metrics"), "{kinds:?}");
+    assert!(
+        ev.iter()
+            .all(|e| e["id"].as_str().is_none_or(|id| id == "a" || id == "slow")),
+        "only the first run's tasks: {kinds:?}"
+    );
+
+    // The lock went with the first process: the file is free again, and truncated.
+    cargo_bin_cmd!("lockstep")
+        .args(["run", "--events"])
+        .arg(&out)
+        .arg(&quick)
+        .assert()
+        .success();
+    let ev = events(&out);
+    assert_eq!(ev.first().unwrap()["id"], "q");
+    assert!(
+        ev.iter()
+            .all(|e| e["id"].as_str().is_none_or(|id| id == "q"))
+    );
 }
 
 #[test]
