@@ -64,10 +64,9 @@
 //!
 //! # Parking: why no wake-up is lost
 //!
-//! A worker that found nothing backs off: up to 32 more search rounds, spinning `2^round`
-//! times for the first 4 and yielding the thread for the next 28 (exponential backoff, SPEC
-//! B5; counted in [`WorkerMetrics::backoffs`]; 32 rounds as rayon's workers yield before
-//! they get sleepy). Then it parks. Each worker has its own
+//! A worker that found nothing backs off: up to 16 more search rounds, spinning `2^round`
+//! times for the first 4 and yielding the thread for the next 12 (exponential backoff, SPEC
+//! B5; counted in [`WorkerMetrics::backoffs`]). Then it parks. Each worker has its own
 //! parking slot (a flag, a victim hint, a condition variable); the pool has one list of
 //! parked workers under a mutex, its length mirrored in the atomic `sleepers` (`sleep.rs`).
 //!
