@@ -14,7 +14,7 @@
 //! | `cancelled` | a task was cancelled before it ran | `id`, `generation`, `cause` (`Ctrl-C`, `SIGTERM`, `--fail-fast after X failed`, or `null`) |
 //! | `interrupted` | a stop (Ctrl-C, SIGTERM) ended a task that had run: its running attempt was stopped (after that attempt's `finished`, outcome `interrupted`), or the attempt after a failed one was not made (stopped during the retry delay or the wait for a slot; that failed attempt's `finished` says `failed`); with a store, the task was given back | `id`, `generation` and `attempt` (the last attempt made), `how` (`killed by signal 15`; `exit status 1; attempt 2 not made`) |
 //! | `graph_error` | the graph cannot run (a configuration error, not a task failure; nothing runs, exit 2) | `problems` (the lines `lockstep check` prints), `cycles` (each `A -> B -> A`), `hints` (the `hint: ...` lines naming the `--exclude-task` that would break each cycle) |
-//! | `metrics` | last, once the run ended (also after a `graph_error`) | [`Metrics`] |
+//! | `metrics` | last, once the run ended (also after a `graph_error`, and after a `lockstep worker` gave up on its store: exit 2) | [`Metrics`] |
 //!
 //! `generation` and `attempt`: in memory attempt k of a task is generation k (`attempt` =
 //! `generation`). With `--store` (`run --store`, `lockstep worker`) `generation` is the store's

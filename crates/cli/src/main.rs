@@ -929,8 +929,17 @@ fn worker_run(
                 ExitCode::SUCCESS
             }
         }
-        Err(e) => {
-            errln!("error: store {spec}: {e}");
+        Err(failure) => {
+            // The stream ends with `metrics` also here: what the worker did until the store
+            // failed.
+            let metrics = failure.stats.metrics();
+            if let Some(ev) = &opts.events {
+                ev.metrics(&metrics);
+            }
+            errln!("error: store {spec}: {}", failure.error);
+            if show_metrics {
+                emitln!("{}", metrics.line());
+            }
             ExitCode::from(2)
         }
     }

@@ -749,7 +749,7 @@ pub fn run(
     };
     let workers = worker::run(|| patient(None), &wopts);
     out.finish();
-    let workers = workers.map_err(store_err)?;
+    let workers = workers.map_err(|f| store_err(f.error))?;
     let wall = started.elapsed();
 
     // A stop that came while the store was unavailable: one more try, without waiting; if the

@@ -126,6 +126,22 @@ pub struct Unreported {
     pub what: String,
 }
 
+/// A worker stopped by a store error ([`run`]'s error): the error and what the worker did
+/// until then.
+#[derive(Debug)]
+pub struct WorkerFailure {
+    /// The first store error that stopped one of its threads.
+    pub error: DurableError,
+    /// The attempts it made before (their counts and spans, for the metrics).
+    pub stats: WorkerStats,
+}
+
+impl std::fmt::Display for WorkerFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
 /// What a worker did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WorkerStats {
@@ -225,9 +241,11 @@ pub fn default_owner() -> String {
 /// [`WorkerStats::store_unavailable`] set: a stopped worker, not a failed one.
 ///
 /// # Errors
-/// The first store error that stopped a thread (the other threads finish their loop), unless
-/// a stop was requested and the error is an outage ([`DurableError::is_waited_for`]).
-pub fn run<F>(open: F, opts: &WorkerOptions) -> Result<WorkerStats, DurableError>
+/// [`WorkerFailure`]: the first store error that stopped a thread (the other threads finish
+/// their loop), unless a stop was requested and the error is an outage
+/// ([`DurableError::is_waited_for`]), with what the worker did until then (its metrics are
+/// still written: `--events` ends with `metrics` also after exit 2).
+pub fn run<F>(open: F, opts: &WorkerOptions) -> Result<WorkerStats, Box<WorkerFailure>>
 where
     F: Fn() -> Result<Box<dyn Store + Send>, DurableError> + Sync,
 {
@@ -278,7 +296,11 @@ where
             Err(e) if opts.stop.is_requested() && e.is_waited_for() => {
                 store_unavailable.get_or_insert_with(|| e.to_string());
             }
-            Err(e) => return Err(e),
+            Err(error) => {
+                let mut stats = counters.stats();
+                stats.stopped_by = opts.stop.get();
+                return Err(Box::new(WorkerFailure { error, stats }));
+            }
         }
     }
     if let (Some(before), Some(ev)) = (cancels, &opts.events)

@@ -212,6 +212,43 @@ fn a_second_process_on_the_same_events_file_is_refused_and_the_first_file_stays_
     );
 }
 
+/// A worker that gives up on its store (exit 2 after `--store-wait`) still ends its event
+/// stream with `metrics`, as every run does (before, the stream ended with nothing), and
+/// prints the `metrics:` line after the error.
+#[test]
+fn a_worker_that_gives_up_on_the_store_still_ends_its_events_with_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ev.jsonl");
+    let store = format!("sqlite:{}", dir.path().join("none.lockstep").display());
+    let run = cargo_bin_cmd!("lockstep")
+        .args([
+            "worker",
+            "--store",
+            &store,
+            "--store-wait",
+            "300ms",
+            "--events",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("error: store sqlite:"), "{stderr}");
+    assert!(
+        String::from_utf8_lossy(&run.stdout).contains("metrics: ready-wait"),
+        "{stderr}"
+    );
+    let ev = events(&out);
+    let last = ev.last().expect("the stream is not empty");
+    assert_eq!(last["event"], "metrics", "{ev:?}");
+    assert_eq!(last["attempts"], 0);
+    assert!(
+        last["wall_ms"].as_f64().is_some_and(|ms| ms > 0.0),
+        "{last}"
+    );
+}
+
 #[test]
 fn rust_log_shows_task_diagnostics_and_quiet_hides_them() {
     let dir = tempfile::tempdir().unwrap();
