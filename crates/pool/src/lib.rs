@@ -64,8 +64,8 @@
 //!
 //! # Parking: why no wake-up is lost
 //!
-//! A worker that found nothing backs off: up to 16 more search rounds, spinning `2^round`
-//! times for the first 4 and yielding the thread for the next 12 (exponential backoff, SPEC
+//! A worker that found nothing backs off: up to 8 more search rounds, spinning `2^round`
+//! times for the first 4 and yielding the thread for the next 4 (exponential backoff, SPEC
 //! B5; counted in [`WorkerMetrics::backoffs`]). Then it parks. Each worker has its own
 //! parking slot (a flag, a victim hint, a condition variable); the pool has one list of
 //! parked workers under a mutex, its length mirrored in the atomic `sleepers` (`sleep.rs`).

@@ -8,17 +8,15 @@ use lockstep_sync::{Arc, seeded_bug, thread};
 
 /// Failed rounds spent spinning or yielding before a worker parks. Under loom every extra
 /// round multiplies the interleavings, so a loom worker parks at once; under shuttle one
-/// round keeps the path covered. Threaded: 16. With 8, a pool fed from outside by a
-/// submitter a little slower than its workers parked and was woken over and over, and
-/// `pool/submit_1M/2t` took 2.5-4.5 times rayon's time; with 32 (rayon's count of yielding
-/// rounds before its workers get sleepy), `pool/fib30/2t` fell into a mode 25-65 times
-/// slower in 3 runs of 6 (`docs/pool.md`, "Backoff before parking").
+/// round keeps the path covered. Threaded: 8. 16 made outside submissions as fast as
+/// rayon's but was taken back after one unexplained abort in a CI run; 32 made `fib30/2t`
+/// fall into a much slower mode (`docs/pool.md`, "Backoff before parking").
 #[cfg(loom)]
 const SNOOZE_LIMIT: u32 = 0;
 #[cfg(shuttle)]
 const SNOOZE_LIMIT: u32 = 1;
 #[cfg(not(any(loom, shuttle)))]
-const SNOOZE_LIMIT: u32 = 16;
+const SNOOZE_LIMIT: u32 = 8;
 
 /// Rounds below this spin `2^round` times; later ones yield the thread.
 const SPIN_LIMIT: u32 = 4;
