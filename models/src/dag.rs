@@ -63,8 +63,8 @@ use std::hash::{Hash, Hasher};
 
 use lockstep_contract::{
     BlockCause, CallbackOutcome, CancelOutcome, CancelReason, CloseReport, Cycle, Effect,
-    Generation, GraphReport, MissingDependency, SchedulerError, SubmitOptions, TaskKey, TaskState,
-    TaskStatus, VersionRef,
+    Generation, GraphReport, MissingDependency, OptionalMiss, SchedulerError, SubmitOptions,
+    TaskKey, TaskState, TaskStatus, VersionRef,
 };
 
 /// The current version of one task id, as the model stores it.
@@ -78,8 +78,15 @@ struct Version<K> {
     /// SPEC A8: the claim priority given with this version's submission (0 for `submit`);
     /// fixed for the version's lifetime, never inherited from a replaced version.
     priority: i32,
-    /// The dependency list exactly as submitted (no duplicates: those are refused).
+    /// The dependency list exactly as submitted: the required dependencies, then the optional
+    /// ones (SPEC A8) from index `optional_from` on. No id twice: that is refused.
     deps: Vec<K>,
+    /// Where the optional dependencies start in `deps` (`deps.len()` when there are none).
+    optional_from: usize,
+    /// SPEC A8: the optional dependencies found lost (failed, cancelled or blocked) while this
+    /// version waited on them, or already at its submission, in the order they were found;
+    /// `status` lists them in dependency-list order, and not at all once blocked.
+    misses: Vec<OptionalMiss<K>>,
     /// SPEC A1.
     state: TaskState,
     /// The dependency ids this version still waits for. Non-empty only while `Pending`
@@ -104,7 +111,25 @@ impl<K: TaskKey> Version<K> {
             blocked_by: self.blocked_by.clone(),
             cancelled_by: self.cancelled_by,
             error: self.error.clone(),
+            optional_misses: self.optional_misses(),
         }
+    }
+
+    /// Semantics "Optional dependencies": the misses in the order of the dependency list; none
+    /// for a blocked version (which of its optional dependencies were found lost before the
+    /// required one that blocked it would depend on the order of one propagation).
+    fn optional_misses(&self) -> Vec<OptionalMiss<K>> {
+        if self.state == TaskState::Blocked {
+            return Vec::new();
+        }
+        let mut misses = self.misses.clone();
+        misses.sort_by_key(|m| self.deps.iter().position(|d| *d == m.dependency));
+        misses
+    }
+
+    /// True when `d` is one of this version's optional dependencies.
+    fn is_optional(&self, d: &K) -> bool {
+        self.deps[self.optional_from..].contains(d)
     }
 
     /// The cause that this version's loss passes on to whoever waits on it, or `None` if it
@@ -234,6 +259,35 @@ impl<K: TaskKey> SchedulerModel<K> {
         deps: Vec<K>,
         options: SubmitOptions,
     ) -> Result<Generation, SchedulerError<K>> {
+        self.submit_with_optional(id, deps, Vec::new(), options)
+    }
+
+    /// [`Self::submit_with`] of a version that also has **optional dependencies** (SPEC A8,
+    /// `docs/semantics.md` "Optional dependencies"): the version becomes ready once every
+    /// dependency in `deps` succeeded and every one in `optional` reached any terminal state.
+    /// An optional dependency that failed, was cancelled or was blocked never blocks it; it is
+    /// recorded in the version's [`TaskStatus::optional_misses`] instead.
+    ///
+    /// The two lists are one dependency list for every other rule: `deps` then `optional`,
+    /// in that order, for the duplicate check (an id in both is a duplicate), unknown
+    /// dependencies, cycles (an optional edge is an edge) and their canonical reports.
+    ///
+    /// # Errors
+    /// As [`Self::submit`], over the joined list.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (A8.optional-never-blocks).
+    pub fn submit_with_optional(
+        &mut self,
+        id: K,
+        deps: Vec<K>,
+        optional: Vec<K>,
+        options: SubmitOptions,
+    ) -> Result<Generation, SchedulerError<K>> {
+        // A8: one list for every rule but readiness: the required dependencies, then the
+        // optional ones.
+        let optional_from = deps.len();
+        let mut deps = deps;
+        deps.extend(optional);
         // Submit check 1: a closed scheduler accepts nothing (SPEC A6).
         if self.closed {
             return Err(SchedulerError::Closed);
@@ -301,7 +355,8 @@ impl<K: TaskKey> SchedulerModel<K> {
         // current version NOW.
         let mut waiting_on = Vec::new();
         let mut blocked_by = None;
-        for d in &deps {
+        let mut misses = Vec::new();
+        for (i, d) in deps.iter().enumerate() {
             // Semantics "Submit" (self-dependency): `self.tasks` still holds the version
             // being replaced, so a dependency on `id` itself is judged against that old
             // version like any other (a pending or ready old version, or none: wait). The
@@ -310,6 +365,15 @@ impl<K: TaskKey> SchedulerModel<K> {
                 // Snapshot: a dependency that already succeeded is satisfied for good; a later
                 // resubmission of it does not affect this version.
                 Some(v) if v.state == TaskState::Succeeded => {}
+                // A8: an optional dependency already lost is settled for this version too:
+                // recorded as a miss (the dependency itself, not a root cause), never a block.
+                Some(v) if i >= optional_from && v.state.is_terminal() => {
+                    misses.push(OptionalMiss {
+                        dependency: d.clone(),
+                        generation: v.generation,
+                        state: v.state,
+                    });
+                }
                 // Snapshot: a dependency already lost blocks this version at once with the
                 // root cause; the first lost dependency in list order gives the cause.
                 Some(v) if v.loss_cause(d).is_some() => {
@@ -346,6 +410,8 @@ impl<K: TaskKey> SchedulerModel<K> {
             seq,
             priority: options.priority,
             deps,
+            optional_from,
+            misses,
             state,
             waiting_on,
             blocked_by: blocked_by.clone(),
@@ -599,8 +665,8 @@ impl<K: TaskKey> SchedulerModel<K> {
                     generation,
                     state: TaskState::Failed,
                 };
-                let blocked = self.block_waiters_of(id, &cause);
-                Ok(CallbackOutcome::Applied(Effect { ready: 0, blocked }))
+                let (blocked, ready) = self.block_waiters_of(id, &cause);
+                Ok(CallbackOutcome::Applied(Effect { ready, blocked }))
             }
             // A5: repeated callbacks are idempotent.
             TaskState::Failed => Ok(CallbackOutcome::Duplicate(TaskState::Failed)),
@@ -677,8 +743,8 @@ impl<K: TaskKey> SchedulerModel<K> {
                     generation: v.generation,
                     state: TaskState::Cancelled,
                 };
-                let blocked = self.block_waiters_of(id, &cause);
-                Ok(CancelOutcome::Cancelled(Effect { ready: 0, blocked }))
+                let (blocked, ready) = self.block_waiters_of(id, &cause);
+                Ok(CancelOutcome::Cancelled(Effect { ready, blocked }))
             }
             // A1: a running function is only asked to stop; never claim it was stopped.
             TaskState::Running => {
@@ -757,18 +823,40 @@ impl<K: TaskKey> SchedulerModel<K> {
 
     /// `id` is lost (failed, cancelled, or born blocked): block its pending waiters and,
     /// transitively, theirs, all with `cause`. Breadth-first with an explicit queue (no
-    /// recursion). Returns how many versions became blocked.
+    /// recursion). A waiter for which the lost version is an optional dependency (SPEC A8)
+    /// is not blocked: it records the miss and stops waiting on it, and becomes ready if it
+    /// waits on nothing else. Returns how many versions became blocked and how many ready.
     ///
     /// Rules of `docs/invariants.md` stated here: RULE (A5.block-with-first-cause),
-    /// RULE (EXECUTOR.block-with-cause).
-    fn block_waiters_of(&mut self, id: &K, cause: &BlockCause<K>) -> usize {
+    /// RULE (EXECUTOR.block-with-cause), RULE (A8.optional-never-blocks).
+    fn block_waiters_of(&mut self, id: &K, cause: &BlockCause<K>) -> (usize, usize) {
         let mut blocked = 0;
+        let mut ready = 0;
         let mut lost = VecDeque::from([id.clone()]);
         while let Some(l) = lost.pop_front() {
+            let (generation, state) = {
+                let v = &self.tasks[&l];
+                (v.generation, v.state)
+            };
             // Only pending versions can be blocked: a blocked version never loses its first
             // cause (A5), and ready ones never have a lost dependency.
             for w in self.waiters_of(&l) {
                 let v = self.tasks.get_mut(&w).expect("waiters are known");
+                // A8: an optional dependency that is lost settles the edge, like a success
+                // does, and is recorded; it never blocks.
+                if v.is_optional(&l) {
+                    v.misses.push(OptionalMiss {
+                        dependency: l.clone(),
+                        generation,
+                        state,
+                    });
+                    v.waiting_on.retain(|d| *d != l);
+                    if v.waiting_on.is_empty() {
+                        v.state = TaskState::Ready;
+                        ready += 1;
+                    }
+                    continue;
+                }
                 v.state = TaskState::Blocked;
                 v.blocked_by = Some(cause.clone());
                 v.waiting_on.clear();
@@ -776,7 +864,7 @@ impl<K: TaskKey> SchedulerModel<K> {
                 lost.push_back(w);
             }
         }
-        blocked
+        (blocked, ready)
     }
 
     // ------------------------------------------------------------------------------------

@@ -50,6 +50,9 @@ enum Op<K> {
     Submit(K, Vec<K>),
     /// `submit_with(id, deps, SubmitOptions::priority(p))` on both sides (SPEC A8).
     SubmitWith(K, Vec<K>, i32),
+    /// `submit_with_optional(id, deps, optional, SubmitOptions::default())` on both sides
+    /// (SPEC A8 optional edges).
+    SubmitOptional(K, Vec<K>, Vec<K>),
     Start,
     Check,
     Ready,
@@ -99,6 +102,12 @@ fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &Op<K>) -> Output<K> {
         Op::SubmitWith(id, deps, p) => {
             Output::Submit(m.submit_with(id.clone(), deps.clone(), SubmitOptions::priority(*p)))
         }
+        Op::SubmitOptional(id, deps, optional) => Output::Submit(m.submit_with_optional(
+            id.clone(),
+            deps.clone(),
+            optional.clone(),
+            SubmitOptions::default(),
+        )),
         Op::Start => Output::Start(m.start()),
         Op::Check => Output::Check(m.check()),
         Op::Ready => Output::Claims(m.ready()),
@@ -171,6 +180,13 @@ impl<K: TaskKey> Sut<K> {
                 deps.clone(),
                 (),
                 SubmitOptions::priority(*p),
+            )),
+            Op::SubmitOptional(id, deps, optional) => Output::Submit(s.submit_with_optional(
+                id.clone(),
+                deps.clone(),
+                optional.clone(),
+                (),
+                SubmitOptions::default(),
             )),
             Op::Start => Output::Start(s.start()),
             Op::Check => Output::Check(s.check()),
@@ -329,6 +345,10 @@ fn rules_of<K>(op: &Op<K>) -> &'static str {
             "A8.priority-fixed, A2.no-silent-replace, A2.no-auto-retry, \
              A3.duplicate-dependency, A3.frozen-after-start, A5.snapshot"
         }
+        Op::SubmitOptional(..) => {
+            "A8.optional-never-blocks, A2.no-silent-replace, A2.no-auto-retry, \
+             A3.duplicate-dependency, A3.frozen-after-start, A5.snapshot"
+        }
         Op::Start | Op::Check => "A3.unknown-dependency, A3.cycles-as-paths, A3.cycle-search-skip",
         Op::Ready | Op::ReadyAtMost(_) | Op::ReadyInto(_) => {
             "A4.claim-once, A4.submission-order, A8.priority-order, A4.capacity"
@@ -340,8 +360,13 @@ fn rules_of<K>(op: &Op<K>) -> &'static str {
             "A4.batch-forms, A2.generation-key, A5.callback-once, A5.release-by-reverse-edges, \
              A4.claim-once, A4.submission-order, A8.priority-order, A4.capacity"
         }
-        Op::Fail(..) => "A2.generation-key, A5.callback-once, A5.block-with-first-cause",
-        Op::Cancel(_) => "A1.cancel-is-a-request",
+        Op::Fail(..) => {
+            "A2.generation-key, A5.callback-once, A5.block-with-first-cause, \
+             A8.optional-never-blocks"
+        }
+        Op::Cancel(_) => {
+            "A1.cancel-is-a-request, A5.block-with-first-cause, A8.optional-never-blocks"
+        }
         Op::Close => "A6.close",
     }
 }
@@ -373,6 +398,17 @@ fn model_invariants<K: TaskKey>(m: &SchedulerModel<K>) {
                 matches!(cause.state, TaskState::Failed | TaskState::Cancelled),
                 "A5: a cause names a failed or cancelled version: {id}: {st:?}"
             );
+        }
+        // A8 optional edges: a miss names a terminal state other than success; a blocked
+        // version lists none.
+        for miss in &st.optional_misses {
+            assert!(
+                miss.state.is_terminal() && miss.state != TaskState::Succeeded,
+                "A8: a miss names a lost dependency: {id}: {st:?}"
+            );
+        }
+        if st.state == TaskState::Blocked {
+            assert!(st.optional_misses.is_empty(), "{id}: {st:?}");
         }
         if !m.is_started() {
             assert!(
@@ -578,6 +614,21 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
                 })
                 .boxed()
         };
+        // SPEC A8 optional edges: a generated dependency list cut in two at a random point,
+        // the tail optional (all, none, or some of it), so that required and optional edges
+        // mix in one version and the duplicate check spans both lists.
+        let with_optional = {
+            let any = resubmit_or_submit(&known, &pool, &ghost);
+            (any, 0usize..=4)
+                .prop_map(|(op, cut)| match op {
+                    Op::Submit(id, mut deps) => {
+                        let optional = deps.split_off(deps.len().saturating_sub(cut));
+                        Op::SubmitOptional(id, deps, optional)
+                    }
+                    other => other,
+                })
+                .boxed()
+        };
         let resubmit = if known.is_empty() {
             submit.clone()
         } else {
@@ -635,9 +686,10 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
         // so an early close would end the interesting part of a run.
         // The batch forms (11th to 13th) are generated from the same pieces: one to three
         // submissions, a claim into the reused buffer, one to three completions; the 14th
-        // is a submission with a priority, the 15th the fused `complete_and_claim`.
+        // is a submission with a priority, the 15th the fused `complete_and_claim`, the 16th a
+        // submission with optional dependencies.
         let weights = if m.is_started() {
-            [12, 16, 2, 3, 20, 12, 28, 12, 8, 1, 3, 6, 8, 0, 8]
+            [12, 16, 2, 3, 20, 12, 28, 12, 8, 1, 3, 6, 8, 0, 8, 8]
         } else {
             [
                 32,
@@ -655,6 +707,7 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
                 2,
                 0,
                 k,
+                16,
             ]
         };
         // Submissions with a priority take about a third of the submissions (only in runs
@@ -722,6 +775,7 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
             complete_batch,
             with_priority,
             complete_and_claim,
+            with_optional,
         ];
         weighted(
             weights
@@ -1210,6 +1264,134 @@ fn priority_sequences_agree_and_follow_the_rule() {
     );
 }
 
+/// Optional edges (SPEC A8) at the edges of the rule: a lost optional dependency readies its
+/// waiter and is recorded, in list order, whatever the order of the losses; a blocked one is
+/// recorded as blocked (not as its root cause); a required loss still blocks, and a blocked
+/// version lists no misses; an id in both lists is a duplicate; an optional edge closes a
+/// cycle like any other.
+#[test]
+fn optional_sequences_agree_and_follow_the_rule() {
+    use lockstep_contract::{Cycle, OptionalMiss};
+    let o = |id: &str, deps: &[&str], optional: &[&str]| {
+        Op::SubmitOptional(
+            s(id),
+            deps.iter().map(|d| s(d)).collect(),
+            optional.iter().map(|d| s(d)).collect(),
+        )
+    };
+    let miss = |id: &str, n: u64, state: TaskState| OptionalMiss {
+        dependency: s(id),
+        generation: g(n),
+        state,
+    };
+    let ops = vec![
+        Op::Submit(s("a"), vec![]),
+        Op::Submit(s("b"), vec![]),
+        Op::Submit(s("c"), vec![s("a")]),
+        // x requires b, and runs after a and c whatever happens to them.
+        o("x", &["b"], &["c", "a"]),
+        // y requires c: blocked when a fails.
+        o("y", &["c"], &["b"]),
+        Op::Ready,
+        Op::Fail(s("a"), g(1), "boom"),
+        Op::Complete(s("b"), g(1)),
+    ];
+    let outs = agree(2, &ops);
+    // a's failure blocks c (required) and y (required c); x records c (blocked) and a.
+    assert_eq!(
+        outs[6],
+        Output::Callback(Ok(CallbackOutcome::Applied(Effect {
+            ready: 0,
+            blocked: 2
+        })))
+    );
+    // b's success readies x (its optional ones are settled); y stays blocked.
+    assert_eq!(
+        outs[7],
+        Output::Callback(Ok(CallbackOutcome::Applied(Effect {
+            ready: 1,
+            blocked: 0
+        })))
+    );
+    let mut m = SchedulerModel::new(2);
+    for op in &ops {
+        apply_model(&mut m, op);
+    }
+    let x = m.status(&s("x")).expect("known");
+    assert_eq!(x.state, TaskState::Ready);
+    assert_eq!(
+        x.optional_misses,
+        vec![
+            miss("c", 1, TaskState::Blocked),
+            miss("a", 1, TaskState::Failed)
+        ],
+        "list order (c, a), not the order of the losses (a, then c)"
+    );
+    let y = m.status(&s("y")).expect("known");
+    assert_eq!(y.state, TaskState::Blocked);
+    assert!(y.optional_misses.is_empty());
+
+    // A lost optional dependency at submission: ready at once, the miss recorded; a failure
+    // whose only waiter holds it as optional readies it (Effect.ready).
+    let outs = agree(
+        1,
+        &[
+            Op::Submit(s("a"), vec![]),
+            Op::Cancel(s("a")),
+            o("b", &[], &["a"]),
+            Op::Submit(s("f"), vec![]),
+            o("c", &[], &["f"]),
+            Op::Ready,
+            Op::Ready,
+            Op::Complete(s("b"), g(1)),
+            Op::Ready,
+            Op::Fail(s("f"), g(1), "boom"),
+            // Resubmitting c drops its misses with the old version.
+            o("c", &[], &["f"]),
+        ],
+    );
+    assert_eq!(
+        outs[5],
+        Output::Claims(Ok(vec![VersionRef {
+            id: s("b"),
+            generation: g(1)
+        }]))
+    );
+    assert_eq!(
+        outs[9],
+        Output::Callback(Ok(CallbackOutcome::Applied(Effect {
+            ready: 1,
+            blocked: 0
+        })))
+    );
+
+    // The duplicate check spans both lists; an optional edge closes a cycle.
+    let outs = agree(
+        1,
+        &[
+            Op::Submit(s("a"), vec![]),
+            o("b", &["a"], &["a"]),
+            o("b", &[], &["b"]),
+            Op::Start,
+        ],
+    );
+    assert_eq!(
+        outs[1],
+        Output::Submit(Err(SchedulerError::DuplicateDependency {
+            task: s("b"),
+            dependency: s("a")
+        }))
+    );
+    assert_eq!(
+        outs[3],
+        Output::Start(Err(SchedulerError::Cycles {
+            cycles: vec![Cycle {
+                path: vec![s("b"), s("b")]
+            }]
+        }))
+    );
+}
+
 /// The generators are not vacuous: over a fixed-seed sample of sequences, every state, every
 /// kind of error and every kind of outcome is reached by the model.
 #[test]
@@ -1265,6 +1447,31 @@ fn generated_sequences_cover_every_state_error_and_outcome() {
             }
             for (_, st) in state.model.snapshot() {
                 seen.insert(format!("state {:?}", st.state));
+            }
+            let misses_before: usize = before
+                .snapshot()
+                .iter()
+                .map(|(_, st)| st.optional_misses.len())
+                .sum();
+            let misses_after: usize = state
+                .model
+                .snapshot()
+                .iter()
+                .map(|(_, st)| st.optional_misses.len())
+                .sum();
+            if misses_after > misses_before {
+                seen.insert(match op {
+                    Op::SubmitOptional(..) => "optional miss at submission".into(),
+                    Op::Fail(..) => "optional miss by a failure".into(),
+                    Op::Cancel(_) => "optional miss by a cancellation".into(),
+                    other => format!("optional miss by {}", variant(other)),
+                });
+            }
+            if let (Op::Fail(..), Some(Output::Callback(Ok(CallbackOutcome::Applied(e))))) =
+                (op, &state.last)
+                && e.ready > 0
+            {
+                seen.insert("a failure readies an optional waiter".into());
             }
             if matches!(op, Op::Submit(..)) && blocked(&state.model) > blocked_before + 1 {
                 // A replacement born blocked blocked those waiting on its id.
@@ -1325,6 +1532,10 @@ fn generated_sequences_cover_every_state_error_and_outcome() {
             "a run without priorities",
             "claim order set by priority",
             "claim decides a tie of a priority other than 0",
+            "optional miss at submission",
+            "optional miss by a failure",
+            "optional miss by a cancellation",
+            "a failure readies an optional waiter",
         ]
         .map(String::from),
     ) {

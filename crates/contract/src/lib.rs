@@ -163,6 +163,31 @@ impl<K: fmt::Display> fmt::Display for BlockCause<K> {
     }
 }
 
+/// An optional dependency (SPEC A8, `docs/semantics.md` "Optional dependencies") that did
+/// not succeed: the version it reached and its terminal state. Recorded on the dependent's
+/// version, which became (or can still become) ready anyway, and listed in its
+/// [`TaskStatus::optional_misses`].
+///
+/// Unlike a [`BlockCause`], this names the dependency itself, not a root cause: an optional
+/// dependency that was blocked is recorded with `state == Blocked`.
+///
+/// Displayed as `dependency generation state`, e.g. `lint g1 failed`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OptionalMiss<K> {
+    /// The optional dependency's id.
+    pub dependency: K,
+    /// The generation of its version that reached `state`.
+    pub generation: Generation,
+    /// `Failed`, `Cancelled` or `Blocked`: any terminal state but `Succeeded`.
+    pub state: TaskState,
+}
+
+impl<K: fmt::Display> fmt::Display for OptionalMiss<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} {}", self.dependency, self.generation, self.state)
+    }
+}
+
 /// Who cancelled a version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CancelReason {
@@ -185,6 +210,13 @@ pub struct TaskStatus<K> {
     pub cancelled_by: Option<CancelReason>,
     /// `Some` exactly when `state == Failed`: the error text given to `fail`.
     pub error: Option<String>,
+    /// The optional dependencies (SPEC A8) of this version that reached a terminal state
+    /// other than `Succeeded`, in the order of the version's optional-dependency list. Empty
+    /// for a version without optional dependencies, for one whose optional dependencies all
+    /// succeeded or are still to settle, and always for a `Blocked` version (its
+    /// `blocked_by` says why it will never run; `docs/semantics.md`, "Optional
+    /// dependencies").
+    pub optional_misses: Vec<OptionalMiss<K>>,
 }
 
 /// One claimed version, as returned by `ready()`.

@@ -63,7 +63,8 @@ use std::hash::BuildHasher;
 use hashbrown::HashTable;
 use lockstep_contract::{
     BlockCause, CallbackOutcome, CancelOutcome, CancelReason, CloseReport, Cycle, Effect,
-    Generation, GraphReport, MissingDependency, SchedulerError, TaskKey, TaskState, TaskStatus,
+    Generation, GraphReport, MissingDependency, OptionalMiss, SchedulerError, TaskKey, TaskState,
+    TaskStatus,
 };
 
 use crate::claim::{TokenRef, TokenSlab};
@@ -209,6 +210,12 @@ pub(crate) struct Core<K, P> {
     ready: ReadyQueue,
     /// The priority of each current version whose priority is not 0 (SPEC A8), by node.
     priority: HashMap<u32, i32, Hasher>,
+    /// The optional dependencies (SPEC A8) of each current version that has some, by node,
+    /// in list order (they are also the tail of its list in `fwd`).
+    optional: HashMap<u32, Box<[u32]>, Hasher>,
+    /// The optional dependencies each current version found lost, by node: (dependency
+    /// node, its generation, its terminal state), in the order they were found.
+    misses: HashMap<u32, Vec<(u32, u64, TaskState)>, Hasher>,
     /// The node of each submission sequence below `next_seq` (the versions since the last
     /// renumbering; entries of replaced versions are never read).
     seq_node: Vec<u32>,
@@ -396,6 +403,8 @@ impl<K: TaskKey, P> Core<K, P> {
             order: Vec::new(),
             ready: ReadyQueue::default(),
             priority: HashMap::default(),
+            optional: HashMap::default(),
+            misses: HashMap::default(),
             seq_node: Vec::new(),
             counts: [0; 7],
             next_seq: 0,
@@ -847,19 +856,23 @@ impl<K: TaskKey, P> Core<K, P> {
         payload: &mut Option<P>,
         garbage: &mut Vec<P>,
     ) -> Result<Generation, SchedulerError<K>> {
-        self.submit_with(id, deps, 0, payload, garbage)
+        self.submit_with(id, deps, deps.len(), 0, payload, garbage)
     }
 
-    /// `submit_with`: `submit` of a version with claim priority `priority` (SPEC A8). The
-    /// refusals are `submit`'s; a priority is never refused.
+    /// `submit_with`: `submit` of a version with claim priority `priority` whose dependencies
+    /// from index `optional_from` of `deps` on are optional (SPEC A8). The refusals are
+    /// `submit`'s over the whole list; a priority or an optional edge is never refused.
+    /// `optional_from <= deps.len()`.
     pub(crate) fn submit_with(
         &mut self,
         id: K,
         deps: &[K],
+        optional_from: usize,
         priority: i32,
         payload: &mut Option<P>,
         garbage: &mut Vec<P>,
     ) -> Result<Generation, SchedulerError<K>> {
+        debug_assert!(optional_from <= deps.len());
         // 1. closed
         if self.closed {
             return Err(SchedulerError::Closed);
@@ -878,7 +891,14 @@ impl<K: TaskKey, P> Core<K, P> {
         let found = self.find(&id);
         let existing = found.filter(|&n| self.hot[idx(n)].state != ABSENT);
         if existing.is_none() && !self.started && !self.rev_built {
-            return Ok(self.submit_new_while_building(id, found, deps, priority, payload));
+            return Ok(self.submit_new_while_building(
+                id,
+                found,
+                deps,
+                optional_from,
+                priority,
+                payload,
+            ));
         }
         if let Some(n) = existing {
             let h = self.hot[idx(n)];
@@ -963,6 +983,7 @@ impl<K: TaskKey, P> Core<K, P> {
         let mut waits = std::mem::take(&mut self.scratch_waits);
         waits.clear();
         let mut cause: Option<BlockCause<K>> = None;
+        let mut misses: Vec<(u32, u64, TaskState)> = Vec::new();
         // While building, a forward reference (or a self-dependency) is what can close a
         // cycle: every dependency counts, also those after a lost one
         // [INVARIANT (A3.cycle-search-skip); a replacement sets the flag below].
@@ -987,11 +1008,18 @@ impl<K: TaskKey, P> Core<K, P> {
                 ));
             }
         } else {
-            for &d in &dep_nodes {
+            for (i, &d) in dep_nodes.iter().enumerate() {
                 let h = &self.hot[idx(d)];
                 match h.task_state() {
                     // Satisfied for good: a later resubmission of d does not affect this version.
                     Some(TaskState::Succeeded) => {}
+                    // INVARIANT (A8.optional-never-blocks): an optional dependency already
+                    // lost settles its edge too, recorded as a miss, never as a block.
+                    Some(s @ (TaskState::Failed | TaskState::Cancelled | TaskState::Blocked))
+                        if i >= optional_from =>
+                    {
+                        misses.push((d, h.generation, s));
+                    }
                     // Lost: blocked at once; the first lost dependency in list order gives the
                     // cause (d itself, or d's own root cause if d is blocked).
                     Some(s @ (TaskState::Failed | TaskState::Cancelled)) => {
@@ -1038,6 +1066,10 @@ impl<K: TaskKey, P> Core<K, P> {
                 self.span[idx(n)] = Span::default();
                 garbage.extend(self.payload[idx(n)].take());
                 self.details.remove(&n);
+                if !self.optional.is_empty() {
+                    self.optional.remove(&n);
+                    self.misses.remove(&n);
+                }
                 // INVARIANT (A2.no-auto-retry): a resubmission, also of a failed version, is
                 // a new generation; nothing else ever makes a settled version runnable.
                 let next = old.generation + 1;
@@ -1061,6 +1093,12 @@ impl<K: TaskKey, P> Core<K, P> {
         let seq = self.next_sequence(n);
         let span = self.push_edges(&dep_nodes);
         self.span[idx(n)] = span;
+        if optional_from < dep_nodes.len() {
+            self.optional.insert(n, dep_nodes[optional_from..].into());
+            if !misses.is_empty() {
+                self.misses.insert(n, misses);
+            }
+        }
 
         let mut state = TaskState::Pending;
         let mut remaining = 0u32;
@@ -1106,7 +1144,8 @@ impl<K: TaskKey, P> Core<K, P> {
         self.scratch_deps = dep_nodes;
         self.scratch_waits = waits;
         if let Some(c) = cause {
-            // Versions that waited on the id now wait on a version that can never succeed.
+            // Versions that waited on the id now wait on a version that can never succeed
+            // (those for which it is optional stop waiting on it and may become ready).
             self.block_waiters(n, &c, garbage);
         }
         self.maybe_compact_rev();
@@ -1125,6 +1164,7 @@ impl<K: TaskKey, P> Core<K, P> {
         id: K,
         found: Option<u32>,
         deps: &[K],
+        optional_from: usize,
         priority: i32,
         payload: &mut Option<P>,
     ) -> Generation {
@@ -1152,6 +1192,10 @@ impl<K: TaskKey, P> Core<K, P> {
             start,
             len: deps.len() as u32,
         };
+        if optional_from < deps.len() {
+            let from = start as usize + optional_from;
+            self.optional.insert(n, self.fwd[from..].into());
+        }
         self.order.push(n);
         self.set_priority(n, priority);
         let seq = self.next_sequence(n);
@@ -1178,10 +1222,18 @@ impl<K: TaskKey, P> Core<K, P> {
     }
 
     /// Blocks every pending waiter of `root`, and transitively theirs, with `cause`; returns
-    /// how many became blocked. `root` must no longer be pending.
+    /// how many became blocked and how many ready. `root` must no longer be pending. A
+    /// waiter for which the lost version is an optional dependency (SPEC A8) is not blocked:
+    /// it records the miss, stops waiting on it, and becomes ready if that was its last wait.
     ///
-    /// An explicit worklist, no recursion (A5); O(edges visited).
-    fn block_waiters(&mut self, root: u32, cause: &BlockCause<K>, garbage: &mut Vec<P>) -> usize {
+    /// An explicit worklist, no recursion (A5); O(edges visited), plus one hash lookup per
+    /// waiter while some current version has optional dependencies.
+    fn block_waiters(
+        &mut self,
+        root: u32,
+        cause: &BlockCause<K>,
+        garbage: &mut Vec<P>,
+    ) -> (usize, usize) {
         // INVARIANT (A5.block-with-first-cause): every transitive pending waiter becomes
         // blocked with `cause`, the root's; an already blocked version is terminal and keeps
         // its first cause (it is no longer a live waiter, so the walk never reaches it).
@@ -1190,10 +1242,32 @@ impl<K: TaskKey, P> Core<K, P> {
         work.clear();
         work.push(root);
         let mut blocked = 0;
+        let mut ready = 0;
         while let Some(x) = work.pop() {
             let live = self.take_waiters(x, |core, e| {
                 let w = e.node;
                 core.hot[idx(w)].count -= 1;
+                // INVARIANT (A8.optional-never-blocks): a lost optional dependency settles
+                // the edge as a success would, and is recorded with the waiter.
+                // SEEDED BUG (optional_blocks): optional edges block like required ones.
+                if !core.optional.is_empty()
+                    && !seeded_bug!("optional_blocks")
+                    && core.optional.get(&w).is_some_and(|o| o.contains(&x))
+                {
+                    let hx = core.hot[idx(x)];
+                    let state = hx.task_state().unwrap_or(TaskState::Blocked);
+                    core.misses
+                        .entry(w)
+                        .or_default()
+                        .push((x, hx.generation, state));
+                    if core.hot[idx(w)].count == 0 {
+                        core.transition(w, TaskState::Ready);
+                        let seq = core.hot[idx(w)].seq;
+                        core.push_ready(w, seq);
+                        ready += 1;
+                    }
+                    return;
+                }
                 // A blocked version never loses its first cause: it is terminal.
                 core.drop_waits(w);
                 core.transition(w, TaskState::Blocked);
@@ -1205,7 +1279,7 @@ impl<K: TaskKey, P> Core<K, P> {
             self.visits += 1 + live as u64;
         }
         self.scratch_work = work;
-        blocked
+        (blocked, ready)
     }
 
     /// Starts scheduling after validating the current versions: unknown dependencies first,
@@ -1439,9 +1513,9 @@ impl<K: TaskKey, P> Core<K, P> {
             generation,
             state: TaskState::Failed,
         };
-        let blocked = self.block_waiters(n, &cause, garbage);
+        let (blocked, ready) = self.block_waiters(n, &cause, garbage);
         self.maybe_compact_rev();
-        Ok(CallbackOutcome::Applied(Effect { ready: 0, blocked }))
+        Ok(CallbackOutcome::Applied(Effect { ready, blocked }))
     }
 
     /// `cancel(id)`: cancels a pending or ready version (blocking its waiters), asks a running
@@ -1473,9 +1547,9 @@ impl<K: TaskKey, P> Core<K, P> {
                     generation: Generation(h.generation),
                     state: TaskState::Cancelled,
                 };
-                let blocked = self.block_waiters(n, &cause, garbage);
+                let (blocked, ready) = self.block_waiters(n, &cause, garbage);
                 self.maybe_compact_rev();
-                CancelOutcome::Cancelled(Effect { ready: 0, blocked })
+                CancelOutcome::Cancelled(Effect { ready, blocked })
             }
             // SEEDED BUG (forced_cancel): a running version is marked cancelled, its slot freed.
             Some(TaskState::Running) if seeded_bug!("forced_cancel") => {
@@ -1556,7 +1630,29 @@ impl<K: TaskKey, P> Core<K, P> {
                 Some(Detail::Failed(e)) => Some(e.clone()),
                 _ => None,
             },
+            optional_misses: self.optional_misses_of(n),
         }
+    }
+
+    /// The recorded misses of node `n`'s current version in the order of its optional list
+    /// (`docs/semantics.md`, "Optional dependencies"); none while it is blocked.
+    fn optional_misses_of(&self, n: u32) -> Vec<OptionalMiss<K>> {
+        let (Some(found), Some(list)) = (self.misses.get(&n), self.optional.get(&n)) else {
+            return Vec::new();
+        };
+        if self.hot[idx(n)].is(TaskState::Blocked) {
+            return Vec::new();
+        }
+        let mut found = found.clone();
+        found.sort_by_key(|m| list.iter().position(|&d| d == m.0));
+        found
+            .into_iter()
+            .map(|(d, generation, state)| OptionalMiss {
+                dependency: self.keys[idx(d)].clone(),
+                generation: Generation(generation),
+                state,
+            })
+            .collect()
     }
 
     pub(crate) fn priority(&self, id: &K) -> Option<i32> {
@@ -1662,6 +1758,32 @@ impl<K: TaskKey, P> Core<K, P> {
             }
         }
         assert_eq!(live_fwd + self.fwd_garbage, self.fwd.len());
+        // SPEC A8: a version's optional list is the tail of its dependency list, and only a
+        // version with optional dependencies has misses, each naming one of them.
+        for (&n, list) in &self.optional {
+            let deps = &self.fwd[self.span[idx(n)].range()];
+            assert!(
+                !list.is_empty(),
+                "node {n}: an empty optional list is not kept"
+            );
+            assert!(
+                deps.ends_with(list),
+                "node {n}: optional {list:?} is not the tail of {deps:?}"
+            );
+        }
+        for (n, found) in &self.misses {
+            let list = self
+                .optional
+                .get(n)
+                .expect("misses only with optional edges");
+            for m in found {
+                assert!(list.contains(&m.0), "node {n}: miss {m:?} is not optional");
+                assert!(matches!(
+                    m.2,
+                    TaskState::Failed | TaskState::Cancelled | TaskState::Blocked
+                ));
+            }
+        }
         // Integer ids: the direct array stays within twice the nodes plus the slack, and an
         // id below the slack is always interned there (never hashed).
         assert!(self.direct.len() <= 2 * self.keys.len() + DIRECT_SLACK);

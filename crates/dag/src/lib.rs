@@ -178,8 +178,8 @@ use smallvec::SmallVec;
 pub use crate::claim::{CancelToken, Claim};
 pub use lockstep_contract::{
     BlockCause, CallbackOutcome, CancelOutcome, CancelReason, CloseReport, Cycle, Effect,
-    Generation, GraphReport, MissingDependency, SchedulerError, SubmitOptions, TaskKey, TaskState,
-    TaskStatus, VersionRef,
+    Generation, GraphReport, MissingDependency, OptionalMiss, SchedulerError, SubmitOptions,
+    TaskKey, TaskState, TaskStatus, VersionRef,
 };
 
 use crate::core::Core;
@@ -412,10 +412,90 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
         let deps: SmallVec<[K; 8]> = deps.into_iter().collect();
         let mut payload = Some(payload);
         let mut garbage = Vec::new();
-        let result =
-            self.lock()
-                .submit_with(id, &deps, options.priority, &mut payload, &mut garbage);
+        let optional_from = deps.len();
+        let result = self.lock().submit_with(
+            id,
+            &deps,
+            optional_from,
+            options.priority,
+            &mut payload,
+            &mut garbage,
+        );
         // Outside the lock: a refused submission's payload, and any that can no longer run.
+        drop(payload);
+        drop(garbage);
+        result
+    }
+
+    /// [`submit_with`](Self::submit_with) of a version that also has **optional
+    /// dependencies** (SPEC A8, `docs/semantics.md` "Optional dependencies"): it becomes
+    /// ready once every dependency in `deps` succeeded and every one in `optional` reached
+    /// any terminal state. An optional dependency that fails, is cancelled or is blocked
+    /// never blocks this version; it is recorded in the version's
+    /// [`TaskStatus::optional_misses`] (read with [`status`](Self::status)), in the order of
+    /// `optional`. make's order-only prerequisites and a "clean up after everything" task
+    /// are the everyday uses.
+    ///
+    /// Optional is a property of the edge, not of the dependency: another task may require
+    /// the same id. For every other rule the two lists are one dependency list, `deps` then
+    /// `optional`: an id in both is a duplicate, an unknown id is unknown either way, and an
+    /// optional edge is an edge of the graph (a cycle through it is a cycle, reported in the
+    /// canonical form over the joined list). A version that is blocked (through a required
+    /// dependency) lists no misses: its `blocked_by` says why it will never run.
+    ///
+    /// ```
+    /// use lockstep_dag::{Generation, OptionalMiss, SubmitOptions, TaskScheduler, TaskState};
+    ///
+    /// let s: TaskScheduler<&str> = TaskScheduler::new(2);
+    /// s.submit("build", [], ())?;
+    /// s.submit("test", ["build"], ())?;
+    /// // "report" runs after "test" whatever happens to it.
+    /// s.submit_with_optional("report", [], ["test"], (), SubmitOptions::default())?;
+    /// s.ready()?; // claims "build"
+    /// s.fail(&"build", Generation(1), "compiler error")?;
+    /// assert_eq!(s.state(&"test"), Some(TaskState::Blocked));
+    /// let report = s.status(&"report").unwrap();
+    /// assert_eq!(report.state, TaskState::Ready);
+    /// assert_eq!(
+    ///     report.optional_misses,
+    ///     vec![OptionalMiss { dependency: "test", generation: Generation(1), state: TaskState::Blocked }]
+    /// );
+    /// # Ok::<(), lockstep_dag::SchedulerError<&str>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// Exactly [`submit`](Self::submit)'s over the joined list `deps ++ optional`, checked in
+    /// the same order; a refused submission changes nothing.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// As [`submit`](Self::submit) for `deps.len() + optional.len()` dependencies, plus one
+    /// allocation holding the optional list. While any current version has optional
+    /// dependencies, each waiter met by a failure's or cancellation's propagation costs one
+    /// more hash lookup (a scheduler without them pays one emptiness check).
+    pub fn submit_with_optional(
+        &self,
+        id: K,
+        deps: impl IntoIterator<Item = K>,
+        optional: impl IntoIterator<Item = K>,
+        payload: P,
+        options: SubmitOptions,
+    ) -> Result<Generation, SchedulerError<K>> {
+        let mut deps: SmallVec<[K; 8]> = deps.into_iter().collect();
+        let optional_from = deps.len();
+        deps.extend(optional);
+        let mut payload = Some(payload);
+        let mut garbage = Vec::new();
+        let result = self.lock().submit_with(
+            id,
+            &deps,
+            optional_from,
+            options.priority,
+            &mut payload,
+            &mut garbage,
+        );
         drop(payload);
         drop(garbage);
         result

@@ -155,6 +155,8 @@ pub(crate) fn status(c: StatusColumns) -> Result<TaskStatus<String>, DurableErro
         },
         cancelled_by: cancel_reason(c.cancelled_by.as_deref()),
         error: c.error,
+        // The stores have no optional dependencies (schema version 1).
+        optional_misses: Vec::new(),
     })
 }
 

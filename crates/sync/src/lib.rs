@@ -350,6 +350,10 @@ pub const BUGS: &[(&str, &str)] = &[
         "priority_ties_lifo",
         "scheduler: ready versions of equal priority are claimed newest first (a max-heap of (priority, sequence)) instead of in submission order",
     ),
+    (
+        "optional_blocks",
+        "scheduler: a lost optional dependency blocks its dependent like a required one (the edge's kind is ignored when a failure or cancellation propagates)",
+    ),
     // The graph executor (`lockstep_dag::executor`).
     (
         "executor_relaxed_count",

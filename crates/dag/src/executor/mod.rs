@@ -924,6 +924,7 @@ impl<K: TaskKey> RunOutcome<K> {
             blocked_by: self.blocked_by(t),
             cancelled_by: self.cancelled_by(t),
             error: self.error(t).map(str::to_owned),
+            optional_misses: Vec::new(),
         }
     }
 
