@@ -193,7 +193,13 @@ fn meddler(s: &TaskScheduler<K>, log: &mut Log<'_>) {
                 if pick(4) == 0 {
                     deps.push(IDS[pick(IDS.len())]);
                 }
-                DagOp::Submit(id, deps)
+                // One submission in three makes the tail of its list optional (SPEC A8).
+                if pick(3) == 0 {
+                    let optional = deps.split_off(pick(deps.len() + 1));
+                    DagOp::SubmitOptional(id, deps, optional)
+                } else {
+                    DagOp::Submit(id, deps)
+                }
             }
             5 => DagOp::Complete(id, Generation::FIRST),
             6 => DagOp::ReadyAtMost(1),
@@ -255,6 +261,7 @@ fn general_scenario() {
     // earlier, and the claimed-but-unsettled versions never exceed the limit (both from the
     // history alone, not from the model or the scheduler's counter).
     let mut deps_of: HashMap<(K, Generation), Vec<K>> = HashMap::new();
+    let mut optional_of: HashMap<(K, Generation), Vec<K>> = HashMap::new();
     let mut generation_of: HashMap<K, Generation> = HashMap::new();
     for op in &setup_ops {
         if let DagOp::Submit(id, deps) = op {
@@ -272,6 +279,12 @@ fn general_scenario() {
         match (&e.op, &e.ret) {
             (DagOp::Submit(id, deps), DagRet::Submit(Ok(g))) => {
                 deps_of.insert((*id, *g), deps.clone());
+            }
+            // Only the required dependencies must have succeeded before a claim; the
+            // optional ones are the linearizability check's business (any terminal state).
+            (DagOp::SubmitOptional(id, deps, optional), DagRet::Submit(Ok(g))) => {
+                deps_of.insert((*id, *g), deps.clone());
+                optional_of.insert((*id, *g), optional.clone());
             }
             (DagOp::ReadyAtMost(_), DagRet::Claims(Ok(claims))) => {
                 for c in claims {
@@ -344,7 +357,9 @@ fn general_scenario() {
     for (id, st) in &final_snapshot {
         match st.state {
             TaskState::Pending => {
-                let deps = &deps_of[&(*id, st.generation)];
+                let key = (*id, st.generation);
+                let mut deps = deps_of[&key].clone();
+                deps.extend(optional_of.get(&key).into_iter().flatten());
                 assert!(
                     deps.iter().any(|d| matches!(
                         state_of.get(d),
@@ -555,6 +570,68 @@ fn claims_race_higher_priority_resubmissions() {
                 _ => {}
             }
         }
+    });
+}
+
+/// Optional edges under concurrency (A8.optional-never-blocks): `a` and `b` ready, `c` needs
+/// `a`, and `clean` runs after all three whatever happens to them (optional edges only);
+/// capacity 1 or 2. One or two threads claim and settle (a quarter of the settlements are
+/// failures), another cancels `b` and resubmits `c`, while the propagation of a failure or a
+/// cancellation races the claims. The history must linearize against the model, and `clean`
+/// is never blocked: at the end it is ready, running or succeeded, and every miss it lists
+/// names one of its optional dependencies in list order. A propagation that blocks through
+/// an optional edge (zoo bug `optional_blocks`) fails both.
+#[test]
+fn optional_edges_race_failures_and_claims() {
+    shuttle_check!(Plan::both(20_000, 20_000, 3), || {
+        let capacity = 1 + pick(2);
+        let (s, init) = setup(
+            capacity,
+            &[
+                DagOp::Submit("a", vec![]),
+                DagOp::Submit("b", vec![]),
+                DagOp::Submit("c", vec!["a"]),
+                DagOp::SubmitOptional("clean", vec![], vec!["a", "b", "c"]),
+                DagOp::Start,
+            ],
+        );
+        let rec = Arc::new(Rec::new());
+        let claimers = 1 + pick(2);
+        let mut handles: Vec<_> = (0..claimers)
+            .map(|t| {
+                spawn_logged(t, &s, &rec, |s, log| {
+                    for _ in 0..3 {
+                        claim_and_settle(s, log, 1);
+                    }
+                })
+            })
+            .collect();
+        handles.push(spawn_logged(claimers, &s, &rec, |s, log| {
+            log.call(DagOp::Cancel("b"), |op| apply_production(s, op));
+            log.call(DagOp::Submit("c", vec!["a"]), |op| apply_production(s, op));
+        }));
+        for h in handles {
+            h.join().expect("thread");
+        }
+        check_history(&init, &rec, &s);
+        let clean = s.status(&"clean").expect("submitted");
+        // Only a claimer's `fail` can end it other than by success; nothing cancels it.
+        assert!(
+            !matches!(clean.state, TaskState::Blocked | TaskState::Cancelled),
+            "optional edges never block: {clean:?}"
+        );
+        let order = ["a", "b", "c"];
+        let positions: Vec<usize> = clean
+            .optional_misses
+            .iter()
+            .map(|m| {
+                order
+                    .iter()
+                    .position(|d| *d == m.dependency)
+                    .expect("optional")
+            })
+            .collect();
+        assert!(positions.is_sorted(), "misses in list order: {clean:?}");
     });
 }
 

@@ -112,8 +112,15 @@ fn run_thread(
                     call(DagOp::Complete(id, g));
                 }
             }
-            9 | 10 => {
+            9 => {
                 call(DagOp::Submit(id, deps(&mut rng, i)));
+            }
+            10 => {
+                // SPEC A8 optional edges: the tail of the list optional, so failures and
+                // cancellations propagating through them race the claims.
+                let mut required = deps(&mut rng, i);
+                let optional = required.split_off(rng.usize(..=required.len()));
+                call(DagOp::SubmitOptional(id, required, optional));
             }
             11 | 12 => {
                 // SPEC A8: priorities from a small set (ties are frequent), so the checker

@@ -27,6 +27,9 @@ pub enum DagOp<K> {
     /// `submit_with(id, deps, SubmitOptions::priority(p))` (SPEC A8; production: payload
     /// `P::default()`).
     SubmitWith(K, Vec<K>, i32),
+    /// `submit_with_optional(id, deps, optional, SubmitOptions::default())` (SPEC A8
+    /// optional edges; production: payload `P::default()`).
+    SubmitOptional(K, Vec<K>, Vec<K>),
     /// `start()`.
     Start,
     /// `ready_at_most(n)`; `usize::MAX` is `ready()`.
@@ -173,6 +176,12 @@ pub fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &DagOp<K>) -> DagR
         DagOp::SubmitWith(id, deps, p) => {
             DagRet::Submit(m.submit_with(id.clone(), deps.clone(), SubmitOptions::priority(*p)))
         }
+        DagOp::SubmitOptional(id, deps, optional) => DagRet::Submit(m.submit_with_optional(
+            id.clone(),
+            deps.clone(),
+            optional.clone(),
+            SubmitOptions::default(),
+        )),
         DagOp::Start => DagRet::Start(m.start()),
         DagOp::ReadyAtMost(n) => DagRet::Claims(m.ready_at_most(*n)),
         DagOp::Complete(id, g) => DagRet::Callback(m.complete(id, *g)),
@@ -201,6 +210,13 @@ pub fn apply_production<K: TaskKey, P: Default + Send>(
             deps.clone(),
             P::default(),
             SubmitOptions::priority(*p),
+        )),
+        DagOp::SubmitOptional(id, deps, optional) => DagRet::Submit(s.submit_with_optional(
+            id.clone(),
+            deps.clone(),
+            optional.clone(),
+            P::default(),
+            SubmitOptions::default(),
         )),
         DagOp::Start => DagRet::Start(s.start()),
         DagOp::ReadyAtMost(n) => DagRet::Claims(
@@ -235,11 +251,16 @@ fn task_status<K: TaskKey>(k: &K, st: &TaskStatus<K>) -> String {
     format!("{k} {}", status(st))
 }
 
-/// `g1 running`, `g2 blocked by a g1 failed`, `g1 cancelled (Closed)`.
+/// `g1 running`, `g2 blocked by a g1 failed`, `g1 cancelled (Closed)`, `g1 ready missing
+/// [a g1 failed]` (optional dependencies that did not succeed).
 fn status<K: TaskKey>(st: &TaskStatus<K>) -> String {
     let mut s = format!("{} {}", st.generation, st.state);
     if let Some(cause) = &st.blocked_by {
         s.push_str(&format!(" by {cause}"));
+    }
+    if !st.optional_misses.is_empty() {
+        let misses: Vec<String> = st.optional_misses.iter().map(ToString::to_string).collect();
+        s.push_str(&format!(" missing [{}]", misses.join(", ")));
     }
     if let Some(reason) = st.cancelled_by {
         s.push_str(&format!(" ({reason:?})"));
@@ -277,6 +298,16 @@ impl<K: TaskKey> fmt::Debug for DagOp<K> {
             DagOp::SubmitWith(id, deps, p) => {
                 let deps: Vec<String> = deps.iter().map(ToString::to_string).collect();
                 write!(f, "submit_with({id}, [{}], priority {p})", deps.join(", "))
+            }
+            DagOp::SubmitOptional(id, deps, optional) => {
+                let deps: Vec<String> = deps.iter().map(ToString::to_string).collect();
+                let optional: Vec<String> = optional.iter().map(ToString::to_string).collect();
+                write!(
+                    f,
+                    "submit_with_optional({id}, [{}], optional [{}])",
+                    deps.join(", "),
+                    optional.join(", ")
+                )
             }
             DagOp::Start => f.write_str("start()"),
             DagOp::ReadyAtMost(usize::MAX) => f.write_str("ready()"),
