@@ -246,3 +246,50 @@ fn loom_chase_lev_two_thieves_while_owner_grows_and_pops() {
         },
     );
 }
+
+/// A slot whose index the owner has popped and pushed again. The owner pops task 1 (index 1,
+/// more than one task: no CAS) and pushes task 2 at the same index 1. The thief steals task 0
+/// and then claims index 1 (task 2), and is preempted before it reads the slot. The owner
+/// pushes tasks 3 and 4; index 3 lives in index 1's slot, and the owner may write it only
+/// after task 2 was read out. A stamp of index 1 left by the owner's own pop of task 1 must
+/// not count as "task 2 read out": loom's cell tracking fails the execution on the write
+/// racing the thief's read, and a lost or duplicated task fails the assertion.
+#[test]
+fn loom_chase_lev_push_after_pop_reuses_index_of_in_flight_steal() {
+    model(
+        "loom_chase_lev_push_after_pop_reuses_index_of_in_flight_steal",
+        || {
+            let (w, s, token) = filled(2, 2);
+            let popped: Vec<Task> = w.pop().into_iter().collect();
+            assert_eq!(popped.iter().map(|t| t.id).collect::<Vec<_>>(), vec![1]);
+            w.push(Task {
+                id: 2,
+                _token: Arc::clone(&token),
+            });
+            let thief = loom::thread::spawn(move || {
+                let mut got = Vec::new();
+                for _ in 0..2 {
+                    if let Steal::Success(t) = s.steal() {
+                        got.push(t);
+                    }
+                }
+                got
+            });
+            // A switch that costs no preemption, as in the model above: loom reaches a thief
+            // that has taken task 0 and claimed index 1 when the pushes below run.
+            loom::thread::yield_now();
+            for id in 3..5 {
+                w.push(Task {
+                    id,
+                    _token: Arc::clone(&token),
+                });
+            }
+            let thief = thief.join().expect("thief");
+            let mut owner = popped;
+            owner.extend(std::iter::from_fn(|| w.pop()));
+            exactly_once(vec![("owner", owner), ("thief", thief)], 5);
+            drop(w);
+            assert_eq!(Arc::strong_count(&token), 1);
+        },
+    );
+}

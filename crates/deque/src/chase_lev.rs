@@ -37,7 +37,7 @@
 //! | `pop` | load `top` | Relaxed | ordered by the fence |
 //! | `pop` | CAS `top` (last task) | SeqCst / Relaxed | the paper's `compare_exchange_strong(seq_cst, relaxed)`: the single claim that the last task's race turns on |
 //! | `pop` | restore `bottom` | Relaxed | owner-only |
-//! | `pop` | store `read_out` | Relaxed | only the owner reads its own stamp back |
+//! | `pop` (last task, CAS won) | store `read_out` | Relaxed | only the owner reads its own stamp back; a pop of a task that is not the last stamps nothing (its index is pushed again) |
 //! | `steal` | load `top` | Acquire | the paper's acquire load: synchronises with the previous claimer's CAS |
 //! | `steal` | `fence` | **SeqCst** | the paper's `thread_fence(seq_cst)` between the `top` and `bottom` loads; pairs with `pop`'s fence |
 //! | `steal` | load `bottom` | Acquire | synchronises with `push`'s release fence: the slot of index `top` was written |
@@ -59,9 +59,9 @@
 //! lost race never touches the task (no drop, no copy). For that order to be safe, the owner
 //! must not overwrite a slot that a winning thief has not read yet. Each slot therefore
 //! carries a `read_out` stamp: the highest index known to have been read out of it. The
-//! winner of index `t` (a thief, or the owner's pop) stores `t` there after its read, with a
-//! plain Release store; the owner writes index `b` only when the stamp is at least `b - cap`
-//! (the slot's previous occupant has left), and otherwise grows the buffer. A new buffer's
+//! winner of index `t` (a thief, or the owner's pop of the last task) stores `t` there after
+//! its read, with a plain Release store; the owner writes index `b` only when the stamp is at
+//! least `b - cap` (the slot's previous occupant has left), and otherwise grows the buffer. A new buffer's
 //! stamps start as "free" for fresh slots, "read out" for copies of tasks already claimed
 //! when it is published (they can only be read from older buffers), and "not yet" for the
 //! other copies. A thief that read task `t` from a buffer the owner has since replaced also
@@ -140,7 +140,9 @@ impl DequeFamily for ChaseLev {
 struct Slot<T> {
     task: UnsafeCell<MaybeUninit<T>>,
     /// The highest index known to have been read out of this slot (by the thief whose CAS
-    /// won it, or by the owner's pop); for a slot that has held no task of this buffer, a
+    /// won it, or by the owner's pop of the last task: a claim that moves `top` past the
+    /// index, which is then never pushed again; the owner's other pops stamp nothing); for a
+    /// slot that has held no task of this buffer, a
     /// value at least as high as its first index minus `cap`. The owner writes index `b` into
     /// the slot only when `read_out >= b - cap`: the previous occupant has left.
     read_out: AtomicIsize,
@@ -546,7 +548,16 @@ impl<T> Worker<T> {
                 .slot(b)
                 .task
                 .with(|p| unsafe { ptr::read(p).assume_init() });
-            buffer.read_out(b);
+            // SEEDED BUG (chase_lev_pop_stamps_reused_index): the pop stamps index `b`.
+            if lockstep_sync::seeded_bug!("chase_lev_pop_stamps_reused_index") {
+                buffer.read_out(b);
+            }
+            // No read-out stamp here: `bottom` is now `b` again, so the next push reuses
+            // index `b` for another task, and a stamp `b` would then claim that *that* task
+            // had left too. A thief could claim it, be preempted before its read, and the
+            // owner's push of `b + cap` would pass the check and overwrite the unread slot
+            // (a task lost, another returned twice). Only the claim that moves `top` past
+            // `b` (a thief's steal or the owner's last-task CAS below) stamps index `b`.
             return Some(task);
         }
         // The last task: race the thieves for it. take: `compare_exchange_strong(&top, &t,

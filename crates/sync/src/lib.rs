@@ -385,6 +385,10 @@ pub const BUGS: &[(&str, &str)] = &[
         "deque: Chase–Lev push reuses a slot without checking for a thief that claimed it and has not read it yet",
     ),
     (
+        "chase_lev_pop_stamps_reused_index",
+        "deque: Chase–Lev: the owner's pop of a task that is not the last stamps its index as read out, though the next push reuses that index; a thief's claimed, unread task can then be overwritten (one task lost, another run twice)",
+    ),
+    (
         "exit_when_empty",
         "pool: a draining worker exits when the queues look empty, ignoring tasks still running",
     ),

@@ -311,6 +311,11 @@ pub const PLANS: &[BugPlan] = &[
     plan("chase_lev_pop_without_fence", Part::Pool, "loom_deque"),
     plan("chase_lev_relaxed_publish", Part::Pool, "loom_deque"),
     plan("chase_lev_unguarded_slot_reuse", Part::Pool, "loom_deque"),
+    plan(
+        "chase_lev_pop_stamps_reused_index",
+        Part::Pool,
+        "loom_deque",
+    ),
     plan("exit_when_empty", Part::Pool, "model_pool"),
     plan("panic_escapes", Part::Pool, "model_pool"),
     plan("parent_decrement_first", Part::Pool, "model_pool"),
