@@ -19,7 +19,7 @@
 //!   lost dependency in list order), computed here independently, and names a task the
 //!   model holds as failed or cancelled.
 
-use lockstep_contract::{CallbackOutcome, Generation, TaskState};
+use lockstep_contract::{CallbackOutcome, Generation, SubmitOptions, TaskState};
 use lockstep_dag::executor::{ExecEvent, RunOutcome};
 use lockstep_models::dag::SchedulerModel;
 
@@ -65,6 +65,9 @@ impl Body {
 pub struct Case {
     /// `deps[t]`: the dependencies of task `t`, in list order, each of lower index.
     pub deps: Vec<Vec<u32>>,
+    /// `optional[t]`: how many of `deps[t]` (its tail) are optional (SPEC A8); 0 for none.
+    /// Shorter than `deps` means 0 for the rest.
+    pub optional: Vec<usize>,
     /// `bodies[t]`: what task `t` does.
     pub bodies: Vec<Body>,
     /// Tasks cancelled before the run starts.
@@ -72,12 +75,24 @@ pub struct Case {
 }
 
 impl Case {
-    /// The `(id, dependencies)` pairs of the graph, in index order.
-    pub fn tasks(&self) -> impl Iterator<Item = (u32, Vec<u32>)> + '_ {
-        self.deps
-            .iter()
-            .enumerate()
-            .map(|(t, d)| (t as u32, d.clone()))
+    /// The `(id, required dependencies, optional dependencies)` triples of the graph, in
+    /// index order (for `FrozenGraph::with_optional`).
+    pub fn tasks(&self) -> impl Iterator<Item = (u32, Vec<u32>, Vec<u32>)> + '_ {
+        self.deps.iter().enumerate().map(|(t, d)| {
+            let split = d.len() - self.optional_count(t).min(d.len());
+            (t as u32, d[..split].to_vec(), d[split..].to_vec())
+        })
+    }
+
+    /// How many of task `t`'s dependencies are optional.
+    fn optional_count(&self, t: usize) -> usize {
+        self.optional.get(t).copied().unwrap_or(0)
+    }
+
+    /// Task `t`'s required dependencies (the head of its list).
+    fn required(&self, t: usize) -> &[u32] {
+        let d = &self.deps[t];
+        &d[..d.len() - self.optional_count(t).min(d.len())]
     }
 }
 
@@ -90,7 +105,8 @@ fn expected_causes(case: &Case, out: &RunOutcome<u32>) -> Vec<Option<u32>> {
         if out.state(t as u32) != TaskState::Blocked {
             continue;
         }
-        cause[t] = case.deps[t].iter().find_map(|&d| match out.state(d) {
+        // A8: only required dependencies block.
+        cause[t] = case.required(t).iter().find_map(|&d| match out.state(d) {
             TaskState::Failed | TaskState::Cancelled => Some(d),
             TaskState::Blocked => cause[d as usize],
             _ => None,
@@ -107,8 +123,8 @@ pub fn check(case: &Case, out: &RunOutcome<u32>) -> Result<(), String> {
     let n = case.deps.len();
     let history = out.history().ok_or("the run recorded no history")?;
     let mut m: SchedulerModel<u32> = SchedulerModel::new(usize::MAX);
-    for (t, deps) in case.tasks() {
-        m.submit(t, deps)
+    for (t, deps, optional) in case.tasks() {
+        m.submit_with_optional(t, deps, optional, SubmitOptions::default())
             .map_err(|e| format!("model submit {t}: {e}"))?;
     }
     m.start().map_err(|e| format!("model start: {e}"))?;
@@ -181,6 +197,20 @@ pub fn check(case: &Case, out: &RunOutcome<u32>) -> Result<(), String> {
             != (model.state, &model.cancelled_by, &model.error)
         {
             return Err(format!("task {t}: executor {ours:?}, model {model:?}"));
+        }
+        // A8: a task that ran lists exactly the model's misses; the executor lists none for a
+        // cancelled one (docs/semantics.md, "The graph executor"), and neither does a blocked.
+        let ran = matches!(ours.state, TaskState::Succeeded | TaskState::Failed);
+        let want = if ran {
+            model.optional_misses.clone()
+        } else {
+            Vec::new()
+        };
+        if ours.optional_misses != want {
+            return Err(format!(
+                "task {t}: executor misses {:?}, model {:?}",
+                ours.optional_misses, want
+            ));
         }
         if out.cause_index(t) != causes[t as usize] {
             return Err(format!(

@@ -34,7 +34,9 @@ fn case() -> impl Strategy<Value = Case> {
                     } else {
                         proptest::collection::vec(0..t as u32, 0..=4).boxed()
                     };
-                    (deps, body(), proptest::bool::weighted(0.125))
+                    // SPEC A8: a quarter of the tasks make a tail of their list optional.
+                    let optional = prop_oneof![3 => Just(0usize), 1 => 1usize..=4];
+                    (deps, body(), proptest::bool::weighted(0.125), optional)
                 })
                 .collect();
             tasks
@@ -42,16 +44,18 @@ fn case() -> impl Strategy<Value = Case> {
         .prop_map(|tasks| {
             let mut case = Case {
                 deps: Vec::new(),
+                optional: Vec::new(),
                 bodies: Vec::new(),
                 cancelled: Vec::new(),
             };
-            for (t, (mut deps, body, cancel)) in tasks.into_iter().enumerate() {
+            for (t, (mut deps, body, cancel, optional)) in tasks.into_iter().enumerate() {
                 let mut seen = Vec::new();
                 deps.retain(|d| {
                     let fresh = !seen.contains(d);
                     seen.push(*d);
                     fresh
                 });
+                case.optional.push(optional.min(deps.len()));
                 case.deps.push(deps);
                 case.bodies.push(body);
                 if cancel {
@@ -63,7 +67,7 @@ fn case() -> impl Strategy<Value = Case> {
 }
 
 fn run(case: &Case, workers: usize) -> Result<(), String> {
-    let graph = Arc::new(FrozenGraph::new(case.tasks()).map_err(|e| e.to_string())?);
+    let graph = Arc::new(FrozenGraph::with_optional(case.tasks()).map_err(|e| e.to_string())?);
     let pool = Pool::new(workers).map_err(|e| e.to_string())?;
     let bodies = case.bodies.clone();
     let run = GraphRun::record_history(graph, move |ctx| {
@@ -102,6 +106,8 @@ fn generated_cases_cover_every_outcome() {
     use proptest::test_runner::TestRunner;
     let mut runner = TestRunner::deterministic();
     let (mut fail, mut panic, mut cancelled, mut two_lost) = (0, 0, 0, 0);
+    // A8: a task with an optional dependency whose body fails (it must still run).
+    let mut optional_lost = 0;
     for _ in 0..200 {
         let c = case().new_tree(&mut runner).expect("tree").current();
         fail += c.bodies.iter().filter(|b| **b == Body::Fail).count();
@@ -117,9 +123,17 @@ fn generated_cases_cover_every_outcome() {
                     >= 2
             })
             .count();
+        for (t, d) in c.deps.iter().enumerate() {
+            let k = c.optional[t];
+            optional_lost += usize::from(
+                d[d.len() - k..]
+                    .iter()
+                    .any(|&x| c.bodies[x as usize] != Body::Succeed),
+            );
+        }
     }
     println!(
-        "lockstep-stats: cases=200 fail={fail} panic={panic} cancelled={cancelled} two_lost={two_lost}"
+        "lockstep-stats: cases=200 fail={fail} panic={panic} cancelled={cancelled} two_lost={two_lost} optional_lost={optional_lost}"
     );
-    assert!(fail > 0 && panic > 0 && cancelled > 0 && two_lost > 0);
+    assert!(fail > 0 && panic > 0 && cancelled > 0 && two_lost > 0 && optional_lost > 0);
 }

@@ -42,6 +42,7 @@ const PLAN: Plan = Plan::both(10_000, 10_000, 3);
 fn case(deps: &[&[u32]], bodies: &[Body]) -> Case {
     Case {
         deps: deps.iter().map(|d| d.to_vec()).collect(),
+        optional: Vec::new(),
         bodies: bodies.to_vec(),
         cancelled: Vec::new(),
     }
@@ -50,7 +51,7 @@ fn case(deps: &[&[u32]], bodies: &[Body]) -> Case {
 /// Runs `case` on a pool of `workers` with a recorded history and checks it; if `race` is
 /// given, another thread cancels that task while the run goes on.
 fn run_checked(mut case: Case, workers: usize, race: Option<u32>) {
-    let graph = StdArc::new(FrozenGraph::new(case.tasks()).expect("valid graph"));
+    let graph = StdArc::new(FrozenGraph::with_optional(case.tasks()).expect("valid graph"));
     let pool = Pool::new(workers).expect("pool");
     let bodies = case.bodies.clone();
     let run = GraphRun::record_history(graph, move |ctx| {

@@ -102,6 +102,10 @@ pub struct FrozenGraph<K> {
     rev_offsets: Box<[u32]>,
     rev: Box<[u32]>,
     roots: Box<[u32]>,
+    /// SPEC A8 optional edges: `required[t]` is how many of task `t`'s dependencies (the
+    /// head of its list) are required; the rest are optional. `None` when every edge is
+    /// required (graphs built with [`FrozenGraph::new`]).
+    required: Option<Box<[u32]>>,
 }
 
 /// The forward CSR as the cycle search sees it; the submission sequence is the position.
@@ -306,7 +310,63 @@ impl<K: TaskKey> FrozenGraph<K> {
             rev_offsets: rev_offsets.into_boxed_slice(),
             rev: rev.into_boxed_slice(),
             roots,
+            required: None,
         })
+    }
+
+    /// Builds and checks a graph whose tasks also have **optional dependencies** (SPEC A8,
+    /// `docs/semantics.md` "Optional dependencies"), from `(id, dependencies, optional)`
+    /// triples: a task runs once every dependency succeeded and every optional one ended in
+    /// any way (succeeded, failed, blocked or cancelled); a lost optional dependency never
+    /// blocks it and is reported in [`RunOutcome::status`](crate::executor::RunOutcome::status)
+    /// (`optional_misses`).
+    ///
+    /// For everything else a task's list is `dependencies` then `optional`
+    /// ([`dependencies`](Self::dependencies) returns it so, [`required_len`](Self::required_len)
+    /// says where the optional part starts): an id in both is a duplicate, and a cycle
+    /// through an optional edge is a cycle.
+    ///
+    /// ```
+    /// use lockstep_dag::executor::{FrozenGraph, GraphError};
+    ///
+    /// let g = FrozenGraph::with_optional([
+    ///     ("build", vec![], vec![]),
+    ///     ("clean", vec![], vec!["build"]),
+    /// ])?;
+    /// assert_eq!(g.dependencies(1), &[0]);
+    /// assert_eq!((g.required_len(1), g.optional_dependencies(1)), (0, &[0][..]));
+    /// # Ok::<(), GraphError<&str>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`FrozenGraph::new`] over the joined lists.
+    ///
+    /// # Panics
+    /// Never (the id type's own `Hash`/`Eq`/`Clone` aside).
+    ///
+    /// # Complexity
+    /// As [`FrozenGraph::new`], plus one allocation per task for its optional list and 4
+    /// bytes per task for the split (none when no task has an optional dependency).
+    pub fn with_optional<I, D, O>(tasks: I) -> Result<Self, GraphError<K>>
+    where
+        I: IntoIterator<Item = (K, D, O)>,
+        D: IntoIterator<Item = K>,
+        O: IntoIterator<Item = K>,
+    {
+        let mut required: Vec<u32> = Vec::new();
+        let mut any = false;
+        let mut graph = Self::new(tasks.into_iter().map(|(id, deps, optional)| {
+            let deps: Vec<K> = deps.into_iter().collect();
+            let optional: Vec<K> = optional.into_iter().collect();
+            any |= !optional.is_empty();
+            // At most u32::MAX - 1 edges in all (checked by `new`), so this fits.
+            required.push(u32::try_from(deps.len()).unwrap_or(u32::MAX));
+            (id, deps.into_iter().chain(optional))
+        }))?;
+        if any {
+            graph.required = Some(required.into_boxed_slice());
+        }
+        Ok(graph)
     }
 }
 
@@ -346,6 +406,31 @@ impl<K> FrozenGraph<K> {
     pub fn dependencies(&self, t: u32) -> &[u32] {
         let t = t as usize;
         &self.deps[self.dep_offsets[t] as usize..self.dep_offsets[t + 1] as usize]
+    }
+
+    /// How many of task `t`'s dependencies (the head of [`dependencies`](Self::dependencies))
+    /// are required; the others are optional (SPEC A8, [`FrozenGraph::with_optional`]). O(1).
+    ///
+    /// # Panics
+    /// If `t >= len()`.
+    pub fn required_len(&self, t: u32) -> usize {
+        let all = self.dependencies(t).len();
+        self.required
+            .as_ref()
+            .map_or(all, |r| (r[t as usize] as usize).min(all))
+    }
+
+    /// The optional dependencies of task `t` (the tail of its list), in list order. O(1).
+    ///
+    /// # Panics
+    /// If `t >= len()`.
+    pub fn optional_dependencies(&self, t: u32) -> &[u32] {
+        &self.dependencies(t)[self.required_len(t)..]
+    }
+
+    /// True when some task has an optional dependency. O(1).
+    pub fn has_optional(&self) -> bool {
+        self.required.is_some()
     }
 
     /// The tasks that depend on task `t` (its reverse edges), in ascending index. O(1).

@@ -126,7 +126,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc as StdArc;
 
 use lockstep_contract::{
-    BlockCause, CancelReason, Generation, PoolError, TaskKey, TaskState, TaskStatus,
+    BlockCause, CancelReason, Generation, OptionalMiss, PoolError, TaskKey, TaskState, TaskStatus,
 };
 use lockstep_pool::{DequeFamily, Pool, WorkerContext};
 use lockstep_sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, Ordering};
@@ -669,7 +669,16 @@ impl<K: TaskKey> Shared<K> {
     fn first_lost_cause(&self, t: u32) -> Option<u32> {
         // INVARIANT (EXECUTOR.block-with-cause): a task with a lost dependency is blocked
         // with the cause of the first lost one in list order, as the model's.
-        for &d in self.graph.dependencies(t) {
+        // INVARIANT (A8.optional-never-blocks): only the required head of the list can
+        // block; an optional dependency counted down the same way whatever its end.
+        // SEEDED BUG (optional_blocks): optional edges block like required ones.
+        let deps = self.graph.dependencies(t);
+        let deps = if seeded_bug!("optional_blocks") {
+            deps
+        } else {
+            &deps[..self.graph.required_len(t)]
+        };
+        for &d in deps {
             // Relaxed: ordered by the acquire decrement that made this worker the decider.
             let s = self.state[d as usize].load(Ordering::Relaxed);
             if !is_lost(s) {
@@ -924,8 +933,31 @@ impl<K: TaskKey> RunOutcome<K> {
             blocked_by: self.blocked_by(t),
             cancelled_by: self.cancelled_by(t),
             error: self.error(t).map(str::to_owned),
-            optional_misses: Vec::new(),
+            optional_misses: self.optional_misses(t),
         }
+    }
+
+    /// The optional dependencies of task `t` that did not succeed, in list order (SPEC A8),
+    /// listed for a task that ran (succeeded or failed) only: every one of its dependencies
+    /// had ended before it started, so the list is exact. A blocked or cancelled task lists
+    /// none (`docs/semantics.md`, "The graph executor"). O(optional dependencies of `t`).
+    ///
+    /// # Panics
+    /// If `t >= len()`.
+    pub fn optional_misses(&self, t: u32) -> Vec<OptionalMiss<K>> {
+        if !matches!(self.state(t), TaskState::Succeeded | TaskState::Failed) {
+            return Vec::new();
+        }
+        self.graph
+            .optional_dependencies(t)
+            .iter()
+            .filter(|&&d| is_lost(self.state[d as usize]))
+            .map(|&d| OptionalMiss {
+                dependency: self.graph.id(d).clone(),
+                generation: Generation::FIRST,
+                state: self.state(d),
+            })
+            .collect()
     }
 
     /// How many tasks ended in each state. O(V).

@@ -30,7 +30,15 @@ fn check_history(out: &RunOutcome<&'static str>) {
             ExecEvent::Start { task, .. } => {
                 decided[task as usize] += 1;
                 started[task as usize] = true;
-                for &d in g.dependencies(task) {
+                // Every dependency ended; the required ones (SPEC A8) succeeded.
+                for &d in g.optional_dependencies(task) {
+                    assert!(
+                        finished[d as usize].is_some(),
+                        "{} started early",
+                        g.id(task)
+                    );
+                }
+                for &d in &g.dependencies(task)[..g.required_len(task)] {
                     assert_eq!(
                         finished[d as usize],
                         Some(TaskState::Succeeded),
@@ -56,7 +64,7 @@ fn check_history(out: &RunOutcome<&'static str>) {
                 }
                 if state == TaskState::Blocked {
                     assert!(
-                        g.dependencies(task)
+                        g.dependencies(task)[..g.required_len(task)]
                             .iter()
                             .any(|&d| finished[d as usize] != Some(TaskState::Succeeded))
                     );
@@ -238,6 +246,80 @@ fn a_failure_blocks_every_descendant_with_its_cause_and_branches_go_on() {
     }
     assert_eq!(out.error(1), Some("b failed"));
     assert_eq!(out.status(1).error.as_deref(), Some("b failed"));
+}
+
+/// SPEC A8 optional edges on the executor: `clean` follows `build` and `test` whatever they
+/// do and runs after `test` is blocked by `build`'s failure, listing both as misses in list
+/// order; `report` requires `test` (blocked) and lists no miss; `pack` requires `build`'s
+/// sibling `lint` and follows `build`: it runs. A cancelled task's optional waiter runs too.
+#[test]
+fn optional_dependencies_run_after_any_end_and_are_reported() {
+    let g = StdArc::new(
+        FrozenGraph::with_optional([
+            ("build", vec![], vec![]),
+            ("lint", vec![], vec![]),
+            ("test", vec!["build"], vec![]),
+            ("clean", vec![], vec!["build", "test"]),
+            ("report", vec!["test"], vec!["lint"]),
+            ("pack", vec!["lint"], vec!["build"]),
+            ("docs", vec![], vec![]),
+            ("after_docs", vec![], vec!["docs"]),
+        ])
+        .expect("valid graph"),
+    );
+    assert_eq!(g.required_len(3), 0);
+    assert_eq!(g.optional_dependencies(5), &[0]);
+    for workers in 1..=2 {
+        let pool = Pool::new(workers).expect("pool");
+        let run = GraphRun::record_history(StdArc::clone(&g), |ctx| {
+            if *ctx.id() == "build" {
+                Err("compiler error".to_owned())
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!(run.cancel(&"docs"), Ok(RunCancel::Cancelled));
+        run.start(&pool).expect("start");
+        let out = run.wait();
+        check_history(&out);
+        use TaskState::*;
+        let states: Vec<TaskState> = (0..8).map(|t| out.state(t)).collect();
+        assert_eq!(
+            states,
+            [
+                Failed, Succeeded, Blocked, Succeeded, Blocked, Succeeded, Cancelled, Succeeded
+            ]
+        );
+        let miss = |dependency, state| OptionalMiss {
+            dependency,
+            generation: Generation::FIRST,
+            state,
+        };
+        assert_eq!(
+            out.status(3).optional_misses,
+            vec![miss("build", Failed), miss("test", Blocked)]
+        );
+        assert!(out.status(4).optional_misses.is_empty(), "blocked: none");
+        assert_eq!(out.optional_misses(5), vec![miss("build", Failed)]);
+        assert_eq!(out.optional_misses(7), vec![miss("docs", Cancelled)]);
+        assert_eq!(
+            out.blocked_by(4),
+            Some(BlockCause {
+                task: "build",
+                generation: Generation::FIRST,
+                state: Failed
+            })
+        );
+    }
+    // An id in both lists is a duplicate; an optional edge closes a cycle.
+    assert!(matches!(
+        FrozenGraph::with_optional([("a", vec![], vec![]), ("b", vec!["a"], vec!["a"])]),
+        Err(GraphError::DuplicateDependency { .. })
+    ));
+    assert!(matches!(
+        FrozenGraph::with_optional([("a", vec![], vec!["b"]), ("b", vec!["a"], vec![])]),
+        Err(GraphError::Cycles { .. })
+    ));
 }
 
 #[test]
