@@ -421,6 +421,10 @@ pub struct Metrics {
     /// Cycles found in the graph (self-dependencies included): non-zero only with a
     /// `graph_error`.
     pub cycles_found: usize,
+    /// Optional dependencies (`after`, SPEC A8) that did not succeed, summed over the tasks
+    /// that ran after them: each is a failure recorded with the task that ran anyway, never
+    /// dropped (the `optional:` lines of the end report name them).
+    pub optional_misses: usize,
     /// Claims or results refused because another claim owned the version (the fence).
     pub claim_conflicts: usize,
     /// Leases that expired while their task ran (renewal refused).
@@ -452,14 +456,15 @@ impl Metrics {
     /// The `metrics:` line of the end report.
     pub fn line(&self) -> String {
         format!(
-            "metrics: ready-wait {}; run time {}; propagation latency {}; claim conflicts {}, lease expiries {}, duplicate callbacks {}, cycles found {}",
+            "metrics: ready-wait {}; run time {}; propagation latency {}; claim conflicts {}, lease expiries {}, duplicate callbacks {}, cycles found {}, optional misses {}",
             self.ready_wait.text(),
             self.run_time.text(),
             self.propagation_latency.text(),
             self.claim_conflicts,
             self.lease_expiries,
             self.duplicate_callbacks,
-            self.cycles_found
+            self.cycles_found,
+            self.optional_misses
         )
     }
 }

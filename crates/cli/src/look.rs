@@ -238,7 +238,9 @@ pub fn store_log_file_name(index: usize, id: &str, generation: u64) -> String {
 /// allowed retries ` (attempt 3/3, generation 3)`); tasks in other non-terminal states
 /// (`pending: ID`); then one line per cause of cancelled tasks, `cancelled: N task(s) (cause:
 /// Ctrl-C): A, B, ...`, then one per cause of blocked tasks, `blocked: N task(s) (cause: X
-/// failed): A, B, ...`, each listing at most `max_ids` ids ([`crate::run::grouped_lines`]).
+/// failed): A, B, ...`, each listing at most `max_ids` ids ([`crate::run::grouped_lines`]);
+/// last, one line per task that ran without some of its optional dependencies (SPEC A8),
+/// `optional: ID ran without A (failed), B (blocked)`, in the order of `tasks`.
 /// A task whose [`TaskRecord::interrupted`] is set is interrupted whatever its state. O(tasks).
 pub fn report_lines(tasks: &[TaskRecord], max_ids: usize) -> Vec<String> {
     let mut failed = Vec::new();
@@ -246,7 +248,20 @@ pub fn report_lines(tasks: &[TaskRecord], max_ids: usize) -> Vec<String> {
     let mut other = Vec::new();
     let mut cancelled = Vec::new();
     let mut blocked = Vec::new();
+    let mut optional = Vec::new();
     for t in tasks {
+        if !t.optional_misses.is_empty() {
+            let missed: Vec<String> = t
+                .optional_misses
+                .iter()
+                .map(|m| format!("{} ({})", m.dependency, m.state))
+                .collect();
+            optional.push(format!(
+                "optional: {} ran without {}",
+                t.id,
+                missed.join(", ")
+            ));
+        }
         if let Some(how) = &t.interrupted {
             interrupted.push(format!(
                 "interrupted: {} ({how}){}",
@@ -278,6 +293,7 @@ pub fn report_lines(tasks: &[TaskRecord], max_ids: usize) -> Vec<String> {
         max_ids,
     ));
     out.append(&mut crate::run::blocked_lines(blocked, max_ids));
+    out.append(&mut optional);
     out
 }
 

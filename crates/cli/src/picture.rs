@@ -248,6 +248,16 @@ pub fn graph_dot(graph: &TaskGraph, report: &RunReport) -> String {
         for d in &t.deps {
             let _ = writeln!(out, "  {} -> {};", dot_quote(&t.id), dot_quote(d));
         }
+        // Optional dependencies (`after`): dashed, and marked so that the file reads back
+        // with the same kind of edge.
+        for d in &t.after {
+            let _ = writeln!(
+                out,
+                "  {} -> {} [optional=true, style=dashed];",
+                dot_quote(&t.id),
+                dot_quote(d)
+            );
+        }
     }
     out.push_str("}\n");
     out
@@ -319,6 +329,7 @@ mod tests {
             duration: None,
             error: None,
             blocked_by: None,
+            optional_misses: Vec::new(),
             log: None,
             interrupted: None,
             attempt: 1,

@@ -86,7 +86,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use lockstep_contract::{BlockCause, PoolError, SchedulerError, TaskState};
+use lockstep_contract::{BlockCause, OptionalMiss, PoolError, SchedulerError, TaskState};
 use lockstep_dag::TaskScheduler;
 use lockstep_dag::executor::{FrozenGraph, GraphRun, RunOutcome, TaskContext};
 use lockstep_pool::PoolBuilder;
@@ -352,6 +352,9 @@ pub struct TaskRecord {
     pub error: Option<String>,
     /// Why it is blocked: the root failed or cancelled task.
     pub blocked_by: Option<BlockCause<String>>,
+    /// Its optional dependencies (`after`, SPEC A8) that did not succeed, in list order, when
+    /// it ran anyway (empty otherwise).
+    pub optional_misses: Vec<OptionalMiss<String>>,
     /// The file holding its output, when it ran with `--log-dir` and the file was created.
     pub log: Option<PathBuf>,
     /// How it ended, when it was running at Ctrl-C and did not succeed (e.g. `killed by
@@ -578,7 +581,13 @@ fn build(
     for (index, t) in graph.tasks.iter().enumerate() {
         let payload = TaskPayload::of(index, t, &Defaults::default());
         let options = lockstep_contract::SubmitOptions::priority(t.priority.unwrap_or(0));
-        sched.submit_with(t.id.clone(), t.deps.iter().cloned(), payload, options)?;
+        sched.submit_with_optional(
+            t.id.clone(),
+            t.deps.iter().cloned(),
+            t.after.iter().cloned(),
+            payload,
+            options,
+        )?;
         ids.push(t.id.clone());
     }
     Ok((sched, ids))
@@ -725,12 +734,13 @@ fn freeze(graph: &TaskGraph, timings: &mut Timings) -> Result<FrozenGraph<String
         return Err(RunError::Invalid(Box::new(report)));
     }
     let freezing = timings.start("freeze");
-    let frozen = FrozenGraph::new(
-        graph
-            .tasks
-            .iter()
-            .map(|t| (t.id.clone(), t.deps.iter().cloned())),
-    )
+    let frozen = FrozenGraph::with_optional(graph.tasks.iter().map(|t| {
+        (
+            t.id.clone(),
+            t.deps.iter().cloned(),
+            t.after.iter().cloned(),
+        )
+    }))
     .map_err(|e| RunError::Graph(e.to_string()))?;
     timings.end(
         freezing,
@@ -1278,6 +1288,7 @@ fn run_inner(
             state: status.state,
             error: status.error,
             blocked_by: status.blocked_by,
+            optional_misses: status.optional_misses,
             id,
         });
     }
@@ -1384,6 +1395,7 @@ fn run_metrics(
         cancelled: count(TaskState::Cancelled),
         interrupted,
         attempts: spans.len(),
+        optional_misses: tasks.iter().map(|t| t.optional_misses.len()).sum(),
         ..Metrics::default()
     };
     m.set_wall(wall);
@@ -1436,13 +1448,12 @@ pub(crate) fn add_waits(
         let Some(&start) = first_start.get(t.id.as_str()) else {
             continue;
         };
-        if deps == Deps::MaybeElsewhere && t.deps.iter().any(|d| !last_end.contains_key(d.as_str()))
+        if deps == Deps::MaybeElsewhere && t.all_deps().any(|d| !last_end.contains_key(d.as_str()))
         {
             continue;
         }
         let ready = t
-            .deps
-            .iter()
+            .all_deps()
             .filter_map(|d| last_end.get(d.as_str()).copied())
             .max();
         m.ready_wait
@@ -1482,11 +1493,9 @@ pub fn critical_path(
     order: &[String],
     durations: &HashMap<String, Duration>,
 ) -> (Duration, Vec<String>) {
-    let deps: HashMap<&str, &[String]> = graph
-        .tasks
-        .iter()
-        .map(|t| (t.id.as_str(), t.deps.as_slice()))
-        .collect();
+    // Optional dependencies (`after`) are waited for too, so they lie on paths as well.
+    let deps: HashMap<&str, &crate::graph::TaskSpec> =
+        graph.tasks.iter().map(|t| (t.id.as_str(), t)).collect();
     let mut finish: HashMap<&str, (Duration, Option<&str>)> = HashMap::new();
     let mut best: Option<(&str, Duration)> = None;
     for id in order {
@@ -1494,7 +1503,7 @@ pub fn critical_path(
             continue;
         };
         let mut via: Option<(&str, Duration)> = None;
-        for d in deps.get(id.as_str()).copied().unwrap_or(&[]) {
+        for d in deps.get(id.as_str()).into_iter().flat_map(|t| t.all_deps()) {
             if let Some(&(f, _)) = finish.get(d.as_str())
                 && via.is_none_or(|(_, v)| f > v)
             {
@@ -1721,6 +1730,7 @@ mod tests {
             duration: None,
             error: None,
             blocked_by: None,
+            optional_misses: Vec::new(),
             log: None,
             interrupted: None,
             attempt: 1,

@@ -642,6 +642,8 @@ fn records(
                 duration: None,
                 error: s.error.clone(),
                 blocked_by: s.blocked_by.clone(),
+                // Stores keep no optional edges (schema version 1; `run --store` refuses them).
+                optional_misses: Vec::new(),
                 log: logs.get(&(id.as_str(), g)).map(|p| (*p).clone()),
                 interrupted,
                 attempt,

@@ -297,8 +297,7 @@ pub fn unique_tasks(graph: &TaskGraph) -> Vec<(&str, Vec<&str>)> {
         }
         let mut deps_seen = HashSet::new();
         let deps = t
-            .deps
-            .iter()
+            .all_deps()
             .map(String::as_str)
             .filter(|d| deps_seen.insert(*d))
             .collect();
@@ -591,7 +590,7 @@ impl<'a> Interned<'a> {
             }
             first.push(is_first);
             ids.push(id);
-            deps.extend(t.deps.iter().map(|d| intern(d)));
+            deps.extend(t.all_deps().map(|d| intern(d)));
             ends.push(deps.len());
         }
         let names = interner.names;
@@ -666,7 +665,7 @@ fn duplicates(
             d.lines.extend(task.line);
         }
         let stamp = t as u32 + 1;
-        for (&d, name) in g.deps_of(t).iter().zip(&task.deps) {
+        for (&d, name) in g.deps_of(t).iter().zip(task.all_deps()) {
             if seen[d as usize] != stamp {
                 seen[d as usize] = stamp;
             } else if reported[d as usize] != stamp {

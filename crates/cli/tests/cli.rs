@@ -2829,3 +2829,165 @@ fn run_and_store_run_refuse_a_priority_they_cannot_honour() {
     lockstep().arg("run").arg(&zero).assert().code(0);
     assert!(marker.exists());
 }
+
+/// `examples/optional.toml` (SPEC A8 optional edges, `after`): the failing tests block the
+/// package (a required edge) but not the report or the clean-up (optional edges), which run,
+/// really, after everything they follow ended, and the end report names what each ran
+/// without, in list order. With a store the file is refused before a store exists.
+#[test]
+fn optional_dependencies_run_after_a_failure_and_are_named() {
+    let out = lockstep()
+        .args(["run", "-j", "2"])
+        .arg(example("optional.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout_of(&out);
+    assert!(text.contains("ok      test-report"), "{text}");
+    assert!(text.contains("ok      clean-up"), "{text}");
+    assert_eq!(
+        lines_starting(&text, "optional: "),
+        [
+            "optional: test-report ran without unit-tests (failed)",
+            "optional: clean-up ran without unit-tests (failed), package (blocked)",
+        ]
+    );
+    assert_eq!(
+        lines_starting(&text, "blocked: "),
+        ["blocked: 1 task(s) (cause: unit-tests failed): package"]
+    );
+    // clean-up is the last to start: after everything it follows ended.
+    let starts: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("ok ") || l.starts_with("FAILED "))
+        .map(|l| l.split_whitespace().nth(1).unwrap().trim_end_matches(':'))
+        .collect();
+    assert_eq!(starts.last(), Some(&"clean-up"), "{text}");
+    assert!(
+        starts.iter().position(|&t| t == "unit-tests")
+            < starts.iter().position(|&t| t == "test-report"),
+        "{text}"
+    );
+}
+
+/// Optional edges with real processes: the follower starts only after the command it follows
+/// exited (a marker the failing command writes before it exits is there), also when that
+/// command fails; `--events` counts the misses in its metrics; `--graph-out` draws the edge
+/// dashed, and the file reads back with an optional edge.
+#[test]
+fn an_optional_dependency_is_waited_for_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("first-done");
+    let seen = dir.path().join("seen");
+    let file = write(
+        dir.path(),
+        "o.toml",
+        &format!(
+            "[[task]]\nid = \"first\"\ncommand = \"sleep 0.3; touch {m}; exit 4\"\n\
+             [[task]]\nid = \"then\"\ncommand = \"test -e {m} && touch {s}\"\nafter = [\"first\"]\n",
+            m = marker.display(),
+            s = seen.display()
+        ),
+    );
+    let events = dir.path().join("e.jsonl");
+    let picture = dir.path().join("g.dot");
+    let out = lockstep()
+        .args(["run", "-j", "2"])
+        .arg(&file)
+        .arg("--events")
+        .arg(&events)
+        .arg("--graph-out")
+        .arg(&picture)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
+    assert!(seen.exists(), "`then` ran after `first` exited");
+    let text = stdout_of(&out);
+    assert!(
+        text.contains("optional: then ran without first (failed)"),
+        "{text}"
+    );
+    assert!(text.contains("optional misses 1"), "{text}");
+    let last = std::fs::read_to_string(&events).unwrap();
+    let metrics: serde_json::Value = serde_json::from_str(last.lines().last().unwrap()).unwrap();
+    assert_eq!(metrics["event"], "metrics");
+    assert_eq!(metrics["optional_misses"], 1);
+    let dot = std::fs::read_to_string(&picture).unwrap();
+    assert!(
+        dot.contains("\"then\" -> \"first\" [optional=true, style=dashed];"),
+        "{dot}"
+    );
+    // Read back: `then` still runs after `first` fails (optional), so exit 1 with `then` ok.
+    std::fs::remove_file(&seen).unwrap();
+    std::fs::remove_file(&marker).unwrap();
+    let back = lockstep().args(["run"]).arg(&picture).output().unwrap();
+    assert_eq!(back.status.code(), Some(0), "{}", stdout_of(&back));
+}
+
+/// An id in both `deps` and `after` is a duplicate dependency, an optional edge can close a
+/// cycle, a bad DOT `optional` value is a reader error naming the edge, and `run --store`
+/// refuses optional edges (exit 2) before creating a store or running anything.
+#[test]
+fn optional_edges_are_checked_like_any_other_and_refused_by_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    let dup = write(
+        dir.path(),
+        "dup.toml",
+        "[[task]]\nid = \"a\"\n[[task]]\nid = \"b\"\ndeps = [\"a\"]\nafter = [\"a\"]\n",
+    );
+    lockstep()
+        .arg("check")
+        .arg(&dup)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(
+            "duplicate dependency: b lists a more than once",
+        ));
+    let cyc = write(
+        dir.path(),
+        "cyc.toml",
+        "[[task]]\nid = \"a\"\nafter = [\"b\"]\n[[task]]\nid = \"b\"\ndeps = [\"a\"]\n",
+    );
+    lockstep()
+        .arg("check")
+        .arg(&cyc)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("cycle: a -> b -> a"));
+    let bad = write(
+        dir.path(),
+        "bad.dot",
+        "digraph { a -> b [optional=maybe]; }",
+    );
+    lockstep()
+        .arg("check")
+        .arg(&bad)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "edge \"a\" -> \"b\": optional=\"maybe\" must be true or false",
+        ));
+    let marker = dir.path().join("ran");
+    let file = write(
+        dir.path(),
+        "o.toml",
+        &format!(
+            "[[task]]\nid = \"a\"\ncommand = \"touch {}\"\n[[task]]\nid = \"b\"\nafter = [\"a\"]\n",
+            marker.display()
+        ),
+    );
+    let store = dir.path().join("s.lockstep");
+    lockstep()
+        .arg("run")
+        .arg(&file)
+        .arg("--store")
+        .arg(format!("sqlite:{}", store.display()))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "error: task \"b\" (line 5) has optional dependencies (after = [\"a\"]), which \
+             `lockstep run --store` cannot run yet",
+        ));
+    assert!(!store.exists(), "no store was created");
+    assert!(!marker.exists(), "nothing ran");
+}

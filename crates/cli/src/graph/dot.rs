@@ -21,6 +21,11 @@
 //!   can be given one); other attributes (`label`, `shape`, ...) are ignored;
 //! * quoted ids lose their quotes, `\"` becomes `"` and a backslash-newline is removed;
 //!   HTML ids (`<...>`) are kept verbatim;
+//! * an edge with `optional=true` (or under `edge [optional=true]`) is an **optional**
+//!   dependency (a task file's `after`, SPEC A8): the tail runs once the head has ended,
+//!   whatever its state; `optional=false` is the default, a required edge; any other value
+//!   is refused ([`ReadError::DotEdgeAttribute`]). Parallel edges of both kinds merge into
+//!   one required dependency;
 //! * edges can be left out by attribute: `--exclude-edges KEY=VALUE` (repeatable) drops
 //!   every edge whose attribute KEY equals VALUE;
 //! * undirected graphs (`graph { a -- b }`) are refused: they name no direction.
@@ -178,13 +183,23 @@ pub fn parse_general(text: &str, path: &Path, opts: &DotOptions) -> Result<TaskG
         filters,
         nodes: Vec::new(),
         index: HashMap::new(),
-        seen_edges: HashSet::new(),
+        seen_edges: HashMap::new(),
+        bad_optional: None,
     };
     let root = Scope::default();
     b.body(&stmts, &root);
 
     for ((m, why), n) in b.filters.iter().zip(&b.excluded) {
         notes.push(format!("left out {n} edge(s) with {m} ({why})"));
+    }
+    if let Some((tail, head, value)) = b.bad_optional.take() {
+        return Err(ReadError::DotEdgeAttribute {
+            path: path.to_path_buf(),
+            tail,
+            head,
+            key: "optional".into(),
+            value,
+        });
     }
     // A NUL cannot be passed to a process: refuse it here, not when the task runs.
     for n in &b.nodes {
@@ -207,6 +222,7 @@ pub fn parse_general(text: &str, path: &Path, opts: &DotOptions) -> Result<TaskG
             cwd_as_written: n.attrs.get("cwd").map(PathBuf::from),
             id: n.id,
             deps: n.deps,
+            after: n.after,
             env: BTreeMap::new(),
             ..TaskSpec::default()
         })
@@ -611,6 +627,8 @@ struct NodeInfo {
     id: String,
     attrs: BTreeMap<String, String>,
     deps: Vec<String>,
+    /// Optional dependencies (`optional=true` edges).
+    after: Vec<String>,
 }
 
 struct Builder {
@@ -618,7 +636,11 @@ struct Builder {
     excluded: Vec<usize>,
     nodes: Vec<NodeInfo>,
     index: HashMap<String, usize>,
-    seen_edges: HashSet<(usize, usize)>,
+    /// Every edge added, and whether it is (still) optional.
+    seen_edges: HashMap<(usize, usize), bool>,
+    /// The first edge whose `optional` attribute is neither `true` nor `false`: (tail, head,
+    /// value).
+    bad_optional: Option<(String, String, String)>,
 }
 
 impl Builder {
@@ -633,6 +655,7 @@ impl Builder {
             id: name.clone(),
             attrs: scope.node_defaults.iter().cloned().collect(),
             deps: Vec::new(),
+            after: Vec::new(),
         });
         self.index.insert(name, i);
         i
@@ -702,6 +725,11 @@ impl Builder {
             EdgeTy::Pair(a, b) => vec![self.vertex(a, scope), self.vertex(b, scope)],
             EdgeTy::Chain(vs) => vs.iter().map(|v| self.vertex(v, scope)).collect(),
         };
+        let optional = match attrs.get("optional").map(String::as_str) {
+            None | Some("false") => Some(false),
+            Some("true") => Some(true),
+            Some(_) => None,
+        };
         for pair in ends.windows(2) {
             let (tails, heads) = (&pair[0], &pair[1]);
             if let Some(f) = excluded_by {
@@ -710,9 +738,33 @@ impl Builder {
             }
             for &t in tails {
                 for &h in heads {
-                    if self.seen_edges.insert((t, h)) {
-                        let dep = self.nodes[h].id.clone();
-                        self.nodes[t].deps.push(dep);
+                    let Some(optional) = optional else {
+                        if self.bad_optional.is_none() {
+                            self.bad_optional = Some((
+                                self.nodes[t].id.clone(),
+                                self.nodes[h].id.clone(),
+                                attrs.get("optional").cloned().unwrap_or_default(),
+                            ));
+                        }
+                        continue;
+                    };
+                    let dep = self.nodes[h].id.clone();
+                    match self.seen_edges.get(&(t, h)).copied() {
+                        None => {
+                            self.seen_edges.insert((t, h), optional);
+                            if optional {
+                                self.nodes[t].after.push(dep);
+                            } else {
+                                self.nodes[t].deps.push(dep);
+                            }
+                        }
+                        // A required edge parallel to an optional one: the edge is required.
+                        Some(true) if !optional => {
+                            self.seen_edges.insert((t, h), false);
+                            self.nodes[t].after.retain(|d| *d != dep);
+                            self.nodes[t].deps.push(dep);
+                        }
+                        Some(_) => {}
                     }
                 }
             }

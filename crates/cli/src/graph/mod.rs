@@ -40,8 +40,14 @@ pub struct TaskSpec {
     pub id: String,
     /// The shell command (`sh -c COMMAND`), or `None` for a task that only orders others.
     pub command: Option<String>,
-    /// The ids this task depends on, in the file's order.
+    /// The ids this task depends on, in the file's order (required: each must succeed).
     pub deps: Vec<String>,
+    /// The ids this task runs after whatever they do (a task file's `after`, a DOT edge with
+    /// `optional=true`; SPEC A8 optional edges): each must end, in any state, before the task
+    /// runs, and one that fails, is blocked or is cancelled never blocks it (it is reported
+    /// with the task instead). For validation, cycles and targets they are dependencies like
+    /// the others, after `deps` ([`TaskSpec::all_deps`]).
+    pub after: Vec<String>,
     /// The working directory of the command. Relative paths in a task file are resolved
     /// against the directory of that file when it is read, so this is either absolute or
     /// relative to the directory `lockstep` was started in. `None`: inherit.
@@ -69,6 +75,12 @@ pub struct TaskSpec {
 }
 
 impl TaskSpec {
+    /// Every dependency, required then optional (`deps` then `after`): the list that
+    /// validation, cycle reports and targets follow. O(1) to create.
+    pub fn all_deps(&self) -> impl Iterator<Item = &String> {
+        self.deps.iter().chain(&self.after)
+    }
+
     /// A task with an id and dependencies and nothing else.
     pub fn new(id: impl Into<String>, deps: impl IntoIterator<Item = impl Into<String>>) -> Self {
         TaskSpec {
@@ -104,6 +116,25 @@ pub fn unsupported_priority(graph: &TaskGraph, how: &str) -> Option<String> {
     ))
 }
 
+/// Why `lockstep run --store` cannot run `graph`'s optional dependencies, or `None` when no
+/// task has one (SPEC A8, `docs/semantics.md` "Optional dependencies in task files"). The
+/// message names the first such task (file order) with its line and what to do instead. O(V).
+pub fn unsupported_optional(graph: &TaskGraph) -> Option<String> {
+    let task = graph.tasks.iter().find(|t| !t.after.is_empty())?;
+    let line = task
+        .line
+        .map_or_else(String::new, |l| format!(" (line {l})"));
+    Some(format!(
+        "task {:?}{line} has optional dependencies (after = [{}]), which `lockstep run --store` cannot run yet: durable stores keep one kind of edge (that needs store schema version 2); run it without --store, or make them deps (docs/semantics.md, \"Optional dependencies in task files\")",
+        task.id,
+        task.after
+            .iter()
+            .map(|d| format!("{d:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
 /// A task graph: tasks in the order the file defines them.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TaskGraph {
@@ -118,37 +149,46 @@ pub struct TaskGraph {
 impl TaskGraph {
     /// The number of dependency edges (sum of the dependency list lengths).
     pub fn edge_count(&self) -> usize {
-        self.tasks.iter().map(|t| t.deps.len()).sum()
+        self.tasks
+            .iter()
+            .map(|t| t.deps.len() + t.after.len())
+            .sum()
     }
 
-    /// Flips every edge: afterwards B depends on A wherever A depended on B. Task order is
-    /// kept; each new dependency list is in the order of the original dependents. O(V + E).
+    /// Flips every edge: afterwards B depends on A wherever A depended on B, an optional
+    /// edge staying optional (B runs after A whatever A does). Task order is kept; each new
+    /// dependency list is in the order of the original dependents. O(V + E).
     pub fn reverse(&mut self) {
-        let mut reversed: HashMap<&str, Vec<String>> = HashMap::new();
+        // (required, optional) flipped edges per id.
+        type Flipped = (Vec<String>, Vec<String>);
+        let mut reversed: HashMap<&str, Flipped> = HashMap::new();
         for task in &self.tasks {
             for dep in &task.deps {
-                reversed
-                    .entry(dep.as_str())
-                    .or_default()
-                    .push(task.id.clone());
+                let entry = reversed.entry(dep.as_str()).or_default();
+                entry.0.push(task.id.clone());
+            }
+            for dep in &task.after {
+                let entry = reversed.entry(dep.as_str()).or_default();
+                entry.1.push(task.id.clone());
             }
         }
-        let mut new_deps: Vec<Vec<String>> = Vec::with_capacity(self.tasks.len());
+        let mut new_deps: Vec<Flipped> = Vec::with_capacity(self.tasks.len());
         let mut taken: HashSet<&str> = HashSet::new();
         for task in &self.tasks {
             // A repeated id (an invalid graph, reported later) gets the edges once.
             if taken.insert(task.id.as_str()) {
                 new_deps.push(reversed.remove(task.id.as_str()).unwrap_or_default());
             } else {
-                new_deps.push(Vec::new());
+                new_deps.push(Flipped::default());
             }
         }
         // An edge to an id that is not a task (an unknown dependency) has no task to hang
         // the flipped edge on; adding a task for it would invent work, so it is dropped and
         // the number dropped is noted.
-        let dangling: usize = reversed.values().map(Vec::len).sum();
-        for (task, deps) in self.tasks.iter_mut().zip(new_deps) {
+        let dangling: usize = reversed.values().map(|(r, o)| r.len() + o.len()).sum();
+        for (task, (deps, after)) in self.tasks.iter_mut().zip(new_deps) {
             task.deps = deps;
+            task.after = after;
         }
         if dangling > 0 {
             self.notes.push(format!(
@@ -179,6 +219,7 @@ impl TaskGraph {
         self.tasks.retain(|t| !drop.contains(t.id.as_str()));
         for task in &mut self.tasks {
             task.deps.retain(|d| !drop.contains(d.as_str()));
+            task.after.retain(|d| !drop.contains(d.as_str()));
         }
         self.notes.push(format!(
             "--exclude-task: removed {} task(s) and {} edge(s)",
@@ -192,6 +233,8 @@ impl TaskGraph {
 impl TaskGraph {
     /// Keeps only the named targets and every task they depend on, directly or through
     /// others (`lockstep run FILE TARGET...`, as `make TARGET`); the other tasks are removed.
+    /// Optional dependencies (`after`) are followed like required ones, as make builds
+    /// order-only prerequisites: a target that runs after a task brings that task along.
     /// Returns the number of tasks removed. An empty `targets` keeps everything.
     ///
     /// Shapes: the kept tasks stay in file order with their ids, dependency lists and every
@@ -240,7 +283,8 @@ impl TaskGraph {
             for &i in positions {
                 if !keep[i] {
                     keep[i] = true;
-                    stack.extend(self.tasks[i].deps.iter().map(String::as_str));
+                    // An optional dependency is followed too: the target runs after it.
+                    stack.extend(self.tasks[i].all_deps().map(String::as_str));
                 }
             }
         }
@@ -489,6 +533,24 @@ pub enum ReadError {
         task: String,
         /// `command` or `cwd`.
         field: String,
+    },
+    /// A DOT edge attribute the reader gives a meaning to has a value it does not accept:
+    /// `optional` must be `true` or `false`.
+    #[error(
+        "{}: edge {tail:?} -> {head:?}: {key}={value:?} must be true or false",
+        path.display()
+    )]
+    DotEdgeAttribute {
+        /// The file.
+        path: PathBuf,
+        /// The edge's tail (the task that depends).
+        tail: String,
+        /// The edge's head (its dependency).
+        head: String,
+        /// The attribute.
+        key: String,
+        /// The value given.
+        value: String,
     },
     /// Subgraphs nest deeper than the reader allows.
     #[error(

@@ -9,6 +9,7 @@
 //! id = "build"
 //! command = "make"
 //! deps = ["fetch"]                   # optional: ids this task needs, each at most once
+//! after = ["lint"]                   # optional: ids it runs after, whatever they do
 //! cwd = "src"                        # optional: relative to this file's directory
 //! env = { CFLAGS = "-O2" }           # optional: added to the inherited environment
 //! retries = 2                        # optional: run again after a failure, at most 2 more times
@@ -30,6 +31,9 @@
 //! A task without `command` succeeds as soon as it runs (it only orders others). Strings
 //! that reach a process (`command`, `cwd`, `env` names and values) may not contain NUL, and
 //! `env` names may not be empty or contain `=`: the reader refuses them with their position.
+//! `after` lists optional dependencies (SPEC A8): the task runs once each has ended, in any
+//! state, and one that fails, is blocked or is cancelled never blocks it (the run reports it
+//! with the task). An id in both `deps` and `after` is a duplicate dependency.
 //! Duplicate ids and duplicate dependencies are not reader errors: the graph keeps them
 //! and `lockstep check` reports every one with its line.
 
@@ -59,6 +63,8 @@ struct RawTask {
     command: Option<Spanned<String>>,
     #[serde(default)]
     deps: Vec<String>,
+    #[serde(default)]
+    after: Vec<String>,
     #[serde(default)]
     cwd: Option<Spanned<PathBuf>>,
     #[serde(default)]
@@ -252,6 +258,7 @@ pub fn parse(text: &str, path: &Path) -> Result<TaskGraph, ReadError> {
             id,
             command: raw.command.map(Spanned::into_inner),
             deps: raw.deps,
+            after: raw.after,
             cwd_as_written: raw.cwd.as_ref().map(|c| c.get_ref().clone()),
             cwd: raw.cwd.map(|c| base.join(c.into_inner())),
             env,
