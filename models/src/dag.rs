@@ -431,6 +431,102 @@ impl<K: TaskKey> SchedulerModel<K> {
         Ok(generation)
     }
 
+    /// Adds the required dependency `dep` to the current version of `id`, which must be
+    /// **pending** (SPEC A8 dynamic dependencies, `docs/semantics.md` "Dynamic
+    /// dependencies"). The edge joins the version's list at the end of its required part
+    /// (before any optional dependency); generation and submission sequence stay. `dep` is
+    /// judged at once, as at submission (A5 snapshot): succeeded, nothing to wait for; lost
+    /// (failed, cancelled, blocked), the version is blocked with its root cause, and so,
+    /// transitively, is every version waiting on it; otherwise the version waits on it too.
+    /// Returns the versions this made blocked (the version itself included) and ready.
+    ///
+    /// # Errors
+    /// Checked in this order; a refused call changes nothing:
+    /// 1. [`SchedulerError::Closed`] after `close()`;
+    /// 2. [`SchedulerError::UnknownTask`]: `id` was never submitted;
+    /// 3. [`SchedulerError::NotPending`]: its current version is ready, running or terminal;
+    /// 4. [`SchedulerError::DuplicateDependency`]: `dep` is already in its list (either part);
+    /// 5. only once started: [`SchedulerError::UnknownDependency`] for a `dep` never
+    ///    submitted, then [`SchedulerError::Cycles`] if the edge would close a cycle (canonical
+    ///    form over the graph with the edge added). Before start, as with `submit`, both are
+    ///    left to `start`.
+    ///
+    /// Complexity O(V + E).
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (A8.dynamic-edge-pending).
+    pub fn add_dependency(&mut self, id: &K, dep: K) -> Result<Effect, SchedulerError<K>> {
+        // A6: a closed scheduler changes no graph.
+        if self.closed {
+            return Err(SchedulerError::Closed);
+        }
+        let v = self
+            .tasks
+            .get(id)
+            .ok_or_else(|| SchedulerError::UnknownTask { id: id.clone() })?;
+        // A8: only a pending version may gain a dependency: a ready one could be claimed
+        // between the caller's look and this call, a running one already runs.
+        if v.state != TaskState::Pending {
+            return Err(SchedulerError::NotPending {
+                id: id.clone(),
+                generation: v.generation,
+                state: v.state,
+            });
+        }
+        // A3: no dependency twice, across both parts of the list.
+        if v.deps.contains(&dep) {
+            return Err(SchedulerError::DuplicateDependency {
+                task: id.clone(),
+                dependency: dep,
+            });
+        }
+        let mut deps = v.deps.clone();
+        deps.insert(v.optional_from, dep.clone());
+        // A3 after start: known ids only, and the graph stays acyclic.
+        if self.started {
+            if !self.tasks.contains_key(&dep) {
+                return Err(SchedulerError::UnknownDependency {
+                    missing: vec![MissingDependency {
+                        task: id.clone(),
+                        dependency: dep,
+                    }],
+                });
+            }
+            let mut graph = self.graph();
+            for node in &mut graph {
+                if node.id == *id {
+                    node.deps = deps.clone();
+                }
+            }
+            let cycles = canonical_cycles(&graph);
+            if !cycles.is_empty() {
+                return Err(SchedulerError::Cycles { cycles });
+            }
+        }
+        // Accepted: the snapshot of `dep` now, as at submission.
+        let judged = self.tasks.get(&dep).map(|d| (d.state, d.loss_cause(&dep)));
+        let v = self.tasks.get_mut(id).expect("checked above");
+        v.deps = deps;
+        v.optional_from += 1;
+        match judged {
+            Some((TaskState::Succeeded, _)) => Ok(Effect::default()),
+            Some((_, Some(cause))) => {
+                v.state = TaskState::Blocked;
+                v.blocked_by = Some(cause.clone());
+                v.waiting_on.clear();
+                let (blocked, ready) = self.block_waiters_of(id, &cause);
+                Ok(Effect {
+                    ready,
+                    blocked: blocked + 1,
+                })
+            }
+            // Pending, ready, running, or not yet submitted (before start): wait on it.
+            _ => {
+                v.waiting_on.push(dep);
+                Ok(Effect::default())
+            }
+        }
+    }
+
     // ------------------------------------------------------------------------------------
     // Start and validation
     // ------------------------------------------------------------------------------------

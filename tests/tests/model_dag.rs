@@ -53,6 +53,8 @@ enum Op<K> {
     /// `submit_with_optional(id, deps, optional, SubmitOptions::default())` on both sides
     /// (SPEC A8 optional edges).
     SubmitOptional(K, Vec<K>, Vec<K>),
+    /// `add_dependency(id, dep)` on both sides (SPEC A8 dynamic dependencies).
+    AddDependency(K, K),
     Start,
     Check,
     Ready,
@@ -89,6 +91,7 @@ enum Output<K: TaskKey> {
     Callback(Result<CallbackOutcome, SchedulerError<K>>),
     Cancel(Result<CancelOutcome, SchedulerError<K>>),
     Close(CloseReport),
+    AddDependency(Result<Effect, SchedulerError<K>>),
     SubmitBatch(BatchResult<Vec<Generation>, K>),
     /// `(applied, duplicates, summed effect)` of the applied prefix.
     CompleteBatch(BatchResult<(usize, usize, Effect), K>),
@@ -108,6 +111,7 @@ fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &Op<K>) -> Output<K> {
             optional.clone(),
             SubmitOptions::default(),
         )),
+        Op::AddDependency(id, dep) => Output::AddDependency(m.add_dependency(id, dep.clone())),
         Op::Start => Output::Start(m.start()),
         Op::Check => Output::Check(m.check()),
         Op::Ready => Output::Claims(m.ready()),
@@ -188,6 +192,7 @@ impl<K: TaskKey> Sut<K> {
                 (),
                 SubmitOptions::default(),
             )),
+            Op::AddDependency(id, dep) => Output::AddDependency(s.add_dependency(id, dep.clone())),
             Op::Start => Output::Start(s.start()),
             Op::Check => Output::Check(s.check()),
             Op::Ready => Output::Claims(self.claims(s.ready())),
@@ -344,6 +349,9 @@ fn rules_of<K>(op: &Op<K>) -> &'static str {
         Op::SubmitWith(..) => {
             "A8.priority-fixed, A2.no-silent-replace, A2.no-auto-retry, \
              A3.duplicate-dependency, A3.frozen-after-start, A5.snapshot"
+        }
+        Op::AddDependency(..) => {
+            "A8.dynamic-edge-pending, A3.duplicate-dependency, A3.frozen-after-start, A5.snapshot"
         }
         Op::SubmitOptional(..) => {
             "A8.optional-never-blocks, A2.no-silent-replace, A2.no-auto-retry, \
@@ -629,6 +637,24 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
                 })
                 .boxed()
         };
+        // SPEC A8 dynamic dependencies: mostly on a pending version (the accepted case),
+        // sometimes on any id (refusals: not pending, unknown), the dependency any id of the
+        // pool or the ghost (duplicates, unknown, cycles, self-loops).
+        let add_dependency = {
+            let pending: Vec<P::K> = snapshot
+                .iter()
+                .filter(|(_, st)| st.state == TaskState::Pending)
+                .map(|(id, _)| id.clone())
+                .collect();
+            let target = if pending.is_empty() {
+                any_id.clone()
+            } else {
+                weighted(vec![(3, select(pending).boxed()), (1, any_id.clone())])
+            };
+            (target, any_id.clone())
+                .prop_map(|(id, dep)| Op::AddDependency(id, dep))
+                .boxed()
+        };
         let resubmit = if known.is_empty() {
             submit.clone()
         } else {
@@ -687,9 +713,9 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
         // The batch forms (11th to 13th) are generated from the same pieces: one to three
         // submissions, a claim into the reused buffer, one to three completions; the 14th
         // is a submission with a priority, the 15th the fused `complete_and_claim`, the 16th a
-        // submission with optional dependencies.
+        // submission with optional dependencies, the 17th `add_dependency`.
         let weights = if m.is_started() {
-            [12, 16, 2, 3, 20, 12, 28, 12, 8, 1, 3, 6, 8, 0, 8, 8]
+            [12, 16, 2, 3, 20, 12, 28, 12, 8, 1, 3, 6, 8, 0, 8, 8, 4]
         } else {
             [
                 32,
@@ -708,6 +734,7 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
                 0,
                 k,
                 16,
+                k,
             ]
         };
         // Submissions with a priority take about a third of the submissions (only in runs
@@ -776,6 +803,7 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
             with_priority,
             complete_and_claim,
             with_optional,
+            add_dependency,
         ];
         weighted(
             weights
@@ -1392,14 +1420,112 @@ fn optional_sequences_agree_and_follow_the_rule() {
     );
 }
 
-/// The generators are not vacuous: over a fixed-seed sample of sequences, every state, every
+/// Dynamic dependencies (SPEC A8) at the edges of the rule: accepted on a pending version
+/// and waited for; judged at once against a dependency already lost (the version and its
+/// waiters blocked, counted) or already succeeded (nothing to wait for); refused on ready,
+/// running and terminal versions, for a duplicate (also of an optional dependency), for an
+/// unknown id after start, and when it would close a cycle (canonical cycle); inserted before
+/// the optional tail.
+#[test]
+fn add_dependency_sequences_agree_and_follow_the_rule() {
+    use lockstep_contract::{Cycle, TaskState};
+    let add = |id: &str, dep: &str| Op::AddDependency(s(id), s(dep));
+    let ops = vec![
+        Op::Submit(s("a"), vec![]),
+        Op::Submit(s("b"), vec![s("a")]),
+        Op::Submit(s("c"), vec![s("b")]),
+        Op::SubmitOptional(s("x"), vec![s("a")], vec![s("c")]),
+        Op::Submit(s("f"), vec![]),
+        Op::Ready, // a and f run (capacity 2)
+        add("b", "f"),
+        add("a", "f"),
+        add("c", "b"),
+        add("x", "c"),
+        add("c", "ghost"),
+        add("a", "x"),
+        add("b", "c"),
+        Op::Fail(s("f"), g(1), "boom"),
+        add("x", "f"),
+        Op::Complete(s("a"), g(1)),
+        add("y", "a"),
+    ];
+    let outs = agree(2, &ops);
+    let refused = |o: &Output<String>| match o {
+        Output::AddDependency(Err(e)) => Some(e.clone()),
+        _ => None,
+    };
+    assert_eq!(outs[6], Output::AddDependency(Ok(Effect::default())));
+    assert!(matches!(
+        refused(&outs[7]),
+        Some(SchedulerError::NotPending {
+            state: TaskState::Running,
+            ..
+        })
+    ));
+    assert!(matches!(
+        refused(&outs[8]),
+        Some(SchedulerError::DuplicateDependency { .. })
+    ));
+    assert!(matches!(
+        refused(&outs[9]),
+        Some(SchedulerError::DuplicateDependency { .. })
+    ));
+    assert!(matches!(
+        refused(&outs[10]),
+        Some(SchedulerError::UnknownDependency { .. })
+    ));
+    assert!(matches!(
+        refused(&outs[11]),
+        Some(SchedulerError::NotPending { .. })
+    ));
+    assert_eq!(
+        refused(&outs[12]),
+        Some(SchedulerError::Cycles {
+            cycles: vec![Cycle {
+                path: vec![s("b"), s("c"), s("b")]
+            }]
+        })
+    );
+    // f failed: b (waiting on f) and c (on b) are blocked; x holds c as optional.
+    assert_eq!(
+        outs[13],
+        Output::Callback(Ok(CallbackOutcome::Applied(Effect {
+            ready: 0,
+            blocked: 2
+        })))
+    );
+    // x still waits on a: adding the failed f blocks it at once (itself, counted).
+    assert_eq!(
+        outs[14],
+        Output::AddDependency(Ok(Effect {
+            ready: 0,
+            blocked: 1
+        }))
+    );
+    assert!(matches!(
+        refused(&outs[16]),
+        Some(SchedulerError::UnknownTask { .. })
+    ));
+    // The edge joins the required part: x's list is a, f, then the optional c.
+    let mut m = SchedulerModel::new(2);
+    for op in &ops {
+        apply_model(&mut m, op);
+    }
+    assert_eq!(
+        m.check().cycles,
+        vec![],
+        "the graph stayed acyclic after the refusals"
+    );
+}
+
+/// The generators are not vacuous: over a fixed-seed sample of sequences, every state, every/// The generators are not vacuous: over a fixed-seed sample of sequences, every state, every
 /// kind of error and every kind of outcome is reached by the model.
 #[test]
 fn generated_sequences_cover_every_state_error_and_outcome() {
     let mut runner = TestRunner::deterministic();
     let strategy = DagMachine::<SmallPool>::sequential_strategy(1..40);
     let mut seen: HashSet<String> = HashSet::new();
-    for _ in 0..300 {
+    for _ in 0..500 {
         let (mut state, ops, _) = strategy
             .new_tree(&mut runner)
             .expect("strategy generates")
@@ -1481,7 +1607,13 @@ fn generated_sequences_cover_every_state_error_and_outcome() {
                 Output::Submit(Err(SchedulerError::Cycles { .. })) => {
                     "submit closes a cycle".into()
                 }
+                Output::AddDependency(Ok(e)) if e.blocked > 0 => "add_dependency blocks".into(),
+                Output::AddDependency(Ok(_)) => "add_dependency accepted".into(),
+                Output::AddDependency(Err(SchedulerError::Cycles { .. })) => {
+                    "add_dependency closes a cycle".into()
+                }
                 Output::Submit(Err(e))
+                | Output::AddDependency(Err(e))
                 | Output::Start(Err(e))
                 | Output::Claims(Err(e))
                 | Output::Callback(Err(e))
@@ -1536,6 +1668,10 @@ fn generated_sequences_cover_every_state_error_and_outcome() {
             "optional miss by a failure",
             "optional miss by a cancellation",
             "a failure readies an optional waiter",
+            "error NotPending",
+            "add_dependency accepted",
+            "add_dependency blocks",
+            "add_dependency closes a cycle",
         ]
         .map(String::from),
     ) {

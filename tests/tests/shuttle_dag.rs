@@ -635,6 +635,71 @@ fn optional_edges_race_failures_and_claims() {
     });
 }
 
+/// A dynamic edge racing its dependency's completion and the dependent's release
+/// (A8.dynamic-edge-pending): `a` and `b` ready, `c` needs `a`, capacity 1 or 2. One or two
+/// threads claim and settle one version at a time (a quarter fail); another adds the edge
+/// `c -> b` and then `c -> a` (a duplicate). Depending on where the call linearizes, the edge
+/// is refused (`c` already ready or claimed), accepted and waited for (`b` not settled),
+/// accepted with nothing to wait for (`b` succeeded), or blocks `c` at once (`b` failed). The
+/// history must linearize against the model; from the history alone, a `c` claimed after an
+/// accepted edge was claimed after `b` succeeded. An edge accepted on a ready or running
+/// version (zoo bug `dynamic_edge_on_claimed`) fails the check.
+#[test]
+fn dynamic_edges_race_completions_and_claims() {
+    shuttle_check!(Plan::both(20_000, 20_000, 3), || {
+        let capacity = 1 + pick(2);
+        let (s, init) = setup(
+            capacity,
+            &[
+                DagOp::Submit("a", vec![]),
+                DagOp::Submit("b", vec![]),
+                DagOp::Submit("c", vec!["a"]),
+                DagOp::Start,
+            ],
+        );
+        let rec = Arc::new(Rec::new());
+        let claimers = 1 + pick(2);
+        let mut handles: Vec<_> = (0..claimers)
+            .map(|t| {
+                spawn_logged(t, &s, &rec, |s, log| {
+                    for _ in 0..3 {
+                        claim_and_settle(s, log, 1);
+                    }
+                })
+            })
+            .collect();
+        handles.push(spawn_logged(claimers, &s, &rec, |s, log| {
+            log.call(DagOp::AddDependency("c", "b"), |op| apply_production(s, op));
+            log.call(DagOp::AddDependency("c", "a"), |op| apply_production(s, op));
+        }));
+        for h in handles {
+            h.join().expect("thread");
+        }
+        let (history, order) = check_history(&init, &rec, &s);
+        let events = history.events();
+        let mut edge = false;
+        let mut b_succeeded = false;
+        for &i in &order.order {
+            let e = &events[i];
+            match (&e.op, &e.ret) {
+                (DagOp::AddDependency("c", "b"), DagRet::Edge(Ok(_))) => edge = true,
+                (DagOp::Complete("b", _), DagRet::Callback(Ok(CallbackOutcome::Applied(_)))) => {
+                    b_succeeded = true;
+                }
+                (DagOp::ReadyAtMost(_), DagRet::Claims(Ok(claims))) => {
+                    if claims.iter().any(|c| c.id == "c") && edge {
+                        assert!(
+                            b_succeeded,
+                            "c claimed before its added dependency b succeeded"
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+    });
+}
+
 /// Callbacks vs resubmission (A2.no-silent-replace, A2.generation-key, A5.callback-once):
 /// `a` is running (claimed before the threads start) and `b` waits on it. One thread settles
 /// `a` (complete or fail) and repeats the callback; another resubmits `a` and then `b`; a

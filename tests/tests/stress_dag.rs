@@ -131,8 +131,14 @@ fn run_thread(
             13 | 14 => {
                 call(DagOp::Cancel(id));
             }
-            15..=17 => {
+            15 | 16 => {
                 call(DagOp::Status(id));
+            }
+            17 => {
+                // SPEC A8 dynamic dependencies: an edge to any id, racing its completion and
+                // the dependent's release (refused unless the dependent is pending; a cycle,
+                // a duplicate or a self-loop is refused too).
+                call(DagOp::AddDependency(id, IDS[rng.usize(..IDS.len())]));
             }
             _ => {
                 // A late or invented callback: usually stale, occasionally current (then a

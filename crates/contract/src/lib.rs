@@ -369,6 +369,20 @@ pub enum SchedulerError<K: TaskKey> {
         /// The new id.
         id: K,
     },
+    /// A dependency can be added only to a pending version (SPEC A8, dynamic dependencies):
+    /// a ready one may be claimed at any moment, a running one is already running, and a
+    /// terminal one is settled. Resubmit it instead.
+    #[error(
+        "task {id} {generation} is {state}: a dependency can be added only to a pending version"
+    )]
+    NotPending {
+        /// The task.
+        id: K,
+        /// Its current generation.
+        generation: Generation,
+        /// Its state, unchanged.
+        state: TaskState,
+    },
     /// A callback named a generation that is not the current one (a late or invented worker).
     #[error("task {id}: callback for {given}, but the current version is {current}")]
     StaleGeneration {

@@ -1282,6 +1282,145 @@ impl<K: TaskKey, P> Core<K, P> {
         (blocked, ready)
     }
 
+    /// `add_dependency(id, dep)` (SPEC A8 dynamic dependencies): checks in the order of
+    /// `docs/semantics.md` "Dynamic dependencies", then inserts `dep` at the end of the
+    /// required part of the pending version's list (moving the list to the arena's end) and
+    /// judges it at once, as at submission (A5.snapshot). Payloads that can no longer run go
+    /// to `garbage`. O(d) for a list of `d` plus, after start, the cycle search from `dep`.
+    pub(crate) fn add_dependency(
+        &mut self,
+        id: &K,
+        dep: &K,
+        garbage: &mut Vec<P>,
+    ) -> Result<Effect, SchedulerError<K>> {
+        if self.closed {
+            return Err(SchedulerError::Closed);
+        }
+        let n = self
+            .known(id)
+            .ok_or_else(|| SchedulerError::UnknownTask { id: id.clone() })?;
+        let h = self.hot[idx(n)];
+        // INVARIANT (A8.dynamic-edge-pending): only a pending version gains an edge, checked
+        // in the same critical section that counts it: a ready version could already be
+        // claimed, a running one runs.
+        // SEEDED BUG (dynamic_edge_on_claimed): ready and running versions gain one too.
+        let admitted = if seeded_bug!("dynamic_edge_on_claimed") {
+            matches!(
+                h.task_state(),
+                Some(TaskState::Pending | TaskState::Ready | TaskState::Running)
+            )
+        } else {
+            h.is(TaskState::Pending)
+        };
+        if !admitted {
+            return Err(SchedulerError::NotPending {
+                id: id.clone(),
+                generation: Generation(h.generation),
+                state: h.task_state().unwrap_or(TaskState::Pending),
+            });
+        }
+        let found = self.find(dep);
+        let span = self.span[idx(n)];
+        if let Some(d) = found
+            && self.fwd[span.range()].contains(&d)
+        {
+            return Err(SchedulerError::DuplicateDependency {
+                task: id.clone(),
+                dependency: dep.clone(),
+            });
+        }
+        let optional = self.optional.get(&n).map_or(0, |o| o.len());
+        let at = span.len as usize - optional;
+        let mut list = std::mem::take(&mut self.scratch_deps);
+        list.clear();
+        list.extend_from_slice(&self.fwd[span.range()]);
+        if self.started {
+            let Some(d) = found.filter(|&d| self.hot[idx(d)].state != ABSENT) else {
+                self.scratch_deps = list;
+                return Err(SchedulerError::UnknownDependency {
+                    missing: vec![MissingDependency {
+                        task: id.clone(),
+                        dependency: dep.clone(),
+                    }],
+                });
+            };
+            // The graph is acyclic once started, so a new cycle passes through the new
+            // edge: it closes one exactly when `n` is reachable from `dep` (a depth-first
+            // search over what `dep` depends on, nothing else).
+            if graph::reaches(&self.view(), &[idx(d)], idx(n)) {
+                list.insert(at, d);
+                let view = View {
+                    overlay: Some((idx(n), &list, h.seq)),
+                    ..self.view()
+                };
+                let cycles = self.cycles_of(&view);
+                self.scratch_deps = list;
+                return Err(SchedulerError::Cycles { cycles });
+            }
+        }
+        // Accepted: from here on nothing can fail.
+        let d = match found {
+            Some(d) => d,
+            None => self.insert_node(dep.clone()),
+        };
+        if !self.started {
+            // While building, a new edge may close a cycle: `start` must search.
+            self.maybe_cyclic = true;
+        }
+        list.insert(at, d);
+        self.fwd_garbage += span.len as usize;
+        self.span[idx(n)] = Span::default();
+        let new_span = self.push_edges(&list);
+        self.span[idx(n)] = new_span;
+        self.scratch_deps = list;
+        // LINEARIZATION POINT (A8.dynamic-edge-pending): the edge is judged and counted in
+        // this critical section, against `dep`'s state now.
+        if !self.rev_built {
+            // Before the reverse edges exist every pending version waits on all its
+            // dependencies (nothing can be settled yet).
+            self.hot[idx(n)].count += 1;
+            return Ok(Effect::default());
+        }
+        let hd = self.hot[idx(d)];
+        let cause = match hd.task_state() {
+            Some(TaskState::Succeeded) => return Ok(Effect::default()),
+            Some(s @ (TaskState::Failed | TaskState::Cancelled)) => BlockCause {
+                task: dep.clone(),
+                generation: Generation(hd.generation),
+                state: s,
+            },
+            Some(TaskState::Blocked) => match self.details.get(&d) {
+                Some(Detail::Blocked(c)) => c.clone(),
+                _ => BlockCause {
+                    task: dep.clone(),
+                    generation: Generation(hd.generation),
+                    state: TaskState::Blocked,
+                },
+            },
+            // Pending, ready, running, or not yet submitted: wait on it.
+            _ => {
+                self.rev_extra.entry(d).or_default().push(Entry {
+                    node: n,
+                    tag: tag_of(h.generation),
+                });
+                self.rev_entries += 1;
+                self.hot[idx(n)].count += 1;
+                return Ok(Effect::default());
+            }
+        };
+        // Lost: blocked at once, and so is everything waiting on it.
+        self.drop_waits(n);
+        self.transition(n, TaskState::Blocked);
+        self.details.insert(n, Detail::Blocked(cause.clone()));
+        garbage.extend(self.payload[idx(n)].take());
+        let (blocked, ready) = self.block_waiters(n, &cause, garbage);
+        self.maybe_compact_rev();
+        Ok(Effect {
+            ready,
+            blocked: blocked + 1,
+        })
+    }
+
     /// Starts scheduling after validating the current versions: unknown dependencies first,
     /// then cycles. Idempotent once started. A failed validation changes nothing.
     pub(crate) fn start(&mut self) -> Result<(), SchedulerError<K>> {

@@ -870,6 +870,66 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
         result
     }
 
+    /// Adds the required dependency `dep` to the current version of `id`, which must be
+    /// **pending** (SPEC A8 dynamic dependencies, `docs/semantics.md` "Dynamic
+    /// dependencies"): in one critical section the state is checked, the edge is judged
+    /// against `dep`'s current version and counted, so no completion of `dep` can slip
+    /// between the check and the count.
+    ///
+    /// The edge joins the version's list at the end of its required part (before its
+    /// optional dependencies, if any); generation, submission sequence and priority stay. As
+    /// at submission (A5 snapshot): `dep` succeeded, nothing to wait for; `dep` lost (failed,
+    /// cancelled, blocked), the version is blocked at once with `dep`'s root cause, and so is
+    /// everything waiting on it; otherwise the version also waits on `dep`. Returns what
+    /// that blocked (the version included) and readied.
+    ///
+    /// ```
+    /// use lockstep_dag::{Effect, Generation, SchedulerError, TaskScheduler, TaskState};
+    ///
+    /// let s: TaskScheduler<&str> = TaskScheduler::new(1);
+    /// s.submit("fetch", [], ())?;
+    /// s.submit("build", ["fetch"], ())?;
+    /// s.submit("schema", [], ())?;
+    /// s.ready()?; // claims "fetch"; "build" is pending
+    /// // "build" turns out to need the generated schema too.
+    /// assert_eq!(s.add_dependency(&"build", "schema"), Ok(Effect::default()));
+    /// s.complete(&"fetch", Generation(1))?;
+    /// assert_eq!(s.state(&"build"), Some(TaskState::Pending)); // still waits on "schema"
+    /// // A ready or running version cannot gain one: resubmit it instead.
+    /// assert!(matches!(
+    ///     s.add_dependency(&"schema", "fetch"),
+    ///     Err(SchedulerError::NotPending { state: TaskState::Ready, .. })
+    /// ));
+    /// # Ok::<(), lockstep_dag::SchedulerError<&str>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// Checked in this order; a refused call changes nothing:
+    /// 1. [`SchedulerError::Closed`] after [`close`](Self::close);
+    /// 2. [`SchedulerError::UnknownTask`]: `id` was never submitted;
+    /// 3. [`SchedulerError::NotPending`]: its current version is ready, running or terminal;
+    /// 4. [`SchedulerError::DuplicateDependency`]: `dep` is already in its list (required or
+    ///    optional);
+    /// 5. once started: [`SchedulerError::UnknownDependency`] for a `dep` never submitted,
+    ///    then [`SchedulerError::Cycles`] if the edge would close a cycle (the canonical
+    ///    cycles of the graph with the edge). Before start both are left to
+    ///    [`start`](Self::start), as with [`submit`](Self::submit).
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// O(d) for a version with `d` dependencies (its list moves to the end of the shared
+    /// edge arena), plus, after start, a depth-first search over what `dep` depends on,
+    /// transitively (the only part of the graph a new cycle could run through; O(V + E) more
+    /// only when it finds one, to report it), plus the blocked descendants when `dep` is lost.
+    pub fn add_dependency(&self, id: &K, dep: K) -> Result<Effect, SchedulerError<K>> {
+        let mut garbage = Vec::new();
+        let result = self.lock().add_dependency(id, &dep, &mut garbage);
+        drop(garbage);
+        result
+    }
+
     /// Cancels the current version of `id`.
     ///
     /// * pending or ready: it becomes `Cancelled` (reason `User`) and every transitive waiter

@@ -706,7 +706,7 @@ fn representation_invariants_hold_under_random_operations() {
         let mut claimed: Vec<(u8, Generation)> = Vec::new();
         for _ in 0..60 {
             let id = rng.below(6) as u8;
-            match rng.below(9) {
+            match rng.below(10) {
                 0..=2 => {
                     let n = rng.below(4);
                     let deps: Vec<u8> = (0..n).map(|_| rng.below(7) as u8).collect();
@@ -751,6 +751,12 @@ fn representation_invariants_hold_under_random_operations() {
                 }
                 8 if rng.below(10) == 0 => {
                     core.close(&mut garbage);
+                }
+                // SPEC A8 dynamic dependencies: the list moves in the arena, the count and
+                // the reverse edges grow (checked by `assert_invariants`).
+                9 => {
+                    let dep = rng.below(7) as u8;
+                    let _ = core.add_dependency(&id, &dep, &mut garbage);
                 }
                 _ => {
                     let _ = core.start();

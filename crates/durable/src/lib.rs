@@ -684,6 +684,17 @@ impl From<SchedulerError<String>> for DurableError {
                 generation,
                 state,
             },
+            // The stores have no `add_dependency` (schema version 1), so their model never
+            // answers this; were it to, the version's state does not fit the operation.
+            SchedulerError::NotPending {
+                id,
+                generation,
+                state,
+            } => DurableError::Conflict {
+                id,
+                generation,
+                state,
+            },
             SchedulerError::Closed => DurableError::Closed,
         }
     }

@@ -351,6 +351,10 @@ pub const BUGS: &[(&str, &str)] = &[
         "scheduler: ready versions of equal priority are claimed newest first (a max-heap of (priority, sequence)) instead of in submission order",
     ),
     (
+        "dynamic_edge_on_claimed",
+        "scheduler: add_dependency accepts an edge on a ready or running version (the state check lets a claimed task gain a dependency it never waits for)",
+    ),
+    (
         "optional_blocks",
         "scheduler: a lost optional dependency blocks its dependent like a required one (the edge's kind is ignored when a failure or cancellation propagates)",
     ),

@@ -30,6 +30,8 @@ pub enum DagOp<K> {
     /// `submit_with_optional(id, deps, optional, SubmitOptions::default())` (SPEC A8
     /// optional edges; production: payload `P::default()`).
     SubmitOptional(K, Vec<K>, Vec<K>),
+    /// `add_dependency(id, dep)` (SPEC A8 dynamic dependencies).
+    AddDependency(K, K),
     /// `start()`.
     Start,
     /// `ready_at_most(n)`; `usize::MAX` is `ready()`.
@@ -107,6 +109,8 @@ pub enum DagRet<K: TaskKey> {
     Cancel(Result<CancelOutcome, SchedulerError<K>>),
     /// From `close`.
     Close(CloseReport),
+    /// From `add_dependency`.
+    Edge(Result<Effect, SchedulerError<K>>),
     /// From `status`.
     Status(Option<TaskStatus<K>>),
     /// From `snapshot` and `running`.
@@ -188,6 +192,7 @@ pub fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &DagOp<K>) -> DagR
         DagOp::Fail(id, g) => DagRet::Callback(m.fail(id, *g, FAIL_MESSAGE)),
         DagOp::Cancel(id) => DagRet::Cancel(m.cancel(id)),
         DagOp::Close => DagRet::Close(m.close()),
+        DagOp::AddDependency(id, dep) => DagRet::Edge(m.add_dependency(id, dep.clone())),
         DagOp::Status(id) => DagRet::Status(m.status(id)),
         DagOp::Snapshot => DagRet::Snapshot {
             tasks: m.snapshot(),
@@ -227,6 +232,7 @@ pub fn apply_production<K: TaskKey, P: Default + Send>(
         DagOp::Fail(id, g) => DagRet::Callback(s.fail(id, *g, FAIL_MESSAGE)),
         DagOp::Cancel(id) => DagRet::Cancel(s.cancel(id)),
         DagOp::Close => DagRet::Close(s.close()),
+        DagOp::AddDependency(id, dep) => DagRet::Edge(s.add_dependency(id, dep.clone())),
         DagOp::Status(id) => DagRet::Status(s.status(id)),
         DagOp::Snapshot => DagRet::Snapshot {
             tasks: s.snapshot(),
@@ -316,6 +322,7 @@ impl<K: TaskKey> fmt::Debug for DagOp<K> {
             DagOp::Fail(id, g) => write!(f, "fail({id} {g})"),
             DagOp::Cancel(id) => write!(f, "cancel({id})"),
             DagOp::Close => f.write_str("close()"),
+            DagOp::AddDependency(id, dep) => write!(f, "add_dependency({id}, {dep})"),
             DagOp::Status(id) => write!(f, "status({id})"),
             DagOp::Snapshot => f.write_str("snapshot()"),
             DagOp::CompleteAndClaim(done, n) => {
@@ -351,6 +358,9 @@ impl<K: TaskKey> fmt::Debug for DagRet<K> {
                 CancelOutcome::AlreadyTerminal(s) => format!("already {s}"),
             }),
             DagRet::Close(c) => write!(f, "{} cancelled, {} running", c.cancelled, c.running),
+            DagRet::Edge(r) => result(f, r, |e| {
+                format!("added: {} ready, {} blocked", e.ready, e.blocked)
+            }),
             DagRet::Status(None) => f.write_str("None"),
             DagRet::Status(Some(st)) => f.write_str(&status(st)),
             DagRet::Snapshot { tasks, running } => {
