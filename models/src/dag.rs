@@ -228,10 +228,11 @@ impl<K: TaskKey> SchedulerModel<K> {
     /// 2. [`SchedulerError::DuplicateDependency`]: `deps` names an id twice (the first element
     ///    that repeats an earlier one);
     /// 3. [`SchedulerError::Running`]: the current version of `id` is running (SPEC A2);
-    /// 4. only once scheduling has started: [`SchedulerError::NewTaskAfterStart`] for an id
-    ///    never submitted, [`SchedulerError::UnknownDependency`] for dependencies on ids never
-    ///    submitted (list order), [`SchedulerError::Cycles`] if the new edges would close a
-    ///    cycle (canonical form, computed as if the version were accepted).
+    /// 4. only once scheduling has started: [`SchedulerError::UnknownDependency`] for
+    ///    dependencies on ids never submitted other than `id` itself (list order),
+    ///    [`SchedulerError::Cycles`] if the new edges would close a cycle (canonical form,
+    ///    computed as if the version were accepted). A new id is accepted after start too
+    ///    (SPEC A8, graphs that grow; `docs/semantics.md` "Graphs that grow").
     ///
     /// Before start, unknown dependencies and cycles are accepted and reported by `start`.
     ///
@@ -275,7 +276,8 @@ impl<K: TaskKey> SchedulerModel<K> {
     /// # Errors
     /// As [`Self::submit`], over the joined list.
     ///
-    /// Rules of `docs/invariants.md` stated here: RULE (A8.optional-never-blocks).
+    /// Rules of `docs/invariants.md` stated here: RULE (A8.optional-never-blocks),
+    /// RULE (A8.grow-acyclic).
     pub fn submit_with_optional(
         &mut self,
         id: K,
@@ -309,15 +311,12 @@ impl<K: TaskKey> SchedulerModel<K> {
                 generation: current.generation,
             });
         }
-        // Submit check 4 / A3: after start the graph may only change by new versions of known
-        // ids, over known ids, and it must stay acyclic.
+        // Submit check 4 / A3, A8 graphs that grow: after start a version (of a known id, or
+        // of a new one) may name only known ids, or itself, and the graph must stay acyclic.
         if self.started {
-            if !self.tasks.contains_key(&id) {
-                return Err(SchedulerError::NewTaskAfterStart { id });
-            }
             let missing: Vec<MissingDependency<K>> = deps
                 .iter()
-                .filter(|d| !self.tasks.contains_key(*d))
+                .filter(|d| **d != id && !self.tasks.contains_key(*d))
                 .map(|d| MissingDependency {
                     task: id.clone(),
                     dependency: d.clone(),
@@ -429,6 +428,45 @@ impl<K: TaskKey> SchedulerModel<K> {
             self.block_waiters_of(&id, &cause);
         }
         Ok(generation)
+    }
+
+    /// A running version adds a successor (SPEC A8, graphs that grow: "a running task adding
+    /// successors"): `submit(id, [parent] ++ deps)` in one step, accepted only while `parent`'s
+    /// version `generation` is current and running (the claim that adds it is live), so the
+    /// successor waits for the parent's result. `id` may be new, also after start.
+    ///
+    /// # Errors
+    /// In this order; a refused call changes nothing:
+    /// 1. [`SchedulerError::Closed`] after `close()`;
+    /// 2. [`SchedulerError::UnknownTask`] for a `parent` never submitted,
+    ///    [`SchedulerError::StaleGeneration`] when `generation` is not its current one,
+    ///    [`SchedulerError::Conflict`] when that version is not running;
+    /// 3. as [`Self::submit`] for `(id, [parent] ++ deps)` (so `parent` in `deps` is a
+    ///    duplicate, and the parent itself as `id` is `Running`).
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (A8.grow-acyclic).
+    pub fn submit_successor(
+        &mut self,
+        parent: &K,
+        generation: Generation,
+        id: K,
+        deps: Vec<K>,
+    ) -> Result<Generation, SchedulerError<K>> {
+        if self.closed {
+            return Err(SchedulerError::Closed);
+        }
+        // A8: only a live claim adds successors (A5: the idempotence key is the version).
+        let state = self.callback_target(parent, generation)?;
+        if state != TaskState::Running {
+            return Err(SchedulerError::Conflict {
+                id: parent.clone(),
+                generation,
+                state,
+            });
+        }
+        let mut all = vec![parent.clone()];
+        all.extend(deps);
+        self.submit(id, all)
     }
 
     /// Adds the required dependency `dep` to the current version of `id`, which must be
@@ -1648,16 +1686,21 @@ mod tests {
     }
 
     #[test]
-    fn after_start_only_new_versions_of_known_ids_over_known_ids() {
+    fn after_start_every_version_names_known_ids_and_closes_no_cycle() {
         let mut m = M::new(1);
         m.submit("a", vec![]).unwrap();
         m.submit("b", vec!["a"]).unwrap();
         m.start().unwrap();
         assert_eq!(m.start(), Ok(()));
+        // SPEC A8 graphs that grow: a new id over known ids is accepted, ready at once here.
         assert_eq!(
-            m.submit("new", vec![]),
-            Err(SchedulerError::NewTaskAfterStart { id: "new" })
+            m.submit("new", vec!["new"]),
+            Err(SchedulerError::Cycles {
+                cycles: vec![cycle(&["new", "new"])]
+            })
         );
+        assert_eq!(m.submit("new", vec![]), Ok(g(1)));
+        assert_eq!(m.state(&"new"), Some(Ready));
         assert_eq!(
             m.submit("b", vec!["x", "a", "y"]),
             Err(SchedulerError::UnknownDependency {
@@ -1681,7 +1724,7 @@ mod tests {
                 cycles: vec![cycle(&["b", "a", "b"])]
             })
         );
-        assert_eq!(m.snapshot().len(), 2);
+        assert_eq!(m.snapshot().len(), 3, "a, b and the grown new");
         assert_eq!(m.generation(&"a"), Some(g(1)));
         assert_eq!(m.check(), GraphReport::default());
     }
@@ -1699,7 +1742,7 @@ mod tests {
                 dependency: "c"
             })
         );
-        // Running before NewTaskAfterStart checks (and before unknown deps).
+        // Running before the after-start checks (unknown deps).
         assert_eq!(
             m.submit("a", vec!["zz"]),
             Err(SchedulerError::Running {

@@ -250,6 +250,20 @@ impl DurableModel {
         deps: Vec<String>,
         payload: Vec<u8>,
     ) -> Result<Generation, LeaseError> {
+        // The stores do not grow (schema version 1): after start a new id is refused, after
+        // the checks that come before it (closed, duplicate dependency; a new id cannot be
+        // running), as the scheduler refused it before SPEC A8's graphs that grow.
+        if self.inner.is_started()
+            && !self.inner.is_closed()
+            && self.inner.generation(&id).is_none()
+        {
+            let mut seen = std::collections::HashSet::new();
+            if deps.iter().all(|d| seen.insert(d)) {
+                return Err(LeaseError::Scheduler(SchedulerError::NewTaskAfterStart {
+                    id,
+                }));
+            }
+        }
         let g = self.inner.submit(id.clone(), deps.clone())?;
         self.leases.remove(&id);
         self.payloads.insert(id.clone(), payload);

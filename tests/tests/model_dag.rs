@@ -55,6 +55,9 @@ enum Op<K> {
     SubmitOptional(K, Vec<K>, Vec<K>),
     /// `add_dependency(id, dep)` on both sides (SPEC A8 dynamic dependencies).
     AddDependency(K, K),
+    /// `submit_successor(parent, id, deps)` on both sides, the parent a version (usually a
+    /// running one's claim; SPEC A8 graphs that grow).
+    SubmitSuccessor((K, Generation), K, Vec<K>),
     Start,
     Check,
     Ready,
@@ -112,6 +115,9 @@ fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &Op<K>) -> Output<K> {
             SubmitOptions::default(),
         )),
         Op::AddDependency(id, dep) => Output::AddDependency(m.add_dependency(id, dep.clone())),
+        Op::SubmitSuccessor((p, g), id, deps) => {
+            Output::Submit(m.submit_successor(p, *g, id.clone(), deps.clone()))
+        }
         Op::Start => Output::Start(m.start()),
         Op::Check => Output::Check(m.check()),
         Op::Ready => Output::Claims(m.ready()),
@@ -193,6 +199,13 @@ impl<K: TaskKey> Sut<K> {
                 SubmitOptions::default(),
             )),
             Op::AddDependency(id, dep) => Output::AddDependency(s.add_dependency(id, dep.clone())),
+            Op::SubmitSuccessor((p, g), id, deps) => {
+                let parent = VersionRef {
+                    id: p.clone(),
+                    generation: *g,
+                };
+                Output::Submit(s.submit_successor(&parent, id.clone(), deps.clone(), ()))
+            }
             Op::Start => Output::Start(s.start()),
             Op::Check => Output::Check(s.check()),
             Op::Ready => Output::Claims(self.claims(s.ready())),
@@ -349,6 +362,9 @@ fn rules_of<K>(op: &Op<K>) -> &'static str {
         Op::SubmitWith(..) => {
             "A8.priority-fixed, A2.no-silent-replace, A2.no-auto-retry, \
              A3.duplicate-dependency, A3.frozen-after-start, A5.snapshot"
+        }
+        Op::SubmitSuccessor(..) => {
+            "A8.grow-acyclic, A3.frozen-after-start, A2.generation-key, A5.snapshot"
         }
         Op::AddDependency(..) => {
             "A8.dynamic-edge-pending, A3.duplicate-dependency, A3.frozen-after-start, A5.snapshot"
@@ -700,6 +716,14 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
             .clone()
             .prop_map(|(id, g)| Op::Complete(id, g))
             .boxed();
+        // SPEC A8 graphs that grow: a running version (or a near generation of any id: stale
+        // and settled claims) adds a successor, new or known, with a generated list.
+        let successor = (target.clone(), resubmit_or_submit(&known, &pool, &ghost))
+            .prop_map(|(parent, op)| match op {
+                Op::Submit(id, deps) => Op::SubmitSuccessor(parent, id, deps),
+                other => other,
+            })
+            .boxed();
         let fail = (target, select(vec!["boom", "oops"]))
             .prop_map(|((id, g), e)| Op::Fail(id, g, e))
             .boxed();
@@ -713,9 +737,10 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
         // The batch forms (11th to 13th) are generated from the same pieces: one to three
         // submissions, a claim into the reused buffer, one to three completions; the 14th
         // is a submission with a priority, the 15th the fused `complete_and_claim`, the 16th a
-        // submission with optional dependencies, the 17th `add_dependency`.
+        // submission with optional dependencies, the 17th `add_dependency`, the 18th
+        // `submit_successor`.
         let weights = if m.is_started() {
-            [12, 16, 2, 3, 20, 12, 28, 12, 8, 1, 3, 6, 8, 0, 8, 8, 4]
+            [12, 16, 2, 3, 20, 12, 28, 12, 8, 1, 3, 6, 8, 0, 8, 8, 4, 6]
         } else {
             [
                 32,
@@ -735,6 +760,7 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
                 k,
                 16,
                 k,
+                2,
             ]
         };
         // Submissions with a priority take about a third of the submissions (only in runs
@@ -804,6 +830,7 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
             complete_and_claim,
             with_optional,
             add_dependency,
+            successor,
         ];
         weighted(
             weights
@@ -1599,6 +1626,23 @@ fn generated_sequences_cover_every_state_error_and_outcome() {
             {
                 seen.insert("a failure readies an optional waiter".into());
             }
+            // SPEC A8 graphs that grow: a new id accepted after start, from outside or as a
+            // running version's successor.
+            if before.is_started() && matches!(state.last, Some(Output::Submit(Ok(_)))) {
+                let new_id = match op {
+                    Op::Submit(id, _)
+                    | Op::SubmitWith(id, _, _)
+                    | Op::SubmitOptional(id, _, _)
+                    | Op::SubmitSuccessor(_, id, _) => before.generation(id).is_none(),
+                    _ => false,
+                };
+                if new_id {
+                    seen.insert(match op {
+                        Op::SubmitSuccessor(..) => "a successor grows the started graph".into(),
+                        _ => "a new id grows the started graph".into(),
+                    });
+                }
+            }
             if matches!(op, Op::Submit(..)) && blocked(&state.model) > blocked_before + 1 {
                 // A replacement born blocked blocked those waiting on its id.
                 seen.insert("submit blocks waiters".into());
@@ -1645,7 +1689,6 @@ fn generated_sequences_cover_every_state_error_and_outcome() {
             "error UnknownDependency",
             "error Cycles",
             "error Running",
-            "error NewTaskAfterStart",
             "error StaleGeneration",
             "error Conflict",
             "error Closed",
@@ -1672,6 +1715,8 @@ fn generated_sequences_cover_every_state_error_and_outcome() {
             "add_dependency accepted",
             "add_dependency blocks",
             "add_dependency closes a cycle",
+            "a new id grows the started graph",
+            "a successor grows the started graph",
         ]
         .map(String::from),
     ) {

@@ -987,14 +987,16 @@ fn close_cancels_every_priority_and_resubmission_sets_its_own_priority() {
         ["y"],
         "x g2 has priority 0, after y"
     );
-    s.submit_with("z", [], (), SubmitOptions::priority(-2))
-        .unwrap_err();
-    // (after start, a new id is refused whatever its priority; nothing changed)
-    assert_eq!(s.priority(&"z"), None);
+    // After start a new id grows the graph (SPEC A8), with its own priority.
+    assert_eq!(
+        s.submit_with("z", [], (), SubmitOptions::priority(-2)),
+        Ok(g(1))
+    );
+    assert_eq!(s.priority(&"z"), Some(-2));
     assert_eq!(
         s.close(),
         CloseReport {
-            cancelled: 1,
+            cancelled: 2,
             running: 1
         }
     );

@@ -700,6 +700,103 @@ fn dynamic_edges_race_completions_and_claims() {
     });
 }
 
+/// A graph that grows while it runs (A8.grow-acyclic): `a` and `b` ready, capacity 1 or 2;
+/// each claimer, for every version it claims, adds a successor (`after-a`, `after-b`, a new id
+/// once the graph has started, depending on its parent and, for `after-b`, also on `a`)
+/// before settling it; the successors are then claimed and settled like any other task.
+/// Another thread submits a new id `late` over `after-a` (refused while `after-a` does not
+/// exist yet: `UnknownDependency`). The history must linearize against the model; from the
+/// history alone, no successor is claimed before its parent succeeded, and every accepted
+/// successor is submitted while its parent was running.
+#[test]
+fn running_tasks_add_successors_while_others_claim() {
+    shuttle_check!(Plan::both(20_000, 20_000, 3), || {
+        let capacity = 1 + pick(2);
+        let (s, init) = setup(
+            capacity,
+            &[
+                DagOp::Submit("a", vec![]),
+                DagOp::Submit("b", vec![]),
+                DagOp::Start,
+            ],
+        );
+        let rec = Arc::new(Rec::new());
+        let claimers = 1 + pick(2);
+        let mut handles: Vec<_> = (0..claimers)
+            .map(|t| {
+                spawn_logged(t, &s, &rec, |s, log| {
+                    for _ in 0..3 {
+                        let DagRet::Claims(Ok(claims)) =
+                            log.call(DagOp::ReadyAtMost(1), |op| apply_production(s, op))
+                        else {
+                            continue;
+                        };
+                        for c in claims {
+                            let child = match c.id {
+                                "a" => Some(("after-a", vec![])),
+                                "b" => Some(("after-b", vec!["a"])),
+                                _ => None,
+                            };
+                            if let Some((child, deps)) = child {
+                                log.call(DagOp::SubmitSuccessor(c.clone(), child, deps), |op| {
+                                    apply_production(s, op)
+                                });
+                            }
+                            let op = if pick(4) == 0 {
+                                DagOp::Fail(c.id, c.generation)
+                            } else {
+                                DagOp::Complete(c.id, c.generation)
+                            };
+                            log.call(op, |op| apply_production(s, op));
+                        }
+                    }
+                })
+            })
+            .collect();
+        handles.push(spawn_logged(claimers, &s, &rec, |s, log| {
+            log.call(DagOp::Submit("late", vec!["after-a"]), |op| {
+                apply_production(s, op)
+            });
+        }));
+        for h in handles {
+            h.join().expect("thread");
+        }
+        let (history, order) = check_history(&init, &rec, &s);
+        let events = history.events();
+        let mut succeeded: HashSet<K> = HashSet::new();
+        let mut running: HashSet<K> = HashSet::new();
+        for &i in &order.order {
+            let e = &events[i];
+            match (&e.op, &e.ret) {
+                (DagOp::ReadyAtMost(_), DagRet::Claims(Ok(claims))) => {
+                    for c in claims {
+                        let parent = match c.id {
+                            "after-a" => Some("a"),
+                            "after-b" => Some("b"),
+                            _ => None,
+                        };
+                        if let Some(p) = parent {
+                            assert!(succeeded.contains(p), "{c:?} claimed before {p} succeeded");
+                        }
+                        running.insert(c.id);
+                    }
+                }
+                (DagOp::SubmitSuccessor(p, _, _), DagRet::Submit(Ok(_))) => {
+                    assert!(running.contains(p.id), "a successor of {p:?}, not running");
+                }
+                (DagOp::Complete(id, _), DagRet::Callback(Ok(CallbackOutcome::Applied(_)))) => {
+                    running.remove(id);
+                    succeeded.insert(id);
+                }
+                (DagOp::Fail(id, _), DagRet::Callback(Ok(CallbackOutcome::Applied(_)))) => {
+                    running.remove(id);
+                }
+                _ => {}
+            }
+        }
+    });
+}
+
 /// Callbacks vs resubmission (A2.no-silent-replace, A2.generation-key, A5.callback-once):
 /// `a` is running (claimed before the threads start) and `b` waits on it. One thread settles
 /// `a` (complete or fail) and repeats the callback; another resubmits `a` and then `b`; a

@@ -361,7 +361,10 @@ pub enum SchedulerError<K: TaskKey> {
         /// Its running generation.
         generation: Generation,
     },
-    /// After scheduling started, only new versions of existing ids may be submitted (SPEC A3).
+    /// After scheduling started, only new versions of existing ids may be submitted: the
+    /// answer of the durable stores (schema version 1), whose graphs do not grow. The
+    /// in-memory scheduler accepts new ids after start (SPEC A8, graphs that grow) and never
+    /// returns it.
     #[error(
         "task {id} is new, but scheduling has started: only new versions of known tasks may be submitted"
     )]

@@ -335,10 +335,11 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
     ///    in list order);
     /// 3. [`SchedulerError::Running`]: the current version of `id` is running (SPEC A2: a
     ///    running version is never replaced);
-    /// 4. after scheduling started: [`SchedulerError::NewTaskAfterStart`] for an id never
-    ///    submitted, [`SchedulerError::UnknownDependency`] listing every dependency never
-    ///    submitted, [`SchedulerError::Cycles`] if the new edges would close a cycle (the
-    ///    cycles in canonical form).
+    /// 4. after scheduling started: [`SchedulerError::UnknownDependency`] listing every
+    ///    dependency never submitted (other than `id` itself), [`SchedulerError::Cycles`] if
+    ///    the new edges would close a cycle (the cycles in canonical form; for a new id, only
+    ///    its self-dependency can). A new id is accepted after start (SPEC A8, graphs that
+    ///    grow: `docs/semantics.md` "Graphs that grow").
     ///
     /// # Panics
     /// Never.
@@ -867,6 +868,70 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
         if idle && matches!(result, Ok(CallbackOutcome::Applied(_))) {
             self.idle.notify_all();
         }
+        result
+    }
+
+    /// Submits a **successor** of a running task from its body (SPEC A8, graphs that grow):
+    /// `submit(id, [parent.id] ++ deps, payload)` in one critical section, accepted only while
+    /// the claim `parent` (a claim's [`Claim::version`]) is live (its version current and
+    /// running), so the successor waits for the parent's result, whatever happens to the
+    /// claim afterwards. `id` may be new,
+    /// also after start (a graph that grows), or an existing id's new version.
+    ///
+    /// ```
+    /// use lockstep_dag::{Generation, TaskScheduler, TaskState};
+    ///
+    /// let s: TaskScheduler<String> = TaskScheduler::new(2);
+    /// s.submit("crawl".to_string(), [], ())?;
+    /// let claim = s.ready()?.pop().unwrap(); // "crawl" runs and finds two pages
+    /// for page in ["page-1", "page-2"] {
+    ///     s.submit_successor(&claim.version(), page.to_string(), [], ())?;
+    /// }
+    /// assert_eq!(s.state(&"page-1".to_string()), Some(TaskState::Pending));
+    /// s.complete(&claim.id, claim.generation)?;
+    /// assert_eq!(s.ready()?.len(), 2);
+    /// // A settled claim adds nothing.
+    /// assert!(s.submit_successor(&claim.version(), "late".to_string(), [], ()).is_err());
+    /// # Ok::<(), lockstep_dag::SchedulerError<String>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// In this order; a refused call changes nothing and drops `payload`:
+    /// 1. [`SchedulerError::Closed`] after [`close`](Self::close);
+    /// 2. the claim is not live: [`SchedulerError::StaleGeneration`] when its version was
+    ///    replaced, [`SchedulerError::Conflict`] when it is no longer running (settled);
+    /// 3. [`submit`](Self::submit)'s refusals for `(id, [parent.id] ++ deps)`: the parent in
+    ///    `deps` is a duplicate, the parent as `id` is `Running`, an unknown dependency after
+    ///    start is `UnknownDependency`, and a cycle (only through a resubmitted id: a new id
+    ///    has no waiters) is `Cycles`.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// As [`submit`](Self::submit) with one more dependency.
+    pub fn submit_successor(
+        &self,
+        parent: &VersionRef<K>,
+        id: K,
+        deps: impl IntoIterator<Item = K>,
+        payload: P,
+    ) -> Result<Generation, SchedulerError<K>> {
+        let mut all: SmallVec<[K; 8]> = SmallVec::new();
+        all.push(parent.id.clone());
+        all.extend(deps);
+        let mut payload = Some(payload);
+        let mut garbage = Vec::new();
+        let result = self.lock().submit_successor(
+            &parent.id,
+            parent.generation,
+            id,
+            &all,
+            &mut payload,
+            &mut garbage,
+        );
+        drop(payload);
+        drop(garbage);
         result
     }
 

@@ -85,10 +85,28 @@ fn after_start_new_ids_unknown_deps_and_cycles_are_refused() {
     s.submit("c", ["b"], ()).unwrap();
     s.start().unwrap();
     assert!(s.is_started());
+    // SPEC A8 graphs that grow: a new id over known ids is accepted; over an unknown one it
+    // is refused; depending on itself it is the cycle it closes.
     assert_eq!(
-        s.submit("z", [], ()),
-        Err(SchedulerError::NewTaskAfterStart { id: "z" })
+        s.submit("z", ["z"], ()),
+        Err(SchedulerError::Cycles {
+            cycles: vec![Cycle {
+                path: vec!["z", "z"]
+            }]
+        })
     );
+    assert_eq!(
+        s.submit("z", ["zz", "z"], ()),
+        Err(SchedulerError::UnknownDependency {
+            missing: vec![MissingDependency {
+                task: "z",
+                dependency: "zz"
+            }]
+        })
+    );
+    assert_eq!(s.state(&"z"), None, "a refusal creates nothing");
+    assert_eq!(s.submit("z", ["c"], ()), Ok(Generation(1)));
+    assert_eq!(s.state(&"z"), Some(TaskState::Pending));
     assert_eq!(
         s.submit("a", ["q", "b", "r"], ()),
         Err(SchedulerError::UnknownDependency {
@@ -587,8 +605,12 @@ fn payloads_are_never_dropped_under_the_lock() {
         s.submit("a", [], p()).unwrap_err(); // running: refused
         s.cancel(&"c").unwrap(); // a cancelled version's payload
         s.fail(&"a", claim.generation, "x").unwrap(); // b blocked: its payload
-        s.submit("e", ["a"], p()).unwrap_err(); // after start: new id refused
+        // After start a new id grows the graph (SPEC A8); over failed a, blocked at once.
+        s.submit("e", ["a"], p()).unwrap();
         s.submit("b", ["a"], p()).unwrap(); // blocked at once (old b's payload already gone)
+        // A settled claim adds no successor: the refused payload.
+        s.submit_successor(&claim.version(), "f", [], p())
+            .unwrap_err();
         s.close();
         drop(claim);
         done_tx.send(drops.load(Ordering::SeqCst)).unwrap();
@@ -596,7 +618,7 @@ fn payloads_are_never_dropped_under_the_lock() {
     let drops = done_rx
         .recv_timeout(Duration::from_secs(120))
         .expect("a payload was dropped while the scheduler's lock was held (deadlock)");
-    assert_eq!(drops, 8, "every payload dropped exactly once");
+    assert_eq!(drops, 9, "every payload dropped exactly once");
 }
 
 #[test]

@@ -32,6 +32,9 @@ pub enum DagOp<K> {
     SubmitOptional(K, Vec<K>, Vec<K>),
     /// `add_dependency(id, dep)` (SPEC A8 dynamic dependencies).
     AddDependency(K, K),
+    /// `submit_successor(parent, id, deps)` (SPEC A8 graphs that grow; production: payload
+    /// `P::default()`).
+    SubmitSuccessor(VersionRef<K>, K, Vec<K>),
     /// `start()`.
     Start,
     /// `ready_at_most(n)`; `usize::MAX` is `ready()`.
@@ -193,6 +196,9 @@ pub fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &DagOp<K>) -> DagR
         DagOp::Cancel(id) => DagRet::Cancel(m.cancel(id)),
         DagOp::Close => DagRet::Close(m.close()),
         DagOp::AddDependency(id, dep) => DagRet::Edge(m.add_dependency(id, dep.clone())),
+        DagOp::SubmitSuccessor(p, id, deps) => {
+            DagRet::Submit(m.submit_successor(&p.id, p.generation, id.clone(), deps.clone()))
+        }
         DagOp::Status(id) => DagRet::Status(m.status(id)),
         DagOp::Snapshot => DagRet::Snapshot {
             tasks: m.snapshot(),
@@ -233,6 +239,9 @@ pub fn apply_production<K: TaskKey, P: Default + Send>(
         DagOp::Cancel(id) => DagRet::Cancel(s.cancel(id)),
         DagOp::Close => DagRet::Close(s.close()),
         DagOp::AddDependency(id, dep) => DagRet::Edge(s.add_dependency(id, dep.clone())),
+        DagOp::SubmitSuccessor(p, id, deps) => {
+            DagRet::Submit(s.submit_successor(p, id.clone(), deps.clone(), P::default()))
+        }
         DagOp::Status(id) => DagRet::Status(s.status(id)),
         DagOp::Snapshot => DagRet::Snapshot {
             tasks: s.snapshot(),
@@ -323,6 +332,16 @@ impl<K: TaskKey> fmt::Debug for DagOp<K> {
             DagOp::Cancel(id) => write!(f, "cancel({id})"),
             DagOp::Close => f.write_str("close()"),
             DagOp::AddDependency(id, dep) => write!(f, "add_dependency({id}, {dep})"),
+            DagOp::SubmitSuccessor(p, id, deps) => {
+                let deps: Vec<String> = deps.iter().map(ToString::to_string).collect();
+                write!(
+                    f,
+                    "submit_successor({} {}, {id}, [{}])",
+                    p.id,
+                    p.generation,
+                    deps.join(", ")
+                )
+            }
             DagOp::Status(id) => write!(f, "status({id})"),
             DagOp::Snapshot => f.write_str("snapshot()"),
             DagOp::CompleteAndClaim(done, n) => {
