@@ -240,7 +240,8 @@ pub fn store_log_file_name(index: usize, id: &str, generation: u64) -> String {
 /// Ctrl-C): A, B, ...`, then one per cause of blocked tasks, `blocked: N task(s) (cause: X
 /// failed): A, B, ...`, each listing at most `max_ids` ids ([`crate::run::grouped_lines`]);
 /// last, one line per task that ran without some of its optional dependencies (SPEC A8),
-/// `optional: ID ran without A (failed), B (blocked)`, in the order of `tasks`.
+/// `optional: ID ran without A (failed), B (blocked)`, in the order of `tasks`, listing at
+/// most `max_ids` of them.
 /// A task whose [`TaskRecord::interrupted`] is set is interrupted whatever its state. O(tasks).
 pub fn report_lines(tasks: &[TaskRecord], max_ids: usize) -> Vec<String> {
     let mut failed = Vec::new();
@@ -254,13 +255,15 @@ pub fn report_lines(tasks: &[TaskRecord], max_ids: usize) -> Vec<String> {
             let missed: Vec<String> = t
                 .optional_misses
                 .iter()
+                .take(max_ids)
                 .map(|m| format!("{} ({})", m.dependency, m.state))
                 .collect();
-            optional.push(format!(
-                "optional: {} ran without {}",
-                t.id,
-                missed.join(", ")
-            ));
+            let mut line = format!("optional: {} ran without {}", t.id, missed.join(", "));
+            let more = t.optional_misses.len().saturating_sub(max_ids);
+            if more > 0 {
+                line.push_str(&format!(", ... ({more} more; --verbose lists them all)"));
+            }
+            optional.push(line);
         }
         if let Some(how) = &t.interrupted {
             interrupted.push(format!(
@@ -393,6 +396,43 @@ pub fn critical_path_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The `optional:` line lists at most `max_ids` misses and counts the rest.
+    #[test]
+    fn optional_lines_are_capped_like_blocked_ones() {
+        use lockstep_contract::{Generation, OptionalMiss};
+        let mut t = crate::run::TaskRecord {
+            id: "t".into(),
+            state: TaskState::Succeeded,
+            duration: None,
+            error: None,
+            blocked_by: None,
+            optional_misses: (0..7)
+                .map(|i| OptionalMiss {
+                    dependency: format!("n{i}"),
+                    generation: Generation(1),
+                    state: TaskState::Failed,
+                })
+                .collect(),
+            log: None,
+            interrupted: None,
+            attempt: 1,
+            attempts: 1,
+            generation: 1,
+            cancel_cause: None,
+        };
+        assert_eq!(
+            report_lines(std::slice::from_ref(&t), 2),
+            [
+                "optional: t ran without n0 (failed), n1 (failed), ... (5 more; --verbose lists them all)"
+            ]
+        );
+        t.optional_misses.truncate(2);
+        assert_eq!(
+            report_lines(std::slice::from_ref(&t), 2),
+            ["optional: t ran without n0 (failed), n1 (failed)"]
+        );
+    }
 
     #[test]
     fn status_lines_of_each_ending() {

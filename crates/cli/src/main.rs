@@ -76,7 +76,8 @@ enum Cmd {
     /// Run a graph: each task's command (`sh -c`) once its dependencies succeeded.
     ///
     /// Output of each task is printed when it ends, prefixed with `[ID] ` (or written to
-    /// --log-dir). A failure blocks the task's descendants; the end report lists them in
+    /// --log-dir). A failure blocks the task's descendants (not those that only run `after`
+    /// it: they run anyway and the report names what they ran without); the end report lists them in
     /// one line per cause, with their count and first 5 ids (all with --verbose). Exit 0 only if every task succeeded, 1 otherwise, 2 for unreadable input, a
     /// graph that cannot run (nothing is run), or a --store that cannot be opened or fails.
     /// A graph with no tasks (an empty file, or none left after --exclude-task) prints

@@ -2985,7 +2985,7 @@ fn optional_edges_are_checked_like_any_other_and_refused_by_stores() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
-            "error: task \"b\" (line 5) has optional dependencies (after = [\"a\"]), which \
+            "error: task \"b\" (line 5) has optional dependencies (\"a\"), which \
              `lockstep run --store` cannot run yet",
         ));
     assert!(!store.exists(), "no store was created");

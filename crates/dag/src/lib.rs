@@ -837,9 +837,13 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
     }
 
     /// Reports that the running version `(id, generation)` failed with `error`: frees its slot
-    /// and blocks every transitive waiter, recording this version as their root cause.
+    /// and blocks every transitive waiter that requires it, recording this version as their
+    /// root cause; a waiter for which it (or a version blocked by it) is an optional
+    /// dependency records the miss instead and becomes ready if that was its last wait
+    /// ([`submit_with_optional`](Self::submit_with_optional)).
     ///
-    /// Returns `Applied(effect)` with `effect.blocked` the number of versions blocked, or
+    /// Returns `Applied(effect)` with `effect.blocked` the number of versions blocked and
+    /// `effect.ready` the number of optional waiters it made ready, or
     /// `Duplicate(Failed)` if this version already failed (nothing changes).
     /// Accepted after [`close`](Self::close).
     ///
@@ -998,7 +1002,8 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
     /// Cancels the current version of `id`.
     ///
     /// * pending or ready: it becomes `Cancelled` (reason `User`) and every transitive waiter
-    ///   is blocked with it as the cause: `Cancelled(effect)`;
+    ///   that requires it is blocked with it as the cause (an optional waiter records the
+    ///   miss and may become ready, `effect.ready`): `Cancelled(effect)`;
     /// * running: its [`CancelToken`] is set and it stays running until its callback
     ///   arrives (never stopped by force): `Requested`;
     /// * terminal: nothing changes: `AlreadyTerminal(state)`.

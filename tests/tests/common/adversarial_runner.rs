@@ -24,6 +24,9 @@ use lockstep_models::dag::SchedulerModel;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op<K> {
     Submit(K, Vec<K>),
+    /// `submit_with_optional(id, deps[..cut], deps[cut..])`: SPEC A8 optional edges, so the
+    /// optional side tables meet the small tag masks and compaction floors too.
+    SubmitOptional(K, Vec<K>, usize),
     SubmitBatch(Vec<(K, Vec<K>)>),
     Start,
     Check,
@@ -71,6 +74,12 @@ pub enum Output<K: TaskKey> {
 pub fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &Op<K>) -> Output<K> {
     match op {
         Op::Submit(id, deps) => Output::Submit(m.submit(id.clone(), deps.clone())),
+        Op::SubmitOptional(id, deps, cut) => Output::Submit(m.submit_with_optional(
+            id.clone(),
+            deps[..*cut].to_vec(),
+            deps[*cut..].to_vec(),
+            lockstep_contract::SubmitOptions::default(),
+        )),
         Op::SubmitBatch(items) => {
             let mut gens = Vec::new();
             for (i, (id, deps)) in items.iter().enumerate() {
@@ -146,6 +155,13 @@ impl<K: TaskKey> Sut<K> {
     pub fn apply(&mut self, op: &Op<K>) -> Output<K> {
         match op {
             Op::Submit(id, deps) => Output::Submit(self.sched.submit(id.clone(), deps.clone(), ())),
+            Op::SubmitOptional(id, deps, cut) => Output::Submit(self.sched.submit_with_optional(
+                id.clone(),
+                deps[..*cut].to_vec(),
+                deps[*cut..].to_vec(),
+                (),
+                lockstep_contract::SubmitOptions::default(),
+            )),
             Op::SubmitBatch(items) => {
                 let mut gens = Vec::new();
                 let r = self.sched.submit_batch(
@@ -390,7 +406,12 @@ pub fn gen_op<K: TaskKey>(
         0..=29 => {
             let id = id_any(rng);
             let deps = gen_deps(rng, cfg, m, &id);
-            Op::Submit(id, deps)
+            if rng.chance(1, 4) {
+                let cut = rng.below(deps.len() + 1);
+                Op::SubmitOptional(id, deps, cut)
+            } else {
+                Op::Submit(id, deps)
+            }
         }
         30..=34 => {
             let n = 1 + rng.below(4);

@@ -184,6 +184,7 @@ pub fn parse_general(text: &str, path: &Path, opts: &DotOptions) -> Result<TaskG
         nodes: Vec::new(),
         index: HashMap::new(),
         seen_edges: HashMap::new(),
+        demoted: false,
         bad_optional: None,
     };
     let root = Scope::default();
@@ -192,6 +193,7 @@ pub fn parse_general(text: &str, path: &Path, opts: &DotOptions) -> Result<TaskG
     for ((m, why), n) in b.filters.iter().zip(&b.excluded) {
         notes.push(format!("left out {n} edge(s) with {m} ({why})"));
     }
+    b.finish_demotions();
     if let Some((tail, head, value)) = b.bad_optional.take() {
         return Err(ReadError::DotEdgeAttribute {
             path: path.to_path_buf(),
@@ -638,6 +640,10 @@ struct Builder {
     index: HashMap<String, usize>,
     /// Every edge added, and whether it is (still) optional.
     seen_edges: HashMap<(usize, usize), bool>,
+    /// Optional edges a parallel required one made required: their entries in the tail's
+    /// `after` are removed in one pass at the end (removing each at once would cost the
+    /// length of the list per edge, quadratic on a file that repeats many edges).
+    demoted: bool,
     /// The first edge whose `optional` attribute is neither `true` nor `false`: (tail, head,
     /// value).
     bad_optional: Option<(String, String, String)>,
@@ -694,6 +700,24 @@ impl Builder {
             }
         }
         mentioned
+    }
+
+    /// Drops from every `after` list the edges that became required, in one pass over the
+    /// lists: O(V + E) expected.
+    fn finish_demotions(&mut self) {
+        if !self.demoted {
+            return;
+        }
+        for t in 0..self.nodes.len() {
+            if self.nodes[t].after.is_empty() {
+                continue;
+            }
+            let after = std::mem::take(&mut self.nodes[t].after);
+            self.nodes[t].after = after
+                .into_iter()
+                .filter(|d| self.seen_edges.get(&(t, self.index[d.as_str()])) == Some(&true))
+                .collect();
+        }
     }
 
     fn subgraph(&mut self, sub: &Subgraph, scope: &Scope) -> Vec<usize> {
@@ -758,10 +782,11 @@ impl Builder {
                                 self.nodes[t].deps.push(dep);
                             }
                         }
-                        // A required edge parallel to an optional one: the edge is required.
+                        // A required edge parallel to an optional one: the edge is required
+                        // (its `after` entry goes in `finish_demotions`).
                         Some(true) if !optional => {
                             self.seen_edges.insert((t, h), false);
-                            self.nodes[t].after.retain(|d| *d != dep);
+                            self.demoted = true;
                             self.nodes[t].deps.push(dep);
                         }
                         Some(_) => {}
@@ -797,6 +822,39 @@ mod tests {
             id.to_string(),
             deps.iter().map(|d| (*d).to_string()).collect(),
         )
+    }
+
+    /// `optional=true` edges are optional dependencies; a parallel required edge wins in
+    /// either order (the optional entry leaves `after`, in one pass); `edge [...]` defaults
+    /// carry the attribute; any value but true/false is refused naming the edge.
+    #[test]
+    fn optional_edges_merge_into_required_ones_and_bad_values_are_refused() {
+        let g = read(
+            "digraph { a -> b [optional=true]; a -> b; a -> c; a -> c [optional=true]; \
+             a -> d [optional=true]; subgraph s { edge [optional=true]; e -> a } }",
+        );
+        let a = &g.tasks[0];
+        assert_eq!(
+            (a.id.as_str(), &a.deps, &a.after),
+            (
+                "a",
+                &vec!["b".to_string(), "c".into()],
+                &vec!["d".to_string()]
+            )
+        );
+        let e = g.tasks.iter().find(|t| t.id == "e").unwrap();
+        assert_eq!((e.deps.len(), &e.after), (0, &vec!["a".to_string()]));
+        let err = parse_general(
+            "digraph { x -> y [optional=yes] }",
+            p(),
+            &DotOptions::default(),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, ReadError::DotEdgeAttribute { ref tail, ref head, ref value, .. }
+                if tail == "x" && head == "y" && value == "yes"),
+            "{err}"
+        );
     }
 
     #[test]

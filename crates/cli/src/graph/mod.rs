@@ -125,7 +125,7 @@ pub fn unsupported_optional(graph: &TaskGraph) -> Option<String> {
         .line
         .map_or_else(String::new, |l| format!(" (line {l})"));
     Some(format!(
-        "task {:?}{line} has optional dependencies (after = [{}]), which `lockstep run --store` cannot run yet: durable stores keep one kind of edge (that needs store schema version 2); run it without --store, or make them deps (docs/semantics.md, \"Optional dependencies in task files\")",
+        "task {:?}{line} has optional dependencies ({}), which `lockstep run --store` cannot run yet: durable stores keep one kind of edge (that needs store schema version 2); run it without --store, or make them required (docs/semantics.md, \"Optional dependencies in task files\")",
         task.id,
         task.after
             .iter()

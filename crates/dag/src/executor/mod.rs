@@ -326,7 +326,8 @@ pub enum ExecEvent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RunCancel {
     /// The task had not been decided: it will not run, and is `Cancelled` (reason `User`);
-    /// its descendants are blocked when their turn comes.
+    /// its descendants that require it are blocked when their turn comes (those that only
+    /// follow it through an optional edge run).
     Cancelled,
     /// The task is running: its cancel-requested flag is set
     /// ([`TaskContext::is_cancel_requested`]); it stays running until its function returns.
@@ -460,7 +461,8 @@ impl<K: TaskKey> GraphRun<K> {
     }
 
     /// Cancels task `t`: a task not yet decided will never run (`Cancelled`, reason `User`;
-    /// its descendants are blocked with it as the cause); a running one gets its
+    /// its descendants that require it are blocked with it as the cause, optional followers
+    /// still run); a running one gets its
     /// cancel-requested flag (`Requested`); a terminal one is left alone. O(1), lock-free.
     ///
     /// # Panics
