@@ -351,16 +351,16 @@ pub const BUGS: &[(&str, &str)] = &[
         "scheduler: ready versions of equal priority are claimed newest first (a max-heap of (priority, sequence)) instead of in submission order",
     ),
     (
-        "grown_self_loop_accepted",
-        "scheduler: a new id submitted after start that depends on itself is accepted (the graph-that-grows path skips the only cycle a new id can close)",
+        "optional_blocks",
+        "scheduler: a lost optional dependency blocks its dependent like a required one (the edge's kind is ignored when a failure or cancellation propagates)",
     ),
     (
         "dynamic_edge_on_claimed",
         "scheduler: add_dependency accepts an edge on a ready or running version (the state check lets a claimed task gain a dependency it never waits for)",
     ),
     (
-        "optional_blocks",
-        "scheduler: a lost optional dependency blocks its dependent like a required one (the edge's kind is ignored when a failure or cancellation propagates)",
+        "grown_self_loop_accepted",
+        "scheduler: a new id submitted after start that depends on itself is accepted (the graph-that-grows path skips the only cycle a new id can close)",
     ),
     // The graph executor (`lockstep_dag::executor`).
     (
