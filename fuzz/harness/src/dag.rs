@@ -100,6 +100,13 @@ pub enum Op {
     Close,
     /// `wait_idle(Some(0))` on production, `running() == 0` on the model.
     WaitIdleNow,
+    /// `submit_with_optional(id, deps[..cut], deps[cut..])` (SPEC A8 optional edges), the
+    /// optional tail's length taken modulo the list's length plus one.
+    SubmitOptional(IdByte, Vec<IdByte>, u8),
+    /// `add_dependency(id, dep)` (SPEC A8 dynamic dependencies).
+    AddDependency(IdByte, IdByte),
+    /// `submit_successor(parent at generation, id, deps)` (SPEC A8 graphs that grow).
+    SubmitSuccessor(IdByte, GenByte, IdByte, Vec<IdByte>),
 }
 
 /// A whole input: the capacity byte (modulo 4) and the operations.
@@ -124,6 +131,9 @@ enum Concrete {
     Cancel(u8),
     Close,
     WaitIdleNow,
+    SubmitOptional(u8, Vec<u8>, Vec<u8>),
+    AddDependency(u8, u8),
+    SubmitSuccessor(VersionRef<u8>, u8, Vec<u8>),
 }
 
 /// What an operation returned, in one shape for both sides.
@@ -137,6 +147,7 @@ enum Output {
     Cancel(Result<CancelOutcome, SchedulerError<u8>>),
     Close(CloseReport),
     Idle(bool),
+    Edge(Result<lockstep_contract::Effect, SchedulerError<u8>>),
 }
 
 fn resolve(op: &Op, m: &SchedulerModel<u8>) -> Concrete {
@@ -161,6 +172,23 @@ fn resolve(op: &Op, m: &SchedulerModel<u8>) -> Concrete {
         Op::Cancel(id) => Concrete::Cancel(id.id()),
         Op::Close => Concrete::Close,
         Op::WaitIdleNow => Concrete::WaitIdleNow,
+        Op::SubmitOptional(id, deps, cut) => {
+            let mut deps: Vec<u8> = deps.iter().take(MAX_DEPS).map(|d| d.id()).collect();
+            let optional = deps.split_off(deps.len() - usize::from(*cut) % (deps.len() + 1));
+            Concrete::SubmitOptional(id.id(), deps, optional)
+        }
+        Op::AddDependency(id, dep) => Concrete::AddDependency(id.id(), dep.id()),
+        Op::SubmitSuccessor(parent, g, id, deps) => {
+            let parent = parent.id();
+            Concrete::SubmitSuccessor(
+                VersionRef {
+                    id: parent,
+                    generation: g.resolve(m.generation(&parent)),
+                },
+                id.id(),
+                deps.iter().take(MAX_DEPS).map(|d| d.id()).collect(),
+            )
+        }
     }
 }
 
@@ -176,6 +204,16 @@ fn apply_model(m: &mut SchedulerModel<u8>, op: &Concrete) -> Output {
         Concrete::Cancel(id) => Output::Cancel(m.cancel(id)),
         Concrete::Close => Output::Close(m.close()),
         Concrete::WaitIdleNow => Output::Idle(m.running() == 0),
+        Concrete::SubmitOptional(id, deps, optional) => Output::Submit(m.submit_with_optional(
+            *id,
+            deps.clone(),
+            optional.clone(),
+            lockstep_contract::SubmitOptions::default(),
+        )),
+        Concrete::AddDependency(id, dep) => Output::Edge(m.add_dependency(id, *dep)),
+        Concrete::SubmitSuccessor(p, id, deps) => {
+            Output::Submit(m.submit_successor(&p.id, p.generation, *id, deps.clone()))
+        }
     }
 }
 
@@ -225,6 +263,37 @@ impl Sut {
             Concrete::Cancel(id) => Output::Cancel(self.sched.cancel(id)),
             Concrete::Close => Output::Close(self.sched.close()),
             Concrete::WaitIdleNow => Output::Idle(self.sched.wait_idle(Some(Duration::ZERO))),
+            Concrete::SubmitOptional(id, deps, optional) => {
+                let payload = self.next_payload;
+                self.next_payload += 1;
+                let r = self.sched.submit_with_optional(
+                    *id,
+                    deps.iter().copied(),
+                    optional.iter().copied(),
+                    payload,
+                    lockstep_contract::SubmitOptions::default(),
+                );
+                self.remember(*id, &r, payload);
+                Output::Submit(r)
+            }
+            Concrete::AddDependency(id, dep) => Output::Edge(self.sched.add_dependency(id, *dep)),
+            Concrete::SubmitSuccessor(p, id, deps) => {
+                let payload = self.next_payload;
+                self.next_payload += 1;
+                let r = self
+                    .sched
+                    .submit_successor(p, *id, deps.iter().copied(), payload);
+                self.remember(*id, &r, payload);
+                Output::Submit(r)
+            }
+        }
+    }
+
+    /// Records the payload of an accepted submission, for the claim check.
+    fn remember(&mut self, id: u8, r: &Result<Generation, SchedulerError<u8>>, payload: u64) {
+        if let Ok(g) = r {
+            self.payloads
+                .insert(VersionRef { id, generation: *g }, payload);
         }
     }
 
