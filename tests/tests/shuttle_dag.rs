@@ -161,6 +161,20 @@ fn fused_claim_and_complete(s: &TaskScheduler<K>, log: &mut Log<'_>, n: usize, r
     }
 }
 
+/// One or two threads (indices from 0), each claiming one version at a time and settling it
+/// ([`claim_and_settle`]), three times; the next free thread index is their count.
+fn single_claimers(s: &Arc<TaskScheduler<K>>, rec: &Arc<Rec>) -> Vec<thread::JoinHandle<()>> {
+    (0..1 + pick(2))
+        .map(|t| {
+            spawn_logged(t, s, rec, |s, log| {
+                for _ in 0..3 {
+                    claim_and_settle(s, log, 1);
+                }
+            })
+        })
+        .collect()
+}
+
 // ---------------------------------------------------------------------------------------
 // Everything at once
 // ---------------------------------------------------------------------------------------
@@ -529,16 +543,8 @@ fn claims_race_higher_priority_resubmissions() {
             ],
         );
         let rec = Arc::new(Rec::new());
-        let claimers = 1 + pick(2);
-        let mut handles: Vec<_> = (0..claimers)
-            .map(|t| {
-                spawn_logged(t, &s, &rec, |s, log| {
-                    for _ in 0..3 {
-                        claim_and_settle(s, log, 1);
-                    }
-                })
-            })
-            .collect();
+        let mut handles = single_claimers(&s, &rec);
+        let claimers = handles.len();
         handles.push(spawn_logged(claimers, &s, &rec, |s, log| {
             for (id, deps, p) in [("low", vec![], 5), ("b", vec![], 5), ("c", vec!["a"], 7)] {
                 log.call(DagOp::SubmitWith(id, deps, p), |op| apply_production(s, op));
@@ -596,16 +602,8 @@ fn optional_edges_race_failures_and_claims() {
             ],
         );
         let rec = Arc::new(Rec::new());
-        let claimers = 1 + pick(2);
-        let mut handles: Vec<_> = (0..claimers)
-            .map(|t| {
-                spawn_logged(t, &s, &rec, |s, log| {
-                    for _ in 0..3 {
-                        claim_and_settle(s, log, 1);
-                    }
-                })
-            })
-            .collect();
+        let mut handles = single_claimers(&s, &rec);
+        let claimers = handles.len();
         handles.push(spawn_logged(claimers, &s, &rec, |s, log| {
             log.call(DagOp::Cancel("b"), |op| apply_production(s, op));
             log.call(DagOp::Submit("c", vec!["a"]), |op| apply_production(s, op));
@@ -658,16 +656,8 @@ fn dynamic_edges_race_completions_and_claims() {
             ],
         );
         let rec = Arc::new(Rec::new());
-        let claimers = 1 + pick(2);
-        let mut handles: Vec<_> = (0..claimers)
-            .map(|t| {
-                spawn_logged(t, &s, &rec, |s, log| {
-                    for _ in 0..3 {
-                        claim_and_settle(s, log, 1);
-                    }
-                })
-            })
-            .collect();
+        let mut handles = single_claimers(&s, &rec);
+        let claimers = handles.len();
         handles.push(spawn_logged(claimers, &s, &rec, |s, log| {
             log.call(DagOp::AddDependency("c", "b"), |op| apply_production(s, op));
             log.call(DagOp::AddDependency("c", "a"), |op| apply_production(s, op));

@@ -411,18 +411,30 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
         // Collected outside the lock (user iterator code never runs under it); up to eight
         // dependencies stay on the stack.
         let deps: SmallVec<[K; 8]> = deps.into_iter().collect();
+        self.submit_collected(id, &deps, deps.len(), options.priority, payload)
+    }
+
+    /// The critical section of every single submission: `deps[optional_from..]` optional.
+    /// The refused payload, and any that can no longer run, are dropped outside the lock.
+    #[inline]
+    fn submit_collected(
+        &self,
+        id: K,
+        deps: &[K],
+        optional_from: usize,
+        priority: i32,
+        payload: P,
+    ) -> Result<Generation, SchedulerError<K>> {
         let mut payload = Some(payload);
         let mut garbage = Vec::new();
-        let optional_from = deps.len();
         let result = self.lock().submit_with(
             id,
-            &deps,
+            deps,
             optional_from,
-            options.priority,
+            priority,
             &mut payload,
             &mut garbage,
         );
-        // Outside the lock: a refused submission's payload, and any that can no longer run.
         drop(payload);
         drop(garbage);
         result
@@ -487,19 +499,7 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
         let mut deps: SmallVec<[K; 8]> = deps.into_iter().collect();
         let optional_from = deps.len();
         deps.extend(optional);
-        let mut payload = Some(payload);
-        let mut garbage = Vec::new();
-        let result = self.lock().submit_with(
-            id,
-            &deps,
-            optional_from,
-            options.priority,
-            &mut payload,
-            &mut garbage,
-        );
-        drop(payload);
-        drop(garbage);
-        result
+        self.submit_collected(id, &deps, optional_from, options.priority, payload)
     }
 
     /// The claim priority of the current version of `id` (0 unless it was submitted with
