@@ -1047,23 +1047,8 @@ impl<K: TaskKey, P> Core<K, P> {
                     }
                     // Lost: blocked at once; the first lost dependency in list order gives the
                     // cause (d itself, or d's own root cause if d is blocked).
-                    Some(s @ (TaskState::Failed | TaskState::Cancelled)) => {
-                        cause = Some(BlockCause {
-                            task: self.keys[idx(d)].clone(),
-                            generation: Generation(h.generation),
-                            state: s,
-                        });
-                        break;
-                    }
-                    Some(TaskState::Blocked) => {
-                        cause = Some(match self.details.get(&d) {
-                            Some(Detail::Blocked(c)) => c.clone(),
-                            _ => BlockCause {
-                                task: self.keys[idx(d)].clone(),
-                                generation: Generation(h.generation),
-                                state: TaskState::Blocked,
-                            },
-                        });
+                    Some(TaskState::Failed | TaskState::Cancelled | TaskState::Blocked) => {
+                        cause = self.loss_cause(d);
                         break;
                     }
                     // Pending, ready, running, or not yet submitted: wait on the id.
@@ -1244,6 +1229,25 @@ impl<K: TaskKey, P> Core<K, P> {
         };
         self.counts[state as usize] += 1;
         Generation(1)
+    }
+
+    /// The cause that node `d`'s current version passes on to whoever needs it (A5): itself
+    /// when failed or cancelled, its own root cause when blocked; `None` unless lost.
+    fn loss_cause(&self, d: u32) -> Option<BlockCause<K>> {
+        let h = &self.hot[idx(d)];
+        let own = |state| BlockCause {
+            task: self.keys[idx(d)].clone(),
+            generation: Generation(h.generation),
+            state,
+        };
+        match h.task_state()? {
+            s @ (TaskState::Failed | TaskState::Cancelled) => Some(own(s)),
+            TaskState::Blocked => Some(match self.details.get(&d) {
+                Some(Detail::Blocked(c)) => c.clone(),
+                _ => own(TaskState::Blocked),
+            }),
+            _ => None,
+        }
     }
 
     /// Blocks every pending waiter of `root`, and transitively theirs, with `cause`; returns
@@ -1433,22 +1437,11 @@ impl<K: TaskKey, P> Core<K, P> {
             self.hot[idx(n)].count += 1;
             return Ok(Effect::default());
         }
-        let hd = self.hot[idx(d)];
-        let cause = match hd.task_state() {
+        let cause = match self.hot[idx(d)].task_state() {
             Some(TaskState::Succeeded) => return Ok(Effect::default()),
-            Some(s @ (TaskState::Failed | TaskState::Cancelled)) => BlockCause {
-                task: dep.clone(),
-                generation: Generation(hd.generation),
-                state: s,
-            },
-            Some(TaskState::Blocked) => match self.details.get(&d) {
-                Some(Detail::Blocked(c)) => c.clone(),
-                _ => BlockCause {
-                    task: dep.clone(),
-                    generation: Generation(hd.generation),
-                    state: TaskState::Blocked,
-                },
-            },
+            Some(TaskState::Failed | TaskState::Cancelled | TaskState::Blocked) => {
+                self.loss_cause(d).expect("a lost version has a cause")
+            }
             // Pending, ready, running, or not yet submitted: wait on it.
             _ => {
                 self.rev_extra.entry(d).or_default().push(Entry {

@@ -428,11 +428,6 @@ impl<K> FrozenGraph<K> {
         &self.dependencies(t)[self.required_len(t)..]
     }
 
-    /// True when some task has an optional dependency. O(1).
-    pub fn has_optional(&self) -> bool {
-        self.required.is_some()
-    }
-
     /// The tasks that depend on task `t` (its reverse edges), in ascending index. O(1).
     ///
     /// # Panics
