@@ -63,8 +63,8 @@ use std::hash::{Hash, Hasher};
 
 use lockstep_contract::{
     BlockCause, CallbackOutcome, CancelOutcome, CancelReason, CloseReport, Cycle, Effect,
-    Generation, GraphReport, MissingDependency, OptionalMiss, SchedulerError, SubmitOptions,
-    TaskKey, TaskState, TaskStatus, VersionRef,
+    Generation, GraphReport, MissingDependency, OptionalMiss, PoolId, SchedulerError,
+    SubmitOptions, TaskKey, TaskState, TaskStatus, VersionRef,
 };
 
 /// The current version of one task id, as the model stores it.
@@ -78,6 +78,9 @@ struct Version<K> {
     /// SPEC A8: the claim priority given with this version's submission (0 for `submit`);
     /// fixed for the version's lifetime, never inherited from a replaced version.
     priority: i32,
+    /// SPEC A8: the named concurrency limit this version counts against while running
+    /// (`None`: only `max_concurrency`); fixed for the version's lifetime, like the priority.
+    pool: Option<PoolId>,
     /// The dependency list exactly as submitted: the required dependencies, then the optional
     /// ones (SPEC A8) from index `optional_from` on. No id twice: that is refused.
     deps: Vec<K>,
@@ -180,6 +183,9 @@ pub struct SchedulerModel<K: TaskKey> {
     order: Vec<K>,
     /// The current version of each known id.
     tasks: HashMap<K, Version<K>>,
+    /// SPEC A8 named concurrency limits: `(name, depth)` of each defined pool; a pool's
+    /// [`PoolId`] is its index here (definition order).
+    pools: Vec<(String, usize)>,
 }
 
 /// Hashes every field, the tasks in `order` (first-submission order, which lists every
@@ -192,6 +198,7 @@ impl<K: TaskKey> Hash for SchedulerModel<K> {
         self.closed.hash(state);
         self.next_seq.hash(state);
         self.order.hash(state);
+        self.pools.hash(state);
         for id in &self.order {
             self.tasks.get(id).hash(state);
         }
@@ -211,7 +218,73 @@ impl<K: TaskKey> SchedulerModel<K> {
             next_seq: 0,
             order: Vec::new(),
             tasks: HashMap::new(),
+            pools: Vec::new(),
         }
+    }
+
+    // ------------------------------------------------------------------------------------
+    // Named concurrency limits (SPEC A8)
+    // ------------------------------------------------------------------------------------
+
+    /// Defines a named concurrency limit of depth `depth` (`docs/semantics.md` "Named
+    /// concurrency limits") and returns its [`PoolId`], the number of pools defined before it.
+    /// At most `depth` versions submitted with `SubmitOptions::pool == Some(id)` are running at
+    /// once; depth 0 is legal (such versions are never claimed, as with `max_concurrency`
+    /// 0). A pool can be defined at any time before `close`, also after start.
+    ///
+    /// # Errors
+    /// [`SchedulerError::Closed`] after `close()`; [`SchedulerError::DuplicatePool`] if a pool
+    /// of that name is defined already (with the one defined). Nothing changes on error.
+    ///
+    /// O(pools).
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (A8.pool-depth).
+    pub fn define_pool(
+        &mut self,
+        name: impl Into<String>,
+        depth: usize,
+    ) -> Result<PoolId, SchedulerError<K>> {
+        let name = name.into();
+        if self.closed {
+            return Err(SchedulerError::Closed);
+        }
+        // A8 pools: a name is defined once, with one depth.
+        if let Some(pool) = self.pool(&name) {
+            return Err(SchedulerError::DuplicatePool { name, pool });
+        }
+        let id = PoolId(u32::try_from(self.pools.len()).expect("fewer than 2^32 pools"));
+        self.pools.push((name, depth));
+        Ok(id)
+    }
+
+    /// The pool defined with `name`, if any. O(pools).
+    pub fn pool(&self, name: &str) -> Option<PoolId> {
+        (0..self.pools.len())
+            .find(|&i| self.pools[i].0 == name)
+            .map(|i| PoolId(i as u32))
+    }
+
+    /// The depth of `pool`, or `None` if it is not defined. O(1).
+    pub fn pool_depth(&self, pool: PoolId) -> Option<usize> {
+        self.pools.get(pool.index()).map(|(_, depth)| *depth)
+    }
+
+    /// The number of running versions in `pool` (never above its depth), or `None` if it is
+    /// not defined. O(V).
+    pub fn pool_running(&self, pool: PoolId) -> Option<usize> {
+        self.pool_depth(pool)?;
+        Some(
+            self.tasks
+                .values()
+                .filter(|v| v.state == TaskState::Running && v.pool == Some(pool))
+                .count(),
+        )
+    }
+
+    /// The pool the current version of `id` counts against (`None` if it has none or `id`
+    /// is unknown). O(1).
+    pub fn pool_of(&self, id: &K) -> Option<PoolId> {
+        self.tasks.get(id).and_then(|v| v.pool)
     }
 
     // ------------------------------------------------------------------------------------
@@ -225,10 +298,12 @@ impl<K: TaskKey> SchedulerModel<K> {
     /// Checked in this order (`docs/semantics.md`, "Submit"); a refused submission changes
     /// nothing:
     /// 1. [`SchedulerError::Closed`] after `close()`;
-    /// 2. [`SchedulerError::DuplicateDependency`]: `deps` names an id twice (the first element
+    /// 2. [`SchedulerError::UnknownPool`]: the options name a pool not defined here (only
+    ///    [`Self::submit_with`] can);
+    /// 3. [`SchedulerError::DuplicateDependency`]: `deps` names an id twice (the first element
     ///    that repeats an earlier one);
-    /// 3. [`SchedulerError::Running`]: the current version of `id` is running (SPEC A2);
-    /// 4. only once scheduling has started: [`SchedulerError::UnknownDependency`] for
+    /// 4. [`SchedulerError::Running`]: the current version of `id` is running (SPEC A2);
+    /// 5. only once scheduling has started: [`SchedulerError::UnknownDependency`] for
     ///    dependencies on ids never submitted other than `id` itself (list order),
     ///    [`SchedulerError::Cycles`] if the new edges would close a cycle (canonical form,
     ///    computed as if the version were accepted). A new id is accepted after start too
@@ -246,12 +321,14 @@ impl<K: TaskKey> SchedulerModel<K> {
     }
 
     /// [`Self::submit`] with options: the version gets `options.priority` as its claim
-    /// priority (SPEC A8, `docs/semantics.md` "Priorities"). Refusals, their order and the
+    /// priority (SPEC A8, `docs/semantics.md` "Priorities") and counts against
+    /// `options.pool` while it runs ("Named concurrency limits"). Refusals, their order and the
     /// effect are exactly `submit`'s; `submit(id, deps)` is `submit_with(id, deps,
     /// SubmitOptions::default())`, priority 0.
     ///
     /// # Errors
-    /// As [`Self::submit`]; a priority is never refused (every `i32` is legal).
+    /// As [`Self::submit`]; a priority is never refused (every `i32` is legal), a pool not
+    /// defined on this model is [`SchedulerError::UnknownPool`].
     ///
     /// Rules of `docs/invariants.md` stated here: RULE (A8.priority-fixed).
     pub fn submit_with(
@@ -277,7 +354,7 @@ impl<K: TaskKey> SchedulerModel<K> {
     /// As [`Self::submit`], over the joined list.
     ///
     /// Rules of `docs/invariants.md` stated here: RULE (A8.optional-never-blocks),
-    /// RULE (A8.grow-acyclic).
+    /// RULE (A8.grow-acyclic), RULE (A8.pool-depth) (the unknown-pool refusal).
     pub fn submit_with_optional(
         &mut self,
         id: K,
@@ -294,7 +371,13 @@ impl<K: TaskKey> SchedulerModel<K> {
         if self.closed {
             return Err(SchedulerError::Closed);
         }
-        // Submit check 2 / SPEC A3: duplicates are rejected, not deduplicated. The one named
+        // Submit check 2 / A8 pools: the options name only a pool defined on this scheduler.
+        if let Some(pool) = options.pool
+            && self.pool_depth(pool).is_none()
+        {
+            return Err(SchedulerError::UnknownPool { task: id, pool });
+        }
+        // Submit check 3 / SPEC A3: duplicates are rejected, not deduplicated. The one named
         // is the first element of the list that repeats an earlier element.
         if let Some(dependency) = first_repeated(&deps) {
             return Err(SchedulerError::DuplicateDependency {
@@ -302,7 +385,7 @@ impl<K: TaskKey> SchedulerModel<K> {
                 dependency,
             });
         }
-        // Submit check 3 / A2: a running version is never replaced.
+        // Submit check 4 / A2: a running version is never replaced.
         if let Some(current) = self.tasks.get(&id)
             && current.state == TaskState::Running
         {
@@ -311,7 +394,7 @@ impl<K: TaskKey> SchedulerModel<K> {
                 generation: current.generation,
             });
         }
-        // Submit check 4 / A3, A8 graphs that grow: after start a version (of a known id, or
+        // Submit check 5 / A3, A8 graphs that grow: after start a version (of a known id, or
         // of a new one) may name only known ids, or itself, and the graph must stay acyclic.
         if self.started {
             let missing: Vec<MissingDependency<K>> = deps
@@ -408,6 +491,8 @@ impl<K: TaskKey> SchedulerModel<K> {
             generation,
             seq,
             priority: options.priority,
+            // A8 pools: fixed at submission like the priority; a resubmission takes its own.
+            pool: options.pool,
             deps,
             optional_from,
             misses,
@@ -686,7 +771,7 @@ impl<K: TaskKey> SchedulerModel<K> {
     }
 
     /// Rules of `docs/invariants.md` stated here: RULE (A4.claim-once), RULE (A4.submission-order),
-    /// RULE (A4.capacity), RULE (A8.priority-order).
+    /// RULE (A4.capacity), RULE (A8.priority-order), RULE (A8.pool-depth).
     fn claim(&mut self, n: usize) -> Result<Vec<VersionRef<K>>, SchedulerError<K>> {
         // Semantics "Claim": closed first, then the implicit start (which validates).
         if self.closed {
@@ -711,8 +796,26 @@ impl<K: TaskKey> SchedulerModel<K> {
             })
             .collect();
         queue.sort_by_key(|(priority, seq, _)| (*priority, *seq));
+        // A8 pool-depth: a version whose pool already runs `depth` versions (counting the
+        // ones this claim took) is passed over and stays ready; the versions after it in the
+        // order still get the free slots, so a full pool holds back only its own versions.
+        let mut pool_room: Vec<usize> = (0..self.pools.len())
+            .map(|i| {
+                let pool = PoolId(i as u32);
+                self.pools[i].1 - self.pool_running(pool).expect("defined")
+            })
+            .collect();
         let mut claimed = Vec::new();
-        for (_, _, id) in queue.into_iter().take(take) {
+        for (_, _, id) in queue {
+            if claimed.len() == take {
+                break;
+            }
+            if let Some(pool) = self.tasks[&id].pool {
+                if pool_room[pool.index()] == 0 {
+                    continue;
+                }
+                pool_room[pool.index()] -= 1;
+            }
             let v = self.tasks.get_mut(&id).expect("queued ids are known");
             // A4 claim-once: ready -> running happens here and only here, once per version.
             v.state = TaskState::Running;

@@ -28,8 +28,8 @@ use std::fmt::Debug;
 use std::marker::PhantomData;
 
 use lockstep_contract::{
-    CallbackOutcome, CancelOutcome, CloseReport, Effect, Generation, GraphReport, SchedulerError,
-    SubmitOptions, TaskKey, TaskState, VersionRef,
+    CallbackOutcome, CancelOutcome, CloseReport, Effect, Generation, GraphReport, PoolId,
+    SchedulerError, SubmitOptions, TaskKey, TaskState, VersionRef,
 };
 use lockstep_dag::{CancelToken, TaskScheduler};
 use lockstep_models::dag::SchedulerModel;
@@ -50,6 +50,11 @@ enum Op<K> {
     Submit(K, Vec<K>),
     /// `submit_with(id, deps, SubmitOptions::priority(p))` on both sides (SPEC A8).
     SubmitWith(K, Vec<K>, i32),
+    /// `define_pool(name, depth)` on both sides (SPEC A8 named concurrency limits).
+    DefinePool(&'static str, usize),
+    /// `submit_with(id, deps, SubmitOptions::priority(p).with_pool(Some(pool)))` on both
+    /// sides (SPEC A8 named concurrency limits; the pool may be undefined: a refusal).
+    SubmitInPool(K, Vec<K>, i32, PoolId),
     /// `submit_with_optional(id, deps, optional, SubmitOptions::default())` on both sides
     /// (SPEC A8 optional edges).
     SubmitOptional(K, Vec<K>, Vec<K>),
@@ -88,6 +93,7 @@ type BatchResult<T, K> = (T, Option<(usize, SchedulerError<K>)>);
 #[derive(Debug, Clone, PartialEq)]
 enum Output<K: TaskKey> {
     Submit(Result<Generation, SchedulerError<K>>),
+    Pool(Result<PoolId, SchedulerError<K>>),
     Start(Result<(), SchedulerError<K>>),
     Check(GraphReport<K>),
     Claims(Result<Vec<VersionRef<K>>, SchedulerError<K>>),
@@ -108,6 +114,12 @@ fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &Op<K>) -> Output<K> {
         Op::SubmitWith(id, deps, p) => {
             Output::Submit(m.submit_with(id.clone(), deps.clone(), SubmitOptions::priority(*p)))
         }
+        Op::DefinePool(name, depth) => Output::Pool(m.define_pool(*name, *depth)),
+        Op::SubmitInPool(id, deps, p, pool) => Output::Submit(m.submit_with(
+            id.clone(),
+            deps.clone(),
+            SubmitOptions::priority(*p).with_pool(Some(*pool)),
+        )),
         Op::SubmitOptional(id, deps, optional) => Output::Submit(m.submit_with_optional(
             id.clone(),
             deps.clone(),
@@ -190,6 +202,13 @@ impl<K: TaskKey> Sut<K> {
                 deps.clone(),
                 (),
                 SubmitOptions::priority(*p),
+            )),
+            Op::DefinePool(name, depth) => Output::Pool(s.define_pool(*name, *depth)),
+            Op::SubmitInPool(id, deps, p, pool) => Output::Submit(s.submit_with(
+                id.clone(),
+                deps.clone(),
+                (),
+                SubmitOptions::priority(*p).with_pool(Some(*pool)),
             )),
             Op::SubmitOptional(id, deps, optional) => Output::Submit(s.submit_with_optional(
                 id.clone(),
@@ -321,6 +340,24 @@ fn observe_diff<K: TaskKey>(m: &SchedulerModel<K>, s: &Sut<K>, ids: &[K]) -> Res
     );
     same!("is_started()", m.is_started(), p.is_started());
     same!("is_closed()", m.is_closed(), p.is_closed());
+    // SPEC A8 named concurrency limits: the generator defines at most two pools (ids 0, 1);
+    // 2 is never defined.
+    for i in 0..3 {
+        let pool = PoolId(i);
+        same!(
+            format!("pool_running({pool})"),
+            m.pool_running(pool),
+            p.pool_running(pool)
+        );
+        same!(
+            format!("pool_depth({pool})"),
+            m.pool_depth(pool),
+            p.pool_depth(pool)
+        );
+    }
+    for name in POOL_NAMES {
+        same!(format!("pool({name:?})"), m.pool(name), p.pool(name));
+    }
     for id in ids {
         same!(format!("status({id})"), m.status(id), p.status(id));
         same!(format!("state({id})"), m.state(id), p.state(id));
@@ -330,6 +367,7 @@ fn observe_diff<K: TaskKey>(m: &SchedulerModel<K>, s: &Sut<K>, ids: &[K]) -> Res
             p.generation(id)
         );
         same!(format!("priority({id})"), m.priority(id), p.priority(id));
+        same!(format!("pool_of({id})"), m.pool_of(id), p.pool_of(id));
         same!(
             format!("blocked_by({id})"),
             m.blocked_by(id),
@@ -369,13 +407,17 @@ fn rules_of<K>(op: &Op<K>) -> &'static str {
         Op::AddDependency(..) => {
             "A8.dynamic-edge-pending, A3.duplicate-dependency, A3.frozen-after-start, A5.snapshot"
         }
+        Op::DefinePool(..) | Op::SubmitInPool(..) => {
+            "A8.pool-depth, A8.priority-fixed, A2.no-silent-replace, A3.duplicate-dependency, \
+             A3.frozen-after-start, A5.snapshot"
+        }
         Op::SubmitOptional(..) => {
             "A8.optional-never-blocks, A2.no-silent-replace, A2.no-auto-retry, \
              A3.duplicate-dependency, A3.frozen-after-start, A5.snapshot"
         }
         Op::Start | Op::Check => "A3.unknown-dependency, A3.cycles-as-paths, A3.cycle-search-skip",
         Op::Ready | Op::ReadyAtMost(_) | Op::ReadyInto(_) => {
-            "A4.claim-once, A4.submission-order, A8.priority-order, A4.capacity"
+            "A4.claim-once, A4.submission-order, A8.priority-order, A4.capacity, A8.pool-depth"
         }
         Op::Complete(..) | Op::CompleteBatch(_) => {
             "A2.generation-key, A5.callback-once, A5.release-by-reverse-edges"
@@ -401,6 +443,13 @@ fn model_invariants<K: TaskKey>(m: &SchedulerModel<K>) {
         m.running() <= m.max_concurrency(),
         "A4: running exceeds the limit"
     );
+    // A8 pool-depth: no pool runs more than its depth.
+    let mut i = 0;
+    while let Some(depth) = m.pool_depth(PoolId(i)) {
+        let running = m.pool_running(PoolId(i)).expect("defined");
+        assert!(running <= depth, "A8: pool {i} runs {running} > {depth}");
+        i += 1;
+    }
     for (id, st) in m.snapshot() {
         assert_eq!(
             st.blocked_by.is_some(),
@@ -499,7 +548,14 @@ struct RefState<K: TaskKey> {
     /// Whether this run submits with priorities (SPEC A8). A third of the runs do not: all
     /// versions have priority 0, the all-equal case, where claims are in submission order.
     priorities: bool,
+    /// Whether this run defines named pools and submits into them (SPEC A8). Half the runs
+    /// do not, so that the pool-free paths are compared too.
+    pools: bool,
 }
+
+/// The names `DefinePool` draws from (two, so that a name is often defined twice: the
+/// refusal), and one never defined (probed by `pool(name)`).
+const POOL_NAMES: [&str; 3] = ["x", "y", "never"];
 
 /// The machine over id pool `P`: [`ReferenceStateMachine`] is the model,
 /// [`StateMachineTest`] drives production.
@@ -586,11 +642,13 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
         (
             prop_oneof![1 => Just(0usize), 4 => 1usize..=3],
             prop_oneof![1 => Just(false), 2 => Just(true)],
+            any::<bool>(),
         )
-            .prop_map(|(c, priorities)| RefState {
+            .prop_map(|(c, priorities, pools)| RefState {
                 model: SchedulerModel::new(c),
                 last: None,
                 priorities,
+                pools,
             })
             .boxed()
     }
@@ -634,6 +692,28 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
             (any, priority)
                 .prop_map(|(op, p)| match op {
                     Op::Submit(id, deps) => Op::SubmitWith(id, deps, p),
+                    other => other,
+                })
+                .boxed()
+        };
+        // SPEC A8 named concurrency limits: pools of depth 0 to 2 under two names (defining a
+        // name twice is refused), submissions into a defined pool or, rarely, the next index
+        // (not defined yet: refused), with a priority from a small set.
+        let define_pool = (select(POOL_NAMES[..2].to_vec()), 0usize..=2)
+            .prop_map(|(name, depth)| Op::DefinePool(name, depth))
+            .boxed();
+        let in_pool = {
+            let defined = (0..2u32)
+                .take_while(|&i| m.pool_depth(PoolId(i)).is_some())
+                .count() as u32;
+            let pool_id = weighted(vec![
+                (8, (0..defined.max(1)).prop_map(PoolId).boxed()),
+                (1, Just(PoolId(defined)).boxed()),
+            ]);
+            let any = resubmit_or_submit(&known, &pool, &ghost);
+            (any, select(vec![-1i32, 0, 0, 1]), pool_id)
+                .prop_map(|(op, p, pool)| match op {
+                    Op::Submit(id, deps) => Op::SubmitInPool(id, deps, p, pool),
                     other => other,
                 })
                 .boxed()
@@ -738,9 +818,11 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
         // submissions, a claim into the reused buffer, one to three completions; the 14th
         // is a submission with a priority, the 15th the fused `complete_and_claim`, the 16th a
         // submission with optional dependencies, the 17th `add_dependency`, the 18th
-        // `submit_successor`.
+        // `submit_successor`, the 19th `define_pool`, the 20th a submission into a pool.
         let weights = if m.is_started() {
-            [12, 16, 2, 3, 20, 12, 28, 12, 8, 1, 3, 6, 8, 0, 8, 8, 4, 6]
+            [
+                12, 16, 2, 3, 20, 12, 28, 12, 8, 1, 3, 6, 8, 0, 8, 8, 4, 6, 1, 0,
+            ]
         } else {
             [
                 32,
@@ -761,6 +843,8 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
                 16,
                 k,
                 2,
+                2,
+                0,
             ]
         };
         // Submissions with a priority take about a third of the submissions (only in runs
@@ -768,6 +852,12 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
         let mut weights = weights;
         if state.priorities {
             weights[13] = (weights[0] + weights[1]) / 2;
+        }
+        // Submissions into pools take about half the submissions (only in runs with pools).
+        if state.pools {
+            weights[19] = weights[0] + weights[1];
+        } else {
+            weights[18] = 0;
         }
         let submit_batch =
             proptest::collection::vec(resubmit.clone().prop_union(submit.clone()), 1..=3)
@@ -831,6 +921,8 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
             with_optional,
             add_dependency,
             successor,
+            define_pool,
+            in_pool,
         ];
         weighted(
             weights
@@ -1545,7 +1637,7 @@ fn add_dependency_sequences_agree_and_follow_the_rule() {
     );
 }
 
-/// The generators are not vacuous: over a fixed-seed sample of sequences, every state, every/// The generators are not vacuous: over a fixed-seed sample of sequences, every state, every
+/// The generators are not vacuous: over a fixed-seed sample of sequences, every state, every
 /// kind of error and every kind of outcome is reached by the model.
 #[test]
 fn generated_sequences_cover_every_state_error_and_outcome() {
@@ -1588,6 +1680,25 @@ fn generated_sequences_cover_every_state_error_and_outcome() {
                 }
                 // A claim that decided a tie: another version of the claimed one's priority
                 // (other than 0) was ready too.
+                // A8 pool-depth: a ready version of a pool was passed over while one after it
+                // in the claim order (its priority or lower, a later sequence) was claimed.
+                let key = |id: &String| {
+                    (
+                        std::cmp::Reverse(before.priority(id).expect("known")),
+                        before.seq(id).expect("known"),
+                    )
+                };
+                let passed_over = by_seq.iter().any(|(_, r)| {
+                    before.pool_of(r).is_some()
+                        && !claimed.contains(&r)
+                        && v.iter().any(|c| key(&c.id) > key(r))
+                });
+                if passed_over {
+                    seen.insert("a full pool is passed over".into());
+                }
+                if v.iter().any(|c| before.pool_of(&c.id).is_some()) {
+                    seen.insert("a version of a pool is claimed".into());
+                }
                 for c in v {
                     let p = before.priority(&c.id).expect("known");
                     let tied = by_seq
@@ -1657,6 +1768,7 @@ fn generated_sequences_cover_every_state_error_and_outcome() {
                     "add_dependency closes a cycle".into()
                 }
                 Output::Submit(Err(e))
+                | Output::Pool(Err(e))
                 | Output::AddDependency(Err(e))
                 | Output::Start(Err(e))
                 | Output::Claims(Err(e))
@@ -1717,6 +1829,10 @@ fn generated_sequences_cover_every_state_error_and_outcome() {
             "add_dependency closes a cycle",
             "a new id grows the started graph",
             "a successor grows the started graph",
+            "error UnknownPool",
+            "error DuplicatePool",
+            "a version of a pool is claimed",
+            "a full pool is passed over",
         ]
         .map(String::from),
     ) {

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use lockstep_dag::{
     BlockCause, CallbackOutcome, CancelOutcome, CancelReason, Claim, CloseReport, Cycle, Effect,
-    Generation, GraphReport, MissingDependency, SchedulerError, SubmitOptions, TaskScheduler,
-    TaskState, VersionRef,
+    Generation, GraphReport, MissingDependency, PoolId, SchedulerError, SubmitOptions,
+    TaskScheduler, TaskState, VersionRef,
 };
 
 type S = TaskScheduler<&'static str>;
@@ -1054,4 +1054,126 @@ fn concurrent_claims_drain_the_levels_in_priority_order() {
             );
         }
     }
+}
+
+/// SPEC A8 named concurrency limits: a full pool passes its versions over and the claim goes
+/// on with the others, in priority then submission order, within the global limit. `l1`,
+/// `l2` are in `link` (depth 1), `c1`, `c2` in none, `d1` in `db` (depth 2); the global limit
+/// of 3 is what stops the first claim, not the full `link`.
+#[test]
+fn a_full_pool_never_holds_back_other_tasks() {
+    let s = S::new(3);
+    let link = s.define_pool("link", 1).unwrap();
+    let db = s.define_pool("db", 2).unwrap();
+    assert_eq!((link, db), (PoolId(0), PoolId(1)));
+    for (id, pool) in [
+        ("l1", Some(link)),
+        ("l2", Some(link)),
+        ("c1", None),
+        ("d1", Some(db)),
+        ("c2", None),
+    ] {
+        s.submit_with(id, [], (), SubmitOptions::default().with_pool(pool))
+            .unwrap();
+    }
+    assert_eq!(s.pool_of(&"l2"), Some(link));
+    assert_eq!(s.pool_of(&"c1"), None);
+    // `l2` is passed over (link is full after `l1`); `c1` and `d1` fill the global limit.
+    let first = s.ready().unwrap();
+    assert_eq!(ids(&first), ["l1", "c1", "d1"]);
+    assert_eq!(s.pool_running(link), Some(1));
+    assert_eq!(s.pool_running(db), Some(1));
+    assert_eq!(s.state(&"l2"), Some(TaskState::Ready));
+    // A free global slot does not open a full pool: `c2` goes, `l2` still waits.
+    s.complete(&"c1", Generation(1)).unwrap();
+    assert_eq!(ids(&s.ready().unwrap()), ["c2"]);
+    // A high-priority version in the full pool waits too; the pool's own slot decides.
+    s.submit_with("l3", [], (), SubmitOptions::in_pool(link).with_priority(9))
+        .unwrap();
+    s.complete(&"c2", Generation(1)).unwrap();
+    assert_eq!(ids(&s.ready().unwrap()), Vec::<&str>::new());
+    // Once `l1` settles, the pool's slot goes to the highest priority in it: `l3`, then `l2`.
+    s.complete(&"l1", Generation(1)).unwrap();
+    assert_eq!(ids(&s.ready().unwrap()), ["l3"]);
+    s.complete(&"l3", Generation(1)).unwrap();
+    assert_eq!(ids(&s.ready().unwrap()), ["l2"]);
+    assert_eq!(s.pool_running(link), Some(1));
+}
+
+/// Pools are defined once per name; a submission naming a pool this scheduler does not have
+/// is refused before anything changes (its dependency list is not even looked at); depth 0
+/// is legal and never runs its versions; `close` refuses new pools.
+#[test]
+fn pools_are_defined_once_and_refuse_unknown_ids() {
+    let s = S::new(2);
+    let p = s.define_pool("p", 0).unwrap();
+    assert_eq!(
+        s.define_pool("p", 5),
+        Err(SchedulerError::DuplicatePool {
+            name: "p".into(),
+            pool: p
+        })
+    );
+    assert_eq!(s.pool_depth(p), Some(0));
+    assert_eq!(s.pool("p"), Some(p));
+    assert_eq!(s.pool("q"), None);
+    // PoolId(1) is not defined: refused before the duplicate in the list is looked at.
+    assert_eq!(
+        s.submit_with("a", ["x", "x"], (), SubmitOptions::in_pool(PoolId(1))),
+        Err(SchedulerError::UnknownPool {
+            task: "a",
+            pool: PoolId(1)
+        })
+    );
+    assert_eq!(s.state(&"a"), None);
+    assert_eq!(s.pool_running(PoolId(1)), None);
+    // Depth 0: ready, never claimed; others are.
+    s.submit_with("z", [], (), SubmitOptions::in_pool(p))
+        .unwrap();
+    s.submit("b", [], ()).unwrap();
+    assert_eq!(ids(&s.ready().unwrap()), ["b"]);
+    assert_eq!(s.state(&"z"), Some(TaskState::Ready));
+    // Defined after start, and used at once.
+    let q = s.define_pool("q", 1).unwrap();
+    s.submit_with("c", [], (), SubmitOptions::in_pool(q))
+        .unwrap();
+    assert_eq!(ids(&s.ready().unwrap()), ["c"]);
+    let report = s.close();
+    assert_eq!(report.cancelled, 1, "z, still ready, is cancelled");
+    assert_eq!(s.define_pool("r", 1), Err(SchedulerError::Closed));
+    assert_eq!(
+        s.submit_with("d", [], (), SubmitOptions::in_pool(q)),
+        Err(SchedulerError::Closed)
+    );
+}
+
+/// A pool's slot is taken by the claim and given back by `complete` and `fail` only: a
+/// cancel request on a running version keeps it; a resubmission moves a settled id to
+/// another pool (the pool is the version's, like its priority).
+#[test]
+fn a_pool_slot_is_freed_by_complete_and_fail_only() {
+    let s = S::new(4);
+    let p = s.define_pool("p", 1).unwrap();
+    let q = s.define_pool("q", 1).unwrap();
+    for id in ["a", "b"] {
+        s.submit_with(id, [], (), SubmitOptions::in_pool(p))
+            .unwrap();
+    }
+    assert_eq!(ids(&s.ready().unwrap()), ["a"]);
+    assert_eq!(s.cancel(&"a"), Ok(CancelOutcome::Requested));
+    assert_eq!(ids(&s.ready().unwrap()), Vec::<&str>::new());
+    assert_eq!(s.pool_running(p), Some(1));
+    s.fail(&"a", Generation(1), "stopped").unwrap();
+    assert_eq!(s.pool_running(p), Some(0));
+    assert_eq!(ids(&s.ready().unwrap()), ["b"]);
+    // `a` again, now in `q`: it runs beside `b` (p is full, q is not).
+    s.submit_with("a", [], (), SubmitOptions::in_pool(q))
+        .unwrap();
+    assert_eq!(s.pool_of(&"a"), Some(q));
+    assert_eq!(ids(&s.ready().unwrap()), ["a"]);
+    assert_eq!((s.pool_running(p), s.pool_running(q)), (Some(1), Some(1)));
+    s.complete(&"b", Generation(1)).unwrap();
+    s.complete(&"a", Generation(2)).unwrap();
+    assert_eq!((s.pool_running(p), s.pool_running(q)), (Some(0), Some(0)));
+    assert_eq!(s.running(), 0);
 }

@@ -42,7 +42,8 @@
 use std::collections::{HashMap, HashSet};
 
 use lockstep_dag::{
-    CallbackOutcome, CancelOutcome, Claim, Generation, SchedulerError, TaskScheduler, TaskState,
+    CallbackOutcome, CancelOutcome, Claim, Generation, PoolId, SchedulerError, TaskScheduler,
+    TaskState,
 };
 use lockstep_models::dag::SchedulerModel;
 use lockstep_sync::{Arc, rng_u64, thread};
@@ -479,6 +480,49 @@ fn claims_race_within_the_limit() {
         }
         check_history(&init, &rec, &s);
         assert_eq!(s.running(), 0);
+    });
+}
+
+/// Claims racing for the last slot of a named pool (SPEC A8, A8.pool-depth): pool `p` of
+/// depth 1 or 2 holds `a`, `b` and `c`, `d` is in no pool, the global limit (3) leaves room
+/// for more than the pool; two or three threads claim (one, or all they may) and settle.
+/// The model refuses any claim that would run more of `p` than its depth, and any claim that
+/// leaves `d` behind a full pool, so a claim that read the room of each pool in one critical
+/// section and claimed in another (zoo bug `pool_room_two_sections`) fails the
+/// linearizability check, and so does a full pool that holds back `d`.
+#[test]
+fn claims_race_for_the_last_slot_of_a_pool() {
+    shuttle_check!(Plan::both(20_000, 20_000, 3), || {
+        let depth = 1 + pick(2);
+        let (s, init) = setup(
+            3,
+            &[
+                DagOp::DefinePool("p", depth),
+                DagOp::SubmitInPool("a", vec![], PoolId(0)),
+                DagOp::SubmitInPool("b", vec![], PoolId(0)),
+                DagOp::SubmitInPool("c", vec![], PoolId(0)),
+                DagOp::Submit("d", vec![]),
+                DagOp::Start,
+            ],
+        );
+        let rec = Arc::new(Rec::new());
+        let threads = 2 + pick(2);
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                spawn_logged(t, &s, &rec, |s, log| {
+                    for _ in 0..2 {
+                        let n = [1, usize::MAX][pick(2)];
+                        claim_and_settle(s, log, n);
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().expect("claimer");
+        }
+        check_history(&init, &rec, &s);
+        assert_eq!(s.running(), 0);
+        assert_eq!(s.pool_running(PoolId(0)), Some(0));
     });
 }
 

@@ -25,7 +25,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
 use std::thread;
 
-use lockstep_dag::{Generation, TaskScheduler};
+use lockstep_dag::{Generation, PoolId, TaskScheduler};
 use lockstep_models::dag::SchedulerModel;
 use lockstep_tests::lin::{self, Event, Recorder, ThreadLog};
 use lockstep_tests::specs::dag::{DagOp, DagRet, DagSpec, apply_model, apply_production};
@@ -122,11 +122,17 @@ fn run_thread(
                 let optional = required.split_off(rng.usize(..=required.len()));
                 call(DagOp::SubmitOptional(id, required, optional));
             }
-            11 | 12 => {
+            11 => {
                 // SPEC A8: priorities from a small set (ties are frequent), so the checker
                 // must find an order that also explains every claim's priority order.
                 let p = [-1, 1, 2][rng.usize(..3)];
                 call(DagOp::SubmitWith(id, deps(&mut rng, i), p));
+            }
+            12 => {
+                // SPEC A8 named concurrency limits: into pool 0 (defined by the setup, depth
+                // 1) or 1 (never defined: refused), so claims race for the pool's one slot.
+                let pool = PoolId([0, 0, 0, 1][rng.usize(..4)]);
+                call(DagOp::SubmitInPool(id, deps(&mut rng, i), pool));
             }
             13 | 14 => {
                 call(DagOp::Cancel(id));
@@ -156,6 +162,8 @@ fn round(seed: u64) -> usize {
     let capacity = 1 + rng.usize(..3);
     let s = Arc::new(TaskScheduler::<K>::new(capacity));
     let mut init = SchedulerModel::new(capacity);
+    let op = DagOp::DefinePool("p", 1);
+    assert_eq!(apply_production(&s, &op), apply_model(&mut init, &op));
     for (i, id) in IDS.iter().enumerate() {
         let op = DagOp::Submit(*id, deps(&mut rng, i));
         assert_eq!(apply_production(&s, &op), apply_model(&mut init, &op));

@@ -42,19 +42,50 @@ impl fmt::Display for Generation {
     }
 }
 
-/// How a version is submitted beyond its id, dependencies and payload: today its claim
-/// priority (SPEC A8, `docs/semantics.md` "Priorities").
-///
-/// `SubmitOptions::default()` is what a plain `submit` uses: priority 0. Build other values
-/// with [`SubmitOptions::priority`] or [`SubmitOptions::with_priority`]; the struct is
-/// `#[non_exhaustive]` so that later per-version options (for example a named concurrency
-/// limit) can be added without breaking callers.
+/// A named concurrency limit of one scheduler (SPEC A8, `docs/semantics.md` "Named
+/// concurrency limits"): the index of the pool in the order the scheduler defined its pools
+/// (`define_pool` returns it: 0 for the first, 1 for the next, ...). A `PoolId` means
+/// something only to the scheduler that defined it; given to another, it names that
+/// scheduler's pool of the same index, or none (`SchedulerError::UnknownPool`).
 ///
 /// ```
-/// use lockstep_contract::SubmitOptions;
+/// use lockstep_contract::PoolId;
+/// assert_eq!(PoolId(2).to_string(), "pool #2");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PoolId(pub u32);
+
+impl PoolId {
+    /// The index as a `usize` (for indexing a per-pool array). O(1).
+    #[must_use]
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl fmt::Display for PoolId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "pool #{}", self.0)
+    }
+}
+
+/// How a version is submitted beyond its id, dependencies and payload: its claim priority
+/// (SPEC A8, `docs/semantics.md` "Priorities") and the named concurrency limit it counts
+/// against, if any ("Named concurrency limits").
+///
+/// `SubmitOptions::default()` is what a plain `submit` uses: priority 0, no pool. Build other
+/// values with [`SubmitOptions::priority`], [`SubmitOptions::in_pool`] and the `with_`
+/// forms; the struct is `#[non_exhaustive]` so that later per-version options can be added
+/// without breaking callers.
+///
+/// ```
+/// use lockstep_contract::{PoolId, SubmitOptions};
 /// assert_eq!(SubmitOptions::default().priority, 0);
+/// assert_eq!(SubmitOptions::default().pool, None);
 /// assert_eq!(SubmitOptions::priority(-3).priority, -3);
 /// assert_eq!(SubmitOptions::default().with_priority(7), SubmitOptions::priority(7));
+/// let o = SubmitOptions::in_pool(PoolId(1)).with_priority(2);
+/// assert_eq!((o.pool, o.priority), (Some(PoolId(1)), 2));
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -65,19 +96,43 @@ pub struct SubmitOptions {
     /// Fixed for the version's lifetime: a resubmission carries the priority of its own
     /// options, never the replaced version's.
     pub priority: i32,
+    /// The named concurrency limit the version counts against while it runs (SPEC A8): a
+    /// claim never takes it while the pool's running versions number its depth. `None` (the
+    /// default): only the scheduler's `max_concurrency` bounds it. The pool must have been
+    /// defined on the scheduler the version is submitted to (else
+    /// `SchedulerError::UnknownPool`). Fixed for the version's lifetime, like the priority.
+    pub pool: Option<PoolId>,
 }
 
 impl SubmitOptions {
     /// The default options with claim priority `priority`. O(1); never panics.
     #[must_use]
     pub const fn priority(priority: i32) -> Self {
-        SubmitOptions { priority }
+        SubmitOptions {
+            priority,
+            pool: None,
+        }
     }
 
     /// These options with claim priority `priority`. O(1); never panics.
     #[must_use]
     pub const fn with_priority(self, priority: i32) -> Self {
-        SubmitOptions { priority }
+        SubmitOptions { priority, ..self }
+    }
+
+    /// The default options in pool `pool` (priority 0). O(1); never panics.
+    #[must_use]
+    pub const fn in_pool(pool: PoolId) -> Self {
+        SubmitOptions {
+            priority: 0,
+            pool: Some(pool),
+        }
+    }
+
+    /// These options in pool `pool` (`None`: in no pool). O(1); never panics.
+    #[must_use]
+    pub const fn with_pool(self, pool: Option<PoolId>) -> Self {
+        SubmitOptions { pool, ..self }
     }
 }
 
@@ -406,6 +461,25 @@ pub enum SchedulerError<K: TaskKey> {
         generation: Generation,
         /// Its state, unchanged.
         state: TaskState,
+    },
+    /// A submission named a pool that is not defined on this scheduler (SPEC A8, named
+    /// concurrency limits): its index is not below the number of `define_pool` calls
+    /// that succeeded.
+    #[error("task {task} names {pool}, which is not defined on this scheduler")]
+    UnknownPool {
+        /// The task being submitted.
+        task: K,
+        /// The pool given.
+        pool: PoolId,
+    },
+    /// `define_pool` was given a name the scheduler already has a pool of: a pool is
+    /// defined once, with one depth.
+    #[error("a pool named {name:?} is already defined ({pool})")]
+    DuplicatePool {
+        /// The name given.
+        name: String,
+        /// The pool already defined with that name.
+        pool: PoolId,
     },
     /// The scheduler is closed: no submissions, no claims.
     #[error("the scheduler is closed")]

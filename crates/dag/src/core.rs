@@ -63,8 +63,8 @@ use std::hash::BuildHasher;
 use hashbrown::HashTable;
 use lockstep_contract::{
     BlockCause, CallbackOutcome, CancelOutcome, CancelReason, CloseReport, Cycle, Effect,
-    Generation, GraphReport, MissingDependency, OptionalMiss, SchedulerError, TaskKey, TaskState,
-    TaskStatus,
+    Generation, GraphReport, MissingDependency, OptionalMiss, PoolId, SchedulerError,
+    SubmitOptions, TaskKey, TaskState, TaskStatus,
 };
 
 use crate::claim::{TokenRef, TokenSlab};
@@ -174,6 +174,21 @@ enum Detail<K> {
 }
 
 /// The whole scheduler state. Single-threaded; see the module docs.
+/// One named concurrency limit (SPEC A8) as the core keeps it.
+#[derive(Debug)]
+struct PoolSlot {
+    /// The name it was defined with (unique in its scheduler).
+    name: String,
+    /// At most this many of its versions run at once.
+    depth: usize,
+    /// Its versions running now (INVARIANT (A8.pool-depth): never above `depth`); counted in
+    /// [`Core::transition`], the one place a version starts or stops running.
+    running: usize,
+    /// Its ready versions, ordered as the main queue (priority, then sequence); a version
+    /// with a pool is queued here and never in the main queue.
+    ready: ReadyQueue,
+}
+
 pub(crate) struct Core<K, P> {
     hasher: Hasher,
     /// Node indices, hashed through `keys`: every id not in `direct`.
@@ -210,6 +225,11 @@ pub(crate) struct Core<K, P> {
     ready: ReadyQueue,
     /// The priority of each current version whose priority is not 0 (SPEC A8), by node.
     priority: HashMap<u32, i32, Hasher>,
+    /// The named concurrency limits (SPEC A8), by [`PoolId`] index (definition order).
+    pools: Vec<PoolSlot>,
+    /// The pool of each current version that names one (SPEC A8), by node; empty while no
+    /// current version names a pool, which keeps the pool-free paths to one emptiness check.
+    pool_of: HashMap<u32, u32, Hasher>,
     /// The optional dependencies (SPEC A8) of each current version that has some, by node,
     /// in list order (they are also the tail of its list in `fwd`).
     optional: HashMap<u32, Box<[u32]>, Hasher>,
@@ -403,6 +423,8 @@ impl<K: TaskKey, P> Core<K, P> {
             order: Vec::new(),
             ready: ReadyQueue::default(),
             priority: HashMap::default(),
+            pools: Vec::new(),
+            pool_of: HashMap::default(),
             optional: HashMap::default(),
             misses: HashMap::default(),
             seq_node: Vec::new(),
@@ -528,9 +550,28 @@ impl<K: TaskKey, P> Core<K, P> {
         // running -> succeeded/failed (`complete`, `fail`). A terminal version is never moved
         // again; a resubmission makes a new version instead (`submit`).
         let h = &mut self.hot[idx(n)];
-        self.counts[h.state as usize] -= 1;
+        let from = h.state;
+        self.counts[from as usize] -= 1;
         self.counts[to as usize] += 1;
         h.state = to as u8;
+        if !self.pool_of.is_empty()
+            && (to == TaskState::Running || from == TaskState::Running as u8)
+        {
+            self.count_pool_running(n, to == TaskState::Running);
+        }
+    }
+
+    /// Node `n`'s version starts (`starts`) or stops running: its pool, if any, counts it.
+    #[inline(never)]
+    fn count_pool_running(&mut self, n: u32, starts: bool) {
+        if let Some(&p) = self.pool_of.get(&n) {
+            let pool = &mut self.pools[p as usize];
+            if starts {
+                pool.running += 1;
+            } else {
+                pool.running -= 1;
+            }
+        }
     }
 
     /// A pending version of `n` stops waiting other than by its last release: its remaining
@@ -543,15 +584,47 @@ impl<K: TaskKey, P> Core<K, P> {
         h.count = 0;
     }
 
-    /// Number of ready versions.
+    /// Number of ready versions (in the main queue and every pool's). O(pools).
     fn ready_len(&self) -> usize {
-        self.ready.len()
+        self.ready.len() + self.pools.iter().map(|p| p.ready.len()).sum::<usize>()
     }
 
-    /// Takes a version that stops being ready other than by a claim out of the ready queue.
+    /// Takes a version that stops being ready other than by a claim out of the ready queue
+    /// (its pool's, if it names one).
     fn remove_ready(&mut self, n: u32) {
         let p = self.priority_of(n);
-        self.ready.remove(self.hot[idx(n)].seq, p);
+        let seq = self.hot[idx(n)].seq;
+        match self.pool_index(n) {
+            Some(pool) => self.pools[pool].ready.remove(seq, p),
+            None => self.ready.remove(seq, p),
+        };
+    }
+
+    /// The index of the pool node `n`'s current version names, if any. O(1); no lookup at
+    /// all while no current version names a pool.
+    #[inline]
+    fn pool_index(&self, n: u32) -> Option<usize> {
+        if self.pool_of.is_empty() {
+            None
+        } else {
+            self.pool_of.get(&n).map(|&p| p as usize)
+        }
+    }
+
+    /// Records `pool` as the pool of node `n`'s new version (A8: fixed per version, set at
+    /// its submission after the replaced version left the ready queue; the replaced version
+    /// was not running, so no pool's running count changes).
+    #[inline]
+    fn set_pool(&mut self, n: u32, pool: Option<PoolId>) {
+        match pool {
+            Some(pool) => {
+                self.pool_of.insert(n, pool.0);
+            }
+            None if !self.pool_of.is_empty() => {
+                self.pool_of.remove(&n);
+            }
+            None => {}
+        }
     }
 
     /// The claim priority of node `n`'s current version (0 when it has none). O(1); no
@@ -589,7 +662,7 @@ impl<K: TaskKey, P> Core<K, P> {
     /// version has a priority other than 0 this is the bitset's insert alone.
     #[inline]
     fn push_ready(&mut self, n: u32, seq: u64) {
-        if self.priority.is_empty() {
+        if self.priority.is_empty() && self.pool_of.is_empty() {
             self.ready.insert_default(seq);
         } else {
             self.push_ready_slow(n, seq);
@@ -599,7 +672,50 @@ impl<K: TaskKey, P> Core<K, P> {
     #[inline(never)]
     fn push_ready_slow(&mut self, n: u32, seq: u64) {
         let p = self.priority_of(n);
-        self.ready.insert(seq, p);
+        match self.pool_index(n) {
+            Some(pool) => {
+                let q = &mut self.pools[pool].ready;
+                q.grow_to(seq + 1);
+                q.insert(seq, p);
+            }
+            None => {
+                self.ready.insert(seq, p);
+            }
+        }
+    }
+
+    /// Removes and returns the sequence of the version to claim next when some current
+    /// version names a pool: the best head (highest priority, then smallest sequence) among
+    /// the main queue and the queues of the pools with room. A pool has room while its
+    /// running versions are fewer than its depth, or, with `room` given (the seeded bug
+    /// `pool_room_two_sections` only), while `room` says so. O(pools) plus one pop.
+    ///
+    /// INVARIANT (A8.pool-depth): a version of a full pool is passed over and stays ready;
+    /// the others still fill the free slots in the order of A8.priority-order.
+    fn pop_pooled(&mut self, room: Option<&mut [usize]>) -> Option<u64> {
+        let mut best = self.ready.first_key().map(|k| (k, usize::MAX));
+        for (i, pool) in self.pools.iter().enumerate() {
+            let has_room = match &room {
+                Some(room) => room[i] > 0,
+                None => pool.running < pool.depth,
+            };
+            if !has_room {
+                continue;
+            }
+            if let Some(k) = pool.ready.first_key()
+                && best.is_none_or(|(b, _)| k < b)
+            {
+                best = Some((k, i));
+            }
+        }
+        let (_, from) = best?;
+        if from == usize::MAX {
+            return self.ready.pop_first();
+        }
+        if let Some(room) = room {
+            room[from] -= 1;
+        }
+        self.pools[from].ready.pop_first()
     }
 
     /// Lets go of the cancel flag of node `n`'s version, which just stopped running.
@@ -624,6 +740,9 @@ impl<K: TaskKey, P> Core<K, P> {
             .collect();
         live.sort_unstable();
         self.ready.clear();
+        for pool in &mut self.pools {
+            pool.ready.clear();
+        }
         self.seq_node.clear();
         for (rank, &(_, n)) in live.iter().enumerate() {
             let h = &mut self.hot[idx(n)];
@@ -856,19 +975,27 @@ impl<K: TaskKey, P> Core<K, P> {
         payload: &mut Option<P>,
         garbage: &mut Vec<P>,
     ) -> Result<Generation, SchedulerError<K>> {
-        self.submit_with(id, deps, deps.len(), 0, payload, garbage)
+        self.submit_with(
+            id,
+            deps,
+            deps.len(),
+            SubmitOptions::default(),
+            payload,
+            garbage,
+        )
     }
 
-    /// `submit_with`: `submit` of a version with claim priority `priority` whose dependencies
-    /// from index `optional_from` of `deps` on are optional (SPEC A8). The refusals are
-    /// `submit`'s over the whole list; a priority or an optional edge is never refused.
+    /// `submit_with`: `submit` of a version with claim priority `options.priority`, in pool
+    /// `options.pool`, whose dependencies from index `optional_from` of `deps` on are optional
+    /// (SPEC A8). The refusals are `submit`'s over the whole list, plus `UnknownPool` right
+    /// after `Closed`; a priority or an optional edge is never refused.
     /// `optional_from <= deps.len()`.
     pub(crate) fn submit_with(
         &mut self,
         id: K,
         deps: &[K],
         optional_from: usize,
-        priority: i32,
+        options: SubmitOptions,
         payload: &mut Option<P>,
         garbage: &mut Vec<P>,
     ) -> Result<Generation, SchedulerError<K>> {
@@ -876,6 +1003,12 @@ impl<K: TaskKey, P> Core<K, P> {
         // 1. closed
         if self.closed {
             return Err(SchedulerError::Closed);
+        }
+        // 1b. a pool this scheduler does not have (SPEC A8 named concurrency limits)
+        if let Some(pool) = options.pool
+            && pool.index() >= self.pools.len()
+        {
+            return Err(SchedulerError::UnknownPool { task: id, pool });
         }
         // 2. a dependency named twice
         // INVARIANT (A3.duplicate-dependency): refused with the first repeated id.
@@ -896,7 +1029,7 @@ impl<K: TaskKey, P> Core<K, P> {
                 found,
                 deps,
                 optional_from,
-                priority,
+                options,
                 payload,
             ));
         }
@@ -1099,7 +1232,8 @@ impl<K: TaskKey, P> Core<K, P> {
         };
         // INVARIANT (A8.priority-fixed): the new version's priority is its own submission's,
         // recorded after the replaced version left the ready queue under its old priority.
-        self.set_priority(n, priority);
+        self.set_priority(n, options.priority);
+        self.set_pool(n, options.pool);
         let seq = self.next_sequence(n);
         let span = self.push_edges(&dep_nodes);
         self.span[idx(n)] = span;
@@ -1175,7 +1309,7 @@ impl<K: TaskKey, P> Core<K, P> {
         found: Option<u32>,
         deps: &[K],
         optional_from: usize,
-        priority: i32,
+        options: SubmitOptions,
         payload: &mut Option<P>,
     ) -> Generation {
         debug_assert!(!self.started && !self.rev_built && !self.closed);
@@ -1207,7 +1341,8 @@ impl<K: TaskKey, P> Core<K, P> {
             self.optional.insert(n, self.fwd[from..].into());
         }
         self.order.push(n);
-        self.set_priority(n, priority);
+        self.set_priority(n, options.priority);
+        self.set_pool(n, options.pool);
         let seq = self.next_sequence(n);
         self.payload[idx(n)] = payload.take();
         let mut state = TaskState::Pending;
@@ -1335,7 +1470,14 @@ impl<K: TaskKey, P> Core<K, P> {
                 state: h.task_state().unwrap_or(TaskState::Pending),
             });
         }
-        self.submit_with(id, all, all.len(), 0, payload, garbage)
+        self.submit_with(
+            id,
+            all,
+            all.len(),
+            SubmitOptions::default(),
+            payload,
+            garbage,
+        )
     }
 
     /// `add_dependency(id, dep)` (SPEC A8 dynamic dependencies): checks in the order of
@@ -1538,6 +1680,18 @@ impl<K: TaskKey, P> Core<K, P> {
         limit: usize,
         out: &mut Vec<Claim<K, P>>,
     ) -> Result<usize, SchedulerError<K>> {
+        self.claim_into_with_room(limit, out, None)
+    }
+
+    /// [`Self::claim_into`]; with `room` given (the seeded bug `pool_room_two_sections`
+    /// only), the room left in each pool is taken from `room`, read in an earlier critical
+    /// section, instead of from the pools' running counts.
+    pub(crate) fn claim_into_with_room(
+        &mut self,
+        limit: usize,
+        out: &mut Vec<Claim<K, P>>,
+        mut room: Option<Vec<usize>>,
+    ) -> Result<usize, SchedulerError<K>> {
         if self.closed {
             return Err(SchedulerError::Closed);
         }
@@ -1561,7 +1715,13 @@ impl<K: TaskKey, P> Core<K, P> {
             // other caller can see it as ready afterwards. The queue's order (A8.priority-order)
             // is read here too, so a higher-priority version that became ready before this
             // critical section is always taken first.
-            let Some(seq) = self.ready.pop_first() else {
+            // A8.pool-depth: with pools in use, the best head among the pools with room.
+            let next = if self.pool_of.is_empty() {
+                self.ready.pop_first()
+            } else {
+                self.pop_pooled(room.as_deref_mut())
+            };
+            let Some(seq) = next else {
                 break;
             };
             let n = self.seq_node[seq as usize];
@@ -1784,6 +1944,9 @@ impl<K: TaskKey, P> Core<K, P> {
             }
         }
         self.ready.clear();
+        for pool in &mut self.pools {
+            pool.ready.clear();
+        }
         self.maybe_compact_rev();
         CloseReport {
             cancelled,
@@ -1842,6 +2005,60 @@ impl<K: TaskKey, P> Core<K, P> {
     pub(crate) fn priority(&self, id: &K) -> Option<i32> {
         let n = self.known(id)?;
         Some(self.priority_of(n))
+    }
+
+    /// `define_pool(name, depth)` (SPEC A8): refused after close or for a name defined
+    /// already; otherwise the next [`PoolId`]. O(pools) (names are compared one by one;
+    /// schedulers have few pools).
+    pub(crate) fn define_pool(
+        &mut self,
+        name: String,
+        depth: usize,
+    ) -> Result<PoolId, SchedulerError<K>> {
+        if self.closed {
+            return Err(SchedulerError::Closed);
+        }
+        if let Some(pool) = self.pool_named(&name) {
+            return Err(SchedulerError::DuplicatePool { name, pool });
+        }
+        let Ok(index) = u32::try_from(self.pools.len()) else {
+            // 2^32 pools cannot be defined in memory anyway (each holds a `String`).
+            unreachable!("fewer than 2^32 pools");
+        };
+        self.pools.push(PoolSlot {
+            name,
+            depth,
+            running: 0,
+            ready: ReadyQueue::default(),
+        });
+        Ok(PoolId(index))
+    }
+
+    pub(crate) fn pool_named(&self, name: &str) -> Option<PoolId> {
+        let i = self.pools.iter().position(|p| p.name == name)?;
+        Some(PoolId(i as u32))
+    }
+
+    pub(crate) fn pool_depth(&self, pool: PoolId) -> Option<usize> {
+        self.pools.get(pool.index()).map(|p| p.depth)
+    }
+
+    pub(crate) fn pool_running(&self, pool: PoolId) -> Option<usize> {
+        self.pools.get(pool.index()).map(|p| p.running)
+    }
+
+    /// The room left in each pool, by index: the seeded bug `pool_room_two_sections` reads
+    /// it in a critical section of its own.
+    pub(crate) fn pool_room(&self) -> Vec<usize> {
+        self.pools
+            .iter()
+            .map(|p| p.depth.saturating_sub(p.running))
+            .collect()
+    }
+
+    pub(crate) fn pool_of(&self, id: &K) -> Option<PoolId> {
+        let n = self.known(id)?;
+        self.pool_index(n).map(|p| PoolId(p as u32))
     }
 
     pub(crate) fn state(&self, id: &K) -> Option<TaskState> {
@@ -2042,6 +2259,7 @@ impl<K: TaskKey, P> Core<K, P> {
             assert_eq!(entries, self.rev_entries, "entry count");
             assert_eq!(stale, self.rev_stale, "stale count");
         }
+        let mut pool_running = vec![0usize; self.pools.len()];
         for (n, h) in self.hot.iter().enumerate() {
             let Some(state) = h.task_state() else {
                 assert_eq!(h.state, ABSENT);
@@ -2073,11 +2291,41 @@ impl<K: TaskKey, P> Core<K, P> {
                 matches!(state, TaskState::Pending | TaskState::Ready),
                 "payloads of runnable versions only"
             );
-            // The ready set holds exactly the sequences of the ready versions.
+            // The ready set holds exactly the sequences of the ready versions: a version
+            // with a pool in its pool's queue only, the others in the main queue only.
+            let p = self.priority_of(n as u32);
+            let pool = self.pool_index(n as u32);
             assert_eq!(
-                self.ready.contains(h.seq, self.priority_of(n as u32)),
-                state == TaskState::Ready,
+                self.ready.contains(h.seq, p),
+                state == TaskState::Ready && pool.is_none(),
                 "ready set membership of node {n}"
+            );
+            for (i, slot) in self.pools.iter().enumerate() {
+                assert_eq!(
+                    slot.ready.contains(h.seq, p),
+                    state == TaskState::Ready && pool == Some(i),
+                    "pool {i} ready set membership of node {n}"
+                );
+            }
+            if state == TaskState::Running
+                && let Some(i) = pool
+            {
+                pool_running[i] += 1;
+            }
+        }
+        // INVARIANT (A8.pool-depth): each pool counts exactly its running versions, never
+        // more than its depth.
+        for (i, slot) in self.pools.iter().enumerate() {
+            assert_eq!(slot.running, pool_running[i], "running count of pool {i}");
+            assert!(slot.running <= slot.depth, "pool {i} over its depth");
+            slot.ready.assert_invariants();
+        }
+        for (&n, &p) in &self.pool_of {
+            assert!((p as usize) < self.pools.len(), "a pool of this scheduler");
+            assert_ne!(
+                self.hot[idx(n)].state,
+                ABSENT,
+                "a pool belongs to a version"
             );
         }
         for (&n, &p) in &self.priority {

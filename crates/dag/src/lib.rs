@@ -178,8 +178,8 @@ use smallvec::SmallVec;
 pub use crate::claim::{CancelToken, Claim};
 pub use lockstep_contract::{
     BlockCause, CallbackOutcome, CancelOutcome, CancelReason, CloseReport, Cycle, Effect,
-    Generation, GraphReport, MissingDependency, OptionalMiss, SchedulerError, SubmitOptions,
-    TaskKey, TaskState, TaskStatus, VersionRef,
+    Generation, GraphReport, MissingDependency, OptionalMiss, PoolId, SchedulerError,
+    SubmitOptions, TaskKey, TaskState, TaskStatus, VersionRef,
 };
 
 use crate::core::Core;
@@ -359,8 +359,9 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
         self.submit_with(id, deps, payload, SubmitOptions::default())
     }
 
-    /// [`submit`](Self::submit) with [`SubmitOptions`]: today the version's claim priority
-    /// (SPEC A8, `docs/semantics.md` "Priorities").
+    /// [`submit`](Self::submit) with [`SubmitOptions`]: the version's claim priority (SPEC
+    /// A8, `docs/semantics.md` "Priorities") and the named concurrency limit it counts
+    /// against ("Named concurrency limits", see [`define_pool`](Self::define_pool)).
     ///
     /// Among ready versions, [`ready`](Self::ready) and its forms claim the highest priority
     /// first, and among equal priorities the lowest submission sequence (`submit` is
@@ -388,9 +389,10 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
     /// ```
     ///
     /// # Errors
-    /// Exactly [`submit`](Self::submit)'s, checked in the same order; every `i32` priority is
-    /// legal, so the options themselves are never refused. A refused submission changes
-    /// nothing.
+    /// Exactly [`submit`](Self::submit)'s, checked in the same order, plus one right after
+    /// [`SchedulerError::Closed`]: [`SchedulerError::UnknownPool`] when `options.pool` names
+    /// a pool this scheduler did not define. Every `i32` priority is legal. A refused
+    /// submission changes nothing.
     ///
     /// # Panics
     /// Never.
@@ -411,7 +413,7 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
         // Collected outside the lock (user iterator code never runs under it); up to eight
         // dependencies stay on the stack.
         let deps: SmallVec<[K; 8]> = deps.into_iter().collect();
-        self.submit_collected(id, &deps, deps.len(), options.priority, payload)
+        self.submit_collected(id, &deps, deps.len(), options, payload)
     }
 
     /// The critical section of every single submission: `deps[optional_from..]` optional.
@@ -422,19 +424,14 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
         id: K,
         deps: &[K],
         optional_from: usize,
-        priority: i32,
+        options: SubmitOptions,
         payload: P,
     ) -> Result<Generation, SchedulerError<K>> {
         let mut payload = Some(payload);
         let mut garbage = Vec::new();
-        let result = self.lock().submit_with(
-            id,
-            deps,
-            optional_from,
-            priority,
-            &mut payload,
-            &mut garbage,
-        );
+        let result =
+            self.lock()
+                .submit_with(id, deps, optional_from, options, &mut payload, &mut garbage);
         drop(payload);
         drop(garbage);
         result
@@ -499,7 +496,7 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
         let mut deps: SmallVec<[K; 8]> = deps.into_iter().collect();
         let optional_from = deps.len();
         deps.extend(optional);
-        self.submit_collected(id, &deps, optional_from, options.priority, payload)
+        self.submit_collected(id, &deps, optional_from, options, payload)
     }
 
     /// The claim priority of the current version of `id` (0 unless it was submitted with
@@ -507,6 +504,78 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
     /// submitted. O(1); never panics.
     pub fn priority(&self, id: &K) -> Option<i32> {
         self.lock().priority(id)
+    }
+
+    /// Defines a **named concurrency limit** (SPEC A8; ninja's pools, Airflow's pools): a
+    /// pool called `name` of depth `depth`. Versions submitted with
+    /// `SubmitOptions::in_pool(id)` (see [`submit_with`](Self::submit_with)) count against
+    /// it while they run: a claim never makes more than `depth` of them running at once,
+    /// besides never exceeding `max_concurrency`. A claim takes ready versions in its usual
+    /// order (highest priority, then submission order) and passes over those of a full pool,
+    /// which stay ready: a full pool never holds back versions of other pools or of none.
+    ///
+    /// Returns the pool's [`PoolId`]: the number of pools defined before it. Depth 0 is
+    /// legal (its versions are never claimed, as with `max_concurrency` 0). A pool can be
+    /// defined at any time before [`close`](Self::close), also after start; it cannot be
+    /// removed or resized (`docs/semantics.md` "Named concurrency limits" says why).
+    ///
+    /// ```
+    /// use lockstep_dag::{SubmitOptions, TaskScheduler};
+    ///
+    /// let s: TaskScheduler<&str> = TaskScheduler::new(4);
+    /// let link = s.define_pool("link", 1)?;
+    /// s.submit_with("link-a", [], (), SubmitOptions::in_pool(link))?;
+    /// s.submit_with("link-b", [], (), SubmitOptions::in_pool(link))?;
+    /// s.submit("compile", [], ())?;
+    /// // One slot of `link`: `link-b` waits, `compile` is not held back behind it.
+    /// let ids: Vec<_> = s.ready()?.into_iter().map(|c| c.id).collect();
+    /// assert_eq!(ids, ["link-a", "compile"]);
+    /// assert_eq!(s.pool_running(link), Some(1));
+    /// # Ok::<(), lockstep_dag::SchedulerError<&str>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`SchedulerError::Closed`] after [`close`](Self::close);
+    /// [`SchedulerError::DuplicatePool`] if a pool called `name` is defined already (it names
+    /// that pool). Nothing changes on error.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// O(pools) (the name is compared with each). While some current version names a pool,
+    /// each claimed version costs O(pools) more (the claim compares the head of each pool's
+    /// queue with room), and entering or leaving the ready queue one hash-table lookup.
+    pub fn define_pool(
+        &self,
+        name: impl Into<String>,
+        depth: usize,
+    ) -> Result<PoolId, SchedulerError<K>> {
+        let name = name.into();
+        self.lock().define_pool(name, depth)
+    }
+
+    /// The pool defined with `name`, if any. O(pools); never panics.
+    pub fn pool(&self, name: &str) -> Option<PoolId> {
+        self.lock().pool_named(name)
+    }
+
+    /// The depth `pool` was defined with, or `None` if it is not defined here. O(1); never
+    /// panics.
+    pub fn pool_depth(&self, pool: PoolId) -> Option<usize> {
+        self.lock().pool_depth(pool)
+    }
+
+    /// How many versions of `pool` are running now (at most its depth), or `None` if it is
+    /// not defined here. O(1); never panics.
+    pub fn pool_running(&self, pool: PoolId) -> Option<usize> {
+        self.lock().pool_running(pool)
+    }
+
+    /// The pool the current version of `id` counts against; `None` if it names none or `id`
+    /// was never submitted. O(1); never panics.
+    pub fn pool_of(&self, id: &K) -> Option<PoolId> {
+        self.lock().pool_of(id)
     }
 
     /// Validates the current versions and starts scheduling; idempotent once started.
@@ -574,15 +643,28 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
         // SEEDED BUG (claim_two_sections): the free slots are read in a critical section of
         // their own; the claim below trusts them.
         let n = self.seeded_free_slots(n);
+        let room = self.seeded_pool_room();
         let mut out = Vec::new();
         // LINEARIZATION POINT (A4.claim-once): inside `Core::claim_into`, in this one critical
-        // section: free slots computed, versions popped from the ready queue, marked running.
-        self.lock().claim_into(n, &mut out)?;
+        // section: free slots and the room of each pool (A8.pool-depth) computed, versions
+        // popped from the ready queues, marked running.
+        self.lock().claim_into_with_room(n, &mut out, room)?;
         Ok(out)
     }
 
     /// SEEDED BUG (claim_two_sections): the free slots are read in a critical section of
     /// their own, and the claim that follows trusts them. Without the bug: `n` unchanged.
+    /// SEEDED BUG (pool_room_two_sections): the room left in each named pool is read in a
+    /// critical section of its own, and the claim that follows trusts it. Without the bug:
+    /// `None` (the claim reads the pools' running counts in its own critical section).
+    fn seeded_pool_room(&self) -> Option<Vec<usize>> {
+        if lockstep_sync::seeded_bug!("pool_room_two_sections") {
+            Some(self.lock().pool_room())
+        } else {
+            None
+        }
+    }
+
     fn seeded_free_slots(&self, n: usize) -> usize {
         if lockstep_sync::seeded_bug!("claim_two_sections") {
             let core = self.lock();
@@ -611,8 +693,9 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
         out: &mut Vec<Claim<K, P>>,
     ) -> Result<usize, SchedulerError<K>> {
         let n = self.seeded_free_slots(n);
+        let room = self.seeded_pool_room();
         // LINEARIZATION POINT (A4.claim-once): inside `Core::claim_into`, as for `ready_at_most`.
-        self.lock().claim_into(n, out)
+        self.lock().claim_into_with_room(n, out, room)
     }
 
     /// Submits many tasks in one critical section: exactly as if [`submit`](Self::submit)

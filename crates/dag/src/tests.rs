@@ -724,6 +724,16 @@ fn representation_invariants_hold_under_random_operations() {
     for seed in 1..=300u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         let mut core: Core<u8, ()> = Core::new(1 + rng.below(3));
+        // Seeds that are 1 mod 4 define two named pools (depths 0-2, SPEC A8) and submit
+        // into them: `assert_invariants` checks each pool's queue and running count.
+        if seed % 4 == 1 {
+            for (i, name) in ["a", "b"].into_iter().enumerate() {
+                assert_eq!(
+                    core.define_pool(name.into(), rng.below(3)),
+                    Ok(PoolId(i as u32))
+                );
+            }
+        }
         let mut garbage = Vec::new();
         let mut claimed: Vec<(u8, Generation)> = Vec::new();
         for _ in 0..60 {
@@ -746,14 +756,30 @@ fn representation_invariants_hold_under_random_operations() {
                     } else {
                         deps.len()
                     };
-                    let _ = core.submit_with(
+                    // Pool 2 is never defined: those submissions are refused.
+                    let pool = if seed % 4 == 1 {
+                        [None, Some(PoolId(0)), Some(PoolId(1)), Some(PoolId(2))][rng.below(4)]
+                    } else {
+                        None
+                    };
+                    let options = SubmitOptions::priority(priority).with_pool(pool);
+                    let r = core.submit_with(
                         id,
                         &deps,
                         optional_from,
-                        priority,
+                        options,
                         &mut Some(()),
                         &mut garbage,
                     );
+                    if pool == Some(PoolId(2)) {
+                        assert!(
+                            matches!(
+                                r,
+                                Err(SchedulerError::UnknownPool { .. } | SchedulerError::Closed)
+                            ),
+                            "{r:?}"
+                        );
+                    }
                 }
                 3 | 4 => {
                     if let Ok(c) = core.claim(1 + rng.below(2)) {

@@ -695,6 +695,13 @@ impl From<SchedulerError<String>> for DurableError {
                 generation,
                 state,
             },
+            // The stores have no named pools (schema version 1) and their model defines none,
+            // so it never answers these; were it to, the input named what does not exist.
+            err @ (SchedulerError::UnknownPool { .. } | SchedulerError::DuplicatePool { .. }) => {
+                DurableError::InvalidInput {
+                    what: err.to_string(),
+                }
+            }
             SchedulerError::Closed => DurableError::Closed,
         }
     }

@@ -362,6 +362,10 @@ pub const BUGS: &[(&str, &str)] = &[
         "grown_self_loop_accepted",
         "scheduler: a new id submitted after start that depends on itself is accepted (the graph-that-grows path skips the only cycle a new id can close)",
     ),
+    (
+        "pool_room_two_sections",
+        "scheduler: ready() reads the room left in each named pool in one critical section and claims in another",
+    ),
     // The graph executor (`lockstep_dag::executor`).
     (
         "executor_relaxed_count",

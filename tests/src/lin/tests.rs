@@ -103,7 +103,7 @@ fn two_claims_of_the_same_version_are_rejected_with_a_small_report() {
     assert_eq!(
         failure.to_string(),
         "broken: A4.claim-once, A4.submission-order, A8.priority-order, A4.capacity, \
-         A5.callback-once, A4.batch-forms (the rules of docs/invariants.md)\n\
+         A5.callback-once, A4.batch-forms, A8.pool-depth (the rules of docs/invariants.md)\n\
          not linearizable: 2 operations from 2 threads; the longest order the model accepts \
          places 1 of them\n\
          model state after them: capacity 2, started, running 1: a g1 running\n\

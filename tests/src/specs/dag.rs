@@ -8,8 +8,8 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use lockstep_contract::{
-    CallbackOutcome, CancelOutcome, CloseReport, Effect, Generation, SchedulerError, SubmitOptions,
-    TaskKey, TaskStatus, VersionRef,
+    CallbackOutcome, CancelOutcome, CloseReport, Effect, Generation, PoolId, SchedulerError,
+    SubmitOptions, TaskKey, TaskStatus, VersionRef,
 };
 use lockstep_dag::{BatchOutcome, Claim, TaskScheduler};
 use lockstep_models::dag::SchedulerModel;
@@ -27,6 +27,11 @@ pub enum DagOp<K> {
     /// `submit_with(id, deps, SubmitOptions::priority(p))` (SPEC A8; production: payload
     /// `P::default()`).
     SubmitWith(K, Vec<K>, i32),
+    /// `define_pool(name, depth)` (SPEC A8 named concurrency limits).
+    DefinePool(&'static str, usize),
+    /// `submit_with(id, deps, SubmitOptions::in_pool(pool))` (SPEC A8 named concurrency
+    /// limits; production: payload `P::default()`).
+    SubmitInPool(K, Vec<K>, PoolId),
     /// `submit_with_optional(id, deps, optional, SubmitOptions::default())` (SPEC A8
     /// optional edges; production: payload `P::default()`).
     SubmitOptional(K, Vec<K>, Vec<K>),
@@ -102,6 +107,8 @@ pub fn complete_and_claim_on_model<K: TaskKey>(
 pub enum DagRet<K: TaskKey> {
     /// From `submit`.
     Submit(Result<Generation, SchedulerError<K>>),
+    /// From `define_pool`.
+    Pool(Result<PoolId, SchedulerError<K>>),
     /// From `start`.
     Start(Result<(), SchedulerError<K>>),
     /// From `ready_at_most`: the claimed versions (production's tokens and payloads dropped).
@@ -149,7 +156,7 @@ impl<K: TaskKey> SequentialSpec for DagSpec<K> {
     type Ret = DagRet<K>;
 
     fn rules(&self) -> &'static str {
-        "A4.claim-once, A4.submission-order, A8.priority-order, A4.capacity, A5.callback-once, A4.batch-forms"
+        "A4.claim-once, A4.submission-order, A8.priority-order, A4.capacity, A5.callback-once, A4.batch-forms, A8.pool-depth"
     }
 
     fn apply(&self, m: &mut SchedulerModel<K>, op: &DagOp<K>) -> DagRet<K> {
@@ -164,6 +171,12 @@ impl<K: TaskKey> SequentialSpec for DagSpec<K> {
         }
         if m.is_closed() {
             s.push_str(", closed");
+        }
+        let mut i = 0;
+        while let Some(depth) = m.pool_depth(PoolId(i)) {
+            let running = m.pool_running(PoolId(i)).expect("defined");
+            s.push_str(&format!(", pool #{i} running {running} of {depth}"));
+            i += 1;
         }
         s.push_str(&format!(", running {}: ", m.running()));
         let tasks: Vec<String> = m
@@ -182,6 +195,10 @@ pub fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &DagOp<K>) -> DagR
         DagOp::Submit(id, deps) => DagRet::Submit(m.submit(id.clone(), deps.clone())),
         DagOp::SubmitWith(id, deps, p) => {
             DagRet::Submit(m.submit_with(id.clone(), deps.clone(), SubmitOptions::priority(*p)))
+        }
+        DagOp::DefinePool(name, depth) => DagRet::Pool(m.define_pool(*name, *depth)),
+        DagOp::SubmitInPool(id, deps, pool) => {
+            DagRet::Submit(m.submit_with(id.clone(), deps.clone(), SubmitOptions::in_pool(*pool)))
         }
         DagOp::SubmitOptional(id, deps, optional) => DagRet::Submit(m.submit_with_optional(
             id.clone(),
@@ -221,6 +238,13 @@ pub fn apply_production<K: TaskKey, P: Default + Send>(
             deps.clone(),
             P::default(),
             SubmitOptions::priority(*p),
+        )),
+        DagOp::DefinePool(name, depth) => DagRet::Pool(s.define_pool(*name, *depth)),
+        DagOp::SubmitInPool(id, deps, pool) => DagRet::Submit(s.submit_with(
+            id.clone(),
+            deps.clone(),
+            P::default(),
+            SubmitOptions::in_pool(*pool),
         )),
         DagOp::SubmitOptional(id, deps, optional) => DagRet::Submit(s.submit_with_optional(
             id.clone(),
@@ -314,6 +338,11 @@ impl<K: TaskKey> fmt::Debug for DagOp<K> {
                 let deps: Vec<String> = deps.iter().map(ToString::to_string).collect();
                 write!(f, "submit_with({id}, [{}], priority {p})", deps.join(", "))
             }
+            DagOp::DefinePool(name, depth) => write!(f, "define_pool({name:?}, {depth})"),
+            DagOp::SubmitInPool(id, deps, pool) => {
+                let deps: Vec<String> = deps.iter().map(ToString::to_string).collect();
+                write!(f, "submit_with({id}, [{}], {pool})", deps.join(", "))
+            }
             DagOp::SubmitOptional(id, deps, optional) => {
                 let deps: Vec<String> = deps.iter().map(ToString::to_string).collect();
                 let optional: Vec<String> = optional.iter().map(ToString::to_string).collect();
@@ -361,6 +390,7 @@ impl<K: TaskKey> fmt::Debug for DagRet<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DagRet::Submit(r) => result(f, r, |g| g.to_string()),
+            DagRet::Pool(r) => result(f, r, |p| p.to_string()),
             DagRet::Start(r) => result(f, r, |()| "started".to_string()),
             DagRet::Claims(r) => result(f, r, |v| versions(v)),
             DagRet::Callback(r) => result(f, r, |o| match o {
