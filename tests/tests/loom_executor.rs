@@ -20,10 +20,10 @@
 use std::sync::Arc as StdArc;
 
 use lockstep_dag::TaskState;
-use lockstep_dag::executor::{FrozenGraph, GraphRun, RunOutcome};
+use lockstep_dag::executor::{FrozenGraph, GraphRun, RunOutcome, RunPools};
 use lockstep_pool::Pool;
 use lockstep_sync::Arc;
-use lockstep_sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use lockstep_sync::atomic::{AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use lockstep_tests::loom_run::model;
 
 /// Runs `deps` (task `t` depends on `deps[t]`) on a pool of `workers`. Task `t` first checks
@@ -113,5 +113,41 @@ fn loom_fork_with_a_failure() {
             errors(&out)
         );
         assert_eq!(out.cause_index(3), Some(1));
+    });
+}
+
+/// SPEC A8 named concurrency limits (A8.pool-depth) on two workers: roots `a` and `b` and
+/// `c` (after `a`) share a pool of depth 1, `d` is in none. In every interleaving no two of
+/// the pool's tasks run at once (each checks a shared counter), and every task runs: a task
+/// that waits for the slot is always handed it by the one that leaves (no lost hand-off,
+/// which loom would report as a deadlock of `wait`).
+#[test]
+fn loom_pool_slot_is_handed_on_and_never_shared() {
+    model("loom_pool_slot_is_handed_on_and_never_shared", || {
+        let graph = StdArc::new(
+            FrozenGraph::new([(0u32, vec![]), (1, vec![]), (2, vec![0]), (3, vec![])])
+                .expect("valid graph"),
+        );
+        let pools =
+            RunPools::new(&graph, vec![1], vec![Some(0), Some(0), Some(0), None]).expect("pools");
+        let inside = Arc::new(AtomicUsize::new(0));
+        let i = Arc::clone(&inside);
+        let pool = Pool::new(2).expect("pool");
+        let run = GraphRun::with_pools(graph, pools, move |ctx| {
+            if ctx.index() == 3 {
+                return Ok(());
+            }
+            let now = i.fetch_add(1, SeqCst) + 1;
+            i.fetch_sub(1, SeqCst);
+            if now > 1 {
+                return Err(format!("{now} tasks of a depth-1 pool ran at once"));
+            }
+            Ok(())
+        });
+        run.start(&pool).expect("start");
+        let out = run.wait();
+        drop(run);
+        drop(pool);
+        assert!(out.all_succeeded(), "{:?} {:?}", states(&out), errors(&out));
     });
 }

@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use lockstep_dag::executor::{FrozenGraph, GraphRun, RunCancel};
+use lockstep_dag::executor::{ExecEvent, FrozenGraph, GraphRun, RunCancel, RunOutcome, RunPools};
 use lockstep_pool::Pool;
 use lockstep_tests::executor_check::{Body, Case, check};
 use proptest::prelude::*;
@@ -66,13 +66,71 @@ fn case() -> impl Strategy<Value = Case> {
         })
 }
 
-fn run(case: &Case, workers: usize) -> Result<(), String> {
+/// SPEC A8 named concurrency limits for a run: the depths of two pools (1 or 2) and, per
+/// task index, a draw that puts it in pool 0, pool 1 or none; `None` in half the cases.
+type PoolDraw = Option<([usize; 2], Vec<u8>)>;
+
+fn pools() -> impl Strategy<Value = PoolDraw> {
+    proptest::option::of((
+        [1usize..=2, 1usize..=2],
+        proptest::collection::vec(0u8..3, 12),
+    ))
+}
+
+/// A8.pool-depth from the recorded history: replaying starts and finishes, no pool ever has
+/// more tasks running than its depth.
+fn check_pool_depths(
+    depths: &[usize],
+    pool_of: &[Option<u32>],
+    out: &RunOutcome<u32>,
+) -> Result<(), String> {
+    let mut running = vec![0usize; depths.len()];
+    for e in out.history().unwrap_or_default() {
+        let (task, delta) = match *e {
+            ExecEvent::Start { task, .. } => (task, 1isize),
+            ExecEvent::Finish { task, .. } => (task, -1),
+            ExecEvent::Skip { .. } => continue,
+        };
+        if let Some(p) = pool_of[task as usize] {
+            let r = &mut running[p as usize];
+            *r = r
+                .checked_add_signed(delta)
+                .expect("a finish follows its start");
+            if *r > depths[p as usize] {
+                return Err(format!(
+                    "A8.pool-depth: pool {p} runs {r} tasks, depth {} (task {task} started)",
+                    depths[p as usize]
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn run(case: &Case, workers: usize, pools: &PoolDraw) -> Result<(), String> {
     let graph = Arc::new(FrozenGraph::with_optional(case.tasks()).map_err(|e| e.to_string())?);
     let pool = Pool::new(workers).map_err(|e| e.to_string())?;
     let bodies = case.bodies.clone();
-    let run = GraphRun::record_history(graph, move |ctx| {
+    let body = move |ctx: &lockstep_dag::executor::TaskContext<'_, u32>| {
         bodies[ctx.index() as usize].run(ctx.index())
+    };
+    let limits = pools.as_ref().map(|(depths, draw)| {
+        let pool_of: Vec<Option<u32>> = (0..case.deps.len())
+            .map(|t| match draw[t] {
+                0 => None,
+                p => Some(u32::from(p) - 1),
+            })
+            .collect();
+        (depths.to_vec(), pool_of)
     });
+    let run = match &limits {
+        None => GraphRun::record_history(graph, body),
+        Some((depths, pool_of)) => {
+            let p = RunPools::new(&graph, depths.clone(), pool_of.clone())
+                .map_err(|e| e.to_string())?;
+            GraphRun::record_history_with_pools(graph, p, body)
+        }
+    };
     for &c in &case.cancelled {
         if run.cancel_index(c) != RunCancel::Cancelled {
             return Err(format!(
@@ -82,17 +140,21 @@ fn run(case: &Case, workers: usize) -> Result<(), String> {
     }
     run.start(&pool).map_err(|e| e.to_string())?;
     let out = run.wait();
-    check(case, &out)
+    check(case, &out)?;
+    match &limits {
+        Some((depths, pool_of)) => check_pool_depths(depths, pool_of, &out),
+        None => Ok(()),
+    }
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     #[test]
-    fn executor_runs_match_the_model(case in case(), workers in 1usize..=3) {
+    fn executor_runs_match_the_model(case in case(), workers in 1usize..=3, pools in pools()) {
         // Quiet the expected panics of `Body::Panic` (the executor catches them).
         std::panic::set_hook(Box::new(|_| {}));
-        let result = run(&case, workers);
+        let result = run(&case, workers, &pools);
         let _ = std::panic::take_hook();
         prop_assert!(result.is_ok(), "{}", result.err().unwrap_or_default());
     }

@@ -491,6 +491,7 @@ mod tests {
                 crate::graph::TaskSpec::new("c", ["a".to_string()]),
             ],
             notes: vec![],
+            pools: Default::default(),
         };
         let ms = Duration::from_millis;
         let span = |id: &str, start, end| AttemptSpan {

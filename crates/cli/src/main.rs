@@ -822,6 +822,7 @@ fn store_run_timed(
     // Refused before the store is opened: nothing is created or submitted.
     if let Some(message) = graph::unsupported_priority(&g, "`lockstep run --store`")
         .or_else(|| graph::unsupported_optional(&g))
+        .or_else(|| graph::unsupported_pools(&g))
     {
         errln!("error: {message}");
         return ExitCode::from(2);

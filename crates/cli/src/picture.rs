@@ -364,6 +364,7 @@ mod tests {
                 TaskSpec::new("p", ["i"]),
             ],
             notes: vec![],
+            pools: Default::default(),
         };
         let report = RunReport {
             tasks: vec![i, pending],

@@ -577,10 +577,18 @@ fn build(
 ) -> Result<(TaskScheduler<String, TaskPayload>, Vec<String>), RunError> {
     // Valid: ids are unique and dependency lists have no repeats.
     let sched = TaskScheduler::new(jobs);
+    // SPEC A8 named concurrency limits: the file's pools, in name order (the reader checked
+    // every depth and every task's pool name).
+    let mut pools = std::collections::HashMap::new();
+    for (name, &depth) in &graph.pools {
+        pools.insert(name.as_str(), sched.define_pool(name.clone(), depth)?);
+    }
     let mut ids = Vec::with_capacity(graph.tasks.len());
     for (index, t) in graph.tasks.iter().enumerate() {
         let payload = TaskPayload::of(index, t, &Defaults::default());
-        let options = lockstep_contract::SubmitOptions::priority(t.priority.unwrap_or(0));
+        let pool = t.pool.as_deref().and_then(|p| pools.get(p).copied());
+        let options =
+            lockstep_contract::SubmitOptions::priority(t.priority.unwrap_or(0)).with_pool(pool);
         sched.submit_with_optional(
             t.id.clone(),
             t.deps.iter().cloned(),
@@ -725,6 +733,34 @@ pub fn run_timed(
     timings: &mut Timings,
 ) -> Result<RunReport, RunError> {
     run_inner(graph, opts, false, timings)
+}
+
+/// The executor's pools for `graph` (SPEC A8, `[pools]` of a task file): pool `p` is the
+/// `p`-th declared name (name order), each task in its `pool`. `None` when no task names a
+/// pool (the run then has no gates at all). O(V + pools).
+fn run_pools(
+    graph: &TaskGraph,
+    frozen: &FrozenGraph<String>,
+) -> Result<Option<lockstep_dag::executor::RunPools>, RunError> {
+    if graph.tasks.iter().all(|t| t.pool.is_none()) {
+        return Ok(None);
+    }
+    let index: std::collections::HashMap<&str, u32> = graph
+        .pools
+        .keys()
+        .enumerate()
+        .map(|(i, name)| (name.as_str(), i as u32))
+        .collect();
+    let depths = graph.pools.values().copied().collect();
+    // The frozen graph's task `t` is `graph.tasks[t]` (a valid graph, frozen in file order).
+    let pool_of = graph
+        .tasks
+        .iter()
+        .map(|t| t.pool.as_deref().and_then(|p| index.get(p).copied()))
+        .collect();
+    lockstep_dag::executor::RunPools::new(frozen, depths, pool_of)
+        .map(Some)
+        .map_err(|e| RunError::Graph(e.to_string()))
 }
 
 /// Validates the graph and freezes it for the executor.
@@ -1104,7 +1140,11 @@ fn run_inner(
             verdict
         }
     };
-    let run = GraphRun::new(std::sync::Arc::clone(&frozen), task_fn);
+    let run = match run_pools(graph, &frozen)? {
+        // SPEC A8 named concurrency limits: at most `depth` commands of a pool at once.
+        Some(pools) => GraphRun::with_pools(std::sync::Arc::clone(&frozen), pools, task_fn),
+        None => GraphRun::new(std::sync::Arc::clone(&frozen), task_fn),
+    };
     run.start(&pool)
         .map_err(|e| RunError::Pool(e.to_string()))?;
     let waiter = {
@@ -1675,6 +1715,7 @@ mod tests {
                 .map(|(id, deps)| TaskSpec::new(*id, deps.iter().copied()))
                 .collect(),
             notes: vec![],
+            pools: Default::default(),
         }
     }
 

@@ -700,6 +700,7 @@ mod tests {
                 .map(|(id, deps)| TaskSpec::new(*id, deps.iter().copied()))
                 .collect(),
             notes: vec![],
+            pools: Default::default(),
         }
     }
 
@@ -883,6 +884,7 @@ mod tests {
                 .map(|(id, deps)| TaskSpec::new(id.clone(), deps.clone()))
                 .collect(),
             notes: vec![],
+            pools: Default::default(),
         };
         let r = validate(&g).unwrap();
         let h = &r.cycle_hints[0];
@@ -939,6 +941,7 @@ mod tests {
                 })
                 .collect(),
             notes: vec![],
+            pools: Default::default(),
         };
         let r = validate(&g).unwrap();
         assert!(r.is_runnable());

@@ -2991,3 +2991,146 @@ fn optional_edges_are_checked_like_any_other_and_refused_by_stores() {
     assert!(!store.exists(), "no store was created");
     assert!(!marker.exists(), "nothing ran");
 }
+
+/// SPEC A8 named concurrency limits with real processes (`[pools]`, `pool = "..."`): three
+/// commands in pool `db` of depth 1 each take a lock directory with `mkdir` (which fails if
+/// another holds it) for 0.2 s, so two at once would fail the run; `free`, in no pool, runs
+/// while one of them holds the lock (it is not held back behind the full pool). `--dry-run`
+/// shows the same rule: with `-j 3`, `free` is claimed right after the first `db` task.
+#[test]
+fn pooled_commands_never_overlap_and_hold_back_no_other_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = dir.path().join("lock");
+    let beside = dir.path().join("beside");
+    let q = |id: &str| {
+        format!(
+            "[[task]]\nid = \"{id}\"\npool = \"db\"\ncommand = \"mkdir {l} || exit 9; sleep 0.2; rmdir {l}\"\n",
+            l = lock.display()
+        )
+    };
+    let file = write(
+        dir.path(),
+        "p.toml",
+        &format!(
+            "[pools]\ndb = 1\n\n{}{}{}[[task]]\nid = \"free\"\ncommand = \"sleep 0.1; test -d {l} && touch {b}\"\n",
+            q("q1"),
+            q("q2"),
+            q("q3"),
+            l = lock.display(),
+            b = beside.display()
+        ),
+    );
+    let out = lockstep()
+        .args(["run", "-j", "4"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    assert!(
+        beside.exists(),
+        "`free` ran while a `db` command held the lock"
+    );
+    assert_eq!(dry_run_order(&file, "3"), ["q1", "free", "q2", "q3"]);
+    lockstep().arg("check").arg(&file).assert().code(0);
+}
+
+/// Pools in task files are checked when read (exit 2, with the position): depth 0, a depth
+/// that is not a whole number, a task naming an undeclared pool; `run --store` refuses a file
+/// with pools before a store exists.
+#[test]
+fn bad_pools_are_reader_errors_and_stores_refuse_pools() {
+    let dir = tempfile::tempdir().unwrap();
+    for (text, want, at) in [
+        (
+            "[pools]\ndb = 0\n[[task]]\nid = \"a\"\npool = \"db\"\n",
+            "pool \"db\": depth must be a whole number from 1 to 1000000, not 0",
+            ":2:",
+        ),
+        (
+            "[pools]\ndb = \"two\"\n[[task]]\nid = \"a\"\n",
+            "pool \"db\": depth must be a whole number from 1 to 1000000, not a string \"two\"",
+            ":2:",
+        ),
+        (
+            "[pools]\ndb = 2\n[[task]]\nid = \"a\"\npool = \"dv\"\n",
+            "task \"a\": pool names \"dv\", which [pools] does not declare: the declared pools are \"db\"",
+            ":5:",
+        ),
+        (
+            "[[task]]\nid = \"a\"\npool = \"db\"\n",
+            "no pools are declared",
+            ":3:",
+        ),
+    ] {
+        let file = write(dir.path(), "bad.toml", text);
+        lockstep()
+            .arg("check")
+            .arg(&file)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(want))
+            .stderr(predicate::str::contains(at));
+    }
+    let marker = dir.path().join("ran");
+    let file = write(
+        dir.path(),
+        "ok.toml",
+        &format!(
+            "[pools]\ndb = 1\n[[task]]\nid = \"a\"\npool = \"db\"\ncommand = \"touch {}\"\n",
+            marker.display()
+        ),
+    );
+    let store = dir.path().join("s.lockstep");
+    lockstep()
+        .arg("run")
+        .arg(&file)
+        .arg("--store")
+        .arg(format!("sqlite:{}", store.display()))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "error: task \"a\" (line 4) is in pool \"db\", which `lockstep run --store` cannot honour yet",
+        ));
+    assert!(!store.exists(), "no store was created");
+    assert!(!marker.exists(), "nothing ran");
+}
+
+/// `examples/pools.toml` with four slots, read off its `--trace`: the two `link` tasks
+/// (depth 1) never overlap, no more than two `db` tasks (depth 2) overlap, and `docs` (no
+/// pool) starts before either link ends (a full pool holds back nothing else).
+#[test]
+fn the_pools_example_keeps_its_depths_in_the_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace_path = dir.path().join("pools.json");
+    lockstep()
+        .args(["run", "--no-progress", "-j", "4", "--trace"])
+        .arg(&trace_path)
+        .arg(example("pools.toml"))
+        .assert()
+        .code(0);
+    let (_, spans) = trace_spans(&trace_path);
+    let span = |id: &str| {
+        let s = spans.iter().find(|s| s["name"] == id).expect(id);
+        let ts = s["ts"].as_u64().unwrap();
+        (ts, ts + s["dur"].as_u64().unwrap())
+    };
+    let overlap = |ids: &[&str]| {
+        // The most spans of `ids` alive at one instant (at some span's start).
+        ids.iter()
+            .map(|a| {
+                let t = span(a).0;
+                ids.iter()
+                    .filter(|b| {
+                        let (s, e) = span(b);
+                        s <= t && t < e
+                    })
+                    .count()
+            })
+            .max()
+            .unwrap()
+    };
+    assert_eq!(overlap(&["link-core", "link-cli"]), 1);
+    assert!(overlap(&["db-tests-1", "db-tests-2", "db-tests-3"]) <= 2);
+    let first_link_end = span("link-core").1.min(span("link-cli").1);
+    assert!(span("docs").0 < first_link_end);
+}

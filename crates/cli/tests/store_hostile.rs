@@ -36,6 +36,7 @@ fn graph(tasks: Vec<TaskSpec>) -> TaskGraph {
     TaskGraph {
         tasks,
         notes: Vec::new(),
+        pools: Default::default(),
     }
 }
 

@@ -368,6 +368,10 @@ pub const BUGS: &[(&str, &str)] = &[
     ),
     // The graph executor (`lockstep_dag::executor`).
     (
+        "executor_pool_handoff_lost",
+        "executor: a task leaving a named pool frees its slot but hands it to no waiting task, so a task parked while the pool was full waits for ever",
+    ),
+    (
         "executor_relaxed_count",
         "executor: dependents' remaining counts are decremented with Relaxed, so a task may run without seeing its dependencies' writes",
     ),

@@ -28,8 +28,8 @@ use std::time::Duration;
 
 use arbitrary::{Arbitrary, Unstructured};
 use lockstep_contract::{
-    CallbackOutcome, CancelOutcome, CloseReport, Generation, GraphReport, SchedulerError,
-    TaskState, VersionRef,
+    CallbackOutcome, CancelOutcome, CloseReport, Generation, GraphReport, PoolId, SchedulerError,
+    SubmitOptions, TaskState, VersionRef,
 };
 use lockstep_dag::{CancelToken, Claim, StateCounts, TaskScheduler};
 use lockstep_models::dag::SchedulerModel;
@@ -107,6 +107,12 @@ pub enum Op {
     AddDependency(IdByte, IdByte),
     /// `submit_successor(parent at generation, id, deps)` (SPEC A8 graphs that grow).
     SubmitSuccessor(IdByte, GenByte, IdByte, Vec<IdByte>),
+    /// `define_pool("p{name % 3}", depth % 3)` (SPEC A8 named concurrency limits; three
+    /// names, so that a name is often defined twice).
+    DefinePool(u8, u8),
+    /// `submit_with(id, deps, priority (p % 4) - 1, pool)`, the pool byte modulo 4: 0 none,
+    /// else `PoolId(b - 1)` (often not defined yet: refused) (SPEC A8 priorities and pools).
+    SubmitWith(IdByte, Vec<IdByte>, u8, u8),
 }
 
 /// A whole input: the capacity byte (modulo 4) and the operations.
@@ -134,6 +140,8 @@ enum Concrete {
     SubmitOptional(u8, Vec<u8>, Vec<u8>),
     AddDependency(u8, u8),
     SubmitSuccessor(VersionRef<u8>, u8, Vec<u8>),
+    DefinePool(String, usize),
+    SubmitWith(u8, Vec<u8>, SubmitOptions),
 }
 
 /// What an operation returned, in one shape for both sides.
@@ -148,6 +156,7 @@ enum Output {
     Close(CloseReport),
     Idle(bool),
     Edge(Result<lockstep_contract::Effect, SchedulerError<u8>>),
+    Pool(Result<PoolId, SchedulerError<u8>>),
 }
 
 fn resolve(op: &Op, m: &SchedulerModel<u8>) -> Concrete {
@@ -189,6 +198,20 @@ fn resolve(op: &Op, m: &SchedulerModel<u8>) -> Concrete {
                 deps.iter().take(MAX_DEPS).map(|d| d.id()).collect(),
             )
         }
+        Op::DefinePool(name, depth) => {
+            Concrete::DefinePool(format!("p{}", name % 3), usize::from(depth % 3))
+        }
+        Op::SubmitWith(id, deps, priority, pool) => {
+            let pool = match pool % 4 {
+                0 => None,
+                b => Some(PoolId(u32::from(b) - 1)),
+            };
+            Concrete::SubmitWith(
+                id.id(),
+                deps.iter().take(MAX_DEPS).map(|d| d.id()).collect(),
+                SubmitOptions::priority(i32::from(priority % 4) - 1).with_pool(pool),
+            )
+        }
     }
 }
 
@@ -213,6 +236,10 @@ fn apply_model(m: &mut SchedulerModel<u8>, op: &Concrete) -> Output {
         Concrete::AddDependency(id, dep) => Output::Edge(m.add_dependency(id, *dep)),
         Concrete::SubmitSuccessor(p, id, deps) => {
             Output::Submit(m.submit_successor(&p.id, p.generation, *id, deps.clone()))
+        }
+        Concrete::DefinePool(name, depth) => Output::Pool(m.define_pool(name.clone(), *depth)),
+        Concrete::SubmitWith(id, deps, options) => {
+            Output::Submit(m.submit_with(*id, deps.clone(), *options))
         }
     }
 }
@@ -283,6 +310,18 @@ impl Sut {
                 let r = self
                     .sched
                     .submit_successor(p, *id, deps.iter().copied(), payload);
+                self.remember(*id, &r, payload);
+                Output::Submit(r)
+            }
+            Concrete::DefinePool(name, depth) => {
+                Output::Pool(self.sched.define_pool(name.clone(), *depth))
+            }
+            Concrete::SubmitWith(id, deps, options) => {
+                let payload = self.next_payload;
+                self.next_payload += 1;
+                let r = self
+                    .sched
+                    .submit_with(*id, deps.iter().copied(), payload, *options);
                 self.remember(*id, &r, payload);
                 Output::Submit(r)
             }
@@ -378,6 +417,22 @@ fn observe_diff(m: &SchedulerModel<u8>, s: &Sut) -> Vec<String> {
             m.cancel_requested(&id),
             p.cancel_requested(&id)
         );
+        same!(format!("priority({id})"), m.priority(&id), p.priority(&id));
+        same!(format!("pool_of({id})"), m.pool_of(&id), p.pool_of(&id));
+    }
+    // SPEC A8 pools: three can be defined (ids 0-2); 3 never is.
+    for i in 0..4 {
+        let pool = PoolId(i);
+        same!(
+            format!("pool_running({pool})"),
+            m.pool_running(pool),
+            p.pool_running(pool)
+        );
+        same!(
+            format!("pool_depth({pool})"),
+            m.pool_depth(pool),
+            p.pool_depth(pool)
+        );
     }
     for (v, token) in &s.tokens {
         if m.generation(&v.id) == Some(v.generation) {
@@ -397,6 +452,12 @@ fn model_invariants(m: &SchedulerModel<u8>) {
         m.running() <= m.max_concurrency(),
         "A4: running exceeds the limit"
     );
+    // A8 pool-depth.
+    for i in 0..4 {
+        if let (Some(r), Some(d)) = (m.pool_running(PoolId(i)), m.pool_depth(PoolId(i))) {
+            assert!(r <= d, "A8: pool {i} runs {r} > depth {d}");
+        }
+    }
     for (id, st) in m.snapshot() {
         assert_eq!(
             st.blocked_by.is_some(),

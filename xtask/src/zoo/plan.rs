@@ -307,6 +307,11 @@ pub const PLANS: &[BugPlan] = &[
     plan("dynamic_edge_on_claimed", Part::Scheduler, "model_dag"),
     plan("grown_self_loop_accepted", Part::Scheduler, "model_dag"),
     plan("pool_room_two_sections", Part::Scheduler, "shuttle_dag"),
+    plan(
+        "executor_pool_handoff_lost",
+        Part::Scheduler,
+        "loom_executor",
+    ),
     plan("executor_relaxed_count", Part::Scheduler, "loom_executor"),
     plan("executor_double_push", Part::Scheduler, "unit_dag"),
     plan("global_queue", Part::Pool, "unit_pool"),

@@ -169,7 +169,11 @@ pub fn parse(text: &str, path: &Path, dev_deps: bool) -> Result<TaskGraph, ReadE
             "left out {dev_left_out} dev-only dependency edge(s); --dev-deps keeps them"
         ));
     }
-    Ok(TaskGraph { tasks, notes })
+    Ok(TaskGraph {
+        tasks,
+        notes,
+        pools: Default::default(),
+    })
 }
 
 #[cfg(test)]

@@ -229,7 +229,11 @@ pub fn parse_general(text: &str, path: &Path, opts: &DotOptions) -> Result<TaskG
             ..TaskSpec::default()
         })
         .collect();
-    Ok(TaskGraph { tasks, notes })
+    Ok(TaskGraph {
+        tasks,
+        notes,
+        pools: BTreeMap::new(),
+    })
 }
 
 /// The graph of the fast path ([`simple`]): no attributes, so no command, no `cwd`, no
@@ -249,7 +253,11 @@ fn from_simple(g: simple::Simple<'_>, opts: &DotOptions) -> TaskGraph {
             ..TaskSpec::default()
         })
         .collect();
-    TaskGraph { tasks, notes }
+    TaskGraph {
+        tasks,
+        notes,
+        pools: BTreeMap::new(),
+    }
 }
 
 /// The notes on the profile in use (forced by `--format apt-dotty`, or `detected`) and on

@@ -72,6 +72,9 @@ pub struct TaskSpec {
     /// in file order; `None`: not given, the default 0. Only the pull scheduler orders by it
     /// (`run --dry-run`); see [`TaskGraph::unsupported_priority`].
     pub priority: Option<i32>,
+    /// The named concurrency limit the task counts against (a task file's `pool`, SPEC A8):
+    /// one of [`TaskGraph::pools`]; `None`: only `-j` bounds it.
+    pub pool: Option<String>,
 }
 
 impl TaskSpec {
@@ -116,6 +119,21 @@ pub fn unsupported_priority(graph: &TaskGraph, how: &str) -> Option<String> {
     ))
 }
 
+/// Why `lockstep run --store` cannot honour `graph`'s pools, or `None` when no task names
+/// one (SPEC A8, `docs/semantics.md` "Pools in task files"). The message names the first such
+/// task (file order) with its line and what to do instead. O(V).
+pub fn unsupported_pools(graph: &TaskGraph) -> Option<String> {
+    let task = graph.tasks.iter().find(|t| t.pool.is_some())?;
+    let line = task
+        .line
+        .map_or_else(String::new, |l| format!(" (line {l})"));
+    Some(format!(
+        "task {:?}{line} is in pool {:?}, which `lockstep run --store` cannot honour yet: durable stores keep no pools (that needs store schema version 2); run it without --store, or remove the key (docs/semantics.md, \"Pools in task files\")",
+        task.id,
+        task.pool.as_deref().unwrap_or_default()
+    ))
+}
+
 /// Why `lockstep run --store` cannot run `graph`'s optional dependencies, or `None` when no
 /// task has one (SPEC A8, `docs/semantics.md` "Optional dependencies in task files"). The
 /// message names the first such task (file order) with its line and what to do instead. O(V).
@@ -144,6 +162,9 @@ pub struct TaskGraph {
     /// Human-readable notes on choices the reader made (a detected profile, edges it left
     /// out, ids it renamed), printed by the command before its results.
     pub notes: Vec<String>,
+    /// The named concurrency limits a task file declares (`[pools]`, SPEC A8): name ->
+    /// depth (at least 1), in name order. Every task's `pool` names one of them.
+    pub pools: BTreeMap<String, usize>,
 }
 
 impl TaskGraph {
@@ -914,6 +935,7 @@ mod tests {
                 TaskSpec::new("c", Vec::<String>::new()),
             ],
             notes: vec![],
+            pools: BTreeMap::new(),
         };
         g.reverse();
         assert_eq!(
@@ -931,6 +953,7 @@ mod tests {
                 TaskSpec::new("c", Vec::<String>::new()),
             ],
             notes: vec![],
+            pools: BTreeMap::new(),
         };
         let before = g.clone();
         let err = g
@@ -955,6 +978,7 @@ mod tests {
                 TaskSpec::new("a", ["e"]),
             ],
             notes: vec![],
+            pools: BTreeMap::new(),
         };
         let before = g.clone();
         let err = g

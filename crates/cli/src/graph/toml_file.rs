@@ -16,6 +16,10 @@
 //! retry_delay = "5s"                 # optional: wait between attempts (default 0s)
 //! timeout = "10m"                    # optional: stop and fail an attempt that runs longer
 //! priority = 10                      # optional: claimed before lower priorities (default 0)
+//! pool = "link"                      # optional: counts against the pool's depth while running
+//!
+//! [pools]                            # optional: named concurrency limits, name = depth
+//! link = 1                           # at most one task of pool "link" runs at a time
 //! ```
 //!
 //! `retries` is a whole number from 0 to 100; `retry_delay` and `timeout` are durations as
@@ -25,7 +29,14 @@
 //! and its position. Missing keys take
 //! the command line's defaults (`--retries`, `--retry-delay`, `--timeout`; [`crate::attempts`]).
 //!
-//! The only top-level key is `task`, an array of tables (a single `[task]` table is refused
+//! `[pools]` declares named concurrency limits (SPEC A8, ninja's pools): each name has a depth,
+//! a whole number from 1 to 1000000 (0 is refused: ninja reads it as "no limit", and a pool
+//! that runs nothing would hang the run); a task's `pool` must name a declared pool. At most
+//! `depth` tasks of a pool run at once, besides `-j`; a full pool never holds back other
+//! tasks. A bad depth, a pool name that is empty, or a `pool` naming an undeclared pool is
+//! refused with its position.
+//!
+//! The top-level keys are `task`, an array of tables, and `pools` (a single `[task]` table is refused
 //! with a message saying to write `[[task]]`); each table takes exactly the keys
 //! above (unknown keys are an error, so a misspelt `dep = [...]` is not silently ignored).
 //! A task without `command` succeeds as soon as it runs (it only orders others). Strings
@@ -53,6 +64,28 @@ use crate::attempts::{self, MAX_RETRIES};
 struct File {
     #[serde(default)]
     task: Vec<RawTask>,
+    // Read as any value, so that a wrong type is reported naming the pool.
+    #[serde(default)]
+    pools: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
+}
+
+/// The largest pool depth a task file may declare (more than any machine runs at once).
+pub const MAX_POOL_DEPTH: usize = 1_000_000;
+
+/// Reads a pool's depth: a whole number from 1 to [`MAX_POOL_DEPTH`], else the message.
+fn read_depth(v: &toml::Value) -> Result<usize, String> {
+    let range = format!("from 1 to {MAX_POOL_DEPTH}");
+    match v {
+        toml::Value::Integer(0) => Err(format!(
+            "must be a whole number {range}, not 0 (a pool of depth 0 would never run its tasks; to leave a task unlimited, give it no pool)"
+        )),
+        toml::Value::Integer(n) if (1..=MAX_POOL_DEPTH as i64).contains(n) => Ok(*n as usize),
+        toml::Value::Integer(n) => Err(format!("must be a whole number {range}, not {n}")),
+        other => Err(format!(
+            "must be a whole number {range}, not {} {other}",
+            article(other.type_str())
+        )),
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -78,6 +111,8 @@ struct RawTask {
     timeout: Option<Spanned<toml::Value>>,
     #[serde(default)]
     priority: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    pool: Option<Spanned<String>>,
 }
 
 /// Reads `priority`: a whole number that fits an `i32`, else the message.
@@ -173,6 +208,23 @@ pub fn parse(text: &str, path: &Path) -> Result<TaskGraph, ReadError> {
     })?;
     let base = path.parent().unwrap_or_else(|| Path::new(""));
     let lines = LineIndex::new(text);
+    let mut pools = BTreeMap::new();
+    for (name, depth) in file.pools {
+        let at = |start: usize| Location::of_offset(text, start);
+        if name.as_ref().is_empty() {
+            return Err(ReadError::Toml {
+                path: path.to_path_buf(),
+                at: at(name.span().start),
+                message: "a pool name is empty".to_string(),
+            });
+        }
+        let d = read_depth(depth.as_ref()).map_err(|why| ReadError::Toml {
+            path: path.to_path_buf(),
+            at: at(depth.span().start),
+            message: format!("pool {:?}: depth {why}", name.as_ref()),
+        })?;
+        pools.insert(name.into_inner(), d);
+    }
     let mut tasks = Vec::with_capacity(file.task.len());
     for raw in file.task {
         let line = lines.line(raw.id.span().start);
@@ -254,6 +306,26 @@ pub fn parse(text: &str, path: &Path) -> Result<TaskGraph, ReadError> {
             ),
             None => None,
         };
+        let pool = match raw.pool {
+            Some(p) if !pools.contains_key(p.as_ref()) => {
+                let declared = if pools.is_empty() {
+                    "no pools are declared (add a [pools] table: name = depth)".to_string()
+                } else {
+                    let names: Vec<String> = pools.keys().map(|n| format!("{n:?}")).collect();
+                    format!("the declared pools are {}", names.join(", "))
+                };
+                return Err(bad(
+                    "pool",
+                    p.span().start,
+                    format!(
+                        "names {:?}, which [pools] does not declare: {declared}",
+                        p.as_ref()
+                    ),
+                ));
+            }
+            Some(p) => Some(p.into_inner()),
+            None => None,
+        };
         tasks.push(TaskSpec {
             id,
             command: raw.command.map(Spanned::into_inner),
@@ -267,11 +339,13 @@ pub fn parse(text: &str, path: &Path) -> Result<TaskGraph, ReadError> {
             retry_delay,
             timeout,
             priority,
+            pool,
         });
     }
     Ok(TaskGraph {
         tasks,
         notes: Vec::new(),
+        pools,
     })
 }
 

@@ -120,7 +120,8 @@
 mod frozen;
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc as StdArc;
@@ -352,6 +353,133 @@ pub enum ExecError<K: TaskKey> {
     /// started again on another pool.
     #[error("the pool refused the run: {0}")]
     Pool(PoolError),
+    /// [`RunPools::new`]: the per-task pool list does not have one entry per task.
+    #[error("the pool list names {given} tasks, but the graph has {tasks}")]
+    PoolListLength {
+        /// Entries given.
+        given: usize,
+        /// Tasks in the graph.
+        tasks: usize,
+    },
+    /// [`RunPools::new`]: a task names a pool index with no depth.
+    #[error("task {task} names pool {pool}, but only {defined} pools are defined")]
+    UndefinedPool {
+        /// The task.
+        task: K,
+        /// The pool index it names.
+        pool: u32,
+        /// How many depths were given.
+        defined: usize,
+    },
+    /// [`RunPools::new`]: a pool of depth 0 would never run its tasks, and the run would
+    /// never finish.
+    #[error("pool {pool} has depth 0: its tasks could never run")]
+    ZeroDepthPool {
+        /// The pool index.
+        pool: u32,
+    },
+}
+
+/// Named concurrency limits for one run of the executor (SPEC A8, `docs/semantics.md`
+/// "Named concurrency limits" and Part C "Pools in task files"): pool `p` has depth
+/// `depths[p]`, and task `t` belongs to pool `pool_of[t]` (or none). While a run has them,
+/// at most `depth` tasks of a pool run at once; a task whose pool is full when it becomes
+/// ready waits in its pool's queue (lowest task index first) without holding a worker, and
+/// each task of the pool that settles hands its slot to the next one. Tasks of other pools,
+/// or of none, are never held back.
+///
+/// ```
+/// use std::sync::Arc;
+/// use lockstep_dag::executor::{FrozenGraph, GraphRun, RunPools};
+/// use lockstep_pool::Pool;
+///
+/// let graph = Arc::new(FrozenGraph::new([("a", vec![]), ("b", vec![]), ("c", vec![])])?);
+/// // `a` and `b` share a pool of depth 1: they never run at the same time.
+/// let pools = RunPools::new(&graph, vec![1], vec![Some(0), Some(0), None])?;
+/// let run = GraphRun::with_pools(Arc::clone(&graph), pools, |_| Ok(()));
+/// run.start(&Pool::new(3)?)?;
+/// assert!(run.wait().all_succeeded());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct RunPools {
+    depths: Box<[usize]>,
+    /// The pool of each task, `NO_POOL` for none.
+    pool_of: Box<[u32]>,
+}
+
+const NO_POOL: u32 = u32::MAX;
+
+impl RunPools {
+    /// Checks and keeps the pools of a run of `graph`: `depths[p]` is pool `p`'s depth,
+    /// `pool_of[t]` task `t`'s pool.
+    ///
+    /// # Errors
+    /// [`ExecError::PoolListLength`] unless `pool_of` has one entry per task of `graph`;
+    /// [`ExecError::ZeroDepthPool`] for the first pool of depth 0;
+    /// [`ExecError::UndefinedPool`] for the first task naming a pool index `>= depths.len()`.
+    ///
+    /// # Complexity
+    /// O(V + pools); 4 bytes per task.
+    pub fn new<K: TaskKey>(
+        graph: &FrozenGraph<K>,
+        depths: Vec<usize>,
+        pool_of: Vec<Option<u32>>,
+    ) -> Result<Self, ExecError<K>> {
+        if pool_of.len() != graph.len() {
+            return Err(ExecError::PoolListLength {
+                given: pool_of.len(),
+                tasks: graph.len(),
+            });
+        }
+        if let Some(p) = depths.iter().position(|&d| d == 0) {
+            return Err(ExecError::ZeroDepthPool { pool: p as u32 });
+        }
+        let mut of = Vec::with_capacity(pool_of.len());
+        for (t, p) in pool_of.into_iter().enumerate() {
+            match p {
+                Some(p) if (p as usize) < depths.len() => of.push(p),
+                Some(p) => {
+                    return Err(ExecError::UndefinedPool {
+                        task: graph.id(t as u32).clone(),
+                        pool: p,
+                        defined: depths.len(),
+                    });
+                }
+                None => of.push(NO_POOL),
+            }
+        }
+        Ok(RunPools {
+            depths: depths.into_boxed_slice(),
+            pool_of: of.into_boxed_slice(),
+        })
+    }
+}
+
+/// One pool's gate during a run: its running tasks and the ready ones waiting for a slot.
+#[derive(Debug)]
+struct Gate {
+    depth: usize,
+    running: usize,
+    /// Ready tasks (count zero, still pending) parked for a slot, lowest index first.
+    waiting: BinaryHeap<Reverse<u32>>,
+}
+
+/// The gates of a run with [`RunPools`].
+struct Gates {
+    pool_of: Box<[u32]>,
+    gates: Box<[Mutex<Gate>]>,
+}
+
+impl Gates {
+    /// The gate of task `t`'s pool, if it has one.
+    #[inline]
+    fn of(&self, t: u32) -> Option<&Mutex<Gate>> {
+        match self.pool_of[t as usize] {
+            NO_POOL => None,
+            p => Some(&self.gates[p as usize]),
+        }
+    }
 }
 
 type TaskFn<K> = dyn Fn(&TaskContext<'_, K>) -> Result<(), String> + Send + Sync;
@@ -365,6 +493,8 @@ struct Shared<K> {
     cause: Box<[AtomicU32]>,
     errors: Mutex<Vec<(u32, String)>>,
     history: Option<Mutex<Vec<ExecEvent>>>,
+    /// SPEC A8 named concurrency limits, when the run has any ([`GraphRun::with_pools`]).
+    gates: Option<Gates>,
     next_root: AtomicUsize,
     unsettled: AtomicUsize,
     lost_any: AtomicBool,
@@ -402,7 +532,33 @@ impl<K: TaskKey> GraphRun<K> {
     where
         F: Fn(&TaskContext<'_, K>) -> Result<(), String> + Send + Sync + 'static,
     {
-        Self::build(graph, Box::new(f), false)
+        Self::build(graph, Box::new(f), false, None)
+    }
+
+    /// Like [`GraphRun::new`], with named concurrency limits: at most `depth` tasks of each
+    /// pool of `pools` run at once (see [`RunPools`]).
+    ///
+    /// O(V + pools); never panics (`pools` was checked against a graph of the same length by
+    /// [`RunPools::new`]; given a graph of another length, the tasks beyond its list are in no
+    /// pool).
+    pub fn with_pools<F>(graph: StdArc<FrozenGraph<K>>, pools: RunPools, f: F) -> Self
+    where
+        F: Fn(&TaskContext<'_, K>) -> Result<(), String> + Send + Sync + 'static,
+    {
+        Self::build(graph, Box::new(f), false, Some(pools))
+    }
+
+    /// [`GraphRun::with_pools`] that records its history as
+    /// [`GraphRun::record_history`] does.
+    pub fn record_history_with_pools<F>(
+        graph: StdArc<FrozenGraph<K>>,
+        pools: RunPools,
+        f: F,
+    ) -> Self
+    where
+        F: Fn(&TaskContext<'_, K>) -> Result<(), String> + Send + Sync + 'static,
+    {
+        Self::build(graph, Box::new(f), true, Some(pools))
     }
 
     /// Like [`GraphRun::new`], and records every start, finish and skip in one locked list
@@ -412,11 +568,34 @@ impl<K: TaskKey> GraphRun<K> {
     where
         F: Fn(&TaskContext<'_, K>) -> Result<(), String> + Send + Sync + 'static,
     {
-        Self::build(graph, Box::new(f), true)
+        Self::build(graph, Box::new(f), true, None)
     }
 
-    fn build(graph: StdArc<FrozenGraph<K>>, f: Box<TaskFn<K>>, history: bool) -> Self {
+    fn build(
+        graph: StdArc<FrozenGraph<K>>,
+        f: Box<TaskFn<K>>,
+        history: bool,
+        pools: Option<RunPools>,
+    ) -> Self {
         let n = graph.len();
+        let gates = pools.map(|p| {
+            let mut pool_of = p.pool_of.into_vec();
+            pool_of.resize(n, NO_POOL);
+            Gates {
+                pool_of: pool_of.into_boxed_slice(),
+                gates: p
+                    .depths
+                    .iter()
+                    .map(|&depth| {
+                        Mutex::new(Gate {
+                            depth,
+                            running: 0,
+                            waiting: BinaryHeap::new(),
+                        })
+                    })
+                    .collect(),
+            }
+        });
         let count = (0..n as u32)
             .map(|t| AtomicU32::new(graph.dependencies(t).len() as u32))
             .collect();
@@ -431,6 +610,7 @@ impl<K: TaskKey> GraphRun<K> {
                 cause,
                 errors: Mutex::new(Vec::new()),
                 history: history.then(|| Mutex::new(Vec::new())),
+                gates,
                 next_root: AtomicUsize::new(0),
                 unsettled: AtomicUsize::new(n),
                 lost_any: AtomicBool::new(false),
@@ -601,6 +781,7 @@ impl<K: TaskKey> Shared<K> {
         t: u32,
         ctx: &WorkerContext<'_>,
         lend: &dyn Fn() -> Option<Arc<AtomicBool>>,
+        kept: &RefCell<VecDeque<u32>>,
     ) -> Option<bool> {
         let worker = ctx.worker_index();
         let cell = &self.state[t as usize];
@@ -614,10 +795,37 @@ impl<K: TaskKey> Shared<K> {
         } else {
             RUNNING
         };
+        // SPEC A8 named concurrency limits: a task about to run takes a slot of its pool
+        // first, or waits in the pool's queue (still pending, undecided, settled later by
+        // whoever takes it out).
+        let gate = self.gates.as_ref().and_then(|g| g.of(t));
+        let mut slot = false;
+        if let Some(gate) = gate {
+            if decided == RUNNING {
+                let mut g = gate.lock();
+                // INVARIANT (A8.pool-depth): a slot is taken and given back under the gate's
+                // lock only; a task that finds none waits, holding no worker.
+                if g.running < g.depth {
+                    g.running += 1;
+                    slot = true;
+                } else {
+                    g.waiting.push(Reverse(t));
+                    return None;
+                }
+            } else {
+                // Not running: hand on any slot free for a waiting task, so that a task
+                // taken out of the queue and then cancelled or closed never strands the
+                // ones behind it.
+                Self::leave(gate, false, kept);
+            }
+        }
         // LINEARIZATION POINT (EXECUTOR.decide-once): pending -> decided, against `cancel`.
         if let Err(now) =
             cell.compare_exchange(PENDING, decided, Ordering::AcqRel, Ordering::Acquire)
         {
+            if let Some(gate) = gate.filter(|_| slot) {
+                Self::leave(gate, true, kept);
+            }
             if now & MASK != CANCELLED_USER {
                 return None;
             }
@@ -663,7 +871,31 @@ impl<K: TaskKey> Shared<K> {
             worker,
             state: task_state(fin),
         });
+        if let Some(gate) = gate {
+            Self::leave(gate, true, kept);
+        }
         Some(fin != SUCCEEDED)
+    }
+
+    /// Gives back a slot of `gate` (if `held`) and, while the pool has a free slot, takes
+    /// the first waiting task out for this worker to decide (it takes the slot then, or
+    /// waits again if another task took it first).
+    fn leave(gate: &Mutex<Gate>, held: bool, kept: &RefCell<VecDeque<u32>>) {
+        let mut g = gate.lock();
+        if held {
+            g.running -= 1;
+        }
+        // SEEDED BUG (executor_pool_handoff_lost): the leaving task frees its slot but hands
+        // it to no waiting task (it counts its own slot as still taken), so a task parked
+        // while the pool was full can wait for ever.
+        let room = if held && seeded_bug!("executor_pool_handoff_lost") {
+            g.running + 1 < g.depth
+        } else {
+            g.running < g.depth
+        };
+        if room && let Some(Reverse(next)) = g.waiting.pop() {
+            kept.borrow_mut().push_back(next);
+        }
     }
 
     /// The root cause carried by `t`'s first lost dependency in list order, if any: the
@@ -763,7 +995,7 @@ fn drive<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_>) -
     loop {
         let popped = next.take().or_else(|| kept.borrow_mut().pop_back());
         let Some(t) = popped else { break };
-        let Some(lost) = sh.settle(t, ctx, &lend) else {
+        let Some(lost) = sh.settle(t, ctx, &lend, &kept) else {
             continue;
         };
         settled += 1;

@@ -617,3 +617,95 @@ fn million_task_chain_runs_without_deep_stacks_and_its_root_failure_blocks_all()
     assert_eq!((c.failed, c.blocked), (1, n as usize - 1));
     assert_eq!(out.cause_index(n - 1), Some(0));
 }
+
+/// SPEC A8 named concurrency limits on the executor: eight slow tasks in a pool of depth 2
+/// on four workers never run more than two at once, and do reach two; a task of no pool
+/// runs beside them (it is not held back behind the full pool). Fails with the gate
+/// admitting one task too many (checked by hand: "pool ran 3").
+#[test]
+fn pooled_tasks_never_exceed_their_depth_and_hold_back_no_other_task() {
+    let mut spec: Vec<(&'static str, Vec<&'static str>)> =
+        ["p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7"]
+            .into_iter()
+            .map(|id| (id, vec![]))
+            .collect();
+    spec.push(("free", vec![]));
+    let graph = StdArc::new(FrozenGraph::new(spec).unwrap());
+    let mut pool_of = vec![Some(0); 8];
+    pool_of.push(None);
+    let pools = RunPools::new(&graph, vec![2], pool_of).unwrap();
+    let now = StdArc::new(StdAtomicUsize::new(0));
+    let max = StdArc::new(StdAtomicUsize::new(0));
+    let free_beside = StdArc::new(StdAtomicUsize::new(0));
+    let (n, m, f) = (now.clone(), max.clone(), free_beside.clone());
+    let run = GraphRun::with_pools(graph, pools, move |ctx| {
+        if *ctx.id() == "free" {
+            // Started while the pool is busy (it is the last root, after eight pool tasks).
+            f.store(n.load(SeqCst), SeqCst);
+            return Ok(());
+        }
+        let k = n.fetch_add(1, SeqCst) + 1;
+        m.fetch_max(k, SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        n.fetch_sub(1, SeqCst);
+        Ok(())
+    });
+    let pool = Pool::new(4).unwrap();
+    run.start(&pool).unwrap();
+    let out = run.wait();
+    assert!(out.all_succeeded());
+    assert_eq!(max.load(SeqCst), 2, "pool ran {}", max.load(SeqCst));
+    assert!(
+        free_beside.load(SeqCst) > 0,
+        "the task of no pool ran while the pool was busy"
+    );
+}
+
+/// A run closed while tasks wait for a pool slot still finishes: the waiting tasks are
+/// taken out one by one and cancelled (reason `Closed`), none is stranded; a task cancelled
+/// by the user while it waits is settled as `Cancelled` (reason `User`) when its turn comes.
+#[test]
+fn waiting_pool_tasks_are_cancelled_by_close_and_cancel_without_a_hang() {
+    let graph = StdArc::new(
+        FrozenGraph::new([("a", vec![]), ("b", vec![]), ("c", vec![]), ("d", vec![])]).unwrap(),
+    );
+    let pools = RunPools::new(&graph, vec![1], vec![Some(0); 4]).unwrap();
+    let run = GraphRun::with_pools(graph, pools, |ctx| {
+        if *ctx.id() == "a" {
+            // The others are released and wait for the one slot `a` holds.
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            ctx.close_run();
+        }
+        Ok(())
+    });
+    assert_eq!(run.cancel(&"c"), Ok(RunCancel::Cancelled));
+    run.start(&Pool::new(3).unwrap()).unwrap();
+    let out = run.wait();
+    assert_eq!(out.state(0), TaskState::Succeeded);
+    assert_eq!(out.cancelled_by(1), Some(CancelReason::Closed));
+    assert_eq!(out.cancelled_by(2), Some(CancelReason::User));
+    assert_eq!(out.cancelled_by(3), Some(CancelReason::Closed));
+}
+
+/// `RunPools::new` refuses a list of the wrong length, a pool of depth 0 and a task naming
+/// an undefined pool, each with a typed error naming what was wrong.
+#[test]
+fn run_pools_refuse_bad_input() {
+    let graph = FrozenGraph::new([("a", vec![]), ("b", vec![])]).unwrap();
+    assert_eq!(
+        RunPools::new(&graph, vec![1], vec![None]).unwrap_err(),
+        ExecError::PoolListLength { given: 1, tasks: 2 }
+    );
+    assert_eq!(
+        RunPools::new(&graph, vec![1, 0], vec![None, None]).unwrap_err(),
+        ExecError::ZeroDepthPool { pool: 1 }
+    );
+    assert_eq!(
+        RunPools::new(&graph, vec![1], vec![None, Some(1)]).unwrap_err(),
+        ExecError::UndefinedPool {
+            task: "b",
+            pool: 1,
+            defined: 1
+        }
+    );
+}
