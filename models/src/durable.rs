@@ -57,7 +57,7 @@ use std::collections::HashMap;
 
 use lockstep_contract::{
     CallbackOutcome, CancelOutcome, CloseReport, Generation, GraphReport, SchedulerError,
-    TaskState, TaskStatus,
+    SubmitOptions, TaskState, TaskStatus,
 };
 
 use crate::dag::SchedulerModel;
@@ -216,8 +216,9 @@ pub const SUPERSEDED: &str = "superseded: the task's definition changed";
 /// was removed (the store's `REMOVED`).
 pub const REMOVED: &str = "removed from the graph";
 
-/// One task as [`DurableModel::redefine`] submits it: id, dependencies, payload.
-pub type ModelTask = (String, Vec<String>, Vec<u8>);
+/// One task as [`DurableModel::redefine`] and [`DurableModel::submit_if_unchanged`] submit
+/// it: id, dependencies, payload, claim priority (SPEC A8; 0 is the default).
+pub type ModelTask = (String, Vec<String>, Vec<u8>, i32);
 
 impl DurableModel {
     /// An empty store with `max_concurrency` slots (zero is legal), clock 0, next epoch 1.
@@ -250,6 +251,24 @@ impl DurableModel {
         deps: Vec<String>,
         payload: Vec<u8>,
     ) -> Result<Generation, LeaseError> {
+        self.submit_with_priority(id, deps, payload, 0)
+    }
+
+    /// [`Self::submit`] of a version with claim priority `priority` (SPEC A8, store schema
+    /// version 2): claims take the highest priority first, submission order among equals,
+    /// expired leases included ([`Self::claim`]).
+    ///
+    /// # Errors
+    /// As [`Self::submit`]; a priority is never refused.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (D.priority-order).
+    pub fn submit_with_priority(
+        &mut self,
+        id: String,
+        deps: Vec<String>,
+        payload: Vec<u8>,
+        priority: i32,
+    ) -> Result<Generation, LeaseError> {
         // The stores do not grow (schema version 1): after start a new id is refused, after
         // the checks that come before it (closed, duplicate dependency; a new id cannot be
         // running), as the scheduler refused it before SPEC A8's graphs that grow.
@@ -264,7 +283,9 @@ impl DurableModel {
                 }));
             }
         }
-        let g = self.inner.submit(id.clone(), deps.clone())?;
+        let g =
+            self.inner
+                .submit_with(id.clone(), deps.clone(), SubmitOptions::priority(priority))?;
         self.leases.remove(&id);
         self.payloads.insert(id.clone(), payload);
         self.deps.insert(id, deps);
@@ -307,7 +328,7 @@ impl DurableModel {
             }
         }
         let t = self.at(now);
-        for id in submit.iter().map(|(id, _, _)| id).chain(remove) {
+        for id in submit.iter().map(|(id, _, _, _)| id).chain(remove) {
             self.live_lease(id, t)?;
         }
         let mut next = self.clone();
@@ -343,9 +364,9 @@ impl DurableModel {
         t: u64,
     ) -> Result<Vec<Generation>, LeaseError> {
         let mut generations = Vec::with_capacity(submit.len());
-        for (id, deps, payload) in submit {
+        for (id, deps, payload, priority) in submit {
             self.end_expired_claim(&id, t, SUPERSEDED)?;
-            generations.push(self.submit(id, deps, payload)?);
+            generations.push(self.submit_with_priority(id, deps, payload, priority)?);
         }
         for id in remove {
             match self.state(id) {
@@ -433,7 +454,7 @@ impl DurableModel {
     pub fn submit_if_unchanged(
         &mut self,
         seen: &[(String, Option<Generation>)],
-        tasks: Vec<(String, Vec<String>, Vec<u8>)>,
+        tasks: Vec<ModelTask>,
     ) -> Result<Vec<Result<Generation, LeaseError>>, Changed> {
         for (id, g) in seen {
             let current = self.inner.generation(id);
@@ -447,7 +468,9 @@ impl DurableModel {
         }
         Ok(tasks
             .into_iter()
-            .map(|(id, deps, payload)| self.submit(id, deps, payload))
+            .map(|(id, deps, payload, priority)| {
+                self.submit_with_priority(id, deps, payload, priority)
+            })
             .collect())
     }
 
@@ -466,14 +489,15 @@ impl DurableModel {
 
     /// Claims up to `max` versions for `owner` at `now` with leases of `lease` ms: the
     /// candidates are ready versions and running ones whose lease expired (`expiry <= t`), in
-    /// ascending submission sequence; free slots are `max_concurrency` minus the running
-    /// versions with `expiry > t`. Closed first, then the implicit start.
+    /// claim order (highest priority first, then ascending submission sequence); free slots
+    /// are `max_concurrency` minus the running versions with `expiry > t`. Closed first, then
+    /// the implicit start.
     ///
     /// # Errors
     /// `Closed`; the errors of `start`.
     ///
     /// Rules of `docs/invariants.md` stated here: RULE (D.lease-capacity),
-    /// RULE (D.pg-serial-writes).
+    /// RULE (D.pg-serial-writes), RULE (D.priority-order).
     pub fn claim(
         &mut self,
         owner: &str,
@@ -488,17 +512,23 @@ impl DurableModel {
         let t = self.at(now);
         self.clock = t;
         let mut live = 0;
-        let mut candidates: Vec<(u64, String)> = Vec::new();
+        let mut candidates: Vec<((std::cmp::Reverse<i32>, u64), String)> = Vec::new();
         for (id, st) in self.inner.snapshot() {
+            // D.priority-order: the claim order is the dag model's, highest priority first,
+            // then submission order, over the ready versions and the expired leases alike.
             let seq = self.inner.seq(&id).expect("snapshot ids are known");
+            let key = (
+                std::cmp::Reverse(self.inner.priority(&id).expect("known")),
+                seq,
+            );
             match st.state {
-                TaskState::Ready => candidates.push((seq, id)),
+                TaskState::Ready => candidates.push((key, id)),
                 TaskState::Running => {
                     let l = &self.leases[&id];
                     if l.expiry > t {
                         live += 1;
                     } else {
-                        candidates.push((seq, id));
+                        candidates.push((key, id));
                     }
                 }
                 _ => {}
@@ -507,8 +537,8 @@ impl DurableModel {
         let take = max.min(self.max_concurrency.saturating_sub(live));
         candidates.sort();
         candidates.truncate(take);
-        // The ready ones among the chosen are the first ones of the ready queue: let the dag
-        // model move exactly those to running.
+        // The ready ones among the chosen are the first ones of the ready queue (same order):
+        // let the dag model move exactly those to running.
         let ready: Vec<&String> = candidates
             .iter()
             .map(|(_, id)| id)

@@ -202,6 +202,24 @@ fn payload(id: &str, tag: u8) -> Vec<u8> {
     format!("{id}#{tag}").into_bytes()
 }
 
+/// The claim priority a task gets from its payload tag (SPEC A8, store schema version 2):
+/// 0 for half the tags, else 1 or -1, so that ties and both sides of the default are common
+/// and every submission path (batches, conditional batches, redefinitions) carries one.
+fn priority(tag: u8) -> i32 {
+    match tag % 4 {
+        2 => 1,
+        3 => -1,
+        _ => 0,
+    }
+}
+
+/// The store's form of a generated task.
+fn new_task(id: &str, deps: &[String], tag: u8) -> NewTask {
+    NewTask::new(id, deps.iter().cloned())
+        .with_payload(payload(id, tag))
+        .with_priority(priority(tag))
+}
+
 /// Applies `op` to the model.
 fn apply_model(m: &mut DurableModel, op: &Op) -> Output {
     match op {
@@ -209,8 +227,13 @@ fn apply_model(m: &mut DurableModel, op: &Op) -> Output {
             tasks
                 .iter()
                 .map(|(id, deps, tag)| {
-                    m.submit(id.clone(), deps.clone(), payload(id, *tag))
-                        .map_err(durable_err)
+                    m.submit_with_priority(
+                        id.clone(),
+                        deps.clone(),
+                        payload(id, *tag),
+                        priority(*tag),
+                    )
+                    .map_err(durable_err)
                 })
                 .collect(),
         ),
@@ -219,7 +242,9 @@ fn apply_model(m: &mut DurableModel, op: &Op) -> Output {
                 seen,
                 tasks
                     .iter()
-                    .map(|(id, deps, tag)| (id.clone(), deps.clone(), payload(id, *tag)))
+                    .map(|(id, deps, tag)| {
+                        (id.clone(), deps.clone(), payload(id, *tag), priority(*tag))
+                    })
                     .collect(),
             )
             .map(|rs| rs.into_iter().map(|r| r.map_err(durable_err)).collect())
@@ -258,7 +283,9 @@ fn apply_model(m: &mut DurableModel, op: &Op) -> Output {
                 seen,
                 submit
                     .iter()
-                    .map(|(id, deps, tag)| (id.clone(), deps.clone(), payload(id, *tag)))
+                    .map(|(id, deps, tag)| {
+                        (id.clone(), deps.clone(), payload(id, *tag), priority(*tag))
+                    })
                     .collect(),
                 remove,
                 &record
@@ -300,9 +327,7 @@ impl<B: Backend> Sut<B> {
             Op::Submit(tasks) => {
                 let batch: Vec<NewTask> = tasks
                     .iter()
-                    .map(|(id, deps, tag)| {
-                        NewTask::new(id.clone(), deps.clone()).with_payload(payload(id, *tag))
-                    })
+                    .map(|(id, deps, tag)| new_task(id, deps, *tag))
                     .collect();
                 Output::Submit(self.s().submit(&batch).expect("no store error"))
             }
@@ -311,9 +336,7 @@ impl<B: Backend> Sut<B> {
                     seen.iter().map(|(id, g)| (id.as_str(), *g)).collect();
                 let batch: Vec<NewTask> = tasks
                     .iter()
-                    .map(|(id, deps, tag)| {
-                        NewTask::new(id.clone(), deps.clone()).with_payload(payload(id, *tag))
-                    })
+                    .map(|(id, deps, tag)| new_task(id, deps, *tag))
                     .collect();
                 let out = self.s().submit_if_unchanged(&seen, &batch);
                 assert!(
@@ -352,9 +375,7 @@ impl<B: Backend> Sut<B> {
                     seen: seen.clone(),
                     submit: submit
                         .iter()
-                        .map(|(id, deps, tag)| {
-                            NewTask::new(id.clone(), deps.clone()).with_payload(payload(id, *tag))
-                        })
+                        .map(|(id, deps, tag)| new_task(id, deps, *tag))
                         .collect(),
                     remove: remove.clone(),
                     record: record

@@ -820,9 +820,7 @@ fn store_run_timed(
         return ExitCode::SUCCESS;
     }
     // Refused before the store is opened: nothing is created or submitted.
-    if let Some(message) = graph::unsupported_priority(&g, "`lockstep run --store`")
-        .or_else(|| graph::unsupported_optional(&g))
-        .or_else(|| graph::unsupported_pools(&g))
+    if let Some(message) = graph::unsupported_optional(&g).or_else(|| graph::unsupported_pools(&g))
     {
         errln!("error: {message}");
         return ExitCode::from(2);

@@ -685,7 +685,9 @@ pub fn run(
     // touched: a batch whose last task is refused would leave the first ones committed, and
     // the half-filled store could never be resumed with this file.
     for (i, t) in graph.tasks.iter().enumerate() {
-        let task = NewTask::new(t.id.clone(), t.deps.clone()).with_payload(payload(i, t, defaults));
+        let task = NewTask::new(t.id.clone(), t.deps.clone())
+            .with_payload(payload(i, t, defaults))
+            .with_priority(t.priority.unwrap_or(0));
         lockstep_durable::validate_new_task(&task, false).map_err(store_err)?;
     }
     if let Some(dir) = &opts.log_dir {
@@ -981,7 +983,9 @@ fn prepare_once(
             .iter()
             .enumerate()
             .map(|(i, t)| {
-                NewTask::new(t.id.clone(), t.deps.clone()).with_payload(payload(i, t, defaults))
+                NewTask::new(t.id.clone(), t.deps.clone())
+                    .with_payload(payload(i, t, defaults))
+                    .with_priority(t.priority.unwrap_or(0))
             })
             .collect();
         // INVARIANT (D.conditional-submit): only if none of the file's tasks was submitted
@@ -1070,7 +1074,9 @@ fn prepare_once(
         let status = &stored[&t.id];
         if plan.rerun.contains(&i) {
             change.submit.push(
-                NewTask::new(t.id.clone(), t.deps.clone()).with_payload(plan.payloads[i].clone()),
+                NewTask::new(t.id.clone(), t.deps.clone())
+                    .with_payload(plan.payloads[i].clone())
+                    .with_priority(t.priority.unwrap_or(0)),
             );
             continue;
         }
@@ -1092,7 +1098,8 @@ fn prepare_once(
                 *lost.entry(s.name()).or_default() += 1;
                 change.submit.push(
                     NewTask::new(t.id.clone(), t.deps.clone())
-                        .with_payload(plan.payloads[i].clone()),
+                        .with_payload(plan.payloads[i].clone())
+                        .with_priority(t.priority.unwrap_or(0)),
                 );
                 continue;
             }
@@ -1390,6 +1397,8 @@ struct RetryTask {
     id: String,
     deps: Vec<String>,
     payload: Vec<u8>,
+    /// The claim priority of the file (SPEC A8): a retry's new version keeps it.
+    priority: i32,
     limits: Limits,
 }
 
@@ -1426,6 +1435,7 @@ impl Retries {
                     id: t.id.clone(),
                     deps: t.deps.clone(),
                     payload: payload(i, t, defaults),
+                    priority: t.priority.unwrap_or(0),
                     limits: Limits::of(t, defaults),
                 }
             })
@@ -1547,7 +1557,11 @@ impl Retries {
                                 })
                         })
                 })
-                .map(|t| NewTask::new(t.id.clone(), t.deps.clone()).with_payload(t.payload.clone()))
+                .map(|t| {
+                    NewTask::new(t.id.clone(), t.deps.clone())
+                        .with_payload(t.payload.clone())
+                        .with_priority(t.priority)
+                })
                 .collect();
             // Only if no other run retried (resubmitted) one of them since the snapshot.
             let seen: Vec<(&str, Option<Generation>)> = batch

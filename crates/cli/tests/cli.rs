@@ -2776,11 +2776,11 @@ fn bad_priority_values_name_the_task_and_key() {
     }
 }
 
-/// `run` (the push-based executor) and `run --store` (schema version 1) cannot honour a
-/// priority: exit 2 before anything runs or any store is created, naming the task, its line
-/// and why. `priority = 0` (the default) is accepted by both.
+/// `run` (the push-based executor) cannot honour a priority: exit 2 before anything runs,
+/// naming the task, its line and why; `run --store` (store schema version 2) claims by it.
+/// `priority = 0` (the default) is accepted by both.
 #[test]
-fn run_and_store_run_refuse_a_priority_they_cannot_honour() {
+fn run_refuses_a_priority_it_cannot_honour_and_store_runs_claim_by_it() {
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("ran");
     let file = write(
@@ -2803,20 +2803,31 @@ fn run_and_store_run_refuse_a_priority_they_cannot_honour() {
         ))
         .stderr(predicate::str::contains("`lockstep run --dry-run` shows"));
     assert!(!marker.exists(), "nothing ran");
+    // `run --store` honours it (store schema version 2): with one slot the store's claim
+    // takes `urgent` (priority 3) before `a` (0), though `a` comes first in the file.
+    let order = dir.path().join("order");
+    let stored = write(
+        dir.path(),
+        "s.toml",
+        &format!(
+            "[[task]]\nid = \"a\"\ncommand = \"echo a >> {o}\"\n\
+             [[task]]\nid = \"urgent\"\npriority = 3\ncommand = \"echo urgent >> {o}\"\n",
+            o = order.display()
+        ),
+    );
     let store = dir.path().join("s.lockstep");
     lockstep()
-        .args(["run"])
-        .arg(&file)
+        .args(["run", "-j", "1"])
+        .arg(&stored)
         .arg("--store")
         .arg(format!("sqlite:{}", store.display()))
         .assert()
-        .code(2)
-        .stderr(predicate::str::contains(
-            "error: task \"urgent\" (line 5) sets priority = 3, which `lockstep run --store` cannot \
-             honour: durable stores keep no priority yet (that needs store schema version 2)",
-        ));
-    assert!(!store.exists(), "no store was created");
-    assert!(!marker.exists(), "nothing ran");
+        .code(0);
+    assert_eq!(
+        std::fs::read_to_string(&order).unwrap(),
+        "urgent\na\n",
+        "claimed by priority"
+    );
     // The default, written out, runs.
     let zero = write(
         dir.path(),

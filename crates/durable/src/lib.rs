@@ -99,7 +99,11 @@ pub use crate::sqlite::{SqliteOptions, SqliteStore};
 /// The schema version this build writes and understands. A store whose recorded version is
 /// larger was written by a newer Lockstep and is refused with [`DurableError::NewerSchema`]
 /// (nothing in it is touched).
-pub const SCHEMA_VERSION: u32 = 1;
+///
+/// Version 2 (SPEC A8 priorities) adds each task's claim `priority` (0 for every task of a
+/// version-1 store) and orders claims by it; `open` migrates a version-1 store in place, in
+/// one transaction (`docs/durable.md`, "Schema versions").
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The magic value recorded in every store (`lockstep_meta.application_id`; on SQLite also
 /// `PRAGMA application_id`): the ASCII bytes `LKST`. A database without it is not ours.
@@ -284,7 +288,8 @@ pub struct Lease {
     /// Who holds the lease.
     pub owner: LeaseOwner,
     /// The store's claim counter at this claim: the n-th claim of the store's life has epoch n
-    /// (within one `claim` call, in ascending submission order). Part of the fencing token.
+    /// (within one `claim` call, in claim order: highest priority, then submission order).
+    /// Part of the fencing token.
     pub epoch: u64,
     /// The lease ends at this time (`now + lease`, with `now` the store's high-water clock);
     /// from then on the version can be claimed again.
@@ -344,6 +349,10 @@ pub struct NewTask {
     pub deps: Vec<String>,
     /// Opaque bytes, at most [`MAX_PAYLOAD_BYTES`].
     pub payload: Vec<u8>,
+    /// The claim priority (SPEC A8, store schema version 2): claims take the highest
+    /// priority first, submission order among equals; any `i32`, 0 by default. Fixed for the
+    /// version, as in memory (`docs/semantics.md`, "Priorities").
+    pub priority: i32,
 }
 
 impl NewTask {
@@ -357,6 +366,7 @@ impl NewTask {
             id: id.into(),
             deps: deps.into_iter().map(Into::into).collect(),
             payload: Vec::new(),
+            priority: 0,
         }
     }
 
@@ -366,6 +376,7 @@ impl NewTask {
             id: id.into(),
             deps: Vec::new(),
             payload: Vec::new(),
+            priority: 0,
         }
     }
 
@@ -373,6 +384,13 @@ impl NewTask {
     #[must_use]
     pub fn with_payload(mut self, payload: impl Into<Vec<u8>>) -> Self {
         self.payload = payload.into();
+        self
+    }
+
+    /// The same task with claim priority `priority` (SPEC A8; higher is claimed first).
+    #[must_use]
+    pub fn with_priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
         self
     }
 }
@@ -852,7 +870,8 @@ pub fn validate_new_task(task: &NewTask, closed: bool) -> Result<(), DurableErro
 /// * a running version holds a **lease**; only versions with an **unexpired** lease
 ///   (`expiry > now`) use a concurrency slot;
 /// * a running version whose lease has expired is claimable again (same generation, new
-///   epoch, `attempt + 1`), beside the ready ones, in submission order;
+///   epoch, `attempt + 1`), beside the ready ones, in claim order (highest priority first,
+///   then submission order: [`NewTask::priority`]);
 /// * `complete`/`fail` must present the latest claim's [`FencingToken`];
 /// * time is the store's high-water clock: `now = max(now given, largest now seen)`.
 ///
@@ -917,11 +936,12 @@ pub trait Store {
     fn check(&mut self) -> Result<GraphReport<String>, DurableError>;
 
     /// Claims up to `max` versions for `owner` in one transaction and returns their leases, in
-    /// ascending submission order. With `t = max(now, high-water clock)` (recorded as the new
-    /// high-water): the candidates are the ready versions and the running versions whose lease
-    /// expired (`expiry <= t`); free slots are `max_concurrency - (running versions with
-    /// expiry > t)` (saturating); it claims `min(max, free, candidates)` of them, the lowest
-    /// submission sequences first. Each claimed version becomes (or stays) running with lease
+    /// claim order. With `t = max(now, high-water clock)` (recorded as the new high-water):
+    /// the candidates are the ready versions and the running versions whose lease expired
+    /// (`expiry <= t`); free slots are `max_concurrency - (running versions with expiry > t)`
+    /// (saturating); it claims `min(max, free, candidates)` of them, the highest
+    /// [`NewTask::priority`] first and, among equal priorities, the lowest submission
+    /// sequences first (`D.priority-order`; with every priority 0, submission order). Each claimed version becomes (or stays) running with lease
     /// `(owner, generation, epoch = next claim number, expiry = t + lease, attempt + 1)`.
     /// Before start, it starts first (and returns its errors). `max == 0` claims nothing but
     /// still starts.

@@ -1,4 +1,6 @@
--- The PostgreSQL store's schema, version 1 (crates/durable/src/postgres.rs).
+-- The PostgreSQL store's schema, version 2 (crates/durable/src/postgres.rs): version 1 plus
+-- each task's claim `priority` (SPEC A8), which `open` adds to a version-1 store
+-- (postgres.rs SCHEMA_V2_UPGRADE, D.schema-migration).
 -- `@S@` is replaced by the store's schema name (a quoted identifier) and `@C@` by its
 -- notification channel (a string literal: the schema name) when it is installed.
 -- Tables are those of the SQLite store (src/sqlite.rs, SCHEMA_V1) in PostgreSQL's dialect;
@@ -45,10 +47,12 @@ CREATE TABLE @S@.tasks (
     lease_epoch      bigint,
     lease_expiry     bigint,
     attempts         bigint  NOT NULL,
-    updated_at       bigint  NOT NULL
+    updated_at       bigint  NOT NULL,
+    priority         bigint  NOT NULL DEFAULT 0
 );
--- The claim's scan: ready versions and running ones (whose lease may have expired), by seq.
-CREATE INDEX tasks_claimable ON @S@.tasks (seq) WHERE state IN ('ready', 'running');
+-- The claim's scan: ready versions and running ones (whose lease may have expired), in claim
+-- order (highest priority first, then seq).
+CREATE INDEX tasks_claimable ON @S@.tasks (priority DESC, seq) WHERE state IN ('ready', 'running');
 -- Counting live leases for the concurrency limit.
 CREATE INDEX tasks_running ON @S@.tasks (lease_expiry) WHERE state = 'running';
 CREATE INDEX tasks_first_seq ON @S@.tasks (first_seq);
@@ -145,13 +149,14 @@ BEGIN
     IF v_take = 1 THEN
         -- One version (a worker with one free slot): `LIMIT 1` is written out, so the plan
         -- PostgreSQL caches for this statement is the index scan of `tasks_claimable` in
-        -- `seq` order whatever the table's statistics (with a parameter as the limit, the
+        -- claim order whatever the table's statistics (with a parameter as the limit, the
         -- cached generic plan could sort the whole table, and each call would plan anew).
         RETURN QUERY
         WITH pick AS (
+            -- INVARIANT (D.priority-order): highest priority first, then submission order.
             SELECT t.id FROM @S@.tasks t
              WHERE t.state = 'ready' OR (t.state = 'running' AND t.lease_expiry <= v_t)
-             ORDER BY t.seq
+             ORDER BY t.priority DESC, t.seq
              LIMIT 1
                FOR UPDATE SKIP LOCKED
         ), claimed AS (
@@ -171,15 +176,16 @@ BEGIN
     ELSIF v_take > 1 THEN
         RETURN QUERY
         WITH pick AS (
-            -- Candidates: ready versions and running ones whose lease expired, lowest
-            -- submission sequence first.
-            SELECT t.id, t.seq FROM @S@.tasks t
+            -- Candidates: ready versions and running ones whose lease expired, highest
+            -- priority first, then lowest submission sequence (D.priority-order).
+            SELECT t.id, t.seq, t.priority FROM @S@.tasks t
              WHERE t.state = 'ready' OR (t.state = 'running' AND t.lease_expiry <= v_t)
-             ORDER BY t.seq
+             ORDER BY t.priority DESC, t.seq
              LIMIT v_take
                FOR UPDATE SKIP LOCKED
         ), numbered AS (
-            SELECT p.id, st.next_epoch - 1 + row_number() OVER (ORDER BY p.seq) AS epoch
+            SELECT p.id, st.next_epoch - 1
+                         + row_number() OVER (ORDER BY p.priority DESC, p.seq) AS epoch
               FROM pick p
         ), claimed AS (
             -- A4 claim-once: ready (or expired running) -> running with a new lease.
@@ -189,7 +195,7 @@ BEGIN
               FROM numbered nb
              WHERE t.id = nb.id
             RETURNING t.id, t.generation, t.lease_epoch, t.lease_expiry, t.attempts,
-                      t.cancel_requested, t.payload, t.seq
+                      t.cancel_requested, t.payload, t.seq, t.priority
         ), bump AS (
             -- The counters, written only when they change (a claim of nothing at an unchanged
             -- clock writes no row version).
@@ -199,7 +205,7 @@ BEGIN
         )
         SELECT c.id, c.generation, c.lease_epoch, c.lease_expiry, c.attempts,
                c.cancel_requested, c.payload
-          FROM claimed c ORDER BY c.seq;
+          FROM claimed c ORDER BY c.priority DESC, c.seq;
     ELSIF v_t <> st.clock THEN
         UPDATE @S@.lockstep_state SET clock = v_t WHERE one = 1;
     END IF;

@@ -629,3 +629,90 @@ fn postgres_store_upgrades_older_functions_on_open() {
         .get(0);
     assert_eq!(revision, FUNCTIONS_REVISION);
 }
+
+/// `D.schema-migration` on PostgreSQL: a store that schema version 1 wrote
+/// (`tests/fixtures/v1-store.pg.sql`, dumped from the last build of version 1; loaded here
+/// into a scratch schema) is migrated by `open`: the version and the functions revision are
+/// recorded, every task, state, cause, error and lease is kept (the running version's own
+/// token settles it), the claim counter continues, and the claim honours priorities given to
+/// new versions (submission order alone would claim `c` first). A second open changes nothing.
+#[test]
+fn postgres_version_1_store_is_migrated_on_open() {
+    let Some(url) = pg_url() else { return };
+    let scratch = Scratch::new(&url);
+    let dump = include_str!("../tests/fixtures/v1-store.pg.sql")
+        .replace("lockstep_v1_fixture", &scratch.schema);
+    scratch.sql(&dump);
+    let meta = |key: &str| -> i64 {
+        let mut c = Client::connect(&url, NoTls).unwrap();
+        c.query_one(
+            &format!(
+                "SELECT value FROM {}.lockstep_meta WHERE key = $1",
+                scratch.schema
+            ),
+            &[&key],
+        )
+        .unwrap()
+        .get(0)
+    };
+    assert_eq!((meta("schema_version"), meta("functions")), (1, 2));
+    let opts = scratch.options();
+    let mut s = PostgresStore::open_with(&url, &opts).unwrap();
+    assert_eq!(
+        (meta("schema_version"), meta("functions")),
+        (i64::from(SCHEMA_VERSION), FUNCTIONS_REVISION)
+    );
+    let states: Vec<(String, TaskState)> = s
+        .snapshot()
+        .unwrap()
+        .into_iter()
+        .map(|(id, st)| (id, st.state))
+        .collect();
+    use TaskState::*;
+    let want = [
+        ("a", Succeeded),
+        ("b", Running),
+        ("e", Failed),
+        ("c", Ready),
+        ("d", Pending),
+        ("f", Blocked),
+        ("g", Pending),
+        ("h", Ready),
+    ];
+    assert_eq!(states, want.map(|(id, st)| (id.to_string(), st)).to_vec());
+    assert_eq!(
+        s.status("f").unwrap().unwrap().blocked_by.map(|c| c.task),
+        Some("e".to_string())
+    );
+    assert_eq!(
+        s.status("e").unwrap().unwrap().error.as_deref(),
+        Some("e broke")
+    );
+    let lease = s.lease("b").unwrap().expect("b's lease is kept");
+    assert_eq!((lease.epoch, lease.expiry), (2, Millis(61_000)));
+    let r = s
+        .submit(&[
+            NewTask::without_deps("c").with_priority(-1),
+            NewTask::without_deps("h").with_priority(5),
+        ])
+        .unwrap();
+    assert_eq!(r, [Ok(Generation(2)), Ok(Generation(2))]);
+    let got = s
+        .claim(&owner("after-migration"), Millis(3_000), Millis(1_000), 2)
+        .unwrap();
+    let ids: Vec<&str> = got.iter().map(|l| l.id.as_str()).collect();
+    assert_eq!(ids, ["h", "c"]);
+    assert_eq!(got[0].epoch, 4, "the claim counter continues");
+    let token = FencingToken {
+        id: "b".into(),
+        generation: Generation(1),
+        owner: owner("fixture-worker"),
+        epoch: 2,
+    };
+    assert!(s.complete(&token, Millis(3_100)).is_ok());
+    assert_eq!(s.status("d").unwrap().map(|st| st.state), Some(Ready));
+    drop(s);
+    let s = PostgresStore::open_with(&url, &opts).unwrap();
+    drop(s);
+    assert_eq!(meta("schema_version"), i64::from(SCHEMA_VERSION));
+}

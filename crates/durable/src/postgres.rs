@@ -102,10 +102,21 @@ const FUNCTIONS_MARKER: &str = "\n-- FUNCTIONS\n";
 
 /// The revision of the functions of [`SCHEMA_V1`] this build installs
 /// (`lockstep_meta.functions`; a store without the key has revision 1). Revision 2: the claim
-/// and the completion in fewer statements, and the notifications of `D.pg-notify`. An older
-/// store's functions are replaced by `open` (`D.pg-functions-revision`); the tables do not
-/// change, so [`SCHEMA_VERSION`] does not either.
-const FUNCTIONS_REVISION: i64 = 2;
+/// and the completion in fewer statements, and the notifications of `D.pg-notify`. Revision
+/// 3: the claim orders by priority (schema version 2). An older store's functions are
+/// replaced by `open` (`D.pg-functions-revision`), after its tables were migrated
+/// ([`SCHEMA_V2_UPGRADE`]).
+const FUNCTIONS_REVISION: i64 = 3;
+
+/// What schema version 2 adds to version 1 (SPEC A8 priorities): each task's claim priority
+/// (0 for the tasks already there) and the claim's index in claim order; `@S@` as in
+/// [`SCHEMA_V1`]. Run by `open` on a version-1 store, with the functions of this build, in
+/// one transaction (`D.schema-migration`).
+const SCHEMA_V2_UPGRADE: &str = "
+ALTER TABLE @S@.tasks ADD COLUMN priority bigint NOT NULL DEFAULT 0;
+DROP INDEX @S@.tasks_claimable;
+CREATE INDEX tasks_claimable ON @S@.tasks (priority DESC, seq) WHERE state IN ('ready', 'running');
+";
 
 /// The default PostgreSQL schema of a store.
 pub const DEFAULT_SCHEMA: &str = "lockstep";
@@ -639,6 +650,48 @@ impl PostgresStore {
         tx.commit().map_err(map_err)
     }
 
+    /// Brings a version-1 store to [`SCHEMA_VERSION`] in one transaction under the store's
+    /// advisory lock (as `install`): reads the version again (another process may have
+    /// migrated it meanwhile: then nothing is done), adds the priority column and the claim
+    /// index ([`SCHEMA_V2_UPGRADE`]), installs this build's functions and records both. A
+    /// failure rolls back and leaves the store at version 1; a user who may not alter the
+    /// tables (not their owner) gets the database's refusal, and the owner must open the
+    /// store once with this build. O(tasks) (the new index).
+    fn migrate(&mut self) -> Result<(), DurableError> {
+        // INVARIANT (D.schema-migration): a store is read and written only at the version this
+        // build understands; version 1 becomes 2 with every task's priority 0 (its claim order
+        // unchanged) and the functions that order by priority, in the same transaction.
+        let name = self.channel.clone();
+        let s = self.schema.clone();
+        let upgrade = SCHEMA_V2_UPGRADE.replace("@S@", &s);
+        let functions = self.schema_sql(true);
+        let mut tx = self.client.transaction().map_err(map_err)?;
+        tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&name])
+            .map_err(map_err)?;
+        let found: i64 = tx
+            .query_one(
+                &format!("SELECT value FROM {s}.lockstep_meta WHERE key = 'schema_version'"),
+                &[],
+            )
+            .map_err(map_err)?
+            .get(0);
+        if found >= i64::from(SCHEMA_VERSION) {
+            return tx.commit().map_err(map_err);
+        }
+        tx.batch_execute(&upgrade).map_err(map_err)?;
+        tx.batch_execute(&functions).map_err(map_err)?;
+        tx.execute(
+            &format!(
+                "INSERT INTO {s}.lockstep_meta (key, value)
+                 VALUES ('schema_version', $1), ('functions', $2)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+            ),
+            &[&i64::from(SCHEMA_VERSION), &FUNCTIONS_REVISION],
+        )
+        .map_err(map_err)?;
+        tx.commit().map_err(map_err)
+    }
+
     /// Creates the schema, its tables and functions, and the metadata, in one transaction.
     fn install(&mut self, max_concurrency: usize) -> Result<(), DurableError> {
         let max = crate::limit_to_sql(max_concurrency);
@@ -749,10 +802,13 @@ impl PostgresStore {
                 supported: SCHEMA_VERSION,
             });
         }
-        if found < SCHEMA_VERSION {
+        if found < 1 {
             return Err(not_ours(format!(
                 "it records schema version {found}, which never existed"
             )));
+        }
+        if found < SCHEMA_VERSION {
+            return self.migrate();
         }
         let functions = match meta.get("functions").map(|v| v.parse::<i64>()) {
             None => 1,
@@ -1227,10 +1283,12 @@ fn submit_checked(
             "INSERT INTO {s}.tasks (id, first_seq, seq, generation, state, remaining, payload, error,
                                   cause_task, cause_generation, cause_state, cancelled_by,
                                   cancel_requested, lease_owner, lease_epoch, lease_expiry,
-                                  attempts, updated_at)
-             VALUES ($1, $2, $2, $3, $4, $5, $6, NULL, $7, $8, $9, NULL, false, NULL, NULL, NULL, 0, $10)
+                                  attempts, updated_at, priority)
+             VALUES ($1, $2, $2, $3, $4, $5, $6, NULL, $7, $8, $9, NULL, false, NULL, NULL, NULL, 0, $10,
+                     $11)
              ON CONFLICT (id) DO UPDATE SET
                  seq = excluded.seq, generation = excluded.generation, state = excluded.state,
+                 priority = excluded.priority,
                  remaining = excluded.remaining, payload = excluded.payload, error = NULL,
                  cause_task = excluded.cause_task, cause_generation = excluded.cause_generation,
                  cause_state = excluded.cause_state, cancelled_by = NULL, cancel_requested = false,
@@ -1248,6 +1306,7 @@ fn submit_checked(
             &cg,
             &cs,
             &now,
+            &i64::from(task.priority),
         ],
     )
     .map_err(map_err)?;
@@ -1318,6 +1377,7 @@ fn submit_bulk(
         let mut cstate = Vec::with_capacity(chunk.len());
         let mut crem = Vec::with_capacity(chunk.len());
         let mut cpay = Vec::with_capacity(chunk.len());
+        let mut cprio = Vec::with_capacity(chunk.len());
         let (mut eid, mut epos, mut edep) = (Vec::new(), Vec::new(), Vec::new());
         for t in chunk {
             cid.push(t.id.as_str());
@@ -1330,6 +1390,7 @@ fn submit_bulk(
             });
             crem.push(t.deps.len() as i64);
             cpay.push(t.payload.as_slice());
+            cprio.push(i64::from(t.priority));
             for (p, d) in t.deps.iter().enumerate() {
                 eid.push(t.id.as_str());
                 epos.push(i32::try_from(p).unwrap_or(i32::MAX));
@@ -1339,12 +1400,13 @@ fn submit_bulk(
         tx.execute(
             &format!(
                 "INSERT INTO {s}.tasks (id, first_seq, seq, generation, state, remaining, payload,
-                                      cancel_requested, attempts, updated_at)
-                 SELECT i, q, q, 1, st, r, p, false, 0, $6
-                   FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::bytea[])
-                        AS x(i, q, st, r, p)"
+                                      cancel_requested, attempts, updated_at, priority)
+                 SELECT i, q, q, 1, st, r, p, false, 0, $6, pr
+                   FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::bytea[],
+                               $7::bigint[])
+                        AS x(i, q, st, r, p, pr)"
             ),
-            &[&cid, &cseq, &cstate, &crem, &cpay, &now],
+            &[&cid, &cseq, &cstate, &crem, &cpay, &now, &cprio],
         )
         .map_err(map_err)?;
         if !eid.is_empty() {

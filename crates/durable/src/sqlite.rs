@@ -77,6 +77,16 @@ CREATE TABLE edges (
 CREATE INDEX edges_dependency ON edges (dependency, waiting);
 ";
 
+/// What schema version 2 adds to version 1 (SPEC A8 priorities): each task's claim
+/// `priority` (0 for the tasks already there) and the claim's index in claim order. Run by
+/// [`SqliteStore::create`] after [`SCHEMA_V1`], and by [`SqliteStore::open`] on a version-1
+/// store, in the transaction that records version 2.
+pub const SCHEMA_V2_UPGRADE: &str = "
+ALTER TABLE tasks ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+DROP INDEX tasks_state_seq;
+CREATE INDEX tasks_state_priority_seq ON tasks (state, priority DESC, seq);
+";
+
 /// Connection settings of a [`SqliteStore`].
 #[derive(Debug, Clone)]
 pub struct SqliteOptions {
@@ -270,6 +280,7 @@ impl SqliteStore {
             return Err(DurableError::AlreadyExists { location });
         }
         tx.execute_batch(SCHEMA_V1).map_err(map_err)?;
+        tx.execute_batch(SCHEMA_V2_UPGRADE).map_err(map_err)?;
         tx.exec(
             "INSERT INTO lockstep_meta (key, value) VALUES ('application_id', ?1), ('schema_version', ?2)",
             params![APPLICATION_ID, SCHEMA_VERSION],
@@ -367,13 +378,52 @@ impl SqliteStore {
                 supported: SCHEMA_VERSION,
             });
         }
-        if found < SCHEMA_VERSION {
+        if found < 1 {
             return Err(DurableError::NotALockstepStore {
                 location,
                 reason: format!("it records schema version {found}, which never existed"),
             });
         }
+        if found < SCHEMA_VERSION {
+            store.migrate()?;
+        }
         Ok(store)
+    }
+
+    /// Brings a store of an older schema version up to [`SCHEMA_VERSION`] in one exclusive
+    /// transaction: reads the version again under the write lock (another process may have
+    /// migrated it meanwhile: then nothing is done), runs each upgrade in order and records
+    /// the new version (`lockstep_meta` and `PRAGMA user_version`). A failure rolls back and
+    /// leaves the store at its old version. O(tasks) (the new index).
+    ///
+    /// INVARIANT (D.schema-migration): a store is read and written only at the version this
+    /// build understands; version 1 becomes 2 with every task's priority 0, so its claim
+    /// order is unchanged.
+    fn migrate(&mut self) -> Result<(), DurableError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(map_err)?;
+        let found: i64 = tx
+            .query_row(
+                "SELECT value FROM lockstep_meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(map_err)?;
+        if found == 1 {
+            tx.execute_batch(SCHEMA_V2_UPGRADE).map_err(map_err)?;
+        }
+        if found < i64::from(SCHEMA_VERSION) {
+            tx.exec(
+                "UPDATE lockstep_meta SET value = ?1 WHERE key = 'schema_version'",
+                params![SCHEMA_VERSION],
+            )
+            .map_err(map_err)?;
+            tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+                .map_err(map_err)?;
+        }
+        tx.commit().map_err(map_err)
     }
 
     /// The file this store uses.
@@ -914,10 +964,12 @@ fn submit_checked(
         "INSERT INTO tasks (id, first_seq, seq, generation, state, remaining, payload, error,
                             cause_task, cause_generation, cause_state, cancelled_by,
                             cancel_requested, lease_owner, lease_epoch, lease_expiry, attempts,
-                            updated_at)
-         VALUES (?1, ?2, ?2, ?3, ?4, ?5, ?6, NULL, ?7, ?8, ?9, NULL, 0, NULL, NULL, NULL, 0, ?10)
+                            updated_at, priority)
+         VALUES (?1, ?2, ?2, ?3, ?4, ?5, ?6, NULL, ?7, ?8, ?9, NULL, 0, NULL, NULL, NULL, 0, ?10,
+                 ?11)
          ON CONFLICT (id) DO UPDATE SET
              seq = excluded.seq, generation = excluded.generation, state = excluded.state,
+             priority = excluded.priority,
              remaining = excluded.remaining, payload = excluded.payload, error = NULL,
              cause_task = excluded.cause_task, cause_generation = excluded.cause_generation,
              cause_state = excluded.cause_state, cancelled_by = NULL, cancel_requested = 0,
@@ -933,7 +985,8 @@ fn submit_checked(
             ct,
             cg,
             cs,
-            now
+            now,
+            task.priority
         ],
     )
     .map_err(map_err)?;
@@ -1143,16 +1196,26 @@ impl Store for SqliteStore {
                 return Ok(Vec::new());
             }
             let limit = i64::try_from(take).unwrap_or(i64::MAX);
-            // Candidates: ready versions and running ones whose lease expired, by sequence.
-            let mut candidates: Vec<(i64, String)> = Vec::new();
+            // Candidates: ready versions and running ones whose lease expired, in claim order.
+            // INVARIANT (D.priority-order): the highest priority first, then the lowest
+            // submission sequence (schema version 2; every priority is 0 in a store migrated
+            // from version 1, which is submission order).
+            let mut candidates: Vec<((std::cmp::Reverse<i64>, i64), String)> = Vec::new();
             for sql in [
-                "SELECT seq, id FROM tasks WHERE state = 'ready' ORDER BY seq LIMIT ?2",
-                "SELECT seq, id FROM tasks WHERE state = 'running' AND lease_expiry <= ?1
-                  ORDER BY seq LIMIT ?2",
+                "SELECT priority, seq, id FROM tasks WHERE state = 'ready'
+                  ORDER BY priority DESC, seq LIMIT ?2",
+                "SELECT priority, seq, id FROM tasks WHERE state = 'running' AND lease_expiry <= ?1
+                  ORDER BY priority DESC, seq LIMIT ?2",
             ] {
                 let mut st = tx.prepare_cached(sql).map_err(map_err)?;
+                // SEEDED BUG (durable_priority_ignored): the claim keeps schema version 1's
+                // order (submission order only), as a store whose claim was not upgraded.
+                let ignore = lockstep_sync::seeded_bug!("durable_priority_ignored");
                 let rows = st
-                    .query_map(params![t, limit], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .query_map(params![t, limit], |r| {
+                        let p: i64 = if ignore { 0 } else { r.get(0)? };
+                        Ok(((std::cmp::Reverse(p), r.get(1)?), r.get(2)?))
+                    })
                     .map_err(map_err)?;
                 for row in rows {
                     candidates.push(row.map_err(map_err)?);

@@ -457,6 +457,10 @@ pub const BUGS: &[(&str, &str)] = &[
         "durable_redefine_unchecked",
         "durable: the fingerprint resubmission applies a changed dependency list without the cycle check, so a task file edited into a cycle is accepted and the store holds a cycle that no claim can ever finish",
     ),
+    (
+        "durable_priority_ignored",
+        "durable: the SQLite claim orders by submission sequence only, as schema version 1 did, ignoring the priorities of version 2",
+    ),
 ];
 
 /// True when `name` is listed in [`BUGS`]. A `const fn`, so that [`seeded_bug!`] can refuse

@@ -337,6 +337,7 @@ pub const PLANS: &[BugPlan] = &[
     plan("durable_unfenced_abandon", Part::Durable, "unit_durable"),
     plan("durable_submit_if_exists", Part::Durable, "model_durable"),
     plan("durable_redefine_unchecked", Part::Durable, "model_durable"),
+    plan("durable_priority_ignored", Part::Durable, "model_durable"),
 ];
 
 const fn plan(name: &'static str, part: Part, first_try: &'static str) -> BugPlan {

@@ -18,7 +18,8 @@
 //!   subgraphs opened after them, as in Graphviz;
 //! * a node's `command` attribute is its shell command and `cwd` its working directory
 //!   (relative to the file's directory), and a NUL byte in either is refused (no process
-//!   can be given one); other attributes (`label`, `shape`, ...) are ignored;
+//!   can be given one); other attributes (`label`, `shape`, ...) are ignored, and a `pool`
+//!   or `priority` attribute (which only TOML task files have) is named in a note;
 //! * quoted ids lose their quotes, `\"` becomes `"` and a backslash-newline is removed;
 //!   HTML ids (`<...>`) are kept verbatim;
 //! * an edge with `optional=true` (or under `edge [optional=true]`) is an **optional**
@@ -213,6 +214,23 @@ pub fn parse_general(text: &str, path: &Path, opts: &DotOptions) -> Result<TaskG
                     field: field.to_string(),
                 });
             }
+        }
+    }
+    // Pools and priorities exist only in task files (SPEC A8; `docs/semantics.md`, "Pools in
+    // task files"): a DOT attribute of that name is not read, and the run says so rather
+    // than run without the limit or order the file seems to ask for.
+    for (key, what) in [("pool", "pools"), ("priority", "priorities")] {
+        let named: Vec<&str> = b
+            .nodes
+            .iter()
+            .filter(|n| n.attrs.contains_key(key))
+            .map(|n| n.id.as_str())
+            .collect();
+        if let Some(first) = named.first() {
+            notes.push(format!(
+                "the `{key}` attribute of {} node(s) (first: {first:?}) is not read: {what} exist only in TOML task files",
+                named.len()
+            ));
         }
     }
     let tasks = b
@@ -1074,6 +1092,40 @@ size="30,40";
         )
         .unwrap();
         assert_eq!(g.tasks[0].cwd.as_deref(), Some(Path::new("dir/sub")));
+    }
+
+    /// A DOT `pool` or `priority` attribute (SPEC A8: task files only) is not read, and a
+    /// note says so, with how many nodes carry it and the first one.
+    #[test]
+    fn pool_and_priority_attributes_are_named_in_a_note() {
+        let g = read("digraph { node [priority=2]; a [pool=\"link\"]; a -> b; }");
+        assert!(
+            g.tasks
+                .iter()
+                .all(|t| t.pool.is_none() && t.priority.is_none())
+        );
+        assert!(g.pools.is_empty());
+        assert!(
+            g.notes.contains(
+                &"the `pool` attribute of 1 node(s) (first: \"a\") is not read: pools exist only in TOML task files"
+                    .to_string()
+            ),
+            "{:?}",
+            g.notes
+        );
+        assert!(
+            g.notes
+                .iter()
+                .any(|n| n.starts_with("the `priority` attribute of 2 node(s)")),
+            "{:?}",
+            g.notes
+        );
+        assert!(
+            read("digraph { a -> b; }")
+                .notes
+                .iter()
+                .all(|n| !n.contains("not read"))
+        );
     }
 
     #[test]

@@ -97,7 +97,8 @@ impl TaskSpec {
 /// Why a run of `graph` cannot honour its priorities, or `None` when no task sets one other
 /// than 0 (SPEC A8, `docs/semantics.md` "Priorities in task files").
 ///
-/// `how` names the run (`lockstep run`, `lockstep run --store`). The message names the
+/// `how` names the run (`lockstep run`; `run --store` honours priorities since store schema
+/// version 2). The message names the
 /// first such task (file order) with its line, and says why and what to do instead.
 /// O(V).
 pub fn unsupported_priority(graph: &TaskGraph, how: &str) -> Option<String> {
@@ -108,11 +109,7 @@ pub fn unsupported_priority(graph: &TaskGraph, how: &str) -> Option<String> {
     let line = task
         .line
         .map_or_else(String::new, |l| format!(" (line {l})"));
-    let why = if how.contains("--store") {
-        "durable stores keep no priority yet (that needs store schema version 2)"
-    } else {
-        "it runs tasks on the push-based graph executor, which has no ready queue to order"
-    };
+    let why = "it runs tasks on the push-based graph executor, which has no ready queue to order";
     Some(format!(
         "task {:?}{line} sets priority = {p}, which {how} cannot honour: {why}; `lockstep run --dry-run` shows the claim order by priority, or remove the key (docs/semantics.md, \"Priorities\")",
         task.id
