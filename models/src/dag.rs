@@ -537,6 +537,25 @@ impl<K: TaskKey> SchedulerModel<K> {
         id: K,
         deps: Vec<K>,
     ) -> Result<Generation, SchedulerError<K>> {
+        self.submit_successor_with(parent, generation, id, deps, SubmitOptions::default())
+    }
+
+    /// [`Self::submit_successor`] with options (SPEC A8): the successor gets
+    /// `options.priority` and counts against `options.pool`, as with [`Self::submit_with`].
+    ///
+    /// # Errors
+    /// As [`Self::submit_successor`], its step 3 being [`Self::submit_with`]'s refusals
+    /// (so an undefined pool is [`SchedulerError::UnknownPool`], after the claim checks).
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (A8.grow-acyclic).
+    pub fn submit_successor_with(
+        &mut self,
+        parent: &K,
+        generation: Generation,
+        id: K,
+        deps: Vec<K>,
+        options: SubmitOptions,
+    ) -> Result<Generation, SchedulerError<K>> {
         if self.closed {
             return Err(SchedulerError::Closed);
         }
@@ -551,7 +570,7 @@ impl<K: TaskKey> SchedulerModel<K> {
         }
         let mut all = vec![parent.clone()];
         all.extend(deps);
-        self.submit(id, all)
+        self.submit_with(id, all, options)
     }
 
     /// Adds the required dependency `dep` to the current version of `id`, which must be

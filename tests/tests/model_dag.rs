@@ -63,6 +63,9 @@ enum Op<K> {
     /// `submit_successor(parent, id, deps)` on both sides, the parent a version (usually a
     /// running one's claim; SPEC A8 graphs that grow).
     SubmitSuccessor((K, Generation), K, Vec<K>),
+    /// `submit_successor_with(parent, id, deps, SubmitOptions::in_pool(pool))` on both sides
+    /// (SPEC A8: a grown successor in a named pool; the pool may be undefined: a refusal).
+    SubmitSuccessorIn((K, Generation), K, Vec<K>, PoolId),
     Start,
     Check,
     Ready,
@@ -130,6 +133,13 @@ fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &Op<K>) -> Output<K> {
         Op::SubmitSuccessor((p, g), id, deps) => {
             Output::Submit(m.submit_successor(p, *g, id.clone(), deps.clone()))
         }
+        Op::SubmitSuccessorIn((p, g), id, deps, pool) => Output::Submit(m.submit_successor_with(
+            p,
+            *g,
+            id.clone(),
+            deps.clone(),
+            SubmitOptions::in_pool(*pool),
+        )),
         Op::Start => Output::Start(m.start()),
         Op::Check => Output::Check(m.check()),
         Op::Ready => Output::Claims(m.ready()),
@@ -224,6 +234,19 @@ impl<K: TaskKey> Sut<K> {
                     generation: *g,
                 };
                 Output::Submit(s.submit_successor(&parent, id.clone(), deps.clone(), ()))
+            }
+            Op::SubmitSuccessorIn((p, g), id, deps, pool) => {
+                let parent = VersionRef {
+                    id: p.clone(),
+                    generation: *g,
+                };
+                Output::Submit(s.submit_successor_with(
+                    &parent,
+                    id.clone(),
+                    deps.clone(),
+                    (),
+                    SubmitOptions::in_pool(*pool),
+                ))
             }
             Op::Start => Output::Start(s.start()),
             Op::Check => Output::Check(s.check()),
@@ -401,8 +424,8 @@ fn rules_of<K>(op: &Op<K>) -> &'static str {
             "A8.priority-fixed, A2.no-silent-replace, A2.no-auto-retry, \
              A3.duplicate-dependency, A3.frozen-after-start, A5.snapshot"
         }
-        Op::SubmitSuccessor(..) => {
-            "A8.grow-acyclic, A3.frozen-after-start, A2.generation-key, A5.snapshot"
+        Op::SubmitSuccessor(..) | Op::SubmitSuccessorIn(..) => {
+            "A8.grow-acyclic, A8.pool-depth, A3.frozen-after-start, A2.generation-key, A5.snapshot"
         }
         Op::AddDependency(..) => {
             "A8.dynamic-edge-pending, A3.duplicate-dependency, A3.frozen-after-start, A5.snapshot"
@@ -702,14 +725,15 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
         let define_pool = (select(POOL_NAMES[..2].to_vec()), 0usize..=2)
             .prop_map(|(name, depth)| Op::DefinePool(name, depth))
             .boxed();
+        let defined = (0..2u32)
+            .take_while(|&i| m.pool_depth(PoolId(i)).is_some())
+            .count() as u32;
+        let pool_id = weighted(vec![
+            (8, (0..defined.max(1)).prop_map(PoolId).boxed()),
+            (1, Just(PoolId(defined)).boxed()),
+        ]);
         let in_pool = {
-            let defined = (0..2u32)
-                .take_while(|&i| m.pool_depth(PoolId(i)).is_some())
-                .count() as u32;
-            let pool_id = weighted(vec![
-                (8, (0..defined.max(1)).prop_map(PoolId).boxed()),
-                (1, Just(PoolId(defined)).boxed()),
-            ]);
+            let pool_id = pool_id.clone();
             let any = resubmit_or_submit(&known, &pool, &ghost);
             (any, select(vec![-1i32, 0, 0, 1]), pool_id)
                 .prop_map(|(op, p, pool)| match op {
@@ -798,10 +822,21 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
             .boxed();
         // SPEC A8 graphs that grow: a running version (or a near generation of any id: stale
         // and settled claims) adds a successor, new or known, with a generated list.
-        let successor = (target.clone(), resubmit_or_submit(&known, &pool, &ghost))
-            .prop_map(|(parent, op)| match op {
-                Op::Submit(id, deps) => Op::SubmitSuccessor(parent, id, deps),
-                other => other,
+        // In runs with pools, half the successors go into a pool (SPEC A8).
+        let in_a_pool = if state.pools {
+            proptest::option::weighted(0.5, pool_id).boxed()
+        } else {
+            Just(None).boxed()
+        };
+        let successor = (
+            target.clone(),
+            resubmit_or_submit(&known, &pool, &ghost),
+            in_a_pool,
+        )
+            .prop_map(|(parent, op, pool)| match (op, pool) {
+                (Op::Submit(id, deps), None) => Op::SubmitSuccessor(parent, id, deps),
+                (Op::Submit(id, deps), Some(p)) => Op::SubmitSuccessorIn(parent, id, deps, p),
+                (other, _) => other,
             })
             .boxed();
         let fail = (target, select(vec!["boom", "oops"]))
@@ -1365,6 +1400,47 @@ fn observation_check_detects_a_divergence() {
 /// SPEC A8 by hand: the extremes, a tie, a version released while lower ones wait, a
 /// resubmission taking its own priority, and the limit; both sides answer the same, and the
 /// claims are the ones the rule names.
+/// SPEC A8, a grown successor in a named pool (`submit_successor_with`): both sides accept
+/// successors of a live claim into a defined pool, refuse an undefined pool after the claim
+/// checks (a settled claim is `Conflict` first), and claim the successors within the pool's
+/// depth while a task of no pool runs beside them. (The generator draws such successors too,
+/// but a live parent in a run with pools is rare: this names the accepted case.)
+#[test]
+fn successors_in_a_pool_agree_and_keep_the_depth() {
+    let v = |id: &str, gen_: u64| VersionRef {
+        id: s(id),
+        generation: g(gen_),
+    };
+    let ops = vec![
+        Op::DefinePool("x", 1),
+        Op::Submit(s("crawl"), vec![]),
+        Op::Submit(s("other"), vec![]),
+        Op::ReadyAtMost(1),
+        Op::SubmitSuccessorIn((s("crawl"), g(1)), s("p1"), vec![], PoolId(0)),
+        Op::SubmitSuccessorIn((s("crawl"), g(1)), s("p2"), vec![], PoolId(0)),
+        Op::SubmitSuccessorIn((s("crawl"), g(1)), s("p3"), vec![], PoolId(1)),
+        Op::Complete(s("crawl"), g(1)),
+        Op::SubmitSuccessorIn((s("crawl"), g(1)), s("late"), vec![], PoolId(1)),
+        Op::Ready,
+    ];
+    let outs = agree(3, &ops);
+    assert_eq!(outs[4], Output::Submit(Ok(g(1))));
+    assert_eq!(outs[5], Output::Submit(Ok(g(1))));
+    assert_eq!(
+        outs[6],
+        Output::Submit(Err(SchedulerError::UnknownPool {
+            task: s("p3"),
+            pool: PoolId(1)
+        }))
+    );
+    assert!(matches!(
+        outs[8],
+        Output::Submit(Err(SchedulerError::Conflict { .. }))
+    ));
+    // Three free slots, pool `x` of depth 1: `p2` waits, `other` is not held back.
+    assert_eq!(outs[9], Output::Claims(Ok(vec![v("other", 1), v("p1", 1)])));
+}
+
 #[test]
 fn priority_sequences_agree_and_follow_the_rule() {
     let p = |id: &str, deps: &[&str], prio: i32| {
@@ -1644,7 +1720,7 @@ fn generated_sequences_cover_every_state_error_and_outcome() {
     let mut runner = TestRunner::deterministic();
     let strategy = DagMachine::<SmallPool>::sequential_strategy(1..40);
     let mut seen: HashSet<String> = HashSet::new();
-    for _ in 0..500 {
+    for _ in 0..1000 {
         let (mut state, ops, _) = strategy
             .new_tree(&mut runner)
             .expect("strategy generates")
@@ -1744,7 +1820,8 @@ fn generated_sequences_cover_every_state_error_and_outcome() {
                     Op::Submit(id, _)
                     | Op::SubmitWith(id, _, _)
                     | Op::SubmitOptional(id, _, _)
-                    | Op::SubmitSuccessor(_, id, _) => before.generation(id).is_none(),
+                    | Op::SubmitSuccessor(_, id, _)
+                    | Op::SubmitSuccessorIn(_, id, _, _) => before.generation(id).is_none(),
                     _ => false,
                 };
                 if new_id {

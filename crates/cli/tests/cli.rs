@@ -3046,8 +3046,8 @@ fn pooled_commands_never_overlap_and_hold_back_no_other_task() {
 }
 
 /// Pools in task files are checked when read (exit 2, with the position): depth 0, a depth
-/// that is not a whole number, a task naming an undeclared pool; `run --store` refuses a file
-/// with pools before a store exists.
+/// that is not a whole number, a task naming an undeclared pool, `[[pools]]` for `[pools]`, a
+/// `pool` that is not one name; `run --store` refuses a file with pools before a store exists.
 #[test]
 fn bad_pools_are_reader_errors_and_stores_refuse_pools() {
     let dir = tempfile::tempdir().unwrap();
@@ -3071,6 +3071,21 @@ fn bad_pools_are_reader_errors_and_stores_refuse_pools() {
             "[[task]]\nid = \"a\"\npool = \"db\"\n",
             "no pools are declared",
             ":3:",
+        ),
+        (
+            "[[pools]]\ndb = 1\n[[task]]\nid = \"a\"\n",
+            "`pools` must be one table of name = depth: write [pools] once",
+            ":1:",
+        ),
+        (
+            "[pools]\ndb = 1\n[[task]]\nid = \"a\"\npool = 1\n",
+            "task \"a\": pool must be the name of a pool declared in [pools] (a string), not an integer 1",
+            ":5:",
+        ),
+        (
+            "[pools]\ndb = 1\n[[task]]\nid = \"a\"\npool = [\"db\", \"x\"]\n",
+            "(a task is in at most one pool)",
+            ":5:",
         ),
     ] {
         let file = write(dir.path(), "bad.toml", text);

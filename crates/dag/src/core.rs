@@ -64,7 +64,7 @@ use hashbrown::HashTable;
 use lockstep_contract::{
     BlockCause, CallbackOutcome, CancelOutcome, CancelReason, CloseReport, Cycle, Effect,
     Generation, GraphReport, MissingDependency, OptionalMiss, PoolId, SchedulerError,
-    SubmitOptions, TaskKey, TaskState, TaskStatus,
+    SubmitOptions, TaskKey, TaskState, TaskStatus, VersionRef,
 };
 
 use crate::claim::{TokenRef, TokenSlab};
@@ -1451,33 +1451,27 @@ impl<K: TaskKey, P> Core<K, P> {
     /// `all` is a scratch list for `[parent] ++ deps`.
     pub(crate) fn submit_successor(
         &mut self,
-        parent: &K,
-        generation: Generation,
+        parent: &VersionRef<K>,
         id: K,
         all: &[K],
+        options: SubmitOptions,
         payload: &mut Option<P>,
         garbage: &mut Vec<P>,
     ) -> Result<Generation, SchedulerError<K>> {
         if self.closed {
             return Err(SchedulerError::Closed);
         }
-        let p = self.callback_target(parent, generation)?;
+        let generation = parent.generation;
+        let p = self.callback_target(&parent.id, generation)?;
         let h = self.hot[idx(p)];
         if !h.is(TaskState::Running) {
             return Err(SchedulerError::Conflict {
-                id: parent.clone(),
+                id: parent.id.clone(),
                 generation,
                 state: h.task_state().unwrap_or(TaskState::Pending),
             });
         }
-        self.submit_with(
-            id,
-            all,
-            all.len(),
-            SubmitOptions::default(),
-            payload,
-            garbage,
-        )
+        self.submit_with(id, all, all.len(), options, payload, garbage)
     }
 
     /// `add_dependency(id, dep)` (SPEC A8 dynamic dependencies): checks in the order of

@@ -1004,19 +1004,41 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
         deps: impl IntoIterator<Item = K>,
         payload: P,
     ) -> Result<Generation, SchedulerError<K>> {
+        self.submit_successor_with(parent, id, deps, payload, SubmitOptions::default())
+    }
+
+    /// [`submit_successor`](Self::submit_successor) with [`SubmitOptions`]: the successor gets
+    /// the options' priority and counts against its pool, as with
+    /// [`submit_with`](Self::submit_with) (a crawler whose page fetches share a pool of
+    /// connections adds each page into that pool).
+    ///
+    /// # Errors
+    /// As [`submit_successor`](Self::submit_successor); its step 3 is
+    /// [`submit_with`](Self::submit_with)'s refusals, so a pool this scheduler does not have is
+    /// [`SchedulerError::UnknownPool`] (after the claim checks). A refused call changes
+    /// nothing and drops `payload`.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// As [`submit_with`](Self::submit_with) with one more dependency.
+    pub fn submit_successor_with(
+        &self,
+        parent: &VersionRef<K>,
+        id: K,
+        deps: impl IntoIterator<Item = K>,
+        payload: P,
+        options: SubmitOptions,
+    ) -> Result<Generation, SchedulerError<K>> {
         let mut all: SmallVec<[K; 8]> = SmallVec::new();
         all.push(parent.id.clone());
         all.extend(deps);
         let mut payload = Some(payload);
         let mut garbage = Vec::new();
-        let result = self.lock().submit_successor(
-            &parent.id,
-            parent.generation,
-            id,
-            &all,
-            &mut payload,
-            &mut garbage,
-        );
+        let result =
+            self.lock()
+                .submit_successor(parent, id, &all, options, &mut payload, &mut garbage);
         drop(payload);
         drop(garbage);
         result

@@ -111,8 +111,9 @@ struct RawTask {
     timeout: Option<Spanned<toml::Value>>,
     #[serde(default)]
     priority: Option<Spanned<toml::Value>>,
+    // Read as any value, so that a wrong type is reported naming the task and the key.
     #[serde(default)]
-    pool: Option<Spanned<String>>,
+    pool: Option<Spanned<toml::Value>>,
 }
 
 /// Reads `priority`: a whole number that fits an `i32`, else the message.
@@ -187,6 +188,24 @@ fn task_not_an_array(text: &str) -> Option<String> {
     }
 }
 
+/// When `pools` is there but is not a table (`[[pools]]` written for `[pools]`, or
+/// `pools = 3`), the message that says so in words. Only called on an error: it parses the
+/// text again, O(size of the text).
+fn pools_not_a_table(text: &str) -> Option<String> {
+    let table: toml::Table = toml::from_str(text).ok()?;
+    match table.get("pools")? {
+        toml::Value::Table(_) => None,
+        toml::Value::Array(_) => Some(
+            "`pools` must be one table of name = depth: write [pools] once, with a line such as link = 1 for each pool, not [[pools]]"
+                .to_string(),
+        ),
+        other => Some(format!(
+            "`pools` must be a table of name = depth, such as [pools] with link = 1, not {}",
+            article(other.type_str())
+        )),
+    }
+}
+
 /// Parses a task file's text; `path` names it in errors and anchors relative `cwd`s.
 ///
 /// O(size of the text).
@@ -204,7 +223,9 @@ pub fn parse(text: &str, path: &Path) -> Result<TaskGraph, ReadError> {
         at: e
             .span()
             .map_or(Location::START, |s| Location::of_offset(text, s.start)),
-        message: task_not_an_array(text).unwrap_or_else(|| e.message().trim().to_string()),
+        message: task_not_an_array(text)
+            .or_else(|| pools_not_a_table(text))
+            .unwrap_or_else(|| e.message().trim().to_string()),
     })?;
     let base = path.parent().unwrap_or_else(|| Path::new(""));
     let lines = LineIndex::new(text);
@@ -307,6 +328,30 @@ pub fn parse(text: &str, path: &Path) -> Result<TaskGraph, ReadError> {
             None => None,
         };
         let pool = match raw.pool {
+            Some(p) => {
+                let start = p.span().start;
+                match p.into_inner() {
+                    toml::Value::String(name) => Some(Spanned::new(start..start, name)),
+                    other => {
+                        let one = if other.is_array() {
+                            " (a task is in at most one pool)"
+                        } else {
+                            ""
+                        };
+                        return Err(bad(
+                            "pool",
+                            start,
+                            format!(
+                                "must be the name of a pool declared in [pools] (a string), not {} {other}{one}",
+                                article(other.type_str())
+                            ),
+                        ));
+                    }
+                }
+            }
+            None => None,
+        };
+        let pool = match pool {
             Some(p) if !pools.contains_key(p.as_ref()) => {
                 let declared = if pools.is_empty() {
                     "no pools are declared (add a [pools] table: name = depth)".to_string()

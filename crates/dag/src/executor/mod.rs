@@ -781,7 +781,7 @@ impl<K: TaskKey> Shared<K> {
         t: u32,
         ctx: &WorkerContext<'_>,
         lend: &dyn Fn() -> Option<Arc<AtomicBool>>,
-        kept: &RefCell<VecDeque<u32>>,
+        handed: &RefCell<Vec<u32>>,
     ) -> Option<bool> {
         let worker = ctx.worker_index();
         let cell = &self.state[t as usize];
@@ -816,7 +816,7 @@ impl<K: TaskKey> Shared<K> {
                 // Not running: hand on any slot free for a waiting task, so that a task
                 // taken out of the queue and then cancelled or closed never strands the
                 // ones behind it.
-                Self::leave(gate, false, kept);
+                Self::leave(gate, false, handed);
             }
         }
         // LINEARIZATION POINT (EXECUTOR.decide-once): pending -> decided, against `cancel`.
@@ -824,7 +824,7 @@ impl<K: TaskKey> Shared<K> {
             cell.compare_exchange(PENDING, decided, Ordering::AcqRel, Ordering::Acquire)
         {
             if let Some(gate) = gate.filter(|_| slot) {
-                Self::leave(gate, true, kept);
+                Self::leave(gate, true, handed);
             }
             if now & MASK != CANCELLED_USER {
                 return None;
@@ -872,15 +872,17 @@ impl<K: TaskKey> Shared<K> {
             state: task_state(fin),
         });
         if let Some(gate) = gate {
-            Self::leave(gate, true, kept);
+            Self::leave(gate, true, handed);
         }
         Some(fin != SUCCEEDED)
     }
 
     /// Gives back a slot of `gate` (if `held`) and, while the pool has a free slot, takes
-    /// the first waiting task out for this worker to decide (it takes the slot then, or
-    /// waits again if another task took it first).
-    fn leave(gate: &Mutex<Gate>, held: bool, kept: &RefCell<VecDeque<u32>>) {
+    /// the first waiting task out into `handed`, which the caller spawns onto the pool at
+    /// once (any worker may decide it: it takes the slot then, or waits again if another
+    /// task took it first). Spawned rather than kept on this worker, so that a worker busy
+    /// with a long task never sits on a task that a pool slot was freed for.
+    fn leave(gate: &Mutex<Gate>, held: bool, handed: &RefCell<Vec<u32>>) {
         let mut g = gate.lock();
         if held {
             g.running -= 1;
@@ -894,7 +896,7 @@ impl<K: TaskKey> Shared<K> {
             g.running < g.depth
         };
         if room && let Some(Reverse(next)) = g.waiting.pop() {
-            kept.borrow_mut().push_back(next);
+            handed.borrow_mut().push(next);
         }
     }
 
@@ -977,6 +979,8 @@ fn drive<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_>) -
     // INVARIANT (EXECUTOR.share-when-idle): released tasks are kept on this worker (no
     // deque traffic on a chain) only while no worker is parked; see the sharing below.
     let kept: RefCell<VecDeque<u32>> = RefCell::new(VecDeque::new());
+    // Tasks a pool's gate handed a free slot to (SPEC A8): spawned after each decision.
+    let handed: RefCell<Vec<u32>> = RefCell::new(Vec::new());
     // A task function that blocks (`TaskContext::block_in_place`) lends this worker's work
     // out: the kept tasks, oldest first, and a root runner while roots are left.
     let lend = || {
@@ -995,7 +999,12 @@ fn drive<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_>) -
     loop {
         let popped = next.take().or_else(|| kept.borrow_mut().pop_back());
         let Some(t) = popped else { break };
-        let Some(lost) = sh.settle(t, ctx, &lend, &kept) else {
+        let outcome = sh.settle(t, ctx, &lend, &handed);
+        for d in handed.borrow_mut().drain(..) {
+            let sh = Arc::clone(sh);
+            ctx.spawn_detached(move |ctx| spawned(&sh, d, ctx));
+        }
+        let Some(lost) = outcome else {
             continue;
         };
         settled += 1;

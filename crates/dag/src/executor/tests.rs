@@ -709,3 +709,51 @@ fn run_pools_refuse_bad_input() {
         }
     );
 }
+
+/// A slot freed by a pool task goes to a parked task that any worker may take, not to the
+/// leaving worker's own queue: `L1` and `L2` share a pool of depth 1 on two workers; `L2`
+/// parks while `L1` runs; `L1`'s dependent `P` then runs on `L1`'s worker and waits (without
+/// `block_in_place`, so nothing is lent) until `L2` has started. The other worker, idle
+/// after `X`, must take `L2`. With the woken task kept on `L1`'s worker, `L2` could start only
+/// after `P` returned, and `P`'s wait runs out (the finding of the pools review, 3 December
+/// 2026: `L2` started 4.3 s late in `lockstep run -j 2`).
+#[test]
+fn a_freed_pool_slot_goes_to_a_worker_that_is_free() {
+    let graph = StdArc::new(
+        FrozenGraph::new([
+            ("L1", vec![]),
+            ("L2", vec![]),
+            ("X", vec![]),
+            ("P", vec!["L1"]),
+        ])
+        .unwrap(),
+    );
+    let pools = RunPools::new(&graph, vec![1], vec![Some(0), Some(0), None, None]).unwrap();
+    let l2_started = StdArc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = l2_started.clone();
+    let run = GraphRun::with_pools(graph, pools, move |ctx| {
+        match *ctx.id() {
+            "L1" => std::thread::sleep(std::time::Duration::from_millis(30)),
+            // Busy when `L1` leaves the pool (so nothing is shared with an idle worker
+            // then), idle soon after, while `P` still waits.
+            "X" => std::thread::sleep(std::time::Duration::from_millis(150)),
+            "L2" => seen.store(true, SeqCst),
+            "P" => {
+                let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                while !seen.load(SeqCst) {
+                    if std::time::Instant::now() > end {
+                        return Err("L2 never started while P ran".into());
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    });
+    run.start(&Pool::new(2).unwrap()).unwrap();
+    let out = run.wait();
+    assert_eq!(out.error(3), None);
+    assert!(out.all_succeeded());
+    assert!(l2_started.load(SeqCst));
+}
