@@ -15,9 +15,12 @@ use std::fmt::Debug;
 
 use super::dag::{BatchOutcome, CancelToken, Claim, TaskScheduler};
 use lockstep_contract::{
-    CallbackOutcome, CancelOutcome, CloseReport, Effect, Generation, GraphReport, SchedulerError,
-    TaskKey, TaskState, VersionRef,
+    CallbackOutcome, CancelOutcome, CloseReport, Effect, Generation, GraphReport, PoolId,
+    SchedulerError, SubmitOptions, TaskKey, TaskState, VersionRef,
 };
+
+/// The pool names `DefinePool` draws from (a name is often defined twice: the refusal).
+const POOL_NAMES: [&str; 3] = ["p", "q", "r"];
 use lockstep_models::dag::SchedulerModel;
 
 /// One operation with concrete arguments.
@@ -27,6 +30,11 @@ pub enum Op<K> {
     /// `submit_with_optional(id, deps[..cut], deps[cut..])`: SPEC A8 optional edges, so the
     /// optional side tables meet the small tag masks and compaction floors too.
     SubmitOptional(K, Vec<K>, usize),
+    /// `define_pool(POOL_NAMES[name], depth)` (SPEC A8 named concurrency limits).
+    DefinePool(usize, usize),
+    /// `submit_with(id, deps, priority p, in pool PoolId(pool))`: pools (often undefined: a
+    /// refusal) and priorities meet compaction, renumbering and tag wraps too.
+    SubmitInPool(K, Vec<K>, u32, i32),
     SubmitBatch(Vec<(K, Vec<K>)>),
     Start,
     Check,
@@ -69,6 +77,7 @@ pub enum Output<K: TaskKey> {
     CompleteBatch(BatchResult<(usize, usize, Effect), K>),
     Cancel(Result<CancelOutcome, SchedulerError<K>>),
     Close(CloseReport),
+    Pool(Result<PoolId, SchedulerError<K>>),
 }
 
 pub fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &Op<K>) -> Output<K> {
@@ -79,6 +88,12 @@ pub fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &Op<K>) -> Output<
             deps[..*cut].to_vec(),
             deps[*cut..].to_vec(),
             lockstep_contract::SubmitOptions::default(),
+        )),
+        Op::DefinePool(name, depth) => Output::Pool(m.define_pool(POOL_NAMES[*name], *depth)),
+        Op::SubmitInPool(id, deps, pool, p) => Output::Submit(m.submit_with(
+            id.clone(),
+            deps.clone(),
+            SubmitOptions::priority(*p).with_pool(Some(PoolId(*pool))),
         )),
         Op::SubmitBatch(items) => {
             let mut gens = Vec::new();
@@ -162,6 +177,15 @@ impl<K: TaskKey> Sut<K> {
                 (),
                 lockstep_contract::SubmitOptions::default(),
             )),
+            Op::DefinePool(name, depth) => {
+                Output::Pool(self.sched.define_pool(POOL_NAMES[*name], *depth))
+            }
+            Op::SubmitInPool(id, deps, pool, p) => Output::Submit(self.sched.submit_with(
+                id.clone(),
+                deps.clone(),
+                (),
+                SubmitOptions::priority(*p).with_pool(Some(PoolId(*pool))),
+            )),
             Op::SubmitBatch(items) => {
                 let mut gens = Vec::new();
                 let r = self.sched.submit_batch(
@@ -236,7 +260,23 @@ pub fn observe_diff<K: TaskKey>(
     if full {
         same!("check()", m.check(), p.check());
     }
+    // SPEC A8 pools: at most three are defined (0-2); 3 never is.
+    for i in 0..4 {
+        let pool = PoolId(i);
+        same!(
+            format!("pool_running({pool})"),
+            m.pool_running(pool),
+            p.pool_running(pool)
+        );
+        same!(
+            format!("pool_depth({pool})"),
+            m.pool_depth(pool),
+            p.pool_depth(pool)
+        );
+    }
     for id in ids {
+        same!(format!("pool_of({id})"), m.pool_of(id), p.pool_of(id));
+        same!(format!("priority({id})"), m.priority(id), p.priority(id));
         same!(format!("status({id})"), m.status(id), p.status(id));
         same!(
             format!("generation({id})"),
@@ -409,6 +449,10 @@ pub fn gen_op<K: TaskKey>(
             if rng.chance(1, 4) {
                 let cut = rng.below(deps.len() + 1);
                 Op::SubmitOptional(id, deps, cut)
+            } else if rng.chance(1, 3) {
+                let pool = rng.below(4) as u32;
+                let priority = rng.below(3) as i32 - 1;
+                Op::SubmitInPool(id, deps, pool, priority)
             } else {
                 Op::Submit(id, deps)
             }
@@ -431,6 +475,7 @@ pub fn gen_op<K: TaskKey>(
                 Op::Start
             }
         }
+        39..=41 if rng.chance(1, 2) => Op::DefinePool(rng.below(3), rng.below(3)),
         39..=41 => Op::Check,
         42..=47 => Op::Ready,
         48..=51 => Op::ReadyAtMost(rng.below(3)),
