@@ -264,6 +264,11 @@ impl<K: TaskKey> SchedulerModel<K> {
             .map(|i| PoolId(i as u32))
     }
 
+    /// The name of `pool`, or `None` if it is not defined. O(1).
+    pub fn pool_name(&self, pool: PoolId) -> Option<&str> {
+        self.pools.get(pool.index()).map(|(name, _)| name.as_str())
+    }
+
     /// The depth of `pool`, or `None` if it is not defined. O(1).
     pub fn pool_depth(&self, pool: PoolId) -> Option<usize> {
         self.pools.get(pool.index()).map(|(_, depth)| *depth)
@@ -787,6 +792,47 @@ impl<K: TaskKey> SchedulerModel<K> {
     /// Rules of `docs/invariants.md` stated here: RULE (EXECUTOR.concurrency).
     pub fn ready_at_most(&mut self, n: usize) -> Result<Vec<VersionRef<K>>, SchedulerError<K>> {
         self.claim(n)
+    }
+
+    /// Moves exactly the ready versions `ids` to running, in the order given, without
+    /// choosing: for a wrapper with its own claim rule (the durable model, whose slots are
+    /// held by unexpired leases, not by running states, picks its candidates itself and lets
+    /// this model record the transition). Ignores `max_concurrency` and pool depths, which
+    /// the wrapper applies. O(ids).
+    ///
+    /// # Errors
+    /// `Closed`; the errors of [`Self::start`]; `UnknownTask`, or `Conflict` for an id whose
+    /// current version is not ready (the first such id); nothing changes on error.
+    pub fn run_ready(&mut self, ids: &[K]) -> Result<Vec<VersionRef<K>>, SchedulerError<K>> {
+        if self.closed {
+            return Err(SchedulerError::Closed);
+        }
+        self.start()?;
+        for id in ids {
+            let v = self
+                .tasks
+                .get(id)
+                .ok_or_else(|| SchedulerError::UnknownTask { id: id.clone() })?;
+            if v.state != TaskState::Ready {
+                return Err(SchedulerError::Conflict {
+                    id: id.clone(),
+                    generation: v.generation,
+                    state: v.state,
+                });
+            }
+        }
+        Ok(ids
+            .iter()
+            .map(|id| {
+                let v = self.tasks.get_mut(id).expect("checked above");
+                // A4 claim-once: ready -> running, once per version.
+                v.state = TaskState::Running;
+                VersionRef {
+                    id: id.clone(),
+                    generation: v.generation,
+                }
+            })
+            .collect())
     }
 
     /// Rules of `docs/invariants.md` stated here: RULE (A4.claim-once), RULE (A4.submission-order),

@@ -34,6 +34,12 @@
 //! * **starting over**: `reset` forgets every task (refused under a live lease) but keeps the
 //!   clock and the claim counter, so an old token never matches a new claim.
 //!
+//! * **schema version 3** (SPEC A8): optional dependencies and new ids after start come from
+//!   the dag model unchanged ([`DurableModel::submit_task`]); a dependency is added to a
+//!   pending version as in memory ([`DurableModel::add_dependency`]); named pools
+//!   ([`DurableModel::define_pool`]) bound, like the store's limit, the versions under
+//!   **unexpired** leases, and a claim passes over the candidates of a full pool.
+//!
 //! A refused operation changes nothing, not even the high-water clock.
 //!
 //! ```
@@ -156,6 +162,22 @@ pub enum LeaseError {
     },
     /// A conditional `redefine` was refused: a version moved on since it was read.
     Changed(Changed),
+    /// A task names a pool that is not defined (store schema version 3; the store's pools are
+    /// named, the in-memory `SchedulerError::UnknownPool` names a `PoolId`).
+    UnknownPool {
+        /// The task being submitted.
+        task: String,
+        /// The pool name given.
+        pool: String,
+    },
+    /// `define_pool` of a name that is already defined: a pool is defined once, with one
+    /// depth.
+    DuplicatePool {
+        /// The name.
+        name: String,
+        /// The depth it has.
+        depth: usize,
+    },
     /// `renew` of a lease that has expired (`expiry <= t`).
     LeaseExpired {
         /// The task.
@@ -204,8 +226,9 @@ pub struct DurableModel {
     leases: HashMap<String, ModelLease>,
     /// The payload of each id's current version.
     payloads: HashMap<String, Vec<u8>>,
-    /// The dependency list of each id's current version, as submitted.
-    deps: HashMap<String, Vec<String>>,
+    /// The required and optional dependency lists of each id's current version, as
+    /// submitted.
+    deps: HashMap<String, (Vec<String>, Vec<String>)>,
 }
 
 /// The error text of a running version whose expired claim `redefine` ended before
@@ -216,9 +239,36 @@ pub const SUPERSEDED: &str = "superseded: the task's definition changed";
 /// was removed (the store's `REMOVED`).
 pub const REMOVED: &str = "removed from the graph";
 
-/// One task as [`DurableModel::redefine`] and [`DurableModel::submit_if_unchanged`] submit
-/// it: id, dependencies, payload, claim priority (SPEC A8; 0 is the default).
-pub type ModelTask = (String, Vec<String>, Vec<u8>, i32);
+/// One task as [`DurableModel::submit_task`], [`DurableModel::redefine`] and
+/// [`DurableModel::submit_if_unchanged`] submit it (the store's `NewTask`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct ModelTask {
+    /// The id.
+    pub id: String,
+    /// Its required dependencies, in order.
+    pub deps: Vec<String>,
+    /// Its optional dependencies (SPEC A8, store schema version 3), in order.
+    pub optional: Vec<String>,
+    /// The payload handed back with every claim.
+    pub payload: Vec<u8>,
+    /// The claim priority (SPEC A8; 0 is the default).
+    pub priority: i32,
+    /// The named concurrency limit it counts against (SPEC A8, store schema version 3), or
+    /// none.
+    pub pool: Option<String>,
+}
+
+impl ModelTask {
+    /// A task with required dependencies `deps`, no optional ones, an empty payload and
+    /// priority 0.
+    pub fn new(id: impl Into<String>, deps: Vec<String>) -> Self {
+        ModelTask {
+            id: id.into(),
+            deps,
+            ..ModelTask::default()
+        }
+    }
+}
 
 impl DurableModel {
     /// An empty store with `max_concurrency` slots (zero is legal), clock 0, next epoch 1.
@@ -251,44 +301,58 @@ impl DurableModel {
         deps: Vec<String>,
         payload: Vec<u8>,
     ) -> Result<Generation, LeaseError> {
-        self.submit_with_priority(id, deps, payload, 0)
+        self.submit_task(ModelTask {
+            id,
+            deps,
+            payload,
+            ..ModelTask::default()
+        })
     }
 
-    /// [`Self::submit`] of a version with claim priority `priority` (SPEC A8, store schema
-    /// version 2): claims take the highest priority first, submission order among equals,
-    /// expired leases included ([`Self::claim`]).
+    /// [`Self::submit`] of a whole [`ModelTask`]: `SchedulerModel::submit_with_optional` with
+    /// its required and optional dependencies (SPEC A8, store schema version 3) and its claim
+    /// priority (version 2): claims take the highest priority first, submission order among
+    /// equals, expired leases included ([`Self::claim`]). After start a new id is accepted
+    /// (graphs that grow, version 3), as in memory.
     ///
     /// # Errors
-    /// As [`Self::submit`]; a priority is never refused.
+    /// As `SchedulerModel::submit_with_optional`; a priority is never refused.
     ///
-    /// Rules of `docs/invariants.md` stated here: RULE (D.priority-order).
-    pub fn submit_with_priority(
-        &mut self,
-        id: String,
-        deps: Vec<String>,
-        payload: Vec<u8>,
-        priority: i32,
-    ) -> Result<Generation, LeaseError> {
-        // The stores do not grow (schema version 1): after start a new id is refused, after
-        // the checks that come before it (closed, duplicate dependency; a new id cannot be
-        // running), as the scheduler refused it before SPEC A8's graphs that grow.
-        if self.inner.is_started()
-            && !self.inner.is_closed()
-            && self.inner.generation(&id).is_none()
-        {
-            let mut seen = std::collections::HashSet::new();
-            if deps.iter().all(|d| seen.insert(d)) {
-                return Err(LeaseError::Scheduler(SchedulerError::NewTaskAfterStart {
-                    id,
-                }));
-            }
+    /// Rules of `docs/invariants.md` stated here: RULE (D.priority-order),
+    /// RULE (D.optional-edges).
+    pub fn submit_task(&mut self, task: ModelTask) -> Result<Generation, LeaseError> {
+        let ModelTask {
+            id,
+            deps,
+            optional,
+            payload,
+            priority,
+            pool,
+        } = task;
+        // A8 pools, as in memory: closed first, then the options (the pool), then the rest.
+        if self.inner.is_closed() {
+            return Err(SchedulerError::Closed.into());
         }
-        let g =
-            self.inner
-                .submit_with(id.clone(), deps.clone(), SubmitOptions::priority(priority))?;
+        let pool_id = match &pool {
+            None => None,
+            Some(name) => Some(
+                self.inner
+                    .pool(name)
+                    .ok_or_else(|| LeaseError::UnknownPool {
+                        task: id.clone(),
+                        pool: name.clone(),
+                    })?,
+            ),
+        };
+        let g = self.inner.submit_with_optional(
+            id.clone(),
+            deps.clone(),
+            optional.clone(),
+            SubmitOptions::priority(priority).with_pool(pool_id),
+        )?;
         self.leases.remove(&id);
         self.payloads.insert(id.clone(), payload);
-        self.deps.insert(id, deps);
+        self.deps.insert(id, (deps, optional));
         Ok(g)
     }
 
@@ -328,7 +392,7 @@ impl DurableModel {
             }
         }
         let t = self.at(now);
-        for id in submit.iter().map(|(id, _, _, _)| id).chain(remove) {
+        for id in submit.iter().map(|t| &t.id).chain(remove) {
             self.live_lease(id, t)?;
         }
         let mut next = self.clone();
@@ -364,9 +428,9 @@ impl DurableModel {
         t: u64,
     ) -> Result<Vec<Generation>, LeaseError> {
         let mut generations = Vec::with_capacity(submit.len());
-        for (id, deps, payload, priority) in submit {
-            self.end_expired_claim(&id, t, SUPERSEDED)?;
-            generations.push(self.submit_with_priority(id, deps, payload, priority)?);
+        for task in submit {
+            self.end_expired_claim(&task.id, t, SUPERSEDED)?;
+            generations.push(self.submit_task(task)?);
         }
         for id in remove {
             match self.state(id) {
@@ -425,15 +489,26 @@ impl DurableModel {
         Ok(snapshot.len())
     }
 
-    /// Every current version as `(id, generation, deps, payload)`, in first-submission order.
-    pub fn definitions(&self) -> Vec<(String, Generation, Vec<String>, Vec<u8>)> {
+    /// Every current version as `(generation, task as submitted)` (the payload as recorded
+    /// last), in first-submission order.
+    pub fn definitions(&self) -> Vec<(Generation, ModelTask)> {
         self.inner
             .snapshot()
             .into_iter()
             .map(|(id, st)| {
-                let deps = self.deps.get(&id).cloned().unwrap_or_default();
+                let (deps, optional) = self.deps.get(&id).cloned().unwrap_or_default();
                 let payload = self.payloads.get(&id).cloned().unwrap_or_default();
-                (id, st.generation, deps, payload)
+                let priority = self.inner.priority(&id).expect("snapshot ids are known");
+                let pool = self.pool_name(&id);
+                let task = ModelTask {
+                    id,
+                    deps,
+                    optional,
+                    payload,
+                    priority,
+                    pool,
+                };
+                (st.generation, task)
             })
             .collect()
     }
@@ -468,10 +543,77 @@ impl DurableModel {
         }
         Ok(tasks
             .into_iter()
-            .map(|(id, deps, payload, priority)| {
-                self.submit_with_priority(id, deps, payload, priority)
-            })
+            .map(|task| self.submit_task(task))
             .collect())
+    }
+
+    /// `SchedulerModel::add_dependency` (SPEC A8 dynamic dependencies, store schema version
+    /// 3): the required edge `id -> dep` joins the pending version's list at the end of its
+    /// required part; then the clock advances to `now`. The recorded lists follow.
+    ///
+    /// # Errors
+    /// As `SchedulerModel::add_dependency` (`NotPending` for a version that is not pending);
+    /// nothing changes, not even the clock.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (D.dynamic-edges).
+    pub fn add_dependency(
+        &mut self,
+        id: &str,
+        dep: &str,
+        now: u64,
+    ) -> Result<lockstep_contract::Effect, LeaseError> {
+        let effect = self
+            .inner
+            .add_dependency(&id.to_string(), dep.to_string())?;
+        if let Some((deps, _)) = self.deps.get_mut(id) {
+            deps.push(dep.to_string());
+        }
+        self.clock = self.at(now);
+        Ok(effect)
+    }
+
+    /// Defines the pool `name` with `depth` slots (SPEC A8 named concurrency limits, store
+    /// schema version 3): at most `depth` versions submitted in it hold unexpired leases at
+    /// once. Refused after close (`Closed`) and for a name already defined
+    /// ([`LeaseError::DuplicatePool`], with its depth). Depth 0 is legal (its versions are
+    /// never claimed). O(pools).
+    ///
+    /// # Errors
+    /// As listed.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (D.pool-depth).
+    pub fn define_pool(&mut self, name: &str, depth: usize) -> Result<(), LeaseError> {
+        if self.inner.is_closed() {
+            return Err(SchedulerError::Closed.into());
+        }
+        if let Some(p) = self.inner.pool(name) {
+            return Err(LeaseError::DuplicatePool {
+                name: name.to_string(),
+                depth: self.inner.pool_depth(p).expect("defined"),
+            });
+        }
+        self.inner.define_pool(name, depth)?;
+        Ok(())
+    }
+
+    /// Every pool as `(name, depth)`, in name order. O(pools log pools).
+    pub fn pools(&self) -> Vec<(String, usize)> {
+        let mut out: Vec<(String, usize)> = (0..)
+            .map(lockstep_contract::PoolId)
+            .map_while(|p| {
+                let depth = self.inner.pool_depth(p)?;
+                let name = self.inner.pool_name(p)?;
+                Some((name.to_string(), depth))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// The name of the pool `id`'s current version counts against, if any.
+    fn pool_name(&self, id: &str) -> Option<String> {
+        let p = self.inner.pool_of(&id.to_string())?;
+        self.inner.pool_name(p).map(str::to_string)
     }
 
     /// `SchedulerModel::start`.
@@ -490,14 +632,16 @@ impl DurableModel {
     /// Claims up to `max` versions for `owner` at `now` with leases of `lease` ms: the
     /// candidates are ready versions and running ones whose lease expired (`expiry <= t`), in
     /// claim order (highest priority first, then ascending submission sequence); free slots
-    /// are `max_concurrency` minus the running versions with `expiry > t`. Closed first, then
+    /// are `max_concurrency` minus the running versions with `expiry > t`. A candidate whose
+    /// pool has no room (its depth minus its running versions with `expiry > t` and minus
+    /// what this claim took) is passed over (SPEC A8 pools, as in memory). Closed first, then
     /// the implicit start.
     ///
     /// # Errors
     /// `Closed`; the errors of `start`.
     ///
     /// Rules of `docs/invariants.md` stated here: RULE (D.lease-capacity),
-    /// RULE (D.pg-serial-writes), RULE (D.priority-order).
+    /// RULE (D.pg-serial-writes), RULE (D.priority-order), RULE (D.pool-depth).
     pub fn claim(
         &mut self,
         owner: &str,
@@ -512,6 +656,8 @@ impl DurableModel {
         let t = self.at(now);
         self.clock = t;
         let mut live = 0;
+        // A8 pools (D.pool-depth): the free slots of each pool, over unexpired leases too.
+        let mut pool_room: HashMap<String, usize> = self.pools().into_iter().collect();
         let mut candidates: Vec<((std::cmp::Reverse<i32>, u64), String)> = Vec::new();
         for (id, st) in self.inner.snapshot() {
             // D.priority-order: the claim order is the dag model's, highest priority first,
@@ -527,6 +673,10 @@ impl DurableModel {
                     let l = &self.leases[&id];
                     if l.expiry > t {
                         live += 1;
+                        if let Some(room) = self.pool_name(&id).and_then(|p| pool_room.get_mut(&p))
+                        {
+                            *room = room.saturating_sub(1);
+                        }
                     } else {
                         candidates.push((key, id));
                     }
@@ -536,23 +686,32 @@ impl DurableModel {
         }
         let take = max.min(self.max_concurrency.saturating_sub(live));
         candidates.sort();
-        candidates.truncate(take);
-        // The ready ones among the chosen are the first ones of the ready queue (same order):
-        // let the dag model move exactly those to running.
-        let ready: Vec<&String> = candidates
-            .iter()
-            .map(|(_, id)| id)
-            .filter(|id| self.inner.state(id) == Some(TaskState::Ready))
-            .collect();
-        let moved = self.inner.ready_at_most(ready.len())?;
-        assert_eq!(
-            moved.iter().map(|v| &v.id).collect::<Vec<_>>(),
-            ready,
-            "the ready queue is in submission order"
-        );
-        let expiry = t.saturating_add(lease).min(MAX_MILLIS);
-        let mut out = Vec::with_capacity(candidates.len());
+        // D.pool-depth: walk the order, passing over a version whose pool has no room left
+        // (counting what this claim took), as the in-memory claim does (A8.pool-depth).
+        let mut chosen: Vec<String> = Vec::with_capacity(take);
         for (_, id) in candidates {
+            if chosen.len() == take {
+                break;
+            }
+            if let Some(room) = self.pool_name(&id).and_then(|p| pool_room.get_mut(&p)) {
+                if *room == 0 {
+                    continue;
+                }
+                *room -= 1;
+            }
+            chosen.push(id);
+        }
+        // The ready ones among the chosen move to running in the dag model; the others run
+        // already (their lease expired).
+        let ready: Vec<String> = chosen
+            .iter()
+            .filter(|id| self.inner.state(id) == Some(TaskState::Ready))
+            .cloned()
+            .collect();
+        self.inner.run_ready(&ready)?;
+        let expiry = t.saturating_add(lease).min(MAX_MILLIS);
+        let mut out = Vec::with_capacity(chosen.len());
+        for id in chosen {
             let attempt = self.leases.get(&id).map_or(1, |l| l.attempt + 1);
             let l = ModelLease {
                 id: id.clone(),

@@ -115,7 +115,7 @@ pub fn fresh_postgres(url: &str, options: &PostgresOptions, limit: usize) -> Pos
             let s = &options.schema;
             let limit = i64::try_from(limit).expect("a limit of at most i64::MAX");
             let mut c = pg_client(url);
-            c.batch_execute(&format!("TRUNCATE {s}.tasks, {s}.edges"))
+            c.batch_execute(&format!("TRUNCATE {s}.tasks, {s}.edges, {s}.pools"))
                 .expect("empty the scratch store");
             c.execute(
                 &format!(
@@ -144,6 +144,8 @@ pub fn owner(name: &str) -> LeaseOwner {
 pub fn durable_err(e: LeaseError) -> DurableError {
     match e {
         LeaseError::Scheduler(e) => e.into(),
+        LeaseError::UnknownPool { task, pool } => DurableError::UnknownPool { task, pool },
+        LeaseError::DuplicatePool { name, depth } => DurableError::DuplicatePool { name, depth },
         LeaseError::Fenced {
             id,
             generation,

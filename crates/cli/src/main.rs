@@ -292,10 +292,12 @@ struct DurableRunArgs {
     /// such as connect_timeout or application_name) and, at the very end, `#SCHEMA` (the
     /// PostgreSQL schema: letters, digits and _; default `lockstep`; one database may hold
     /// several runs). Succeeded tasks are kept; failed, blocked and cancelled ones run again as
-    /// new generations, and so does a task whose command, cwd, env or deps changed in FILE,
-    /// with every task that depends on it (a task gone from FILE is left out: cancelled if it
-    /// had not run); see --fresh to start over. `lockstep worker --store` processes may join
-    /// (docs/durable.md). A
+    /// new generations, and so does a task whose command, cwd, env, deps or after changed in
+    /// FILE, with every task that depends on it (a task gone from FILE is left out: cancelled
+    /// if it had not run; a task new in FILE is refused: another graph); see --fresh to start
+    /// over. FILE's [pools] are defined in the store and bound every process's claims (a pool
+    /// whose depth differs from the store's is refused: pools cannot be resized, use --fresh).
+    /// `lockstep worker --store` processes may join (docs/durable.md). A
     /// task's `cwd` is stored as FILE wrote it, relative to FILE's directory (an absolute one
     /// stays absolute): this process runs it under FILE's directory, as `run` does, and each
     /// worker under its `--root` (default: its current directory) [default: none: the run is
@@ -314,9 +316,9 @@ struct DurableRunArgs {
     /// a task, and the run would wait forever.
     #[arg(long, value_name = "N", requires = "store", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     store_limit: Option<u32>,
-    /// With --store: start the store over before this run: every task, result and lease in it
-    /// is deleted (the store itself stays, with --store-limit as its limit) and FILE is
-    /// submitted as new. Refused (exit 2, nothing deleted) while another process runs one of
+    /// With --store: start the store over before this run: every task, result, lease and pool
+    /// in it is deleted (the store itself stays, with --store-limit as its limit) and FILE is
+    /// submitted as new, its pools defined again. Refused (exit 2, nothing deleted) while another process runs one of
     /// its tasks under a live lease [default: off: a store is resumed].
     #[arg(long, requires = "store")]
     fresh: bool,
@@ -818,12 +820,6 @@ fn store_run_timed(
     if args.nothing_to_do(&g) {
         no_run_metrics(events, None);
         return ExitCode::SUCCESS;
-    }
-    // Refused before the store is opened: nothing is created or submitted.
-    if let Some(message) = graph::unsupported_optional(&g).or_else(|| graph::unsupported_pools(&g))
-    {
-        errln!("error: {message}");
-        return ExitCode::from(2);
     }
     // The store validates, submits and runs in one step: one phase.
     let running = timings.start("run");

@@ -45,7 +45,7 @@
 use std::time::{Duration, Instant};
 
 use lockstep_durable::{
-    CallbackOutcome, CancelOutcome, CloseReport, Definition, DurableError, FencingToken,
+    CallbackOutcome, CancelOutcome, CloseReport, Definition, DurableError, Effect, FencingToken,
     Generation, GraphReport, Lease, LeaseInfo, LeaseOwner, Millis, NewTask, Redefinition, Renewal,
     StateCounts, Store, TaskStatus,
 };
@@ -327,6 +327,18 @@ impl Store for PatientStore {
 
     fn definitions(&mut self) -> Result<Vec<Definition>, DurableError> {
         self.call(|s| s.definitions())
+    }
+
+    fn add_dependency(&mut self, id: &str, dep: &str, now: Millis) -> Result<Effect, DurableError> {
+        self.call(|s| s.add_dependency(id, dep, now_after(now)))
+    }
+
+    fn define_pool(&mut self, name: &str, depth: usize) -> Result<(), DurableError> {
+        self.call(|s| s.define_pool(name, depth))
+    }
+
+    fn pools(&mut self) -> Result<Vec<(String, usize)>, DurableError> {
+        self.call(|s| s.pools())
     }
 
     fn cancel(&mut self, id: &str, now: Millis) -> Result<CancelOutcome, DurableError> {

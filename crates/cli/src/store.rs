@@ -11,19 +11,31 @@
 //!
 //! # What `run --store` does
 //! 1. validates the graph as `run` does (a graph that cannot run is refused, exit 2);
-//! 2. a new (empty) store: submits every task in one transaction, the payload being the
-//!    task's command, working directory (as the file wrote it: see "Paths across machines"),
-//!    environment, timeout and file position;
+//! 2. a new (empty) store: defines the file's pools (`[pools]`, SPEC A8; store schema
+//!    version 3: [`Store::define_pool`]), then submits every task in one transaction, with its
+//!    required (`deps`) and optional (`after`, SPEC A8; store schema version 3) dependencies,
+//!    its claim priority and its pool, the payload being the task's command, working directory
+//!    (as the file wrote it: see "Paths across machines"), environment, timeout and file
+//!    position. Every claim, by this process or a `lockstep worker`, then keeps at most
+//!    `depth` tasks of a pool under unexpired leases and passes over a full pool's tasks
+//!    ([`Store::claim`], `docs/durable.md` "Capacity and claims");
 //! 3. a store that already holds the graph (a previous run crashed, was interrupted or had
 //!    failures) is **resumed**: succeeded tasks are kept; failed, blocked and cancelled ones are
 //!    submitted again (a new generation, dependencies first), with the file's current command;
 //!    pending and ready ones wait as they are; running ones are claimed again once their leases
 //!    expire (their worker is presumed dead). The file is compared with the store (each
-//!    payload carries a [`fingerprint`] of the task's command, cwd, env and deps): a changed
-//!    task and its descendants run again as new generations, changed dependencies are applied,
-//!    tasks gone from the file are left out, all in one [`Store::redefine`]; a changed task
-//!    running under a live lease is refused (exit 2, nothing changed). `--fresh` starts the
-//!    store over first ([`Store::reset`]). The `resumed:` line says what happened. Every
+//!    payload carries a [`fingerprint`] of the task's command, cwd, env, deps and after): a
+//!    changed task and its descendants (through optional edges too) run again as new
+//!    generations, changed dependencies are applied, a kept task that missed an optional
+//!    dependency resubmitted now runs again after it (with its descendants), tasks gone from
+//!    the file are left out, all in one [`Store::redefine`]; a changed task running under a
+//!    live lease is refused (exit 2, nothing changed). Before that, the file's pools are
+//!    defined in the store (`define_pools`: one the store lacks is defined, one with another
+//!    depth is refused, exit 2, nothing changed: a store's pools cannot be resized). Priority
+//!    and pool are not part of the fingerprint: stored versions keep theirs, every version
+//!    submitted from then on takes the file's (`new_task`). `--fresh` starts the store over
+//!    first ([`Store::reset`], which forgets its pools too). The `resumed:` line says what
+//!    happened. Every
 //!    submission is conditional on what was read ([`Store::submit_if_unchanged`]): a second
 //!    `run` started at the same moment on a new store resumes the first one's graph instead of
 //!    submitting it again, and two resuming at once resubmit each lost task once;
@@ -284,9 +296,9 @@ pub struct StoredPayload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
     /// The fingerprint of the task's definition ([`fingerprint`]: command, `cwd` as stored,
-    /// environment, dependencies), recorded so that a resumed run notices a changed task.
-    /// Absent in payloads written before fingerprints existed (issue 11 item 5): such a task
-    /// is kept as it is, and the resumed run records its fingerprint.
+    /// environment, dependencies, optional dependencies), recorded so that a resumed run
+    /// notices a changed task. Absent in payloads written before fingerprints existed (issue
+    /// 11 item 5): such a task is kept as it is, and the resumed run records its fingerprint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fingerprint: Option<String>,
 }
@@ -300,24 +312,46 @@ const FINGERPRINT_TAG: &str = "lockstep-task-definition/1";
 /// `[TAG, command, cwd, env, deps]`: `TAG` = `"lockstep-task-definition/1"`; `command` a string
 /// or `null`; `cwd` the working directory **as stored** (as the task file wrote it, relative to
 /// the file's directory, or absolute; lossily UTF-8), or `null`; `env` an object whose keys are
-/// in sorted order (a `BTreeMap`); `deps` the dependency ids **sorted** (their order in the
-/// file does not matter to what the task does). Timeouts, retries and the task's position in
-/// the file are **not** part of it: they decide how an attempt is judged, not what it does
-/// (as ninja hashes only the command line), so changing them does not rerun a task that
-/// succeeded. O(size of the definition).
+/// in sorted order (a `BTreeMap`); `deps` the (required) dependency ids **sorted** (their
+/// order in the file does not matter to what the task does). A task with optional
+/// dependencies (`after`, store schema version 3) has a sixth element, `after`, those ids
+/// sorted: `[TAG, command, cwd, env, deps, after]`. It is left out when `after` is empty, so
+/// that a task without one keeps exactly the fingerprint of the builds before optional
+/// dependencies (a store written by them resumes with nothing rerun), and the tag stays;
+/// moving an id between `deps` and `after` changes the fingerprint (the two lists are
+/// encoded apart). Timeouts, retries and the task's position in the file are **not** part of
+/// it: they decide how an attempt is judged, not what it does (as ninja hashes only the
+/// command line), so changing them does not rerun a task that succeeded. Nor are the claim
+/// priority and the pool, which decide when the task runs: a resumed run keeps the stored
+/// versions' and gives the file's to every version it submits. O(size of the definition).
 pub fn fingerprint(
     command: Option<&str>,
     cwd: Option<&Path>,
     env: &BTreeMap<String, String>,
     deps: &[String],
+    after: &[String],
 ) -> String {
     use sha2::Digest;
-    let mut sorted: Vec<&str> = deps.iter().map(String::as_str).collect();
-    sorted.sort_unstable();
+    let sorted_ids = |ids: &[String]| {
+        let mut sorted: Vec<String> = ids.to_vec();
+        sorted.sort_unstable();
+        sorted
+    };
     let cwd = cwd.map(|c| c.to_string_lossy().into_owned());
     // Serialising strings, options, a BTreeMap and a Vec cannot fail.
-    let canonical =
-        serde_json::to_vec(&(FINGERPRINT_TAG, command, cwd, env, sorted)).unwrap_or_default();
+    let canonical = if after.is_empty() {
+        serde_json::to_vec(&(FINGERPRINT_TAG, command, cwd, env, sorted_ids(deps)))
+    } else {
+        serde_json::to_vec(&(
+            FINGERPRINT_TAG,
+            command,
+            cwd,
+            env,
+            sorted_ids(deps),
+            sorted_ids(after),
+        ))
+    }
+    .unwrap_or_default();
     sha2::Sha256::digest(&canonical)
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -607,8 +641,10 @@ impl StoreRunReport {
 
 /// The end-report records of a store run's tasks: their final status in the store, their
 /// attempt number among `attempts` (first generation in this run, attempts allowed), the log of
-/// their final generation when this process ran it (`--log-dir`), and for the tasks this
-/// process gave back after a signal, how their command ended. O(tasks + attempts).
+/// their final generation when this process ran it (`--log-dir`), for the tasks this
+/// process gave back after a signal, how their command ended, and the optional dependencies
+/// each version that ran did without (the store's [`TaskStatus::optional_misses`]).
+/// O(tasks + attempts).
 fn records(
     tasks: &[(String, TaskStatus<String>)],
     attempts: &[(u64, u32)],
@@ -642,8 +678,16 @@ fn records(
                 duration: None,
                 error: s.error.clone(),
                 blocked_by: s.blocked_by.clone(),
-                // Stores keep no optional edges (schema version 1; `run --store` refuses them).
-                optional_misses: Vec::new(),
+                // As in memory, only for a version that ran (succeeded, failed, or given back
+                // after a stop: the in-memory run records that one failed): the store also
+                // keeps the misses of a pending, ready or cancelled version, which did not run.
+                optional_misses: if matches!(s.state, TaskState::Succeeded | TaskState::Failed)
+                    || interrupted.is_some()
+                {
+                    s.optional_misses.clone()
+                } else {
+                    Vec::new()
+                },
                 log: logs.get(&(id.as_str(), g)).map(|p| (*p).clone()),
                 interrupted,
                 attempt,
@@ -685,10 +729,10 @@ pub fn run(
     // touched: a batch whose last task is refused would leave the first ones committed, and
     // the half-filled store could never be resumed with this file.
     for (i, t) in graph.tasks.iter().enumerate() {
-        let task = NewTask::new(t.id.clone(), t.deps.clone())
-            .with_payload(payload(i, t, defaults))
-            .with_priority(t.priority.unwrap_or(0));
-        lockstep_durable::validate_new_task(&task, false).map_err(store_err)?;
+        let task = new_task(t, payload(i, t, defaults));
+        // The pools are the file's: [`define_pools`] defines them before any submission.
+        lockstep_durable::validate_new_task(&task, false, |p| Ok(graph.pools.contains_key(p)))
+            .map_err(store_err)?;
     }
     if let Some(dir) = &opts.log_dir {
         std::fs::create_dir_all(dir).map_err(|source| StoreRunError::LogDir {
@@ -813,6 +857,8 @@ pub fn run(
         .collect();
     let fail_fast = retries.fail_fast_cause();
     let records = records(&tasks, &attempts, &workers, fail_fast.as_deref());
+    // As in memory: the misses the end report's `optional:` lines name.
+    metrics.optional_misses = records.iter().map(|r| r.optional_misses.len()).sum();
     if let Some(ev) = &opts.events {
         let fail_fast = retries.fail_fast_cause();
         for (id, s) in &tasks {
@@ -893,6 +939,113 @@ fn start_over(
     }
 }
 
+/// The version the store gets for task `t` of the file: its required (`deps`) and optional
+/// (`after`, store schema version 3) dependencies, `payload`, claim priority (SPEC A8, schema
+/// version 2) and pool (the file's `pool`, SPEC A8, schema version 3; [`define_pools`] has
+/// defined the file's pools before anything is submitted). Every version this module submits
+/// is made here: a new run's, a resumed run's (lost, changed and following tasks) and a
+/// retry's ([`Retries::tend`]).
+///
+/// Priority and pool decide **when** a version runs, not what it does, so neither is part of
+/// the [`fingerprint`] (like `timeout` and `retries`; `docs/semantics.md`, "Priorities in task
+/// files" and "Pools in task files"): resuming a file whose priorities or pools changed reruns
+/// nothing, the versions already stored keep the priority and pool they were submitted with
+/// (a kept pending or ready task stays in its old pool, or in none), and every version
+/// submitted from then on (a retry, a rerun of a changed, lost or following task) takes the
+/// file's.
+fn new_task(t: &crate::graph::TaskSpec, payload: Vec<u8>) -> NewTask {
+    let task = NewTask::new(t.id.clone(), t.deps.clone())
+        .with_optional(t.after.iter().cloned())
+        .with_payload(payload)
+        .with_priority(t.priority.unwrap_or(0));
+    match &t.pool {
+        Some(pool) => task.in_pool(pool.clone()),
+        None => task,
+    }
+}
+
+/// Defines the file's pools ([`TaskGraph::pools`], its `[pools]` table) in the store, as
+/// [`prepare_once`] does before a new run's first submission and before every resume's
+/// [`Store::redefine`] (a version in an undefined pool would be refused,
+/// [`DurableError::UnknownPool`]). Returns the pools this call defined, `(name, depth)` in
+/// name order. A file without pools does not touch the store.
+///
+/// * A pool the store lacks is defined ([`Store::define_pool`]), so a store made by a run of
+///   the file before it had pools (or by an older Lockstep) gets them on resume.
+/// * A pool the store has with the file's depth is left as it is. Several processes may race
+///   (two `run --store` of one file on a new store): a definition refused with
+///   [`DurableError::DuplicatePool`] carrying the file's depth is success.
+/// * A pool the store has with **another** depth is refused ([`StoreRunError::Mismatch`],
+///   exit 2, naming the pool and both depths): a store's pools cannot be resized (SPEC A8,
+///   `docs/semantics.md` "Named concurrency limits"), and running with a limit other than the
+///   file's would be the silent wrong answer. Every pool is compared before any is defined,
+///   so a refused file changes nothing in the store (only a definition with another depth by
+///   another process between the look and this call's definitions can leave the ones made
+///   before it). `--fresh` starts the store over ([`Store::reset`] forgets its pools), then
+///   this defines the file's.
+/// * Pools the store has that the file no longer declares are left alone: a pool holds no
+///   task by itself, and the versions stored in it keep it.
+///
+/// O(pools) statements.
+fn define_pools(
+    store: &mut dyn Store,
+    graph: &TaskGraph,
+    spec: &StoreSpec,
+) -> Result<Vec<(String, usize)>, StoreRunError> {
+    if graph.pools.is_empty() {
+        return Ok(Vec::new());
+    }
+    let store_err = |source| StoreRunError::Store {
+        store: spec.to_string(),
+        source,
+    };
+    let resized = |name: &str, has: usize, file: usize, after: &str| StoreRunError::Mismatch {
+        store: spec.to_string(),
+        reason: format!(
+            "pool {name:?} has depth {has} in the store but {file} in the file: pools cannot be \
+             resized in a store; run with --fresh to start over (every task in the store is \
+             deleted), or change the file back ({name} = {has}); {after}"
+        ),
+    };
+    let stored: HashMap<String, usize> = store.pools().map_err(store_err)?.into_iter().collect();
+    // Every pool compared before any is defined: a refused file leaves the store as it was.
+    for (name, &depth) in &graph.pools {
+        if let Some(&has) = stored.get(name)
+            && has != depth
+        {
+            return Err(resized(name, has, depth, "nothing was changed"));
+        }
+    }
+    let mut defined = Vec::new();
+    for (name, &depth) in graph.pools.iter().filter(|(n, _)| !stored.contains_key(*n)) {
+        match store.define_pool(name, depth) {
+            Ok(()) => defined.push((name.clone(), depth)),
+            // Defined by another process since `pools` looked (or by this one's try before an
+            // outage took the answer away), with the same depth: as good as defined here.
+            Err(DurableError::DuplicatePool { depth: has, .. }) if has == depth => {}
+            Err(DurableError::DuplicatePool { depth: has, .. }) => {
+                return Err(resized(
+                    name,
+                    has,
+                    depth,
+                    "another process defined it meanwhile; nothing was submitted",
+                ));
+            }
+            Err(e) => return Err(store_err(e)),
+        }
+    }
+    Ok(defined)
+}
+
+/// `N pool(s) defined (a = 1, b = 2)` for the `store:` and `resumed:` lines.
+fn pools_defined(defined: &[(String, usize)]) -> String {
+    format!(
+        "{} pool(s) defined ({})",
+        defined.len(),
+        listed(defined.iter().map(|(n, d)| format!("{n} = {d}")))
+    )
+}
+
 /// The payload of a task of the file, with its timeout (its own, else the default).
 ///
 /// The `cwd` is stored as the file wrote it (relative to the file's directory, or absolute;
@@ -913,6 +1066,7 @@ fn payload(index: usize, t: &crate::graph::TaskSpec, defaults: &Defaults) -> Vec
             cwd.as_deref(),
             &t.env,
             &t.deps,
+            &t.after,
         )),
         command: t.command.clone(),
         cwd,
@@ -945,8 +1099,10 @@ fn prepare(
     targets: bool,
     defaults: &Defaults,
 ) -> Result<Vec<String>, StoreRunError> {
+    // The pools defined by any attempt, for the line printed (a later attempt finds them).
+    let mut defined = Vec::new();
     for _ in 0..PREPARE_ATTEMPTS {
-        if let Some(lines) = prepare_once(store, graph, spec, targets, defaults)? {
+        if let Some(lines) = prepare_once(store, graph, spec, targets, defaults, &mut defined)? {
             return Ok(lines);
         }
     }
@@ -960,13 +1116,17 @@ fn prepare(
 }
 
 /// One attempt of [`prepare`]: `None` when the submission was refused because the store
-/// changed since it was read (nothing was submitted).
+/// changed since it was read (nothing was submitted). The file's pools are defined first
+/// ([`define_pools`], appending to `defined` those this attempt defined): before a new run's
+/// submission, and on a resume after the checks that refuse the store (closed, another graph,
+/// other tasks to run) and before its [`Store::redefine`].
 fn prepare_once(
     store: &mut dyn Store,
     graph: &TaskGraph,
     spec: &StoreSpec,
     targets: bool,
     defaults: &Defaults,
+    defined: &mut Vec<(String, usize)>,
 ) -> Result<Option<Vec<String>>, StoreRunError> {
     let store_err = |source| StoreRunError::Store {
         store: spec.to_string(),
@@ -978,15 +1138,12 @@ fn prepare_once(
     };
     let counts = store.counts().map_err(store_err)?;
     if counts.total() == 0 {
+        defined.extend(define_pools(store, graph, spec)?);
         let tasks: Vec<NewTask> = graph
             .tasks
             .iter()
             .enumerate()
-            .map(|(i, t)| {
-                NewTask::new(t.id.clone(), t.deps.clone())
-                    .with_payload(payload(i, t, defaults))
-                    .with_priority(t.priority.unwrap_or(0))
-            })
+            .map(|(i, t)| new_task(t, payload(i, t, defaults)))
             .collect();
         // INVARIANT (D.conditional-submit): only if none of the file's tasks was submitted
         // since `counts` looked; another run that got there first makes this one resume
@@ -1002,8 +1159,13 @@ fn prepare_once(
             }
         }
         store.start().map_err(store_err)?;
+        let pools = if defined.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", pools_defined(defined))
+        };
         return Ok(Some(vec![format!(
-            "store: {spec}: new run of {} task(s)",
+            "store: {spec}: new run of {} task(s){pools}",
             graph.tasks.len()
         )]));
     }
@@ -1041,6 +1203,8 @@ fn prepare_once(
             )));
         }
     }
+    // Before anything is resubmitted: the versions submitted below are in the file's pools.
+    defined.extend(define_pools(store, graph, spec)?);
     let definitions: HashMap<String, Definition> = store
         .definitions()
         .map_err(store_err)?
@@ -1061,23 +1225,60 @@ fn prepare_once(
     };
 
     // Resubmit every changed task and its descendants, and every lost task, dependencies
-    // first (Kahn's order over the file's graph), so that a resubmitted dependent waits on its
-    // resubmitted dependency; all of it in one conditional, all-or-nothing `redefine`.
+    // first (Kahn's order over the file's graph, optional edges included), so that a
+    // resubmitted dependent waits on its resubmitted dependency, required or optional; all of
+    // it in one conditional, all-or-nothing `redefine`.
+    //
+    // A kept task (succeeded, pending or ready) that recorded a miss of an optional dependency
+    // resubmitted now (it ran, or would run, without it) is resubmitted too, after it, with
+    // its kept descendants: a follower runs after what it follows, here after its new version,
+    // as in a run of the whole file (a clean-up after a deploy that runs again cleans up
+    // after it again). A running one is left to finish.
     let order = topological(graph);
+    let index: HashMap<&str, usize> = graph
+        .tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.id.as_str(), i))
+        .collect();
     let (mut kept, mut waiting, mut running, mut claimable) = (0, 0, 0, 0);
     let now = store.clock().map_err(store_err)?.max(SystemClock.now());
     let mut lost: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut change = Redefinition::default();
     let mut unknown_kept = 0;
+    // Positions resubmitted so far (`order` decides a task's dependencies before it).
+    let mut resubmitted: HashSet<usize> = HashSet::new();
+    // Kept tasks resubmitted after a missed optional dependency (with what they missed), and
+    // those with their kept descendants.
+    let mut followers: Vec<(usize, Vec<&str>)> = Vec::new();
+    let mut follower_descendants: HashSet<usize> = HashSet::new();
     for &i in &order {
         let t = &graph.tasks[i];
         let status = &stored[&t.id];
-        if plan.rerun.contains(&i) {
-            change.submit.push(
-                NewTask::new(t.id.clone(), t.deps.clone())
-                    .with_payload(plan.payloads[i].clone())
-                    .with_priority(t.priority.unwrap_or(0)),
-            );
+        let in_rerun =
+            |d: &str, set: &HashSet<usize>| index.get(d).is_some_and(|j| set.contains(j));
+        let kept_state = matches!(
+            status.state,
+            TaskState::Succeeded | TaskState::Pending | TaskState::Ready
+        );
+        let missed: Vec<&str> = status
+            .optional_misses
+            .iter()
+            .map(|m| m.dependency.as_str())
+            .filter(|d| in_rerun(d, &resubmitted))
+            .collect();
+        let follows = !plan.rerun.contains(&i)
+            && kept_state
+            && (!missed.is_empty() || t.all_deps().any(|d| in_rerun(d, &follower_descendants)));
+        if plan.rerun.contains(&i) || follows {
+            if follows {
+                follower_descendants.insert(i);
+                if !missed.is_empty() {
+                    followers.push((i, missed));
+                }
+            }
+            resubmitted.insert(i);
+            change.submit.push(new_task(t, plan.payloads[i].clone()));
             continue;
         }
         match status.state {
@@ -1096,11 +1297,8 @@ fn prepare_once(
             }
             s @ (TaskState::Failed | TaskState::Blocked | TaskState::Cancelled) => {
                 *lost.entry(s.name()).or_default() += 1;
-                change.submit.push(
-                    NewTask::new(t.id.clone(), t.deps.clone())
-                        .with_payload(plan.payloads[i].clone())
-                        .with_priority(t.priority.unwrap_or(0)),
-                );
+                resubmitted.insert(i);
+                change.submit.push(new_task(t, plan.payloads[i].clone()));
                 continue;
             }
         }
@@ -1169,12 +1367,27 @@ fn prepare_once(
         }
     }
     let mut parts = vec![format!("{kept} succeeded task(s) kept")];
+    if !defined.is_empty() {
+        parts.push(format!("{} the store lacked", pools_defined(defined)));
+    }
     if !plan.changed.is_empty() {
         let descendants = plan.rerun.len() - plan.changed.len();
         parts.push(format!(
             "{} changed ({}) run again with {descendants} descendant(s) as new generations",
             plan.changed.len(),
             listed(plan.changed.iter().map(ToString::to_string))
+        ));
+    }
+    if !followers.is_empty() {
+        let descendants = follower_descendants.len() - followers.len();
+        parts.push(format!(
+            "{} that missed an optional dependency run again after it ({}) with {descendants} descendant(s) as new generations",
+            followers.len(),
+            listed(
+                followers
+                    .iter()
+                    .map(|(i, missed)| format!("{}: {}", graph.tasks[*i].id, missed.join(", ")))
+            )
         ));
     }
     if !removed.is_empty() {
@@ -1229,8 +1442,9 @@ const LISTED: usize = 5;
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct ChangedTask {
     id: String,
-    /// What differs: `command`, `cwd`, `env`, `deps` (or `definition` when the stored
-    /// payload cannot be read), in that order.
+    /// What differs: `command`, `cwd`, `env`, `deps` (the required dependencies), `after`
+    /// (the optional ones; an id moved between the two lists changes both), or `definition`
+    /// when the stored payload cannot be read, in that order.
     what: Vec<&'static str>,
 }
 
@@ -1258,9 +1472,11 @@ struct ResumePlan {
 
 impl ResumePlan {
     /// Compares each task of `graph` with its stored definition. A task is **changed** when
-    /// its stored fingerprint differs from the file's, or when its stored dependency set
-    /// differs (always comparable: the store keeps the edges, so an older store without
-    /// fingerprints still gets its changed dependencies applied). O(tasks + edges).
+    /// its stored fingerprint differs from the file's, or when its stored set of required
+    /// dependencies ([`Definition::deps`], the file's `deps`) or of optional ones
+    /// ([`Definition::optional`], the file's `after`) differs (always comparable: the store
+    /// keeps the edges and their kinds, so an older store without fingerprints still gets its
+    /// changed dependencies applied). O(tasks + edges).
     fn new(
         graph: &TaskGraph,
         defaults: &Defaults,
@@ -1282,11 +1498,17 @@ impl ResumePlan {
             else {
                 continue;
             };
-            let mut new_deps: Vec<&String> = t.deps.iter().collect();
-            let mut old_deps: Vec<&String> = d.deps.iter().collect();
-            new_deps.sort_unstable();
-            old_deps.sort_unstable();
-            let deps_changed = new_deps != old_deps;
+            // Each kind compared as a set: an id moved from one list to the other changes
+            // both.
+            let differ = |new: &[String], old: &[String]| {
+                let mut new: Vec<&String> = new.iter().collect();
+                let mut old: Vec<&String> = old.iter().collect();
+                new.sort_unstable();
+                old.sort_unstable();
+                new != old
+            };
+            let deps_changed = differ(&t.deps, &d.deps);
+            let after_changed = differ(&t.after, &d.optional);
             let new = StoredPayload::decode(&payloads[i]).unwrap_or_default();
             let mut what = Vec::new();
             match StoredPayload::decode(&d.payload) {
@@ -1304,6 +1526,9 @@ impl ResumePlan {
                         if deps_changed {
                             what.push("deps");
                         }
+                        if after_changed {
+                            what.push("after");
+                        }
                         if what.is_empty() {
                             what.push("definition");
                         }
@@ -1314,7 +1539,11 @@ impl ResumePlan {
                 Ok(_) => {
                     if deps_changed {
                         what.push("deps");
-                    } else {
+                    }
+                    if after_changed {
+                        what.push("after");
+                    }
+                    if what.is_empty() {
                         unknown.insert(i);
                     }
                 }
@@ -1343,7 +1572,8 @@ impl ResumePlan {
 }
 
 /// The positions of `from` and of every task of `graph` that depends on one of them,
-/// directly or not (breadth-first over the file's reverse edges). O(tasks + edges).
+/// directly or not, through required or optional (`after`) edges (breadth-first over the
+/// file's reverse edges). O(tasks + edges).
 fn descendants(graph: &TaskGraph, from: impl Iterator<Item = usize>) -> HashSet<usize> {
     let index: HashMap<&str, usize> = graph
         .tasks
@@ -1352,8 +1582,9 @@ fn descendants(graph: &TaskGraph, from: impl Iterator<Item = usize>) -> HashSet<
         .map(|(i, t)| (t.id.as_str(), i))
         .collect();
     let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); graph.tasks.len()];
+    // Optional edges too: a task that runs after another may have read what it left.
     for (i, t) in graph.tasks.iter().enumerate() {
-        for d in &t.deps {
+        for d in t.all_deps() {
             if let Some(&j) = index.get(d.as_str()) {
                 dependents[j].push(i);
             }
@@ -1378,11 +1609,16 @@ fn descendants(graph: &TaskGraph, from: impl Iterator<Item = usize>) -> HashSet<
 /// (a new generation) followed, in the same batch and transaction, by every task the failed
 /// version blocked (their root cause is that version), dependencies first: each of them is a
 /// new generation that waits on the retry again. So descendants run if a retry succeeds, as
-/// without a store. The local worker threads look here before every claim ([`Retries::tend`])
-/// and do not end while a retry waits for its delay ([`Retries::busy`]).
+/// without a store. The failed version also made its optional waiters (`after`) ready with a
+/// miss (SPEC A8): those not claimed yet when the retry is submitted (pending or ready) join
+/// the batch too and wait for the retry, as in memory, where a task's attempts all end before
+/// its followers start; one already claimed (within the retry delay, or by another process)
+/// runs without the failed attempt and is named so in the end report. The local worker
+/// threads look here before every claim ([`Retries::tend`]) and do not end while a retry
+/// waits for its delay ([`Retries::busy`]).
 #[derive(Debug)]
 pub struct Retries {
-    /// The file's tasks, dependencies first (Kahn's order).
+    /// The file's tasks, dependencies first (Kahn's order, optional edges included).
     tasks: Vec<RetryTask>,
     /// Each task's position in `tasks`.
     position: HashMap<String, usize>,
@@ -1395,10 +1631,10 @@ pub struct Retries {
 #[derive(Debug)]
 struct RetryTask {
     id: String,
-    deps: Vec<String>,
-    payload: Vec<u8>,
-    /// The claim priority of the file (SPEC A8): a retry's new version keeps it.
-    priority: i32,
+    /// The version a retry submits ([`new_task`]: the file's dependencies, required and
+    /// optional, payload, claim priority and pool, SPEC A8): a retry's new version takes the
+    /// file's priority and pool, as every version submitted by this run does.
+    version: NewTask,
     limits: Limits,
 }
 
@@ -1433,9 +1669,7 @@ impl Retries {
                 let t = &graph.tasks[i];
                 RetryTask {
                     id: t.id.clone(),
-                    deps: t.deps.clone(),
-                    payload: payload(i, t, defaults),
-                    priority: t.priority.unwrap_or(0),
+                    version: new_task(t, payload(i, t, defaults)),
                     limits: Limits::of(t, defaults),
                 }
             })
@@ -1543,25 +1777,39 @@ impl Retries {
             {
                 continue;
             }
+            // The ids of the batch so far (`self.tasks` is in dependency order, optional
+            // edges included).
+            let mut in_batch: HashSet<&str> = HashSet::new();
             let batch: Vec<NewTask> = self
                 .tasks
                 .iter()
                 .filter(|t| {
-                    t.id == id
+                    let take = t.id == id
                         || snap.get(&t.id).is_some_and(|s| {
-                            s.state == TaskState::Blocked
+                            let blocked_by_it = s.state == TaskState::Blocked
                                 && s.blocked_by.as_ref().is_some_and(|c| {
                                     c.task == id
                                         && c.generation.0 == g
                                         && c.state == TaskState::Failed
-                                })
-                        })
+                                });
+                            // An optional waiter not claimed yet that recorded the version
+                            // this batch replaces: it waits for the retry, as in memory.
+                            let waits_again =
+                                matches!(s.state, TaskState::Pending | TaskState::Ready)
+                                    && s.optional_misses.iter().any(|m| {
+                                        in_batch.contains(m.dependency.as_str())
+                                            && snap
+                                                .get(&m.dependency)
+                                                .is_some_and(|d| d.generation == m.generation)
+                                    });
+                            blocked_by_it || waits_again
+                        });
+                    if take {
+                        in_batch.insert(t.id.as_str());
+                    }
+                    take
                 })
-                .map(|t| {
-                    NewTask::new(t.id.clone(), t.deps.clone())
-                        .with_payload(t.payload.clone())
-                        .with_priority(t.priority)
-                })
+                .map(|t| t.version.clone())
                 .collect();
             // Only if no other run retried (resubmitted) one of them since the snapshot.
             let seen: Vec<(&str, Option<Generation>)> = batch
@@ -1592,8 +1840,10 @@ impl Retries {
     }
 }
 
-/// The positions of `graph`'s tasks, dependencies first (Kahn's order over the file's edges;
-/// ids that are not tasks of the graph are left out of the edges).
+/// The positions of `graph`'s tasks, dependencies first (Kahn's order over the file's edges,
+/// required and optional: a batch that resubmits a task and one that runs after it must
+/// submit the first first, or the follower would find its old version lost and record a
+/// miss at once; ids that are not tasks of the graph are left out of the edges).
 fn topological(graph: &TaskGraph) -> Vec<usize> {
     let index: HashMap<&str, usize> = graph
         .tasks
@@ -1604,7 +1854,7 @@ fn topological(graph: &TaskGraph) -> Vec<usize> {
     let mut indegree: Vec<usize> = vec![0; graph.tasks.len()];
     let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); graph.tasks.len()];
     for (i, t) in graph.tasks.iter().enumerate() {
-        for d in &t.deps {
+        for d in t.all_deps() {
             if let Some(&j) = index.get(d.as_str()) {
                 dependents[j].push(i);
                 indegree[i] += 1;
@@ -1630,6 +1880,50 @@ fn topological(graph: &TaskGraph) -> Vec<usize> {
 #[cfg(test)]
 mod spec_tests {
     use super::*;
+
+    fn sha256_hex(text: &str) -> String {
+        use sha2::Digest;
+        sha2::Sha256::digest(text.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    fn ids(v: &[&str]) -> Vec<String> {
+        v.iter().map(ToString::to_string).collect()
+    }
+
+    /// The fingerprint of a task without `after` is byte for byte the encoding of the builds
+    /// before optional dependencies (the five-element array, written out here; its digest
+    /// pinned), so a store they wrote resumes with nothing rerun; `after` adds a sixth
+    /// element (sorted), and moving an id between `deps` and `after` changes it.
+    #[test]
+    fn fingerprint_keeps_the_old_encoding_without_after_and_adds_after_apart() {
+        let env = BTreeMap::from([("K".to_string(), "v".to_string())]);
+        let cwd = Path::new("src");
+        let of = |deps: &[&str], after: &[&str]| {
+            fingerprint(Some("make"), Some(cwd), &env, &ids(deps), &ids(after))
+        };
+        let old = r#"["lockstep-task-definition/1","make","src",{"K":"v"},["a","b"]]"#;
+        assert_eq!(of(&["b", "a"], &[]), sha256_hex(old));
+        assert_eq!(
+            sha256_hex(old),
+            "1d07379cea3ce7980eb7a58b0570d4d6e528030062dc5cbf7d6f94d0ea42cc57",
+            "the old encoding's digest"
+        );
+        // With `after`: a sixth element, sorted; the tag stays.
+        let with = r#"["lockstep-task-definition/1","make","src",{"K":"v"},["a"],["b","c"]]"#;
+        assert_eq!(of(&["a"], &["c", "b"]), sha256_hex(with));
+        assert_ne!(of(&["a"], &["b"]), of(&["a"], &[]));
+        // An id moved from `deps` to `after` (or back) changes it.
+        assert_ne!(of(&["a", "b"], &[]), of(&["a"], &["b"]));
+        assert_ne!(of(&["a"], &["b"]), of(&["b"], &["a"]));
+        // No command, no cwd, no deps, no after: still the old five elements.
+        assert_eq!(
+            fingerprint(None, None, &BTreeMap::new(), &[], &[]),
+            sha256_hex(r#"["lockstep-task-definition/1",null,null,{},[]]"#)
+        );
+    }
 
     /// `--store` values: SQLite paths, PostgreSQL URLs (only in a build with the `postgres`
     /// feature; without it they are refused by name), everything else refused.

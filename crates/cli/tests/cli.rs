@@ -2844,7 +2844,8 @@ fn run_refuses_a_priority_it_cannot_honour_and_store_runs_claim_by_it() {
 /// `examples/optional.toml` (SPEC A8 optional edges, `after`): the failing tests block the
 /// package (a required edge) but not the report or the clean-up (optional edges), which run,
 /// really, after everything they follow ended, and the end report names what each ran
-/// without, in list order. With a store the file is refused before a store exists.
+/// without, in list order. `run --store` (store schema version 3) prints the same report
+/// lines and counts, from the store's statuses.
 #[test]
 fn optional_dependencies_run_after_a_failure_and_are_named() {
     let out = lockstep()
@@ -2879,6 +2880,32 @@ fn optional_dependencies_run_after_a_failure_and_are_named() {
             < starts.iter().position(|&t| t == "test-report"),
         "{text}"
     );
+
+    // The same file with a store: the same end report (but for the store's own words).
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("o.lockstep");
+    let stored = lockstep()
+        .args(["run", "-j", "2", "-v"])
+        .arg(example("optional.toml"))
+        .arg("--store")
+        .arg(format!("sqlite:{}", store.display()))
+        .output()
+        .unwrap();
+    assert_eq!(stored.status.code(), Some(1), "{}", stdout_of(&stored));
+    let stored = stdout_of(&stored);
+    for prefix in ["failed: ", "blocked: ", "optional: "] {
+        assert_eq!(
+            lines_starting(&stored, prefix),
+            lines_starting(&text, prefix),
+            "{stored}"
+        );
+    }
+    let counts = |t: &str| {
+        let line = lines_starting(t, "summary: ")[0];
+        line[..line.find("; wall time").unwrap()].to_string()
+    };
+    assert_eq!(counts(&stored), counts(&text));
+    assert!(stored.contains(", optional misses 3\n"), "{stored}");
 }
 
 /// Optional edges with real processes: the follower starts only after the command it follows
@@ -2937,9 +2964,10 @@ fn an_optional_dependency_is_waited_for_and_counted() {
 
 /// An id in both `deps` and `after` is a duplicate dependency, an optional edge can close a
 /// cycle, a bad DOT `optional` value is a reader error naming the edge, and `run --store`
-/// refuses optional edges (exit 2) before creating a store or running anything.
+/// runs optional edges (store schema version 3; it used to refuse them): a DOT
+/// `optional=true` edge is stored optional, and its follower runs after a failure.
 #[test]
-fn optional_edges_are_checked_like_any_other_and_refused_by_stores() {
+fn optional_edges_are_checked_like_any_other_and_run_by_stores() {
     let dir = tempfile::tempdir().unwrap();
     let dup = write(
         dir.path(),
@@ -2981,26 +3009,35 @@ fn optional_edges_are_checked_like_any_other_and_refused_by_stores() {
     let marker = dir.path().join("ran");
     let file = write(
         dir.path(),
-        "o.toml",
+        "o.dot",
         &format!(
-            "[[task]]\nid = \"a\"\ncommand = \"touch {}\"\n[[task]]\nid = \"b\"\nafter = [\"a\"]\n",
+            "digraph {{ b -> a [optional=true]; a [command=\"exit 3\"]; b [command=\"touch {}\"]; }}",
             marker.display()
         ),
     );
     let store = dir.path().join("s.lockstep");
-    lockstep()
+    let out = lockstep()
         .arg("run")
         .arg(&file)
         .arg("--store")
         .arg(format!("sqlite:{}", store.display()))
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains(
-            "error: task \"b\" (line 5) has optional dependencies (\"a\"), which \
-             `lockstep run --store` cannot run yet",
-        ));
-    assert!(!store.exists(), "no store was created");
-    assert!(!marker.exists(), "nothing ran");
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(marker.exists(), "b ran after a failed: {text}");
+    assert_eq!(
+        lines_starting(&text, "optional: "),
+        ["optional: b ran without a (failed)"]
+    );
+    let defs = lockstep_durable::SqliteStore::open(&store)
+        .and_then(|mut s| lockstep_durable::Store::definitions(&mut s))
+        .unwrap();
+    let b = defs.iter().find(|d| d.id == "b").unwrap();
+    assert_eq!(
+        (b.deps.len(), b.optional.clone()),
+        (0, vec!["a".to_string()])
+    );
 }
 
 /// SPEC A8 named concurrency limits with real processes (`[pools]`, `pool = "..."`): three
@@ -3047,9 +3084,11 @@ fn pooled_commands_never_overlap_and_hold_back_no_other_task() {
 
 /// Pools in task files are checked when read (exit 2, with the position): depth 0, a depth
 /// that is not a whole number, a task naming an undeclared pool, `[[pools]]` for `[pools]`, a
-/// `pool` that is not one name; `run --store` refuses a file with pools before a store exists.
+/// `pool` that is not one name. A bad file is refused by `run --store` too, before a store
+/// exists; a good one runs there, the store keeping its pools (`run --store` honours pools
+/// since store schema version 3: `store_pools.rs` has the real-process tests).
 #[test]
-fn bad_pools_are_reader_errors_and_stores_refuse_pools() {
+fn bad_pools_are_reader_errors_and_stores_keep_good_ones() {
     let dir = tempfile::tempdir().unwrap();
     for (text, want, at) in [
         (
@@ -3096,6 +3135,16 @@ fn bad_pools_are_reader_errors_and_stores_refuse_pools() {
             .code(2)
             .stderr(predicate::str::contains(want))
             .stderr(predicate::str::contains(at));
+        let store = dir.path().join("bad.lockstep");
+        lockstep()
+            .arg("run")
+            .arg(&file)
+            .arg("--store")
+            .arg(format!("sqlite:{}", store.display()))
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(want));
+        assert!(!store.exists(), "no store was created");
     }
     let marker = dir.path().join("ran");
     let file = write(
@@ -3113,12 +3162,18 @@ fn bad_pools_are_reader_errors_and_stores_refuse_pools() {
         .arg("--store")
         .arg(format!("sqlite:{}", store.display()))
         .assert()
-        .code(2)
-        .stderr(predicate::str::contains(
-            "error: task \"a\" (line 4) is in pool \"db\", which `lockstep run --store` cannot honour yet",
+        .code(0)
+        .stdout(predicate::str::contains(
+            "new run of 1 task(s); 1 pool(s) defined (db = 1)",
         ));
-    assert!(!store.exists(), "no store was created");
-    assert!(!marker.exists(), "nothing ran");
+    assert!(marker.exists(), "a ran");
+    let mut s = lockstep_durable::SqliteStore::open(&store).unwrap();
+    assert_eq!(
+        lockstep_durable::Store::pools(&mut s).unwrap(),
+        [("db".to_string(), 1)]
+    );
+    let defs = lockstep_durable::Store::definitions(&mut s).unwrap();
+    assert_eq!(defs[0].pool.as_deref(), Some("db"));
 }
 
 /// `examples/pools.toml` with four slots, read off its `--trace`: the two `link` tasks

@@ -269,6 +269,7 @@ fn a_removed_task_is_reported_and_left_out() {
                     None,
                     &BTreeMap::new(),
                     &[],
+                    &[],
                 )),
                 ..StoredPayload::default()
             };
@@ -353,7 +354,7 @@ fn store_with_running_a(path: &Path, command: &str, fingerprinted: bool, lease: 
             let payload = StoredPayload {
                 index,
                 fingerprint: fingerprinted
-                    .then(|| fingerprint(Some(&command), None, &BTreeMap::new(), &deps)),
+                    .then(|| fingerprint(Some(&command), None, &BTreeMap::new(), &deps, &[])),
                 command: Some(command),
                 ..StoredPayload::default()
             };
@@ -460,6 +461,227 @@ fn an_older_store_without_fingerprints_is_kept_and_its_fingerprints_recorded() {
     assert!(
         resumed_line(&out).contains("1 changed (a: command) run again with 1 descendant(s)"),
         "{out}"
+    );
+}
+
+/// A task of an optional-dependency test file: `(id, deps, after, command)`; each command
+/// appends a line to `ID.runs` first ([`runs`]).
+type After<'a> = (&'a str, &'a [&'a str], &'a [&'a str], &'a str);
+
+fn write_after_file(dir: &Path, tasks: &[After<'_>]) -> PathBuf {
+    let list = |ids: &[&str]| {
+        ids.iter()
+            .map(|d| format!("{d:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut text = String::new();
+    for (id, deps, after, command) in tasks {
+        text.push_str(&format!(
+            "[[task]]\nid = {id:?}\ncommand = {:?}\ndeps = [{}]\nafter = [{}]\n\n",
+            format!("echo run >> {id}.runs; {command}"),
+            list(deps),
+            list(after)
+        ));
+    }
+    let file = dir.join("g.toml");
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+/// `(required, optional)` dependencies of `id` in the store, and its generation.
+fn kinds(path: &Path, id: &str) -> (Vec<String>, Vec<String>, u64) {
+    let d = definitions(path).into_iter().find(|d| d.id == id).unwrap();
+    (d.deps, d.optional, d.generation.0)
+}
+
+/// The fingerprint covers `after` (store schema version 3) apart from `deps`: reordering
+/// `after` changes nothing (a set, like `deps`), moving an id from `after` to `deps` makes the
+/// task changed (`deps, after`), run again with its descendants, and the store's edges change
+/// kind; a descendant through an optional edge of a changed task runs again too.
+#[test]
+fn after_is_part_of_the_definition_and_an_id_moved_to_deps_changes_the_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.lockstep");
+    let store = format!("sqlite:{}", path.display());
+    let lint: After<'static> = ("lint", &[], &[], "true");
+    let test: After<'static> = ("test", &[], &[], "true");
+    let publish: After<'static> = ("publish", &["report"], &[], "true");
+    let file = write_after_file(
+        dir.path(),
+        &[
+            lint,
+            test,
+            ("report", &[], &["lint", "test"], "true"),
+            publish,
+        ],
+    );
+    let (code, out, err) = run(dir.path(), &file, &store, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        kinds(&path, "report"),
+        (vec![], vec!["lint".into(), "test".into()], 1)
+    );
+
+    // `after` in another order: the same set, nothing runs again.
+    let file = write_after_file(
+        dir.path(),
+        &[
+            lint,
+            test,
+            ("report", &[], &["test", "lint"], "true"),
+            publish,
+        ],
+    );
+    let (code, out, err) = run(dir.path(), &file, &store, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        resumed_line(&out),
+        format!("resumed: {store}: 4 succeeded task(s) kept; {TAIL}")
+    );
+
+    // `lint` moves from `after` to `deps`: report is changed, publish (its descendant) runs
+    // again with it; lint and test are kept.
+    let file = write_after_file(
+        dir.path(),
+        &[
+            lint,
+            test,
+            ("report", &["lint"], &["test"], "true"),
+            publish,
+        ],
+    );
+    let (code, out, err) = run(dir.path(), &file, &store, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        resumed_line(&out),
+        format!(
+            "resumed: {store}: 2 succeeded task(s) kept; 1 changed (report: deps, after) run again with 1 descendant(s) as new generations; {TAIL}"
+        )
+    );
+    assert_eq!(
+        kinds(&path, "report"),
+        (vec!["lint".into()], vec!["test".into()], 2)
+    );
+    assert_eq!(
+        ["lint", "test", "report", "publish"].map(|id| runs(dir.path(), id)),
+        [1, 1, 2, 2]
+    );
+
+    // `test`'s command changes: report, which runs after it (an optional edge), and publish
+    // are its descendants and run again.
+    let file = write_after_file(
+        dir.path(),
+        &[
+            lint,
+            ("test", &[], &[], "echo new"),
+            ("report", &["lint"], &["test"], "true"),
+            publish,
+        ],
+    );
+    let (code, out, err) = run(dir.path(), &file, &store, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        resumed_line(&out),
+        format!(
+            "resumed: {store}: 1 succeeded task(s) kept; 1 changed (test: command) run again with 2 descendant(s) as new generations; {TAIL}"
+        )
+    );
+    assert_eq!(
+        ["lint", "test", "report", "publish"].map(|id| runs(dir.path(), id)),
+        [1, 2, 3, 3]
+    );
+}
+
+/// Resuming a run whose optional dependencies failed or were blocked: the lost tasks run
+/// again, and so do the kept tasks that ran without them (and their descendants), after
+/// them, as a run of the whole file would (`cleanup` after the new `package`); the
+/// `resumed:` line names them with what they missed. Then `lint` moves from `after` to
+/// `deps` of `report` and is fixed: `report` is changed (`deps, after`), and everything
+/// succeeds with no miss left.
+#[test]
+fn a_task_that_ran_without_an_optional_dependency_runs_again_after_it_on_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.lockstep");
+    let store = format!("sqlite:{}", path.display());
+    let lint: After<'static> = ("lint", &[], &[], "test -e lint.ok");
+    let test: After<'static> = ("test", &[], &[], "true");
+    let publish: After<'static> = ("publish", &["report"], &[], "true");
+    let package: After<'static> = ("package", &["lint"], &[], "true");
+    let cleanup: After<'static> = ("cleanup", &[], &["package"], "true");
+    let file = write_after_file(
+        dir.path(),
+        &[
+            lint,
+            test,
+            ("report", &[], &["lint", "test"], "true"),
+            publish,
+            package,
+            cleanup,
+        ],
+    );
+    let optional_lines = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| l.starts_with("optional: "))
+            .map(ToString::to_string)
+            .collect()
+    };
+    let (code, out, err) = run(dir.path(), &file, &store, &[]);
+    assert_eq!(code, 1, "{out}{err}");
+    let missed = [
+        "optional: report ran without lint (failed)",
+        "optional: cleanup ran without package (blocked)",
+    ];
+    assert_eq!(optional_lines(&out), missed, "{out}");
+
+    // The same file again: lint fails again; report, publish and cleanup run again after it.
+    let (code, out, err) = run(dir.path(), &file, &store, &[]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert_eq!(
+        resumed_line(&out),
+        format!(
+            "resumed: {store}: 1 succeeded task(s) kept; 2 that missed an optional dependency run again after it (report: lint, cleanup: package) with 1 descendant(s) as new generations; 1 blocked, 1 failed resubmitted as new generations; 0 pending or ready; 0 running (claimed again when their leases expire; 0 of them given back or expired: at once)"
+        )
+    );
+    assert_eq!(optional_lines(&out), missed, "{out}");
+    assert_eq!(
+        ["lint", "test", "report", "publish", "package", "cleanup"].map(|id| runs(dir.path(), id)),
+        [2, 1, 2, 2, 0, 2]
+    );
+
+    // lint fixed, and moved from `after` to `deps` of report: report is changed.
+    std::fs::write(dir.path().join("lint.ok"), "").unwrap();
+    let file = write_after_file(
+        dir.path(),
+        &[
+            lint,
+            test,
+            ("report", &["lint"], &["test"], "true"),
+            publish,
+            package,
+            cleanup,
+        ],
+    );
+    let (code, out, err) = run(dir.path(), &file, &store, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        resumed_line(&out),
+        format!(
+            "resumed: {store}: 1 succeeded task(s) kept; 1 changed (report: deps, after) run again with 1 descendant(s) as new generations; 1 that missed an optional dependency run again after it (cleanup: package) with 0 descendant(s) as new generations; 1 blocked, 1 failed resubmitted as new generations; 0 pending or ready; 0 running (claimed again when their leases expire; 0 of them given back or expired: at once)"
+        )
+    );
+    assert!(optional_lines(&out).is_empty(), "{out}");
+    assert!(
+        out.contains("summary: 6 succeeded, 0 failed, 0 blocked, 0 cancelled;"),
+        "{out}"
+    );
+    assert_eq!(
+        ["lint", "test", "report", "publish", "package", "cleanup"].map(|id| runs(dir.path(), id)),
+        [3, 1, 3, 3, 1, 3]
+    );
+    assert_eq!(
+        kinds(&path, "report"),
+        (vec!["lint".into()], vec!["test".into()], 3)
     );
 }
 

@@ -1003,3 +1003,314 @@ fn a_payload_encoded_the_old_way_keeps_its_absolute_cwd() {
     assert_eq!(ran_in(&a), std::fs::canonicalize(a.join("sub")).unwrap());
     assert!(!b.join("sub").join("where.txt").exists());
 }
+
+// SPEC A8 optional dependencies (`after`) in a store run (store schema version 3; before, `run
+// --store` refused them): the same rule, report and counts as the in-memory `run`.
+
+/// The file of the optional-dependency tests: `lint` fails after writing `lint.ended`;
+/// `report` runs after `lint` and `test` whatever they did (it checks that `lint` had ended
+/// and writes `report.done`); `package` needs `lint` (blocked); `cleanup` runs after
+/// `package`, blocked, and writes `cleanup.done`.
+fn optional_file(dir: &Path) -> std::path::PathBuf {
+    let file = dir.join("o.toml");
+    std::fs::write(
+        &file,
+        r#"
+[[task]]
+id = "lint"
+command = "sleep 0.2; touch lint.ended; echo 3 warnings; exit 1"
+
+[[task]]
+id = "test"
+command = "echo tests pass"
+
+[[task]]
+id = "report"
+command = "test -e lint.ended && touch report.done"
+after = ["lint", "test"]
+
+[[task]]
+id = "package"
+command = "echo packaged"
+deps = ["lint"]
+
+[[task]]
+id = "cleanup"
+command = "touch cleanup.done"
+after = ["package"]
+"#,
+    )
+    .unwrap();
+    file
+}
+
+/// `lockstep run FILE --store sqlite:PATH` runs an optional waiter after a failed and after a
+/// blocked dependency (both really ran: their commands wrote their files, `report` after
+/// `lint` had ended), and prints the in-memory run's end report: the same `failed:`,
+/// `blocked:` and `optional:` lines, the same counts, exit 1, `optional misses 2` in the
+/// `metrics:` line and `optional_misses` in the `--events` metrics; the store's statuses hold
+/// the misses. `--dry-run` (in memory, no store) shows the claim order as before.
+#[test]
+fn store_runs_optional_waiters_and_reports_them_as_the_in_memory_run_does() {
+    let mem = tempfile::tempdir().unwrap();
+    let file = optional_file(mem.path());
+    let out = lockstep()
+        .current_dir(mem.path())
+        .args(["run", "-j", "2", "-v"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let in_memory = String::from_utf8_lossy(&out.stdout).into_owned();
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = optional_file(dir.path());
+    let path = dir.path().join("run.lockstep");
+    let events = dir.path().join("e.jsonl");
+    let out = lockstep()
+        .current_dir(dir.path())
+        .args(["run", "-j", "2", "-v"])
+        .arg(&file)
+        .arg("--store")
+        .arg(format!("sqlite:{}", path.display()))
+        .arg("--events")
+        .arg(&events)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "a task failed: {text}");
+    assert!(
+        dir.path().join("report.done").exists(),
+        "report ran: {text}"
+    );
+    assert!(
+        dir.path().join("cleanup.done").exists(),
+        "cleanup ran: {text}"
+    );
+    assert_eq!(
+        lines_starting(&text, "optional: "),
+        [
+            "optional: report ran without lint (failed)",
+            "optional: cleanup ran without package (blocked)",
+        ],
+        "{text}"
+    );
+    for prefix in ["failed: ", "blocked: ", "optional: "] {
+        assert_eq!(
+            lines_starting(&text, prefix),
+            lines_starting(&in_memory, prefix),
+            "{prefix}: {text}\nin memory:\n{in_memory}"
+        );
+    }
+    let counts = |t: &str| {
+        let line = lines_starting(t, "summary: ")[0];
+        line[..line.find("; wall time").unwrap()].to_string()
+    };
+    assert_eq!(
+        counts(&text),
+        "summary: 3 succeeded, 1 failed, 1 blocked, 0 cancelled"
+    );
+    assert_eq!(counts(&text), counts(&in_memory));
+    for t in [&text, &in_memory] {
+        assert!(
+            lines_starting(t, "metrics: ")[0].ends_with(", optional misses 2"),
+            "{t}"
+        );
+    }
+    let last = std::fs::read_to_string(&events).unwrap();
+    let metrics: serde_json::Value = serde_json::from_str(last.lines().last().unwrap()).unwrap();
+    assert_eq!(metrics["event"], "metrics");
+    assert_eq!(metrics["optional_misses"], 2);
+
+    let mut s = SqliteStore::open(&path).unwrap();
+    let report = s.status("report").unwrap().unwrap();
+    assert_eq!(report.state, TaskState::Succeeded);
+    let misses: Vec<(String, u64, TaskState)> = report
+        .optional_misses
+        .iter()
+        .map(|m| (m.dependency.clone(), m.generation.0, m.state))
+        .collect();
+    assert_eq!(misses, [("lint".to_string(), 1, TaskState::Failed)]);
+    let defs = s.definitions().unwrap();
+    let report = defs.iter().find(|d| d.id == "report").unwrap();
+    assert!(report.deps.is_empty() && report.optional == ["lint", "test"]);
+
+    // `--dry-run` is the in-memory scheduler's, and still conflicts with --store.
+    let dry = lockstep()
+        .args(["run", "--dry-run", "-j", "1"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(dry.status.code(), Some(0));
+    let order = String::from_utf8_lossy(&dry.stdout).into_owned();
+    let pos = |id: &str| {
+        order
+            .lines()
+            .position(|l| l.split_whitespace().any(|w| w == id))
+            .unwrap_or_else(|| panic!("{id} not in {order}"))
+    };
+    assert!(
+        pos("lint") < pos("report") && pos("test") < pos("report"),
+        "{order}"
+    );
+    assert!(pos("package") < pos("cleanup"), "{order}");
+    lockstep()
+        .args(["run", "--dry-run"])
+        .arg(&file)
+        .arg("--store")
+        .arg(format!(
+            "sqlite:{}",
+            dir.path().join("dry.lockstep").display()
+        ))
+        .assert()
+        .code(2);
+    assert!(!dir.path().join("dry.lockstep").exists());
+}
+
+/// A retried task's optional waiter that was not claimed yet waits for the retry, as in
+/// memory (where a task's attempts all end before its followers start): with `-j 1` the
+/// only worker thread resubmits it with the retry before its next claim, so `report` runs
+/// once, after the second attempt succeeded, and names no miss.
+#[test]
+fn an_optional_waiter_of_a_retried_task_waits_for_the_retry() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[task]]\nid = \"flaky\"\ncommand = \"{}\"\nretries = 1\n\n\
+             [[task]]\nid = \"report\"\nafter = [\"flaky\"]\ncommand = \"cat flaky.count >> seen\"\n",
+            counting("flaky", 2)
+        ),
+    )
+    .unwrap();
+    let store = format!("sqlite:{}", dir.path().join("run.lockstep").display());
+    let run = lockstep()
+        .current_dir(dir.path())
+        .args(["run"])
+        .arg(&file)
+        .args(["--store", &store, "-j", "1"])
+        .assert()
+        .code(0);
+    let out = String::from_utf8_lossy(&run.get_output().stdout).to_string();
+    assert_eq!(count_of(dir.path(), "flaky"), 2, "{out}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("seen")).unwrap(),
+        "2\n",
+        "report ran once, after the retry: {out}"
+    );
+    assert!(lines_starting(&out, "optional: ").is_empty(), "{out}");
+    let mut s = StoreSpec::Sqlite(dir.path().join("run.lockstep"))
+        .open(None)
+        .unwrap();
+    let report = s.status("report").unwrap().unwrap();
+    assert_eq!(
+        (
+            report.state,
+            report.generation,
+            report.optional_misses.len()
+        ),
+        (TaskState::Succeeded, Generation(2), 0)
+    );
+}
+
+/// A `lockstep worker` joining a store runs an optional waiter of a failed task (the store
+/// makes it ready with the miss), and exits 1 because a task it ran failed.
+#[test]
+fn a_worker_runs_the_optional_waiter_of_a_failed_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.lockstep");
+    let done = dir.path().join("report.done");
+    let mut s = SqliteStore::create(&path, UNLIMITED).unwrap();
+    let task = |index, id: &str, command: String| {
+        let payload = StoredPayload {
+            index,
+            command: Some(command),
+            ..StoredPayload::default()
+        };
+        NewTask::without_deps(id).with_payload(payload.encode())
+    };
+    let batch = [
+        task(0, "lint", "echo lint; exit 1".into()),
+        task(1, "report", format!("touch {}", done.display())).with_optional(["lint"]),
+    ];
+    assert!(s.submit(&batch).unwrap().iter().all(Result::is_ok));
+    let store = format!("sqlite:{}", path.display());
+    let out = lockstep()
+        .args([
+            "worker",
+            "--store",
+            &store,
+            "--slots",
+            "1",
+            "--poll-ms",
+            "20",
+        ])
+        .assert()
+        .code(1);
+    let out = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert!(done.exists(), "the worker ran report: {out}");
+    assert!(
+        out.contains(": run finished; 1 succeeded, 1 failed, 0 result(s) refused by the fence"),
+        "{out}"
+    );
+    let report = s.status("report").unwrap().unwrap();
+    assert_eq!(report.state, TaskState::Succeeded);
+    assert_eq!(report.optional_misses.len(), 1);
+    assert_eq!(report.optional_misses[0].dependency, "lint");
+}
+
+/// `--fail-fast` cancels an optional waiter of the failure in the store, as in memory (a
+/// clean-up `after` the failure is not run: stopping means stopping); the store keeps the
+/// miss on the cancelled version, but the end report, which names what a task *ran*
+/// without, names none, and counts none, as in memory.
+#[test]
+fn fail_fast_cancels_an_optional_waiter_and_names_no_miss_as_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let done = dir.path().join("report.done");
+    let file = dir.path().join("f.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[task]]\nid = \"lint\"\ncommand = \"exit 1\"\n\n\
+             [[task]]\nid = \"report\"\nafter = [\"lint\"]\ncommand = \"touch {}\"\n",
+            done.display()
+        ),
+    )
+    .unwrap();
+    let run = |store: Option<&Path>| {
+        let mut cmd = lockstep();
+        cmd.args(["run", "-j", "1", "-v", "--fail-fast"]).arg(&file);
+        if let Some(path) = store {
+            cmd.arg("--store").arg(format!("sqlite:{}", path.display()));
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let in_memory = run(None);
+    let path = dir.path().join("f.lockstep");
+    let text = run(Some(&path));
+    assert!(!done.exists(), "report was cancelled, not run: {text}");
+    for t in [&text, &in_memory] {
+        assert_eq!(
+            lines_starting(t, "cancelled: "),
+            ["cancelled: 1 task(s) (cause: --fail-fast after lint failed): report"],
+            "{t}"
+        );
+        assert!(lines_starting(t, "optional: ").is_empty(), "{t}");
+    }
+    assert!(
+        lines_starting(&text, "metrics: ")[0].ends_with(", optional misses 0"),
+        "{text}"
+    );
+    let report = SqliteStore::open(&path)
+        .unwrap()
+        .status("report")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (report.state, report.optional_misses.len()),
+        (TaskState::Cancelled, 1)
+    );
+}

@@ -416,17 +416,6 @@ pub enum SchedulerError<K: TaskKey> {
         /// Its running generation.
         generation: Generation,
     },
-    /// After scheduling started, only new versions of existing ids may be submitted: the
-    /// answer of the durable stores (schema version 1), whose graphs do not grow. The
-    /// in-memory scheduler accepts new ids after start (SPEC A8, graphs that grow) and never
-    /// returns it.
-    #[error(
-        "task {id} is new, but scheduling has started: only new versions of known tasks may be submitted"
-    )]
-    NewTaskAfterStart {
-        /// The new id.
-        id: K,
-    },
     /// A dependency can be added only to a pending version (SPEC A8, dynamic dependencies):
     /// a ready one may be claimed at any moment, a running one is already running, and a
     /// terminal one is settled. Resubmit it instead.

@@ -942,16 +942,15 @@ impl<K: TaskKey, P> Core<K, P> {
             self.rev_extra.insert(d, list.clone());
         }
         let mut live = 0;
-        for i in r {
-            let e = self.rev[i];
-            if self.is_live(e) {
-                live += 1;
-                each(self, e);
-            } else if !seeded_bug!("double_release") {
-                self.rev_stale -= 1;
-            }
-        }
-        for e in extra.into_iter().flatten() {
+        // One loop over both parts, so that `each` has one call site and is inlined.
+        let extra = extra.unwrap_or_default();
+        let csr = r.len();
+        for k in 0..csr + extra.len() {
+            let e = if k < csr {
+                self.rev[r.start + k]
+            } else {
+                extra[k - csr]
+            };
             if self.is_live(e) {
                 live += 1;
                 each(self, e);

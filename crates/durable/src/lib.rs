@@ -103,7 +103,12 @@ pub use crate::sqlite::{SqliteOptions, SqliteStore};
 /// Version 2 (SPEC A8 priorities) adds each task's claim `priority` (0 for every task of a
 /// version-1 store) and orders claims by it; `open` migrates a version-1 store in place, in
 /// one transaction (`docs/durable.md`, "Schema versions").
-pub const SCHEMA_VERSION: u32 = 2;
+///
+/// Version 3 (SPEC A8 optional dependencies and graphs that grow) marks each edge required or
+/// optional and records, per optional edge, the dependency version that was lost
+/// ([`TaskStatus::optional_misses`]); a new id is accepted after start. `open` migrates a
+/// version-1 or version-2 store in place (every stored edge required, no miss).
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The magic value recorded in every store (`lockstep_meta.application_id`; on SQLite also
 /// `PRAGMA application_id`): the ASCII bytes `LKST`. A database without it is not ours.
@@ -345,14 +350,26 @@ pub struct LeaseInfo {
 pub struct NewTask {
     /// The task id.
     pub id: String,
-    /// The ids it needs, in order (no duplicates).
+    /// The ids it needs, in order (no duplicates): its **required** dependencies.
     pub deps: Vec<String>,
+    /// Its **optional** dependencies (SPEC A8, store schema version 3), in order: the version
+    /// becomes ready once every one of `deps` succeeded and every one of these reached any
+    /// terminal state; one that failed, was cancelled or was blocked never blocks it and is
+    /// recorded in its [`TaskStatus::optional_misses`] (`docs/semantics.md`, "Optional
+    /// dependencies"). For every other rule (duplicates, unknown ids, cycles and their
+    /// reports) the version's dependency list is `deps` then `optional`. Empty by default.
+    pub optional: Vec<String>,
     /// Opaque bytes, at most [`MAX_PAYLOAD_BYTES`].
     pub payload: Vec<u8>,
     /// The claim priority (SPEC A8, store schema version 2): claims take the highest
     /// priority first, submission order among equals; any `i32`, 0 by default. Fixed for the
     /// version, as in memory (`docs/semantics.md`, "Priorities").
     pub priority: i32,
+    /// The named concurrency limit the version counts against while it holds an unexpired
+    /// lease (SPEC A8 pools, store schema version 3): a pool the store defines
+    /// ([`Store::define_pool`]), or none (the default: only the store's limit bounds it).
+    /// Fixed for the version, like the priority.
+    pub pool: Option<String>,
 }
 
 impl NewTask {
@@ -365,8 +382,10 @@ impl NewTask {
         NewTask {
             id: id.into(),
             deps: deps.into_iter().map(Into::into).collect(),
+            optional: Vec::new(),
             payload: Vec::new(),
             priority: 0,
+            pool: None,
         }
     }
 
@@ -375,8 +394,10 @@ impl NewTask {
         NewTask {
             id: id.into(),
             deps: Vec::new(),
+            optional: Vec::new(),
             payload: Vec::new(),
             priority: 0,
+            pool: None,
         }
     }
 
@@ -384,6 +405,30 @@ impl NewTask {
     #[must_use]
     pub fn with_payload(mut self, payload: impl Into<Vec<u8>>) -> Self {
         self.payload = payload.into();
+        self
+    }
+
+    /// The same task with optional dependencies `optional` (SPEC A8; see
+    /// [`NewTask::optional`]), replacing any given before.
+    #[must_use]
+    pub fn with_optional<I, S>(mut self, optional: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.optional = optional.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The dependency list every rule but readiness uses: `deps` then `optional`.
+    pub fn all_deps(&self) -> impl Iterator<Item = &String> {
+        self.deps.iter().chain(&self.optional)
+    }
+
+    /// The same task in pool `pool` (SPEC A8; see [`NewTask::pool`]).
+    #[must_use]
+    pub fn in_pool(mut self, pool: impl Into<String>) -> Self {
+        self.pool = Some(pool.into());
         self
     }
 
@@ -402,8 +447,14 @@ pub struct Definition {
     pub id: String,
     /// The current generation.
     pub generation: Generation,
-    /// Its dependencies, in the order submitted.
+    /// Its required dependencies, in the order submitted.
     pub deps: Vec<String>,
+    /// Its optional dependencies (SPEC A8, [`NewTask::optional`]), in the order submitted.
+    pub optional: Vec<String>,
+    /// Its claim priority ([`NewTask::priority`]).
+    pub priority: i32,
+    /// Its pool ([`NewTask::pool`]), if any.
+    pub pool: Option<String>,
     /// The payload submitted with it (or recorded later by [`Store::redefine`]).
     pub payload: Vec<u8>,
 }
@@ -452,6 +503,38 @@ pub enum DurableError {
         /// The id given.
         id: String,
     },
+    /// [`Store::add_dependency`] on a version that is not pending (SPEC A8 dynamic
+    /// dependencies): a ready one may be claimed at any moment, a running one runs, a
+    /// terminal one is settled. Resubmit it with the longer list instead.
+    #[error(
+        "task {id} {generation} is {state}: a dependency can be added only to a pending version"
+    )]
+    NotPending {
+        /// The task.
+        id: String,
+        /// Its current generation.
+        generation: Generation,
+        /// Its state.
+        state: TaskState,
+    },
+    /// A task names a pool the store does not define (store schema version 3): define it
+    /// first ([`Store::define_pool`]).
+    #[error("task {task} names pool {pool:?}, which the store does not define")]
+    UnknownPool {
+        /// The task being submitted.
+        task: String,
+        /// The pool name given.
+        pool: String,
+    },
+    /// [`Store::define_pool`] of a name the store already defines: a pool is defined once,
+    /// with one depth ([`Store::pools`] reads it).
+    #[error("the store already defines pool {name:?} (depth {depth})")]
+    DuplicatePool {
+        /// The name.
+        name: String,
+        /// The depth the store has for it.
+        depth: usize,
+    },
     /// A dependency list names the same id twice.
     #[error("task {task} lists dependency {dependency} more than once")]
     DuplicateDependency {
@@ -479,12 +562,6 @@ pub enum DurableError {
         id: String,
         /// Its running generation.
         generation: Generation,
-    },
-    /// After scheduling started only new versions of known ids may be submitted.
-    #[error("task {id} is new, but scheduling has started")]
-    NewTaskAfterStart {
-        /// The new id.
-        id: String,
     },
     /// A callback named a generation other than the current one.
     #[error("task {id}: callback for {given}, but the current version is {current}")]
@@ -689,7 +766,6 @@ impl From<SchedulerError<String>> for DurableError {
             }
             SchedulerError::Cycles { cycles } => DurableError::Cycles { cycles },
             SchedulerError::Running { id, generation } => DurableError::Running { id, generation },
-            SchedulerError::NewTaskAfterStart { id } => DurableError::NewTaskAfterStart { id },
             SchedulerError::StaleGeneration { id, given, current } => {
                 DurableError::StaleGeneration { id, given, current }
             }
@@ -702,13 +778,11 @@ impl From<SchedulerError<String>> for DurableError {
                 generation,
                 state,
             },
-            // The stores have no `add_dependency` (schema version 1), so their model never
-            // answers this; were it to, the version's state does not fit the operation.
             SchedulerError::NotPending {
                 id,
                 generation,
                 state,
-            } => DurableError::Conflict {
+            } => DurableError::NotPending {
                 id,
                 generation,
                 state,
@@ -805,7 +879,7 @@ fn join<T: fmt::Display>(items: &[T]) -> String {
         .join("; ")
 }
 
-fn check_text(what: &str, s: &str) -> Result<(), DurableError> {
+pub(crate) fn check_text(what: &str, s: &str) -> Result<(), DurableError> {
     if s.len() > MAX_ID_BYTES {
         return Err(DurableError::InvalidInput {
             what: format!("{what} is {} bytes long (at most {MAX_ID_BYTES})", s.len()),
@@ -820,19 +894,29 @@ fn check_text(what: &str, s: &str) -> Result<(), DurableError> {
 }
 
 /// The checks every store makes on a [`NewTask`] before looking at any task row (shared so
-/// that all stores refuse the same input the same way). In order: the id and each dependency
-/// are at most [`MAX_ID_BYTES`] bytes without NUL, and the payload is at most
-/// [`MAX_PAYLOAD_BYTES`] ([`DurableError::InvalidInput`]); the store is not `closed`
-/// ([`DurableError::Closed`]); no dependency is named twice
-/// ([`DurableError::DuplicateDependency`], the first element that repeats an earlier one).
-/// O(deps).
+/// that all stores refuse the same input the same way). In order: the id, each dependency
+/// (required and optional) and the pool name are at most [`MAX_ID_BYTES`] bytes without NUL,
+/// and the payload is at most [`MAX_PAYLOAD_BYTES`] ([`DurableError::InvalidInput`]); the
+/// store is not `closed` ([`DurableError::Closed`]); the task's pool, if any, is defined
+/// (`pool_defined(name)`, the store's lookup, called only then: [`DurableError::UnknownPool`],
+/// or its own error); no dependency is named twice ([`DurableError::DuplicateDependency`], the
+/// first element of `deps` then `optional` that repeats an earlier one: an id in both lists is
+/// a duplicate). The order is the in-memory scheduler's (options before the dependency list).
+/// O(deps) plus the lookup.
 ///
 /// # Errors
 /// As listed.
-pub fn validate_new_task(task: &NewTask, closed: bool) -> Result<(), DurableError> {
+pub fn validate_new_task(
+    task: &NewTask,
+    closed: bool,
+    pool_defined: impl FnOnce(&str) -> Result<bool, DurableError>,
+) -> Result<(), DurableError> {
     check_text("task id", &task.id)?;
-    for d in &task.deps {
+    for d in task.all_deps() {
         check_text("dependency id", d)?;
+    }
+    if let Some(p) = &task.pool {
+        check_text("pool name", p)?;
     }
     if task.payload.len() > MAX_PAYLOAD_BYTES {
         return Err(DurableError::InvalidInput {
@@ -846,8 +930,16 @@ pub fn validate_new_task(task: &NewTask, closed: bool) -> Result<(), DurableErro
     if closed {
         return Err(DurableError::Closed);
     }
+    if let Some(p) = &task.pool
+        && !pool_defined(p)?
+    {
+        return Err(DurableError::UnknownPool {
+            task: task.id.clone(),
+            pool: p.clone(),
+        });
+    }
     let mut seen = std::collections::HashSet::new();
-    if let Some(d) = task.deps.iter().find(|d| !seen.insert(d.as_str())) {
+    if let Some(d) = task.all_deps().find(|d| !seen.insert(d.as_str())) {
         return Err(DurableError::DuplicateDependency {
             task: task.id.clone(),
             dependency: d.clone(),
@@ -883,10 +975,15 @@ pub trait Store {
     /// same batch were applied: a refused task changes nothing and does not stop the others.
     ///
     /// Per-task errors, checked in this order: [`DurableError::InvalidInput`] (see
-    /// [`validate_new_task`]); [`DurableError::Closed`]; [`DurableError::DuplicateDependency`];
+    /// [`validate_new_task`]); [`DurableError::Closed`]; [`DurableError::UnknownPool`] (the
+    /// task names a pool the store does not define, [`NewTask::pool`]);
+    /// [`DurableError::DuplicateDependency`];
     /// [`DurableError::Running`] (current version running, whatever its lease); after start:
-    /// [`DurableError::NewTaskAfterStart`], [`DurableError::UnknownDependency`],
-    /// [`DurableError::Cycles`] (cycles the new edges would close, canonical form).
+    /// [`DurableError::UnknownDependency`] (a dependency, required or optional, that names no
+    /// task; a new id's own id is a cycle, not unknown), [`DurableError::Cycles`] (cycles the
+    /// new edges would close, canonical form). A new id after start is accepted (SPEC A8,
+    /// graphs that grow; schema version 3): it has no waiters yet, so only its own id among
+    /// its dependencies can close a cycle.
     ///
     /// Accepted: generation 1 for a new id, else current + 1; the next submission sequence;
     /// the old version's edges and lease are removed; the dependency snapshot decides
@@ -1062,6 +1159,50 @@ pub trait Store {
     /// # Errors
     /// Store errors only.
     fn definitions(&mut self) -> Result<Vec<Definition>, DurableError>;
+
+    /// Adds the required dependency `dep` to the current version of `id`, which must be
+    /// **pending** (SPEC A8 dynamic dependencies, store schema version 3;
+    /// `docs/semantics.md`, "Dynamic dependencies"), in one transaction that checks the state,
+    /// judges the edge and counts it. The edge goes at the end of the version's required
+    /// dependencies, before its optional ones; generation, sequence, priority and pool stay.
+    /// `dep` is judged at once, as at submission: succeeded, nothing to wait for; lost
+    /// (failed, cancelled, blocked), the version is blocked with its root cause, and so,
+    /// transitively, is every version waiting on it (its optional waiters record the miss);
+    /// otherwise the version waits on it too. Returns the effect: the versions this blocked
+    /// (the version itself included) and made ready. `now` only advances the high-water
+    /// clock. O(the part of the graph `dep` depends on) for the cycle check, plus the
+    /// propagation.
+    ///
+    /// # Errors
+    /// Checked in this order; nothing changes on error: [`DurableError::InvalidInput`] for an
+    /// id longer than [`MAX_ID_BYTES`] or with a NUL byte (before the database);
+    /// [`DurableError::Closed`]; [`DurableError::UnknownTask`] (`id` never submitted);
+    /// [`DurableError::NotPending`]; [`DurableError::DuplicateDependency`] (`dep` already in
+    /// its list, either part); once started, [`DurableError::UnknownDependency`] (`dep` never
+    /// submitted) then [`DurableError::Cycles`] (the edge would close a cycle: canonical form
+    /// over the graph with the edge). Before start both are left to [`Store::start`].
+    fn add_dependency(&mut self, id: &str, dep: &str, now: Millis) -> Result<Effect, DurableError>;
+
+    /// Defines the pool `name` with `depth` slots (SPEC A8 named concurrency limits, store
+    /// schema version 3; `docs/semantics.md`, "Named concurrency limits"): from then on a
+    /// claim never leaves more than `depth` versions of the pool holding unexpired leases, and
+    /// passes over the pool's candidates while it is full (they stay claimable; a full pool
+    /// never holds back other versions). Defined once, with one depth: not resized, not
+    /// removed (but [`Store::reset`] forgets every pool with the tasks). Depth 0 is legal
+    /// (its versions are never claimed). O(1) statements.
+    ///
+    /// # Errors
+    /// [`DurableError::InvalidInput`] for a name longer than [`MAX_ID_BYTES`] or with a NUL
+    /// byte (before the database); [`DurableError::Closed`] after close;
+    /// [`DurableError::DuplicatePool`] (with the stored depth) for a name already defined.
+    /// Nothing changes on error.
+    fn define_pool(&mut self, name: &str, depth: usize) -> Result<(), DurableError>;
+
+    /// Every pool as `(name, depth)`, in name order. Read-only. O(pools).
+    ///
+    /// # Errors
+    /// Store errors only.
+    fn pools(&mut self) -> Result<Vec<(String, usize)>, DurableError>;
 
     /// Cancels the current version of `id`, as the model: pending/ready -> cancelled (reason
     /// user), waiters blocked with the cause; running -> `Requested` (the flag is returned with

@@ -1,17 +1,24 @@
--- The PostgreSQL store's schema, version 2 (crates/durable/src/postgres.rs): version 1 plus
--- each task's claim `priority` (SPEC A8), which `open` adds to a version-1 store
--- (postgres.rs SCHEMA_V2_UPGRADE, D.schema-migration).
+-- The PostgreSQL store's schema, version 3 (crates/durable/src/postgres.rs): version 1 plus
+-- each task's claim `priority` (SPEC A8, version 2) and, per edge, whether it is `optional`
+-- and the dependency version an optional edge missed (SPEC A8 optional dependencies, version
+-- 3), with the pools and each task's `pool` (SPEC A8 named concurrency limits, version 3),
+-- which `open` adds to an older store (postgres.rs SCHEMA_V2_UPGRADE and
+-- SCHEMA_V3_UPGRADE, D.schema-migration).
 -- `@S@` is replaced by the store's schema name (a quoted identifier) and `@C@` by its
 -- notification channel (a string literal: the schema name) when it is installed.
--- Tables are those of the SQLite store (src/sqlite.rs, SCHEMA_V1) in PostgreSQL's dialect;
--- the functions are the operations that must cost one round trip (claim, complete, fail,
--- renew, cancel, close). Every function begins by locking the single `lockstep_state` row:
--- that lock is the operation's linearization point (see the module documentation).
+-- Tables are those of the SQLite store (src/sqlite.rs, SCHEMA_V1 and its upgrades) in
+-- PostgreSQL's dialect; the functions are the operations that must cost one round trip
+-- (claim, complete, fail, renew, cancel, close). Every function begins by locking the single
+-- `lockstep_state` row: that lock is the operation's linearization point (see the module
+-- documentation).
 --
--- Everything after the line `-- FUNCTIONS` is code, not stored layout: `CREATE OR REPLACE`
--- statements with unchanged signatures, run again by `open` on a store whose recorded
--- `functions` revision (lockstep_meta; absent = 1) is older than postgres.rs
--- FUNCTIONS_REVISION (semantics D.pg-functions-revision).
+-- Everything after the line `-- FUNCTIONS` is code, not stored layout, run again by `open` on
+-- a store whose recorded `functions` revision (lockstep_meta; absent = 1) is older than
+-- postgres.rs FUNCTIONS_REVISION (semantics D.pg-functions-revision): `CREATE OR REPLACE`
+-- statements, each preceded by a `DROP FUNCTION IF EXISTS` of the same arguments where
+-- revision 4 changed the function's result columns (`CREATE OR REPLACE` cannot change them).
+-- PL/pgSQL bodies are resolved when called, so dropping a function that others call is safe
+-- inside the transaction that creates it again.
 
 CREATE TABLE @S@.lockstep_meta (
     key   text PRIMARY KEY,
@@ -48,7 +55,9 @@ CREATE TABLE @S@.tasks (
     lease_expiry     bigint,
     attempts         bigint  NOT NULL,
     updated_at       bigint  NOT NULL,
-    priority         bigint  NOT NULL DEFAULT 0
+    priority         bigint  NOT NULL DEFAULT 0,
+    -- Schema version 3 (SPEC A8 named concurrency limits): the version's pool, or none.
+    pool             text
 );
 -- The claim's scan: ready versions and running ones (whose lease may have expired), in claim
 -- order (highest priority first, then seq).
@@ -62,20 +71,46 @@ CREATE TABLE @S@.edges (
     pos        integer NOT NULL,
     dependency text    NOT NULL,
     waiting    boolean NOT NULL,
+    -- Schema version 3 (SPEC A8): an optional edge waits until its dependency is terminal,
+    -- whatever it ended as; one whose dependency was lost records that version here (the
+    -- dependent's `optional_misses`). A version's edges are its required dependencies, then
+    -- its optional ones, by `pos`.
+    optional        boolean NOT NULL DEFAULT false,
+    miss_generation bigint,
+    miss_state      text,
     PRIMARY KEY (dependent, pos)
 );
 -- The reverse-edge index: who waits on a dependency.
 CREATE INDEX edges_dependency ON @S@.edges (dependency, waiting);
+-- The recorded optional misses, in each dependent's list order (status and snapshot).
+CREATE INDEX edges_missed ON @S@.edges (dependent, pos) WHERE miss_state IS NOT NULL;
+-- Counting a pool's running versions (schema version 3).
+CREATE INDEX tasks_pool_state ON @S@.tasks (pool, state) WHERE pool IS NOT NULL;
+
+-- Schema version 3: the named concurrency limits (`define_pool`), once per name.
+CREATE TABLE @S@.pools (
+    name  text   PRIMARY KEY,
+    depth bigint NOT NULL
+);
 
 -- FUNCTIONS
 
--- `p_id` is lost: block, with the cause, every pending version waiting on it and,
--- transitively, theirs. Returns how many were blocked. Caller holds the state-row lock.
+-- `p_id` is lost (failed, cancelled, or blocked: its row says which). First every pending
+-- version waiting on it through a **required** edge and, transitively, theirs is blocked with
+-- the cause (one recursive statement over the reverse-edge index). Then every pending version
+-- waiting through an **optional** edge on `p_id` or on one of those just blocked records the
+-- miss on that edge (the lost version's generation and state: `p_id`'s own, `blocked` for
+-- the others), stops waiting on it, and becomes ready when that was its last wait (SPEC A8,
+-- docs/semantics.md "Optional dependencies"; the SQLite store's `block_waiters_of`). Returns
+-- how many became ready and how many were blocked (the operation's `Effect`). Costs
+-- O(lost versions + their reverse edges). Caller holds the state-row lock.
+DROP FUNCTION IF EXISTS @S@.block_waiters(text, text, bigint, text, bigint);
 CREATE OR REPLACE FUNCTION @S@.block_waiters(p_id text, c_task text, c_generation bigint,
-                                  c_state text, p_now bigint)
-RETURNS bigint LANGUAGE plpgsql AS $$
+                                  c_state text, p_now bigint,
+                                  OUT n_ready bigint, OUT n_blocked bigint)
+LANGUAGE plpgsql AS $$
 DECLARE
-    n bigint;
+    v_lost text[];
 BEGIN
     WITH RECURSIVE lost(id) AS (
         SELECT p_id
@@ -84,15 +119,41 @@ BEGIN
           FROM @S@.edges e
           JOIN lost ON e.dependency = lost.id
           JOIN @S@.tasks t ON t.id = e.dependent
-         WHERE e.waiting AND t.state = 'pending'
+         WHERE e.waiting AND NOT e.optional AND t.state = 'pending'
+    ), blocked AS (
+        UPDATE @S@.tasks t
+           SET state = 'blocked', cause_task = c_task, cause_generation = c_generation,
+               cause_state = c_state, updated_at = p_now
+          FROM lost
+         WHERE t.id = lost.id AND t.state = 'pending'
+        RETURNING t.id
     )
-    UPDATE @S@.tasks t
-       SET state = 'blocked', cause_task = c_task, cause_generation = c_generation,
-           cause_state = c_state, updated_at = p_now
-      FROM lost
-     WHERE t.id = lost.id AND t.state = 'pending';
-    GET DIAGNOSTICS n = ROW_COUNT;
-    RETURN n;
+    SELECT coalesce(array_agg(b.id), '{}') INTO v_lost FROM blocked b;
+    n_blocked := cardinality(v_lost);
+    -- A new statement, so it sees the versions blocked above as blocked: a version that is
+    -- blocked now records no miss (it will never run, and a blocked version lists none).
+    v_lost := v_lost || p_id;
+    WITH missed AS (
+        -- One edge per (dependent, lost version): dependency lists have no duplicates.
+        UPDATE @S@.edges e
+           SET waiting = false, miss_generation = l.generation, miss_state = l.state
+          FROM @S@.tasks l, @S@.tasks t
+         WHERE l.id = ANY (v_lost)
+           AND e.dependency = l.id AND e.waiting AND e.optional
+           AND t.id = e.dependent AND t.state = 'pending'
+        RETURNING e.dependent
+    ), counted AS (
+        SELECT m.dependent, count(*) AS k FROM missed m GROUP BY m.dependent
+    ), released AS (
+        UPDATE @S@.tasks t
+           SET remaining = t.remaining - c.k,
+               state = CASE WHEN t.remaining = c.k THEN 'ready' ELSE t.state END,
+               updated_at = p_now
+          FROM counted c
+         WHERE t.id = c.dependent
+        RETURNING t.state
+    )
+    SELECT count(*) FILTER (WHERE r.state = 'ready') INTO n_ready FROM released r;
 END $$;
 
 -- The checks shared by complete, fail and renew on the row read (all NULL when the id is
@@ -124,6 +185,11 @@ DECLARE
     v_t bigint;
     v_take bigint;
     v_expiry bigint;
+    v_names text[];
+    v_room bigint[];
+    v_epoch bigint;
+    v_i integer;
+    r record;
 BEGIN
     -- LINEARIZATION POINT (D.pg-serial-writes): every write operation takes this row lock
     -- first, so claims (and all other writes) apply one at a time and the limit below is
@@ -146,7 +212,50 @@ BEGIN
         SELECT least(p_max, greatest(st.max_concurrency - count(*), 0)) INTO v_take
           FROM @S@.tasks t WHERE t.state = 'running' AND t.lease_expiry > v_t;
     END IF;
-    IF v_take = 1 THEN
+    IF v_take > 0 AND EXISTS (SELECT 1 FROM @S@.pools) THEN
+        -- INVARIANT (D.pool-depth): with pools, the candidates are walked in claim order and
+        -- each one whose pool has no room left (its depth minus its versions under unexpired
+        -- leases, minus what this claim took) is passed over; the walk reads only as far as
+        -- it must (a cursor over `tasks_claimable`), and a full pool holds back only its own.
+        SELECT coalesce(array_agg(p.name ORDER BY p.name), '{}'),
+               coalesce(array_agg(greatest(p.depth - (SELECT count(*) FROM @S@.tasks k
+                                                       WHERE k.pool = p.name
+                                                         AND k.state = 'running'
+                                                         AND k.lease_expiry > v_t), 0)
+                                  ORDER BY p.name), '{}')
+          INTO v_names, v_room
+          FROM @S@.pools p;
+        v_epoch := st.next_epoch;
+        FOR r IN
+            SELECT t.id, t.pool FROM @S@.tasks t
+             WHERE t.state = 'ready' OR (t.state = 'running' AND t.lease_expiry <= v_t)
+             ORDER BY t.priority DESC, t.seq
+               FOR UPDATE SKIP LOCKED
+        LOOP
+            EXIT WHEN v_epoch - st.next_epoch >= v_take;
+            IF r.pool IS NOT NULL THEN
+                v_i := array_position(v_names, r.pool);
+                IF v_i IS NOT NULL THEN
+                    CONTINUE WHEN v_room[v_i] <= 0;
+                    v_room[v_i] := v_room[v_i] - 1;
+                END IF;
+            END IF;
+            -- A4 claim-once: ready (or expired running) -> running with a new lease.
+            UPDATE @S@.tasks t
+               SET state = 'running', lease_owner = p_owner, lease_epoch = v_epoch,
+                   lease_expiry = v_expiry, attempts = t.attempts + 1, updated_at = v_t
+             WHERE t.id = r.id
+            RETURNING t.id, t.generation, t.lease_epoch, t.lease_expiry, t.attempts,
+                      t.cancel_requested, t.payload
+                 INTO o_id, o_generation, o_epoch, o_expiry, o_attempts, o_cancel_requested,
+                      o_payload;
+            RETURN NEXT;
+            v_epoch := v_epoch + 1;
+        END LOOP;
+        IF v_t <> st.clock OR v_epoch <> st.next_epoch THEN
+            UPDATE @S@.lockstep_state SET clock = v_t, next_epoch = v_epoch WHERE one = 1;
+        END IF;
+    ELSIF v_take = 1 THEN
         -- One version (a worker with one free slot): `LIMIT 1` is written out, so the plan
         -- PostgreSQL caches for this statement is the index scan of `tasks_claimable` in
         -- claim order whatever the table's statistics (with a parameter as the limit, the
@@ -211,18 +320,22 @@ BEGIN
     END IF;
 END $$;
 
--- complete / fail: one statement, one transaction. Returns (code, count, current generation,
--- lease owner, lease epoch, state): code 'applied' (count = ready or blocked), 'duplicate',
--- or an error code ('unknown', 'stale', 'fenced', 'conflict') that changed nothing.
+-- complete / fail: one statement, one transaction. Returns (code, ready, blocked, current
+-- generation, lease owner, lease epoch, state): code 'applied' (ready and blocked: the
+-- `Effect`; a failure readies the optional waiters it settles, `block_waiters`),
+-- 'duplicate', or an error code ('unknown', 'stale', 'fenced', 'conflict') that changed
+-- nothing.
 -- The usual case (the token is the running version's latest claim) is one statement after
 -- the lock: the conditional UPDATE is the fence (as `fence_code`), and a completion
 -- releases the waiters in the same statement. Anything else reads the row and answers as
 -- `fence_code` says. An applied settlement notifies `@C@` when it made work claimable
 -- (semantics D.pg-notify): a dependent became ready, or, in a store with a limit, a slot
 -- became free.
+DROP FUNCTION IF EXISTS @S@.settle(text, bigint, text, bigint, bigint, boolean, text);
 CREATE OR REPLACE FUNCTION @S@.settle(p_id text, p_generation bigint, p_owner text, p_epoch bigint,
                            p_now bigint, p_success boolean, p_error text,
-                           OUT code text, OUT n bigint, OUT cur_generation bigint,
+                           OUT code text, OUT n_ready bigint, OUT n_blocked bigint,
+                           OUT cur_generation bigint,
                            OUT cur_owner text, OUT cur_epoch bigint, OUT cur_state text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -235,7 +348,8 @@ BEGIN
     SELECT clock, max_concurrency INTO v_clock, v_limit
       FROM @S@.lockstep_state WHERE one = 1 FOR UPDATE;
     v_t := greatest(v_clock, p_now);
-    n := 0;
+    n_ready := 0;
+    n_blocked := 0;
     IF p_success THEN
         WITH me AS (
             UPDATE @S@.tasks SET state = 'succeeded', updated_at = v_t
@@ -260,14 +374,15 @@ BEGIN
             RETURNING t.state
         )
         SELECT (SELECT count(*) FROM me), (SELECT count(*) FROM updated WHERE state = 'ready')
-          INTO v_done, n;
+          INTO v_done, n_ready;
     ELSE
         UPDATE @S@.tasks SET state = 'failed', error = p_error, updated_at = v_t
          WHERE id = p_id AND generation = p_generation AND state = 'running'
            AND lease_epoch = p_epoch AND lease_owner = p_owner;
         GET DIAGNOSTICS v_done = ROW_COUNT;
         IF v_done > 0 THEN
-            n := @S@.block_waiters(p_id, p_id, p_generation, 'failed', v_t);
+            SELECT w.n_ready, w.n_blocked INTO n_ready, n_blocked
+              FROM @S@.block_waiters(p_id, p_id, p_generation, 'failed', v_t) w;
         END IF;
     END IF;
     IF v_done > 0 THEN
@@ -276,8 +391,12 @@ BEGIN
         cur_owner := p_owner;
         cur_epoch := p_epoch;
         cur_state := CASE WHEN p_success THEN 'succeeded' ELSE 'failed' END;
-        -- INVARIANT (D.pg-notify): work made claimable wakes the listening idle workers.
-        IF (p_success AND n > 0) OR v_limit <> 9223372036854775807 THEN
+        -- INVARIANT (D.pg-notify): work made claimable wakes the listening idle workers (a
+        -- failure readies the optional waiters it settles; a settled version of a pool frees
+        -- the pool's slot, so the pool's passed-over versions are claimable again, even in a
+        -- store without a limit).
+        IF n_ready > 0 OR v_limit <> 9223372036854775807
+           OR EXISTS (SELECT 1 FROM @S@.tasks WHERE id = p_id AND pool IS NOT NULL) THEN
             PERFORM pg_notify(@C@, '');
         END IF;
     ELSE
@@ -342,10 +461,13 @@ BEGIN
     UPDATE @S@.lockstep_state SET clock = t WHERE one = 1;
 END $$;
 
--- cancel: one statement. Returns (code, blocked count, state): 'unknown', 'cancelled',
--- 'requested' or 'terminal'.
+-- cancel: one statement. Returns (code, ready, blocked, state): 'unknown', 'cancelled' (ready
+-- and blocked: the `Effect`, `block_waiters`), 'requested' or 'terminal'. A cancellation that
+-- readies optional waiters notifies `@C@` (D.pg-notify).
+DROP FUNCTION IF EXISTS @S@.cancel(text, bigint);
 CREATE OR REPLACE FUNCTION @S@.cancel(p_id text, p_now bigint,
-                           OUT code text, OUT n bigint, OUT cur_state text)
+                           OUT code text, OUT n_ready bigint, OUT n_blocked bigint,
+                           OUT cur_state text)
 LANGUAGE plpgsql AS $$
 DECLARE
     st @S@.lockstep_state;
@@ -354,7 +476,8 @@ DECLARE
 BEGIN
     SELECT * INTO st FROM @S@.lockstep_state WHERE one = 1 FOR UPDATE;
     SELECT * INTO row FROM @S@.tasks WHERE id = p_id;
-    n := 0;
+    n_ready := 0;
+    n_blocked := 0;
     IF NOT FOUND THEN
         code := 'unknown';
         RETURN;
@@ -364,8 +487,13 @@ BEGIN
     IF row.state IN ('pending', 'ready') THEN
         UPDATE @S@.tasks SET state = 'cancelled', cancelled_by = 'user', updated_at = v_t
          WHERE id = p_id;
-        n := @S@.block_waiters(p_id, p_id, row.generation, 'cancelled', v_t);
+        SELECT w.n_ready, w.n_blocked INTO n_ready, n_blocked
+          FROM @S@.block_waiters(p_id, p_id, row.generation, 'cancelled', v_t) w;
         code := 'cancelled';
+        -- INVARIANT (D.pg-notify): optional waiters made ready wake the idle workers.
+        IF n_ready > 0 THEN
+            PERFORM pg_notify(@C@, '');
+        END IF;
     ELSIF row.state = 'running' THEN
         UPDATE @S@.tasks SET cancel_requested = true, updated_at = v_t WHERE id = p_id;
         code := 'requested';
@@ -375,7 +503,9 @@ BEGIN
     UPDATE @S@.lockstep_state SET clock = v_t WHERE one = 1;
 END $$;
 
--- close: one statement. Returns (cancelled, running).
+-- close: one statement. Returns (cancelled, running). Nothing is propagated: every pending
+-- version is cancelled with the others, so no waiter is left to block or to record a miss
+-- (as in the model, where close records none).
 CREATE OR REPLACE FUNCTION @S@.close(p_now bigint, OUT cancelled bigint, OUT running bigint)
 LANGUAGE plpgsql AS $$
 DECLARE

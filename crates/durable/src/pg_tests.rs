@@ -630,12 +630,71 @@ fn postgres_store_upgrades_older_functions_on_open() {
     assert_eq!(revision, FUNCTIONS_REVISION);
 }
 
+/// The stored layout of the store in `schema`, with the schema's name replaced by `S`: its
+/// columns (table, name, type, nullability, default), constraints, indexes and functions
+/// (name, arguments, result and the digest of the body), each kind in a fixed order. A
+/// migrated store must have exactly a new store's layout.
+fn layout(url: &str, schema: &str) -> Vec<String> {
+    let mut c = Client::connect(url, NoTls).unwrap();
+    let queries = [
+        "SELECT concat_ws(' ', 'column', table_name, column_name, data_type, is_nullable,
+                          column_default)
+           FROM information_schema.columns WHERE table_schema = $1
+          ORDER BY table_name, ordinal_position",
+        "SELECT concat_ws(' ', 'constraint', cl.relname, co.conname, pg_get_constraintdef(co.oid))
+           FROM pg_constraint co JOIN pg_class cl ON cl.oid = co.conrelid
+           JOIN pg_namespace n ON n.oid = cl.relnamespace
+          WHERE n.nspname = $1 ORDER BY 1",
+        "SELECT concat_ws(' ', 'index', indexname, indexdef) FROM pg_indexes
+          WHERE schemaname = $1 ORDER BY indexname",
+        "SELECT concat_ws(' ', 'function', p.proname, pg_get_function_arguments(p.oid),
+                          pg_get_function_result(p.oid), md5(replace(p.prosrc, $1, 'S')))
+           FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+          WHERE n.nspname = $1 ORDER BY 1",
+    ];
+    let mut out = Vec::new();
+    for q in queries {
+        for r in c.query(q, &[&schema]).unwrap() {
+            out.push(r.get::<_, String>(0).replace(schema, "S"));
+        }
+    }
+    out
+}
+
+/// The `lockstep_meta` value of `key` in `schema`.
+fn meta_value(url: &str, schema: &str, key: &str) -> i64 {
+    let mut c = Client::connect(url, NoTls).unwrap();
+    c.query_one(
+        &format!("SELECT value FROM {schema}.lockstep_meta WHERE key = $1"),
+        &[&key],
+    )
+    .unwrap()
+    .get(0)
+}
+
+/// Asserts that the store in `migrated` has the layout of a store this build creates
+/// ([`layout`]): the upgrades and the functions left nothing of the old version behind.
+fn assert_layout_of_a_new_store(url: &str, migrated: &str) {
+    let fresh = Scratch::new(url);
+    drop(PostgresStore::create_with(url, 1, &fresh.options()).unwrap());
+    let (want, got) = (layout(url, &fresh.schema), layout(url, migrated));
+    assert!(want.iter().any(|l| l.contains("edges_missed")), "{want:#?}");
+    let lacking: Vec<&String> = want.iter().filter(|l| !got.contains(l)).collect();
+    let extra: Vec<&String> = got.iter().filter(|l| !want.contains(l)).collect();
+    assert!(
+        lacking.is_empty() && extra.is_empty(),
+        "the migrated store lacks {lacking:#?} and has {extra:#?}"
+    );
+    assert_eq!(got, want, "the same layout, in the same order");
+}
+
 /// `D.schema-migration` on PostgreSQL: a store that schema version 1 wrote
 /// (`tests/fixtures/v1-store.pg.sql`, dumped from the last build of version 1; loaded here
-/// into a scratch schema) is migrated by `open`: the version and the functions revision are
-/// recorded, every task, state, cause, error and lease is kept (the running version's own
-/// token settles it), the claim counter continues, and the claim honours priorities given to
-/// new versions (submission order alone would claim `c` first). A second open changes nothing.
+/// into a scratch schema) is migrated by `open` to version 3 in one step: the version and the
+/// functions revision are recorded, the layout is a new store's, every task, state, cause,
+/// error and lease is kept (the running version's own token settles it), every edge is
+/// required, the claim counter continues, and the claim honours priorities given to new
+/// versions (submission order alone would claim `c` first). A second open changes nothing.
 #[test]
 fn postgres_version_1_store_is_migrated_on_open() {
     let Some(url) = pg_url() else { return };
@@ -643,25 +702,17 @@ fn postgres_version_1_store_is_migrated_on_open() {
     let dump = include_str!("../tests/fixtures/v1-store.pg.sql")
         .replace("lockstep_v1_fixture", &scratch.schema);
     scratch.sql(&dump);
-    let meta = |key: &str| -> i64 {
-        let mut c = Client::connect(&url, NoTls).unwrap();
-        c.query_one(
-            &format!(
-                "SELECT value FROM {}.lockstep_meta WHERE key = $1",
-                scratch.schema
-            ),
-            &[&key],
-        )
-        .unwrap()
-        .get(0)
-    };
+    let meta = |key: &str| meta_value(&url, &scratch.schema, key);
     assert_eq!((meta("schema_version"), meta("functions")), (1, 2));
     let opts = scratch.options();
     let mut s = PostgresStore::open_with(&url, &opts).unwrap();
-    assert_eq!(
-        (meta("schema_version"), meta("functions")),
-        (i64::from(SCHEMA_VERSION), FUNCTIONS_REVISION)
-    );
+    assert_eq!((SCHEMA_VERSION, FUNCTIONS_REVISION), (3, 4));
+    assert_eq!((meta("schema_version"), meta("functions")), (3, 4));
+    assert_layout_of_a_new_store(&url, &scratch.schema);
+    let defs = s.definitions().unwrap();
+    let g = defs.iter().find(|d| d.id == "g").unwrap();
+    assert_eq!(g.deps, ["c", "d"]);
+    assert!(defs.iter().all(|d| d.optional.is_empty()), "{defs:?}");
     let states: Vec<(String, TaskState)> = s
         .snapshot()
         .unwrap()
@@ -711,8 +762,575 @@ fn postgres_version_1_store_is_migrated_on_open() {
     };
     assert!(s.complete(&token, Millis(3_100)).is_ok());
     assert_eq!(s.status("d").unwrap().map(|st| st.state), Some(Ready));
+    let after = s.snapshot().unwrap();
+    assert!(after.iter().all(|(_, st)| st.optional_misses.is_empty()));
     drop(s);
-    let s = PostgresStore::open_with(&url, &opts).unwrap();
+    let mut s = PostgresStore::open_with(&url, &opts).unwrap();
+    assert_eq!(s.snapshot().unwrap(), after);
     drop(s);
-    assert_eq!(meta("schema_version"), i64::from(SCHEMA_VERSION));
+    assert_eq!((meta("schema_version"), meta("functions")), (3, 4));
+}
+
+// ---------------------------------------------------------------------------------------
+// Schema version 3: optional dependencies and graphs that grow (SPEC A8).
+// ---------------------------------------------------------------------------------------
+
+/// The recorded misses of `id`'s current version, as `dependency generation state`.
+fn misses_of<S: Store>(s: &mut S, id: &str) -> Vec<String> {
+    s.status(id)
+        .unwrap()
+        .unwrap_or_else(|| panic!("{id} is unknown"))
+        .optional_misses
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+fn state_of<S: Store>(s: &mut S, id: &str) -> TaskState {
+    s.status(id).unwrap().expect("a known id").state
+}
+
+/// The one claim of `id` among `leases`.
+fn lease_for<'a>(leases: &'a [Lease], id: &str) -> &'a Lease {
+    leases
+        .iter()
+        .find(|l| l.id == id)
+        .unwrap_or_else(|| panic!("{id} was not claimed: {leases:?}"))
+}
+
+/// A script of optional edges and growth (`docs/semantics.md`, "Optional dependencies" and
+/// "Graphs that grow"), run on any store: each step's answer is asserted as the semantics
+/// say, and every answer and snapshot is logged, so that two stores can be compared line for
+/// line (see `postgres_and_sqlite_agree_on_optional_edges_and_growth`).
+fn optional_script<S: Store>(s: &mut S) -> Vec<String> {
+    let mut log = Vec::new();
+    let w = owner("w");
+    let g1 = Generation(1);
+    macro_rules! step {
+        ($e:expr) => {{
+            let out = $e;
+            log.push(format!("{}: {out:?}", stringify!($e)));
+            log.push(format!("{:?}", s.snapshot().unwrap()));
+            out
+        }};
+    }
+    // Before start, in one batch (PostgreSQL's bulk path): every optional edge waits.
+    let r = step!(s.submit(&[
+        NewTask::without_deps("a"),
+        NewTask::without_deps("b"),
+        NewTask::without_deps("lint"),
+        NewTask::new("docs", ["a"]).with_optional(["lint"]),
+        NewTask::without_deps("report").with_optional(["b", "lint", "docs"]),
+    ]))
+    .unwrap();
+    assert!(r.iter().all(|g| *g == Ok(g1)), "{r:?}");
+    // One task alone (the per-task path).
+    step!(s.submit(&[NewTask::without_deps("z").with_optional(["a"])])).unwrap();
+    for (id, want) in [
+        ("a", TaskState::Ready),
+        ("docs", TaskState::Pending),
+        ("report", TaskState::Pending),
+        ("z", TaskState::Pending),
+    ] {
+        assert_eq!(state_of(s, id), want, "{id}");
+    }
+    let defs = s.definitions().unwrap();
+    let docs = defs.iter().find(|d| d.id == "docs").unwrap();
+    assert_eq!(
+        (docs.deps.clone(), docs.optional.clone()),
+        (vec!["a".to_string()], vec!["lint".to_string()])
+    );
+    let report = defs.iter().find(|d| d.id == "report").unwrap();
+    assert_eq!(report.optional, ["b", "lint", "docs"]);
+    assert!(report.deps.is_empty());
+
+    s.start().unwrap();
+    let first = step!(s.claim(&w, Millis(10), Millis(1_000), 3)).unwrap();
+    // A failed optional dependency is recorded and never blocks.
+    let e = step!(s.fail(&lease_for(&first, "lint").token(), Millis(11), "lint broke")).unwrap();
+    assert_eq!(
+        e,
+        CallbackOutcome::Applied(Effect {
+            ready: 0,
+            blocked: 0
+        })
+    );
+    assert_eq!(state_of(s, "docs"), TaskState::Pending);
+    assert_eq!(misses_of(s, "docs"), ["lint g1 failed"]);
+    step!(s.fail(&lease_for(&first, "b").token(), Millis(12), "b broke")).unwrap();
+    let e = step!(s.complete(&lease_for(&first, "a").token(), Millis(13))).unwrap();
+    assert_eq!(
+        e,
+        CallbackOutcome::Applied(Effect {
+            ready: 2,
+            blocked: 0
+        }),
+        "docs and z"
+    );
+    let second = step!(s.claim(&w, Millis(14), Millis(1_000), 5)).unwrap();
+    let e = step!(s.fail(
+        &lease_for(&second, "docs").token(),
+        Millis(15),
+        "docs broke"
+    ))
+    .unwrap();
+    // The last optional wait settled by a loss: ready, counted in the failure's effect.
+    assert_eq!(
+        e,
+        CallbackOutcome::Applied(Effect {
+            ready: 1,
+            blocked: 0
+        })
+    );
+    assert_eq!(state_of(s, "report"), TaskState::Ready);
+    // In optional-list order (b, lint, docs), not in loss order (lint, b, docs).
+    assert_eq!(
+        misses_of(s, "report"),
+        ["b g1 failed", "lint g1 failed", "docs g1 failed"]
+    );
+
+    // Graphs that grow: new ids after start, in one batch.
+    let r = step!(s.submit(&[
+        NewTask::without_deps("root"),
+        NewTask::new("mid", ["root"]),
+        NewTask::new("leaf", ["mid"]),
+        NewTask::without_deps("watch_mid").with_optional(["mid"]),
+        NewTask::new("watch_leaf", ["a"]).with_optional(["leaf", "root"]),
+        NewTask::new("both", ["leaf"]).with_optional(["root"]),
+    ]))
+    .unwrap();
+    assert!(r.iter().all(|g| *g == Ok(g1)), "{r:?}");
+    // A loss blocks through required edges only; optional waiters of the root and of every
+    // version it blocked record the miss, and those left waiting on nothing become ready.
+    let e = step!(s.cancel("root", Millis(16))).unwrap();
+    assert_eq!(
+        e,
+        CancelOutcome::Cancelled(Effect {
+            ready: 2,
+            blocked: 3
+        })
+    );
+    for id in ["mid", "leaf", "both"] {
+        let st = s.status(id).unwrap().unwrap();
+        assert_eq!(st.state, TaskState::Blocked, "{id}");
+        assert_eq!(
+            st.blocked_by.unwrap().to_string(),
+            "root g1 cancelled",
+            "{id}"
+        );
+        // A blocked version lists no misses (`both` missed `root` before it was blocked).
+        assert!(st.optional_misses.is_empty(), "{id}");
+    }
+    assert_eq!(state_of(s, "watch_mid"), TaskState::Ready);
+    assert_eq!(misses_of(s, "watch_mid"), ["mid g1 blocked"]);
+    assert_eq!(state_of(s, "watch_leaf"), TaskState::Ready);
+    assert_eq!(
+        misses_of(s, "watch_leaf"),
+        ["leaf g1 blocked", "root g1 cancelled"]
+    );
+
+    // The snapshot at submission: lost optional dependencies are recorded at once.
+    let r = step!(s.submit(&[
+        NewTask::new("late", ["a"]).with_optional(["lint", "mid", "report"]),
+        NewTask::new("late2", ["mid"]).with_optional(["lint"]),
+        NewTask::without_deps("late3").with_optional(["a"]),
+    ]))
+    .unwrap();
+    assert!(r.iter().all(|g| *g == Ok(g1)), "{r:?}");
+    assert_eq!(state_of(s, "late"), TaskState::Pending, "waits on report");
+    assert_eq!(misses_of(s, "late"), ["lint g1 failed", "mid g1 blocked"]);
+    let late2 = s.status("late2").unwrap().unwrap();
+    assert_eq!(late2.state, TaskState::Blocked);
+    assert_eq!(late2.blocked_by.unwrap().to_string(), "root g1 cancelled");
+    assert!(late2.optional_misses.is_empty());
+    assert_eq!(state_of(s, "late3"), TaskState::Ready);
+    assert!(misses_of(s, "late3").is_empty());
+
+    // Refusals over the joined list, each changing nothing.
+    let before = s.snapshot().unwrap();
+    let r = step!(s.submit(&[
+        NewTask::without_deps("selfish").with_optional(["selfish"]),
+        NewTask::without_deps("ghostly").with_optional(["a", "ghost"]),
+        NewTask::new("dup", ["a"]).with_optional(["a"]),
+        NewTask::without_deps("a").with_optional(["late3"]),
+    ]))
+    .unwrap();
+    match &r[0] {
+        Err(DurableError::Cycles { cycles }) => {
+            assert_eq!(cycles.len(), 1);
+            assert_eq!(cycles[0].to_string(), "selfish -> selfish");
+        }
+        other => panic!("a new id's self-dependency is a cycle: {other:?}"),
+    }
+    match &r[1] {
+        Err(DurableError::UnknownDependency { missing }) => {
+            assert_eq!(missing.len(), 1);
+            assert_eq!(missing[0].dependency, "ghost");
+        }
+        other => panic!("an unknown optional dependency: {other:?}"),
+    }
+    assert_eq!(
+        r[2],
+        Err(DurableError::DuplicateDependency {
+            task: "dup".into(),
+            dependency: "a".into()
+        })
+    );
+    match &r[3] {
+        Err(DurableError::Cycles { cycles }) => {
+            assert_eq!(cycles.len(), 1, "{cycles:?}");
+            assert!(cycles[0].path.contains(&"late3".to_string()), "{cycles:?}");
+        }
+        other => panic!("a cycle through an optional edge: {other:?}"),
+    }
+    assert_eq!(s.snapshot().unwrap(), before);
+
+    // A replacement born blocked is a loss for its optional waiters.
+    step!(s.submit(&[
+        NewTask::without_deps("k"),
+        NewTask::without_deps("j").with_optional(["k"])
+    ]))
+    .unwrap();
+    assert_eq!(state_of(s, "j"), TaskState::Pending);
+    let r = step!(s.submit(&[NewTask::new("k", ["lint"])])).unwrap();
+    assert_eq!(r, [Ok(Generation(2))]);
+    assert_eq!(state_of(s, "k"), TaskState::Blocked);
+    assert_eq!(state_of(s, "j"), TaskState::Ready);
+    assert_eq!(misses_of(s, "j"), ["k g2 blocked"]);
+    // A resubmission starts with no misses.
+    step!(s.submit(&[NewTask::without_deps("j").with_optional(["k", "a"])])).unwrap();
+    assert_eq!(
+        misses_of(s, "j"),
+        ["k g2 blocked"],
+        "recorded again by the new snapshot"
+    );
+    step!(s.submit(&[NewTask::without_deps("j").with_optional(["a"])])).unwrap();
+    assert!(misses_of(s, "j").is_empty());
+
+    // A removal by redefine is a loss too.
+    step!(s.submit(&[
+        NewTask::without_deps("m"),
+        NewTask::without_deps("n").with_optional(["m"])
+    ]))
+    .unwrap();
+    step!(s.redefine(
+        &Redefinition {
+            seen: vec![],
+            submit: vec![],
+            remove: vec!["m".into()],
+            record: vec![],
+        },
+        Millis(17),
+    ))
+    .unwrap();
+    assert_eq!(state_of(s, "n"), TaskState::Ready);
+    assert_eq!(misses_of(s, "n"), ["m g1 cancelled"]);
+
+    // Closing cancels the rest; a cancelled version still shows what it missed.
+    step!(s.close(Millis(18))).unwrap();
+    let st = s.status("watch_leaf").unwrap().unwrap();
+    assert_eq!(st.state, TaskState::Cancelled);
+    assert_eq!(st.optional_misses.len(), 2);
+    log.push(format!("{:?}", s.definitions().unwrap()));
+    log
+}
+
+/// Optional edges and growth on PostgreSQL, as the semantics say ([`optional_script`]), and
+/// exactly as on SQLite: every answer and every snapshot of the script is the same on both.
+#[test]
+fn postgres_and_sqlite_agree_on_optional_edges_and_growth() {
+    let Some(url) = pg_url() else { return };
+    let scratch = Scratch::new(&url);
+    let mut pg = PostgresStore::create_with(&url, 10, &scratch.options()).unwrap();
+    let pg_log = optional_script(&mut pg);
+    let dir = tempfile::tempdir().unwrap();
+    let mut lite = crate::SqliteStore::create(dir.path().join("s.lockstep"), 10).unwrap();
+    let lite_log = optional_script(&mut lite);
+    assert_eq!(pg_log.len(), lite_log.len());
+    for (p, l) in pg_log.iter().zip(&lite_log) {
+        assert_eq!(p, l);
+    }
+}
+
+/// `D.pg-notify` for losses: a failure, and a cancellation, that makes an optional waiter
+/// ready wakes an idle worker (the same 60 s bound and 30 s deadline as
+/// `postgres_idle_waiter_wakes_on_a_completion_and_a_submission`; without the `pg_notify`
+/// of `settle`'s failure or of `cancel` the waiter sleeps the whole bound and the deadline
+/// passes).
+#[test]
+fn postgres_idle_waiter_wakes_when_a_loss_readies_an_optional_waiter() {
+    use std::sync::mpsc;
+    let Some(url) = pg_url() else { return };
+    let scratch = Scratch::new(&url);
+    let opts = scratch.options();
+    let mut s = PostgresStore::create_with(&url, crate::UNLIMITED, &opts).unwrap();
+    s.submit(&[
+        NewTask::without_deps("x"),
+        NewTask::without_deps("hold"),
+        NewTask::new("y", ["hold"]),
+        NewTask::without_deps("after_x").with_optional(["x"]),
+        NewTask::without_deps("after_y").with_optional(["y"]),
+    ])
+    .unwrap();
+    let running = s.claim(&owner("w"), Millis(1), Millis(600_000), 2).unwrap();
+    assert_eq!(running.len(), 2);
+    let mut waiter = PostgresStore::open_with(&url, &opts).unwrap();
+    // Nothing claimable: y waits on hold, the others on x and y.
+    assert!(
+        waiter
+            .claim(&owner("idle"), Millis(1), Millis(600_000), 4)
+            .unwrap()
+            .is_empty()
+    );
+    waiter.wait_for_work(Duration::from_secs(60)).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let idle = thread::spawn(move || {
+        for _ in 0..2 {
+            let got = loop {
+                waiter.wait_for_work(Duration::from_secs(60)).unwrap();
+                let got = waiter
+                    .claim(&owner("idle"), Millis(2), Millis(600_000), 4)
+                    .unwrap();
+                if !got.is_empty() {
+                    break got;
+                }
+            };
+            tx.send(got.iter().map(|l| l.id.clone()).collect::<Vec<_>>())
+                .unwrap();
+        }
+    });
+    assert_eq!(
+        s.fail(&lease_for(&running, "x").token(), Millis(2), "x broke")
+            .unwrap(),
+        CallbackOutcome::Applied(Effect {
+            ready: 1,
+            blocked: 0
+        })
+    );
+    let first = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the waiter woke on the failure");
+    assert_eq!(first, ["after_x"]);
+    assert_eq!(
+        s.cancel("y", Millis(3)).unwrap(),
+        CancelOutcome::Cancelled(Effect {
+            ready: 1,
+            blocked: 0
+        })
+    );
+    let second = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the waiter woke on the cancellation");
+    assert_eq!(second, ["after_y"]);
+    idle.join().unwrap();
+}
+
+/// `D.schema-migration` from version 2 on PostgreSQL: a store that the last build of schema
+/// version 2 wrote (`tests/fixtures/v2-store.pg.sql`: a succeeded; h, priority 9, running
+/// under `fixture-worker`'s lease; b failed; d and g blocked by b; e and c, priority 3, ready;
+/// f pending on e; limit 3) is migrated by `open`: version 3 and functions revision 4
+/// recorded, a new store's layout, and every task, state, cause, error, payload, dependency
+/// list and lease kept (h's own token completes it). Then version 3 is at work on it: a new id
+/// after start with a required dependency on `a` and an optional one on the failed `b` is
+/// ready at once with the miss `b g1 failed`; a new id waiting optionally on `e` becomes ready
+/// when `e` fails (counted in the failure's effect, with `f` blocked), the miss recorded. A
+/// second open changes nothing.
+#[test]
+fn postgres_version_2_store_is_migrated_on_open() {
+    let Some(url) = pg_url() else { return };
+    let scratch = Scratch::new(&url);
+    let dump = include_str!("../tests/fixtures/v2-store.pg.sql")
+        .replace("lockstep_v2_fixture", &scratch.schema);
+    scratch.sql(&dump);
+    let meta = |key: &str| meta_value(&url, &scratch.schema, key);
+    assert_eq!((meta("schema_version"), meta("functions")), (2, 3));
+    let opts = scratch.options();
+    let mut s = PostgresStore::open_with(&url, &opts).unwrap();
+    assert_eq!((meta("schema_version"), meta("functions")), (3, 4));
+    assert_layout_of_a_new_store(&url, &scratch.schema);
+
+    // Everything kept.
+    use TaskState::*;
+    let snapshot = s.snapshot().unwrap();
+    let states: Vec<(&str, TaskState)> = snapshot
+        .iter()
+        .map(|(id, st)| (id.as_str(), st.state))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("a", Succeeded),
+            ("b", Failed),
+            ("e", Ready),
+            ("c", Ready),
+            ("d", Blocked),
+            ("f", Pending),
+            ("g", Blocked),
+            ("h", Running),
+        ]
+    );
+    for (id, st) in &snapshot {
+        assert_eq!(st.generation, Generation(1), "{id}");
+        assert!(st.optional_misses.is_empty(), "{id}");
+        let cause = st.blocked_by.as_ref().map(ToString::to_string);
+        let want = matches!(id.as_str(), "d" | "g").then(|| "b g1 failed".to_string());
+        assert_eq!(cause, want, "{id}");
+        let error = (id == "b").then(|| "b broke".to_string());
+        assert_eq!(st.error, error, "{id}");
+    }
+    let defs = s.definitions().unwrap();
+    let want_deps = |id: &str| -> Vec<String> {
+        match id {
+            "c" => vec!["a".into()],
+            "d" => vec!["b".into()],
+            "f" => vec!["e".into()],
+            "g" => vec!["c".into(), "d".into()],
+            _ => vec![],
+        }
+    };
+    assert_eq!(defs.len(), 8);
+    for d in &defs {
+        assert_eq!(d.deps, want_deps(&d.id), "{}", d.id);
+        assert!(d.optional.is_empty(), "{}", d.id);
+        assert_eq!(
+            d.payload,
+            format!("payload of {}", d.id).into_bytes(),
+            "{}",
+            d.id
+        );
+    }
+    let lease = s.lease("h").unwrap().expect("h's lease is kept");
+    assert_eq!(
+        (
+            lease.generation,
+            lease.owner.as_str(),
+            lease.epoch,
+            lease.expiry,
+            lease.attempt
+        ),
+        (Generation(1), "fixture-worker", 1, Millis(61_000), 1)
+    );
+    assert_eq!(s.max_concurrency().unwrap(), 3);
+    assert!(s.is_started().unwrap());
+    assert_eq!(s.clock().unwrap(), Millis(2_500));
+
+    // Version 3 at work: new ids after start, with optional dependencies.
+    let r = s
+        .submit(&[
+            NewTask::new("n1", ["a"]).with_optional(["b"]),
+            NewTask::without_deps("n2").with_optional(["e"]),
+        ])
+        .unwrap();
+    assert_eq!(r, [Ok(Generation(1)), Ok(Generation(1))]);
+    let n1 = s.status("n1").unwrap().unwrap();
+    assert_eq!(n1.state, Ready);
+    assert_eq!(misses_of(&mut s, "n1"), ["b g1 failed"]);
+    assert_eq!(state_of(&mut s, "n2"), Pending);
+    let before = s.snapshot().unwrap();
+    // h holds one of the 3 slots: 2 claims, by priority (c: 3) then submission (e before n1).
+    let got = s
+        .claim(&owner("after-migration"), Millis(3_000), Millis(1_000), 5)
+        .unwrap();
+    let ids: Vec<&str> = got.iter().map(|l| l.id.as_str()).collect();
+    assert_eq!(ids, ["c", "e"]);
+    assert_eq!(got[0].epoch, 4, "the claim counter continues");
+    assert_eq!(
+        s.fail(&lease_for(&got, "e").token(), Millis(3_100), "e broke")
+            .unwrap(),
+        CallbackOutcome::Applied(Effect {
+            ready: 1,
+            blocked: 1
+        })
+    );
+    assert_eq!(state_of(&mut s, "n2"), Ready);
+    assert_eq!(misses_of(&mut s, "n2"), ["e g1 failed"]);
+    let f = s.status("f").unwrap().unwrap();
+    assert_eq!(
+        (f.state, f.blocked_by.map(|c| c.to_string())),
+        (Blocked, Some("e g1 failed".to_string()))
+    );
+    // The running version's own token still settles it.
+    let token = FencingToken {
+        id: "h".into(),
+        generation: Generation(1),
+        owner: owner("fixture-worker"),
+        epoch: 1,
+    };
+    assert_eq!(
+        s.complete(&token, Millis(3_200)).unwrap(),
+        CallbackOutcome::Applied(Effect {
+            ready: 0,
+            blocked: 0
+        })
+    );
+    assert_ne!(s.snapshot().unwrap(), before);
+    let after = s.snapshot().unwrap();
+    drop(s);
+    let mut s = PostgresStore::open_with(&url, &opts).unwrap();
+    assert_eq!(s.snapshot().unwrap(), after);
+    assert_eq!((meta("schema_version"), meta("functions")), (3, 4));
+    assert_layout_of_a_new_store(&url, &scratch.schema);
+}
+
+/// D.pg-notify with pools (from the review of schema version 3): in a store without a limit,
+/// completing (or failing) a version of a full pool frees the pool's slot, so the version the
+/// claim passed over becomes claimable; an idle worker is woken at once, not left to its poll
+/// bound. Fails (woken only at the 10 s bound) when `settle` notifies only for readied waiters
+/// and limited stores.
+#[test]
+fn postgres_settling_a_pooled_version_wakes_the_idle_waiter() {
+    use std::time::{Duration, Instant};
+    let Some(url) = pg_url() else { return };
+    let scratch = Scratch::new(&url);
+    let opts = scratch.options();
+    let mut s = PostgresStore::create_with(&url, crate::UNLIMITED, &opts).unwrap();
+    s.define_pool("p", 1).unwrap();
+    s.submit(&[
+        NewTask::without_deps("a").in_pool("p"),
+        NewTask::without_deps("b").in_pool("p"),
+        NewTask::without_deps("c").in_pool("p"),
+    ])
+    .unwrap();
+    let mut waiter = PostgresStore::open_with(&url, &opts).unwrap();
+    for (settle, next) in [(true, "b"), (false, "c")] {
+        let held = s
+            .claim(&owner("w1"), Millis(1), Millis(600_000), 1)
+            .unwrap();
+        // The pool is full: the others are passed over.
+        assert!(
+            waiter
+                .claim(&owner("idle"), Millis(1), Millis(600_000), 4)
+                .unwrap()
+                .is_empty()
+        );
+        // The first wait only starts listening (and may return at once on an older
+        // notification); the measured one follows.
+        waiter.wait_for_work(Duration::from_millis(1)).unwrap();
+        let idle = thread::spawn(move || {
+            let start = Instant::now();
+            waiter.wait_for_work(Duration::from_secs(10)).unwrap();
+            (start.elapsed(), waiter)
+        });
+        thread::sleep(Duration::from_millis(300));
+        if settle {
+            s.complete(&held[0].token(), Millis(2)).unwrap();
+        } else {
+            s.fail(&held[0].token(), Millis(2), "broke").unwrap();
+        }
+        let (waited, mut w) = idle.join().unwrap();
+        assert!(
+            waited < Duration::from_secs(5),
+            "the idle waiter woke only at its bound ({waited:?}): no notification for the freed pool slot"
+        );
+        let got = w
+            .claim(&owner("idle"), Millis(3), Millis(600_000), 4)
+            .unwrap();
+        assert_eq!(
+            got.iter().map(|l| l.id.as_str()).collect::<Vec<_>>(),
+            [next]
+        );
+        // Give it back so that w1 takes the next one.
+        w.abandon(&got[0].token(), Millis(3)).unwrap();
+        waiter = w;
+    }
 }

@@ -8,8 +8,9 @@
 //! `lockstep_meta` (`application_id` = [`APPLICATION_ID`], `schema_version`),
 //! `lockstep_state` (one row: the limit, the phase flags, the sequence and epoch counters and
 //! the high-water clock), `tasks` (one row per id: its current version, lease included) and
-//! `edges` (the current versions' dependency lists, with the reverse-edge index on
-//! `dependency`). The schema also installs plpgsql functions for the operations that must
+//! `edges` (the current versions' dependency lists, required then optional, each optional
+//! edge with the dependency version it missed, if any (schema version 3); the reverse-edge
+//! index on `dependency`). The schema also installs plpgsql functions for the operations that must
 //! cost **one round trip**: `claim`, `settle` (complete and fail), `renew`, `cancel` and
 //! `close`; the Rust side sends one `SELECT` per call. `submit`, `start` and `check` are
 //! multi-statement transactions in Rust (they load the graph for the cycle check, as SQLite
@@ -92,8 +93,10 @@ use crate::{
     validate_new_task,
 };
 
-/// The schema of version 1 (tables and functions); `@S@` stands for the quoted schema name
-/// and `@C@` for the notification channel as a string literal.
+/// The schema of a new store, at [`SCHEMA_VERSION`] (tables and functions: version 1 with
+/// the additions of [`SCHEMA_V2_UPGRADE`] and [`SCHEMA_V3_UPGRADE`] written into its tables);
+/// `@S@` stands for the quoted schema name and `@C@` for the notification channel as a string
+/// literal.
 const SCHEMA_V1: &str = include_str!("pg_schema.sql");
 
 /// The line of [`SCHEMA_V1`] after which only functions follow (`CREATE OR REPLACE`, run
@@ -103,10 +106,13 @@ const FUNCTIONS_MARKER: &str = "\n-- FUNCTIONS\n";
 /// The revision of the functions of [`SCHEMA_V1`] this build installs
 /// (`lockstep_meta.functions`; a store without the key has revision 1). Revision 2: the claim
 /// and the completion in fewer statements, and the notifications of `D.pg-notify`. Revision
-/// 3: the claim orders by priority (schema version 2). An older store's functions are
-/// replaced by `open` (`D.pg-functions-revision`), after its tables were migrated
-/// ([`SCHEMA_V2_UPGRADE`]).
-const FUNCTIONS_REVISION: i64 = 3;
+/// 3: the claim orders by priority (schema version 2). Revision 4 (schema version 3): a loss
+/// (`block_waiters`, and through it `settle`'s failure and `cancel`) blocks through required
+/// edges only and records the misses of optional ones, and `settle` and `cancel` return
+/// the whole `Effect` (ready and blocked). An older store's functions are replaced by `open`
+/// (`D.pg-functions-revision`), after its tables were migrated ([`SCHEMA_V2_UPGRADE`],
+/// [`SCHEMA_V3_UPGRADE`]).
+const FUNCTIONS_REVISION: i64 = 4;
 
 /// What schema version 2 adds to version 1 (SPEC A8 priorities): each task's claim priority
 /// (0 for the tasks already there) and the claim's index in claim order; `@S@` as in
@@ -116,6 +122,29 @@ const SCHEMA_V2_UPGRADE: &str = "
 ALTER TABLE @S@.tasks ADD COLUMN priority bigint NOT NULL DEFAULT 0;
 DROP INDEX @S@.tasks_claimable;
 CREATE INDEX tasks_claimable ON @S@.tasks (priority DESC, seq) WHERE state IN ('ready', 'running');
+";
+
+/// What schema version 3 adds to version 2 (SPEC A8 optional dependencies and named
+/// concurrency limits): the pools (`pools`, `tasks.pool`, every stored task in none, and the
+/// index that counts a pool's running versions); each edge is
+/// required (`optional = false`: every edge already there) or optional, and an optional edge
+/// whose dependency was lost records that dependency's version (`miss_generation`,
+/// `miss_state`: the dependent's `TaskStatus::optional_misses`), found through the partial
+/// index `edges_missed`; `@S@` as in [`SCHEMA_V1`]. The columns come in the order of a new
+/// store's `edges`, and a constant default adds them without rewriting the table. Run by
+/// `open` on a version-1 (after [`SCHEMA_V2_UPGRADE`]) or version-2 store, with the functions
+/// of this build, in one transaction (`D.schema-migration`).
+const SCHEMA_V3_UPGRADE: &str = "
+ALTER TABLE @S@.edges ADD COLUMN optional boolean NOT NULL DEFAULT false,
+                      ADD COLUMN miss_generation bigint,
+                      ADD COLUMN miss_state text;
+CREATE INDEX edges_missed ON @S@.edges (dependent, pos) WHERE miss_state IS NOT NULL;
+ALTER TABLE @S@.tasks ADD COLUMN pool text;
+CREATE INDEX tasks_pool_state ON @S@.tasks (pool, state) WHERE pool IS NOT NULL;
+CREATE TABLE @S@.pools (
+    name  text   PRIMARY KEY,
+    depth bigint NOT NULL
+);
 ";
 
 /// The default PostgreSQL schema of a store.
@@ -650,20 +679,23 @@ impl PostgresStore {
         tx.commit().map_err(map_err)
     }
 
-    /// Brings a version-1 store to [`SCHEMA_VERSION`] in one transaction under the store's
-    /// advisory lock (as `install`): reads the version again (another process may have
-    /// migrated it meanwhile: then nothing is done), adds the priority column and the claim
-    /// index ([`SCHEMA_V2_UPGRADE`]), installs this build's functions and records both. A
-    /// failure rolls back and leaves the store at version 1; a user who may not alter the
-    /// tables (not their owner) gets the database's refusal, and the owner must open the
-    /// store once with this build. O(tasks) (the new index).
+    /// Brings a version-1 or version-2 store to [`SCHEMA_VERSION`] in one transaction under
+    /// the store's advisory lock (as `install`): reads the version again (another process may
+    /// have migrated it meanwhile: then nothing is done), runs each upgrade its version lacks
+    /// in order (version 1: the priority column and the claim index, [`SCHEMA_V2_UPGRADE`];
+    /// versions 1 and 2: the optional-edge columns and the misses' index,
+    /// [`SCHEMA_V3_UPGRADE`]), installs this build's functions and records both. A failure
+    /// rolls back and leaves the store at its old version; a user who may not alter the tables
+    /// (not their owner) gets the database's refusal, and the owner must open the store once
+    /// with this build. O(tasks + edges) (the new indexes).
     fn migrate(&mut self) -> Result<(), DurableError> {
         // INVARIANT (D.schema-migration): a store is read and written only at the version this
         // build understands; version 1 becomes 2 with every task's priority 0 (its claim order
-        // unchanged) and the functions that order by priority, in the same transaction.
+        // unchanged), and version 2 becomes 3 with every edge required and no miss (every
+        // state and count unchanged), with the functions of this build, in the same
+        // transaction.
         let name = self.channel.clone();
         let s = self.schema.clone();
-        let upgrade = SCHEMA_V2_UPGRADE.replace("@S@", &s);
         let functions = self.schema_sql(true);
         let mut tx = self.client.transaction().map_err(map_err)?;
         tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&name])
@@ -678,7 +710,14 @@ impl PostgresStore {
         if found >= i64::from(SCHEMA_VERSION) {
             return tx.commit().map_err(map_err);
         }
-        tx.batch_execute(&upgrade).map_err(map_err)?;
+        if found < 2 {
+            tx.batch_execute(&SCHEMA_V2_UPGRADE.replace("@S@", &s))
+                .map_err(map_err)?;
+        }
+        if found < 3 {
+            tx.batch_execute(&SCHEMA_V3_UPGRADE.replace("@S@", &s))
+                .map_err(map_err)?;
+        }
         tx.batch_execute(&functions).map_err(map_err)?;
         tx.execute(
             &format!(
@@ -928,21 +967,21 @@ impl PostgresStore {
             )
             .map_err(map_err)?;
         let code: String = row.get(0);
-        let n: i64 = row.get(1);
-        let n = usize::try_from(n).unwrap_or(0);
         match code.as_str() {
-            "applied" if success => Ok(CallbackOutcome::Applied(Effect {
-                ready: n,
-                blocked: 0,
-            })),
-            "applied" => Ok(CallbackOutcome::Applied(Effect {
-                ready: 0,
-                blocked: n,
-            })),
+            "applied" => Ok(CallbackOutcome::Applied(effect(&row))),
             "duplicate" if success => Ok(CallbackOutcome::Duplicate(TaskState::Succeeded)),
             "duplicate" => Ok(CallbackOutcome::Duplicate(TaskState::Failed)),
-            _ => Err(refusal(&code, token, &row, 2)?),
+            _ => Err(refusal(&code, token, &row, 3)?),
         }
+    }
+}
+
+/// The [`Effect`] that `settle` and `cancel` return in columns 1 and 2 (`n_ready`,
+/// `n_blocked`: functions revision 4).
+fn effect(row: &Row) -> Effect {
+    Effect {
+        ready: rows::count(row.get(1)),
+        blocked: rows::count(row.get(2)),
     }
 }
 
@@ -1028,7 +1067,7 @@ fn task_row(r: &Row) -> Result<TaskRow, DurableError> {
 fn stored_report(
     tx: &mut Transaction<'_>,
     s: &str,
-    replace: Option<(&str, &[String])>,
+    replace: Option<(&str, Vec<String>)>,
 ) -> Result<GraphReport<String>, DurableError> {
     let ids: Vec<String> = tx
         .query(&format!("SELECT id FROM {s}.tasks ORDER BY seq"), &[])
@@ -1039,19 +1078,22 @@ fn stored_report(
     Ok(rows::report(ids, dependency_lists(tx, s)?, replace))
 }
 
-/// Every current version's dependency list, from `edges` ([`rows::dependency_lists`]).
+/// Every current version's dependency lists, required and optional, from `edges`
+/// ([`rows::dependency_lists`]). O(E).
 fn dependency_lists(
     tx: &mut Transaction<'_>,
     s: &str,
-) -> Result<HashMap<String, Vec<String>>, DurableError> {
+) -> Result<HashMap<String, rows::DependencyLists>, DurableError> {
     let edges = tx
         .query(
-            &format!("SELECT dependent, dependency FROM {s}.edges ORDER BY dependent, pos"),
+            &format!(
+                "SELECT dependent, dependency, optional FROM {s}.edges ORDER BY dependent, pos"
+            ),
             &[],
         )
         .map_err(map_err)?;
     Ok(rows::dependency_lists(
-        edges.iter().map(|r| (r.get(0), r.get(1))),
+        edges.iter().map(|r| (r.get(0), r.get(1), r.get(2))),
     ))
 }
 
@@ -1075,16 +1117,39 @@ fn start_in(tx: &mut Transaction<'_>, s: &str, meta: &mut Meta) -> Result<(), Du
     Ok(())
 }
 
-/// Would the new version `id -> deps` close a cycle? (After start the stored graph is
-/// acyclic, so only a path from a dependency back to `id` can.)
+/// The depth of pool `name`, if the store defines it.
+fn pool_depth(
+    tx: &mut Transaction<'_>,
+    s: &str,
+    name: &str,
+) -> Result<Option<usize>, DurableError> {
+    Ok(tx
+        .query_opt(
+            &format!("SELECT depth FROM {s}.pools WHERE name = $1"),
+            &[&name],
+        )
+        .map_err(map_err)?
+        .map(|r| crate::limit_from_sql(r.get(0))))
+}
+
+/// Would the new version `id -> deps` (its joined list: required, then optional) close a
+/// cycle? After start the stored graph is acyclic, so only a path from a dependency back to
+/// `id` can, and a self-dependency is the cycle `[id, id]`. A `new` id (no stored version)
+/// has no waiters, since after start every stored edge names a known id (SPEC A8, graphs
+/// that grow: `docs/semantics.md`), so only its self-dependency is looked for; a known id
+/// costs one recursive statement over the edges its dependencies reach.
 fn closes_cycle(
     tx: &mut Transaction<'_>,
     s: &str,
     id: &str,
     deps: &[String],
+    new: bool,
 ) -> Result<bool, DurableError> {
     if deps.iter().any(|d| d == id) {
         return Ok(true);
+    }
+    if new {
+        return Ok(false);
     }
     let hit = tx
         .query_opt(
@@ -1170,7 +1235,9 @@ fn submit_checked(
     task: &NewTask,
     cycle_check: bool,
 ) -> Result<Generation, DurableError> {
-    validate_new_task(task, meta.closed)?;
+    validate_new_task(task, meta.closed, |p| {
+        pool_depth(tx, s, p).map(|d| d.is_some())
+    })?;
     let id = task.id.as_str();
     let current = read_row(tx, s, id)?;
     if let Some(cur) = &current
@@ -1181,6 +1248,9 @@ fn submit_checked(
             generation: cur.generation,
         });
     }
+    // Every rule but readiness sees one list: the required dependencies, then the optional
+    // ones (SPEC A8).
+    let all: Vec<String> = task.all_deps().cloned().collect();
     // The dependencies' current versions, read once (also answers "known?").
     let dep_rows: HashMap<String, TaskRow> = tx
         .query(
@@ -1188,20 +1258,19 @@ fn submit_checked(
                 "SELECT generation, state, cause_task, cause_generation, cause_state, id
                    FROM {s}.tasks WHERE id = ANY($1)"
             ),
-            &[&task.deps],
+            &[&all],
         )
         .map_err(map_err)?
         .iter()
         .map(|r| Ok((r.get::<_, String>(5), task_row(r)?)))
         .collect::<Result<_, DurableError>>()?;
     if meta.started {
-        if current.is_none() {
-            return Err(DurableError::NewTaskAfterStart { id: id.to_string() });
-        }
-        let missing: Vec<MissingDependency<String>> = task
-            .deps
+        // A8 graphs that grow: a new id is accepted after start, with the checks of any
+        // submission. Its own id among its dependencies is not unknown (the id is about to
+        // exist) but a cycle, found below.
+        let missing: Vec<MissingDependency<String>> = all
             .iter()
-            .filter(|d| !dep_rows.contains_key(*d))
+            .filter(|d| d.as_str() != id && !dep_rows.contains_key(*d))
             .map(|d| MissingDependency {
                 task: id.to_string(),
                 dependency: d.clone(),
@@ -1210,8 +1279,8 @@ fn submit_checked(
         if !missing.is_empty() {
             return Err(DurableError::UnknownDependency { missing });
         }
-        if cycle_check && closes_cycle(tx, s, id, &task.deps)? {
-            let report = stored_report(tx, s, Some((id, &task.deps)))?;
+        if cycle_check && closes_cycle(tx, s, id, &all, current.is_none())? {
+            let report = stored_report(tx, s, Some((id, all)))?;
             return Err(DurableError::Cycles {
                 cycles: report.cycles,
             });
@@ -1224,13 +1293,30 @@ fn submit_checked(
     let seq = meta.next_seq;
     meta.next_seq += 1;
 
-    // The dependency snapshot: each dependency judged by its current version now (a
-    // self-dependency by the version being replaced, still stored).
-    let mut waiting = Vec::with_capacity(task.deps.len());
+    // The dependency snapshot (A5, A8): each dependency judged by its current version now (a
+    // self-dependency by the version being replaced, still stored). A lost required one
+    // blocks the version (the first in list order gives the cause); a lost optional one is
+    // recorded as a miss on its edge and not waited for; a succeeded one of either kind is not
+    // waited for; anything else (not terminal, not yet submitted) is waited for.
+    let required = task.deps.len();
+    let mut waiting = Vec::with_capacity(all.len());
+    let mut miss_generation: Vec<Option<i64>> = Vec::with_capacity(all.len());
+    let mut miss_state: Vec<Option<&'static str>> = Vec::with_capacity(all.len());
     let mut blocked_by: Option<BlockCause<String>> = None;
-    for d in &task.deps {
+    for (pos, d) in all.iter().enumerate() {
+        let mut miss = None;
         let w = match dep_rows.get(d) {
             Some(r) if r.state == TaskState::Succeeded => false,
+            Some(r)
+                if pos >= required
+                    && matches!(
+                        r.state,
+                        TaskState::Failed | TaskState::Cancelled | TaskState::Blocked
+                    ) =>
+            {
+                miss = Some((gen_sql(r.generation), r.state.name()));
+                false
+            }
             Some(r) if r.loss_cause(d).is_some() => {
                 if blocked_by.is_none() {
                     blocked_by = r.loss_cause(d);
@@ -1240,6 +1326,8 @@ fn submit_checked(
             _ => true,
         };
         waiting.push(w);
+        miss_generation.push(miss.map(|m| m.0));
+        miss_state.push(miss.map(|m| m.1));
     }
     let state = if blocked_by.is_some() {
         waiting.iter_mut().for_each(|w| *w = false);
@@ -1257,16 +1345,28 @@ fn submit_checked(
         &[&id],
     )
     .map_err(map_err)?;
-    if !task.deps.is_empty() {
-        let pos: Vec<i32> = (0..task.deps.len())
+    if !all.is_empty() {
+        let pos: Vec<i32> = (0..all.len())
             .map(|p| i32::try_from(p).unwrap_or(i32::MAX))
             .collect();
+        let required = i32::try_from(required).unwrap_or(i32::MAX);
         tx.execute(
             &format!(
-                "INSERT INTO {s}.edges (dependent, pos, dependency, waiting)
-                 SELECT $1, p, d, w FROM unnest($2::int[], $3::text[], $4::bool[]) AS x(p, d, w)"
+                "INSERT INTO {s}.edges (dependent, pos, dependency, waiting, optional,
+                                      miss_generation, miss_state)
+                 SELECT $1, p, d, w, p >= $5, mg, ms
+                   FROM unnest($2::int[], $3::text[], $4::bool[], $6::bigint[], $7::text[])
+                        AS x(p, d, w, mg, ms)"
             ),
-            &[&id, &pos, &task.deps, &waiting],
+            &[
+                &id,
+                &pos,
+                &all,
+                &waiting,
+                &required,
+                &miss_generation,
+                &miss_state,
+            ],
         )
         .map_err(map_err)?;
     }
@@ -1283,12 +1383,12 @@ fn submit_checked(
             "INSERT INTO {s}.tasks (id, first_seq, seq, generation, state, remaining, payload, error,
                                   cause_task, cause_generation, cause_state, cancelled_by,
                                   cancel_requested, lease_owner, lease_epoch, lease_expiry,
-                                  attempts, updated_at, priority)
+                                  attempts, updated_at, priority, pool)
              VALUES ($1, $2, $2, $3, $4, $5, $6, NULL, $7, $8, $9, NULL, false, NULL, NULL, NULL, 0, $10,
-                     $11)
+                     $11, $12)
              ON CONFLICT (id) DO UPDATE SET
                  seq = excluded.seq, generation = excluded.generation, state = excluded.state,
-                 priority = excluded.priority,
+                 priority = excluded.priority, pool = excluded.pool,
                  remaining = excluded.remaining, payload = excluded.payload, error = NULL,
                  cause_task = excluded.cause_task, cause_generation = excluded.cause_generation,
                  cause_state = excluded.cause_state, cancelled_by = NULL, cancel_requested = false,
@@ -1307,6 +1407,7 @@ fn submit_checked(
             &cs,
             &now,
             &i64::from(task.priority),
+            &task.pool,
         ],
     )
     .map_err(map_err)?;
@@ -1327,11 +1428,14 @@ fn submit_checked(
 }
 
 /// The bulk path of `submit` for the common first load: before start, every id new and
-/// distinct, every task valid, and every dependency either in the batch or a stored version
-/// that is pending or ready (or not submitted at all). Then no dependency has succeeded or
-/// is lost, so each version waits on all of its dependencies: ready without any, pending
-/// otherwise; the model's sequential submission gives exactly that. Returns `None` (nothing
-/// written) when the batch does not qualify; the caller then submits one by one.
+/// distinct, every task valid, and every dependency (required or optional) either in the
+/// batch or a stored version that is pending or ready (or not submitted at all). Then no
+/// dependency has succeeded or is lost, so each version waits on all of its dependencies,
+/// optional ones included (an optional edge settles only once its dependency is terminal)
+/// and records no miss: ready without any, pending otherwise; the model's sequential
+/// submission gives exactly that. Optional edges are written here too (SPEC A8, schema
+/// version 3), in list order after the required ones. Returns `None` (nothing written) when
+/// the batch does not qualify; the caller then submits one by one.
 /// Costs O(1) round trips per 10,000 tasks.
 fn submit_bulk(
     tx: &mut Transaction<'_>,
@@ -1344,14 +1448,18 @@ fn submit_bulk(
     }
     let mut ids = HashSet::with_capacity(tasks.len());
     for t in tasks {
-        if validate_new_task(t, false).is_err() || !ids.insert(t.id.as_str()) {
+        // A task in a pool takes the one-by-one path, which looks the pool up.
+        if t.pool.is_some()
+            || validate_new_task(t, false, |_| Ok(false)).is_err()
+            || !ids.insert(t.id.as_str())
+        {
             return Ok(None);
         }
     }
     let id_list: Vec<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
     let outside: Vec<&str> = tasks
         .iter()
-        .flat_map(|t| t.deps.iter().map(String::as_str))
+        .flat_map(|t| t.all_deps().map(String::as_str))
         .filter(|d| !ids.contains(d))
         .collect::<HashSet<_>>()
         .into_iter()
@@ -1378,23 +1486,22 @@ fn submit_bulk(
         let mut crem = Vec::with_capacity(chunk.len());
         let mut cpay = Vec::with_capacity(chunk.len());
         let mut cprio = Vec::with_capacity(chunk.len());
-        let (mut eid, mut epos, mut edep) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut eid, mut epos, mut edep, mut eopt) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for t in chunk {
+            let deps = t.deps.len() + t.optional.len();
             cid.push(t.id.as_str());
             cseq.push(meta.next_seq);
             meta.next_seq += 1;
-            cstate.push(if t.deps.is_empty() {
-                "ready"
-            } else {
-                "pending"
-            });
-            crem.push(t.deps.len() as i64);
+            cstate.push(if deps == 0 { "ready" } else { "pending" });
+            crem.push(deps as i64);
             cpay.push(t.payload.as_slice());
             cprio.push(i64::from(t.priority));
-            for (p, d) in t.deps.iter().enumerate() {
+            for (p, d) in t.all_deps().enumerate() {
                 eid.push(t.id.as_str());
                 epos.push(i32::try_from(p).unwrap_or(i32::MAX));
                 edep.push(d.as_str());
+                eopt.push(p >= t.deps.len());
             }
         }
         tx.execute(
@@ -1412,10 +1519,11 @@ fn submit_bulk(
         if !eid.is_empty() {
             tx.execute(
                 &format!(
-                    "INSERT INTO {s}.edges (dependent, pos, dependency, waiting)
-                     SELECT i, p, d, true FROM unnest($1::text[], $2::int[], $3::text[]) AS x(i, p, d)"
+                    "INSERT INTO {s}.edges (dependent, pos, dependency, waiting, optional)
+                     SELECT i, p, d, true, o
+                       FROM unnest($1::text[], $2::int[], $3::text[], $4::bool[]) AS x(i, p, d, o)"
                 ),
-                &[&eid, &epos, &edep],
+                &[&eid, &epos, &edep, &eopt],
             )
             .map_err(map_err)?;
         }
@@ -1424,9 +1532,13 @@ fn submit_bulk(
 }
 
 /// The columns of `status` and `snapshot` (`generation, state, cause_task, cause_generation,
-/// cause_state, cancelled_by, error`, from column 0) as fetched; [`rows::status`] decodes them.
-fn status_columns(r: &Row) -> rows::StatusColumns {
-    rows::StatusColumns {
+/// cause_state, cancelled_by, error`, from column 0) as fetched, with the version's recorded
+/// optional misses from column `misses` ([`miss_columns`]); [`rows::status`] decodes them.
+///
+/// # Errors
+/// As [`miss_columns`].
+fn status_columns(r: &Row, misses: usize) -> Result<rows::StatusColumns, DurableError> {
+    Ok(rows::StatusColumns {
         generation: r.get(0),
         state: r.get(1),
         cause_task: r.get(2),
@@ -1434,10 +1546,233 @@ fn status_columns(r: &Row) -> rows::StatusColumns {
         cause_state: r.get(4),
         cancelled_by: r.get(5),
         error: r.get(6),
+        misses: miss_columns(r, misses)?,
+    })
+}
+
+/// The SQL of one version's recorded optional misses (schema version 3) as three arrays in
+/// `pos` order, the optional-list order (`deps`, `gens`, `states`; all NULL when it has
+/// none): the select list for the edges `e` of one dependent, or of each with `GROUP BY
+/// e.dependent`. Read through the partial index `edges_missed`, so O(misses).
+const MISS_ARRAYS: &str = "array_agg(e.dependency ORDER BY e.pos) AS deps,
+                           array_agg(e.miss_generation ORDER BY e.pos) AS gens,
+                           array_agg(e.miss_state ORDER BY e.pos) AS states";
+
+/// The recorded misses fetched as [`MISS_ARRAYS`] from column `first` on, as
+/// [`rows::MissColumns`] in list order. O(misses).
+///
+/// # Errors
+/// [`DurableError::Database`] for arrays of different lengths or a miss without a generation
+/// (a damaged edge row; the state is decoded later, by [`rows::status`]).
+fn miss_columns(r: &Row, first: usize) -> Result<Vec<rows::MissColumns>, DurableError> {
+    let deps: Vec<String> = r.get::<_, Option<_>>(first).unwrap_or_default();
+    let gens: Vec<Option<i64>> = r.get::<_, Option<_>>(first + 1).unwrap_or_default();
+    let states: Vec<Option<String>> = r.get::<_, Option<_>>(first + 2).unwrap_or_default();
+    if gens.len() != deps.len() || states.len() != deps.len() {
+        return Err(DurableError::Database {
+            reason: "optional misses of unequal lengths in the store".into(),
+        });
     }
+    deps.into_iter()
+        .zip(gens.into_iter().zip(states))
+        .map(|(d, (g, st))| match (g, st) {
+            (Some(g), Some(st)) => Ok((d, g, st)),
+            _ => Err(DurableError::Database {
+                reason: format!("optional miss of {d:?} without a generation in the store"),
+            }),
+        })
+        .collect()
 }
 
 impl Store for PostgresStore {
+    fn add_dependency(&mut self, id: &str, dep: &str, now: Millis) -> Result<Effect, DurableError> {
+        crate::check_text("task id", id)?;
+        crate::check_text("dependency id", dep)?;
+        self.write(|tx, s, meta| {
+            if meta.closed {
+                return Err(DurableError::Closed);
+            }
+            let row = read_row(tx, s, id)?
+                .ok_or_else(|| DurableError::UnknownTask { id: id.to_string() })?;
+            // INVARIANT (D.dynamic-edges): under the state-row lock, the state is read, the
+            // edge judged and counted in this one transaction; no claim can move the version
+            // in between.
+            if row.state != TaskState::Pending {
+                return Err(DurableError::NotPending {
+                    id: id.to_string(),
+                    generation: row.generation,
+                    state: row.state,
+                });
+            }
+            let lists: Vec<(String, bool)> = tx
+                .query(
+                    &format!(
+                        "SELECT dependency, optional FROM {s}.edges WHERE dependent = $1 ORDER BY pos"
+                    ),
+                    &[&id],
+                )
+                .map_err(map_err)?
+                .iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect();
+            if lists.iter().any(|(d, _)| d == dep) {
+                return Err(DurableError::DuplicateDependency {
+                    task: id.to_string(),
+                    dependency: dep.to_string(),
+                });
+            }
+            let required = lists.iter().filter(|(_, optional)| !optional).count();
+            let dep_row = read_row(tx, s, dep)?;
+            if meta.started {
+                if dep_row.is_none() {
+                    return Err(DurableError::UnknownDependency {
+                        missing: vec![MissingDependency {
+                            task: id.to_string(),
+                            dependency: dep.to_string(),
+                        }],
+                    });
+                }
+                if closes_cycle(tx, s, id, &[dep.to_string()], false)? {
+                    let mut joined: Vec<String> = lists.into_iter().map(|(d, _)| d).collect();
+                    joined.insert(required, dep.to_string());
+                    let ids: Vec<String> = tx
+                        .query(&format!("SELECT id FROM {s}.tasks ORDER BY seq"), &[])
+                        .map_err(map_err)?
+                        .iter()
+                        .map(|r| r.get(0))
+                        .collect();
+                    let report =
+                        rows::report_in_place(ids, dependency_lists(tx, s)?, id, joined);
+                    return Err(DurableError::Cycles {
+                        cycles: report.cycles,
+                    });
+                }
+            }
+            meta.clock = meta.clock.max(ms(now));
+            let t = meta.clock;
+            let at = i32::try_from(required).unwrap_or(i32::MAX);
+            // The optional edges move up one position (in two steps: no two rows share a
+            // position in between), and the edge goes after the required ones.
+            tx.execute(
+                &format!("UPDATE {s}.edges SET pos = -pos - 2 WHERE dependent = $1 AND pos >= $2"),
+                &[&id, &at],
+            )
+            .map_err(map_err)?;
+            tx.execute(
+                &format!("UPDATE {s}.edges SET pos = -pos - 1 WHERE dependent = $1 AND pos < 0"),
+                &[&id],
+            )
+            .map_err(map_err)?;
+            let lost = dep_row.as_ref().and_then(|r| r.loss_cause(dep));
+            let waiting = match &dep_row {
+                Some(r) if r.state == TaskState::Succeeded => false,
+                _ => lost.is_none(),
+            };
+            tx.execute(
+                &format!(
+                    "INSERT INTO {s}.edges (dependent, pos, dependency, waiting, optional)
+                     VALUES ($1, $2, $3, $4, false)"
+                ),
+                &[&id, &at, &dep, &waiting],
+            )
+            .map_err(map_err)?;
+            if let Some(cause) = lost {
+                tx.execute(
+                    &format!(
+                        "UPDATE {s}.tasks SET state = 'blocked', cause_task = $2,
+                                cause_generation = $3, cause_state = $4, updated_at = $5
+                          WHERE id = $1"
+                    ),
+                    &[
+                        &id,
+                        &cause.task,
+                        &gen_sql(cause.generation),
+                        &cause.state.name(),
+                        &t,
+                    ],
+                )
+                .map_err(map_err)?;
+                // A blocked version waits on nothing.
+                tx.execute(
+                    &format!("UPDATE {s}.edges SET waiting = false WHERE dependent = $1"),
+                    &[&id],
+                )
+                .map_err(map_err)?;
+                let r = tx
+                    .query_one(
+                        &format!(
+                            "SELECT n_ready, n_blocked FROM {s}.block_waiters($1, $2, $3, $4, $5)"
+                        ),
+                        &[
+                            &id,
+                            &cause.task,
+                            &gen_sql(cause.generation),
+                            &cause.state.name(),
+                            &t,
+                        ],
+                    )
+                    .map_err(map_err)?;
+                let effect = Effect {
+                    ready: rows::count(r.get(0)),
+                    blocked: rows::count(r.get(1)) + 1,
+                };
+                if effect.ready > 0 {
+                    // INVARIANT (D.pg-notify): an optional waiter became claimable.
+                    notify(tx, s)?;
+                }
+                return Ok(effect);
+            }
+            if waiting {
+                tx.execute(
+                    &format!(
+                        "UPDATE {s}.tasks SET remaining = remaining + 1, updated_at = $2 WHERE id = $1"
+                    ),
+                    &[&id, &t],
+                )
+                .map_err(map_err)?;
+            }
+            Ok(Effect::default())
+        })
+    }
+
+    fn define_pool(&mut self, name: &str, depth: usize) -> Result<(), DurableError> {
+        crate::check_text("pool name", name)?;
+        self.write(|tx, s, meta| {
+            if meta.closed {
+                return Err(DurableError::Closed);
+            }
+            if let Some(depth) = pool_depth(tx, s, name)? {
+                return Err(DurableError::DuplicatePool {
+                    name: name.to_string(),
+                    depth,
+                });
+            }
+            tx.execute(
+                &format!("INSERT INTO {s}.pools (name, depth) VALUES ($1, $2)"),
+                &[&name, &crate::limit_to_sql(depth)],
+            )
+            .map_err(map_err)?;
+            // INVARIANT (D.pg-notify): versions of the pool may have waited for it (none can:
+            // a version names only a defined pool), so nothing to wake.
+            Ok(())
+        })
+    }
+
+    fn pools(&mut self) -> Result<Vec<(String, usize)>, DurableError> {
+        // Byte order, as SQLite and the model: the database's default collation may be a
+        // locale's (`en_US` sorts `_z, a, B, Z` where bytes sort `B, Z, _z, a`).
+        let sql = format!(
+            "SELECT name, depth FROM {}.pools ORDER BY name COLLATE \"C\"",
+            self.schema
+        );
+        Ok(self
+            .q(&sql, &[])
+            .map_err(map_err)?
+            .iter()
+            .map(|r| (r.get(0), crate::limit_from_sql(r.get(1))))
+            .collect())
+    }
+
     fn submit(
         &mut self,
         tasks: &[NewTask],
@@ -1692,6 +2027,8 @@ impl Store for PostgresStore {
             // before the reset matches a claim after it.
             tx.execute(&format!("DELETE FROM {s}.edges"), &[])
                 .map_err(map_err)?;
+            tx.execute(&format!("DELETE FROM {s}.pools"), &[])
+                .map_err(map_err)?;
             let n = tx
                 .execute(&format!("DELETE FROM {s}.tasks"), &[])
                 .map_err(map_err)?;
@@ -1718,11 +2055,19 @@ impl Store for PostgresStore {
         let deps = dependency_lists(&mut tx, &s)?;
         let tasks = tx
             .query(
-                &format!("SELECT id, generation, payload FROM {s}.tasks ORDER BY first_seq"),
+                &format!(
+                    "SELECT id, generation, payload, priority, pool FROM {s}.tasks
+                      ORDER BY first_seq"
+                ),
                 &[],
             )
             .map_err(map_err)?;
-        let out = rows::definitions(tasks.iter().map(|r| (r.get(0), r.get(1), r.get(2))), deps);
+        let out = rows::definitions(
+            tasks
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4))),
+            deps,
+        );
         tx.commit().map_err(map_err)?;
         Ok(out)
     }
@@ -1732,16 +2077,12 @@ impl Store for PostgresStore {
             .q_one(&self.sql.cancel.clone(), &[&id, &ms(now)])
             .map_err(map_err)?;
         let code: String = row.get(0);
-        let n = usize::try_from(row.get::<_, i64>(1)).unwrap_or(0);
         match code.as_str() {
             "unknown" => Err(DurableError::UnknownTask { id: id.to_string() }),
-            "cancelled" => Ok(CancelOutcome::Cancelled(Effect {
-                ready: 0,
-                blocked: n,
-            })),
+            "cancelled" => Ok(CancelOutcome::Cancelled(effect(&row))),
             "requested" => Ok(CancelOutcome::Requested),
             _ => Ok(CancelOutcome::AlreadyTerminal(parse_state(
-                row.get::<_, Option<&str>>(2).unwrap_or(""),
+                row.get::<_, Option<&str>>(3).unwrap_or(""),
             )?)),
         }
     }
@@ -1756,19 +2097,24 @@ impl Store for PostgresStore {
         })
     }
 
+    /// One statement (one snapshot): the version's row and its recorded optional misses.
     fn status(&mut self, id: &str) -> Result<Option<TaskStatus<String>>, DurableError> {
         let row = self
             .q_opt(
                 &format!(
-                    "SELECT generation, state, cause_task, cause_generation, cause_state,
-                            cancelled_by, error
-                       FROM {}.tasks WHERE id = $1",
-                    self.schema
+                    "SELECT t.generation, t.state, t.cause_task, t.cause_generation, t.cause_state,
+                            t.cancelled_by, t.error, m.deps, m.gens, m.states
+                       FROM {s}.tasks t,
+                            LATERAL (SELECT {MISS_ARRAYS} FROM {s}.edges e
+                                      WHERE e.dependent = t.id AND e.miss_state IS NOT NULL) m
+                      WHERE t.id = $1",
+                    s = self.schema
                 ),
                 &[&id],
             )
             .map_err(map_err)?;
-        row.map(|r| rows::status(status_columns(&r))).transpose()
+        row.map(|r| rows::status(status_columns(&r, 7)?))
+            .transpose()
     }
 
     fn lease(&mut self, id: &str) -> Result<Option<LeaseInfo>, DurableError> {
@@ -1786,20 +2132,26 @@ impl Store for PostgresStore {
             .transpose()
     }
 
+    /// One statement (one snapshot): every row, joined with the recorded optional misses
+    /// grouped by dependent (O(tasks + misses)).
     fn snapshot(&mut self) -> Result<Vec<(String, TaskStatus<String>)>, DurableError> {
         let rows = self
             .q(
                 &format!(
-                    "SELECT generation, state, cause_task, cause_generation, cause_state,
-                            cancelled_by, error, id
-                       FROM {}.tasks ORDER BY first_seq",
-                    self.schema
+                    "SELECT t.generation, t.state, t.cause_task, t.cause_generation, t.cause_state,
+                            t.cancelled_by, t.error, t.id, m.deps, m.gens, m.states
+                       FROM {s}.tasks t
+                       LEFT JOIN (SELECT e.dependent, {MISS_ARRAYS} FROM {s}.edges e
+                                   WHERE e.miss_state IS NOT NULL GROUP BY e.dependent) m
+                         ON m.dependent = t.id
+                      ORDER BY t.first_seq",
+                    s = self.schema
                 ),
                 &[],
             )
             .map_err(map_err)?;
         rows.iter()
-            .map(|r| Ok((r.get::<_, String>(7), rows::status(status_columns(r))?)))
+            .map(|r| Ok((r.get::<_, String>(7), rows::status(status_columns(r, 8)?)?)))
             .collect()
     }
 

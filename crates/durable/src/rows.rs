@@ -12,7 +12,9 @@
 
 use std::collections::HashMap;
 
-use lockstep_contract::{BlockCause, CancelReason, Generation, GraphReport, TaskState, TaskStatus};
+use lockstep_contract::{
+    BlockCause, CancelReason, Generation, GraphReport, OptionalMiss, TaskState, TaskStatus,
+};
 use lockstep_dag::StateCounts;
 
 use crate::{Definition, DurableError, LeaseInfo, LeaseOwner, Millis, canonical_report};
@@ -122,8 +124,37 @@ pub(crate) fn loss_cause(
     }
 }
 
+/// One recorded optional miss (schema version 3): the `dependency, miss_generation,
+/// miss_state` columns of an optional edge whose dependency was lost, as fetched.
+pub(crate) type MissColumns = (String, i64, String);
+
+/// A recorded optional miss as an [`OptionalMiss`].
+///
+/// # Errors
+/// [`DurableError::Database`] for a state that does not decode ([`state`]) or that is not a
+/// lost one (`Failed`, `Cancelled`, `Blocked`): `optional miss of "d" in state succeeded`.
+pub(crate) fn miss(
+    (dependency, g, state_name): MissColumns,
+) -> Result<OptionalMiss<String>, DurableError> {
+    let state = state(&state_name)?;
+    if !matches!(
+        state,
+        TaskState::Failed | TaskState::Cancelled | TaskState::Blocked
+    ) {
+        return Err(corrupt(format!(
+            "optional miss of {dependency:?} in state {state_name}"
+        )));
+    }
+    Ok(OptionalMiss {
+        dependency,
+        generation: generation(g),
+        state,
+    })
+}
+
 /// The columns of `status`/`snapshot`: `generation, state, cause_task, cause_generation,
-/// cause_state, cancelled_by, error`, as fetched.
+/// cause_state, cancelled_by, error`, as fetched, and the version's recorded optional misses
+/// in the order of its optional list (`edges` by `pos`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct StatusColumns {
     pub(crate) generation: i64,
@@ -133,15 +164,17 @@ pub(crate) struct StatusColumns {
     pub(crate) cause_state: Option<String>,
     pub(crate) cancelled_by: Option<String>,
     pub(crate) error: Option<String>,
+    pub(crate) misses: Vec<MissColumns>,
 }
 
 /// One version's [`TaskStatus`]. Only a blocked version shows its cause (a resubmission
 /// clears it anyway), but a stored cause is decoded whatever the state, so a damaged one is
-/// reported, not hidden.
+/// reported, not hidden. A blocked version lists no optional misses (`docs/semantics.md`,
+/// "Optional dependencies"); the others list the recorded ones, in optional-list order.
 ///
 /// # Errors
-/// [`DurableError::Database`] for a state or cause that does not decode ([`state`],
-/// [`cause`]).
+/// [`DurableError::Database`] for a state, cause or miss that does not decode ([`state`],
+/// [`cause`], [`miss`]).
 pub(crate) fn status(c: StatusColumns) -> Result<TaskStatus<String>, DurableError> {
     let blocked_by = cause(c.cause_task, c.cause_generation, c.cause_state.as_deref())?;
     let state = state(&c.state)?;
@@ -155,8 +188,13 @@ pub(crate) fn status(c: StatusColumns) -> Result<TaskStatus<String>, DurableErro
         },
         cancelled_by: cancel_reason(c.cancelled_by.as_deref()),
         error: c.error,
-        // The stores have no optional dependencies (schema version 1).
-        optional_misses: Vec::new(),
+        optional_misses: if state == TaskState::Blocked {
+            // Decoded anyway, so a damaged miss is reported, not hidden.
+            c.misses.into_iter().try_for_each(|m| miss(m).map(drop))?;
+            Vec::new()
+        } else {
+            c.misses.into_iter().map(miss).collect::<Result<_, _>>()?
+        },
     })
 }
 
@@ -205,50 +243,106 @@ pub(crate) fn counts<S: AsRef<str>>(
     Ok(c)
 }
 
-/// The dependency lists from the rows of `SELECT dependent, dependency FROM edges ORDER BY
-/// dependent, pos`: each dependent's dependencies in position order.
+/// One version's stored dependency lists: required, then optional (SPEC A8), each in the order
+/// submitted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct DependencyLists {
+    pub(crate) deps: Vec<String>,
+    pub(crate) optional: Vec<String>,
+}
+
+/// The dependency lists from the rows of `SELECT dependent, dependency, optional FROM edges
+/// ORDER BY dependent, pos`: each dependent's required and optional dependencies in position
+/// order.
 pub(crate) fn dependency_lists(
-    edges: impl IntoIterator<Item = (String, String)>,
-) -> HashMap<String, Vec<String>> {
-    let mut deps: HashMap<String, Vec<String>> = HashMap::new();
-    for (dependent, dependency) in edges {
-        deps.entry(dependent).or_default().push(dependency);
+    edges: impl IntoIterator<Item = (String, String, bool)>,
+) -> HashMap<String, DependencyLists> {
+    let mut deps: HashMap<String, DependencyLists> = HashMap::new();
+    for (dependent, dependency, optional) in edges {
+        let lists = deps.entry(dependent).or_default();
+        if optional {
+            lists.optional.push(dependency);
+        } else {
+            lists.deps.push(dependency);
+        }
     }
     deps
 }
 
 /// The stored graph's report (model `check`) from the ids in submission order and the
-/// dependency lists ([`dependency_lists`]), with `replace` (if any) put in place as the
-/// newest version. O(V + E) plus the report's own cost.
+/// dependency lists ([`dependency_lists`]; each version's list is its required then its
+/// optional dependencies, as in memory), with `replace` (if any: an id and its joined list)
+/// put in place as the newest version. O(V + E) plus the report's own cost.
 pub(crate) fn report(
     mut ids: Vec<String>,
-    mut deps: HashMap<String, Vec<String>>,
-    replace: Option<(&str, &[String])>,
+    mut deps: HashMap<String, DependencyLists>,
+    replace: Option<(&str, Vec<String>)>,
 ) -> GraphReport<String> {
     if let Some((id, new_deps)) = replace {
         ids.retain(|x| x != id);
         ids.push(id.to_string());
-        deps.insert(id.to_string(), new_deps.to_vec());
+        deps.insert(
+            id.to_string(),
+            DependencyLists {
+                deps: new_deps,
+                optional: Vec::new(),
+            },
+        );
     }
     canonical_report(ids.into_iter().map(|id| {
-        let d = deps.remove(&id).unwrap_or_default();
-        (id, d)
+        let DependencyLists { mut deps, optional } = deps.remove(&id).unwrap_or_default();
+        deps.extend(optional);
+        (id, deps)
     }))
 }
 
-/// The [`Definition`]s from the rows of `SELECT id, generation, payload FROM tasks ORDER BY
-/// first_seq` and the dependency lists ([`dependency_lists`]), in that order.
+/// The columns `id, generation, payload, priority, pool` of one task row, as fetched.
+pub(crate) type DefinitionColumns = (String, i64, Vec<u8>, i64, Option<String>);
+
+/// The stored graph's report with `id`'s list replaced by `joined` (its required then optional
+/// dependencies) **in place**: the version keeps its position in submission order, as for an
+/// edge added to it (`add_dependency`), unlike [`report`]'s `replace`, which is a new version.
+/// O(V + E) plus the report's own cost.
+pub(crate) fn report_in_place(
+    ids: Vec<String>,
+    mut deps: HashMap<String, DependencyLists>,
+    id: &str,
+    joined: Vec<String>,
+) -> GraphReport<String> {
+    deps.insert(
+        id.to_string(),
+        DependencyLists {
+            deps: joined,
+            optional: Vec::new(),
+        },
+    );
+    report(ids, deps, None)
+}
+
+/// The [`Definition`]s from the rows of `SELECT id, generation, payload, priority, pool FROM
+/// tasks ORDER BY first_seq` and the dependency lists ([`dependency_lists`]), in that order. A
+/// stored priority outside `i32` (never written) saturates.
 pub(crate) fn definitions(
-    tasks: impl IntoIterator<Item = (String, i64, Vec<u8>)>,
-    mut deps: HashMap<String, Vec<String>>,
+    tasks: impl IntoIterator<Item = DefinitionColumns>,
+    mut deps: HashMap<String, DependencyLists>,
 ) -> Vec<Definition> {
     tasks
         .into_iter()
-        .map(|(id, g, payload)| Definition {
-            deps: deps.remove(&id).unwrap_or_default(),
-            generation: generation(g),
-            payload,
-            id,
+        .map(|(id, g, payload, priority, pool)| {
+            let DependencyLists { deps, optional } = deps.remove(&id).unwrap_or_default();
+            Definition {
+                deps,
+                optional,
+                generation: generation(g),
+                payload,
+                priority: i32::try_from(priority).unwrap_or(if priority < 0 {
+                    i32::MIN
+                } else {
+                    i32::MAX
+                }),
+                pool,
+                id,
+            }
         })
         .collect()
 }
@@ -378,6 +472,53 @@ mod tests {
             cause_state: Some("failed".into()),
             cancelled_by: None,
             error: Some("boom".into()),
+            misses: vec![
+                ("lint".into(), 2, "failed".into()),
+                ("docs".into(), 1, "blocked".into()),
+            ],
+        }
+    }
+
+    #[test]
+    fn optional_misses_are_listed_in_order_except_on_a_blocked_version() {
+        let want = vec![
+            OptionalMiss {
+                dependency: "lint".to_string(),
+                generation: Generation(2),
+                state: TaskState::Failed,
+            },
+            OptionalMiss {
+                dependency: "docs".to_string(),
+                generation: Generation(1),
+                state: TaskState::Blocked,
+            },
+        ];
+        for s in [
+            "pending",
+            "ready",
+            "running",
+            "succeeded",
+            "failed",
+            "cancelled",
+        ] {
+            assert_eq!(status(columns(s)).unwrap().optional_misses, want, "{s}");
+        }
+        assert_eq!(status(columns("blocked")).unwrap().optional_misses, vec![]);
+        // A miss in a state that is not a loss, or no state at all, is damage, reported
+        // even where it would not be shown.
+        for s in ["ready", "blocked"] {
+            for bad in ["succeeded", "running", "gone"] {
+                let c = StatusColumns {
+                    misses: vec![("lint".into(), 1, bad.into())],
+                    ..columns(s)
+                };
+                let needle = if bad == "gone" {
+                    "unknown task state \"gone\"".to_string()
+                } else {
+                    format!("optional miss of \"lint\" in state {bad}")
+                };
+                is_database(status(c), &needle);
+            }
         }
     }
 
@@ -488,49 +629,61 @@ mod tests {
     #[test]
     fn definitions_and_reports_use_the_edges_in_order() {
         let edges = vec![
-            ("c".to_string(), "a".to_string()),
-            ("c".to_string(), "b".to_string()),
-            ("b".to_string(), "a".to_string()),
+            ("c".to_string(), "a".to_string(), false),
+            ("c".to_string(), "b".to_string(), true),
+            ("b".to_string(), "a".to_string(), false),
         ];
         let defs = definitions(
             vec![
-                ("a".to_string(), 1, b"pa".to_vec()),
-                ("b".to_string(), -2, vec![]),
-                ("c".to_string(), 3, vec![]),
+                ("a".to_string(), 1, b"pa".to_vec(), 0, None),
+                ("b".to_string(), -2, vec![], i64::MIN, Some("link".into())),
+                ("c".to_string(), 3, vec![], 7, None),
             ],
             dependency_lists(edges.clone()),
         );
-        let shape: Vec<(&str, u64, Vec<&str>)> = defs
+        let shape: Vec<(&str, u64, Vec<&str>, Vec<&str>)> = defs
             .iter()
             .map(|d| {
                 (
                     d.id.as_str(),
                     d.generation.0,
                     d.deps.iter().map(String::as_str).collect(),
+                    d.optional.iter().map(String::as_str).collect(),
                 )
             })
             .collect();
         assert_eq!(
             shape,
             vec![
-                ("a", 1, vec![]),
-                ("b", 0, vec!["a"]),
-                ("c", 3, vec!["a", "b"])
+                ("a", 1, vec![], vec![]),
+                ("b", 0, vec!["a"], vec![]),
+                ("c", 3, vec!["a"], vec!["b"])
             ]
         );
         assert_eq!(defs[0].payload, b"pa");
+        assert_eq!(
+            defs.iter()
+                .map(|d| (d.priority, d.pool.as_deref()))
+                .collect::<Vec<_>>(),
+            [(0, None), (i32::MIN, Some("link")), (7, None)]
+        );
         let ids = || vec!["a".to_string(), "b".to_string(), "c".to_string()];
         let fine = report(ids(), dependency_lists(edges.clone()), None);
         assert!(
             fine.missing.is_empty() && fine.cycles.is_empty(),
             "{fine:?}"
         );
-        // a now needs c: a cycle a -> c -> a (and a -> c -> b -> a).
-        let deps = ["c".to_string()];
-        let cyclic = report(ids(), dependency_lists(edges.clone()), Some(("a", &deps)));
-        assert!(!cyclic.cycles.is_empty(), "{cyclic:?}");
-        let ghost = ["ghost".to_string()];
-        let missing = report(ids(), dependency_lists(edges), Some(("d", &ghost)));
+        // b now needs c: the cycle b -> c -> b runs through c's optional edge, and an
+        // optional edge is an edge for cycles.
+        let deps = vec!["c".to_string()];
+        let cyclic = report(ids(), dependency_lists(edges.clone()), Some(("b", deps)));
+        assert_eq!(
+            cyclic.cycles.len(),
+            1,
+            "exactly the cycle through the optional edge: {cyclic:?}"
+        );
+        let ghost = vec!["ghost".to_string()];
+        let missing = report(ids(), dependency_lists(edges), Some(("d", ghost)));
         assert_eq!(missing.missing.len(), 1, "{missing:?}");
     }
 }

@@ -87,6 +87,28 @@ DROP INDEX tasks_state_seq;
 CREATE INDEX tasks_state_priority_seq ON tasks (state, priority DESC, seq);
 ";
 
+/// What schema version 3 adds to version 2 (SPEC A8 optional dependencies and named
+/// concurrency limits): each edge is required (`optional = 0`, every edge already there) or
+/// optional, and an optional edge whose dependency was lost records that dependency's version
+/// (`miss_generation`, `miss_state`: the dependent's `TaskStatus::optional_misses`); a
+/// version's edges keep the order "required, then optional" by `pos`. The `pools` table holds
+/// each pool's depth, `tasks.pool` the pool of each current version (NULL: none, every task
+/// already there), with an index for counting a pool's running versions. Run by
+/// [`SqliteStore::create`] after [`SCHEMA_V2_UPGRADE`], and by [`SqliteStore::open`] on an
+/// older store, in the transaction that records version 3.
+pub const SCHEMA_V3_UPGRADE: &str = "
+ALTER TABLE edges ADD COLUMN optional INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE edges ADD COLUMN miss_generation INTEGER;
+ALTER TABLE edges ADD COLUMN miss_state TEXT;
+CREATE INDEX edges_missed ON edges (dependent, pos) WHERE miss_state IS NOT NULL;
+CREATE TABLE pools (
+    name  TEXT PRIMARY KEY NOT NULL,
+    depth INTEGER NOT NULL
+) WITHOUT ROWID;
+ALTER TABLE tasks ADD COLUMN pool TEXT;
+CREATE INDEX tasks_pool_state ON tasks (pool, state) WHERE pool IS NOT NULL;
+";
+
 /// Connection settings of a [`SqliteStore`].
 #[derive(Debug, Clone)]
 pub struct SqliteOptions {
@@ -281,6 +303,7 @@ impl SqliteStore {
         }
         tx.execute_batch(SCHEMA_V1).map_err(map_err)?;
         tx.execute_batch(SCHEMA_V2_UPGRADE).map_err(map_err)?;
+        tx.execute_batch(SCHEMA_V3_UPGRADE).map_err(map_err)?;
         tx.exec(
             "INSERT INTO lockstep_meta (key, value) VALUES ('application_id', ?1), ('schema_version', ?2)",
             params![APPLICATION_ID, SCHEMA_VERSION],
@@ -398,7 +421,8 @@ impl SqliteStore {
     ///
     /// INVARIANT (D.schema-migration): a store is read and written only at the version this
     /// build understands; version 1 becomes 2 with every task's priority 0, so its claim
-    /// order is unchanged.
+    /// order is unchanged; version 2 becomes 3 with every edge required and no miss, so every
+    /// state and count is unchanged.
     fn migrate(&mut self) -> Result<(), DurableError> {
         let tx = self
             .conn
@@ -413,6 +437,9 @@ impl SqliteStore {
             .map_err(map_err)?;
         if found == 1 {
             tx.execute_batch(SCHEMA_V2_UPGRADE).map_err(map_err)?;
+        }
+        if found <= 2 {
+            tx.execute_batch(SCHEMA_V3_UPGRADE).map_err(map_err)?;
         }
         if found < i64::from(SCHEMA_VERSION) {
             tx.exec(
@@ -551,15 +578,9 @@ fn permanent_fault(path: &Path, creating: bool) -> Option<DurableError> {
             location: shown,
             reason: "not a regular file (a device, a FIFO or a socket)".into(),
         }),
-        Ok(_) => std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .err()
-            .filter(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
-            .map(|e| DurableError::Database {
-                reason: format!("cannot open {shown} for reading and writing: {e}"),
-            }),
+        Ok(_) => readable_and_writable(path).map(|e| DurableError::Database {
+            reason: format!("cannot open {shown} for reading and writing: {e}"),
+        }),
         Err(e)
             if matches!(
                 e.kind(),
@@ -598,6 +619,29 @@ fn permanent_fault(path: &Path, creating: bool) -> Option<DurableError> {
         }
         Err(_) => None,
     }
+}
+
+/// Why this process may not read and write `path`, if it may not. Checked with `access(2)`,
+/// **never by opening the file**: SQLite's locks are POSIX advisory locks, which the kernel
+/// drops for the whole process when the process closes any descriptor of the file, so an
+/// open and close here would take away the shared lock of every connection this process
+/// already has to the store (a WAL-mode connection holds one for its lifetime). Another
+/// process closing its last connection could then checkpoint and delete the WAL under them
+/// (test `sqlite_files::a_second_connection_keeps_the_store_locked_for_other_processes`).
+#[cfg(unix)]
+fn readable_and_writable(path: &Path) -> Option<std::io::Error> {
+    use nix::unistd::{AccessFlags, access};
+    access(path, AccessFlags::R_OK | AccessFlags::W_OK)
+        .err()
+        .filter(|e| *e == nix::errno::Errno::EACCES || *e == nix::errno::Errno::EROFS)
+        .map(std::io::Error::from)
+}
+
+/// As the Unix form, from the file's metadata (no descriptor is opened either).
+#[cfg(not(unix))]
+fn readable_and_writable(path: &Path) -> Option<std::io::Error> {
+    let read_only = std::fs::metadata(path).ok()?.permissions().readonly();
+    read_only.then(|| std::io::Error::from(std::io::ErrorKind::PermissionDenied))
 }
 
 fn unavailable(path: &Path, e: rusqlite::Error) -> DurableError {
@@ -675,32 +719,43 @@ impl Row {
     }
 }
 
+/// The ids of every current version in submission order.
+fn ids_by_seq(tx: &Transaction<'_>) -> Result<Vec<String>, DurableError> {
+    let mut st = tx
+        .prepare("SELECT id FROM tasks ORDER BY seq")
+        .map_err(map_err)?;
+    let rows = st.query_map([], |r| r.get(0)).map_err(map_err)?;
+    rows.collect::<Result<Vec<String>, _>>().map_err(map_err)
+}
+
 /// Validates the whole stored graph (model `check`): every current version in submission
 /// order, with `replace` (if any) put in place as the newest version.
 fn stored_report(
     tx: &Transaction<'_>,
-    replace: Option<(&str, &[String])>,
+    replace: Option<(&str, Vec<String>)>,
 ) -> Result<GraphReport<String>, DurableError> {
-    let mut ids: Vec<String> = Vec::new();
-    {
-        let mut st = tx
-            .prepare("SELECT id FROM tasks ORDER BY seq")
-            .map_err(map_err)?;
-        let rows = st.query_map([], |r| r.get(0)).map_err(map_err)?;
-        for id in rows {
-            ids.push(id.map_err(map_err)?);
-        }
-    }
-    Ok(rows::report(ids, dependency_lists(tx)?, replace))
+    Ok(rows::report(
+        ids_by_seq(tx)?,
+        dependency_lists(tx)?,
+        replace,
+    ))
 }
 
-/// Every current version's dependency list, from `edges` ([`rows::dependency_lists`]).
-fn dependency_lists(tx: &Transaction<'_>) -> Result<HashMap<String, Vec<String>>, DurableError> {
+/// Every current version's dependency lists, from `edges` ([`rows::dependency_lists`]).
+fn dependency_lists(
+    tx: &Transaction<'_>,
+) -> Result<HashMap<String, rows::DependencyLists>, DurableError> {
     let mut st = tx
-        .prepare("SELECT dependent, dependency FROM edges ORDER BY dependent, pos")
+        .prepare("SELECT dependent, dependency, optional FROM edges ORDER BY dependent, pos")
         .map_err(map_err)?;
     let edges = st
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, bool>(2)?,
+            ))
+        })
         .map_err(map_err)?
         .collect::<Result<Vec<_>, _>>()
         .map_err(map_err)?;
@@ -727,73 +782,312 @@ fn start_in(tx: &Transaction<'_>, meta: &mut Meta) -> Result<(), DurableError> {
     Ok(())
 }
 
-/// `id` is lost: blocks, with `cause`, every pending version waiting on it and, transitively,
-/// theirs (one recursive statement over the reverse-edge index). Returns how many.
+/// `id` is lost: blocks, with `cause`, every pending version waiting on it through a required
+/// edge and, transitively, theirs (one recursive statement over the reverse-edge index); then
+/// every pending version waiting on `id` or on one of those through an **optional** edge
+/// records the miss and stops waiting on it, becoming ready if that was its last wait
+/// (`docs/semantics.md`, "Optional dependencies"). Returns the effect: how many were blocked
+/// and how many became ready. O(lost versions + their reverse edges).
 fn block_waiters_of(
     tx: &Transaction<'_>,
     id: &str,
     cause: &BlockCause<String>,
     now: i64,
+) -> Result<Effect, DurableError> {
+    let mut lost: Vec<String> = vec![id.to_string()];
+    {
+        // INVARIANT (D.optional-edges): only required edges carry a loss on (as
+        // A8.optional-never-blocks in memory); an optional waiter records the miss below. Seeded bug
+        // `durable_optional_blocks`: the recursion follows every waiting edge, as version 2's
+        // did, so an optional waiter is blocked.
+        let kinds = if lockstep_sync::seeded_bug!("durable_optional_blocks") {
+            "e.optional IN (0, 1)"
+        } else {
+            "e.optional = 0"
+        };
+        let mut st = tx
+            .prepare_cached(&format!(
+                "WITH RECURSIVE lost(id) AS (
+                     SELECT ?1
+                     UNION
+                     SELECT e.dependent FROM edges e
+                       JOIN lost ON e.dependency = lost.id
+                       JOIN tasks t ON t.id = e.dependent
+                      WHERE e.waiting = 1 AND {kinds} AND +t.state = 'pending'
+                 )
+                 UPDATE tasks SET state = 'blocked', cause_task = ?2, cause_generation = ?3,
+                                  cause_state = ?4, updated_at = ?5
+                  WHERE +state = 'pending' AND id IN (SELECT id FROM lost)
+                 RETURNING id"
+            ))
+            .map_err(map_err)?;
+        let rows = st
+            .query_map(
+                params![
+                    id,
+                    cause.task,
+                    gen_sql(cause.generation),
+                    state_name(cause.state),
+                    now
+                ],
+                |r| r.get::<_, String>(0),
+            )
+            .map_err(map_err)?;
+        for r in rows {
+            lost.push(r.map_err(map_err)?);
+        }
+    }
+    let blocked = lost.len() - 1;
+    let mut ready = 0;
+    for l in &lost {
+        ready += record_optional_misses_of(tx, l, now)?;
+    }
+    Ok(Effect { ready, blocked })
+}
+
+/// The three statements that settle `?1`'s pending waiters (`?2` is the time): decrement
+/// the `remaining` of those still waiting on it, stop their waiting, make those at zero ready.
+/// `+state` keeps SQLite from scanning the (state, seq) index: every statement is driven by
+/// the reverse-edge index `edges (dependency, waiting)` and primary-key lookups, so a
+/// settlement costs O(its waiters), never O(tasks).
+type Settle = [&'static str; 3];
+
+/// `?1` succeeded: every waiting edge, required or optional.
+const RELEASE: Settle = [
+    "UPDATE tasks SET remaining = remaining - 1, updated_at = ?2
+      WHERE +state = 'pending'
+        AND id IN (SELECT dependent FROM edges WHERE dependency = ?1 AND waiting = 1)",
+    "UPDATE edges SET waiting = 0
+      WHERE dependency = ?1 AND waiting = 1
+        AND (SELECT +state FROM tasks WHERE tasks.id = edges.dependent) = 'pending'",
+    "UPDATE tasks SET state = 'ready'
+      WHERE +state = 'pending' AND remaining = 0
+        AND id IN (SELECT dependent FROM edges WHERE dependency = ?1)",
+];
+
+/// `?1` is lost (failed, cancelled or blocked, as its row says): only the optional waiting
+/// edges, each recording the miss (`?1`'s generation and state) as it stops waiting.
+const MISS: Settle = [
+    "UPDATE tasks SET remaining = remaining - 1, updated_at = ?2
+      WHERE +state = 'pending'
+        AND id IN (SELECT dependent FROM edges
+                    WHERE dependency = ?1 AND waiting = 1 AND optional = 1)",
+    "UPDATE edges SET waiting = 0,
+                      miss_generation = (SELECT generation FROM tasks WHERE id = ?1),
+                      miss_state = (SELECT state FROM tasks WHERE id = ?1)
+      WHERE dependency = ?1 AND waiting = 1 AND optional = 1
+        AND (SELECT +state FROM tasks WHERE tasks.id = edges.dependent) = 'pending'",
+    "UPDATE tasks SET state = 'ready'
+      WHERE +state = 'pending' AND remaining = 0
+        AND id IN (SELECT dependent FROM edges WHERE dependency = ?1 AND optional = 1)",
+];
+
+/// Runs the statements of `settle` for `id` at `now`; returns how many waiters became ready.
+fn settle_waiters_of(
+    tx: &Transaction<'_>,
+    settle: &Settle,
+    id: &str,
+    now: i64,
 ) -> Result<usize, DurableError> {
-    tx.exec(
-        "WITH RECURSIVE lost(id) AS (
-             SELECT ?1
-             UNION
-             SELECT e.dependent FROM edges e
-               JOIN lost ON e.dependency = lost.id
-               JOIN tasks t ON t.id = e.dependent
-              WHERE e.waiting = 1 AND +t.state = 'pending'
-         )
-         UPDATE tasks SET state = 'blocked', cause_task = ?2, cause_generation = ?3,
-                          cause_state = ?4, updated_at = ?5
-          WHERE +state = 'pending' AND id IN (SELECT id FROM lost)",
-        params![
-            id,
-            cause.task,
-            gen_sql(cause.generation),
-            state_name(cause.state),
-            now
-        ],
-    )
-    .map_err(map_err)
+    let mut ready = 0;
+    for (i, sql) in settle.iter().enumerate() {
+        let mut st = tx.prepare_cached(sql).map_err(map_err)?;
+        ready = if i == 0 {
+            st.execute(params![id, now])
+        } else {
+            st.execute(params![id])
+        }
+        .map_err(map_err)?;
+    }
+    Ok(ready)
+}
+
+/// `id` is lost: each pending version waiting on it through an optional edge records the
+/// miss and stops waiting on it; those left waiting on nothing become ready. Returns how
+/// many became ready. Visits only `id`'s reverse edges.
+fn record_optional_misses_of(
+    tx: &Transaction<'_>,
+    id: &str,
+    now: i64,
+) -> Result<usize, DurableError> {
+    settle_waiters_of(tx, &MISS, id, now)
 }
 
 /// `id` succeeded: each pending waiter stops waiting on it; those left waiting on nothing
 /// become ready. Visits only `id`'s reverse edges. Returns how many became ready.
 fn release_waiters_of(tx: &Transaction<'_>, id: &str, now: i64) -> Result<usize, DurableError> {
-    // `+state` keeps SQLite from scanning the (state, seq) index: every statement here is
-    // driven by the reverse-edge index `edges (dependency, waiting)` and primary-key lookups,
-    // so a completion costs O(its waiters), never O(tasks).
-    let run = |sql: &str, p: &[&dyn rusqlite::ToSql]| -> Result<usize, DurableError> {
-        tx.prepare_cached(sql)
-            .and_then(|mut st| st.execute(p))
-            .map_err(map_err)
-    };
-    run(
-        "UPDATE tasks SET remaining = remaining - 1, updated_at = ?2
-          WHERE +state = 'pending'
-            AND id IN (SELECT dependent FROM edges WHERE dependency = ?1 AND waiting = 1)",
-        &[&id, &now],
-    )?;
-    run(
-        "UPDATE edges SET waiting = 0
-          WHERE dependency = ?1 AND waiting = 1
-            AND (SELECT +state FROM tasks WHERE tasks.id = edges.dependent) = 'pending'",
-        &[&id],
-    )?;
-    run(
-        "UPDATE tasks SET state = 'ready'
-          WHERE +state = 'pending' AND remaining = 0
-            AND id IN (SELECT dependent FROM edges WHERE dependency = ?1)",
-        &[&id],
-    )
+    settle_waiters_of(tx, &RELEASE, id, now)
 }
 
-/// Would the new version `id -> deps` close a cycle? (After start the stored graph is
-/// acyclic, so only a path from a dependency back to `id` can.)
-fn closes_cycle(tx: &Transaction<'_>, id: &str, deps: &[String]) -> Result<bool, DurableError> {
+/// The claim's candidate key: `(Reverse(priority), seq)`, then the id and its pool.
+type Candidate = ((std::cmp::Reverse<i64>, i64), String, Option<String>);
+
+/// The statements of the claim's candidates, each in claim order: the ready versions, and the
+/// running ones whose lease expired at `?1`. `?2` bounds each (no bound: -1).
+const CANDIDATES: [&str; 2] = [
+    "SELECT priority, seq, id, pool FROM tasks WHERE state = 'ready'
+      ORDER BY priority DESC, seq LIMIT ?2",
+    "SELECT priority, seq, id, pool FROM tasks WHERE state = 'running' AND lease_expiry <= ?1
+      ORDER BY priority DESC, seq LIMIT ?2",
+];
+
+fn candidate(r: &rusqlite::Row<'_>, ignore_priority: bool) -> rusqlite::Result<Candidate> {
+    let p: i64 = if ignore_priority { 0 } else { r.get(0)? };
+    Ok(((std::cmp::Reverse(p), r.get(1)?), r.get(2)?, r.get(3)?))
+}
+
+/// The first `take` candidates of a store without pools, in claim order: at most `take` of
+/// each kind, merged. O(take log take) after the index scans.
+///
+/// INVARIANT (D.priority-order): the highest priority first, then the lowest submission
+/// sequence (schema version 2; every priority is 0 in a store migrated from version 1, which
+/// is submission order).
+fn claim_order(
+    tx: &Transaction<'_>,
+    t: i64,
+    take: usize,
+    ignore_priority: bool,
+) -> Result<Vec<String>, DurableError> {
+    let limit = i64::try_from(take).unwrap_or(i64::MAX);
+    let mut candidates: Vec<Candidate> = Vec::new();
+    for sql in CANDIDATES {
+        let mut st = tx.prepare_cached(sql).map_err(map_err)?;
+        let rows = st
+            .query_map(params![t, limit], |r| candidate(r, ignore_priority))
+            .map_err(map_err)?;
+        for row in rows {
+            candidates.push(row.map_err(map_err)?);
+        }
+    }
+    candidates.sort();
+    Ok(candidates
+        .into_iter()
+        .take(take)
+        .map(|(_, id, _)| id)
+        .collect())
+}
+
+/// The first `take` candidates of a store with pools, in claim order, passing over each
+/// candidate whose pool has no `room` left (counting what this claim took): the two ordered
+/// scans are merged lazily and read only as far as needed, so a claim costs O(taken + passed
+/// over) rows.
+///
+/// INVARIANT (D.pool-depth): inside the claim's one write transaction, a pool's running
+/// versions under unexpired leases plus this claim's never exceed its depth, and a full pool
+/// holds back only its own candidates (A8.pool-depth in memory).
+fn claim_order_in_pools(
+    tx: &Transaction<'_>,
+    t: i64,
+    take: usize,
+    ignore_priority: bool,
+    mut room: HashMap<String, usize>,
+) -> Result<Vec<String>, DurableError> {
+    let mut ready = tx.prepare_cached(CANDIDATES[0]).map_err(map_err)?;
+    let mut expired = tx.prepare_cached(CANDIDATES[1]).map_err(map_err)?;
+    let mut a = ready
+        .query_map(params![t, -1], |r| candidate(r, ignore_priority))
+        .map_err(map_err)?;
+    let mut b = expired
+        .query_map(params![t, -1], |r| candidate(r, ignore_priority))
+        .map_err(map_err)?;
+    let mut next_a = a.next().transpose().map_err(map_err)?;
+    let mut next_b = b.next().transpose().map_err(map_err)?;
+    let mut chosen = Vec::with_capacity(take);
+    while chosen.len() < take {
+        let from_a = match (&next_a, &next_b) {
+            (None, None) => break,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(x), Some(y)) => x.0 <= y.0,
+        };
+        let (_, id, pool) = if from_a {
+            let c = next_a.take().expect("matched above");
+            next_a = a.next().transpose().map_err(map_err)?;
+            c
+        } else {
+            let c = next_b.take().expect("matched above");
+            next_b = b.next().transpose().map_err(map_err)?;
+            c
+        };
+        if let Some(r) = pool.as_ref().and_then(|p| room.get_mut(p)) {
+            if *r == 0 {
+                continue;
+            }
+            *r -= 1;
+        }
+        chosen.push(id);
+    }
+    Ok(chosen)
+}
+
+/// The depth of pool `name`, if the store defines it.
+fn pool_depth(tx: &Transaction<'_>, name: &str) -> Result<Option<usize>, DurableError> {
+    tx.prepare_cached("SELECT depth FROM pools WHERE name = ?1")
+        .and_then(|mut st| {
+            st.query_row(params![name], |r| r.get::<_, i64>(0))
+                .optional()
+        })
+        .map(|d| d.map(crate::limit_from_sql))
+        .map_err(map_err)
+}
+
+/// The room of every pool at `t`: its depth minus its versions running under unexpired
+/// leases (saturating), by name; empty when the store defines no pool. O(pools + their
+/// running versions) through the index `tasks_pool_state`.
+fn pool_room(tx: &Transaction<'_>, t: i64) -> Result<HashMap<String, usize>, DurableError> {
+    // INVARIANT (D.pool-depth): only unexpired leases hold a pool's slot, as for the store's
+    // limit (D.lease-capacity). Seeded bug `durable_pool_counts_expired`: every running
+    // version counts, so the expired lease of a crashed worker keeps its slot and, in a pool
+    // of depth 1, its own version can never be claimed again.
+    let live = if lockstep_sync::seeded_bug!("durable_pool_counts_expired") {
+        "?1 IS NOT NULL"
+    } else {
+        "k.lease_expiry > ?1"
+    };
+    let mut st = tx
+        .prepare_cached(&format!(
+            "SELECT p.name, p.depth,
+                    (SELECT count(*) FROM tasks k
+                      WHERE k.pool = p.name AND k.state = 'running' AND {live})
+               FROM pools p"
+        ))
+        .map_err(map_err)?;
+    let rows = st
+        .query_map(params![t], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })
+        .map_err(map_err)?;
+    let mut room = HashMap::new();
+    for row in rows {
+        let (name, depth, live) = row.map_err(map_err)?;
+        room.insert(
+            name,
+            crate::limit_from_sql(depth).saturating_sub(rows::count(live)),
+        );
+    }
+    Ok(room)
+}
+
+/// Would the new version `id -> deps` close a cycle? After start the stored graph is acyclic,
+/// so only a path from a dependency back to `id` can, and a self-dependency is the cycle
+/// `[id, id]`. A `new` id (no stored version) has no waiters, since after start every stored
+/// edge names a known id (SPEC A8 graphs that grow), so only its self-dependency is looked
+/// for; a known id costs one recursive statement per dependency over the edges it reaches.
+fn closes_cycle(
+    tx: &Transaction<'_>,
+    id: &str,
+    deps: &[String],
+    new: bool,
+) -> Result<bool, DurableError> {
     if deps.iter().any(|d| d == id) {
         return Ok(true);
+    }
+    if new {
+        return Ok(false);
     }
     let mut st = tx
         .prepare_cached(
@@ -864,7 +1158,9 @@ fn submit_checked(
     task: &NewTask,
     cycle_check: bool,
 ) -> Result<Generation, DurableError> {
-    validate_new_task(task, meta.closed)?;
+    validate_new_task(task, meta.closed, |p| {
+        pool_depth(tx, p).map(|d| d.is_some())
+    })?;
     let id = task.id.as_str();
     let current = read_row(tx, id)?;
     if let Some(cur) = &current
@@ -875,12 +1171,13 @@ fn submit_checked(
             generation: cur.generation,
         });
     }
+    let all: Vec<String> = task.all_deps().cloned().collect();
     if meta.started {
-        if current.is_none() {
-            return Err(DurableError::NewTaskAfterStart { id: id.to_string() });
-        }
+        // A8 graphs that grow: a new id is accepted after start, with the checks of any
+        // submission. Its own id among its dependencies is not unknown (the id is about to
+        // exist) but a cycle, found below.
         let mut missing = Vec::new();
-        for d in &task.deps {
+        for d in all.iter().filter(|d| d.as_str() != id) {
             let known: Option<i64> = tx
                 .query_row("SELECT 1 FROM tasks WHERE id = ?1", params![d], |r| {
                     r.get(0)
@@ -897,8 +1194,8 @@ fn submit_checked(
         if !missing.is_empty() {
             return Err(DurableError::UnknownDependency { missing });
         }
-        if cycle_check && closes_cycle(tx, id, &task.deps)? {
-            let report = stored_report(tx, Some((id, &task.deps)))?;
+        if cycle_check && closes_cycle(tx, id, &all, current.is_none())? {
+            let report = stored_report(tx, Some((id, all)))?;
             return Err(DurableError::Cycles {
                 cycles: report.cycles,
             });
@@ -911,31 +1208,39 @@ fn submit_checked(
     let seq = meta.next_seq;
     meta.next_seq += 1;
 
-    // The dependency snapshot: each dependency judged by its current version now.
-    let mut waiting = Vec::with_capacity(task.deps.len());
+    // The dependency snapshot (A5, A8): each dependency judged by its current version now. A
+    // lost required one blocks the version (the first in list order gives the cause); a lost
+    // optional one is recorded as a miss and not waited for; a succeeded one of either kind is
+    // not waited for; anything else (not terminal, not yet submitted) is waited for.
+    let mut edges: Vec<(bool, Option<(i64, &'static str)>)> = Vec::with_capacity(all.len());
     let mut blocked_by: Option<BlockCause<String>> = None;
-    for d in &task.deps {
-        let w = match read_row(tx, d)? {
-            Some(r) if r.state == TaskState::Succeeded => false,
+    for (pos, d) in all.iter().enumerate() {
+        let optional = pos >= task.deps.len();
+        let edge = match read_row(tx, d)? {
+            Some(r) if r.state == TaskState::Succeeded => (false, None),
             Some(r) if r.loss_cause(d).is_some() => {
-                if blocked_by.is_none() {
-                    blocked_by = r.loss_cause(d);
+                if optional {
+                    (false, Some((gen_sql(r.generation), state_name(r.state))))
+                } else {
+                    if blocked_by.is_none() {
+                        blocked_by = r.loss_cause(d);
+                    }
+                    (false, None)
                 }
-                false
             }
-            _ => true,
+            _ => (true, None),
         };
-        waiting.push(w);
+        edges.push(edge);
     }
     let state = if blocked_by.is_some() {
-        waiting.iter_mut().for_each(|w| *w = false);
+        edges.iter_mut().for_each(|(w, _)| *w = false);
         TaskState::Blocked
-    } else if waiting.iter().any(|w| *w) {
+    } else if edges.iter().any(|(w, _)| *w) {
         TaskState::Pending
     } else {
         TaskState::Ready
     };
-    let remaining = waiting.iter().filter(|w| **w).count() as i64;
+    let remaining = edges.iter().filter(|(w, _)| *w).count() as i64;
 
     // A2 replace removes edges: the old version's dependency rows go before the new ones.
     tx.exec("DELETE FROM edges WHERE dependent = ?1", params![id])
@@ -943,12 +1248,23 @@ fn submit_checked(
     {
         let mut ins = tx
             .prepare_cached(
-                "INSERT INTO edges (dependent, pos, dependency, waiting) VALUES (?1, ?2, ?3, ?4)",
+                "INSERT INTO edges (dependent, pos, dependency, waiting, optional,
+                                    miss_generation, miss_state)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )
             .map_err(map_err)?;
-        for (pos, (d, w)) in task.deps.iter().zip(&waiting).enumerate() {
-            ins.execute(params![id, pos as i64, d, *w])
-                .map_err(map_err)?;
+        for (pos, (d, (w, miss))) in all.iter().zip(&edges).enumerate() {
+            let optional = pos >= task.deps.len();
+            ins.execute(params![
+                id,
+                pos as i64,
+                d,
+                *w,
+                optional,
+                miss.map(|m| m.0),
+                miss.map(|m| m.1)
+            ])
+            .map_err(map_err)?;
         }
     }
     let (ct, cg, cs) = match &blocked_by {
@@ -964,12 +1280,12 @@ fn submit_checked(
         "INSERT INTO tasks (id, first_seq, seq, generation, state, remaining, payload, error,
                             cause_task, cause_generation, cause_state, cancelled_by,
                             cancel_requested, lease_owner, lease_epoch, lease_expiry, attempts,
-                            updated_at, priority)
+                            updated_at, priority, pool)
          VALUES (?1, ?2, ?2, ?3, ?4, ?5, ?6, NULL, ?7, ?8, ?9, NULL, 0, NULL, NULL, NULL, 0, ?10,
-                 ?11)
+                 ?11, ?12)
          ON CONFLICT (id) DO UPDATE SET
              seq = excluded.seq, generation = excluded.generation, state = excluded.state,
-             priority = excluded.priority,
+             priority = excluded.priority, pool = excluded.pool,
              remaining = excluded.remaining, payload = excluded.payload, error = NULL,
              cause_task = excluded.cause_task, cause_generation = excluded.cause_generation,
              cause_state = excluded.cause_state, cancelled_by = NULL, cancel_requested = 0,
@@ -986,7 +1302,8 @@ fn submit_checked(
             cg,
             cs,
             now,
-            task.priority
+            task.priority,
+            task.pool
         ],
     )
     .map_err(map_err)?;
@@ -1195,34 +1512,15 @@ impl Store for SqliteStore {
             if take == 0 {
                 return Ok(Vec::new());
             }
-            let limit = i64::try_from(take).unwrap_or(i64::MAX);
-            // Candidates: ready versions and running ones whose lease expired, in claim order.
-            // INVARIANT (D.priority-order): the highest priority first, then the lowest
-            // submission sequence (schema version 2; every priority is 0 in a store migrated
-            // from version 1, which is submission order).
-            let mut candidates: Vec<((std::cmp::Reverse<i64>, i64), String)> = Vec::new();
-            for sql in [
-                "SELECT priority, seq, id FROM tasks WHERE state = 'ready'
-                  ORDER BY priority DESC, seq LIMIT ?2",
-                "SELECT priority, seq, id FROM tasks WHERE state = 'running' AND lease_expiry <= ?1
-                  ORDER BY priority DESC, seq LIMIT ?2",
-            ] {
-                let mut st = tx.prepare_cached(sql).map_err(map_err)?;
-                // SEEDED BUG (durable_priority_ignored): the claim keeps schema version 1's
-                // order (submission order only), as a store whose claim was not upgraded.
-                let ignore = lockstep_sync::seeded_bug!("durable_priority_ignored");
-                let rows = st
-                    .query_map(params![t, limit], |r| {
-                        let p: i64 = if ignore { 0 } else { r.get(0)? };
-                        Ok(((std::cmp::Reverse(p), r.get(1)?), r.get(2)?))
-                    })
-                    .map_err(map_err)?;
-                for row in rows {
-                    candidates.push(row.map_err(map_err)?);
-                }
-            }
-            candidates.sort();
-            candidates.truncate(take);
+            // SEEDED BUG (durable_priority_ignored): the claim keeps schema version 1's
+            // order (submission order only), as a store whose claim was not upgraded.
+            let ignore = lockstep_sync::seeded_bug!("durable_priority_ignored");
+            let room = pool_room(tx, t)?;
+            let candidates = if room.is_empty() {
+                claim_order(tx, t, take, ignore)?
+            } else {
+                claim_order_in_pools(tx, t, take, ignore, room)?
+            };
             let expiry = ms(Millis(u64::try_from(t).unwrap_or(0)).plus(lease));
             let mut leases = Vec::with_capacity(candidates.len());
             let mut st = tx
@@ -1235,7 +1533,7 @@ impl Store for SqliteStore {
                      RETURNING generation, attempts, cancel_requested, payload",
                 )
                 .map_err(map_err)?;
-            for (_, id) in candidates {
+            for id in candidates {
                 let epoch = meta.next_epoch;
                 meta.next_epoch += 1;
                 let (generation, attempt, cancel_requested, payload) = st
@@ -1310,8 +1608,8 @@ impl Store for SqliteStore {
                         generation: token.generation,
                         state: TaskState::Failed,
                     };
-                    let blocked = block_waiters_of(tx, &token.id, &cause, t)?;
-                    Ok(CallbackOutcome::Applied(Effect { ready: 0, blocked }))
+                    let effect = block_waiters_of(tx, &token.id, &cause, t)?;
+                    Ok(CallbackOutcome::Applied(effect))
                 }
                 TaskState::Failed => {
                     tick(meta, now);
@@ -1441,6 +1739,7 @@ impl Store for SqliteStore {
             // INVARIANT (D.reset): the claim counter (next_epoch) is kept, so no token issued
             // before the reset matches a claim after it.
             tx.exec("DELETE FROM edges", []).map_err(map_err)?;
+            tx.exec("DELETE FROM pools", []).map_err(map_err)?;
             let n = tx.exec("DELETE FROM tasks", []).map_err(map_err)?;
             tx.exec(
                 "UPDATE lockstep_state SET max_concurrency = ?1",
@@ -1457,7 +1756,9 @@ impl Store for SqliteStore {
         self.read(|tx, _| {
             let deps = dependency_lists(tx)?;
             let mut st = tx
-                .prepare("SELECT id, generation, payload FROM tasks ORDER BY first_seq")
+                .prepare(
+                    "SELECT id, generation, payload, priority, pool FROM tasks ORDER BY first_seq",
+                )
                 .map_err(map_err)?;
             let tasks = st
                 .query_map([], |r| {
@@ -1465,12 +1766,174 @@ impl Store for SqliteStore {
                         r.get::<_, String>(0)?,
                         r.get::<_, i64>(1)?,
                         r.get::<_, Vec<u8>>(2)?,
+                        r.get::<_, i64>(3)?,
+                        r.get::<_, Option<String>>(4)?,
                     ))
                 })
                 .map_err(map_err)?
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(map_err)?;
             Ok(rows::definitions(tasks, deps))
+        })
+    }
+
+    fn add_dependency(&mut self, id: &str, dep: &str, now: Millis) -> Result<Effect, DurableError> {
+        crate::check_text("task id", id)?;
+        crate::check_text("dependency id", dep)?;
+        self.write(|tx, meta| {
+            if meta.closed {
+                return Err(DurableError::Closed);
+            }
+            let row = read_row(tx, id)?
+                .ok_or_else(|| DurableError::UnknownTask { id: id.to_string() })?;
+            // INVARIANT (D.dynamic-edges): the state is read, the edge judged and counted in
+            // this one write transaction, so no claim can move the version between.
+            // Seeded bug `durable_edge_on_claimed`: a ready version (one any worker may claim
+            // at once) takes the edge too, so it can run before its new dependency.
+            let ready_too = lockstep_sync::seeded_bug!("durable_edge_on_claimed")
+                && row.state == TaskState::Ready;
+            if row.state != TaskState::Pending && !ready_too {
+                return Err(DurableError::NotPending {
+                    id: id.to_string(),
+                    generation: row.generation,
+                    state: row.state,
+                });
+            }
+            let lists = {
+                let mut st = tx
+                    .prepare_cached(
+                        "SELECT dependency, optional FROM edges WHERE dependent = ?1 ORDER BY pos",
+                    )
+                    .map_err(map_err)?;
+                let rows = st
+                    .query_map(params![id], |r| {
+                        Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?))
+                    })
+                    .map_err(map_err)?;
+                rows.collect::<Result<Vec<_>, _>>().map_err(map_err)?
+            };
+            if lists.iter().any(|(d, _)| d == dep) {
+                return Err(DurableError::DuplicateDependency {
+                    task: id.to_string(),
+                    dependency: dep.to_string(),
+                });
+            }
+            let required = lists.iter().filter(|(_, optional)| !optional).count();
+            let dep_row = read_row(tx, dep)?;
+            if meta.started {
+                if dep_row.is_none() {
+                    return Err(DurableError::UnknownDependency {
+                        missing: vec![MissingDependency {
+                            task: id.to_string(),
+                            dependency: dep.to_string(),
+                        }],
+                    });
+                }
+                if closes_cycle(tx, id, &[dep.to_string()], false)? {
+                    let mut joined: Vec<String> = lists.into_iter().map(|(d, _)| d).collect();
+                    joined.insert(required, dep.to_string());
+                    let report =
+                        rows::report_in_place(ids_by_seq(tx)?, dependency_lists(tx)?, id, joined);
+                    return Err(DurableError::Cycles {
+                        cycles: report.cycles,
+                    });
+                }
+            }
+            let t = tick(meta, now);
+            // The edge goes at position `required`: the optional edges move up by one (in two
+            // steps, so that no two rows share a position in between).
+            tx.exec(
+                "UPDATE edges SET pos = -pos - 2 WHERE dependent = ?1 AND pos >= ?2",
+                params![id, required as i64],
+            )
+            .map_err(map_err)?;
+            tx.exec(
+                "UPDATE edges SET pos = -pos - 1 WHERE dependent = ?1 AND pos < 0",
+                params![id],
+            )
+            .map_err(map_err)?;
+            // The snapshot of `dep` now, as at submission (A5).
+            let lost = dep_row.as_ref().and_then(|r| r.loss_cause(dep));
+            let waiting = match &dep_row {
+                Some(r) if r.state == TaskState::Succeeded => false,
+                _ => lost.is_none(),
+            };
+            tx.exec(
+                "INSERT INTO edges (dependent, pos, dependency, waiting, optional)
+                 VALUES (?1, ?2, ?3, ?4, 0)",
+                params![id, required as i64, dep, waiting],
+            )
+            .map_err(map_err)?;
+            if let Some(cause) = lost {
+                tx.exec(
+                    "UPDATE tasks SET state = 'blocked', cause_task = ?2, cause_generation = ?3,
+                                      cause_state = ?4, updated_at = ?5
+                      WHERE id = ?1",
+                    params![
+                        id,
+                        cause.task,
+                        gen_sql(cause.generation),
+                        state_name(cause.state),
+                        t
+                    ],
+                )
+                .map_err(map_err)?;
+                // A blocked version waits on nothing.
+                tx.exec(
+                    "UPDATE edges SET waiting = 0 WHERE dependent = ?1",
+                    params![id],
+                )
+                .map_err(map_err)?;
+                let mut effect = block_waiters_of(tx, id, &cause, t)?;
+                effect.blocked += 1;
+                return Ok(effect);
+            }
+            if waiting {
+                tx.exec(
+                    "UPDATE tasks SET remaining = remaining + 1, updated_at = ?2 WHERE id = ?1",
+                    params![id, t],
+                )
+                .map_err(map_err)?;
+            }
+            Ok(Effect::default())
+        })
+    }
+
+    fn define_pool(&mut self, name: &str, depth: usize) -> Result<(), DurableError> {
+        crate::check_text("pool name", name)?;
+        self.write(|tx, meta| {
+            if meta.closed {
+                return Err(DurableError::Closed);
+            }
+            if let Some(depth) = pool_depth(tx, name)? {
+                return Err(DurableError::DuplicatePool {
+                    name: name.to_string(),
+                    depth,
+                });
+            }
+            tx.exec(
+                "INSERT INTO pools (name, depth) VALUES (?1, ?2)",
+                params![name, crate::limit_to_sql(depth)],
+            )
+            .map_err(map_err)?;
+            Ok(())
+        })
+    }
+
+    fn pools(&mut self) -> Result<Vec<(String, usize)>, DurableError> {
+        self.read(|tx, _| {
+            let mut st = tx
+                .prepare("SELECT name, depth FROM pools ORDER BY name")
+                .map_err(map_err)?;
+            st.query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    crate::limit_from_sql(r.get::<_, i64>(1)?),
+                ))
+            })
+            .map_err(map_err)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(map_err)
         })
     }
 
@@ -1493,8 +1956,8 @@ impl Store for SqliteStore {
                         generation: row.generation,
                         state: TaskState::Cancelled,
                     };
-                    let blocked = block_waiters_of(tx, id, &cause, t)?;
-                    Ok(CancelOutcome::Cancelled(Effect { ready: 0, blocked }))
+                    let effect = block_waiters_of(tx, id, &cause, t)?;
+                    Ok(CancelOutcome::Cancelled(effect))
                 }
                 TaskState::Running => {
                     tx.exec(
@@ -1539,17 +2002,21 @@ impl Store for SqliteStore {
 
     fn status(&mut self, id: &str) -> Result<Option<TaskStatus<String>>, DurableError> {
         self.read(|tx, _| {
-            tx.row(
-                "SELECT generation, state, cause_task, cause_generation, cause_state,
-                        cancelled_by, error
-                   FROM tasks WHERE id = ?1",
-                params![id],
-                status_columns,
-            )
-            .optional()
-            .map_err(map_err)?
-            .map(rows::status)
-            .transpose()
+            let Some(mut columns) = tx
+                .row(
+                    "SELECT generation, state, cause_task, cause_generation, cause_state,
+                            cancelled_by, error
+                       FROM tasks WHERE id = ?1",
+                    params![id],
+                    status_columns,
+                )
+                .optional()
+                .map_err(map_err)?
+            else {
+                return Ok(None);
+            };
+            columns.misses = misses(tx, Some(id))?.remove(id).unwrap_or_default();
+            rows::status(columns).map(Some)
         })
     }
 
@@ -1588,10 +2055,12 @@ impl Store for SqliteStore {
                        FROM tasks ORDER BY first_seq",
                 )
                 .map_err(map_err)?;
+            let mut misses = misses(tx, None)?;
             st.query_map([], |r| Ok((r.get::<_, String>(7)?, status_columns(r)?)))
                 .map_err(map_err)?
                 .map(|row| {
-                    let (id, columns) = row.map_err(map_err)?;
+                    let (id, mut columns) = row.map_err(map_err)?;
+                    columns.misses = misses.remove(&id).unwrap_or_default();
                     Ok((id, rows::status(columns)?))
                 })
                 .collect()
@@ -1629,8 +2098,41 @@ impl Store for SqliteStore {
     }
 }
 
+/// The recorded optional misses (schema version 3) of `only` (or of every version), by
+/// dependent, each list in position order: the optional-list order. Uses the partial index
+/// `edges_missed`, so it costs O(misses).
+fn misses(
+    tx: &Transaction<'_>,
+    only: Option<&str>,
+) -> Result<HashMap<String, Vec<rows::MissColumns>>, DurableError> {
+    // Two statements, so that one version's read is a range of the index, not a scan of it.
+    let mut st = tx
+        .prepare_cached(if only.is_some() {
+            "SELECT dependent, dependency, miss_generation, miss_state FROM edges
+              WHERE miss_state IS NOT NULL AND dependent = ?1
+              ORDER BY dependent, pos"
+        } else {
+            "SELECT dependent, dependency, miss_generation, miss_state FROM edges
+              WHERE miss_state IS NOT NULL AND ?1 IS NULL
+              ORDER BY dependent, pos"
+        })
+        .map_err(map_err)?;
+    let mut out: HashMap<String, Vec<rows::MissColumns>> = HashMap::new();
+    let found = st
+        .query_map(params![only], |r| {
+            Ok((r.get::<_, String>(0)?, (r.get(1)?, r.get(2)?, r.get(3)?)))
+        })
+        .map_err(map_err)?;
+    for row in found {
+        let (dependent, miss) = row.map_err(map_err)?;
+        out.entry(dependent).or_default().push(miss);
+    }
+    Ok(out)
+}
+
 /// The columns of `status` and `snapshot` (`generation, state, cause_task, cause_generation,
-/// cause_state, cancelled_by, error`, from column 0) as fetched; [`rows::status`] decodes them.
+/// cause_state, cancelled_by, error`, from column 0) as fetched, with no misses yet
+/// ([`misses`] adds them); [`rows::status`] decodes them.
 fn status_columns(r: &rusqlite::Row<'_>) -> rusqlite::Result<rows::StatusColumns> {
     Ok(rows::StatusColumns {
         generation: r.get(0)?,
@@ -1640,5 +2142,6 @@ fn status_columns(r: &rusqlite::Row<'_>) -> rusqlite::Result<rows::StatusColumns
         cause_state: r.get(4)?,
         cancelled_by: r.get(5)?,
         error: r.get(6)?,
+        misses: Vec::new(),
     })
 }

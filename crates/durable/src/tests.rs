@@ -29,28 +29,74 @@ fn owners_are_validated() {
 
 #[test]
 fn new_tasks_are_validated_in_the_documented_order() {
+    let none = |_: &str| -> Result<bool, DurableError> { panic!("no pool to look up") };
     let dup = NewTask::new("t", ["a", "b", "b", "a"]);
     assert_eq!(
-        validate_new_task(&dup, false),
+        validate_new_task(&dup, false, none),
         Err(DurableError::DuplicateDependency {
             task: "t".into(),
             dependency: "b".into()
         })
     );
+    // An id in both lists is a duplicate too (the joined list, required first).
+    let both = NewTask::new("t", ["a"]).with_optional(["b", "a"]);
+    assert_eq!(
+        validate_new_task(&both, false, none),
+        Err(DurableError::DuplicateDependency {
+            task: "t".into(),
+            dependency: "a".into()
+        })
+    );
     // Closed is checked before duplicates, as in the model.
-    assert_eq!(validate_new_task(&dup, true), Err(DurableError::Closed));
-    // Malformed input before everything.
-    let nul = NewTask::new("t\0", ["a", "a"]);
+    assert_eq!(
+        validate_new_task(&dup, true, none),
+        Err(DurableError::Closed)
+    );
+    // The pool after closed, before duplicates (options before the list, as in memory); the
+    // lookup's own error is passed on.
+    let pooled = NewTask::new("t", ["a", "a"]).in_pool("link");
+    assert_eq!(
+        validate_new_task(&pooled, true, none),
+        Err(DurableError::Closed)
+    );
+    assert_eq!(
+        validate_new_task(&pooled, false, |p| Ok(p == "other")),
+        Err(DurableError::UnknownPool {
+            task: "t".into(),
+            pool: "link".into()
+        })
+    );
     assert!(matches!(
-        validate_new_task(&nul, true),
-        Err(DurableError::InvalidInput { .. })
+        validate_new_task(&pooled, false, |p| Ok(p == "link")),
+        Err(DurableError::DuplicateDependency { .. })
     ));
-    let big = NewTask::without_deps("t").with_payload(vec![0; MAX_PAYLOAD_BYTES + 1]);
-    assert!(matches!(
-        validate_new_task(&big, false),
-        Err(DurableError::InvalidInput { .. })
-    ));
-    assert_eq!(validate_new_task(&NewTask::new("t", ["a"]), false), Ok(()));
+    let busy = || DurableError::Busy {
+        reason: "locked".into(),
+    };
+    assert_eq!(
+        validate_new_task(&pooled, false, |_| Err(busy())),
+        Err(busy())
+    );
+    // Malformed input before everything: ids, optional ids, pool names, payloads.
+    for bad in [
+        NewTask::new("t\0", ["a", "a"]),
+        NewTask::without_deps("t").with_optional(["x\0"]),
+        NewTask::without_deps("t").in_pool("p\0"),
+        NewTask::without_deps("t").in_pool("p".repeat(MAX_ID_BYTES + 1)),
+        NewTask::without_deps("t").with_payload(vec![0; MAX_PAYLOAD_BYTES + 1]),
+    ] {
+        assert!(
+            matches!(
+                validate_new_task(&bad, true, none),
+                Err(DurableError::InvalidInput { .. })
+            ),
+            "{bad:?}"
+        );
+    }
+    assert_eq!(
+        validate_new_task(&NewTask::new("t", ["a"]), false, none),
+        Ok(())
+    );
 }
 
 #[test]
@@ -419,9 +465,145 @@ fn cycles_are_reported_as_paths_at_start_and_after_start() {
         }
         other => panic!("expected cycles, got {other:?}"),
     }
+    // SPEC A8 graphs that grow (schema version 3): a new id after start is accepted with
+    // dependencies on known ids; its own id among them is the cycle [new, new], not an unknown
+    // dependency, and a truly unknown one is reported first. Refused ones leave no trace.
     assert_eq!(
-        s.submit(&[NewTask::without_deps("new")]).unwrap()[0],
-        Err(DurableError::NewTaskAfterStart { id: "new".into() })
+        s.submit(&[NewTask::new("new", ["ghost", "new"])]).unwrap()[0],
+        Err(DurableError::UnknownDependency {
+            missing: vec![MissingDependency {
+                task: "new".into(),
+                dependency: "ghost".into()
+            }]
+        })
+    );
+    match &s
+        .submit(&[NewTask::new("new", ["a"]).with_optional(["new"])])
+        .unwrap()[0]
+    {
+        Err(DurableError::Cycles { cycles }) => {
+            assert_eq!(cycles.len(), 1);
+            assert_eq!(cycles[0].to_string(), "new -> new");
+        }
+        other => panic!("expected the self-cycle, got {other:?}"),
+    }
+    assert_eq!(s.status("new").unwrap(), None);
+    assert_eq!(
+        s.submit(&[NewTask::new("new", ["a", "c"])]).unwrap()[0],
+        Ok(Generation::FIRST)
+    );
+    assert_eq!(s.status("new").unwrap().unwrap().state, TaskState::Pending);
+}
+
+/// SPEC A8 optional dependencies in the SQLite store (schema version 3), the known answers of
+/// `docs/semantics.md` "Optional dependencies": a lost optional dependency never blocks and is
+/// recorded (at submission, and when the loss comes later: counted in `Effect::ready`), a
+/// required one still blocks, transitively, and the blocked version's own optional waiters
+/// record it as blocked; misses are listed in optional-list order, hidden on a blocked
+/// version, and gone with a resubmission; definitions keep both lists.
+#[test]
+fn optional_dependencies_never_block_and_their_misses_are_recorded() {
+    let (_dir, path, mut s) = temp_store(4);
+    submit_ok(
+        &mut s,
+        &[
+            NewTask::without_deps("lint"),
+            NewTask::without_deps("test"),
+            NewTask::new("build", ["lint"]),
+            NewTask::new("report", ["test"]).with_optional(["build", "lint"]),
+            NewTask::without_deps("x").with_optional(["report"]),
+        ],
+    );
+    let leases = s.claim(&owner("w"), Millis(0), Millis(100), 2).unwrap();
+    let ids: Vec<&str> = leases.iter().map(|l| l.id.as_str()).collect();
+    assert_eq!(ids, ["lint", "test"]);
+    // lint fails: build (required) is blocked; report follows both build and lint only
+    // optionally, so it records both (list order: build, then lint) and still waits on test.
+    let out = s.fail(&leases[0].token(), Millis(1), "lint broke").unwrap();
+    assert_eq!(
+        out,
+        CallbackOutcome::Applied(Effect {
+            ready: 0,
+            blocked: 1
+        })
+    );
+    let report = s.status("report").unwrap().unwrap();
+    assert_eq!(report.state, TaskState::Pending);
+    let misses: Vec<String> = report
+        .optional_misses
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(misses, ["build g1 blocked", "lint g1 failed"]);
+    assert!(
+        s.status("build")
+            .unwrap()
+            .unwrap()
+            .optional_misses
+            .is_empty()
+    );
+    // test succeeds: report becomes ready, misses kept; a task submitted now with an optional
+    // dependency on the failed lint is ready at once with the miss.
+    let done = s.complete(&leases[1].token(), Millis(2)).unwrap();
+    assert_eq!(
+        done,
+        CallbackOutcome::Applied(Effect {
+            ready: 1,
+            blocked: 0
+        })
+    );
+    assert_eq!(s.status("report").unwrap().unwrap().state, TaskState::Ready);
+    assert_eq!(
+        s.status("report").unwrap().unwrap().optional_misses.len(),
+        2
+    );
+    assert_eq!(
+        s.submit(&[NewTask::without_deps("late").with_optional(["lint", "test"])])
+            .unwrap()[0],
+        Ok(Generation::FIRST)
+    );
+    let late = s.status("late").unwrap().unwrap();
+    assert_eq!(late.state, TaskState::Ready);
+    assert_eq!(late.optional_misses.len(), 1, "test succeeded: no miss");
+    // report is cancelled: x (optional on report) becomes ready, counted in the effect.
+    assert_eq!(
+        s.cancel("report", Millis(3)).unwrap(),
+        CancelOutcome::Cancelled(Effect {
+            ready: 1,
+            blocked: 0
+        })
+    );
+    let x = s.status("x").unwrap().unwrap();
+    assert_eq!(x.state, TaskState::Ready);
+    assert_eq!(x.optional_misses[0].to_string(), "report g1 cancelled");
+    // A blocked version lists no misses: resubmit report as required on build (blocked).
+    assert_eq!(
+        s.submit(&[NewTask::new("report", ["build"]).with_optional(["lint"])])
+            .unwrap()[0],
+        Ok(Generation(2))
+    );
+    let report = s.status("report").unwrap().unwrap();
+    assert_eq!(report.state, TaskState::Blocked);
+    assert!(report.optional_misses.is_empty());
+    let defs = s.definitions().unwrap();
+    let report_def = defs.iter().find(|d| d.id == "report").unwrap();
+    assert_eq!(
+        (report_def.deps.clone(), report_def.optional.clone()),
+        (vec!["build".to_string()], vec!["lint".to_string()])
+    );
+    // Everything survives a reopen.
+    let before = s.snapshot().unwrap();
+    drop(s);
+    let mut s = SqliteStore::open(&path).unwrap();
+    assert_eq!(s.snapshot().unwrap(), before);
+    // An id in both lists is a duplicate, refused before anything changes.
+    assert_eq!(
+        s.submit(&[NewTask::new("y", ["lint"]).with_optional(["lint"])])
+            .unwrap()[0],
+        Err(DurableError::DuplicateDependency {
+            task: "y".into(),
+            dependency: "lint".into()
+        })
     );
 }
 
@@ -784,4 +966,249 @@ fn a_damaged_stored_row_is_a_database_error_from_every_reader() {
         .collect::<Result<_, _>>()
         .unwrap();
     assert_eq!(states, ["finished", "pending"]);
+}
+
+/// SPEC A8 named concurrency limits in the SQLite store (schema version 3), the known answers
+/// of `docs/semantics.md` "Named concurrency limits" over leases: a claim passes over the
+/// candidates of a full pool and fills the free slots with others (a full pool holds back
+/// only its own); only unexpired leases hold a pool slot, so an expired lease's version is
+/// claimable again in its own pool; definitions are once (`DuplicatePool` with the depth), a
+/// task naming an undefined pool is refused before anything changes, pools survive a reopen
+/// and `reset` forgets them.
+#[test]
+fn pools_bound_their_leases_and_a_full_pool_holds_back_only_its_own() {
+    let (_dir, path, mut s) = temp_store(3);
+    s.define_pool("link", 1).unwrap();
+    assert_eq!(
+        s.define_pool("link", 2),
+        Err(DurableError::DuplicatePool {
+            name: "link".into(),
+            depth: 1
+        })
+    );
+    assert!(matches!(
+        s.define_pool("bad\0name", 1),
+        Err(DurableError::InvalidInput { .. })
+    ));
+    assert_eq!(
+        s.submit(&[NewTask::without_deps("x").in_pool("nowhere")])
+            .unwrap()[0],
+        Err(DurableError::UnknownPool {
+            task: "x".into(),
+            pool: "nowhere".into()
+        })
+    );
+    assert_eq!(s.status("x").unwrap(), None);
+    submit_ok(
+        &mut s,
+        &[
+            NewTask::without_deps("link-a").in_pool("link"),
+            NewTask::without_deps("link-b").in_pool("link"),
+            NewTask::without_deps("compile"),
+            NewTask::without_deps("test"),
+        ],
+    );
+    // Three slots: link-a takes the pool's only slot, link-b is passed over, compile and
+    // test take the rest.
+    let first = s.claim(&owner("w1"), Millis(0), Millis(10), 3).unwrap();
+    let ids: Vec<&str> = first.iter().map(|l| l.id.as_str()).collect();
+    assert_eq!(ids, ["link-a", "compile", "test"]);
+    assert_eq!(s.status("link-b").unwrap().unwrap().state, TaskState::Ready);
+    s.complete(&first[1].token(), Millis(1)).unwrap();
+    s.complete(&first[2].token(), Millis(1)).unwrap();
+    // Free slots, but the pool is full: nothing to claim.
+    assert!(
+        s.claim(&owner("w2"), Millis(2), Millis(10), 3)
+            .unwrap()
+            .is_empty()
+    );
+    // link-a's lease expires: it no longer holds the pool slot, and it comes first in the
+    // claim order (submission order), so it is claimed again, not link-b.
+    let again = s.claim(&owner("w2"), Millis(10), Millis(10), 3).unwrap();
+    let ids: Vec<(&str, u32)> = again.iter().map(|l| (l.id.as_str(), l.attempt)).collect();
+    assert_eq!(ids, [("link-a", 2)]);
+    s.complete(&again[0].token(), Millis(11)).unwrap();
+    let last = s.claim(&owner("w2"), Millis(12), Millis(10), 3).unwrap();
+    assert_eq!(
+        last.iter().map(|l| l.id.as_str()).collect::<Vec<_>>(),
+        ["link-b"]
+    );
+    let defs = s.definitions().unwrap();
+    assert_eq!(
+        defs.iter()
+            .map(|d| (d.id.as_str(), d.pool.as_deref()))
+            .collect::<Vec<_>>(),
+        [
+            ("link-a", Some("link")),
+            ("link-b", Some("link")),
+            ("compile", None),
+            ("test", None)
+        ]
+    );
+    drop(s);
+    let mut s = SqliteStore::open(&path).unwrap();
+    assert_eq!(s.pools().unwrap(), [("link".to_string(), 1)]);
+    s.complete(&last[0].token(), Millis(13)).unwrap();
+    assert_eq!(s.reset(3, Millis(14)).unwrap(), 4);
+    assert_eq!(s.pools().unwrap(), []);
+    s.close(Millis(15)).unwrap();
+    assert_eq!(s.define_pool("late", 1), Err(DurableError::Closed));
+}
+
+/// SPEC A8 dynamic dependencies in the SQLite store (schema version 3), the known answers of
+/// `docs/semantics.md` "Dynamic dependencies": only a pending version takes an edge (a ready,
+/// running or terminal one is `NotPending`); the edge joins the end of the required part, so
+/// the list stays "required, then optional" (`definitions`); it is judged at once (waited on,
+/// or settled by a success, or blocking the version and its waiters with the root cause);
+/// after start an unknown dependency and a cycle are refused with nothing changed; the state
+/// survives a reopen.
+#[test]
+fn a_dependency_is_added_only_to_a_pending_version_and_judged_at_once() {
+    let (_dir, path, mut s) = temp_store(4);
+    submit_ok(
+        &mut s,
+        &[
+            NewTask::without_deps("gen"),
+            NewTask::without_deps("lint"),
+            NewTask::new("build", ["gen"]).with_optional(["lint"]),
+            NewTask::new("ship", ["build"]),
+        ],
+    );
+    s.start().unwrap();
+    // lint is ready: any worker may claim it now, so it takes no edge.
+    assert_eq!(
+        s.add_dependency("lint", "gen", Millis(1)),
+        Err(DurableError::NotPending {
+            id: "lint".into(),
+            generation: Generation(1),
+            state: TaskState::Ready
+        })
+    );
+    assert_eq!(
+        s.add_dependency("build", "lint", Millis(1)),
+        Err(DurableError::DuplicateDependency {
+            task: "build".into(),
+            dependency: "lint".into()
+        })
+    );
+    assert!(matches!(
+        s.add_dependency("build", "ghost", Millis(1)),
+        Err(DurableError::UnknownDependency { .. })
+    ));
+    match s.add_dependency("build", "ship", Millis(1)) {
+        Err(DurableError::Cycles { cycles }) => {
+            assert_eq!(cycles[0].to_string(), "build -> ship -> build");
+        }
+        other => panic!("expected the cycle, got {other:?}"),
+    }
+    let before = s.snapshot().unwrap();
+    // Accepted: build waits on a new one, `docs`, added after start (graphs that grow).
+    submit_ok(&mut s, &[NewTask::without_deps("docs")]);
+    assert_eq!(
+        s.add_dependency("build", "docs", Millis(2)),
+        Ok(Effect::default())
+    );
+    let build = s
+        .definitions()
+        .unwrap()
+        .into_iter()
+        .find(|d| d.id == "build")
+        .unwrap();
+    assert_eq!(
+        (build.deps, build.optional, build.generation),
+        (
+            vec!["gen".to_string(), "docs".to_string()],
+            vec!["lint".to_string()],
+            Generation(1)
+        )
+    );
+    assert_eq!(s.snapshot().unwrap()[..4], before[..]);
+    // gen and lint and docs run; gen succeeds, docs fails.
+    let l = s.claim(&owner("w"), Millis(3), Millis(100), 3).unwrap();
+    let ids: Vec<&str> = l.iter().map(|l| l.id.as_str()).collect();
+    assert_eq!(ids, ["gen", "lint", "docs"]);
+    s.complete(&l[0].token(), Millis(4)).unwrap();
+    s.complete(&l[1].token(), Millis(4)).unwrap();
+    // build still waits on docs.
+    submit_ok(&mut s, &[NewTask::without_deps("gen2")]);
+    assert_eq!(
+        s.status("build").unwrap().unwrap().state,
+        TaskState::Pending
+    );
+    // docs fails: build and ship are blocked by it.
+    assert_eq!(
+        s.fail(&l[2].token(), Millis(5), "docs broke").unwrap(),
+        CallbackOutcome::Applied(Effect {
+            ready: 0,
+            blocked: 2
+        })
+    );
+    // A fresh pending version given a lost dependency is blocked at once, with its waiters.
+    submit_ok(
+        &mut s,
+        &[
+            NewTask::new("pkg", ["gen2"]),
+            NewTask::new("upload", ["pkg"]),
+            NewTask::without_deps("notify").with_optional(["pkg"]),
+        ],
+    );
+    // An edge to gen (succeeded) is settled at once: nothing more to wait for.
+    assert_eq!(
+        s.add_dependency("pkg", "gen", Millis(6)),
+        Ok(Effect::default())
+    );
+    assert_eq!(s.status("pkg").unwrap().unwrap().state, TaskState::Pending);
+    // notify only follows pkg: it becomes ready with the miss (counted).
+    assert_eq!(
+        s.add_dependency("pkg", "build", Millis(6)),
+        Ok(Effect {
+            ready: 1,
+            blocked: 2
+        })
+    );
+    let pkg = s.status("pkg").unwrap().unwrap();
+    assert_eq!(pkg.state, TaskState::Blocked);
+    assert_eq!(pkg.blocked_by.unwrap().task, "docs", "the root cause");
+    assert_eq!(
+        s.status("upload").unwrap().unwrap().state,
+        TaskState::Blocked
+    );
+    let notify = s.status("notify").unwrap().unwrap();
+    assert_eq!(notify.state, TaskState::Ready);
+    assert_eq!(notify.optional_misses[0].to_string(), "pkg g1 blocked");
+    // An edge to a dependency that already succeeded is not waited for: `wrap` waits only on
+    // `fetch`, and is ready as soon as it succeeds.
+    submit_ok(
+        &mut s,
+        &[
+            NewTask::without_deps("fetch"),
+            NewTask::new("wrap", ["fetch"]),
+        ],
+    );
+    assert_eq!(
+        s.add_dependency("wrap", "gen", Millis(6)),
+        Ok(Effect::default())
+    );
+    let l = s.claim(&owner("w"), Millis(7), Millis(100), 4).unwrap();
+    let fetch = l
+        .iter()
+        .find(|l| l.id == "fetch")
+        .expect("fetch is claimed");
+    assert_eq!(
+        s.complete(&fetch.token(), Millis(7)).unwrap(),
+        CallbackOutcome::Applied(Effect {
+            ready: 1,
+            blocked: 0
+        })
+    );
+    assert_eq!(s.status("wrap").unwrap().unwrap().state, TaskState::Ready);
+    let after = s.snapshot().unwrap();
+    drop(s);
+    let mut s = SqliteStore::open(&path).unwrap();
+    assert_eq!(s.snapshot().unwrap(), after);
+    s.close(Millis(8)).unwrap();
+    assert_eq!(
+        s.add_dependency("pkg", "gen", Millis(9)),
+        Err(DurableError::Closed)
+    );
 }

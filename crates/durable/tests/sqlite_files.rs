@@ -60,3 +60,71 @@ fn a_zero_byte_file_and_a_directory_are_refused() {
         );
     }
 }
+
+/// The child process of [`a_second_connection_keeps_the_store_locked_for_other_processes`]:
+/// opens the store named by `LOCKSTEP_CHILD_STORE` and closes it, as a worker that ends would.
+/// Without that variable (every normal test run) it has nothing to do and returns at once.
+#[test]
+fn child_process_opens_and_closes_the_store() {
+    let Ok(path) = std::env::var("LOCKSTEP_CHILD_STORE") else {
+        return;
+    };
+    let s = SqliteStore::open(&path).expect("the child opens the store");
+    drop(s);
+}
+
+/// SQLite's locks are POSIX advisory locks, which Linux drops for the whole process when the
+/// process closes **any** descriptor of the file. A connection in WAL mode holds a shared lock
+/// for as long as it is open, so that another process's last connection, when it closes, does
+/// not take the exclusive lock, checkpoint and **delete the WAL** under it. Before this test,
+/// `open` checked permissions by opening and closing the database file with `std::fs`: a
+/// process that opened a second connection (`run --store -j 2`, `worker --slots 2`) lost its
+/// lock, and a second process that then closed its store deleted the WAL and shared memory
+/// files the first was still writing; the two processes went on in two different databases
+/// and ran the same tasks twice (found with `strace` by the pools review, 3 December 2026).
+///
+/// Here: this process opens two connections and writes; a child process opens the store and
+/// closes it; the WAL must still be there, and both connections must still see one database.
+#[test]
+fn a_second_connection_keeps_the_store_locked_for_other_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared.lockstep");
+    let mut a = SqliteStore::create(&path, 4).unwrap();
+    let mut b = SqliteStore::open(&path).unwrap();
+    assert!(a.submit(&[NewTask::without_deps("x")]).unwrap()[0].is_ok());
+    let wal = dir.path().join("shared.lockstep-wal");
+    assert!(
+        wal.exists(),
+        "WAL mode keeps a -wal file while connections are open"
+    );
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_process_opens_and_closes_the_store",
+            "--test-threads=1",
+        ])
+        .env("LOCKSTEP_CHILD_STORE", &path)
+        .status()
+        .unwrap();
+    assert!(status.success(), "the child ran: {status}");
+    assert!(
+        wal.exists(),
+        "the child's close took the exclusive lock and deleted the WAL under open connections"
+    );
+    assert!(b.submit(&[NewTask::without_deps("y")]).unwrap()[0].is_ok());
+    let ids = |s: &mut SqliteStore| -> Vec<String> {
+        s.snapshot()
+            .unwrap()
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect()
+    };
+    assert_eq!(ids(&mut a), ["x", "y"]);
+    drop((a, b));
+    let mut again = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        ids(&mut again),
+        ["x", "y"],
+        "one database, both writes in it"
+    );
+}

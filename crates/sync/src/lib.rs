@@ -461,6 +461,18 @@ pub const BUGS: &[(&str, &str)] = &[
         "durable_priority_ignored",
         "durable: the SQLite claim orders by submission sequence only, as schema version 1 did, ignoring the priorities of version 2",
     ),
+    (
+        "durable_optional_blocks",
+        "durable: the SQLite loss propagation follows every waiting edge, as schema version 2 did, so a version that only follows a failed task through an optional edge is blocked instead of run with the miss recorded",
+    ),
+    (
+        "durable_pool_counts_expired",
+        "durable: the SQLite claim counts every running version against its pool, expired leases included, so the expired lease of a crashed worker keeps its pool slot and the version can never be claimed again in a pool of depth 1",
+    ),
+    (
+        "durable_edge_on_claimed",
+        "durable: the SQLite add_dependency accepts a ready version too, which any worker may claim at once, so the version can run before the dependency it was just given",
+    ),
 ];
 
 /// True when `name` is listed in [`BUGS`]. A `const fn`, so that [`seeded_bug!`] can refuse

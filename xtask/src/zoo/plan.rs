@@ -338,6 +338,13 @@ pub const PLANS: &[BugPlan] = &[
     plan("durable_submit_if_exists", Part::Durable, "model_durable"),
     plan("durable_redefine_unchecked", Part::Durable, "model_durable"),
     plan("durable_priority_ignored", Part::Durable, "model_durable"),
+    plan("durable_optional_blocks", Part::Durable, "model_durable"),
+    plan(
+        "durable_pool_counts_expired",
+        Part::Durable,
+        "model_durable",
+    ),
+    plan("durable_edge_on_claimed", Part::Durable, "model_durable"),
 ];
 
 const fn plan(name: &'static str, part: Part, first_try: &'static str) -> BugPlan {

@@ -73,7 +73,9 @@ pub struct TaskSpec {
     /// (`run --dry-run`); see [`TaskGraph::unsupported_priority`].
     pub priority: Option<i32>,
     /// The named concurrency limit the task counts against (a task file's `pool`, SPEC A8):
-    /// one of [`TaskGraph::pools`]; `None`: only `-j` bounds it.
+    /// one of [`TaskGraph::pools`]; `None`: only `-j` bounds it. Every run honours it: `run`,
+    /// `run --dry-run`, and `run --store` with `lockstep worker` (the store keeps the pools,
+    /// schema version 3; see `crate::store`).
     pub pool: Option<String>,
 }
 
@@ -113,40 +115,6 @@ pub fn unsupported_priority(graph: &TaskGraph, how: &str) -> Option<String> {
     Some(format!(
         "task {:?}{line} sets priority = {p}, which {how} cannot honour: {why}; `lockstep run --dry-run` shows the claim order by priority, or remove the key (docs/semantics.md, \"Priorities\")",
         task.id
-    ))
-}
-
-/// Why `lockstep run --store` cannot honour `graph`'s pools, or `None` when no task names
-/// one (SPEC A8, `docs/semantics.md` "Pools in task files"). The message names the first such
-/// task (file order) with its line and what to do instead. O(V).
-pub fn unsupported_pools(graph: &TaskGraph) -> Option<String> {
-    let task = graph.tasks.iter().find(|t| t.pool.is_some())?;
-    let line = task
-        .line
-        .map_or_else(String::new, |l| format!(" (line {l})"));
-    Some(format!(
-        "task {:?}{line} is in pool {:?}, which `lockstep run --store` cannot honour yet: durable stores keep no pools (that needs store schema version 2); run it without --store, or remove the key (docs/semantics.md, \"Pools in task files\")",
-        task.id,
-        task.pool.as_deref().unwrap_or_default()
-    ))
-}
-
-/// Why `lockstep run --store` cannot run `graph`'s optional dependencies, or `None` when no
-/// task has one (SPEC A8, `docs/semantics.md` "Optional dependencies in task files"). The
-/// message names the first such task (file order) with its line and what to do instead. O(V).
-pub fn unsupported_optional(graph: &TaskGraph) -> Option<String> {
-    let task = graph.tasks.iter().find(|t| !t.after.is_empty())?;
-    let line = task
-        .line
-        .map_or_else(String::new, |l| format!(" (line {l})"));
-    Some(format!(
-        "task {:?}{line} has optional dependencies ({}), which `lockstep run --store` cannot run yet: durable stores keep one kind of edge (that needs store schema version 2); run it without --store, or make them required (docs/semantics.md, \"Optional dependencies in task files\")",
-        task.id,
-        task.after
-            .iter()
-            .map(|d| format!("{d:?}"))
-            .collect::<Vec<_>>()
-            .join(", ")
     ))
 }
 
