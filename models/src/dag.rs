@@ -561,6 +561,29 @@ impl<K: TaskKey> SchedulerModel<K> {
         deps: Vec<K>,
         options: SubmitOptions,
     ) -> Result<Generation, SchedulerError<K>> {
+        self.submit_successor_with_optional(parent, generation, id, deps, Vec::new(), options)
+    }
+
+    /// [`Self::submit_successor_with`] of a successor that also has optional dependencies
+    /// (SPEC A8): `submit_with_optional(id, [parent] ++ deps, optional, options)` under the
+    /// same claim checks. The graph executor's `TaskContext::add_successor_with` is compared
+    /// with this (`tests/src/executor_check.rs`).
+    ///
+    /// # Errors
+    /// As [`Self::submit_successor`], its step 3 being [`Self::submit_with_optional`]'s
+    /// refusals.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (A8.grow-acyclic),
+    /// RULE (EXECUTOR.grow-register).
+    pub fn submit_successor_with_optional(
+        &mut self,
+        parent: &K,
+        generation: Generation,
+        id: K,
+        deps: Vec<K>,
+        optional: Vec<K>,
+        options: SubmitOptions,
+    ) -> Result<Generation, SchedulerError<K>> {
         if self.closed {
             return Err(SchedulerError::Closed);
         }
@@ -575,7 +598,7 @@ impl<K: TaskKey> SchedulerModel<K> {
         }
         let mut all = vec![parent.clone()];
         all.extend(deps);
-        self.submit_with(id, all, options)
+        self.submit_with_optional(id, all, optional, options)
     }
 
     /// Adds the required dependency `dep` to the current version of `id`, which must be

@@ -13,6 +13,9 @@
 //! * `Finish(t, state)`: `complete` or `fail` in the model must be `Applied`, and `state`
 //!   must be what `t`'s body does;
 //! * `Skip(t, state)`: the model must already hold `t` in `state` (blocked or cancelled);
+//! * `Grow(g, parent)` (SPEC A8, a running task adds a successor): the model's
+//!   `submit_successor_with_optional` from the same running parent, with the same list, must
+//!   be accepted, and every task that ran must have added all its successors;
 //! * every task starts or is skipped exactly once;
 //! * at the end, every task's final state, cancel reason and error equal the model's;
 //! * a blocked task's cause is the executor's documented rule (the root cause of its first
@@ -20,7 +23,7 @@
 //!   model holds as failed or cancelled.
 
 use lockstep_contract::{CallbackOutcome, Generation, SubmitOptions, TaskState};
-use lockstep_dag::executor::{ExecEvent, RunOutcome};
+use lockstep_dag::executor::{ExecEvent, RunOutcome, TaskContext};
 use lockstep_models::dag::SchedulerModel;
 
 /// What a task's function does when it runs.
@@ -72,7 +75,30 @@ pub struct Case {
     pub bodies: Vec<Body>,
     /// Tasks cancelled before the run starts.
     pub cancelled: Vec<u32>,
+    /// `grows[t]`: the successors task `t` of the graph adds when it runs (SPEC A8, graphs
+    /// that grow), in order, before its body's outcome; shorter than `deps` means none for
+    /// the rest. Successor `k` of `t` has id [`Case::grown_id`]`(t, k)`.
+    pub grows: Vec<Vec<Grow>>,
 }
+
+/// A successor that a running task adds ([`Case::grows`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grow {
+    /// Its dependencies after the parent, in list order: ids of the graph or of earlier
+    /// successors of the same parent.
+    pub deps: Vec<u32>,
+    /// How many of `deps` (its tail) are optional.
+    pub optional: usize,
+    /// What it does when it runs.
+    pub body: Body,
+    /// Its pool draw when the run has pools: 0 none, `p` pool `p - 1`.
+    pub pool: u8,
+}
+
+/// The first id of the successors ([`Case::grown_id`]); graphs have fewer tasks.
+pub const GROWN_BASE: u32 = 1000;
+/// At most this many successors per task.
+pub const GROWN_PER_TASK: u32 = 8;
 
 impl Case {
     /// The `(id, required dependencies, optional dependencies)` triples of the graph, in
@@ -84,29 +110,90 @@ impl Case {
         })
     }
 
+    /// The id of successor `k` of task `t`.
+    pub fn grown_id(t: u32, k: usize) -> u32 {
+        GROWN_BASE + t * GROWN_PER_TASK + k as u32
+    }
+
+    /// The successor with id `id`, if it is one of the case's.
+    pub fn grow(&self, id: u32) -> Option<&Grow> {
+        let i = id.checked_sub(GROWN_BASE)?;
+        let (t, k) = (i / GROWN_PER_TASK, i % GROWN_PER_TASK);
+        self.grows.get(t as usize)?.get(k as usize)
+    }
+
+    /// What task `id` (of the graph or a successor) does.
+    ///
+    /// # Panics
+    /// If `id` is neither.
+    pub fn body(&self, id: u32) -> Body {
+        match self.grow(id) {
+            Some(g) => g.body,
+            None => self.bodies[id as usize],
+        }
+    }
+
+    /// The successors task `t` adds, with their ids.
+    pub fn grows_of(&self, t: u32) -> impl Iterator<Item = (u32, &Grow)> + '_ {
+        self.grows
+            .get(t as usize)
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .map(move |(k, g)| (Self::grown_id(t, k), g))
+    }
+
     /// How many of task `t`'s dependencies are optional.
     fn optional_count(&self, t: usize) -> usize {
         self.optional.get(t).copied().unwrap_or(0)
     }
+}
 
-    /// Task `t`'s required dependencies (the head of its list).
-    fn required(&self, t: usize) -> &[u32] {
-        let d = &self.deps[t];
-        &d[..d.len() - self.optional_count(t).min(d.len())]
+/// The task function of a run of `case`: task `id` first adds its successors
+/// ([`Case::grows`]; `pool_draws` when the run has pools), then does its [`Body`]. A refused
+/// successor fails the task with the refusal, which [`check`] then reports.
+pub fn task_fn(
+    case: &Case,
+    with_pools: bool,
+) -> impl Fn(&TaskContext<'_, u32>) -> Result<(), String> + Send + Sync + 'static {
+    let case = case.clone();
+    move |ctx| {
+        let id = *ctx.id();
+        for (g, spec) in case.grows_of(id) {
+            let split = spec.deps.len() - spec.optional.min(spec.deps.len());
+            let pool = (with_pools && spec.pool > 0).then(|| u32::from(spec.pool) - 1);
+            ctx.add_successor_with(
+                g,
+                spec.deps[..split].iter().copied(),
+                spec.deps[split..].iter().copied(),
+                pool,
+            )
+            .map_err(|e| format!("successor {g} of {id} refused: {e}"))?;
+        }
+        case.body(id).run(id)
     }
 }
 
-/// The expected root cause of each task under the executor's rule, given final states.
-fn expected_causes(case: &Case, out: &RunOutcome<u32>) -> Vec<Option<u32>> {
-    let n = case.deps.len();
+/// How many tasks the run of `case` may add: room for every successor of the case.
+pub fn growth_room(case: &Case) -> u32 {
+    case.grows.iter().map(Vec::len).sum::<usize>() as u32
+}
+
+/// The expected root cause of each task (by index) under the executor's rule, given final
+/// states and the dependency lists the outcome reports (checked against the case).
+fn expected_causes(out: &RunOutcome<u32>) -> Vec<Option<u32>> {
+    let n = out.len();
     let mut cause: Vec<Option<u32>> = vec![None; n];
-    // Dependencies have lower indices, so index order is a topological order.
+    // Dependencies have lower indices (the graph's by construction, an added task's were
+    // known when it was added), so index order is a topological order.
     for t in 0..n {
         if out.state(t as u32) != TaskState::Blocked {
             continue;
         }
+        let deps = out.dependencies(t as u32);
+        let required = &deps[..deps.len() - out.optional_dependencies(t as u32).len()];
         // A8: only required dependencies block.
-        cause[t] = case.required(t).iter().find_map(|&d| match out.state(d) {
+        cause[t] = required.iter().find_map(|&d| match out.state(d) {
             TaskState::Failed | TaskState::Cancelled => Some(d),
             TaskState::Blocked => cause[d as usize],
             _ => None,
@@ -121,6 +208,12 @@ fn expected_causes(case: &Case, out: &RunOutcome<u32>) -> Vec<Option<u32>> {
 /// A description of the first rule broken.
 pub fn check(case: &Case, out: &RunOutcome<u32>) -> Result<(), String> {
     let n = case.deps.len();
+    if out.graph().len() != n {
+        return Err(format!(
+            "the outcome's graph has {} tasks, the case {n}",
+            out.graph().len()
+        ));
+    }
     let history = out.history().ok_or("the run recorded no history")?;
     let mut m: SchedulerModel<u32> = SchedulerModel::new(usize::MAX);
     for (t, deps, optional) in case.tasks() {
@@ -136,21 +229,63 @@ pub fn check(case: &Case, out: &RunOutcome<u32>) -> Result<(), String> {
         m.cancel(&c).map_err(|e| format!("model cancel {c}: {e}"))?;
     }
     let g1 = Generation::FIRST;
-    let mut decided = vec![0u32; n];
+    let total = out.len();
+    let mut decided = vec![0u32; total];
+    let mut added = 0usize;
     for (i, e) in history.iter().enumerate() {
         match *e {
+            ExecEvent::Grow { task, parent, .. } => {
+                // SPEC A8 graphs that grow: the model accepts the same successor, from the
+                // same running parent, with the same list.
+                let (id, parent_id) = (*out.id(task), *out.id(parent));
+                if task as usize != n + added {
+                    return Err(format!("event {i}: added task {id} got index {task}"));
+                }
+                added += 1;
+                let k = case
+                    .grows_of(parent_id)
+                    .position(|(g, _)| g == id)
+                    .ok_or_else(|| {
+                        format!("event {i}: task {parent_id} added {id}, not one of its successors")
+                    })?;
+                let spec = &case.grows[parent_id as usize][k];
+                let split = spec.deps.len() - spec.optional.min(spec.deps.len());
+                let listed: Vec<u32> = out.dependencies(task).iter().map(|&d| *out.id(d)).collect();
+                let mut want = vec![parent_id];
+                want.extend(&spec.deps);
+                if listed != want
+                    || out.optional_dependencies(task).len() != spec.deps.len() - split
+                {
+                    return Err(format!(
+                        "event {i}: {id} lists {listed:?}, the case {want:?}"
+                    ));
+                }
+                m.submit_successor_with_optional(
+                    &parent_id,
+                    g1,
+                    id,
+                    spec.deps[..split].to_vec(),
+                    spec.deps[split..].to_vec(),
+                    SubmitOptions::default(),
+                )
+                .map_err(|e| {
+                    format!("event {i}: the model refused successor {id} of {parent_id}: {e}")
+                })?;
+            }
             ExecEvent::Start { task, .. } => {
                 decided[task as usize] += 1;
                 m.ready().map_err(|e| format!("model ready: {e}"))?;
-                let s = m.state(&task);
+                let id = *out.id(task);
+                let s = m.state(&id);
                 if s != Some(TaskState::Running) {
                     return Err(format!(
-                        "event {i}: task {task} started while the model holds it {s:?} (a dependency had not succeeded)"
+                        "event {i}: task {id} started while the model holds it {s:?} (a dependency had not succeeded)"
                     ));
                 }
             }
             ExecEvent::Finish { task, state, .. } => {
-                let body = case.bodies[task as usize];
+                let id = *out.id(task);
+                let body = case.body(id);
                 let want = if body == Body::Succeed {
                     TaskState::Succeeded
                 } else {
@@ -158,45 +293,66 @@ pub fn check(case: &Case, out: &RunOutcome<u32>) -> Result<(), String> {
                 };
                 if state != want {
                     return Err(format!(
-                        "event {i}: task {task} finished {state}, its body gives {want}"
+                        "event {i}: task {id} finished {state}, its body gives {want}"
                     ));
                 }
                 let r = if state == TaskState::Succeeded {
-                    m.complete(&task, g1)
+                    m.complete(&id, g1)
                 } else {
-                    m.fail(&task, g1, body.error(task).unwrap_or_default())
+                    m.fail(&id, g1, body.error(id).unwrap_or_default())
                 };
                 if !matches!(r, Ok(CallbackOutcome::Applied(_))) {
                     return Err(format!(
-                        "event {i}: the model refused the finish of {task}: {r:?}"
+                        "event {i}: the model refused the finish of {id}: {r:?}"
                     ));
                 }
             }
             ExecEvent::Skip { task, state, .. } => {
                 decided[task as usize] += 1;
-                let s = m.state(&task);
+                let id = *out.id(task);
+                let s = m.state(&id);
                 if s != Some(state) {
                     return Err(format!(
-                        "event {i}: task {task} skipped as {state}, the model holds {s:?}"
+                        "event {i}: task {id} skipped as {state}, the model holds {s:?}"
                     ));
                 }
             }
         }
     }
+    if added != out.added() {
+        return Err(format!(
+            "{added} tasks added in the history, {} in the outcome",
+            out.added()
+        ));
+    }
+    // Every task of the graph that ran added all its successors (before its outcome).
+    let want_added: usize = (0..n as u32)
+        .filter(|&t| matches!(out.state(t), TaskState::Succeeded | TaskState::Failed))
+        .map(|t| case.grows_of(t).count())
+        .sum();
+    if added != want_added {
+        return Err(format!(
+            "{added} tasks were added, the tasks that ran add {want_added}"
+        ));
+    }
     if let Some(t) = decided.iter().position(|&c| c != 1) {
         return Err(format!(
-            "task {t} was started or skipped {} times, not once",
+            "task {} was started or skipped {} times, not once",
+            out.id(t as u32),
             decided[t]
         ));
     }
-    let causes = expected_causes(case, out);
-    for t in 0..n as u32 {
-        let model = m.status(&t).ok_or_else(|| format!("model lost task {t}"))?;
+    let causes = expected_causes(out);
+    for t in 0..total as u32 {
+        let id = *out.id(t);
+        let model = m
+            .status(&id)
+            .ok_or_else(|| format!("model lost task {id}"))?;
         let ours = out.status(t);
         if (ours.state, &ours.cancelled_by, &ours.error)
             != (model.state, &model.cancelled_by, &model.error)
         {
-            return Err(format!("task {t}: executor {ours:?}, model {model:?}"));
+            return Err(format!("task {id}: executor {ours:?}, model {model:?}"));
         }
         // A8: a task that ran lists exactly the model's misses; the executor lists none for a
         // cancelled one (docs/semantics.md, "The graph executor"), and neither does a blocked.
@@ -208,22 +364,26 @@ pub fn check(case: &Case, out: &RunOutcome<u32>) -> Result<(), String> {
         };
         if ours.optional_misses != want {
             return Err(format!(
-                "task {t}: executor misses {:?}, model {:?}",
+                "task {id}: executor misses {:?}, model {:?}",
                 ours.optional_misses, want
             ));
         }
         if out.cause_index(t) != causes[t as usize] {
             return Err(format!(
-                "task {t}: cause {:?}, the first lost dependency in list order gives {:?}",
+                "task {id}: cause {:?}, the first lost dependency in list order gives {:?}",
                 out.cause_index(t),
                 causes[t as usize]
             ));
         }
         if let Some(c) = causes[t as usize]
-            && !matches!(m.state(&c), Some(TaskState::Failed | TaskState::Cancelled))
+            && !matches!(
+                m.state(out.id(c)),
+                Some(TaskState::Failed | TaskState::Cancelled)
+            )
         {
             return Err(format!(
-                "task {t}: cause {c} is not failed or cancelled in the model"
+                "task {id}: cause {} is not failed or cancelled in the model",
+                out.id(c)
             ));
         }
     }

@@ -20,7 +20,7 @@
 use std::sync::Arc as StdArc;
 
 use lockstep_dag::TaskState;
-use lockstep_dag::executor::{FrozenGraph, GraphRun, RunOutcome, RunPools};
+use lockstep_dag::executor::{FrozenGraph, GraphRun, RunConfig, RunOutcome, RunPools};
 use lockstep_pool::Pool;
 use lockstep_sync::Arc;
 use lockstep_sync::atomic::{AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
@@ -149,5 +149,69 @@ fn loom_pool_slot_is_handed_on_and_never_shared() {
         drop(run);
         drop(pool);
         assert!(out.all_succeeded(), "{:?} {:?}", states(&out), errors(&out));
+    });
+}
+
+/// SPEC A8 graphs that grow on two workers (`EXECUTOR.grow-register`): roots a and b, and a
+/// adds s after b while b runs or ends on the other worker. Task s checks that it sees the
+/// writes of a and b (`Relaxed` loads, as `run` does): a dependency found ended at the
+/// registration is ordered by the `Acquire` read of its state, one registered on by its own
+/// decrement. If b fails, s is blocked by b in every interleaving, also when a found b
+/// failed before b raised the run's loss flag (the zoo bug `executor_grow_lost_unseen`
+/// runs s then); either way the run finishes (a registration the end of b missed would
+/// leave `wait` blocked, which loom reports).
+fn grow_after(b_fails: bool) -> RunOutcome<u32> {
+    let graph = StdArc::new(FrozenGraph::new([(0u32, vec![]), (1, vec![])]).expect("valid"));
+    let values: Arc<Vec<AtomicUsize>> = Arc::new((0..3).map(|_| AtomicUsize::new(0)).collect());
+    let v = Arc::clone(&values);
+    let pool = Pool::new(2).expect("pool");
+    let config = RunConfig::new().growth(1);
+    let run = GraphRun::with_config(graph, config, move |ctx| {
+        let t = ctx.index();
+        if t == 2 {
+            for d in [0usize, 1] {
+                let seen = v[d].load(Relaxed);
+                if seen != d + 1 {
+                    return Err(format!("s read {seen} from {d}: its write is not visible"));
+                }
+            }
+        }
+        v[t as usize].store(t as usize + 1, Relaxed);
+        if t == 0 {
+            ctx.add_successor(2, [1]).map_err(|e| e.to_string())?;
+        }
+        if t == 1 && b_fails {
+            return Err("b failed".into());
+        }
+        Ok(())
+    });
+    run.start(&pool).expect("start");
+    let out = run.wait();
+    drop(run);
+    drop(pool);
+    out
+}
+
+#[test]
+fn loom_a_successor_sees_the_dependency_it_raced() {
+    model("loom_a_successor_sees_the_dependency_it_raced", || {
+        let out = grow_after(false);
+        assert_eq!(out.len(), 3);
+        assert!(out.all_succeeded(), "{:?} {:?}", states(&out), errors(&out));
+    });
+}
+
+#[test]
+fn loom_a_successor_of_a_failed_dependency_is_blocked() {
+    model("loom_a_successor_of_a_failed_dependency_is_blocked", || {
+        let out = grow_after(true);
+        use TaskState::*;
+        assert_eq!(
+            states(&out),
+            [Succeeded, Failed, Blocked],
+            "{:?}",
+            errors(&out)
+        );
+        assert_eq!(out.cause_index(2), Some(1));
     });
 }

@@ -13,17 +13,66 @@
 
 use std::sync::Arc;
 
-use lockstep_dag::executor::{ExecEvent, FrozenGraph, GraphRun, RunCancel, RunOutcome, RunPools};
+use lockstep_dag::executor::{
+    ExecEvent, FrozenGraph, GraphRun, RunCancel, RunConfig, RunOutcome, RunPools,
+};
 use lockstep_pool::Pool;
-use lockstep_tests::executor_check::{Body, Case, check};
+use lockstep_tests::executor_check::{Body, Case, Grow, check, growth_room, task_fn};
 use proptest::prelude::*;
 
 fn body() -> impl Strategy<Value = Body> {
     prop_oneof![6 => Just(Body::Succeed), 2 => Just(Body::Fail), 1 => Just(Body::Panic)]
 }
 
+/// Draws of the successors one task adds (SPEC A8, graphs that grow): per successor, up to
+/// three candidate dependencies (a draw `x < n` is task `x` of the graph, `x >= n` an earlier
+/// successor of the same task, or task `x - n` of the graph for the first), an optional tail,
+/// a body and a pool draw.
+type GrowDraw = Vec<(Vec<u32>, usize, Body, u8)>;
+
+fn grow_draws(n: usize) -> impl Strategy<Value = GrowDraw> {
+    let one = (
+        proptest::collection::vec(0..2 * n as u32, 0..=3),
+        prop_oneof![3 => Just(0usize), 1 => 1usize..=3],
+        body(),
+        0u8..3,
+    );
+    // A quarter of the tasks add one to three successors.
+    prop_oneof![3 => Just(Vec::new()), 1 => proptest::collection::vec(one, 1..=3)]
+}
+
+/// The successors of task `t` from their draws: `t` itself and repeats dropped, order kept.
+fn grows(t: u32, n: u32, draws: GrowDraw) -> Vec<Grow> {
+    let mut out: Vec<Grow> = Vec::new();
+    for (picks, optional, body, pool) in draws {
+        let k = out.len() as u32;
+        let mut deps: Vec<u32> = Vec::new();
+        for x in picks {
+            let d = if x < n {
+                x
+            } else if k > 0 {
+                Case::grown_id(t, ((x - n) % k) as usize)
+            } else {
+                x - n
+            };
+            // The parent comes first on its own (listing it again is a duplicate).
+            if d != t && !deps.contains(&d) {
+                deps.push(d);
+            }
+        }
+        out.push(Grow {
+            optional: optional.min(deps.len()),
+            deps,
+            body,
+            pool,
+        });
+    }
+    out
+}
+
 /// A random case: per task, up to four candidate dependencies of lower index (repeats
-/// dropped, order kept), a body, and a one-in-eight chance of being cancelled first.
+/// dropped, order kept), a body, a one-in-eight chance of being cancelled first, and the
+/// successors it adds when it runs.
 fn case() -> impl Strategy<Value = Case> {
     (1usize..=12)
         .prop_flat_map(|n| {
@@ -36,19 +85,27 @@ fn case() -> impl Strategy<Value = Case> {
                     };
                     // SPEC A8: a quarter of the tasks make a tail of their list optional.
                     let optional = prop_oneof![3 => Just(0usize), 1 => 1usize..=4];
-                    (deps, body(), proptest::bool::weighted(0.125), optional)
+                    (
+                        deps,
+                        body(),
+                        proptest::bool::weighted(0.125),
+                        optional,
+                        grow_draws(n),
+                    )
                 })
                 .collect();
             tasks
         })
         .prop_map(|tasks| {
+            let n = tasks.len() as u32;
             let mut case = Case {
                 deps: Vec::new(),
                 optional: Vec::new(),
                 bodies: Vec::new(),
                 cancelled: Vec::new(),
+                grows: Vec::new(),
             };
-            for (t, (mut deps, body, cancel, optional)) in tasks.into_iter().enumerate() {
+            for (t, (mut deps, body, cancel, optional, draws)) in tasks.into_iter().enumerate() {
                 let mut seen = Vec::new();
                 deps.retain(|d| {
                     let fresh = !seen.contains(d);
@@ -58,6 +115,7 @@ fn case() -> impl Strategy<Value = Case> {
                 case.optional.push(optional.min(deps.len()));
                 case.deps.push(deps);
                 case.bodies.push(body);
+                case.grows.push(grows(t as u32, n, draws));
                 if cancel {
                     case.cancelled.push(t as u32);
                 }
@@ -89,7 +147,7 @@ fn check_pool_depths(
         let (task, delta) = match *e {
             ExecEvent::Start { task, .. } => (task, 1isize),
             ExecEvent::Finish { task, .. } => (task, -1),
-            ExecEvent::Skip { .. } => continue,
+            ExecEvent::Skip { .. } | ExecEvent::Grow { .. } => continue,
         };
         if let Some(p) = pool_of[task as usize] {
             let r = &mut running[p as usize];
@@ -110,10 +168,8 @@ fn check_pool_depths(
 fn run(case: &Case, workers: usize, pools: &PoolDraw) -> Result<(), String> {
     let graph = Arc::new(FrozenGraph::with_optional(case.tasks()).map_err(|e| e.to_string())?);
     let pool = Pool::new(workers).map_err(|e| e.to_string())?;
-    let bodies = case.bodies.clone();
-    let body = move |ctx: &lockstep_dag::executor::TaskContext<'_, u32>| {
-        bodies[ctx.index() as usize].run(ctx.index())
-    };
+    let body = task_fn(case, pools.is_some());
+    let config = RunConfig::new().record_history().growth(growth_room(case));
     let limits = pools.as_ref().map(|(depths, draw)| {
         let pool_of: Vec<Option<u32>> = (0..case.deps.len())
             .map(|t| match draw[t] {
@@ -124,11 +180,11 @@ fn run(case: &Case, workers: usize, pools: &PoolDraw) -> Result<(), String> {
         (depths.to_vec(), pool_of)
     });
     let run = match &limits {
-        None => GraphRun::record_history(graph, body),
+        None => GraphRun::with_config(graph, config, body),
         Some((depths, pool_of)) => {
             let p = RunPools::new(&graph, depths.clone(), pool_of.clone())
                 .map_err(|e| e.to_string())?;
-            GraphRun::record_history_with_pools(graph, p, body)
+            GraphRun::with_config(graph, config.pools(p), body)
         }
     };
     for &c in &case.cancelled {
@@ -142,7 +198,17 @@ fn run(case: &Case, workers: usize, pools: &PoolDraw) -> Result<(), String> {
     let out = run.wait();
     check(case, &out)?;
     match &limits {
-        Some((depths, pool_of)) => check_pool_depths(depths, pool_of, &out),
+        Some((depths, pool_of)) => {
+            // The added tasks' pools, by index, from the case.
+            let mut pool_of = pool_of.clone();
+            for g in pool_of.len()..out.len() {
+                let spec = case
+                    .grow(*out.id(g as u32))
+                    .ok_or("an added task not in the case")?;
+                pool_of.push((spec.pool > 0).then(|| u32::from(spec.pool) - 1));
+            }
+            check_pool_depths(depths, &pool_of, &out)
+        }
         None => Ok(()),
     }
 }

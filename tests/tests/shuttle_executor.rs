@@ -1,5 +1,6 @@
 //! Shuttle: randomised and PCT schedules of the graph executor on the production pool, on
-//! small graphs (a diamond, a chain, a fork with a failure, a cancel racing the run),
+//! small graphs (a diamond, a chain, a fork with a failure, a cancel racing the run,
+//! successors added while their dependencies end),
 //! 10,000 random and 10,000 PCT schedules each (about 10 s in all in release).
 //!
 //! Run:
@@ -21,10 +22,10 @@ use std::sync::Arc as StdArc;
 use std::sync::atomic::{AtomicUsize as StdAtomicUsize, Ordering::Relaxed as StdRelaxed};
 
 use lockstep_dag::TaskState;
-use lockstep_dag::executor::{FrozenGraph, GraphRun, RunCancel};
+use lockstep_dag::executor::{FrozenGraph, GraphRun, RunCancel, RunConfig};
 use lockstep_pool::Pool;
 use lockstep_sync::thread;
-use lockstep_tests::executor_check::{Body, Case, check};
+use lockstep_tests::executor_check::{Body, Case, Grow, check, growth_room, task_fn};
 use lockstep_tests::shuttle_check;
 use lockstep_tests::shuttle_run::Plan;
 
@@ -45,6 +46,7 @@ fn case(deps: &[&[u32]], bodies: &[Body]) -> Case {
         optional: Vec::new(),
         bodies: bodies.to_vec(),
         cancelled: Vec::new(),
+        grows: Vec::new(),
     }
 }
 
@@ -53,10 +55,8 @@ fn case(deps: &[&[u32]], bodies: &[Body]) -> Case {
 fn run_checked(mut case: Case, workers: usize, race: Option<u32>) {
     let graph = StdArc::new(FrozenGraph::with_optional(case.tasks()).expect("valid graph"));
     let pool = Pool::new(workers).expect("pool");
-    let bodies = case.bodies.clone();
-    let run = GraphRun::record_history(graph, move |ctx| {
-        bodies[ctx.index() as usize].run(ctx.index())
-    });
+    let config = RunConfig::new().record_history().growth(growth_room(&case));
+    let run = GraphRun::with_config(graph, config, task_fn(&case, false));
     run.start(&pool).expect("start");
     let canceller = race.map(|t| {
         let r = run.clone();
@@ -143,4 +143,53 @@ fn shuttle_cancel_races_the_run() {
         answers.iter().all(|&n| n > 0),
         "every answer of the race was reached: {answers:?}"
     );
+}
+
+/// SPEC A8 graphs that grow: roots a, b (fails), c; a adds s1 after c (which may be pending,
+/// running or done on the other worker: the registration races c's end) and s2 after b and,
+/// optionally, s1. s1 runs once, after a and c; s2 is blocked by b, whether b had ended
+/// when s2 was added or not; the run finishes (no registration on a task that had already
+/// taken its waiting list).
+fn successors_race_their_dependencies() {
+    use Body::{Fail as F, Succeed as S};
+    let mut c = case(&[&[], &[], &[]], &[S, F, S]);
+    c.grows = vec![vec![
+        Grow {
+            deps: vec![2],
+            optional: 0,
+            body: S,
+            pool: 0,
+        },
+        Grow {
+            deps: vec![1, Case::grown_id(0, 0)],
+            optional: 1,
+            body: S,
+            pool: 0,
+        },
+    ]];
+    run_checked(c, 2, None);
+}
+
+#[test]
+fn shuttle_successors_race_their_dependencies() {
+    shuttle_check!(PLAN, successors_race_their_dependencies);
+}
+
+/// The same with a cancel of c racing the run: s1 waits for c's decision whatever the
+/// order (a cancelled c blocks it), and the model agrees.
+fn successors_race_a_cancel() {
+    use Body::Succeed as S;
+    let mut c = case(&[&[], &[], &[1]], &[S, S, S]);
+    c.grows = vec![vec![Grow {
+        deps: vec![2],
+        optional: 0,
+        body: S,
+        pool: 0,
+    }]];
+    run_checked(c, 2, Some(2));
+}
+
+#[test]
+fn shuttle_successors_race_a_cancel() {
+    shuttle_check!(PLAN, successors_race_a_cancel);
 }

@@ -379,6 +379,10 @@ pub const BUGS: &[(&str, &str)] = &[
         "executor_double_push",
         "executor: a dependent is released when its count reaches one instead of zero, before its last dependency settled",
     ),
+    (
+        "executor_grow_lost_unseen",
+        "executor: a successor added by a running task counts a dependency it finds already lost as done without raising the run's loss flag, so its decider skips the scan and runs it instead of blocking it",
+    ),
     // The pool and its deque (SPEC Part B).
     (
         "global_queue",

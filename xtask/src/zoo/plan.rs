@@ -314,6 +314,11 @@ pub const PLANS: &[BugPlan] = &[
     ),
     plan("executor_relaxed_count", Part::Scheduler, "loom_executor"),
     plan("executor_double_push", Part::Scheduler, "unit_dag"),
+    plan(
+        "executor_grow_lost_unseen",
+        Part::Scheduler,
+        "loom_executor",
+    ),
     plan("global_queue", Part::Pool, "unit_pool"),
     plan("check_then_pop", Part::Pool, "loom_pool"),
     plan("chase_lev_pop_without_fence", Part::Pool, "loom_deque"),

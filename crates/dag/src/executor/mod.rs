@@ -112,19 +112,34 @@
 //! failed but which is still waiting on another one therefore answers `Cancelled`, where the
 //! scheduler would answer `AlreadyTerminal(Blocked)`.
 //!
+//! # Graphs that grow
+//!
+//! A run made with room ([`RunConfig::growth`]) lets a running task add successors
+//! ([`TaskContext::add_successor_with`], SPEC A8): new tasks, indexed after the graph's,
+//! whose list starts with the running task. Under one *growth lock* the adder reads each
+//! dependency's state once: one decided and ended counts as done (a lost one raises
+//! `lost_any` for the new task's decider), any other gets the new task on its *waiting
+//! list*; the new task's count is the number of lists it is on (at least its parent's). A
+//! task's release ends by taking its waiting list under the same lock, after its final
+//! state was stored (`EXECUTOR.grow-register`): if the adder read the state before it was
+//! final, the list is taken after the registration; if after, there is no registration.
+//! A task cancelled but not yet decided is waited for (its decider marks it `SETTLED`), so
+//! every task is decided after each of its dependencies. `docs/executor.md`, section 5.
+//!
 //! # Costs
 //! Per task: one compare-and-swap, one decrement per edge, one spawn per ready dependent
-//! beyond the first; no lock on the common path. A whole run is O(V + E); space is 9 bytes
-//! per task on top of the [`FrozenGraph`] (plus the optional history).
+//! beyond the first; no lock on the common path (a run with room for growth takes the
+//! growth lock once per task end). A whole run is O(V + E); space is 9 bytes per task, and
+//! per slot of room, on top of the [`FrozenGraph`] (plus the optional history).
 
 mod frozen;
 
 use std::cell::RefCell;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc as StdArc;
+use std::sync::{Arc as StdArc, OnceLock};
 
 use lockstep_contract::{
     BlockCause, CancelReason, Generation, OptionalMiss, PoolError, TaskKey, TaskState, TaskStatus,
@@ -147,7 +162,11 @@ const CANCELLED_USER: u8 = 5;
 const CANCELLED_CLOSED: u8 = 6;
 /// Set on a running task by `cancel`: its function may stop early.
 const REQUESTED: u8 = 0x80;
-const MASK: u8 = 0x7f;
+/// Set on a task cancelled before its decision once its decider has seen it: from then on
+/// it is ended for a successor added to the run ([`TaskContext::add_successor`]), which
+/// otherwise waits for that decision like any other dependent.
+const SETTLED: u8 = 0x40;
+const MASK: u8 = 0x3f;
 
 fn task_state(raw: u8) -> TaskState {
     match raw & MASK {
@@ -158,6 +177,14 @@ fn task_state(raw: u8) -> TaskState {
         BLOCKED => TaskState::Blocked,
         _ => TaskState::Cancelled,
     }
+}
+
+/// True once the task was decided and reached its final state, so that a successor added
+/// now need not wait for it: succeeded, failed, blocked, cancelled by close, or cancelled
+/// by `cancel` and seen by its decider (`SETTLED`). A task cancelled but not yet decided is
+/// waited for, so that every task is still decided after each of its dependencies.
+fn is_terminal(raw: u8) -> bool {
+    raw & MASK >= SUCCEEDED && raw != CANCELLED_USER
 }
 
 fn is_lost(raw: u8) -> bool {
@@ -176,6 +203,103 @@ pub struct TaskContext<'a, K> {
     closed: &'a AtomicBool,
     pool: &'a WorkerContext<'a>,
     lend: &'a dyn Fn() -> Option<Arc<AtomicBool>>,
+    run: &'a Shared<K>,
+}
+
+impl<K: TaskKey> TaskContext<'_, K> {
+    /// Adds a successor of this running task (SPEC A8, graphs that grow): a new task `id`
+    /// that depends on this task first, then on `deps` (ids of the graph or of tasks added
+    /// earlier in this run), all required. See [`TaskContext::add_successor_with`].
+    ///
+    /// # Errors
+    /// As [`TaskContext::add_successor_with`].
+    pub fn add_successor(
+        &self,
+        id: K,
+        deps: impl IntoIterator<Item = K>,
+    ) -> Result<u32, GrowError<K>> {
+        self.add_successor_with(id, deps, [], None)
+    }
+
+    /// Adds a successor of this running task (SPEC A8, graphs that grow; `docs/semantics.md`
+    /// "Graphs that grow", the executor): a new task `id` whose dependency list is this task,
+    /// then `deps` (required), then `optional` (optional: any end will do, a loss is recorded
+    /// in [`RunOutcome::optional_misses`]), in pool `pool` of the run's [`RunPools`] (or
+    /// none). Returns the new task's index: the graph's tasks keep `0..graph.len()`, the
+    /// tasks added to a run take the next indices in the order they were added.
+    ///
+    /// The successor waits for this task's end, so it always sees the result of the task
+    /// that created it (and, like every task, its dependencies' writes: see the module docs).
+    /// A dependency that already ended is judged at once, as at a submission after start
+    /// (A5 snapshot): a lost one (failed, cancelled, blocked) blocks the successor when its
+    /// turn comes; one still pending or running is waited for. Nothing closes a cycle: the
+    /// new task has no dependents, so no search is needed (only `id` among its own
+    /// dependencies would, and is refused).
+    ///
+    /// **Linearization point** (`EXECUTOR.grow-register`): the run's growth lock, under which
+    /// each dependency's state is read and, if it has not ended, the successor is put on its
+    /// waiting list; a task that ends takes its waiting list under the same lock after storing
+    /// its final state, so no end can fall between the read and the registration.
+    ///
+    /// # Errors
+    /// Checked in this order; a refused call changes nothing:
+    /// 1. [`GrowError::NotGrowable`]: the run was made without room for growth
+    ///    ([`RunConfig::growth`] of 0);
+    /// 2. [`GrowError::Closed`]: the run was closed ([`GraphRun::close`],
+    ///    [`TaskContext::close_run`]);
+    /// 3. [`GrowError::UndefinedPool`]: `pool` is not a pool of the run's [`RunPools`];
+    /// 4. [`GrowError::DuplicateDependency`]: an id repeats in `[this task] ++ deps ++
+    ///    optional` (the first repeat is named);
+    /// 5. [`GrowError::KnownId`]: `id` is a task of the graph or was added before;
+    /// 6. [`GrowError::UnknownDependency`]: a dependency other than `id` itself is neither a
+    ///    task of the graph nor one added before (the first in list order is named);
+    /// 7. [`GrowError::SelfDependency`]: `id` is among its own dependencies (the cycle
+    ///    `[id, id]`);
+    /// 8. [`GrowError::Full`]: the run's room for grown tasks is used up.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// O(d) expected for d dependencies (hash lookups), under one lock that every task's end
+    /// also takes in a growable run; O(d) space for the new task's list.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use lockstep_dag::TaskState;
+    /// use lockstep_dag::executor::{FrozenGraph, GraphRun, RunConfig};
+    /// use lockstep_pool::Pool;
+    ///
+    /// let graph = Arc::new(FrozenGraph::new([("plan", vec![]), ("setup", vec![])])?);
+    /// // `plan` learns at run time that two shards are needed, both after `setup`.
+    /// let run = GraphRun::with_config(graph, RunConfig::new().growth(8), |task| {
+    ///     if *task.id() == "plan" {
+    ///         for shard in ["shard-1", "shard-2"] {
+    ///             task.add_successor(shard, ["setup"]).map_err(|e| e.to_string())?;
+    ///         }
+    ///     }
+    ///     Ok(())
+    /// });
+    /// run.start(&Pool::new(2)?)?;
+    /// let out = run.wait();
+    /// assert_eq!(out.len(), 4);
+    /// assert_eq!(out.index_of(&"shard-2"), Some(3));
+    /// assert_eq!(out.dependencies(3), &[0, 1]); // plan, then setup
+    /// assert!(out.all_succeeded());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn add_successor_with(
+        &self,
+        id: K,
+        deps: impl IntoIterator<Item = K>,
+        optional: impl IntoIterator<Item = K>,
+        pool: Option<u32>,
+    ) -> Result<u32, GrowError<K>> {
+        let deps: Vec<K> = deps.into_iter().collect();
+        let optional: Vec<K> = optional.into_iter().collect();
+        self.run
+            .grow(self.index, self.worker, id, deps, optional, pool)
+    }
 }
 
 impl<K> TaskContext<'_, K> {
@@ -311,6 +435,17 @@ pub enum ExecEvent {
         /// `Succeeded` or `Failed`.
         state: TaskState,
     },
+    /// Running task `parent` added the successor `task` ([`TaskContext::add_successor`]),
+    /// recorded under the growth lock, after the end of every dependency it found ended and
+    /// before its own decision.
+    Grow {
+        /// The new task's index.
+        task: u32,
+        /// The running task that added it (its first dependency).
+        parent: u32,
+        /// The pool worker running `parent`.
+        worker: usize,
+    },
     /// The task settled without running (`Blocked` or `Cancelled`), before any dependent was
     /// released.
     Skip {
@@ -378,6 +513,121 @@ pub enum ExecError<K: TaskKey> {
         /// The pool index.
         pool: u32,
     },
+}
+
+/// Why [`TaskContext::add_successor_with`] refused a successor (`docs/semantics.md`, "Graphs
+/// that grow"). A refused call changes nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GrowError<K: TaskKey> {
+    /// The run was made without room for growth ([`RunConfig::growth`] is 0).
+    #[error("the run has no room for new tasks (RunConfig::growth was not set)")]
+    NotGrowable,
+    /// The run was closed: it accepts no new task.
+    #[error("the run is closed: no task can be added")]
+    Closed,
+    /// The successor names a pool the run does not have.
+    #[error("task {task} names pool {pool}, but the run has {defined} pools")]
+    UndefinedPool {
+        /// The new task's id.
+        task: K,
+        /// The pool index it names.
+        pool: u32,
+        /// How many pools the run has.
+        defined: usize,
+    },
+    /// An id repeats in the successor's dependency list (the running task, then `deps`, then
+    /// `optional`).
+    #[error("task {task} lists dependency {dependency} twice")]
+    DuplicateDependency {
+        /// The new task's id.
+        task: K,
+        /// The first id that repeats an earlier one.
+        dependency: K,
+    },
+    /// The id is already a task of the run (of the graph, or added before): a run of the
+    /// executor has one version per task, so it cannot be submitted again.
+    #[error("task {id} already exists in this run")]
+    KnownId {
+        /// The id given.
+        id: K,
+    },
+    /// A dependency is neither a task of the graph nor one added before.
+    #[error("task {task} depends on {dependency}, which is not a task of this run")]
+    UnknownDependency {
+        /// The new task's id.
+        task: K,
+        /// The first unknown dependency in list order.
+        dependency: K,
+    },
+    /// The successor lists itself among its dependencies: the cycle `[id, id]`.
+    #[error("task {id} depends on itself (cycle [{id}, {id}])")]
+    SelfDependency {
+        /// The id given.
+        id: K,
+    },
+    /// The run's room for grown tasks ([`RunConfig::growth`]) is used up.
+    #[error("the run's room for {capacity} added tasks is used up")]
+    Full {
+        /// The room the run was made with.
+        capacity: u32,
+    },
+}
+
+/// How a [`GraphRun`] is made ([`GraphRun::with_config`]): its named concurrency limits,
+/// whether it records its history, and how many tasks its running tasks may add.
+///
+/// ```
+/// use std::sync::Arc;
+/// use lockstep_dag::executor::{FrozenGraph, GraphRun, RunConfig, RunPools};
+///
+/// let graph = Arc::new(FrozenGraph::new([("a", vec![]), ("b", vec!["a"])])?);
+/// let pools = RunPools::new(&graph, vec![1], vec![Some(0), None])?;
+/// let config = RunConfig::new().pools(pools).record_history().growth(100);
+/// let run = GraphRun::with_config(graph, config, |_| Ok(()));
+/// # drop(run);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct RunConfig {
+    pools: Option<RunPools>,
+    history: bool,
+    growth: u32,
+}
+
+impl RunConfig {
+    /// No pools, no history, no growth: what [`GraphRun::new`] makes.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Named concurrency limits (see [`RunPools`]).
+    pub fn pools(self, pools: RunPools) -> Self {
+        RunConfig {
+            pools: Some(pools),
+            ..self
+        }
+    }
+
+    /// Records every start, finish, skip and growth ([`GraphRun::record_history`]).
+    pub fn record_history(self) -> Self {
+        RunConfig {
+            history: true,
+            ..self
+        }
+    }
+
+    /// Room for `capacity` tasks added while the run runs ([`TaskContext::add_successor`]),
+    /// reserved when the run is made: 9 bytes each for their counters, plus a 16-byte-or-so
+    /// slot for the list of each (allocated when it is added). Cut down to the indices left
+    /// below `u32::MAX` after the graph's tasks. A run made with room for growth takes one
+    /// lock at each task's end (the growth lock: see [`TaskContext::add_successor_with`]);
+    /// a run without room pays one untaken branch.
+    pub fn growth(self, capacity: u32) -> Self {
+        RunConfig {
+            growth: capacity,
+            ..self
+        }
+    }
 }
 
 /// Named concurrency limits for one run of the executor (SPEC A8, `docs/semantics.md`
@@ -471,15 +721,35 @@ struct Gates {
     gates: Box<[Mutex<Gate>]>,
 }
 
-impl Gates {
-    /// The gate of task `t`'s pool, if it has one.
-    #[inline]
-    fn of(&self, t: u32) -> Option<&Mutex<Gate>> {
-        match self.pool_of[t as usize] {
-            NO_POOL => None,
-            p => Some(&self.gates[p as usize]),
-        }
-    }
+/// A task added to a run ([`TaskContext::add_successor_with`]): what the graph knows of its
+/// own tasks. Written once, under the growth lock, before the task's index is published.
+#[derive(Debug, Clone)]
+struct Grown<K> {
+    id: K,
+    /// The dependency list: the parent, the required ones, then the optional ones.
+    deps: Box<[u32]>,
+    /// How many of `deps` (its head) are required.
+    required: usize,
+    /// Its pool, `NO_POOL` for none.
+    pool: u32,
+}
+
+/// What the growth lock guards.
+struct Book<K> {
+    /// The ids of the added tasks.
+    ids: HashMap<K, u32, foldhash::quality::RandomState>,
+    /// How many were added.
+    len: u32,
+    /// Per task that has not ended: the added tasks waiting for it.
+    waiting: HashMap<u32, Vec<u32>, foldhash::fast::RandomState>,
+}
+
+/// A run's room for growth ([`RunConfig::growth`]).
+struct Growth<K> {
+    capacity: u32,
+    /// Slot `i` describes task `graph.len() + i`.
+    slots: Box<[OnceLock<Grown<K>>]>,
+    book: Mutex<Book<K>>,
 }
 
 type TaskFn<K> = dyn Fn(&TaskContext<'_, K>) -> Result<(), String> + Send + Sync;
@@ -495,6 +765,8 @@ struct Shared<K> {
     history: Option<Mutex<Vec<ExecEvent>>>,
     /// SPEC A8 named concurrency limits, when the run has any ([`GraphRun::with_pools`]).
     gates: Option<Gates>,
+    /// SPEC A8 graphs that grow, when the run has room ([`RunConfig::growth`]).
+    growth: Option<Growth<K>>,
     next_root: AtomicUsize,
     unsettled: AtomicUsize,
     lost_any: AtomicBool,
@@ -532,7 +804,20 @@ impl<K: TaskKey> GraphRun<K> {
     where
         F: Fn(&TaskContext<'_, K>) -> Result<(), String> + Send + Sync + 'static,
     {
-        Self::build(graph, Box::new(f), false, None)
+        Self::build(graph, Box::new(f), RunConfig::new())
+    }
+
+    /// A run of `graph` made as `config` says: its pools ([`RunConfig::pools`]), a recorded
+    /// history ([`RunConfig::record_history`]) and room for tasks added while it runs
+    /// ([`RunConfig::growth`]). The other constructors are shorthands for this one.
+    ///
+    /// O(V + growth + pools); never panics (pools checked against a graph of another length
+    /// put the tasks beyond their list in no pool).
+    pub fn with_config<F>(graph: StdArc<FrozenGraph<K>>, config: RunConfig, f: F) -> Self
+    where
+        F: Fn(&TaskContext<'_, K>) -> Result<(), String> + Send + Sync + 'static,
+    {
+        Self::build(graph, Box::new(f), config)
     }
 
     /// Like [`GraphRun::new`], with named concurrency limits: at most `depth` tasks of each
@@ -545,7 +830,7 @@ impl<K: TaskKey> GraphRun<K> {
     where
         F: Fn(&TaskContext<'_, K>) -> Result<(), String> + Send + Sync + 'static,
     {
-        Self::build(graph, Box::new(f), false, Some(pools))
+        Self::build(graph, Box::new(f), RunConfig::new().pools(pools))
     }
 
     /// [`GraphRun::with_pools`] that records its history as
@@ -558,7 +843,11 @@ impl<K: TaskKey> GraphRun<K> {
     where
         F: Fn(&TaskContext<'_, K>) -> Result<(), String> + Send + Sync + 'static,
     {
-        Self::build(graph, Box::new(f), true, Some(pools))
+        Self::build(
+            graph,
+            Box::new(f),
+            RunConfig::new().pools(pools).record_history(),
+        )
     }
 
     /// Like [`GraphRun::new`], and records every start, finish and skip in one locked list
@@ -568,16 +857,18 @@ impl<K: TaskKey> GraphRun<K> {
     where
         F: Fn(&TaskContext<'_, K>) -> Result<(), String> + Send + Sync + 'static,
     {
-        Self::build(graph, Box::new(f), true, None)
+        Self::build(graph, Box::new(f), RunConfig::new().record_history())
     }
 
-    fn build(
-        graph: StdArc<FrozenGraph<K>>,
-        f: Box<TaskFn<K>>,
-        history: bool,
-        pools: Option<RunPools>,
-    ) -> Self {
+    fn build(graph: StdArc<FrozenGraph<K>>, f: Box<TaskFn<K>>, config: RunConfig) -> Self {
+        let RunConfig {
+            pools,
+            history,
+            growth,
+        } = config;
         let n = graph.len();
+        // Indices stay below u32::MAX (the "none" of causes and pools).
+        let room = (growth as usize).min((u32::MAX as usize - 1).saturating_sub(n));
         let gates = pools.map(|p| {
             let mut pool_of = p.pool_of.into_vec();
             pool_of.resize(n, NO_POOL);
@@ -598,9 +889,19 @@ impl<K: TaskKey> GraphRun<K> {
         });
         let count = (0..n as u32)
             .map(|t| AtomicU32::new(graph.dependencies(t).len() as u32))
+            .chain((0..room).map(|_| AtomicU32::new(0)))
             .collect();
-        let state = (0..n).map(|_| AtomicU8::new(PENDING)).collect();
-        let cause = (0..n).map(|_| AtomicU32::new(u32::MAX)).collect();
+        let state = (0..n + room).map(|_| AtomicU8::new(PENDING)).collect();
+        let cause = (0..n + room).map(|_| AtomicU32::new(u32::MAX)).collect();
+        let growth = (room > 0).then(|| Growth {
+            capacity: room as u32,
+            slots: (0..room).map(|_| OnceLock::new()).collect(),
+            book: Mutex::new(Book {
+                ids: HashMap::default(),
+                len: 0,
+                waiting: HashMap::default(),
+            }),
+        });
         GraphRun {
             shared: Arc::new(Shared {
                 graph,
@@ -611,6 +912,7 @@ impl<K: TaskKey> GraphRun<K> {
                 errors: Mutex::new(Vec::new()),
                 history: history.then(|| Mutex::new(Vec::new())),
                 gates,
+                growth,
                 next_root: AtomicUsize::new(0),
                 unsettled: AtomicUsize::new(n),
                 lost_any: AtomicBool::new(false),
@@ -634,10 +936,16 @@ impl<K: TaskKey> GraphRun<K> {
     pub fn cancel(&self, id: &K) -> Result<RunCancel, ExecError<K>> {
         let t = self
             .shared
-            .graph
             .index_of(id)
             .ok_or_else(|| ExecError::UnknownTask { id: id.clone() })?;
         Ok(self.cancel_index(t))
+    }
+
+    /// The index of task `id`: of the graph, or added to this run
+    /// ([`TaskContext::add_successor`]). O(1) expected; takes the growth lock for an id that
+    /// is not the graph's.
+    pub fn index_of(&self, id: &K) -> Option<u32> {
+        self.shared.index_of(id)
     }
 
     /// Cancels task `t`: a task not yet decided will never run (`Cancelled`, reason `User`;
@@ -646,9 +954,17 @@ impl<K: TaskKey> GraphRun<K> {
     /// cancel-requested flag (`Requested`); a terminal one is left alone. O(1), lock-free.
     ///
     /// # Panics
-    /// If `t >= graph().len()`.
+    /// If `t` is not a task of the run: `t >= graph().len()` plus the tasks added so far.
     pub fn cancel_index(&self, t: u32) -> RunCancel {
-        let cell = &self.shared.state[t as usize];
+        let sh = &*self.shared;
+        if t as usize >= sh.graph.len() {
+            let added = sh.growth.as_ref().map_or(0, |g| g.book.lock().len);
+            assert!(
+                (t as usize) < sh.graph.len() + added as usize,
+                "task index {t} out of range"
+            );
+        }
+        let cell = &sh.state[t as usize];
         let mut cur = cell.load(Ordering::Acquire);
         loop {
             let (next, answer) = match cur & MASK {
@@ -727,14 +1043,28 @@ impl<K: TaskKey> GraphRun<K> {
         drop(done);
         let mut errors = std::mem::take(&mut *sh.errors.lock());
         errors.sort_unstable_by_key(|(t, _)| *t);
+        let grown: Vec<Grown<K>> = match &sh.growth {
+            Some(g) => {
+                let added = g.book.lock().len as usize;
+                g.slots[..added]
+                    .iter()
+                    .map(|s| s.get().expect("an added task is described").clone())
+                    .collect()
+            }
+            None => Vec::new(),
+        };
+        let len = sh.graph.len() + grown.len();
         RunOutcome {
             graph: StdArc::clone(&sh.graph),
-            state: sh
-                .state
+            state: sh.state[..len]
                 .iter()
                 .map(|s| s.load(Ordering::Acquire) & MASK)
                 .collect(),
-            cause: sh.cause.iter().map(|c| c.load(Ordering::Acquire)).collect(),
+            cause: sh.cause[..len]
+                .iter()
+                .map(|c| c.load(Ordering::Acquire))
+                .collect(),
+            grown,
             errors,
             history: sh.history.as_ref().map(|h| std::mem::take(&mut *h.lock())),
         }
@@ -751,6 +1081,190 @@ impl<K: TaskKey> fmt::Debug for GraphRun<K> {
 }
 
 impl<K: TaskKey> Shared<K> {
+    /// The description of added task `t` (`t >= graph.len()`), published before its index.
+    #[cold]
+    fn grown(&self, t: u32) -> &Grown<K> {
+        let i = t as usize - self.graph.len();
+        self.growth
+            .as_ref()
+            .and_then(|g| g.slots[i].get())
+            .expect("an added task is described before its index is published")
+    }
+
+    /// The id of task `t`, of the graph or added.
+    #[inline]
+    fn id(&self, t: u32) -> &K {
+        if (t as usize) < self.graph.len() {
+            self.graph.id(t)
+        } else {
+            &self.grown(t).id
+        }
+    }
+
+    /// Task `t`'s dependency list and how many of it (the head) are required.
+    #[inline]
+    fn dependencies(&self, t: u32) -> (&[u32], usize) {
+        if (t as usize) < self.graph.len() {
+            (self.graph.dependencies(t), self.graph.required_len(t))
+        } else {
+            let g = self.grown(t);
+            (&g.deps, g.required)
+        }
+    }
+
+    /// The gate of task `t`'s pool, if the run has pools and `t` is in one.
+    #[inline]
+    fn gate(&self, t: u32) -> Option<&Mutex<Gate>> {
+        let gates = self.gates.as_ref()?;
+        let p = match gates.pool_of.get(t as usize) {
+            Some(&p) => p,
+            None => self.grown(t).pool,
+        };
+        match p {
+            NO_POOL => None,
+            p => Some(&gates.gates[p as usize]),
+        }
+    }
+
+    /// The index of `id`, of the graph or added.
+    fn index_of(&self, id: &K) -> Option<u32> {
+        self.graph.index_of(id).or_else(|| {
+            let g = self.growth.as_ref()?;
+            g.book.lock().ids.get(id).copied()
+        })
+    }
+
+    /// [`TaskContext::add_successor_with`] for running task `parent` on `worker`.
+    fn grow(
+        &self,
+        parent: u32,
+        worker: usize,
+        id: K,
+        deps: Vec<K>,
+        optional: Vec<K>,
+        pool: Option<u32>,
+    ) -> Result<u32, GrowError<K>> {
+        let growth = self.growth.as_ref().ok_or(GrowError::NotGrowable)?;
+        let mut book = growth.book.lock();
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(GrowError::Closed);
+        }
+        let pool = match pool {
+            None => NO_POOL,
+            Some(p) => {
+                let defined = self.gates.as_ref().map_or(0, |g| g.gates.len());
+                if p as usize >= defined {
+                    return Err(GrowError::UndefinedPool {
+                        task: id,
+                        pool: p,
+                        defined,
+                    });
+                }
+                p
+            }
+        };
+        let required = 1 + deps.len();
+        let mut all: Vec<&K> = Vec::with_capacity(required + optional.len());
+        all.push(self.id(parent));
+        all.extend(deps.iter().chain(&optional));
+        let mut seen: hashbrown::HashSet<&K, foldhash::fast::RandomState> =
+            hashbrown::HashSet::with_capacity_and_hasher(all.len(), Default::default());
+        if let Some(d) = all.iter().find(|d| !seen.insert(**d)) {
+            return Err(GrowError::DuplicateDependency {
+                task: id,
+                dependency: (*d).clone(),
+            });
+        }
+        let known = |k: &K| self.graph.index_of(k).or_else(|| book.ids.get(k).copied());
+        if known(&id).is_some() {
+            return Err(GrowError::KnownId { id });
+        }
+        let mut list = Vec::with_capacity(all.len());
+        for &d in &all {
+            match known(d) {
+                Some(t) => list.push(t),
+                None if *d == id => {}
+                None => {
+                    return Err(GrowError::UnknownDependency {
+                        task: id,
+                        dependency: d.clone(),
+                    });
+                }
+            }
+        }
+        if list.len() < all.len() {
+            return Err(GrowError::SelfDependency { id });
+        }
+        if book.len == growth.capacity {
+            return Err(GrowError::Full {
+                capacity: growth.capacity,
+            });
+        }
+        // Accepted: nothing below fails.
+        let g = self.graph.len() as u32 + book.len;
+        // A dependency that ended is not waited for (A5 snapshot); one that did not is
+        // registered on, under this lock, which its end takes after storing its final state.
+        // One read per dependency decides both the count and the registration: a
+        // dependency may end between two reads (its final store is not under this lock).
+        let mut wait_for = Vec::with_capacity(list.len());
+        let mut lost = false;
+        for &d in &list {
+            // Acquire: a dependency found ended has its writes (and cause) visible here, and
+            // through this worker's later release, to the new task's decider.
+            let raw = self.state[d as usize].load(Ordering::Acquire);
+            if is_terminal(raw) {
+                lost |= is_lost(raw);
+            } else {
+                wait_for.push(d);
+            }
+        }
+        // SEEDED BUG (executor_grow_lost_unseen): a lost dependency found ended is counted
+        // as done without raising `lost_any`, so the decider skips its scan and runs the new
+        // task although it must be blocked (the lost task may not have raised the flag yet).
+        if lost && !seeded_bug!("executor_grow_lost_unseen") {
+            // Release, then this worker's own end (the parent's release of the new task)
+            // orders it before the new task's decision.
+            self.lost_any.store(true, Ordering::Release);
+        }
+        growth.slots[book.len as usize]
+            .set(Grown {
+                id: id.clone(),
+                deps: list.into_boxed_slice(),
+                required,
+                pool,
+            })
+            .unwrap_or_else(|_| unreachable!("each slot is written once, under the lock"));
+        // Relaxed: published by this lock to every task that takes the new task off its
+        // waiting list. At least the parent (running) is waited for, so `waits >= 1`.
+        self.count[g as usize].store(wait_for.len() as u32, Ordering::Relaxed);
+        // AcqRel: the new task is unsettled before anyone can settle it; the parent, itself
+        // unsettled, keeps the run from finishing meanwhile.
+        self.unsettled.fetch_add(1, Ordering::AcqRel);
+        for d in wait_for {
+            // LINEARIZATION POINT (EXECUTOR.grow-register): registered under the growth
+            // lock, against the dependency's end taking its list under the same lock.
+            book.waiting.entry(d).or_default().push(g);
+        }
+        book.ids.insert(id, g);
+        book.len += 1;
+        self.record(ExecEvent::Grow {
+            task: g,
+            parent,
+            worker,
+        });
+        Ok(g)
+    }
+
+    /// The added tasks waiting for `t`, taken under the growth lock after `t` stored its
+    /// final state: from now on a new successor finds `t` ended and does not register.
+    #[inline]
+    fn take_waiting(&self, t: u32) -> Vec<u32> {
+        match &self.growth {
+            Some(g) => g.book.lock().waiting.remove(&t).unwrap_or_default(),
+            None => Vec::new(),
+        }
+    }
+
     #[inline]
     fn record(&self, event: ExecEvent) {
         if let Some(h) = &self.history {
@@ -798,7 +1312,7 @@ impl<K: TaskKey> Shared<K> {
         // SPEC A8 named concurrency limits: a task about to run takes a slot of its pool
         // first, or waits in the pool's queue (still pending, undecided, settled later by
         // whoever takes it out).
-        let gate = self.gates.as_ref().and_then(|g| g.of(t));
+        let gate = self.gate(t);
         let mut slot = false;
         if let Some(gate) = gate {
             if decided == RUNNING {
@@ -819,40 +1333,59 @@ impl<K: TaskKey> Shared<K> {
                 Self::leave(gate, false, handed);
             }
         }
+        // With a history, the decision and its record are one step under the history's
+        // lock, so that a successor added by a task that saw this decision is recorded
+        // after it.
+        let mut history = self.history.as_ref().map(|h| h.lock());
         // LINEARIZATION POINT (EXECUTOR.decide-once): pending -> decided, against `cancel`.
         if let Err(now) =
             cell.compare_exchange(PENDING, decided, Ordering::AcqRel, Ordering::Acquire)
         {
+            if now != CANCELLED_USER {
+                drop(history);
+                if let Some(gate) = gate.filter(|_| slot) {
+                    Self::leave(gate, true, handed);
+                }
+                return None;
+            }
+            if let Some(h) = &mut history {
+                h.push(ExecEvent::Skip {
+                    task: t,
+                    worker,
+                    state: TaskState::Cancelled,
+                });
+            }
+            // Decided now: a successor added from here on need not wait for it.
+            cell.store(CANCELLED_USER | SETTLED, Ordering::Release);
+            drop(history);
             if let Some(gate) = gate.filter(|_| slot) {
                 Self::leave(gate, true, handed);
             }
-            if now & MASK != CANCELLED_USER {
-                return None;
-            }
-            self.record(ExecEvent::Skip {
-                task: t,
-                worker,
-                state: TaskState::Cancelled,
-            });
             return Some(true);
         }
         if decided != RUNNING {
-            self.record(ExecEvent::Skip {
-                task: t,
-                worker,
-                state: task_state(decided),
-            });
+            if let Some(h) = &mut history {
+                h.push(ExecEvent::Skip {
+                    task: t,
+                    worker,
+                    state: task_state(decided),
+                });
+            }
             return Some(true);
         }
-        self.record(ExecEvent::Start { task: t, worker });
+        if let Some(h) = &mut history {
+            h.push(ExecEvent::Start { task: t, worker });
+        }
+        drop(history);
         let ctx = TaskContext {
             index: t,
-            id: self.graph.id(t),
+            id: self.id(t),
             worker,
             state: cell,
             closed: &self.closed,
             pool: ctx,
             lend,
+            run: self,
         };
         let result = match catch_unwind(AssertUnwindSafe(|| (self.f)(&ctx))) {
             Ok(r) => r,
@@ -865,12 +1398,14 @@ impl<K: TaskKey> Shared<K> {
                 FAILED
             }
         };
-        cell.store(fin, Ordering::Release);
+        // Recorded before the final state is stored: a successor added by a task that finds
+        // this one ended is recorded after this finish.
         self.record(ExecEvent::Finish {
             task: t,
             worker,
             state: task_state(fin),
         });
+        cell.store(fin, Ordering::Release);
         if let Some(gate) = gate {
             Self::leave(gate, true, handed);
         }
@@ -908,11 +1443,11 @@ impl<K: TaskKey> Shared<K> {
         // INVARIANT (A8.optional-never-blocks): only the required head of the list can
         // block; an optional dependency counted down the same way whatever its end.
         // SEEDED BUG (optional_blocks): optional edges block like required ones.
-        let deps = self.graph.dependencies(t);
+        let (deps, required) = self.dependencies(t);
         let deps = if seeded_bug!("optional_blocks") {
             deps
         } else {
-            &deps[..self.graph.required_len(t)]
+            &deps[..required]
         };
         for &d in deps {
             // Relaxed: ordered by the acquire decrement that made this worker the decider.
@@ -1018,7 +1553,7 @@ fn drive<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_>) -
         } else {
             Ordering::AcqRel
         };
-        for &d in sh.graph.dependents(t) {
+        let mut release = |d: u32| {
             // INVARIANT (EXECUTOR.count-release): release (this task's writes and final state) and
             // acquire (every earlier decrement's): the decrement reading 1 makes its
             // worker the decider, after every dependency.
@@ -1026,12 +1561,22 @@ fn drive<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_>) -
             // SEEDED BUG (executor_double_push): released one dependency early.
             let ready = before == 1 || (seeded_bug!("executor_double_push") && before == 2);
             if !ready {
-                continue;
-            }
-            if next.is_none() {
+            } else if next.is_none() {
                 next = Some(d); // the continuation: decided next on this worker
             } else {
                 kept.borrow_mut().push_back(d);
+            }
+        };
+        if (t as usize) < sh.graph.len() {
+            for &d in sh.graph.dependents(t) {
+                release(d);
+            }
+        }
+        // SPEC A8 graphs that grow: the added tasks waiting for this one, taken under the
+        // growth lock now that its final state is stored (EXECUTOR.grow-register).
+        if sh.growth.is_some() {
+            for d in sh.take_waiting(t) {
+                release(d);
             }
         }
         // Share with parked workers: the oldest kept tasks go onto this worker's own deque
@@ -1096,14 +1641,79 @@ pub struct RunOutcome<K> {
     graph: StdArc<FrozenGraph<K>>,
     state: Box<[u8]>,
     cause: Box<[u32]>,
+    /// The tasks added while the run ran, index `graph.len() + i`.
+    grown: Vec<Grown<K>>,
     errors: Vec<(u32, String)>,
     history: Option<Vec<ExecEvent>>,
 }
 
 impl<K: TaskKey> RunOutcome<K> {
-    /// The number of tasks.
+    /// The number of tasks: the graph's, then those added while the run ran
+    /// ([`TaskContext::add_successor`]), in the order they were added.
     pub fn len(&self) -> usize {
         self.state.len()
+    }
+
+    /// How many tasks were added while the run ran (indices `graph().len()..len()`).
+    pub fn added(&self) -> usize {
+        self.grown.len()
+    }
+
+    /// The id of task `t`.
+    ///
+    /// # Panics
+    /// If `t >= len()`.
+    pub fn id(&self, t: u32) -> &K {
+        match (t as usize).checked_sub(self.graph.len()) {
+            None => self.graph.id(t),
+            Some(i) => &self.grown[i].id,
+        }
+    }
+
+    /// The index of task `id`, of the graph or added. O(1) expected for the graph's tasks,
+    /// O(added) for the others.
+    pub fn index_of(&self, id: &K) -> Option<u32> {
+        self.graph.index_of(id).or_else(|| {
+            self.grown
+                .iter()
+                .position(|g| g.id == *id)
+                .map(|i| (self.graph.len() + i) as u32)
+        })
+    }
+
+    /// Task `t`'s dependency list, required first then optional; for an added task, the task
+    /// that added it comes first.
+    ///
+    /// # Panics
+    /// If `t >= len()`.
+    pub fn dependencies(&self, t: u32) -> &[u32] {
+        match (t as usize).checked_sub(self.graph.len()) {
+            None => self.graph.dependencies(t),
+            Some(i) => &self.grown[i].deps,
+        }
+    }
+
+    /// The optional tail of task `t`'s dependency list.
+    ///
+    /// # Panics
+    /// If `t >= len()`.
+    pub fn optional_dependencies(&self, t: u32) -> &[u32] {
+        match (t as usize).checked_sub(self.graph.len()) {
+            None => self.graph.optional_dependencies(t),
+            Some(i) => &self.grown[i].deps[self.grown[i].required..],
+        }
+    }
+
+    /// The task that added task `t` (its first dependency), or `None` for a task of the
+    /// graph.
+    ///
+    /// # Panics
+    /// If `t >= len()`.
+    pub fn parent(&self, t: u32) -> Option<u32> {
+        assert!((t as usize) < self.len(), "task index {t} out of range");
+        (t as usize)
+            .checked_sub(self.graph.len())
+            .map(|i| self.grown[i].deps[0])
     }
 
     /// True for the run of an empty graph.
@@ -1130,7 +1740,7 @@ impl<K: TaskKey> RunOutcome<K> {
         }
         let c = self.cause[t as usize];
         Some(BlockCause {
-            task: self.graph.id(c).clone(),
+            task: self.id(c).clone(),
             generation: Generation::FIRST,
             state: self.state(c),
         })
@@ -1191,12 +1801,11 @@ impl<K: TaskKey> RunOutcome<K> {
         if !matches!(self.state(t), TaskState::Succeeded | TaskState::Failed) {
             return Vec::new();
         }
-        self.graph
-            .optional_dependencies(t)
+        self.optional_dependencies(t)
             .iter()
             .filter(|&&d| is_lost(self.state[d as usize]))
             .map(|&d| OptionalMiss {
-                dependency: self.graph.id(d).clone(),
+                dependency: self.id(d).clone(),
                 generation: Generation::FIRST,
                 state: self.state(d),
             })
@@ -1230,7 +1839,8 @@ impl<K: TaskKey> RunOutcome<K> {
         self.history.as_deref()
     }
 
-    /// The graph that ran.
+    /// The graph that ran (without the tasks added while it ran: see [`RunOutcome::id`],
+    /// [`RunOutcome::dependencies`]).
     pub fn graph(&self) -> &FrozenGraph<K> {
         &self.graph
     }

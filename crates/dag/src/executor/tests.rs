@@ -17,34 +17,47 @@ fn frozen(spec: Spec) -> StdArc<FrozenGraph<&'static str>> {
 
 /// Checks the executor's own rules on a recorded history: each task decided once; a task
 /// starts only after every dependency finished succeeded; finished ones match the outcome;
-/// skipped ones are blocked or cancelled and a blocked one has a lost dependency.
-fn check_history(out: &RunOutcome<&'static str>) {
-    let g = out.graph();
+/// skipped ones are blocked or cancelled and a blocked one has a lost dependency; a task added
+/// while the run ran is added by its running parent, before its own decision.
+fn check_history<K: TaskKey>(out: &RunOutcome<K>) {
     let h = out.history().expect("recorded");
-    let n = g.len();
+    let n = out.len();
+    let required = |t: u32| {
+        let d = out.dependencies(t);
+        &d[..d.len() - out.optional_dependencies(t).len()]
+    };
     let mut decided = vec![0u32; n];
     let mut finished: Vec<Option<TaskState>> = vec![None; n];
     let mut started = vec![false; n];
+    let mut added = vec![false; n];
+    added[..out.graph().len()].fill(true);
     for e in h {
         match *e {
+            ExecEvent::Grow { task, parent, .. } => {
+                assert!(!added[task as usize], "{} added twice", out.id(task));
+                assert!(started[parent as usize] && finished[parent as usize].is_none());
+                assert_eq!(out.parent(task), Some(parent));
+                added[task as usize] = true;
+            }
             ExecEvent::Start { task, .. } => {
+                assert!(added[task as usize]);
                 decided[task as usize] += 1;
                 started[task as usize] = true;
                 // Every dependency ended; the required ones (SPEC A8) succeeded.
-                for &d in g.optional_dependencies(task) {
+                for &d in out.optional_dependencies(task) {
                     assert!(
                         finished[d as usize].is_some(),
                         "{} started early",
-                        g.id(task)
+                        out.id(task)
                     );
                 }
-                for &d in &g.dependencies(task)[..g.required_len(task)] {
+                for &d in required(task) {
                     assert_eq!(
                         finished[d as usize],
                         Some(TaskState::Succeeded),
                         "{} started before {} succeeded",
-                        g.id(task),
-                        g.id(d)
+                        out.id(task),
+                        out.id(d)
                     );
                 }
             }
@@ -53,18 +66,19 @@ fn check_history(out: &RunOutcome<&'static str>) {
                 finished[task as usize] = Some(state);
             }
             ExecEvent::Skip { task, state, .. } => {
+                assert!(added[task as usize]);
                 decided[task as usize] += 1;
-                for &d in g.dependencies(task) {
+                for &d in out.dependencies(task) {
                     assert!(
                         finished[d as usize].is_some(),
                         "{} skipped before {} settled",
-                        g.id(task),
-                        g.id(d)
+                        out.id(task),
+                        out.id(d)
                     );
                 }
                 if state == TaskState::Blocked {
                     assert!(
-                        g.dependencies(task)[..g.required_len(task)]
+                        required(task)
                             .iter()
                             .any(|&d| finished[d as usize] != Some(TaskState::Succeeded))
                     );
@@ -756,4 +770,281 @@ fn a_freed_pool_slot_goes_to_a_worker_that_is_free() {
     assert_eq!(out.error(3), None);
     assert!(out.all_succeeded());
     assert!(l2_started.load(SeqCst));
+}
+
+// SPEC A8 graphs that grow: tasks added by running tasks (`TaskContext::add_successor`).
+
+/// A growable run of `spec` with a recorded history, whose task functions are `f`.
+fn run_growing(
+    spec: Spec,
+    workers: usize,
+    room: u32,
+    f: impl Fn(&TaskContext<'_, &'static str>) -> Result<(), String> + Send + Sync + 'static,
+) -> RunOutcome<&'static str> {
+    let pool = Pool::new(workers).expect("pool");
+    let config = RunConfig::new().record_history().growth(room);
+    let run = GraphRun::with_config(frozen(spec), config, f);
+    run.start(&pool).expect("start");
+    let out = run.wait();
+    check_history(&out);
+    out
+}
+
+#[test]
+fn added_successors_wait_for_their_parent_and_dependencies_and_may_grow_again() {
+    // `plan` adds `shard-1` and `shard-2` after `setup`; `shard-2` adds `merge` after both
+    // shards; `report` (of the graph) knows nothing of them.
+    let spec: Spec = &[("plan", &[]), ("setup", &[]), ("report", &["plan"])];
+    let out = run_growing(spec, 3, 8, |task| {
+        let grow = |id, deps: &[&'static str]| {
+            task.add_successor(id, deps.iter().copied())
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        match *task.id() {
+            "plan" => {
+                grow("shard-1", &["setup"])?;
+                grow("shard-2", &["setup", "shard-1"])
+            }
+            "shard-2" => grow("merge", &["shard-1"]),
+            _ => Ok(()),
+        }
+    });
+    assert!(out.all_succeeded(), "{:?}", out.counts());
+    assert_eq!(out.len(), 6);
+    assert_eq!(out.added(), 3);
+    let idx = |id| out.index_of(&id).expect("added");
+    assert_eq!((idx("shard-1"), idx("shard-2"), idx("merge")), (3, 4, 5));
+    assert_eq!(out.dependencies(4), &[0, 1, 3]);
+    assert_eq!(out.dependencies(5), &[4, 3]);
+    assert_eq!(out.parent(5), Some(4));
+    assert_eq!(out.parent(2), None);
+    assert_eq!(*out.id(5), "merge");
+    let grows = out
+        .history()
+        .expect("recorded")
+        .iter()
+        .filter(|e| matches!(e, ExecEvent::Grow { .. }))
+        .count();
+    assert_eq!(grows, 3);
+}
+
+#[test]
+fn an_added_successor_of_a_lost_dependency_is_blocked_and_optional_ones_still_run() {
+    // `bad` fails at once; `slow` adds, after `bad` has ended (it waits for it), a
+    // successor requiring `bad` and one that only follows it optionally.
+    let spec: Spec = &[("bad", &[]), ("slow", &["bad"])];
+    let pool = Pool::new(2).expect("pool");
+    let config = RunConfig::new().record_history().growth(4);
+    let graph = StdArc::new(
+        FrozenGraph::with_optional([("bad", vec![], vec![]), ("slow", vec![], vec!["bad"])])
+            .expect("valid"),
+    );
+    let _ = spec;
+    let run = GraphRun::with_config(graph, config, |task| match *task.id() {
+        "bad" => Err("broken".to_string()),
+        "slow" => {
+            task.add_successor("needs-bad", ["bad"])
+                .map_err(|e| e.to_string())?;
+            task.add_successor_with("after-bad", [], ["bad"], None)
+                .map_err(|e| e.to_string())?;
+            Ok(())
+        }
+        _ => Ok(()),
+    });
+    run.start(&pool).expect("start");
+    let out = run.wait();
+    check_history(&out);
+    let needs = out.index_of(&"needs-bad").expect("added");
+    let after = out.index_of(&"after-bad").expect("added");
+    assert_eq!(out.state(needs), TaskState::Blocked);
+    assert_eq!(out.blocked_by(needs).map(|c| c.task), Some("bad"));
+    assert_eq!(out.state(after), TaskState::Succeeded);
+    let misses = out.optional_misses(after);
+    assert_eq!(misses.len(), 1);
+    assert_eq!(misses[0].dependency, "bad");
+    assert_eq!(out.optional_dependencies(after), &[0]);
+}
+
+#[test]
+fn add_successor_refusals_are_typed_in_order_and_change_nothing() {
+    let spec: Spec = &[("a", &[]), ("b", &[])];
+    let seen = StdArc::new(std::sync::Mutex::new(Vec::new()));
+    let s = StdArc::clone(&seen);
+    let out = run_growing(spec, 1, 1, move |task| {
+        if *task.id() != "a" {
+            return Ok(());
+        }
+        let mut s = s.lock().unwrap();
+        s.push(task.add_successor_with("x", ["b"], [], Some(0)));
+        s.push(task.add_successor("x", ["b", "b"]));
+        s.push(task.add_successor("x", ["a"])); // the parent is already first
+        s.push(task.add_successor("b", []));
+        s.push(task.add_successor("x", ["nope", "x"]));
+        s.push(task.add_successor("x", ["x"]));
+        s.push(task.add_successor("x", ["b"])); // accepted: index 2
+        s.push(task.add_successor("y", [])); // room for one only
+        s.push(task.add_successor("x", [])); // now known
+        Ok(())
+    });
+    use GrowError::*;
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            Err(UndefinedPool {
+                task: "x",
+                pool: 0,
+                defined: 0
+            }),
+            Err(DuplicateDependency {
+                task: "x",
+                dependency: "b"
+            }),
+            Err(DuplicateDependency {
+                task: "x",
+                dependency: "a"
+            }),
+            Err(KnownId { id: "b" }),
+            Err(UnknownDependency {
+                task: "x",
+                dependency: "nope"
+            }),
+            Err(SelfDependency { id: "x" }),
+            Ok(2),
+            Err(Full { capacity: 1 }),
+            Err(KnownId { id: "x" }),
+        ]
+    );
+    // Only the accepted one was added, and it ran.
+    assert_eq!(out.len(), 3);
+    assert!(out.all_succeeded());
+}
+
+#[test]
+fn a_run_without_room_or_a_closed_run_accepts_no_successor() {
+    let seen = StdArc::new(std::sync::Mutex::new(Vec::new()));
+    let s = StdArc::clone(&seen);
+    let pool = Pool::new(1).expect("pool");
+    let run = GraphRun::new(frozen(&[("a", &[])]), move |task| {
+        s.lock().unwrap().push(task.add_successor("x", []));
+        Ok(())
+    });
+    run.start(&pool).expect("start");
+    assert_eq!(run.wait().len(), 1);
+    assert_eq!(*seen.lock().unwrap(), [Err(GrowError::NotGrowable)]);
+
+    let seen = StdArc::new(std::sync::Mutex::new(Vec::new()));
+    let s = StdArc::clone(&seen);
+    let out = run_growing(&[("a", &[]), ("b", &["a"])], 1, 4, move |task| {
+        task.close_run();
+        s.lock().unwrap().push(task.add_successor("x", []));
+        Ok(())
+    });
+    assert_eq!(*seen.lock().unwrap(), [Err(GrowError::Closed)]);
+    assert_eq!(out.len(), 2);
+    assert_eq!(out.cancelled_by(1), Some(CancelReason::Closed));
+}
+
+#[test]
+fn an_added_task_can_be_cancelled_by_id_and_joins_its_pool() {
+    // `a` adds `x` (pool 0, depth 1, shared with `p`) and cancels `y` after adding it.
+    let graph = frozen(&[("a", &[]), ("p", &[])]);
+    let pools = RunPools::new(&graph, vec![1], vec![None, Some(0)]).expect("pools");
+    let run_cell: StdArc<std::sync::OnceLock<GraphRun<&'static str>>> = StdArc::default();
+    let cell = StdArc::clone(&run_cell);
+    let inside = StdArc::new(StdAtomicUsize::new(0));
+    let most = StdArc::new(StdAtomicUsize::new(0));
+    let (i, m) = (StdArc::clone(&inside), StdArc::clone(&most));
+    let config = RunConfig::new().pools(pools).record_history().growth(4);
+    let run = GraphRun::with_config(graph, config, move |task| {
+        if *task.id() == "a" {
+            task.add_successor_with("x", [], [], Some(0))
+                .map_err(|e| e.to_string())?;
+            task.add_successor("y", []).map_err(|e| e.to_string())?;
+            let run = cell.get().expect("set before start");
+            assert_eq!(run.index_of(&"y"), Some(3));
+            assert_eq!(run.cancel(&"y"), Ok(RunCancel::Cancelled));
+            assert_eq!(run.cancel(&"zz"), Err(ExecError::UnknownTask { id: "zz" }));
+            return Ok(());
+        }
+        let now = i.fetch_add(1, SeqCst) + 1;
+        m.fetch_max(now, SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        i.fetch_sub(1, SeqCst);
+        Ok(())
+    });
+    assert!(run_cell.set(run.clone()).is_ok());
+    run.start(&Pool::new(3).expect("pool")).expect("start");
+    let out = run.wait();
+    check_history(&out);
+    assert_eq!(out.state(2), TaskState::Succeeded);
+    assert_eq!(out.state(3), TaskState::Cancelled);
+    assert_eq!(out.cancelled_by(3), Some(CancelReason::User));
+    assert_eq!(most.load(SeqCst), 1, "pool 0 has depth 1");
+    assert_eq!(
+        run_growing(&[("a", &[])], 1, 1, |_| Ok(())).len(),
+        1,
+        "room unused adds nothing"
+    );
+}
+
+#[test]
+#[should_panic(expected = "out of range")]
+fn cancel_index_of_a_slot_not_yet_added_panics() {
+    let run = GraphRun::with_config(
+        frozen(&[("a", &[])]),
+        RunConfig::new().growth(4),
+        |_| Ok(()),
+    );
+    run.cancel_index(1);
+}
+
+/// Many tasks add successors on every worker at once, each after a random other task of the
+/// graph, while those complete: every task runs once, after its dependencies (history), and
+/// the run finishes (no successor registered on a task that had already taken its list).
+#[test]
+fn successors_added_while_their_dependencies_end_all_run_once() {
+    let mut spec: Vec<(String, Vec<String>)> = Vec::new();
+    for i in 0..400 {
+        let deps = if i % 3 == 0 || i < 2 {
+            vec![]
+        } else {
+            vec![format!("t{}", i / 2)]
+        };
+        spec.push((format!("t{i}"), deps));
+    }
+    let graph = StdArc::new(FrozenGraph::new(spec).expect("valid"));
+    for workers in [2, 4] {
+        let config = RunConfig::new().record_history().growth(400);
+        let run = GraphRun::with_config(StdArc::clone(&graph), config, |task| {
+            let t = task.index();
+            if t < 400 && t % 2 == 1 {
+                let other = format!("t{}", (t * 7919) % 400);
+                let deps = (other != *task.id()).then_some(other);
+                task.add_successor(format!("g{t}"), deps)
+                    .map_err(|e| e.to_string())?;
+            }
+            if t % 97 == 5 {
+                return Err("planned failure".into());
+            }
+            Ok(())
+        });
+        run.start(&Pool::new(workers).expect("pool"))
+            .expect("start");
+        let out = run.wait();
+        check_history(&out);
+        // Every odd task of the graph that ran added one successor; blocked ones did not.
+        let ran = (1..400u32)
+            .step_by(2)
+            .filter(|&t| out.status(t).state != TaskState::Blocked)
+            .count();
+        assert_eq!(out.len(), 400 + ran);
+        let c = out.counts();
+        assert_eq!(c.succeeded + c.failed + c.blocked, out.len(), "{c:?}");
+        assert!(c.blocked > 0 && c.failed > 0 && ran > 150, "{c:?} {ran}");
+        assert!(
+            (400..out.len() as u32).any(|g| out.state(g) == TaskState::Blocked),
+            "some successor depends on a lost task"
+        );
+    }
 }
