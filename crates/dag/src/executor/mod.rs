@@ -197,12 +197,10 @@ fn is_lost(raw: u8) -> bool {
 /// What a task function sees while it runs.
 pub struct TaskContext<'a, K> {
     index: u32,
-    id: &'a K,
     worker: usize,
-    state: &'a AtomicU8,
-    closed: &'a AtomicBool,
     pool: &'a WorkerContext<'a>,
     lend: &'a dyn Fn() -> Option<Arc<AtomicBool>>,
+    /// The run: its cancel flags, and its growth for `add_successor`.
     run: &'a Shared<K>,
 }
 
@@ -302,10 +300,10 @@ impl<K: TaskKey> TaskContext<'_, K> {
     }
 }
 
-impl<K> TaskContext<'_, K> {
+impl<K: TaskKey> TaskContext<'_, K> {
     /// The task's id.
     pub fn id(&self) -> &K {
-        self.id
+        self.run.id(self.index)
     }
 
     /// The task's index in the [`FrozenGraph`].
@@ -321,13 +319,14 @@ impl<K> TaskContext<'_, K> {
     /// True once [`GraphRun::cancel`] was called for this running task or the run was
     /// closed: the function may stop early (it is never stopped by force, SPEC A1). O(1).
     pub fn is_cancel_requested(&self) -> bool {
-        self.closed.load(Ordering::Acquire) || self.state.load(Ordering::Acquire) & REQUESTED != 0
+        self.run.closed.load(Ordering::Acquire)
+            || self.run.state[self.index as usize].load(Ordering::Acquire) & REQUESTED != 0
     }
 
     /// Closes the whole run, as [`GraphRun::close`] does (for a task that learns the user
     /// wants to stop, e.g. from its command's exit signal).
     pub fn close_run(&self) {
-        self.closed.store(true, Ordering::SeqCst);
+        self.run.closed.store(true, Ordering::SeqCst);
     }
 
     /// Runs `f`, which blocks this task's thread for a while (a sleep, a wait on a lock or a
@@ -404,11 +403,11 @@ impl<K> TaskContext<'_, K> {
     }
 }
 
-impl<K: fmt::Debug> fmt::Debug for TaskContext<'_, K> {
+impl<K: TaskKey> fmt::Debug for TaskContext<'_, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TaskContext")
             .field("index", &self.index)
-            .field("id", self.id)
+            .field("id", self.id())
             .field("worker", &self.worker)
             .finish()
     }
@@ -1333,56 +1332,19 @@ impl<K: TaskKey> Shared<K> {
                 Self::leave(gate, false, handed);
             }
         }
-        // With a history, the decision and its record are one step under the history's
-        // lock, so that a successor added by a task that saw this decision is recorded
-        // after it.
-        let mut history = self.history.as_ref().map(|h| h.lock());
         // LINEARIZATION POINT (EXECUTOR.decide-once): pending -> decided, against `cancel`.
-        if let Err(now) =
-            cell.compare_exchange(PENDING, decided, Ordering::AcqRel, Ordering::Acquire)
-        {
-            if now != CANCELLED_USER {
-                drop(history);
-                if let Some(gate) = gate.filter(|_| slot) {
-                    Self::leave(gate, true, handed);
-                }
-                return None;
-            }
-            if let Some(h) = &mut history {
-                h.push(ExecEvent::Skip {
-                    task: t,
-                    worker,
-                    state: TaskState::Cancelled,
-                });
-            }
-            // Decided now: a successor added from here on need not wait for it.
-            cell.store(CANCELLED_USER | SETTLED, Ordering::Release);
-            drop(history);
+        if let Err(now) = self.decide(cell, t, worker, decided) {
             if let Some(gate) = gate.filter(|_| slot) {
                 Self::leave(gate, true, handed);
             }
-            return Some(true);
+            return (now == CANCELLED_USER).then_some(true);
         }
         if decided != RUNNING {
-            if let Some(h) = &mut history {
-                h.push(ExecEvent::Skip {
-                    task: t,
-                    worker,
-                    state: task_state(decided),
-                });
-            }
             return Some(true);
         }
-        if let Some(h) = &mut history {
-            h.push(ExecEvent::Start { task: t, worker });
-        }
-        drop(history);
         let ctx = TaskContext {
             index: t,
-            id: self.id(t),
             worker,
-            state: cell,
-            closed: &self.closed,
             pool: ctx,
             lend,
             run: self,
@@ -1410,6 +1372,58 @@ impl<K: TaskKey> Shared<K> {
             Self::leave(gate, true, handed);
         }
         Some(fin != SUCCEEDED)
+    }
+
+    /// The decision's compare-and-swap (`EXECUTOR.decide-once`) of task `t` from pending to
+    /// `decided`, and its record (`Start` or `Skip`) when the run keeps a history. A task
+    /// that `cancel` moved out of pending first is marked `SETTLED` here (and recorded as
+    /// skipped): from now on a successor added to the run need not wait for it. Returns the
+    /// state found on failure.
+    #[inline]
+    fn decide(&self, cell: &AtomicU8, t: u32, worker: usize, decided: u8) -> Result<u8, u8> {
+        if let Some(history) = &self.history {
+            return self.decide_recorded(history, cell, t, worker, decided);
+        }
+        let result = cell.compare_exchange(PENDING, decided, Ordering::AcqRel, Ordering::Acquire);
+        if result == Err(CANCELLED_USER) {
+            cell.store(CANCELLED_USER | SETTLED, Ordering::Release);
+        }
+        result
+    }
+
+    /// [`Shared::decide`] with a history: the decision and its record are one step under the
+    /// history's lock, so that a successor added by a task that saw this decision is
+    /// recorded after it.
+    #[cold]
+    #[inline(never)]
+    fn decide_recorded(
+        &self,
+        history: &Mutex<Vec<ExecEvent>>,
+        cell: &AtomicU8,
+        t: u32,
+        worker: usize,
+        decided: u8,
+    ) -> Result<u8, u8> {
+        let mut h = history.lock();
+        let result = cell.compare_exchange(PENDING, decided, Ordering::AcqRel, Ordering::Acquire);
+        match result {
+            Ok(_) if decided == RUNNING => h.push(ExecEvent::Start { task: t, worker }),
+            Ok(_) => h.push(ExecEvent::Skip {
+                task: t,
+                worker,
+                state: task_state(decided),
+            }),
+            Err(CANCELLED_USER) => {
+                h.push(ExecEvent::Skip {
+                    task: t,
+                    worker,
+                    state: TaskState::Cancelled,
+                });
+                cell.store(CANCELLED_USER | SETTLED, Ordering::Release);
+            }
+            Err(_) => {}
+        }
+        result
     }
 
     /// Gives back a slot of `gate` (if `held`) and, while the pool has a free slot, takes
@@ -1553,31 +1567,27 @@ fn drive<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_>) -
         } else {
             Ordering::AcqRel
         };
-        let mut release = |d: u32| {
-            // INVARIANT (EXECUTOR.count-release): release (this task's writes and final state) and
-            // acquire (every earlier decrement's): the decrement reading 1 makes its
-            // worker the decider, after every dependency.
-            let before = sh.count[d as usize].fetch_sub(1, order);
-            // SEEDED BUG (executor_double_push): released one dependency early.
-            let ready = before == 1 || (seeded_bug!("executor_double_push") && before == 2);
-            if !ready {
-            } else if next.is_none() {
-                next = Some(d); // the continuation: decided next on this worker
-            } else {
-                kept.borrow_mut().push_back(d);
-            }
-        };
-        if (t as usize) < sh.graph.len() {
+        if sh.growth.is_none() {
             for &d in sh.graph.dependents(t) {
-                release(d);
+                // INVARIANT (EXECUTOR.count-release): release (this task's writes and final
+                // state) and acquire (every earlier decrement's): the decrement reading 1
+                // makes its worker the decider, after every dependency.
+                let before = sh.count[d as usize].fetch_sub(1, order);
+                // SEEDED BUG (executor_double_push): released one dependency early.
+                let ready = before == 1 || (seeded_bug!("executor_double_push") && before == 2);
+                if !ready {
+                    continue;
+                }
+                if next.is_none() {
+                    next = Some(d); // the continuation: decided next on this worker
+                } else {
+                    kept.borrow_mut().push_back(d);
+                }
             }
-        }
-        // SPEC A8 graphs that grow: the added tasks waiting for this one, taken under the
-        // growth lock now that its final state is stored (EXECUTOR.grow-register).
-        if sh.growth.is_some() {
-            for d in sh.take_waiting(t) {
-                release(d);
-            }
+        } else if let Some(first) = release_growing(sh, t, order, next.is_none(), &kept) {
+            // SPEC A8 graphs that grow: out of line, so that a run without room keeps the
+            // loop above as it was.
+            next = Some(first);
         }
         // Share with parked workers: the oldest kept tasks go onto this worker's own deque
         // (no lock with the Chase–Lev deque), where the woken sleepers steal them: at least
@@ -1602,6 +1612,44 @@ fn drive<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_>) -
         }
     }
     settled
+}
+
+/// `drive`'s release in a run with room for growth: the graph's dependents of `t` (an added
+/// task has none), then the added tasks waiting for it ([`TaskContext::add_successor`]),
+/// taken under the growth lock now that `t`'s final state is stored
+/// (`EXECUTOR.grow-register`). Returns the first one that became ready if the caller has no
+/// continuation yet (`want_next`), and keeps the others on `kept`.
+#[cold]
+#[inline(never)]
+fn release_growing<K: TaskKey>(
+    sh: &Shared<K>,
+    t: u32,
+    order: Ordering,
+    want_next: bool,
+    kept: &RefCell<VecDeque<u32>>,
+) -> Option<u32> {
+    let mut first = None;
+    let mut release = |d: u32| {
+        // As EXECUTOR.count-release in `drive`.
+        let before = sh.count[d as usize].fetch_sub(1, order);
+        // SEEDED BUG (executor_double_push): released one dependency early.
+        let ready = before == 1 || (seeded_bug!("executor_double_push") && before == 2);
+        if !ready {
+        } else if want_next && first.is_none() {
+            first = Some(d);
+        } else {
+            kept.borrow_mut().push_back(d);
+        }
+    };
+    if (t as usize) < sh.graph.len() {
+        for &d in sh.graph.dependents(t) {
+            release(d);
+        }
+    }
+    for d in sh.take_waiting(t) {
+        release(d);
+    }
+    first
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
