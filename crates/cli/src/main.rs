@@ -967,9 +967,15 @@ fn check_timed(args: &GraphArgs, timings: &mut Timings) -> ExitCode {
     };
     // The process ends next: freeing a million-task graph string by string would cost
     // more than validating it (about 5% of `check` in perf); the OS takes it back at once.
+    let note = graph::priority_note(&g);
     std::mem::forget(g);
     emit(&report.to_string());
     if report.is_runnable() {
+        if let Some(n) = note
+            && !QUIET.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            errln!("note: {n}");
+        }
         emitln!("ok: the graph can run");
         ExitCode::SUCCESS
     } else {

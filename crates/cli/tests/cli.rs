@@ -2801,8 +2801,33 @@ fn run_refuses_a_priority_it_cannot_honour_and_store_runs_claim_by_it() {
             "error: task \"urgent\" (line 5) sets priority = 3, which `lockstep run` cannot honour: \
              it runs tasks on the push-based graph executor",
         ))
-        .stderr(predicate::str::contains("`lockstep run --dry-run` shows"));
+        .stderr(predicate::str::contains(
+            "`lockstep run --store` and `lockstep worker` claim by priority and \
+             `lockstep run --dry-run` shows the claim order",
+        ));
     assert!(!marker.exists(), "nothing ran");
+    // `check` accepts the file (it can run, with `--store`) and says so in a note naming the
+    // first task with a priority; `--quiet` drops the note.
+    lockstep()
+        .args(["check"])
+        .arg(&file)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("ok: the graph can run"))
+        .stderr(predicate::str::contains(
+            "note: 1 task(s) set a priority, the first \"urgent\" (line 5) (priority = 3): \
+             `lockstep run --store` and `lockstep worker` claim by it",
+        ))
+        .stderr(predicate::str::contains(
+            "the in-memory `lockstep run` refuses the file",
+        ));
+    lockstep()
+        .args(["--quiet", "check"])
+        .arg(&file)
+        .assert()
+        .code(0)
+        .stderr(predicate::str::contains("note:").not());
+    assert!(!marker.exists(), "check runs nothing");
     // `run --store` honours it (store schema version 2): with one slot the store's claim
     // takes `urgent` (priority 3) before `a` (0), though `a` comes first in the file.
     let order = dir.path().join("order");
@@ -2838,6 +2863,12 @@ fn run_refuses_a_priority_it_cannot_honour_and_store_runs_claim_by_it() {
         ),
     );
     lockstep().arg("run").arg(&zero).assert().code(0);
+    lockstep()
+        .arg("check")
+        .arg(&zero)
+        .assert()
+        .code(0)
+        .stderr(predicate::str::contains("priority").not());
     assert!(marker.exists());
 }
 

@@ -96,25 +96,49 @@ impl TaskSpec {
     }
 }
 
+/// The first task (file order) that sets a priority other than 0, with that priority.
+fn first_priority(graph: &TaskGraph) -> Option<(&TaskSpec, i32)> {
+    graph
+        .tasks
+        .iter()
+        .find_map(|t| t.priority.filter(|&p| p != 0).map(|p| (t, p)))
+}
+
+/// ` (line N)` for a task read from a file with lines, else nothing.
+fn line_of(task: &TaskSpec) -> String {
+    task.line
+        .map_or_else(String::new, |l| format!(" (line {l})"))
+}
+
 /// Why a run of `graph` cannot honour its priorities, or `None` when no task sets one other
 /// than 0 (SPEC A8, `docs/semantics.md` "Priorities in task files").
 ///
 /// `how` names the run (`lockstep run`; `run --store` honours priorities since store schema
-/// version 2). The message names the
-/// first such task (file order) with its line, and says why and what to do instead.
-/// O(V).
+/// version 2). The message names the first such task (file order) with its line, and says why
+/// and what to do instead. O(V).
 pub fn unsupported_priority(graph: &TaskGraph, how: &str) -> Option<String> {
-    let (task, p) = graph
-        .tasks
-        .iter()
-        .find_map(|t| t.priority.filter(|&p| p != 0).map(|p| (t, p)))?;
-    let line = task
-        .line
-        .map_or_else(String::new, |l| format!(" (line {l})"));
+    let (task, p) = first_priority(graph)?;
+    let line = line_of(task);
     let why = "it runs tasks on the push-based graph executor, which has no ready queue to order";
     Some(format!(
-        "task {:?}{line} sets priority = {p}, which {how} cannot honour: {why}; `lockstep run --dry-run` shows the claim order by priority, or remove the key (docs/semantics.md, \"Priorities\")",
+        "task {:?}{line} sets priority = {p}, which {how} cannot honour: {why}; `lockstep run --store` and `lockstep worker` claim by priority and `lockstep run --dry-run` shows the claim order, or remove the key (docs/semantics.md, \"Priorities\")",
         task.id
+    ))
+}
+
+/// What `lockstep check` says of a graph with priorities (a note, not a problem: the graph
+/// can run, with `--store`), or `None` when no task sets one other than 0. O(V).
+pub fn priority_note(graph: &TaskGraph) -> Option<String> {
+    let (task, p) = first_priority(graph)?;
+    let n = graph
+        .tasks
+        .iter()
+        .filter(|t| t.priority.is_some_and(|p| p != 0))
+        .count();
+    Some(format!(
+        "{n} task(s) set a priority, the first {:?}{} (priority = {p}): `lockstep run --store` and `lockstep worker` claim by it and `lockstep run --dry-run` shows that order, but the in-memory `lockstep run` refuses the file (its graph executor has no ready queue to order; docs/semantics.md, \"Priorities\")",
+        task.id,
+        line_of(task)
     ))
 }
 
