@@ -63,6 +63,12 @@ fn run(
             Ok(())
         }
     });
+    finish(run, pool)
+}
+
+/// Starts `run` on `pool`, waits for its outcome, and drops both (so that loom sees every
+/// worker thread end inside the model).
+fn finish(run: GraphRun<u32>, pool: Pool) -> RunOutcome<u32> {
     run.start(&pool).expect("start");
     let out = run.wait();
     drop(run);
@@ -144,10 +150,7 @@ fn loom_pool_slot_is_handed_on_and_never_shared() {
             }
             Ok(())
         });
-        run.start(&pool).expect("start");
-        let out = run.wait();
-        drop(run);
-        drop(pool);
+        let out = finish(run, pool);
         assert!(out.all_succeeded(), "{:?} {:?}", states(&out), errors(&out));
     });
 }
@@ -185,11 +188,7 @@ fn grow_after(b_fails: bool) -> RunOutcome<u32> {
         }
         Ok(())
     });
-    run.start(&pool).expect("start");
-    let out = run.wait();
-    drop(run);
-    drop(pool);
-    out
+    finish(run, pool)
 }
 
 #[test]

@@ -147,6 +147,7 @@ use lockstep_contract::{
 use lockstep_pool::{DequeFamily, Pool, WorkerContext};
 use lockstep_sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, Ordering};
 use lockstep_sync::{Arc, Condvar, Mutex, seeded_bug};
+use smallvec::SmallVec;
 
 pub use frozen::{FrozenGraph, GraphError};
 
@@ -293,10 +294,10 @@ impl<K: TaskKey> TaskContext<'_, K> {
         optional: impl IntoIterator<Item = K>,
         pool: Option<u32>,
     ) -> Result<u32, GrowError<K>> {
-        let deps: Vec<K> = deps.into_iter().collect();
-        let optional: Vec<K> = optional.into_iter().collect();
+        let deps: SmallVec<[K; 8]> = deps.into_iter().collect();
+        let optional: SmallVec<[K; 8]> = optional.into_iter().collect();
         self.run
-            .grow(self.index, self.worker, id, deps, optional, pool)
+            .grow(self.index, self.worker, id, &deps, &optional, pool)
     }
 }
 
@@ -733,14 +734,32 @@ struct Grown<K> {
     pool: u32,
 }
 
+/// The added tasks waiting for one task.
+type Waiting = SmallVec<[u32; 2]>;
+
+/// The first element of `list` that repeats an earlier one: a scan for short lists, a hash
+/// set beyond. O(d) expected.
+fn first_repeat<'k, K: TaskKey>(list: &[&'k K]) -> Option<&'k K> {
+    if list.len() <= 16 {
+        return list
+            .iter()
+            .enumerate()
+            .find(|(i, k)| list[..*i].contains(k))
+            .map(|(_, k)| *k);
+    }
+    let mut seen: hashbrown::HashSet<&K, foldhash::fast::RandomState> =
+        hashbrown::HashSet::with_capacity_and_hasher(list.len(), Default::default());
+    list.iter().find(|k| !seen.insert(**k)).copied()
+}
+
 /// What the growth lock guards.
 struct Book<K> {
     /// The ids of the added tasks.
     ids: HashMap<K, u32, foldhash::quality::RandomState>,
     /// How many were added.
     len: u32,
-    /// Per task that has not ended: the added tasks waiting for it.
-    waiting: HashMap<u32, Vec<u32>, foldhash::fast::RandomState>,
+    /// Per task that has not ended: the added tasks waiting for it (inline up to two).
+    waiting: HashMap<u32, Waiting, foldhash::fast::RandomState>,
 }
 
 /// A run's room for growth ([`RunConfig::growth`]).
@@ -1139,8 +1158,8 @@ impl<K: TaskKey> Shared<K> {
         parent: u32,
         worker: usize,
         id: K,
-        deps: Vec<K>,
-        optional: Vec<K>,
+        deps: &[K],
+        optional: &[K],
         pool: Option<u32>,
     ) -> Result<u32, GrowError<K>> {
         let growth = self.growth.as_ref().ok_or(GrowError::NotGrowable)?;
@@ -1163,22 +1182,20 @@ impl<K: TaskKey> Shared<K> {
             }
         };
         let required = 1 + deps.len();
-        let mut all: Vec<&K> = Vec::with_capacity(required + optional.len());
+        let mut all: SmallVec<[&K; 8]> = SmallVec::with_capacity(required + optional.len());
         all.push(self.id(parent));
-        all.extend(deps.iter().chain(&optional));
-        let mut seen: hashbrown::HashSet<&K, foldhash::fast::RandomState> =
-            hashbrown::HashSet::with_capacity_and_hasher(all.len(), Default::default());
-        if let Some(d) = all.iter().find(|d| !seen.insert(**d)) {
+        all.extend(deps.iter().chain(optional));
+        if let Some(d) = first_repeat(&all) {
             return Err(GrowError::DuplicateDependency {
                 task: id,
-                dependency: (*d).clone(),
+                dependency: d.clone(),
             });
         }
         let known = |k: &K| self.graph.index_of(k).or_else(|| book.ids.get(k).copied());
         if known(&id).is_some() {
             return Err(GrowError::KnownId { id });
         }
-        let mut list = Vec::with_capacity(all.len());
+        let mut list: Vec<u32> = Vec::with_capacity(all.len());
         for &d in &all {
             match known(d) {
                 Some(t) => list.push(t),
@@ -1205,7 +1222,7 @@ impl<K: TaskKey> Shared<K> {
         // registered on, under this lock, which its end takes after storing its final state.
         // One read per dependency decides both the count and the registration: a
         // dependency may end between two reads (its final store is not under this lock).
-        let mut wait_for = Vec::with_capacity(list.len());
+        let mut wait_for: SmallVec<[u32; 8]> = SmallVec::new();
         let mut lost = false;
         for &d in &list {
             // Acquire: a dependency found ended has its writes (and cause) visible here, and
@@ -1257,11 +1274,15 @@ impl<K: TaskKey> Shared<K> {
     /// The added tasks waiting for `t`, taken under the growth lock after `t` stored its
     /// final state: from now on a new successor finds `t` ended and does not register.
     #[inline]
-    fn take_waiting(&self, t: u32) -> Vec<u32> {
-        match &self.growth {
-            Some(g) => g.book.lock().waiting.remove(&t).unwrap_or_default(),
-            None => Vec::new(),
+    fn take_waiting(&self, t: u32) -> Waiting {
+        let Some(g) = &self.growth else {
+            return Waiting::new();
+        };
+        let mut book = g.book.lock();
+        if book.waiting.is_empty() {
+            return Waiting::new();
         }
+        book.waiting.remove(&t).unwrap_or_default()
     }
 
     #[inline]

@@ -1048,3 +1048,47 @@ fn successors_added_while_their_dependencies_end_all_run_once() {
         );
     }
 }
+
+/// Long dependency lists (beyond the short-list scan) find the first repeat too, and a long
+/// list without one is accepted with its order kept.
+#[test]
+fn long_successor_lists_are_checked_for_repeats() {
+    let spec: Vec<(u32, Vec<u32>)> = (0..30).map(|t| (t, vec![])).collect();
+    let graph = StdArc::new(FrozenGraph::new(spec).expect("valid"));
+    let seen = StdArc::new(std::sync::Mutex::new(Vec::new()));
+    let s = StdArc::clone(&seen);
+    let config = RunConfig::new().record_history().growth(2);
+    let run = GraphRun::with_config(graph, config, move |task| {
+        if task.index() != 0 {
+            return Ok(());
+        }
+        // 1..=20, then 7 again (the 22nd entry, counting the parent), then 25 and 7.
+        let repeat: Vec<u32> = (1..=20).chain([7, 25, 7]).collect();
+        let fine: Vec<u32> = (29..=29).chain(1..=20).collect();
+        let mut s = s.lock().unwrap();
+        s.push(task.add_successor(100, repeat));
+        s.push(task.add_successor_with(101, [], [5, 6, 0], None));
+        s.push(task.add_successor(102, fine));
+        Ok(())
+    });
+    run.start(&Pool::new(2).expect("pool")).expect("start");
+    let out = run.wait();
+    check_history(&out);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            Err(GrowError::DuplicateDependency {
+                task: 100,
+                dependency: 7
+            }),
+            Err(GrowError::DuplicateDependency {
+                task: 101,
+                dependency: 0
+            }),
+            Ok(30),
+        ]
+    );
+    let want: Vec<u32> = [0, 29].into_iter().chain(1..=20).collect();
+    assert_eq!(out.dependencies(30), &want[..]);
+    assert!(out.all_succeeded());
+}
