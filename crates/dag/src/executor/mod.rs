@@ -130,7 +130,8 @@
 //! Per task: one compare-and-swap, one decrement per edge, one spawn per ready dependent
 //! beyond the first; no lock on the common path (a run with room for growth takes the
 //! growth lock once per task end). A whole run is O(V + E); space is 9 bytes per task, and
-//! per slot of room, on top of the [`FrozenGraph`] (plus the optional history).
+//! 25 per slot of room for growth, on top of the [`FrozenGraph`] (plus the optional
+//! history).
 
 mod frozen;
 
@@ -307,7 +308,9 @@ impl<K: TaskKey> TaskContext<'_, K> {
         self.run.id(self.index)
     }
 
-    /// The task's index in the [`FrozenGraph`].
+    /// The task's index: its index in the [`FrozenGraph`], or for a task added while the run
+    /// runs ([`TaskContext::add_successor`]) the index it got (`graph.len()` and up), the one
+    /// [`RunOutcome`] reports it under.
     pub fn index(&self) -> u32 {
         self.index
     }
@@ -595,6 +598,9 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
+    /// The most room for growth a run reserves: 2^24 (16,777,216) added tasks.
+    pub const MAX_GROWTH: u32 = 1 << 24;
+
     /// No pools, no history, no growth: what [`GraphRun::new`] makes.
     pub fn new() -> Self {
         Self::default()
@@ -617,11 +623,12 @@ impl RunConfig {
     }
 
     /// Room for `capacity` tasks added while the run runs ([`TaskContext::add_successor`]),
-    /// reserved when the run is made: 9 bytes each for their counters, plus a 16-byte-or-so
-    /// slot for the list of each (allocated when it is added). Cut down to the indices left
-    /// below `u32::MAX` after the graph's tasks. A run made with room for growth takes one
-    /// lock at each task's end (the growth lock: see [`TaskContext::add_successor_with`]);
-    /// a run without room pays one untaken branch.
+    /// reserved when the run is made: 25 bytes per slot (9 for its counters, 16 for the
+    /// pointer to its description, which is allocated when a task is added). Cut down to
+    /// [`RunConfig::MAX_GROWTH`] (at most 420 MB reserved), and to the indices left below
+    /// `u32::MAX` after the graph's tasks; [`GrowError::Full`] reports the room a run got.
+    /// A run made with room for growth takes one lock at each task's end (the growth lock:
+    /// see [`TaskContext::add_successor_with`]); a run without room pays one untaken branch.
     pub fn growth(self, capacity: u32) -> Self {
         RunConfig {
             growth: capacity,
@@ -765,8 +772,8 @@ struct Book<K> {
 /// A run's room for growth ([`RunConfig::growth`]).
 struct Growth<K> {
     capacity: u32,
-    /// Slot `i` describes task `graph.len() + i`.
-    slots: Box<[OnceLock<Grown<K>>]>,
+    /// Slot `i` describes task `graph.len() + i` (boxed: 16 bytes reserved per slot).
+    slots: Box<[OnceLock<Box<Grown<K>>>]>,
     book: Mutex<Book<K>>,
 }
 
@@ -886,7 +893,8 @@ impl<K: TaskKey> GraphRun<K> {
         } = config;
         let n = graph.len();
         // Indices stay below u32::MAX (the "none" of causes and pools).
-        let room = (growth as usize).min((u32::MAX as usize - 1).saturating_sub(n));
+        let room = (growth.min(RunConfig::MAX_GROWTH) as usize)
+            .min((u32::MAX as usize - 1).saturating_sub(n));
         let gates = pools.map(|p| {
             let mut pool_of = p.pool_of.into_vec();
             pool_of.resize(n, NO_POOL);
@@ -950,7 +958,8 @@ impl<K: TaskKey> GraphRun<K> {
     /// Cancels task `id` (before or during the run): see [`GraphRun::cancel_index`].
     ///
     /// # Errors
-    /// [`ExecError::UnknownTask`] if `id` is not a task of the graph.
+    /// [`ExecError::UnknownTask`] if `id` is neither a task of the graph nor one added to the
+    /// run so far.
     pub fn cancel(&self, id: &K) -> Result<RunCancel, ExecError<K>> {
         let t = self
             .shared
@@ -969,7 +978,8 @@ impl<K: TaskKey> GraphRun<K> {
     /// Cancels task `t`: a task not yet decided will never run (`Cancelled`, reason `User`;
     /// its descendants that require it are blocked with it as the cause, optional followers
     /// still run); a running one gets its
-    /// cancel-requested flag (`Requested`); a terminal one is left alone. O(1), lock-free.
+    /// cancel-requested flag (`Requested`); a terminal one is left alone. O(1); lock-free for
+    /// the graph's tasks (an added task's index is checked under the growth lock).
     ///
     /// # Panics
     /// If `t` is not a task of the run: `t >= graph().len()` plus the tasks added so far.
@@ -1050,8 +1060,11 @@ impl<K: TaskKey> GraphRun<K> {
     /// [`GraphRun::start`] (before, it waits for someone to start the run). Calling it from
     /// one of the run's own tasks deadlocks that worker.
     ///
+    /// Every call (on any clone of the run) returns the whole outcome: the errors and the
+    /// history are copied out, not moved.
+    ///
     /// # Complexity
-    /// O(V) to copy the states out, plus the wait.
+    /// O(V + failures + history) to copy the outcome out, plus the wait.
     pub fn wait(&self) -> RunOutcome<K> {
         let sh = &*self.shared;
         let mut done = sh.done.lock();
@@ -1059,14 +1072,15 @@ impl<K: TaskKey> GraphRun<K> {
             done = sh.done_cv.wait(done);
         }
         drop(done);
-        let mut errors = std::mem::take(&mut *sh.errors.lock());
+        // Copied, not taken: every `wait` (of any clone of the run) gets the whole outcome.
+        let mut errors = sh.errors.lock().clone();
         errors.sort_unstable_by_key(|(t, _)| *t);
         let grown: Vec<Grown<K>> = match &sh.growth {
             Some(g) => {
                 let added = g.book.lock().len as usize;
                 g.slots[..added]
                     .iter()
-                    .map(|s| s.get().expect("an added task is described").clone())
+                    .map(|s| Grown::clone(s.get().expect("an added task is described")))
                     .collect()
             }
             None => Vec::new(),
@@ -1084,7 +1098,7 @@ impl<K: TaskKey> GraphRun<K> {
                 .collect(),
             grown,
             errors,
-            history: sh.history.as_ref().map(|h| std::mem::take(&mut *h.lock())),
+            history: sh.history.as_ref().map(|h| h.lock().clone()),
         }
     }
 }
@@ -1106,6 +1120,7 @@ impl<K: TaskKey> Shared<K> {
         self.growth
             .as_ref()
             .and_then(|g| g.slots[i].get())
+            .map(|g| &**g)
             .expect("an added task is described before its index is published")
     }
 
@@ -1243,12 +1258,12 @@ impl<K: TaskKey> Shared<K> {
             self.lost_any.store(true, Ordering::Release);
         }
         growth.slots[book.len as usize]
-            .set(Grown {
+            .set(Box::new(Grown {
                 id: id.clone(),
                 deps: list.into_boxed_slice(),
                 required,
                 pool,
-            })
+            }))
             .unwrap_or_else(|_| unreachable!("each slot is written once, under the lock"));
         // Relaxed: published by this lock to every task that takes the new task off its
         // waiting list. At least the parent (running) is waited for, so `waits >= 1`.

@@ -1092,3 +1092,374 @@ fn long_successor_lists_are_checked_for_repeats() {
     assert_eq!(out.dependencies(30), &want[..]);
     assert!(out.all_succeeded());
 }
+
+// A randomised growing run against an independent oracle (written by a reviewer trying to
+// break the growth protocol): random graphs with optional edges, graph tasks and added tasks
+// adding further successors up to depth 3 over every known id, pools of depth 1 and 2,
+// cancels from inside tasks, before the start and from an outside thread (by index, as soon
+// as an index is published), `close_run`, failures and `block_in_place`. Checks the history
+// rules, that each function ran once, and the oracle: a task ran iff it was neither
+// cancelled nor closed and every required dependency succeeded, else it is blocked with the
+// list-order cause. `LOCKSTEP_GROW_SEED` and `LOCKSTEP_GROW_ITERS` (default 100 seeds, each on
+// 1, 2 and 3 workers) widen it.
+
+/// A xorshift generator (the test needs no statistics, only reproducible variety).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next() % n }
+    }
+}
+
+fn mix(a: u64, b: u64) -> u64 {
+    let mut x = a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_add(0x1234_5678);
+    x ^= x >> 31;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^= x >> 29;
+    x | 1
+}
+
+/// Independent oracle over the outcome: a task ran iff it was neither cancelled nor closed
+/// and all its required dependencies succeeded; a blocked task has the list-order cause.
+fn check_oracle(
+    out: &RunOutcome<String>,
+    cancelled: &std::collections::HashSet<String>,
+    closed: bool,
+) {
+    let n = out.len();
+    for t in 0..n as u32 {
+        let deps = out.dependencies(t);
+        let req = &deps[..deps.len() - out.optional_dependencies(t).len()];
+        let st = out.state(t);
+        let all_ok = req.iter().all(|&d| out.state(d) == TaskState::Succeeded);
+        match st {
+            TaskState::Succeeded | TaskState::Failed => assert!(
+                all_ok,
+                "{} ran but a required dep did not succeed",
+                out.id(t)
+            ),
+            TaskState::Blocked => {
+                assert!(!all_ok, "{} blocked with all deps ok", out.id(t));
+                let first = req
+                    .iter()
+                    .copied()
+                    .find(|&d| {
+                        matches!(
+                            out.state(d),
+                            TaskState::Failed | TaskState::Blocked | TaskState::Cancelled
+                        )
+                    })
+                    .unwrap();
+                let want = if out.state(first) == TaskState::Blocked {
+                    out.cause_index(first).unwrap()
+                } else {
+                    first
+                };
+                assert_eq!(out.cause_index(t), Some(want), "cause of {}", out.id(t));
+            }
+            TaskState::Cancelled => match out.cancelled_by(t) {
+                Some(CancelReason::User) => assert!(
+                    cancelled.contains(out.id(t)),
+                    "{} cancelled but nobody cancelled it",
+                    out.id(t)
+                ),
+                Some(CancelReason::Closed) => assert!(closed),
+                None => panic!("cancelled without reason"),
+            },
+            s => panic!("{} ended {:?}", out.id(t), s),
+        }
+        if st != TaskState::Cancelled && !all_ok {
+            assert_eq!(st, TaskState::Blocked, "{}", out.id(t));
+        }
+    }
+}
+
+fn random_growing_run(seed: u64, workers: usize) {
+    let mut rng = Rng(mix(seed, 7));
+    let n = 3 + rng.below(12) as usize;
+    let mut spec: Vec<(String, Vec<String>, Vec<String>)> = Vec::new();
+    for i in 0..n {
+        let mut req = Vec::new();
+        let mut opt = Vec::new();
+        for j in 0..i {
+            match rng.below(6) {
+                0 => req.push(format!("t{j}")),
+                1 if rng.below(2) == 0 => opt.push(format!("t{j}")),
+                _ => {}
+            }
+        }
+        spec.push((format!("t{i}"), req, opt));
+    }
+    let graph = StdArc::new(FrozenGraph::with_optional(spec).expect("valid"));
+    let use_pools = rng.below(2) == 0;
+    let pool_of: Vec<Option<u32>> = (0..n)
+        .map(|_| match rng.below(3) {
+            0 => Some(0),
+            1 => Some(1),
+            _ => None,
+        })
+        .collect();
+    let mut config = RunConfig::new()
+        .record_history()
+        .growth(1 + rng.below(60) as u32);
+    if use_pools {
+        config = config.pools(RunPools::new(&graph, vec![1, 2], pool_of).expect("pools"));
+    }
+    let close_at = if rng.below(8) == 0 {
+        Some(rng.below(40))
+    } else {
+        None
+    };
+    let known: StdArc<std::sync::Mutex<Vec<String>>> = StdArc::new(std::sync::Mutex::new(
+        (0..n).map(|i| format!("t{i}")).collect(),
+    ));
+    let cancelled: StdArc<std::sync::Mutex<std::collections::HashSet<String>>> = StdArc::default();
+    let closed = StdArc::new(std::sync::atomic::AtomicBool::new(false));
+    let counter = StdArc::new(StdAtomicUsize::new(0));
+    let ran: StdArc<std::sync::Mutex<std::collections::HashMap<String, usize>>> = StdArc::default();
+    let run_cell: StdArc<std::sync::OnceLock<GraphRun<String>>> = StdArc::default();
+    let (k2, c2, cl2, cnt2, ran2, cell2) = (
+        known.clone(),
+        cancelled.clone(),
+        closed.clone(),
+        counter.clone(),
+        ran.clone(),
+        run_cell.clone(),
+    );
+    let run = GraphRun::with_config(graph, config, move |task| {
+        *ran2.lock().unwrap().entry(task.id().clone()).or_default() += 1;
+        let me = task.id().clone();
+        let mut rng = Rng(mix(
+            seed,
+            me.bytes()
+                .fold(0u64, |a, b| a.wrapping_mul(31).wrapping_add(b as u64)),
+        ));
+        let step = cnt2.fetch_add(1, SeqCst) as u64;
+        if Some(step) == close_at {
+            cl2.store(true, SeqCst);
+            task.close_run();
+        }
+        let depth = me.matches('/').count();
+        let adds = if depth < 3 { rng.below(3) } else { 0 };
+        for k in 0..adds {
+            let id = format!("{me}/{k}");
+            let pool_known = k2.lock().unwrap().clone();
+            let mut deps = Vec::new();
+            let mut opt = Vec::new();
+            for _ in 0..rng.below(3) {
+                let d = pool_known[rng.below(pool_known.len() as u64) as usize].clone();
+                if d != me && !deps.contains(&d) && !opt.contains(&d) {
+                    if rng.below(3) == 0 {
+                        opt.push(d)
+                    } else {
+                        deps.push(d)
+                    }
+                }
+            }
+            let pool = if use_pools {
+                match rng.below(3) {
+                    0 => Some(0),
+                    1 => Some(1),
+                    _ => None,
+                }
+            } else {
+                None
+            };
+            match task.add_successor_with(id.clone(), deps, opt, pool) {
+                Ok(_) => k2.lock().unwrap().push(id),
+                Err(GrowError::Full { .. }) | Err(GrowError::Closed) => {}
+                Err(e) => panic!("unexpected refusal {e}"),
+            }
+        }
+        // cancel something at random
+        if rng.below(4) == 0 {
+            let pool_known = k2.lock().unwrap().clone();
+            let victim = pool_known[rng.below(pool_known.len() as u64) as usize].clone();
+            let run = cell2.get().expect("set");
+            let mut c = c2.lock().unwrap();
+            match run.cancel(&victim) {
+                Ok(RunCancel::Cancelled) => {
+                    c.insert(victim);
+                }
+                Ok(_) => {}
+                Err(e) => panic!("cancel {victim}: {e}"),
+            }
+        }
+        match rng.below(10) {
+            0 => Err("fail".into()),
+            1 => task.block_in_place(|| {
+                std::thread::yield_now();
+                Ok(())
+            }),
+            2 => {
+                std::thread::yield_now();
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    });
+    assert!(run_cell.set(run.clone()).is_ok());
+    // Cancel before start sometimes.
+    {
+        let mut rng = Rng(mix(seed, 99));
+        if rng.below(3) == 0 {
+            let v = format!("t{}", rng.below(n as u64));
+            if run.cancel(&v) == Ok(RunCancel::Cancelled) {
+                cancelled.lock().unwrap().insert(v);
+            }
+        }
+    }
+    run.start(&Pool::new(workers).expect("pool"))
+        .expect("start");
+    // An outside thread cancels known tasks (graph and added) while the run runs.
+    let outside = {
+        let (run, known, cancelled) = (run.clone(), known.clone(), cancelled.clone());
+        let mut rng = Rng(mix(seed, 4242));
+        std::thread::spawn(move || {
+            while !run.is_finished() {
+                let ids = known.lock().unwrap().clone();
+                let v = ids[rng.below(ids.len() as u64) as usize].clone();
+                if rng.below(4) == 0 {
+                    let t = run.index_of(&v).expect("known");
+                    let mut c = cancelled.lock().unwrap();
+                    if run.cancel_index(t) == RunCancel::Cancelled {
+                        c.insert(v);
+                    }
+                }
+                std::thread::yield_now();
+            }
+        })
+    };
+    let out = run.wait();
+    outside.join().expect("canceller");
+    check_history(&out);
+    let c = cancelled.lock().unwrap().clone();
+    check_oracle(&out, &c, closed.load(SeqCst));
+    for (id, times) in ran.lock().unwrap().iter() {
+        assert_eq!(*times, 1, "{id} ran {times} times");
+    }
+    assert_eq!(out.len(), known.lock().unwrap().len());
+}
+
+#[test]
+fn random_growing_runs_match_an_independent_oracle() {
+    let base: u64 = std::env::var("LOCKSTEP_GROW_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let iters: u64 = std::env::var("LOCKSTEP_GROW_ITERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    for s in base..base + iters {
+        for workers in [1, 2, 3] {
+            random_growing_run(s, workers);
+        }
+    }
+}
+
+/// An added task blocks (`block_in_place`) until an added sibling has run, on one worker: the
+/// sibling is left on the local queue, in a pool of depth 2, or added by another root and
+/// found through the extra root runner; every variant finishes.
+#[test]
+fn an_added_task_blocking_on_an_added_sibling_lends_its_only_worker() {
+    for variant in 0..3 {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (tx, rx) = (std::sync::Mutex::new(Some(tx)), std::sync::Mutex::new(rx));
+        let graph = frozen(&[("a", &[]), ("b", &[])]);
+        let mut config = RunConfig::new().record_history().growth(4);
+        if variant == 1 {
+            config = config.pools(RunPools::new(&graph, vec![2], vec![Some(0), None]).expect("p"));
+        }
+        let pool_of = if variant == 1 { Some(0) } else { None };
+        let run = GraphRun::with_config(graph, config, move |task| match *task.id() {
+            "a" => {
+                task.add_successor_with("x", [], [], pool_of)
+                    .map_err(|e| e.to_string())?;
+                if variant != 2 {
+                    task.add_successor_with("y", [], [], pool_of)
+                        .map_err(|e| e.to_string())?;
+                }
+                Ok(())
+            }
+            "x" => {
+                let rx = rx.lock().unwrap();
+                task.block_in_place(|| rx.recv_timeout(std::time::Duration::from_secs(10)))
+                    .map_err(|e| e.to_string())
+            }
+            "b" if variant == 2 => task
+                .add_successor("y", [])
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+            "y" => {
+                drop(tx.lock().unwrap().take());
+                Ok(())
+            }
+            _ => Ok(()),
+        });
+        run.start(&Pool::new(1).expect("pool")).expect("start");
+        let out = run.wait();
+        check_history(&out);
+        let x = out.index_of(&"x").unwrap();
+        assert_eq!(
+            out.error(x),
+            Some("channel is empty and sending half is closed"),
+            "variant {variant}"
+        );
+    }
+}
+
+/// A slot of room reserves what `RunConfig::growth` says (9 bytes of counters and a 16-byte
+/// pointer slot), and a request beyond `RunConfig::MAX_GROWTH` is cut down to it instead of
+/// reserving memory for four billion tasks: `Full` reports the room the run got.
+#[test]
+fn room_for_growth_costs_what_the_docs_say_and_is_capped() {
+    assert_eq!(std::mem::size_of::<OnceLock<Box<Grown<String>>>>(), 16);
+    assert_eq!(
+        std::mem::size_of::<OnceLock<Box<Grown<&'static str>>>>(),
+        16
+    );
+    let run = GraphRun::with_config(
+        frozen(&[("a", &[])]),
+        RunConfig::new().growth(u32::MAX),
+        |_| Ok(()),
+    );
+    let room = run.shared.growth.as_ref().expect("room").capacity;
+    assert_eq!(room, RunConfig::MAX_GROWTH);
+    assert_eq!(run.shared.state.len(), 1 + RunConfig::MAX_GROWTH as usize);
+}
+
+/// An added task's `TaskContext::index` is the index `RunOutcome` reports it under, and a
+/// second `wait` (here on a clone) returns the whole outcome again, errors and history
+/// included.
+#[test]
+fn an_added_tasks_index_is_its_outcome_index_and_every_wait_gets_the_whole_outcome() {
+    let seen = StdArc::new(std::sync::Mutex::new(Vec::new()));
+    let s = StdArc::clone(&seen);
+    let config = RunConfig::new().record_history().growth(2);
+    let run = GraphRun::with_config(frozen(&[("a", &[])]), config, move |task| {
+        s.lock().unwrap().push((*task.id(), task.index()));
+        if *task.id() == "a" {
+            task.add_successor("x", []).map_err(|e| e.to_string())?;
+        }
+        if *task.id() == "x" {
+            return Err("x failed".into());
+        }
+        Ok(())
+    });
+    run.start(&Pool::new(1).expect("pool")).expect("start");
+    let first = run.wait();
+    let second = run.clone().wait();
+    assert_eq!(*seen.lock().unwrap(), [("a", 0), ("x", 1)]);
+    assert_eq!(first.index_of(&"x"), Some(1));
+    for out in [&first, &second] {
+        assert_eq!(out.error(1), Some("x failed"));
+        assert_eq!(out.history().map(<[ExecEvent]>::len), Some(5));
+    }
+}
