@@ -800,27 +800,12 @@ fn block_waiters_of(
         // A8.optional-never-blocks in memory); an optional waiter records the miss below. Seeded bug
         // `durable_optional_blocks`: the recursion follows every waiting edge, as version 2's
         // did, so an optional waiter is blocked.
-        let kinds = if lockstep_sync::seeded_bug!("durable_optional_blocks") {
-            "e.optional IN (0, 1)"
+        let sql = if lockstep_sync::seeded_bug!("durable_optional_blocks") {
+            BLOCK_WAITERS_ALL_EDGES
         } else {
-            "e.optional = 0"
+            BLOCK_WAITERS
         };
-        let mut st = tx
-            .prepare_cached(&format!(
-                "WITH RECURSIVE lost(id) AS (
-                     SELECT ?1
-                     UNION
-                     SELECT e.dependent FROM edges e
-                       JOIN lost ON e.dependency = lost.id
-                       JOIN tasks t ON t.id = e.dependent
-                      WHERE e.waiting = 1 AND {kinds} AND +t.state = 'pending'
-                 )
-                 UPDATE tasks SET state = 'blocked', cause_task = ?2, cause_generation = ?3,
-                                  cause_state = ?4, updated_at = ?5
-                  WHERE +state = 'pending' AND id IN (SELECT id FROM lost)
-                 RETURNING id"
-            ))
-            .map_err(map_err)?;
+        let mut st = tx.prepare_cached(sql).map_err(map_err)?;
         let rows = st
             .query_map(
                 params![
@@ -1031,6 +1016,53 @@ fn pool_depth(tx: &Transaction<'_>, name: &str) -> Result<Option<usize>, Durable
         .map_err(map_err)
 }
 
+/// The loss propagation of `block_waiters_of` with the edge kinds it follows (a literal, so
+/// that both statements are constants: no formatting per call).
+macro_rules! block_waiters_sql {
+    ($kinds:literal) => {
+        concat!(
+            "WITH RECURSIVE lost(id) AS (
+                 SELECT ?1
+                 UNION
+                 SELECT e.dependent FROM edges e
+                   JOIN lost ON e.dependency = lost.id
+                   JOIN tasks t ON t.id = e.dependent
+                  WHERE e.waiting = 1 AND ",
+            $kinds,
+            " AND +t.state = 'pending'
+             )
+             UPDATE tasks SET state = 'blocked', cause_task = ?2, cause_generation = ?3,
+                              cause_state = ?4, updated_at = ?5
+              WHERE +state = 'pending' AND id IN (SELECT id FROM lost)
+             RETURNING id"
+        )
+    };
+}
+
+/// Blocks through required edges only (D.optional-edges).
+const BLOCK_WAITERS: &str = block_waiters_sql!("e.optional = 0");
+/// Seeded bug `durable_optional_blocks`: every waiting edge carries the loss.
+const BLOCK_WAITERS_ALL_EDGES: &str = block_waiters_sql!("e.optional IN (0, 1)");
+
+/// `pool_room`'s count of each pool's running versions, with the lease condition it applies.
+macro_rules! pool_room_sql {
+    ($live:literal) => {
+        concat!(
+            "SELECT p.name, p.depth,
+                    (SELECT count(*) FROM tasks k
+                      WHERE k.pool = p.name AND k.state = 'running' AND ",
+            $live,
+            ")
+               FROM pools p"
+        )
+    };
+}
+
+/// Only unexpired leases hold a slot (D.pool-depth).
+const POOL_ROOM: &str = pool_room_sql!("k.lease_expiry > ?1");
+/// Seeded bug `durable_pool_counts_expired`: every running version holds a slot.
+const POOL_ROOM_ALL_RUNNING: &str = pool_room_sql!("?1 IS NOT NULL");
+
 /// The room of every pool at `t`: its depth minus its versions running under unexpired
 /// leases (saturating), by name; empty when the store defines no pool. O(pools + their
 /// running versions) through the index `tasks_pool_state`.
@@ -1039,19 +1071,12 @@ fn pool_room(tx: &Transaction<'_>, t: i64) -> Result<HashMap<String, usize>, Dur
     // limit (D.lease-capacity). Seeded bug `durable_pool_counts_expired`: every running
     // version counts, so the expired lease of a crashed worker keeps its slot and, in a pool
     // of depth 1, its own version can never be claimed again.
-    let live = if lockstep_sync::seeded_bug!("durable_pool_counts_expired") {
-        "?1 IS NOT NULL"
+    let sql = if lockstep_sync::seeded_bug!("durable_pool_counts_expired") {
+        POOL_ROOM_ALL_RUNNING
     } else {
-        "k.lease_expiry > ?1"
+        POOL_ROOM
     };
-    let mut st = tx
-        .prepare_cached(&format!(
-            "SELECT p.name, p.depth,
-                    (SELECT count(*) FROM tasks k
-                      WHERE k.pool = p.name AND k.state = 'running' AND {live})
-               FROM pools p"
-        ))
-        .map_err(map_err)?;
+    let mut st = tx.prepare_cached(sql).map_err(map_err)?;
     let rows = st
         .query_map(params![t], |r| {
             Ok((
