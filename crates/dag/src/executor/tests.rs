@@ -1463,3 +1463,39 @@ fn an_added_tasks_index_is_its_outcome_index_and_every_wait_gets_the_whole_outco
         assert_eq!(out.history().map(<[ExecEvent]>::len), Some(5));
     }
 }
+
+/// A running task's cancel request reads false until `cancel` (or a close) comes, for a task
+/// of the graph and for an added one.
+#[test]
+fn a_cancel_request_is_seen_only_once_made() {
+    let run_cell: StdArc<std::sync::OnceLock<GraphRun<&'static str>>> = StdArc::default();
+    let cell = StdArc::clone(&run_cell);
+    let seen = StdArc::new(std::sync::Mutex::new(Vec::new()));
+    let s = StdArc::clone(&seen);
+    let run = GraphRun::with_config(
+        frozen(&[("a", &[])]),
+        RunConfig::new().growth(1),
+        move |task| {
+            let before = task.is_cancel_requested();
+            let answer = cell.get().expect("set").cancel(task.id());
+            s.lock()
+                .unwrap()
+                .push((*task.id(), before, answer, task.is_cancel_requested()));
+            if *task.id() == "a" {
+                task.add_successor("x", []).map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        },
+    );
+    assert!(run_cell.set(run.clone()).is_ok());
+    run.start(&Pool::new(1).expect("pool")).expect("start");
+    let out = run.wait();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            ("a", false, Ok(RunCancel::Requested), true),
+            ("x", false, Ok(RunCancel::Requested), true),
+        ]
+    );
+    assert!(out.all_succeeded(), "a request never stops a task by force");
+}
