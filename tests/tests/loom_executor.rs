@@ -214,3 +214,40 @@ fn loom_a_successor_of_a_failed_dependency_is_blocked() {
         assert_eq!(out.cause_index(2), Some(1));
     });
 }
+
+/// A successor of a task cancelled before its decision (`SETTLED`, docs/executor.md section
+/// 5): roots a and b, c after b, cancelled before the start; a adds s after c while b's end
+/// makes c's decider mark it decided. Whether the adder finds c cancelled but undecided
+/// (registers, and c's release counts it down) or decided (counts it done and raises the
+/// loss flag), s is blocked by c and the run finishes.
+#[test]
+fn loom_a_successor_of_a_cancelled_task_waits_for_its_decision() {
+    model(
+        "loom_a_successor_of_a_cancelled_task_waits_for_its_decision",
+        || {
+            let graph = StdArc::new(
+                FrozenGraph::new([(0u32, vec![]), (1, vec![]), (2, vec![1])]).expect("valid"),
+            );
+            let pool = Pool::new(2).expect("pool");
+            let run = GraphRun::with_config(graph, RunConfig::new().growth(1), |ctx| {
+                if ctx.index() == 0 {
+                    ctx.add_successor(3, [2]).map_err(|e| e.to_string())?;
+                }
+                Ok(())
+            });
+            assert_eq!(
+                run.cancel_index(2),
+                lockstep_dag::executor::RunCancel::Cancelled
+            );
+            let out = finish(run, pool);
+            use TaskState::*;
+            assert_eq!(
+                states(&out),
+                [Succeeded, Succeeded, Cancelled, Blocked],
+                "{:?}",
+                errors(&out)
+            );
+            assert_eq!(out.cause_index(3), Some(2));
+        },
+    );
+}
