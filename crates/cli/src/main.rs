@@ -23,7 +23,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use lockstep_cli::graph::{self, EdgeMatch, Format, ReadOptions, TaskGraph};
+use lockstep_cli::graph::{self, CheckInput, EdgeMatch, Format, ReadOptions, TaskGraph};
 use lockstep_cli::run::{self, RunError, RunOptions};
 use lockstep_cli::timings::{self, Timings};
 use lockstep_cli::validate;
@@ -398,15 +398,12 @@ impl GraphArgs {
     }
 
     fn read(&self, timings: &mut Timings) -> Result<TaskGraph, graph::ReadError> {
-        let opts = ReadOptions {
-            format: self.format,
-            reverse: self.reverse,
-            exclude_edges: self.exclude_edges.clone(),
-            all_edges: self.all_edges,
-            exclude_tasks: self.exclude_task.clone(),
-            dev_deps: self.dev_deps,
-        };
-        let mut g = graph::read_input_timed(&self.file, &opts, self.max_input_bytes, timings)?;
+        let mut g = graph::read_input_timed(
+            &self.file,
+            &self.read_options(),
+            self.max_input_bytes,
+            timings,
+        )?;
         if !self.targets.is_empty() {
             let selecting = timings.start("targets");
             let removed = g.keep_targets(&self.targets, self.name(), &self.exclude_task)?;
@@ -419,12 +416,39 @@ impl GraphArgs {
                 ),
             );
         }
-        if !QUIET.load(std::sync::atomic::Ordering::Relaxed) {
-            for n in &g.notes {
-                errln!("note: {n}");
-            }
-        }
+        print_notes(&g.notes);
         Ok(g)
+    }
+
+    /// [`GraphArgs::read`] for `check`: a DOT file of the fast path's subset, with no
+    /// targets, comes back with its ids interned and no `TaskSpec`s
+    /// ([`graph::read_for_check_timed`]); anything else as [`GraphArgs::read`] gives it.
+    fn read_for_check(&self, timings: &mut Timings) -> Result<CheckInput, graph::ReadError> {
+        if !self.targets.is_empty() {
+            return self.read(timings).map(CheckInput::Graph);
+        }
+        let input = graph::read_for_check_timed(
+            &self.file,
+            &self.read_options(),
+            self.max_input_bytes,
+            timings,
+        )?;
+        print_notes(match &input {
+            CheckInput::Indexed(g) => &g.notes,
+            CheckInput::Graph(g) => &g.notes,
+        });
+        Ok(input)
+    }
+
+    fn read_options(&self) -> ReadOptions {
+        ReadOptions {
+            format: self.format,
+            reverse: self.reverse,
+            exclude_edges: self.exclude_edges.clone(),
+            all_edges: self.all_edges,
+            exclude_tasks: self.exclude_task.clone(),
+            dev_deps: self.dev_deps,
+        }
     }
 
     /// For a graph with no tasks, prints `warning: FILE has no tasks; nothing to do` (`...
@@ -432,7 +456,12 @@ impl GraphArgs {
     /// error and returns true: the command then stops with exit status 0, printing nothing
     /// else, as `make` with nothing to do.
     fn nothing_to_do(&self, g: &TaskGraph) -> bool {
-        if !g.tasks.is_empty() {
+        self.nothing_to_do_with(g.tasks.len())
+    }
+
+    /// [`GraphArgs::nothing_to_do`] for a graph of `tasks` tasks.
+    fn nothing_to_do_with(&self, tasks: usize) -> bool {
+        if tasks != 0 {
             return false;
         }
         // `--exclude-task` refuses an id that is not a task: given at all, it removed some.
@@ -459,6 +488,15 @@ impl GraphArgs {
             std::path::Path::new(graph::STDIN_NAME)
         } else {
             &self.file
+        }
+    }
+}
+
+/// Prints the reader's notes on standard error (`note: ...`), unless `--quiet`.
+fn print_notes(notes: &[String]) {
+    if !QUIET.load(std::sync::atomic::Ordering::Relaxed) {
+        for n in notes {
+            errln!("note: {n}");
         }
     }
 }
@@ -948,17 +986,28 @@ fn check(args: &GraphArgs) -> ExitCode {
 }
 
 fn check_timed(args: &GraphArgs, timings: &mut Timings) -> ExitCode {
-    let g = match args.read(timings) {
+    let input = match args.read_for_check(timings) {
         Ok(g) => g,
         Err(e) => {
             errln!("error: {e}");
             return ExitCode::from(2);
         }
     };
-    if args.nothing_to_do(&g) {
+    let tasks = match &input {
+        CheckInput::Indexed(g) => g.len(),
+        CheckInput::Graph(g) => g.tasks.len(),
+    };
+    if args.nothing_to_do_with(tasks) {
         return ExitCode::SUCCESS;
     }
-    let report = match validate::validate_timed(&g, timings) {
+    let (report, note) = match &input {
+        CheckInput::Indexed(g) => (validate::validate_indexed_timed(g, timings), None),
+        CheckInput::Graph(g) => (
+            validate::validate_timed(g, timings),
+            graph::priority_note(g),
+        ),
+    };
+    let report = match report {
         Ok(r) => r,
         Err(e) => {
             errln!("error: internal: the scheduler refused a valid submission: {e}");
@@ -967,8 +1016,7 @@ fn check_timed(args: &GraphArgs, timings: &mut Timings) -> ExitCode {
     };
     // The process ends next: freeing a million-task graph string by string would cost
     // more than validating it (about 5% of `check` in perf); the OS takes it back at once.
-    let note = graph::priority_note(&g);
-    std::mem::forget(g);
+    std::mem::forget(input);
     emit(&report.to_string());
     if report.is_runnable() {
         if let Some(n) = note

@@ -70,7 +70,7 @@ use graphviz_rust::dot_structures::{
     Attribute, Edge, EdgeTy, Graph, GraphAttributes, Id, Node, NodeId, Stmt, Subgraph, Vertex,
 };
 
-use super::{EdgeMatch, Location, ReadError, ReadOptions, TaskGraph, TaskSpec};
+use super::{EdgeMatch, IndexedGraph, Location, ReadError, ReadOptions, TaskGraph, TaskSpec};
 
 mod simple;
 
@@ -257,10 +257,7 @@ pub fn parse_general(text: &str, path: &Path, opts: &DotOptions) -> Result<TaskG
 /// The graph of the fast path ([`simple`]): no attributes, so no command, no `cwd`, no
 /// detected profile and no edge left out (the notes say so as [`parse_general`]'s do).
 fn from_simple(g: simple::Simple<'_>, opts: &DotOptions) -> TaskGraph {
-    let (mut notes, filters) = profile_notes(opts, false);
-    for (m, why) in &filters {
-        notes.push(format!("left out 0 edge(s) with {m} ({why})"));
-    }
+    let notes = simple_notes(opts);
     let ids = &g.ids;
     let tasks = ids
         .iter()
@@ -275,6 +272,36 @@ fn from_simple(g: simple::Simple<'_>, opts: &DotOptions) -> TaskGraph {
         tasks,
         notes,
         pools: BTreeMap::new(),
+    }
+}
+
+/// The notes of a graph read by the fast path: the profile's, and for each edge filter
+/// that it left out no edge (the subset has no attributes to match).
+fn simple_notes(opts: &DotOptions) -> Vec<String> {
+    let (mut notes, filters) = profile_notes(opts, false);
+    for (m, why) in &filters {
+        notes.push(format!("left out 0 edge(s) with {m} ({why})"));
+    }
+    notes
+}
+
+/// Reads `text` through the fast path alone ([`simple`]) and keeps the ids it interned:
+/// the [`IndexedGraph`] whose [`IndexedGraph::to_task_graph`] is what [`parse`] gives for
+/// the same text and options. `lockstep check` validates it without building a
+/// [`TaskGraph`] (`crate::validate::validate_indexed_timed`).
+///
+/// Cost: O(bytes + V + E) with one hash lookup per id mention.
+///
+/// # Errors
+/// The text itself, unchanged, when it is not in the fast path's subset (the caller then
+/// reads it with [`parse`], which reports any syntax error), or when it is longer than
+/// `u32::MAX` bytes.
+pub fn index(text: String, opts: &DotOptions) -> Result<IndexedGraph, String> {
+    let parts = simple::parse(&text)
+        .and_then(|g| IndexedGraph::parts(&text, &g.ids, &g.deps, simple_notes(opts)));
+    match parts {
+        Some(parts) => Ok(IndexedGraph::assemble(text, parts)),
+        None => Err(text),
     }
 }
 
@@ -1349,7 +1376,8 @@ size="30,40";
         ]
     }
 
-    /// Both paths on `text`: the fast path must take it, and agree with graphviz-rust.
+    /// Both paths on `text`: the fast path must take it, and agree with graphviz-rust; the
+    /// indexed form of the fast path ([`index`]) must be the same graph.
     fn assert_paths_agree(text: &str) {
         assert!(simple::parse(text).is_some(), "not in the subset: {text:?}");
         for o in option_sets() {
@@ -1357,7 +1385,49 @@ size="30,40";
             let general = parse_general(text, p(), &o)
                 .unwrap_or_else(|e| panic!("graphviz-rust refused {text:?}: {e}"));
             assert_eq!(fast, general, "{text:?} with {o:?}");
+            let indexed = index(text.to_string(), &o).expect("in the subset");
+            assert_eq!(indexed.to_task_graph(), fast, "{text:?} with {o:?}");
         }
+    }
+
+    #[test]
+    fn index_gives_back_a_text_outside_the_subset_unchanged() {
+        for text in [
+            "digraph { a -> b [color=red] }",
+            "graph { a -- b }",
+            "",
+            "digraph {",
+        ] {
+            assert_eq!(
+                index(text.to_string(), &DotOptions::default()),
+                Err(text.to_string())
+            );
+        }
+    }
+
+    #[test]
+    fn a_statement_that_begins_with_the_previous_ones_id_adds_to_the_same_node() {
+        // The scanner reuses the previous statement's first id without a lookup when the
+        // next statement begins with the same id: the edges must still land on that node,
+        // and a different first id must not.
+        let text = "digraph { b -> a; b -> c; c -> a; b -> d; \"b\" -> e; bb -> b; b }";
+        let g = index(text.to_string(), &DotOptions::default()).unwrap();
+        let tg = g.to_task_graph();
+        let deps = |id: &str| {
+            tg.tasks
+                .iter()
+                .find(|t| t.id == id)
+                .map(|t| t.deps.clone())
+                .unwrap()
+        };
+        assert_eq!(deps("b"), ["a", "c", "d", "e"]);
+        assert_eq!(deps("c"), ["a"]);
+        assert_eq!(deps("bb"), ["b"]);
+        assert_eq!(
+            g.names().collect::<Vec<_>>(),
+            ["b", "a", "c", "d", "e", "bb"]
+        );
+        assert_paths_agree(text);
     }
 
     #[test]

@@ -19,6 +19,7 @@
 
 pub mod cargo_metadata;
 pub mod dot;
+mod indexed;
 pub mod intern;
 mod location;
 pub mod toml_file;
@@ -29,6 +30,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
+pub use indexed::IndexedGraph;
 pub use location::Location;
 
 use crate::timings::{self, Timings};
@@ -703,6 +705,73 @@ pub fn read_input_timed(
     max_bytes: u64,
     timings: &mut Timings,
 ) -> Result<TaskGraph, ReadError> {
+    let (bytes, name, format) = read_raw_timed(path, opts, max_bytes, timings)?;
+    read_bytes_timed(bytes, name, format, opts, timings)
+}
+
+/// A graph as [`read_for_check_timed`] gives it.
+#[derive(Debug)]
+pub enum CheckInput {
+    /// Read by the DOT fast path, ids interned: no [`TaskSpec`] was built.
+    Indexed(IndexedGraph),
+    /// Read by the general path, as [`read_input_timed`] gives it.
+    Graph(TaskGraph),
+}
+
+/// [`read_input_timed`] for a command that only validates the graph (`lockstep check`):
+/// a DOT file in the fast path's subset comes back as an [`IndexedGraph`] (its ids interned
+/// once, no `String` per task or edge), anything else as the [`TaskGraph`] that
+/// [`read_input_timed`] gives. The indexed path is taken only for DOT input and only when
+/// `opts` neither reverses the graph nor excludes tasks (targets are the caller's: it must
+/// not call this with targets); `IndexedGraph::to_task_graph` of the result equals what
+/// [`read_input_timed`] reads, notes included.
+///
+/// # Errors
+/// As [`read_input`].
+pub fn read_for_check_timed(
+    path: &Path,
+    opts: &ReadOptions,
+    max_bytes: u64,
+    timings: &mut Timings,
+) -> Result<CheckInput, ReadError> {
+    let (bytes, name, format) = read_raw_timed(path, opts, max_bytes, timings)?;
+    let profile = match format {
+        Format::Dot => None,
+        Format::AptDotty => Some(dot::Profile::AptDotty),
+        _ => return read_bytes_timed(bytes, name, format, opts, timings).map(CheckInput::Graph),
+    };
+    if opts.reverse || !opts.exclude_tasks.is_empty() {
+        return read_bytes_timed(bytes, name, format, opts, timings).map(CheckInput::Graph);
+    }
+    let parsing = timings.start("parse");
+    let text = decode(bytes, name)?;
+    match dot::index(text, &dot::DotOptions::from_read(opts, profile)) {
+        Ok(mut g) => {
+            let mut notes = inapplicable_options(format, opts);
+            notes.append(&mut g.notes);
+            g.notes = notes;
+            timings.end(parsing, timings::tasks_edges(g.len(), g.edge_count()));
+            Ok(CheckInput::Indexed(g))
+        }
+        Err(text) => {
+            let graph = from_text(&text, name, format, opts)?;
+            timings.end(
+                parsing,
+                timings::tasks_edges(graph.tasks.len(), graph.edge_count()),
+            );
+            Ok(CheckInput::Graph(graph))
+        }
+    }
+}
+
+/// The `read` phase of [`read_input_timed`]: the bytes of `path` (or standard input), the
+/// name to give it in messages, and its format.
+fn read_raw_timed<'p>(
+    path: &'p Path,
+    opts: &ReadOptions,
+    max_bytes: u64,
+    timings: &mut Timings,
+) -> Result<(Vec<u8>, &'p Path, Format), ReadError> {
     let reading = timings.start("read");
     if path == Path::new(STDIN_PATH) {
         let format = opts.format.ok_or(ReadError::StdinNeedsFormat)?;
@@ -717,7 +786,7 @@ pub fn read_input_timed(
                 limit: max_bytes,
             })?;
         timings.end(reading, format!("{} bytes", timings::count(bytes.len())));
-        return read_bytes_timed(bytes, name, format, opts, timings);
+        return Ok((bytes, name, format));
     }
     let io = |source| ReadError::Io {
         path: path.to_path_buf(),
@@ -748,7 +817,7 @@ pub fn read_input_timed(
         .map_err(io)?
         .ok_or_else(too_large)?;
     timings.end(reading, format!("{} bytes", timings::count(bytes.len())));
-    read_bytes_timed(bytes, path, format, opts, timings)
+    Ok((bytes, path, format))
 }
 
 /// [`read_bytes`], recording the `parse` phase.
@@ -776,11 +845,26 @@ fn read_bytes(
     format: Format,
     opts: &ReadOptions,
 ) -> Result<TaskGraph, ReadError> {
-    let text = String::from_utf8(bytes).map_err(|e| ReadError::NotUtf8 {
+    let text = decode(bytes, path)?;
+    from_text(&text, path, format, opts)
+}
+
+/// The bytes read from `path` as text.
+fn decode(bytes: Vec<u8>, path: &Path) -> Result<String, ReadError> {
+    String::from_utf8(bytes).map_err(|e| ReadError::NotUtf8 {
         path: path.to_path_buf(),
         offset: e.utf8_error().valid_up_to(),
-    })?;
-    let mut graph = read_str(&text, path, format, opts)?;
+    })
+}
+
+/// [`read_str`], then the notes on inapplicable options, `reverse` and `exclude_tasks`.
+fn from_text(
+    text: &str,
+    path: &Path,
+    format: Format,
+    opts: &ReadOptions,
+) -> Result<TaskGraph, ReadError> {
+    let mut graph = read_str(text, path, format, opts)?;
     let mut notes = inapplicable_options(format, opts);
     notes.append(&mut graph.notes);
     graph.notes = notes;
@@ -1124,5 +1208,85 @@ mod tests {
             matches!(err, ReadError::NotUtf8 { offset: 15, .. }),
             "{err:?}"
         );
+    }
+
+    #[test]
+    fn check_reads_the_subset_indexed_and_everything_else_as_the_general_path_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let simple = write("s.dot", "digraph { a -> b; a -> c; c -> b; d }");
+        let attrs = write("a.dot", "digraph { a -> b [color=red]; b }");
+        let toml = write(
+            "t.toml",
+            "[[task]]\nid = \"a\"\ndeps = [\"b\"]\n[[task]]\nid = \"b\"\n",
+        );
+        let with = |reverse: bool, exclude: &[&str], dev_deps: bool| ReadOptions {
+            reverse,
+            exclude_tasks: exclude.iter().map(|s| s.to_string()).collect(),
+            dev_deps,
+            ..ReadOptions::default()
+        };
+        let read = |path: &Path, opts: &ReadOptions| {
+            let mut t = Timings::new();
+            let input = read_for_check_timed(path, opts, DEFAULT_MAX_INPUT_BYTES, &mut t).unwrap();
+            // Both phases are recorded whichever path reads it.
+            let phases: Vec<&str> = t.phases.iter().map(|p| p.name).collect();
+            assert_eq!(phases, ["read", "parse"], "{path:?}");
+            input
+        };
+        // The subset, with and without a note-making option: indexed, and the same graph
+        // and notes as the general read.
+        for opts in [with(false, &[], false), with(false, &[], true)] {
+            let general = read_input(&simple, &opts, DEFAULT_MAX_INPUT_BYTES).unwrap();
+            match read(&simple, &opts) {
+                CheckInput::Indexed(g) => assert_eq!(g.to_task_graph(), general),
+                CheckInput::Graph(g) => panic!("not indexed: {g:?}"),
+            }
+        }
+        assert!(
+            !read_input(&simple, &with(false, &[], true), DEFAULT_MAX_INPUT_BYTES)
+                .unwrap()
+                .notes
+                .is_empty()
+        );
+        // Options that change the graph, other formats, DOT outside the subset: the
+        // general path's graph.
+        for (path, opts) in [
+            (&simple, with(true, &[], false)),
+            (&simple, with(false, &["d"], false)),
+            (&attrs, with(false, &[], false)),
+            (&toml, with(false, &[], false)),
+        ] {
+            let general = read_input(path, &opts, DEFAULT_MAX_INPUT_BYTES).unwrap();
+            match read(path, &opts) {
+                CheckInput::Graph(g) => assert_eq!(g, general, "{path:?} {opts:?}"),
+                CheckInput::Indexed(g) => panic!("indexed: {path:?} {opts:?} {g:?}"),
+            }
+        }
+        // Errors are the general path's: a missing file, a bad byte.
+        let bad = write("bad.dot", "digraph { a -> \u{0} }");
+        let mut t = Timings::new();
+        assert!(matches!(
+            read_for_check_timed(
+                &bad,
+                &ReadOptions::default(),
+                DEFAULT_MAX_INPUT_BYTES,
+                &mut t
+            ),
+            Err(ReadError::DotSyntax { .. })
+        ));
+        assert!(matches!(
+            read_for_check_timed(
+                &dir.path().join("none.dot"),
+                &ReadOptions::default(),
+                100,
+                &mut t
+            ),
+            Err(ReadError::Io { .. })
+        ));
     }
 }
