@@ -18,7 +18,9 @@
 //!
 //! * an error names the file, and every line/column it carries lies inside the text;
 //! * DOT: the reader with its fast path for `a -> b` files (`dot::parse`) and graphviz-rust
-//!   alone (`dot::parse_general`) give the same graph, or the same error;
+//!   alone (`dot::parse_general`) give the same graph, or the same error; where the fast
+//!   path's indexed form (`dot::index`, what `check` reads) takes the text, it is that graph
+//!   again and `check`'s report on it is the general one's;
 //! * a graph's task lines lie inside the text, and `lockstep check`'s `validate` accepts it
 //!   (an `Err` there would mean the scheduler refused a submission `validate` made valid);
 //! * `reverse` keeps the task list and the edge count minus the dangling edges it notes,
@@ -31,7 +33,8 @@ use std::path::Path;
 use lockstep_cli::graph::{
     EdgeMatch, Format, Location, ReadError, ReadOptions, TaskGraph, dot, read_str,
 };
-use lockstep_cli::validate::validate;
+use lockstep_cli::timings::Timings;
+use lockstep_cli::validate::{validate, validate_indexed_timed};
 
 /// The file name every input is read as (its extension chosen by the format).
 fn path_for(format: Format) -> &'static Path {
@@ -128,13 +131,29 @@ fn check_dot_paths(text: &str, path: &Path, format: Format, opts: &ReadOptions) 
         _ => return,
     };
     let o = dot::DotOptions::from_read(opts, profile);
-    match (
-        dot::parse(text, path, &o),
-        dot::parse_general(text, path, &o),
-    ) {
-        (Ok(fast), Ok(general)) => assert_eq!(fast, general, "fast path vs graphviz-rust"),
+    let general = dot::parse_general(text, path, &o);
+    match (dot::parse(text, path, &o), &general) {
+        (Ok(fast), Ok(general)) => assert_eq!(&fast, general, "fast path vs graphviz-rust"),
         (Err(fast), Err(general)) => assert_eq!(fast.to_string(), general.to_string()),
         (fast, general) => panic!("fast path {fast:?} vs graphviz-rust {general:?}"),
+    }
+    // `check`'s indexed form of the fast path: the same graph, and the same report.
+    match dot::index(text.to_string(), &o) {
+        Ok(indexed) => {
+            let Ok(general) = &general else {
+                panic!("the indexed path took a text graphviz-rust refuses: {general:?}");
+            };
+            assert_eq!(
+                &indexed.to_task_graph(),
+                general,
+                "indexed vs graphviz-rust"
+            );
+            let mut t = Timings::new();
+            let a = validate_indexed_timed(&indexed, &mut t).expect("validates");
+            let b = validate(general).expect("validates");
+            assert_eq!(a, b, "check's report: indexed vs general");
+        }
+        Err(back) => assert_eq!(back, text, "the text comes back unchanged"),
     }
 }
 
