@@ -18,12 +18,23 @@
 //! `max_blocking` calls are blocked, every queued task has a thread) must hold, and the
 //! production answer to `Block` (compensated or not, which spare) must be the model's.
 //!
+//! Fork-join (B.join-frame) is stepped as well: a worker's claimed task forks a join
+//! (`Fork`: `b`'s half pushed onto the worker's deque, `a` run inline), its owner takes back
+//! one pop at a time (`JoinTakeBack`: its own half, then `b` runs inline; a task above it,
+//! run inline; or nothing, the half was stolen), and a waiting owner probes the half's latch
+//! (`JoinFinish`). A stolen half is claimed and run by the ordinary take, steal and run steps
+//! (spares too), and named `JOIN_HALF | j` on both sides. Compared: the join's number and
+//! `a`'s children, each pop's answer, the join's outcome (values, or the panic that wins), and
+//! each worker's join state (in which join, waiting or not).
+//!
 //! `PROPTEST_CASES=n` changes the number of cases (default below).
 
 #![cfg(not(any(loom, shuttle)))]
 
-use lockstep_models::pool::{Found, Outcome, PoolModel, Program, SpareNo};
-use lockstep_pool::step::{StepFound, StepPool};
+use lockstep_models::pool::{
+    Found, JoinOutcome, Outcome, PoolModel, Program, Ran, SpareNo, TakeBack, half_join,
+};
+use lockstep_pool::step::{JoinHalf, StepFound, StepPool, StepTakeBack};
 use lockstep_pool::{ChaseLev, Locked};
 use lockstep_pool::{JoinHandle, TaskId, WorkerContext};
 use proptest::prelude::*;
@@ -80,6 +91,8 @@ fn rules_of(step: &Step) -> &'static str {
             "B4.blocking-limit, B1.owner-lifo-thief-fifo, B2.remove-once"
         }
         Step::SpareRun(_) => "B4.blocking-limit, B3.drain-children, B4.panic-is-a-result",
+        Step::Fork { .. } | Step::JoinFinish(_) => "B.join-frame",
+        Step::JoinTakeBack(_) => "B.join-frame, B2.remove-once",
     }
 }
 
@@ -114,6 +127,16 @@ enum Step {
     SpareRun(SpareNo),
     /// A released spare with no task hands its deque over and exits.
     RetireSpare(SpareNo),
+    /// The worker's claimed task forks a join: `b` queued, `a` run inline.
+    Fork {
+        worker: usize,
+        a: Program,
+        b: Program,
+    },
+    /// One pop of the joining worker's take-back.
+    JoinTakeBack(usize),
+    /// The waiting owner probes its join's latch.
+    JoinFinish(usize),
 }
 
 fn program_strategy() -> impl Strategy<Value = Program> {
@@ -188,10 +211,14 @@ impl ReferenceStateMachine for PoolMachine {
             2 => worker.clone().prop_map(Step::Block),
             2 => worker.clone().prop_map(Step::Unblock),
             2 => (0..spares).prop_map(Step::SpareTake),
-            3 => (0..spares, worker)
+            3 => (0..spares, worker.clone())
                 .prop_map(|(spare, victim)| Step::SpareSteal { spare, victim }),
             2 => (0..spares).prop_map(Step::SpareRun),
             2 => (0..spares).prop_map(Step::RetireSpare),
+            2 => (worker.clone(), program_strategy(), program_strategy())
+                .prop_map(|(worker, a, b)| Step::Fork { worker, a, b }),
+            3 => worker.clone().prop_map(Step::JoinTakeBack),
+            2 => worker.prop_map(Step::JoinFinish),
         ]
         .boxed()
     }
@@ -213,15 +240,29 @@ fn step_allowed(state: &PoolModel, step: &Step) -> bool {
     let idle = |w: usize| !state.workers()[w].exited && state.workers()[w].current.is_none();
     let spare = |s: usize| state.spares().get(s);
     let searching = |s: usize| spare(s).is_some_and(|sp| !sp.released && sp.current.is_none());
+    let joining = |w: usize, waiting: bool| {
+        state.workers()[w]
+            .join
+            .is_some_and(|j| state.joins()[j].waiting == waiting)
+    };
     match step {
         Step::Take(w) => idle(*w),
         Step::Steal { thief, .. } => idle(*thief),
         Step::Cancel(_) => !state.tasks().is_empty(),
-        Step::Run(w) => state.workers()[*w].blocked.is_none(),
+        Step::Run(w) => state.workers()[*w].blocked.is_none() && state.workers()[*w].join.is_none(),
         Step::Block(w) => {
             let mw = &state.workers()[*w];
-            !mw.exited && mw.blocked.is_none() && mw.current.is_some()
+            !mw.exited && mw.blocked.is_none() && mw.current.is_some() && mw.join.is_none()
         }
+        Step::Fork { worker, .. } => {
+            let mw = &state.workers()[*worker];
+            !mw.exited
+                && mw.blocked.is_none()
+                && mw.join.is_none()
+                && mw.current.is_some_and(|no| half_join(no).is_none())
+        }
+        Step::JoinTakeBack(w) => joining(*w, false),
+        Step::JoinFinish(w) => joining(*w, true),
         Step::Unblock(w) => state.workers()[*w].blocked.is_some(),
         Step::SpareTake(s) => searching(*s),
         Step::SpareSteal { spare: s, victim } => searching(*s) && *victim < n,
@@ -244,6 +285,12 @@ enum Answer {
     Exited(bool),
     /// `Block`: the call's spare (`None`: uncompensated); `Unblock`: the released spare.
     Spare(Option<SpareNo>),
+    /// `Fork`: the join's number and `a`'s children.
+    Forked(usize, Vec<u64>),
+    /// `JoinTakeBack`: what the pop did.
+    TookBack(TakeBack),
+    /// `JoinFinish`: the join's outcome once its latch is set.
+    Joined(Option<JoinOutcome>),
 }
 
 fn cancel_target(model: &PoolModel, pick: usize) -> u64 {
@@ -274,6 +321,12 @@ fn apply_to_model(m: &mut PoolModel, step: &Step) -> Answer {
             m.retire_spare(*s);
             Answer::Nothing
         }
+        Step::Fork { worker, a, b } => {
+            let (j, children) = m.fork(*worker, a.clone(), b.clone());
+            Answer::Forked(j, children)
+        }
+        Step::JoinTakeBack(w) => Answer::TookBack(m.join_take_back(*w)),
+        Step::JoinFinish(w) => Answer::Joined(m.join_finish(*w)),
     }
 }
 
@@ -400,6 +453,18 @@ impl AnyStep {
     fn retire_spare(&mut self, s: usize) {
         on!(self, p => p.retire_spare(s));
     }
+    fn fork(&mut self, w: usize, a: JoinHalf, b: JoinHalf) -> usize {
+        on!(self, p => p.fork(w, a, b))
+    }
+    fn join_take_back(&mut self, w: usize) -> StepTakeBack {
+        on!(self, p => p.join_take_back(w))
+    }
+    fn join_finish(&mut self, w: usize) -> Option<JoinOutcome> {
+        on!(self, p => p.join_finish(w))
+    }
+    fn join_state(&self, w: usize) -> Option<(usize, bool)> {
+        on!(self, p => p.join_state(w))
+    }
     fn is_blocked(&self, w: usize) -> bool {
         on!(self, p => p.is_blocked(w))
     }
@@ -510,6 +575,29 @@ impl Sut {
                 Answer::Nothing
             }
             Step::Exit(w) => Answer::Exited(self.pool.try_exit(*w)),
+            Step::Fork { worker, a, b } => {
+                let a = task_for(a.clone(), Arc::clone(&self.registry));
+                let b: JoinHalf = Box::new(task_for(b.clone(), Arc::clone(&self.registry)));
+                let j = self.pool.fork(*worker, Box::new(a), b);
+                self.adopt_children();
+                Answer::Forked(j, self.last_children.clone())
+            }
+            Step::JoinTakeBack(w) => {
+                let popped = self.pool.join_take_back(*w);
+                self.adopt_children();
+                let children = self.last_children.clone();
+                Answer::TookBack(match popped {
+                    StepTakeBack::Own(outcome) => TakeBack::Own { children, outcome },
+                    StepTakeBack::Ran(r) => TakeBack::Ran(Ran {
+                        task: r.task.0,
+                        panicked: r.panicked,
+                        children,
+                    }),
+                    StepTakeBack::Discarded(TaskId(n)) => TakeBack::Discarded(n),
+                    StepTakeBack::Stolen => TakeBack::Stolen,
+                })
+            }
+            Step::JoinFinish(w) => Answer::Joined(self.pool.join_finish(*w)),
         }
     }
 
@@ -576,6 +664,13 @@ impl Sut {
                 p.is_blocked(w),
                 mw.blocked.is_some(),
                 "whether worker {w} is blocked"
+            );
+            same!(
+                "B.join-frame",
+                step,
+                p.join_state(w),
+                mw.join.map(|j| (j, m.joins()[j].waiting)),
+                "worker {w}'s join (number, waiting)"
             );
             let pw = metrics.workers[w];
             let c = mw.counts;
@@ -734,6 +829,11 @@ impl StateMachineTest for PoolMachine {
             for w in 0..n {
                 let mw = &sut.model.workers()[w];
                 if mw.exited {
+                    continue;
+                }
+                if mw.join.is_some() {
+                    // Pops until its half or dry, then probes; the half's thief runs below.
+                    steps.extend([Step::JoinTakeBack(w), Step::JoinFinish(w), Step::Run(w)]);
                     continue;
                 }
                 if mw.current.is_some() {
