@@ -1076,3 +1076,104 @@ fn spare_outlives_its_call() {
     assert_eq!(sut.model.outstanding(), 0);
     <PoolMachine as StateMachineTest>::teardown(sut, model);
 }
+
+/// Fork-join step by step (B.join-frame), on both deques, whatever the generator draws: the
+/// owner's take-back runs what `a` spawned above the half, then finds its deque dry (a
+/// batch steal took the half, and one of `a`'s children as an extra); its probe says `None`
+/// until the thief ran the half, whose panic is carried back. Then a spare steals a half
+/// while `a` panicked: `a`'s panic wins once the spare ran `b`.
+#[test]
+fn pool_matches_model_on_scripted_joins() {
+    for chase_lev in [false, true] {
+        CHASE_LEV.with(|c| c.set(chase_lev));
+        scripted_joins();
+    }
+}
+
+fn scripted_joins() {
+    let leaf = |v| Program {
+        children: vec![],
+        outcome: Outcome::Return(v),
+        detached: false,
+    };
+    let panics = |what: &str| Program {
+        children: vec![],
+        outcome: Outcome::Panic(format!("{PANIC_PREFIX}{what}")),
+        detached: false,
+    };
+    let two = NonZeroUsize::new(2).expect("2");
+    let model = PoolModel::new(two, two).with_max_blocking(1);
+    let mut sut = <PoolMachine as StateMachineTest>::init_test(&model);
+    let script = vec![
+        Step::Submit {
+            worker: 0,
+            program: leaf(1),
+        },
+        Step::Submit {
+            worker: 1,
+            program: leaf(2),
+        },
+        Step::Take(0),
+        Step::Fork {
+            worker: 0,
+            a: Program {
+                children: vec![leaf(3), leaf(4)],
+                outcome: Outcome::Return(5),
+                detached: false,
+            },
+            b: panics("b"),
+        }, // join 0: worker 0's deque is [half 0, task 2, task 3]
+        Step::Steal {
+            thief: 1,
+            victim: 0,
+        }, // a batch of two: claims half 0, task 2 lands on worker 1's deque
+        Step::JoinTakeBack(0), // runs task 3, above where the half was
+        Step::JoinTakeBack(0), // dry: stolen
+        Step::JoinFinish(0),   // None: the thief has not run it
+        Step::Run(1),          // the thief runs half 0: b panics into the latch
+        Step::JoinFinish(0),   // b's panic, carried back
+        Step::Run(0),
+        Step::Take(1), // task 2
+        Step::Steal {
+            thief: 0,
+            victim: 1,
+        }, // task 1, from worker 1's inbox
+        Step::Block(1), // spare 0
+        Step::Fork {
+            worker: 0,
+            a: panics("a"),
+            b: leaf(6),
+        },
+        Step::SpareSteal {
+            spare: 0,
+            victim: 0,
+        },
+        Step::JoinTakeBack(0),
+        Step::SpareRun(0),
+        Step::JoinFinish(0), // a's panic wins
+        Step::Unblock(1),
+        Step::RetireSpare(0),
+        Step::Run(0),
+        Step::Run(1),
+    ];
+    let mut model = model;
+    for step in script {
+        assert!(step_allowed(&model, &step), "{step:?} is allowed");
+        model = <PoolMachine as ReferenceStateMachine>::apply(model, &step);
+        sut = <PoolMachine as StateMachineTest>::apply(sut, &model, step);
+    }
+    let m = &sut.model;
+    let ends: Vec<_> = m.joins().iter().map(|j| (j.returned, j.waiting)).collect();
+    assert_eq!(
+        ends,
+        [(true, true), (true, true)],
+        "both joins waited, then returned"
+    );
+    assert_eq!(
+        m.workers()[1].counts.tasks_run,
+        3,
+        "half 0, task 2, and half 1 run by worker 1's spare"
+    );
+    assert_eq!(m.outstanding(), 0);
+    <PoolMachine as StateMachineTest>::teardown(sut, model);
+}
