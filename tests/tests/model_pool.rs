@@ -237,6 +237,25 @@ impl ReferenceStateMachine for PoolMachine {
 /// name the steps that may not).
 fn step_allowed(state: &PoolModel, step: &Step) -> bool {
     let n = state.worker_count();
+    // A shrunk initial state may have fewer workers than the steps name.
+    let named: &[usize] = match step {
+        Step::Submit { worker: w, .. }
+        | Step::Fork { worker: w, .. }
+        | Step::Take(w)
+        | Step::Run(w)
+        | Step::Exit(w)
+        | Step::Block(w)
+        | Step::Unblock(w)
+        | Step::JoinTakeBack(w)
+        | Step::JoinFinish(w)
+        | Step::SpareSteal { victim: w, .. } => std::slice::from_ref(w),
+        Step::Steal { thief, victim } if thief != victim => &[*thief, *victim],
+        Step::Steal { .. } => return false,
+        _ => &[],
+    };
+    if named.iter().any(|w| *w >= n) {
+        return false;
+    }
     let idle = |w: usize| !state.workers()[w].exited && state.workers()[w].current.is_none();
     let spare = |s: usize| state.spares().get(s);
     let searching = |s: usize| spare(s).is_some_and(|sp| !sp.released && sp.current.is_none());
@@ -607,7 +626,7 @@ impl Sut {
         let lifecycle = "B3.root-accept, B3.exit-when-drained";
         same!(lifecycle, step, p.state(), m.state(), "the pool's state");
         same!(
-            "B3.register-before-decrement, B3.detached-counted",
+            "B3.register-before-decrement, B3.detached-counted, B.join-frame",
             step,
             p.outstanding(),
             m.outstanding(),
