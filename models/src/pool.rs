@@ -34,9 +34,10 @@
 //! (run inline), or nothing: `b` was stolen. A stolen half is claimed and run like a task by
 //! whoever removed it (take, steal, run; a spare too), which sets its **latch**; the waiting
 //! owner's probe ([`PoolModel::join_finish`]) then returns the join's outcome: `a`'s panic
-//! wins, then `b`'s, else both values. While in a join, the worker's task neither runs to
-//! its end nor blocks; the owner's help while it waits is not modelled (scenarios, shuttle
-//! and loom cover it), nor are nested joins (only a numbered task forks).
+//! wins, then `b`'s, else both values. While it waits, the owner **helps**
+//! ([`PoolModel::join_help`]: one take or steal, and the run of what it found). While in a
+//! join, the worker's task neither runs to its end nor blocks; nested joins are not modelled
+//! (only a numbered task forks).
 
 use lockstep_contract::{PoolError, PoolState, TaskError};
 use std::collections::VecDeque;
@@ -682,6 +683,38 @@ impl PoolModel {
         // `a`'s panic wins (b's value or panic is dropped), then `b`'s panic, else both
         // values.
         Ok((join.a.clone()?, rb?))
+    }
+
+    /// The waiting owner of a join **helps**: one search of its own deque and inbox
+    /// (`victim` `None`, as [`PoolModel::take`]) or one steal attempt on `victim` (as
+    /// [`PoolModel::steal`]), then it runs what it claimed inline, nested in the join, counted
+    /// as any run of this worker. It may find its own half (a batch steal of its own brought
+    /// it home): it runs it like a thief, which sets the latch.
+    ///
+    /// # Panics
+    /// If `worker` is not in a join whose take-back ran dry; if `victim` is out of range or
+    /// is `worker`.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B.join-frame).
+    pub fn join_help(&mut self, worker: usize, victim: Option<usize>) -> (Found, Option<Ran>) {
+        let j = self.workers[worker]
+            .join
+            .unwrap_or_else(|| panic!("worker {worker} is not in a join"));
+        assert!(self.joins[j].waiting, "worker {worker} has not run dry");
+        // SEMANTICS (B.join-frame): a waiting owner helps as an idle worker searches (one
+        // step per queue tried), and runs what it finds at once; the joining task stays
+        // claimed meanwhile.
+        let joining = self.workers[worker].current.take();
+        let found = match victim {
+            None => self.take(worker),
+            Some(v) => self.steal(worker, v),
+        };
+        let ran = match found {
+            Found::Claimed(_) => self.run_by(Actor::Worker(worker)),
+            _ => None,
+        };
+        self.workers[worker].current = joining;
+        (found, ran)
     }
 
     /// Every join forked so far, by number.

@@ -21,8 +21,8 @@
 //! Fork-join (B.join-frame) is stepped as well: a worker's claimed task forks a join
 //! (`Fork`: `b`'s half pushed onto the worker's deque, `a` run inline), its owner takes back
 //! one pop at a time (`JoinTakeBack`: its own half, then `b` runs inline; a task above it,
-//! run inline; or nothing, the half was stolen), and a waiting owner probes the half's latch
-//! (`JoinFinish`). A stolen half is claimed and run by the ordinary take, steal and run steps
+//! run inline; or nothing, the half was stolen), a waiting owner helps (`JoinHelp`: one take or
+//! steal, and the run of what it found) and probes the half's latch (`JoinFinish`). A stolen half is claimed and run by the ordinary take, steal and run steps
 //! (spares too), and named `JOIN_HALF | j` on both sides. Compared: the join's number and
 //! `a`'s children, each pop's answer, the join's outcome (values, or the panic that wins), and
 //! each worker's join state (in which join, waiting or not).
@@ -92,7 +92,7 @@ fn rules_of(step: &Step) -> &'static str {
         }
         Step::SpareRun(_) => "B4.blocking-limit, B3.drain-children, B4.panic-is-a-result",
         Step::Fork { .. } | Step::JoinFinish(_) => "B.join-frame",
-        Step::JoinTakeBack(_) => "B.join-frame, B2.remove-once",
+        Step::JoinTakeBack(_) | Step::JoinHelp { .. } => "B.join-frame, B2.remove-once",
     }
 }
 
@@ -137,6 +137,11 @@ enum Step {
     JoinTakeBack(usize),
     /// The waiting owner probes its join's latch.
     JoinFinish(usize),
+    /// The waiting owner helps: its own queues (`None`) or one steal, then runs what it found.
+    JoinHelp {
+        worker: usize,
+        victim: Option<usize>,
+    },
 }
 
 fn program_strategy() -> impl Strategy<Value = Program> {
@@ -218,7 +223,12 @@ impl ReferenceStateMachine for PoolMachine {
             2 => (worker.clone(), program_strategy(), program_strategy())
                 .prop_map(|(worker, a, b)| Step::Fork { worker, a, b }),
             3 => worker.clone().prop_map(Step::JoinTakeBack),
-            2 => worker.prop_map(Step::JoinFinish),
+            2 => worker.clone().prop_map(Step::JoinFinish),
+            2 => (worker, 0..=n).prop_map(move |(worker, v)| Step::JoinHelp {
+                worker,
+                // `n` (or the worker itself): its own deque and inbox.
+                victim: (v < n && v != worker).then_some(v),
+            }),
         ]
         .boxed()
     }
@@ -248,7 +258,16 @@ fn step_allowed(state: &PoolModel, step: &Step) -> bool {
         | Step::Unblock(w)
         | Step::JoinTakeBack(w)
         | Step::JoinFinish(w)
+        | Step::JoinHelp {
+            worker: w,
+            victim: None,
+        }
         | Step::SpareSteal { victim: w, .. } => std::slice::from_ref(w),
+        Step::JoinHelp {
+            worker,
+            victim: Some(v),
+        } if worker != v => &[*worker, *v],
+        Step::JoinHelp { .. } => return false,
         Step::Steal { thief, victim } if thief != victim => &[*thief, *victim],
         Step::Steal { .. } => return false,
         _ => &[],
@@ -281,7 +300,7 @@ fn step_allowed(state: &PoolModel, step: &Step) -> bool {
                 && mw.current.is_some_and(|no| half_join(no).is_none())
         }
         Step::JoinTakeBack(w) => joining(*w, false),
-        Step::JoinFinish(w) => joining(*w, true),
+        Step::JoinFinish(w) | Step::JoinHelp { worker: w, .. } => joining(*w, true),
         Step::Unblock(w) => state.workers()[*w].blocked.is_some(),
         Step::SpareTake(s) => searching(*s),
         Step::SpareSteal { spare: s, victim } => searching(*s) && *victim < n,
@@ -310,6 +329,8 @@ enum Answer {
     TookBack(TakeBack),
     /// `JoinFinish`: the join's outcome once its latch is set.
     Joined(Option<JoinOutcome>),
+    /// `JoinHelp`: what the search found, and what ran.
+    Helped(Found, Option<(u64, bool, Vec<u64>)>),
 }
 
 fn cancel_target(model: &PoolModel, pick: usize) -> u64 {
@@ -346,6 +367,10 @@ fn apply_to_model(m: &mut PoolModel, step: &Step) -> Answer {
         }
         Step::JoinTakeBack(w) => Answer::TookBack(m.join_take_back(*w)),
         Step::JoinFinish(w) => Answer::Joined(m.join_finish(*w)),
+        Step::JoinHelp { worker, victim } => {
+            let (found, ran) = m.join_help(*worker, *victim);
+            Answer::Helped(found, ran.map(|r| (r.task, r.panicked, r.children)))
+        }
     }
 }
 
@@ -480,6 +505,13 @@ impl AnyStep {
     }
     fn join_finish(&mut self, w: usize) -> Option<JoinOutcome> {
         on!(self, p => p.join_finish(w))
+    }
+    fn join_help(
+        &mut self,
+        w: usize,
+        victim: Option<usize>,
+    ) -> (StepFound, Option<lockstep_pool::step::StepRun>) {
+        on!(self, p => p.join_help(w, victim))
     }
     fn join_state(&self, w: usize) -> Option<(usize, bool)> {
         on!(self, p => p.join_state(w))
@@ -617,6 +649,14 @@ impl Sut {
                 })
             }
             Step::JoinFinish(w) => Answer::Joined(self.pool.join_finish(*w)),
+            Step::JoinHelp { worker, victim } => {
+                let (f, ran) = self.pool.join_help(*worker, *victim);
+                self.adopt_children();
+                Answer::Helped(
+                    found(f),
+                    ran.map(|r| (r.task.0, r.panicked, self.last_children.clone())),
+                )
+            }
         }
     }
 
@@ -853,6 +893,17 @@ impl StateMachineTest for PoolMachine {
                 if mw.join.is_some() {
                     // Pops until its half or dry, then probes; the half's thief runs below.
                     steps.extend([Step::JoinTakeBack(w), Step::JoinFinish(w), Step::Run(w)]);
+                    steps.push(Step::JoinHelp {
+                        worker: w,
+                        victim: None,
+                    });
+                    for v in (0..n).filter(|v| *v != w) {
+                        steps.push(Step::JoinHelp {
+                            worker: w,
+                            victim: Some(v),
+                        });
+                    }
+                    steps.extend([Step::JoinFinish(w), Step::Run(w)]);
                     continue;
                 }
                 if mw.current.is_some() {
@@ -1194,5 +1245,70 @@ fn scripted_joins() {
         "half 0, task 2, and half 1 run by worker 1's spare"
     );
     assert_eq!(m.outstanding(), 0);
+    <PoolMachine as StateMachineTest>::teardown(sut, model);
+}
+
+/// B.join-frame, protocol point 4: the owner's half can come home. A thief's batch steal
+/// takes an older task and the half as an extra; the owner's take-back runs dry; helping, it
+/// steals the half back from the thief's deque and runs it like a thief (the latch is set by
+/// its own run), and its probe then returns the join. On both deques.
+#[test]
+fn pool_matches_model_when_the_owner_helps_itself_to_its_half() {
+    for chase_lev in [false, true] {
+        CHASE_LEV.with(|c| c.set(chase_lev));
+        owner_helps_itself_to_its_half();
+    }
+}
+
+fn owner_helps_itself_to_its_half() {
+    let leaf = |v| Program {
+        children: vec![],
+        outcome: Outcome::Return(v),
+        detached: false,
+    };
+    let with_children = |children, v| Program {
+        children,
+        outcome: Outcome::Return(v),
+        detached: false,
+    };
+    let two = NonZeroUsize::new(2).expect("2");
+    let model = PoolModel::new(two, two);
+    let mut sut = <PoolMachine as StateMachineTest>::init_test(&model);
+    let script = vec![
+        Step::Submit {
+            worker: 0,
+            program: with_children(vec![leaf(10), leaf(11)], 1),
+        },
+        Step::Take(0),
+        Step::Run(0),  // worker 0's deque: [task 1, task 2]
+        Step::Take(0), // task 2; the deque: [task 1]
+        Step::Fork {
+            worker: 0,
+            a: with_children(vec![leaf(12)], 3),
+            b: leaf(4),
+        }, // the deque: [task 1, half 0, task 3]
+        Step::Steal {
+            thief: 1,
+            victim: 0,
+        }, // claims task 1; half 0 lands on worker 1's deque
+        Step::JoinTakeBack(0), // runs task 3
+        Step::JoinTakeBack(0), // dry
+        Step::JoinHelp {
+            worker: 0,
+            victim: Some(1),
+        }, // steals half 0 back and runs it
+        Step::JoinFinish(0), // Ok((3, 4))
+        Step::Run(1),
+        Step::Run(0),
+    ];
+    let mut model = model;
+    for step in script {
+        assert!(step_allowed(&model, &step), "{step:?} is allowed");
+        model = <PoolMachine as ReferenceStateMachine>::apply(model, &step);
+        sut = <PoolMachine as StateMachineTest>::apply(sut, &model, step);
+    }
+    let j = &sut.model.joins()[0];
+    assert_eq!((j.returned, j.b_result.clone()), (true, Some(Ok(4))));
+    assert_eq!(sut.model.workers()[0].counts.steals, 1, "the help's steal");
     <PoolMachine as StateMachineTest>::teardown(sut, model);
 }

@@ -30,8 +30,9 @@
 //! half was stolen: the owner now waits); [`StepPool::join_finish`] is one latch probe of the
 //! waiting owner. A stolen half is found, claimed and run by the ordinary take, steal and run
 //! steps (`JobRef::execute` inside `Task::run`). The job's "frame" is a heap allocation kept
-//! by the stepping core (`SteppedJob`), freed once no reference can be out. The owner's
-//! **help** while it waits is not stepped (it takes no step but the probe). A half is named
+//! by the stepping core (`SteppedJob`), freed once no reference can be out. The waiting
+//! owner's **help** is [`StepPool::join_help`]: one take or steal, and the run of what it
+//! claimed, as `ChildSink::help` does with `find_task`. A half is named
 //! `TaskId(JOIN_HALF | j)` for join number `j` (numbered from 0 in order of fork) wherever a
 //! step reports it: the stack job itself has no number (`TaskId(u64::MAX)`).
 
@@ -564,6 +565,40 @@ impl<D: DequeFamily> StepPool<D> {
         debug_assert_eq!(join.owner, worker);
         self.join_of[worker] = None;
         Some(outcome(join.a, rb))
+    }
+
+    /// The waiting owner of a join helps (as `ChildSink::help`, one queue per step): its own
+    /// deque and inbox (`victim` `None`: `take_local`) or one steal attempt on `victim`
+    /// (`steal_from`), then it runs what it claimed inline (`Local::run`). It may find its
+    /// own half and run it like a thief. O(1) plus what runs.
+    ///
+    /// # Panics
+    /// If `worker` is not in a join whose take-back ran dry; if `victim` is out of range or
+    /// is `worker`.
+    pub fn join_help(
+        &mut self,
+        worker: usize,
+        victim: Option<usize>,
+    ) -> (StepFound, Option<StepRun>) {
+        let j = self.join_of[worker].expect("the worker is in a join");
+        let join = self.joins[j].as_ref().expect("a join in progress");
+        assert!(join.waiting, "worker {worker} has not run dry");
+        let local = &self.locals[worker];
+        let found = match victim {
+            None => local.take_local(&self.shared),
+            Some(v) => {
+                assert!(v < self.locals.len() && v != worker, "bad victim {v}");
+                local.steal_from(&self.shared, v)
+            }
+        };
+        let mut held = None;
+        let found = keep(&self.joins, &mut held, found);
+        let ran = held.map(|task| {
+            let id = name_of(&self.joins, &task);
+            let panicked = local.run(&self.shared, None, task);
+            StepRun { task: id, panicked }
+        });
+        (found, ran)
     }
 
     /// The join worker `w` is in: its number, and whether its take-back ran dry (waiting).
