@@ -24,6 +24,20 @@
 //! that this buys, "queued work always has a thread while at most `max_blocking` calls are
 //! blocked", is [`PoolModel::queued_work_has_a_thread`]. Only a worker's task blocks here; a
 //! task running on a spare that blocks is not modelled (scenarios cover it).
+//!
+//! **Fork-join** (`WorkerContext::join`, issue 10): a worker's claimed task may fork a join
+//! ([`PoolModel::fork`]): the second half `b` is queued at the bottom of the worker's deque,
+//! named [`half_name`]`(j)` for join number `j` (it is no task: not numbered, not counted in
+//! `outstanding`, never cancelled or discarded), and the first half `a` runs at once, its
+//! children landing above `b`. The owner then takes back ([`PoolModel::join_take_back`]),
+//! one pop per step: its own half (`b` runs inline and the join returns), a task above it
+//! (run inline), or nothing: `b` was stolen. A stolen half is claimed and run like a task by
+//! whoever removed it (take, steal, run; a spare too), which sets its **latch**; the waiting
+//! owner's probe ([`PoolModel::join_finish`]) then returns the join's outcome: `a`'s panic
+//! wins, then `b`'s, else both values. While it waits, the owner **helps**
+//! ([`PoolModel::join_help`]: one take or steal, and the run of what it found). While in a
+//! join, the worker's task neither runs to its end nor blocks; nested joins are not modelled
+//! (only a numbered task forks).
 
 use lockstep_contract::{PoolError, PoolState, TaskError};
 use std::collections::VecDeque;
@@ -31,6 +45,69 @@ use std::num::NonZeroUsize;
 
 /// A task's number: its position in the order of acceptance.
 pub type TaskNo = u64;
+
+/// A join's number: its position in the order of fork.
+pub type JoinNo = usize;
+
+/// The bit that marks a join's half where a task number could stand (a deque, a claimed
+/// task, a step's answer): see [`half_name`].
+pub const JOIN_HALF: TaskNo = 1 << 63;
+
+/// The name of join `j`'s second half where it is queued or held.
+///
+/// SEMANTICS: a join's half is no task: it has no number of its own (production: a stack
+/// job's id is `TaskId(u64::MAX)`), so the model names it after its join; the stepping core
+/// names the stack job it finds the same way.
+pub fn half_name(j: JoinNo) -> TaskNo {
+    JOIN_HALF | j as TaskNo
+}
+
+/// The join whose half `no` names, if it names one.
+pub fn half_join(no: TaskNo) -> Option<JoinNo> {
+    (no & JOIN_HALF != 0).then_some((no & !JOIN_HALF) as JoinNo)
+}
+
+/// How a join ends for its owner: both halves' values, or the message of the panic it
+/// resumes.
+pub type JoinOutcome = Result<(u64, u64), String>;
+
+/// One join (`WorkerContext::join`) forked by a worker's claimed task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinModel {
+    /// The worker whose task forked it.
+    pub owner: usize,
+    /// That task.
+    pub task: TaskNo,
+    /// What the second half does when it runs (its `detached` flag means nothing).
+    pub b: Program,
+    /// The first half's value, or its panic message.
+    pub a: Result<u64, String>,
+    /// The owner's take-back ran dry: `b` was stolen and the owner waits for its latch.
+    pub waiting: bool,
+    /// Set (the latch) by the thread that ran a stolen `b`: its value or panic message.
+    pub b_result: Option<Result<u64, String>>,
+    /// The join returned to its owner.
+    pub returned: bool,
+}
+
+/// What one pop of an owner's take-back did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TakeBack {
+    /// The join's own half: `b` ran inline (spawning `children` onto the owner's deque) and
+    /// the join returned `outcome`.
+    Own {
+        /// `b`'s children, in order.
+        children: Vec<TaskNo>,
+        /// What the join returned.
+        outcome: JoinOutcome,
+    },
+    /// A task above the half was claimed and run inline (a foreign join's half too).
+    Ran(Ran),
+    /// A cancelled task above the half was removed and dropped.
+    Discarded(TaskNo),
+    /// The deque is dry: the half was stolen; the owner now waits for its latch.
+    Stolen,
+}
 
 /// What a task does when it runs: spawn `children` in order, then end with `outcome`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,6 +210,8 @@ pub struct WorkerModel {
     pub blocked: Option<Option<SpareNo>>,
     /// Its counters (a spare's work counts here too, for the worker it stands in for).
     pub counts: WorkerCounts,
+    /// The join its claimed task is in, until the join returns.
+    pub join: Option<JoinNo>,
 }
 
 /// A spare's number: its position in the order of start.
@@ -176,6 +255,7 @@ pub struct PoolModel {
     roots_accepted: u64,
     roots_rejected: u64,
     children_spawned: u64,
+    joins: Vec<JoinModel>,
 }
 
 impl PoolModel {
@@ -193,6 +273,7 @@ impl PoolModel {
             roots_accepted: 0,
             roots_rejected: 0,
             children_spawned: 0,
+            joins: Vec::new(),
         }
     }
 
@@ -369,6 +450,12 @@ impl PoolModel {
 
     /// The removed task becomes the actor's current task, unless it was cancelled.
     fn claim(&mut self, actor: Actor, no: TaskNo) -> Found {
+        // SEMANTICS (B.join-frame): a join's half cannot be cancelled: its claim always
+        // succeeds (its owner waits for it), so it is never discarded.
+        if half_join(no).is_some() {
+            *self.current_mut(actor) = Some(no);
+            return Found::Claimed(no);
+        }
         let task = &mut self.tasks[no as usize];
         match task.phase {
             // B2: the removal above is the only one; B4: claiming beats a later cancel.
@@ -400,23 +487,43 @@ impl PoolModel {
             self.workers[worker].blocked.is_none(),
             "worker {worker} is blocked in block_in_place"
         );
+        // SEMANTICS (B.join-frame): a task in a join runs to its end only after the join
+        // returned.
+        assert!(
+            self.workers[worker].join.is_none(),
+            "worker {worker}'s task is in a join"
+        );
         self.run_by(Actor::Worker(worker))
     }
 
-    fn run_by(&mut self, actor: Actor) -> Option<Ran> {
-        let no = self.current_mut(actor).take()?;
-        let program = self.tasks[no as usize].program.clone();
-        let mut children = Vec::with_capacity(program.children.len());
-        for child in program.children {
+    /// Spawns `children` for task `parent` onto the bottom of `actor`'s deque, in order.
+    fn spawn_children(
+        &mut self,
+        actor: Actor,
+        parent: TaskNo,
+        programs: Vec<Program>,
+    ) -> Vec<TaskNo> {
+        let mut children = Vec::with_capacity(programs.len());
+        for child in programs {
             // SEMANTICS (B3): children are accepted whatever the lifecycle (accepting or
             // draining; a running task means the pool has not terminated), counted before
             // they are pushed and before the parent is uncounted, and pushed onto the bottom
             // of the running worker's own deque (a spare's private deque).
-            let c = self.accept(Some(no), child);
+            let c = self.accept(Some(parent), child);
             self.deque_mut(actor).push_back(c);
             self.children_spawned += 1;
             children.push(c);
         }
+        children
+    }
+
+    fn run_by(&mut self, actor: Actor) -> Option<Ran> {
+        let no = self.current_mut(actor).take()?;
+        if let Some(j) = half_join(no) {
+            return Some(self.run_half(actor, j));
+        }
+        let program = self.tasks[no as usize].program.clone();
+        let children = self.spawn_children(actor, no, program.children);
         // SEMANTICS (B4): a panic is the task's result, not the worker's end; children
         // spawned before the panic stay accepted and will run.
         let (result, panicked) = match program.outcome {
@@ -434,6 +541,185 @@ impl PoolModel {
             panicked,
             children,
         })
+    }
+
+    /// A thief (whoever removed the half) runs join `j`'s stolen half.
+    fn run_half(&mut self, actor: Actor, j: JoinNo) -> Ran {
+        let join = &self.joins[j];
+        let (b, parent) = (join.b.clone(), join.task);
+        // SEMANTICS: `b`'s children are children of the task that forked the join, spawned
+        // onto the deque of the thread that runs `b`.
+        let children = self.spawn_children(actor, parent, b.children);
+        // SEMANTICS (B.join-frame): the half's value or panic goes to its owner through the
+        // latch, set here, as the run's last act. The run counts in `tasks_run` of the
+        // thread that ran it (as any run); its panic is not the thread's (`panicked` false,
+        // not in `panics`), and the half was never counted in `outstanding`.
+        self.joins[j].b_result = Some(match b.outcome {
+            Outcome::Return(v) => Ok(v),
+            Outcome::Panic(message) => Err(message),
+        });
+        self.counts_mut(actor).tasks_run += 1;
+        Ran {
+            task: half_name(j),
+            panicked: false,
+            children,
+        }
+    }
+
+    /// Worker `worker`'s claimed task forks a join (`WorkerContext::join(a, b)`): `b`'s half
+    /// goes to the bottom of the worker's deque, then `a` runs inline, its children landing
+    /// above the half. Returns the join's number and `a`'s children. `a`'s value or panic is
+    /// kept for the join's end; `a`'s `detached` flag means nothing. Until the join returns
+    /// the worker's task does not run to its end and does not block.
+    ///
+    /// # Panics
+    /// If `worker` is out of range, exited, blocked, already in a join, or holds no claimed
+    /// task (or holds a join's half: nested joins are not modelled).
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B.join-frame).
+    pub fn fork(&mut self, worker: usize, a: Program, b: Program) -> (JoinNo, Vec<TaskNo>) {
+        let w = &self.workers[worker];
+        assert!(!w.exited, "worker {worker} has exited");
+        assert!(w.blocked.is_none(), "worker {worker} is blocked");
+        assert!(w.join.is_none(), "worker {worker} is in a join");
+        let task = w
+            .current
+            .filter(|no| half_join(*no).is_none())
+            .unwrap_or_else(|| panic!("worker {worker} holds no numbered task that could fork"));
+        let j = self.joins.len();
+        // SEMANTICS (B.join-frame): the work-first fork: `b` is queued first, at the bottom
+        // of the owner's deque (stealable, oldest first, like a spawned child), then `a` runs
+        // inline at once; `a`'s panic is caught and kept until `b` is taken back or finished.
+        self.joins.push(JoinModel {
+            owner: worker,
+            task,
+            b,
+            a: Ok(0),
+            waiting: false,
+            b_result: None,
+            returned: false,
+        });
+        self.workers[worker].join = Some(j);
+        self.workers[worker].deque.push_back(half_name(j));
+        let children = self.spawn_children(Actor::Worker(worker), task, a.children);
+        self.joins[j].a = match a.outcome {
+            Outcome::Return(v) => Ok(v),
+            Outcome::Panic(message) => Err(message),
+        };
+        (j, children)
+    }
+
+    /// One pop of the take-back of the join worker `worker` is in: the bottom of its own
+    /// deque. Its own half: `b` runs inline and the join returns. Another task (pushed while
+    /// `a` ran, or a foreign half): claimed and run inline, counted as any run of this
+    /// worker. Nothing: `b` was stolen, and the owner waits ([`PoolModel::join_finish`]).
+    ///
+    /// # Panics
+    /// If `worker` is not in a join, or its take-back already ran dry.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B.join-frame), RULE (B2.remove-once).
+    pub fn join_take_back(&mut self, worker: usize) -> TakeBack {
+        let j = self.workers[worker]
+            .join
+            .unwrap_or_else(|| panic!("worker {worker} is not in a join"));
+        assert!(!self.joins[j].waiting, "worker {worker} waits already");
+        let Some(no) = self.workers[worker].deque.pop_back() else {
+            // SEMANTICS (B.join-frame): a dry deque means somebody else removed the half
+            // (everything above it was popped here first): the owner waits for its latch.
+            self.joins[j].waiting = true;
+            return TakeBack::Stolen;
+        };
+        if no == half_name(j) {
+            // SEMANTICS (B.join-frame): the owner popped its own half: nobody ran it, and
+            // nobody can now; `b` runs inline here (its children onto this deque), uncounted
+            // as a run. Both halves ran, so the join returns.
+            let b = self.joins[j].b.clone();
+            let children =
+                self.spawn_children(Actor::Worker(worker), self.joins[j].task, b.children);
+            let rb = match b.outcome {
+                Outcome::Return(v) => Ok(v),
+                Outcome::Panic(message) => Err(message),
+            };
+            let outcome = self.end_join(worker, j, rb);
+            return TakeBack::Own { children, outcome };
+        }
+        // SEMANTICS: a task above the half runs inline, nested in the join, exactly as if
+        // the worker had taken it and run it (a cancelled one is dropped); the joining task
+        // stays claimed meanwhile.
+        let joining = self.workers[worker].current.take();
+        let popped = match self.claim(Actor::Worker(worker), no) {
+            Found::Claimed(_) => TakeBack::Ran(
+                self.run_by(Actor::Worker(worker))
+                    .expect("a claimed task runs"),
+            ),
+            Found::Discarded(no) => TakeBack::Discarded(no),
+            Found::Empty => unreachable!("a claim finds or discards"),
+        };
+        self.workers[worker].current = joining;
+        popped
+    }
+
+    /// The waiting owner of a join probes its latch: `None` while the stolen half has not
+    /// finished; else the join returns its outcome.
+    ///
+    /// # Panics
+    /// If `worker` is not in a join whose take-back ran dry.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B.join-frame).
+    pub fn join_finish(&mut self, worker: usize) -> Option<JoinOutcome> {
+        let j = self.workers[worker]
+            .join
+            .unwrap_or_else(|| panic!("worker {worker} is not in a join"));
+        assert!(self.joins[j].waiting, "worker {worker} has not run dry");
+        let rb = self.joins[j].b_result.clone()?;
+        Some(self.end_join(worker, j, rb))
+    }
+
+    fn end_join(&mut self, worker: usize, j: JoinNo, rb: Result<u64, String>) -> JoinOutcome {
+        self.workers[worker].join = None;
+        let join = &mut self.joins[j];
+        join.returned = true;
+        // SEMANTICS (B.join-frame): both halves always finish before the join returns;
+        // `a`'s panic wins (b's value or panic is dropped), then `b`'s panic, else both
+        // values.
+        Ok((join.a.clone()?, rb?))
+    }
+
+    /// The waiting owner of a join **helps**: one search of its own deque and inbox
+    /// (`victim` `None`, as [`PoolModel::take`]) or one steal attempt on `victim` (as
+    /// [`PoolModel::steal`]), then it runs what it claimed inline, nested in the join, counted
+    /// as any run of this worker. It may find its own half (a batch steal of its own brought
+    /// it home): it runs it like a thief, which sets the latch.
+    ///
+    /// # Panics
+    /// If `worker` is not in a join whose take-back ran dry; if `victim` is out of range or
+    /// is `worker`.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B.join-frame).
+    pub fn join_help(&mut self, worker: usize, victim: Option<usize>) -> (Found, Option<Ran>) {
+        let j = self.workers[worker]
+            .join
+            .unwrap_or_else(|| panic!("worker {worker} is not in a join"));
+        assert!(self.joins[j].waiting, "worker {worker} has not run dry");
+        // SEMANTICS (B.join-frame): a waiting owner helps as an idle worker searches (one
+        // step per queue tried), and runs what it finds at once; the joining task stays
+        // claimed meanwhile.
+        let joining = self.workers[worker].current.take();
+        let found = match victim {
+            None => self.take(worker),
+            Some(v) => self.steal(worker, v),
+        };
+        let ran = match found {
+            Found::Claimed(_) => self.run_by(Actor::Worker(worker)),
+            _ => None,
+        };
+        self.workers[worker].current = joining;
+        (found, ran)
+    }
+
+    /// Every join forked so far, by number.
+    pub fn joins(&self) -> &[JoinModel] {
+        &self.joins
     }
 
     /// Cancels task `no` if it has not been claimed: true if this call cancelled it.
@@ -510,6 +796,8 @@ impl PoolModel {
             w.current.is_some(),
             "worker {worker} runs no task that could block"
         );
+        // SEMANTICS: a task in a join does not block (not modelled: its `a` or `b` could).
+        assert!(w.join.is_none(), "worker {worker}'s task is in a join");
         // SEMANTICS (B4.blocking-limit): a call is compensated exactly when fewer than
         // `max_blocking` compensated calls are in progress. The permit belongs to the call:
         // spares of calls that returned (still finishing a task, or not yet retired) do not
@@ -811,6 +1099,68 @@ mod tests {
         assert_eq!(m.unblock(1), None);
         assert_eq!(m.unblock(0), Some(0));
         assert!(m.queued_work_has_a_thread());
+    }
+
+    /// B.join-frame: the owner runs what `a` spawned above the half, then takes its own
+    /// half back and runs `b` inline; `a`'s panic wins; nothing of the join is counted.
+    #[test]
+    fn a_join_taken_back_runs_a_s_children_first_then_b_inline() {
+        let mut m = PoolModel::new(nz(1), nz(1));
+        assert_eq!(m.submit(0, leaf(0)), Ok(0));
+        assert_eq!(m.take(0), Found::Claimed(0));
+        let a = Program {
+            children: vec![leaf(5)],
+            outcome: Outcome::Panic("left".into()),
+            detached: false,
+        };
+        assert_eq!(m.fork(0, a, leaf(7)), (0, vec![1]));
+        assert_eq!(m.workers()[0].deque, VecDeque::from([half_name(0), 1]));
+        assert_eq!(m.outstanding(), 2, "the half is not counted");
+        let ran = match m.join_take_back(0) {
+            TakeBack::Ran(ran) => ran,
+            other => panic!("a's child first: {other:?}"),
+        };
+        assert_eq!(ran.task, 1);
+        assert_eq!(
+            m.join_take_back(0),
+            TakeBack::Own {
+                children: vec![],
+                outcome: Err("left".into())
+            }
+        );
+        assert_eq!(m.workers()[0].join, None);
+        assert_eq!(m.workers()[0].counts.tasks_run, 1, "b inline is not a run");
+        assert_eq!(m.run(0).map(|r| r.task), Some(0));
+        assert_eq!(m.outstanding(), 0);
+    }
+
+    /// B.join-frame: a stolen half runs on the thief (counted there, its panic not the
+    /// thief's); the owner's take-back runs dry and its probe sees the latch only after.
+    #[test]
+    fn a_stolen_half_is_carried_back_through_the_latch() {
+        let mut m = PoolModel::new(nz(2), nz(1));
+        assert_eq!(m.submit(0, leaf(0)), Ok(0));
+        assert_eq!(m.take(0), Found::Claimed(0));
+        let b = Program {
+            children: vec![leaf(9)],
+            outcome: Outcome::Panic("right".into()),
+            detached: false,
+        };
+        assert_eq!(m.fork(0, leaf(3), b), (0, vec![]));
+        assert_eq!(m.steal(1, 0), Found::Claimed(half_name(0)));
+        assert!(!m.cancel(half_name(0)), "a half is no task");
+        assert_eq!(m.join_take_back(0), TakeBack::Stolen);
+        assert_eq!(m.join_finish(0), None, "the latch is not set yet");
+        let ran = m.run(1).expect("the thief holds the half");
+        assert_eq!(
+            (ran.task, ran.panicked, ran.children),
+            (half_name(0), false, vec![1])
+        );
+        assert_eq!(m.tasks()[1].parent, Some(0), "b's child is the forker's");
+        assert_eq!(m.join_finish(0), Some(Err("right".into())));
+        let c = m.workers()[1].counts;
+        assert_eq!((c.tasks_run, c.panics), (1, 0));
+        assert_eq!(m.outstanding(), 2);
     }
 
     #[test]

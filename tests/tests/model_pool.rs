@@ -18,12 +18,23 @@
 //! `max_blocking` calls are blocked, every queued task has a thread) must hold, and the
 //! production answer to `Block` (compensated or not, which spare) must be the model's.
 //!
+//! Fork-join (B.join-frame) is stepped as well: a worker's claimed task forks a join
+//! (`Fork`: `b`'s half pushed onto the worker's deque, `a` run inline), its owner takes back
+//! one pop at a time (`JoinTakeBack`: its own half, then `b` runs inline; a task above it,
+//! run inline; or nothing, the half was stolen), a waiting owner helps (`JoinHelp`: one take or
+//! steal, and the run of what it found) and probes the half's latch (`JoinFinish`). A stolen half is claimed and run by the ordinary take, steal and run steps
+//! (spares too), and named `JOIN_HALF | j` on both sides. Compared: the join's number and
+//! `a`'s children, each pop's answer, the join's outcome (values, or the panic that wins), and
+//! each worker's join state (in which join, waiting or not).
+//!
 //! `PROPTEST_CASES=n` changes the number of cases (default below).
 
 #![cfg(not(any(loom, shuttle)))]
 
-use lockstep_models::pool::{Found, Outcome, PoolModel, Program, SpareNo};
-use lockstep_pool::step::{StepFound, StepPool};
+use lockstep_models::pool::{
+    Found, JoinOutcome, Outcome, PoolModel, Program, Ran, SpareNo, TakeBack, half_join,
+};
+use lockstep_pool::step::{JoinHalf, StepFound, StepPool, StepTakeBack};
 use lockstep_pool::{ChaseLev, Locked};
 use lockstep_pool::{JoinHandle, TaskId, WorkerContext};
 use proptest::prelude::*;
@@ -80,6 +91,8 @@ fn rules_of(step: &Step) -> &'static str {
             "B4.blocking-limit, B1.owner-lifo-thief-fifo, B2.remove-once"
         }
         Step::SpareRun(_) => "B4.blocking-limit, B3.drain-children, B4.panic-is-a-result",
+        Step::Fork { .. } | Step::JoinFinish(_) => "B.join-frame",
+        Step::JoinTakeBack(_) | Step::JoinHelp { .. } => "B.join-frame, B2.remove-once",
     }
 }
 
@@ -114,6 +127,21 @@ enum Step {
     SpareRun(SpareNo),
     /// A released spare with no task hands its deque over and exits.
     RetireSpare(SpareNo),
+    /// The worker's claimed task forks a join: `b` queued, `a` run inline.
+    Fork {
+        worker: usize,
+        a: Program,
+        b: Program,
+    },
+    /// One pop of the joining worker's take-back.
+    JoinTakeBack(usize),
+    /// The waiting owner probes its join's latch.
+    JoinFinish(usize),
+    /// The waiting owner helps: its own queues (`None`) or one steal, then runs what it found.
+    JoinHelp {
+        worker: usize,
+        victim: Option<usize>,
+    },
 }
 
 fn program_strategy() -> impl Strategy<Value = Program> {
@@ -188,10 +216,19 @@ impl ReferenceStateMachine for PoolMachine {
             2 => worker.clone().prop_map(Step::Block),
             2 => worker.clone().prop_map(Step::Unblock),
             2 => (0..spares).prop_map(Step::SpareTake),
-            3 => (0..spares, worker)
+            3 => (0..spares, worker.clone())
                 .prop_map(|(spare, victim)| Step::SpareSteal { spare, victim }),
             2 => (0..spares).prop_map(Step::SpareRun),
             2 => (0..spares).prop_map(Step::RetireSpare),
+            2 => (worker.clone(), program_strategy(), program_strategy())
+                .prop_map(|(worker, a, b)| Step::Fork { worker, a, b }),
+            3 => worker.clone().prop_map(Step::JoinTakeBack),
+            2 => worker.clone().prop_map(Step::JoinFinish),
+            2 => (worker, 0..=n).prop_map(move |(worker, v)| Step::JoinHelp {
+                worker,
+                // `n` (or the worker itself): its own deque and inbox.
+                victim: (v < n && v != worker).then_some(v),
+            }),
         ]
         .boxed()
     }
@@ -210,18 +247,60 @@ impl ReferenceStateMachine for PoolMachine {
 /// name the steps that may not).
 fn step_allowed(state: &PoolModel, step: &Step) -> bool {
     let n = state.worker_count();
+    // A shrunk initial state may have fewer workers than the steps name.
+    let named: &[usize] = match step {
+        Step::Submit { worker: w, .. }
+        | Step::Fork { worker: w, .. }
+        | Step::Take(w)
+        | Step::Run(w)
+        | Step::Exit(w)
+        | Step::Block(w)
+        | Step::Unblock(w)
+        | Step::JoinTakeBack(w)
+        | Step::JoinFinish(w)
+        | Step::JoinHelp {
+            worker: w,
+            victim: None,
+        }
+        | Step::SpareSteal { victim: w, .. } => std::slice::from_ref(w),
+        Step::JoinHelp {
+            worker,
+            victim: Some(v),
+        } if worker != v => &[*worker, *v],
+        Step::JoinHelp { .. } => return false,
+        Step::Steal { thief, victim } if thief != victim => &[*thief, *victim],
+        Step::Steal { .. } => return false,
+        _ => &[],
+    };
+    if named.iter().any(|w| *w >= n) {
+        return false;
+    }
     let idle = |w: usize| !state.workers()[w].exited && state.workers()[w].current.is_none();
     let spare = |s: usize| state.spares().get(s);
     let searching = |s: usize| spare(s).is_some_and(|sp| !sp.released && sp.current.is_none());
+    let joining = |w: usize, waiting: bool| {
+        state.workers()[w]
+            .join
+            .is_some_and(|j| state.joins()[j].waiting == waiting)
+    };
     match step {
         Step::Take(w) => idle(*w),
         Step::Steal { thief, .. } => idle(*thief),
         Step::Cancel(_) => !state.tasks().is_empty(),
-        Step::Run(w) => state.workers()[*w].blocked.is_none(),
+        Step::Run(w) => state.workers()[*w].blocked.is_none() && state.workers()[*w].join.is_none(),
         Step::Block(w) => {
             let mw = &state.workers()[*w];
-            !mw.exited && mw.blocked.is_none() && mw.current.is_some()
+            !mw.exited && mw.blocked.is_none() && mw.current.is_some() && mw.join.is_none()
         }
+        Step::Fork { worker, .. } => {
+            let mw = &state.workers()[*worker];
+            !mw.exited
+                && mw.blocked.is_none()
+                && mw.join.is_none()
+                && mw.current.is_some_and(|no| half_join(no).is_none())
+        }
+        Step::JoinTakeBack(w) => joining(*w, false),
+        Step::JoinFinish(w) | Step::JoinHelp { worker: w, .. } => joining(*w, true),
         Step::Unblock(w) => state.workers()[*w].blocked.is_some(),
         Step::SpareTake(s) => searching(*s),
         Step::SpareSteal { spare: s, victim } => searching(*s) && *victim < n,
@@ -244,6 +323,14 @@ enum Answer {
     Exited(bool),
     /// `Block`: the call's spare (`None`: uncompensated); `Unblock`: the released spare.
     Spare(Option<SpareNo>),
+    /// `Fork`: the join's number and `a`'s children.
+    Forked(usize, Vec<u64>),
+    /// `JoinTakeBack`: what the pop did.
+    TookBack(TakeBack),
+    /// `JoinFinish`: the join's outcome once its latch is set.
+    Joined(Option<JoinOutcome>),
+    /// `JoinHelp`: what the search found, and what ran.
+    Helped(Found, Option<(u64, bool, Vec<u64>)>),
 }
 
 fn cancel_target(model: &PoolModel, pick: usize) -> u64 {
@@ -273,6 +360,16 @@ fn apply_to_model(m: &mut PoolModel, step: &Step) -> Answer {
         Step::RetireSpare(s) => {
             m.retire_spare(*s);
             Answer::Nothing
+        }
+        Step::Fork { worker, a, b } => {
+            let (j, children) = m.fork(*worker, a.clone(), b.clone());
+            Answer::Forked(j, children)
+        }
+        Step::JoinTakeBack(w) => Answer::TookBack(m.join_take_back(*w)),
+        Step::JoinFinish(w) => Answer::Joined(m.join_finish(*w)),
+        Step::JoinHelp { worker, victim } => {
+            let (found, ran) = m.join_help(*worker, *victim);
+            Answer::Helped(found, ran.map(|r| (r.task, r.panicked, r.children)))
         }
     }
 }
@@ -400,6 +497,25 @@ impl AnyStep {
     fn retire_spare(&mut self, s: usize) {
         on!(self, p => p.retire_spare(s));
     }
+    fn fork(&mut self, w: usize, a: JoinHalf, b: JoinHalf) -> usize {
+        on!(self, p => p.fork(w, a, b))
+    }
+    fn join_take_back(&mut self, w: usize) -> StepTakeBack {
+        on!(self, p => p.join_take_back(w))
+    }
+    fn join_finish(&mut self, w: usize) -> Option<JoinOutcome> {
+        on!(self, p => p.join_finish(w))
+    }
+    fn join_help(
+        &mut self,
+        w: usize,
+        victim: Option<usize>,
+    ) -> (StepFound, Option<lockstep_pool::step::StepRun>) {
+        on!(self, p => p.join_help(w, victim))
+    }
+    fn join_state(&self, w: usize) -> Option<(usize, bool)> {
+        on!(self, p => p.join_state(w))
+    }
     fn is_blocked(&self, w: usize) -> bool {
         on!(self, p => p.is_blocked(w))
     }
@@ -510,6 +626,37 @@ impl Sut {
                 Answer::Nothing
             }
             Step::Exit(w) => Answer::Exited(self.pool.try_exit(*w)),
+            Step::Fork { worker, a, b } => {
+                let a = task_for(a.clone(), Arc::clone(&self.registry));
+                let b: JoinHalf = Box::new(task_for(b.clone(), Arc::clone(&self.registry)));
+                let j = self.pool.fork(*worker, Box::new(a), b);
+                self.adopt_children();
+                Answer::Forked(j, self.last_children.clone())
+            }
+            Step::JoinTakeBack(w) => {
+                let popped = self.pool.join_take_back(*w);
+                self.adopt_children();
+                let children = self.last_children.clone();
+                Answer::TookBack(match popped {
+                    StepTakeBack::Own(outcome) => TakeBack::Own { children, outcome },
+                    StepTakeBack::Ran(r) => TakeBack::Ran(Ran {
+                        task: r.task.0,
+                        panicked: r.panicked,
+                        children,
+                    }),
+                    StepTakeBack::Discarded(TaskId(n)) => TakeBack::Discarded(n),
+                    StepTakeBack::Stolen => TakeBack::Stolen,
+                })
+            }
+            Step::JoinFinish(w) => Answer::Joined(self.pool.join_finish(*w)),
+            Step::JoinHelp { worker, victim } => {
+                let (f, ran) = self.pool.join_help(*worker, *victim);
+                self.adopt_children();
+                Answer::Helped(
+                    found(f),
+                    ran.map(|r| (r.task.0, r.panicked, self.last_children.clone())),
+                )
+            }
         }
     }
 
@@ -519,7 +666,7 @@ impl Sut {
         let lifecycle = "B3.root-accept, B3.exit-when-drained";
         same!(lifecycle, step, p.state(), m.state(), "the pool's state");
         same!(
-            "B3.register-before-decrement, B3.detached-counted",
+            "B3.register-before-decrement, B3.detached-counted, B.join-frame",
             step,
             p.outstanding(),
             m.outstanding(),
@@ -576,6 +723,13 @@ impl Sut {
                 p.is_blocked(w),
                 mw.blocked.is_some(),
                 "whether worker {w} is blocked"
+            );
+            same!(
+                "B.join-frame",
+                step,
+                p.join_state(w),
+                mw.join.map(|j| (j, m.joins()[j].waiting)),
+                "worker {w}'s join (number, waiting)"
             );
             let pw = metrics.workers[w];
             let c = mw.counts;
@@ -734,6 +888,22 @@ impl StateMachineTest for PoolMachine {
             for w in 0..n {
                 let mw = &sut.model.workers()[w];
                 if mw.exited {
+                    continue;
+                }
+                if mw.join.is_some() {
+                    // Pops until its half or dry, then probes; the half's thief runs below.
+                    steps.extend([Step::JoinTakeBack(w), Step::JoinFinish(w), Step::Run(w)]);
+                    steps.push(Step::JoinHelp {
+                        worker: w,
+                        victim: None,
+                    });
+                    for v in (0..n).filter(|v| *v != w) {
+                        steps.push(Step::JoinHelp {
+                            worker: w,
+                            victim: Some(v),
+                        });
+                    }
+                    steps.extend([Step::JoinFinish(w), Step::Run(w)]);
                     continue;
                 }
                 if mw.current.is_some() {
@@ -974,5 +1144,171 @@ fn spare_outlives_its_call() {
     let c = sut.model.workers()[0].counts;
     assert_eq!((c.compensated_blocks, c.uncompensated_blocks), (2, 0));
     assert_eq!(sut.model.outstanding(), 0);
+    <PoolMachine as StateMachineTest>::teardown(sut, model);
+}
+
+/// Fork-join step by step (B.join-frame), on both deques, whatever the generator draws: the
+/// owner's take-back runs what `a` spawned above the half, then finds its deque dry (a
+/// batch steal took the half, and one of `a`'s children as an extra); its probe says `None`
+/// until the thief ran the half, whose panic is carried back. Then a spare steals a half
+/// while `a` panicked: `a`'s panic wins once the spare ran `b`.
+#[test]
+fn pool_matches_model_on_scripted_joins() {
+    for chase_lev in [false, true] {
+        CHASE_LEV.with(|c| c.set(chase_lev));
+        scripted_joins();
+    }
+}
+
+fn scripted_joins() {
+    let leaf = |v| Program {
+        children: vec![],
+        outcome: Outcome::Return(v),
+        detached: false,
+    };
+    let panics = |what: &str| Program {
+        children: vec![],
+        outcome: Outcome::Panic(format!("{PANIC_PREFIX}{what}")),
+        detached: false,
+    };
+    let two = NonZeroUsize::new(2).expect("2");
+    let model = PoolModel::new(two, two).with_max_blocking(1);
+    let mut sut = <PoolMachine as StateMachineTest>::init_test(&model);
+    let script = vec![
+        Step::Submit {
+            worker: 0,
+            program: leaf(1),
+        },
+        Step::Submit {
+            worker: 1,
+            program: leaf(2),
+        },
+        Step::Take(0),
+        Step::Fork {
+            worker: 0,
+            a: Program {
+                children: vec![leaf(3), leaf(4)],
+                outcome: Outcome::Return(5),
+                detached: false,
+            },
+            b: panics("b"),
+        }, // join 0: worker 0's deque is [half 0, task 2, task 3]
+        Step::Steal {
+            thief: 1,
+            victim: 0,
+        }, // a batch of two: claims half 0, task 2 lands on worker 1's deque
+        Step::JoinTakeBack(0), // runs task 3, above where the half was
+        Step::JoinTakeBack(0), // dry: stolen
+        Step::JoinFinish(0),   // None: the thief has not run it
+        Step::Run(1),          // the thief runs half 0: b panics into the latch
+        Step::JoinFinish(0),   // b's panic, carried back
+        Step::Run(0),
+        Step::Take(1), // task 2
+        Step::Steal {
+            thief: 0,
+            victim: 1,
+        }, // task 1, from worker 1's inbox
+        Step::Block(1), // spare 0
+        Step::Fork {
+            worker: 0,
+            a: panics("a"),
+            b: leaf(6),
+        },
+        Step::SpareSteal {
+            spare: 0,
+            victim: 0,
+        },
+        Step::JoinTakeBack(0),
+        Step::SpareRun(0),
+        Step::JoinFinish(0), // a's panic wins
+        Step::Unblock(1),
+        Step::RetireSpare(0),
+        Step::Run(0),
+        Step::Run(1),
+    ];
+    let mut model = model;
+    for step in script {
+        assert!(step_allowed(&model, &step), "{step:?} is allowed");
+        model = <PoolMachine as ReferenceStateMachine>::apply(model, &step);
+        sut = <PoolMachine as StateMachineTest>::apply(sut, &model, step);
+    }
+    let m = &sut.model;
+    let ends: Vec<_> = m.joins().iter().map(|j| (j.returned, j.waiting)).collect();
+    assert_eq!(
+        ends,
+        [(true, true), (true, true)],
+        "both joins waited, then returned"
+    );
+    assert_eq!(
+        m.workers()[1].counts.tasks_run,
+        3,
+        "half 0, task 2, and half 1 run by worker 1's spare"
+    );
+    assert_eq!(m.outstanding(), 0);
+    <PoolMachine as StateMachineTest>::teardown(sut, model);
+}
+
+/// B.join-frame, protocol point 4: the owner's half can come home. A thief's batch steal
+/// takes an older task and the half as an extra; the owner's take-back runs dry; helping, it
+/// steals the half back from the thief's deque and runs it like a thief (the latch is set by
+/// its own run), and its probe then returns the join. On both deques.
+#[test]
+fn pool_matches_model_when_the_owner_helps_itself_to_its_half() {
+    for chase_lev in [false, true] {
+        CHASE_LEV.with(|c| c.set(chase_lev));
+        owner_helps_itself_to_its_half();
+    }
+}
+
+fn owner_helps_itself_to_its_half() {
+    let leaf = |v| Program {
+        children: vec![],
+        outcome: Outcome::Return(v),
+        detached: false,
+    };
+    let with_children = |children, v| Program {
+        children,
+        outcome: Outcome::Return(v),
+        detached: false,
+    };
+    let two = NonZeroUsize::new(2).expect("2");
+    let model = PoolModel::new(two, two);
+    let mut sut = <PoolMachine as StateMachineTest>::init_test(&model);
+    let script = vec![
+        Step::Submit {
+            worker: 0,
+            program: with_children(vec![leaf(10), leaf(11)], 1),
+        },
+        Step::Take(0),
+        Step::Run(0),  // worker 0's deque: [task 1, task 2]
+        Step::Take(0), // task 2; the deque: [task 1]
+        Step::Fork {
+            worker: 0,
+            a: with_children(vec![leaf(12)], 3),
+            b: leaf(4),
+        }, // the deque: [task 1, half 0, task 3]
+        Step::Steal {
+            thief: 1,
+            victim: 0,
+        }, // claims task 1; half 0 lands on worker 1's deque
+        Step::JoinTakeBack(0), // runs task 3
+        Step::JoinTakeBack(0), // dry
+        Step::JoinHelp {
+            worker: 0,
+            victim: Some(1),
+        }, // steals half 0 back and runs it
+        Step::JoinFinish(0), // Ok((3, 4))
+        Step::Run(1),
+        Step::Run(0),
+    ];
+    let mut model = model;
+    for step in script {
+        assert!(step_allowed(&model, &step), "{step:?} is allowed");
+        model = <PoolMachine as ReferenceStateMachine>::apply(model, &step);
+        sut = <PoolMachine as StateMachineTest>::apply(sut, &model, step);
+    }
+    let j = &sut.model.joins()[0];
+    assert_eq!((j.returned, j.b_result.clone()), (true, Some(Ok(4))));
+    assert_eq!(sut.model.workers()[0].counts.steals, 1, "the help's steal");
     <PoolMachine as StateMachineTest>::teardown(sut, model);
 }

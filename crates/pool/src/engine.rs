@@ -566,7 +566,7 @@ impl<D: DequeFamily> Local<D> {
     }
 
     /// Moves a removed task `Queued -> Running`, or drops it if its handle cancelled it.
-    fn claim(&self, shared: &Shared<D>, task: Task) -> Found {
+    pub(crate) fn claim(&self, shared: &Shared<D>, task: Task) -> Found {
         if task.claim() {
             // SEEDED BUG (parent_decrement_first): uncounted before it runs and spawns.
             if seeded_bug!("parent_decrement_first") {
@@ -604,6 +604,22 @@ impl<D: DequeFamily> Local<D> {
             shared.finish_one();
         }
         panicked
+    }
+
+    /// Calls `f` with the context a task running on this worker sees (its children go to
+    /// this worker's deque): the stepping core's fork and take-back run `join`'s pieces with
+    /// it. Never compensates a blocking call (no `Arc`, as in the stepping core's `run`).
+    pub(crate) fn with_context<R>(
+        &self,
+        shared: &Shared<D>,
+        f: impl FnOnce(&WorkerContext<'_>) -> R,
+    ) -> R {
+        let sink = Sink {
+            local: self,
+            shared,
+            arc: None,
+        };
+        f(&WorkerContext::new(self.index, shared.workers(), &sink))
     }
 
     /// True if this worker's own deque is empty (the drain check when a worker stops).

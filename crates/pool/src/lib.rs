@@ -581,6 +581,49 @@ mod tests {
         assert_eq!(p.metrics().workers[0].failed_steals, 1);
     }
 
+    /// B.join-frame, stepped: a half stolen by a thief is run there and carried back by
+    /// the latch (the owner's probe says `None` before); a half left in place is taken back
+    /// by its owner after what `a` spawned above it, and runs inline. Both halves borrow
+    /// nothing here, but the frame is the stepping core's heap job: Miri checks that it is
+    /// freed only after the last access (`cargo +nightly miri test -p lockstep-pool`).
+    #[test]
+    fn step_core_join_stolen_then_taken_back() {
+        use super::step::{JOIN_HALF, StepTakeBack};
+        let mut p = StepPool::new(2, 1).expect("valid sizes");
+        let _root = p.submit_to(0, |_| 1u64).expect("accepting");
+        assert_eq!(p.take(0), StepFound::Claimed(TaskId(0)));
+        let j = p.fork(0, |_| 2, Box::new(|ctx| ctx.worker_index() as u64 + 10));
+        assert_eq!(j, 0);
+        assert_eq!(p.current(0), Some(TaskId(0)));
+        assert_eq!(p.steal(1, 0), StepFound::Claimed(TaskId(JOIN_HALF)));
+        assert_eq!(p.join_take_back(0), StepTakeBack::Stolen);
+        assert_eq!(p.join_finish(0), None, "the latch is not set yet");
+        let ran = p.run(1).expect("the thief holds the half");
+        assert_eq!((ran.task, ran.panicked), (TaskId(JOIN_HALF), false));
+        assert_eq!(p.join_finish(0), Some(Ok((2, 11))), "b ran on worker 1");
+        assert_eq!(p.outstanding(), 1, "the half was never counted");
+        let j = p.fork(
+            0,
+            |ctx| {
+                ctx.spawn(|_| 5u64).expect("spawn");
+                std::panic::panic_any("left".to_string())
+            },
+            Box::new(|ctx| ctx.worker_index() as u64),
+        );
+        assert_eq!((j, p.deque_len(0)), (1, 2), "the half, then a's child");
+        assert_eq!(
+            p.join_take_back(0),
+            StepTakeBack::Ran(StepRun {
+                task: TaskId(1),
+                panicked: false
+            })
+        );
+        assert_eq!(p.join_take_back(0), StepTakeBack::Own(Err("left".into())));
+        assert_eq!(p.join_state(0), None);
+        assert!(p.run(0).is_some());
+        assert_eq!(p.outstanding(), 0);
+    }
+
     /// B5: a search tries every other worker (from a random start), so an idle worker finds
     /// work wherever it is queued: in any other worker's deque or inbox.
     #[test]

@@ -262,6 +262,32 @@ where
     unsafe { Latch::set(&raw const (*this).latch) };
 }
 
+/// What one pop of the owner's take-back found (protocol point 3).
+pub(crate) enum Popped<F> {
+    /// The job's own reference: nobody ran the job; its closure, to run inline.
+    Own(F),
+    /// Another task, above the job (pushed while `a` ran): the owner runs it
+    /// (`ChildSink::run_found`), then pops again.
+    Other(Task),
+    /// The deque ran dry: somebody else holds the job's reference; wait for the latch.
+    Dry,
+}
+
+/// One pop of the owner's take-back: the bottom of its own deque, recognised as `job`'s own
+/// reference or not. The threaded `join` loops over it; the stepping core
+/// (`crate::step::StepPool::join_take_back`) makes one pop per step.
+fn pop_for_take_back<F, R>(sink: &dyn ChildSink, job: &StackJob<F, R>) -> Popped<F>
+where
+    F: FnOnce(&WorkerContext<'_>) -> R + Send,
+    R: Send,
+{
+    match sink.pop_own() {
+        Some(Task::Stack(r)) if r.points_to(job) => Popped::Own(job.take_back(r)),
+        Some(other) => Popped::Other(other),
+        None => Popped::Dry,
+    }
+}
+
 /// The owner's take-back and wait: `Ok(closure)` if it popped the job's own reference (run
 /// `b` inline), `Err(outcome)` if a thief (or a helper) ran it and set the latch.
 fn take_back_or_wait<F, R>(
@@ -273,10 +299,11 @@ where
     R: Send,
 {
     // Take-back: everything above `job` on this deque was pushed while `a` ran.
-    while let Some(task) = sink.pop_own() {
-        match task {
-            Task::Stack(r) if r.points_to(job) => return Ok(job.take_back(r)),
-            other => sink.run_found(other),
+    loop {
+        match pop_for_take_back(sink, job) {
+            Popped::Own(f) => return Ok(f),
+            Popped::Other(task) => sink.run_found(task),
+            Popped::Dry => break,
         }
     }
     // Stolen (or moved off this deque by a spare's hand-over): help until the latch is set.
@@ -361,6 +388,90 @@ where
             // A payload whose own `Drop` panics must not replace `a`'s panic.
             let _ = catch_unwind(AssertUnwindSafe(move || drop(rb)));
             resume_unwind(pa)
+        }
+    }
+}
+
+/// A join's second half for the deterministic stepping core (`crate::step`), where a join
+/// cannot stay inside one call: the job's "frame" is a heap allocation the stepping core
+/// owns, so that the fork, each take-back pop and the latch probe can be separate steps. The
+/// job, its reference, the push, the take-back pop, [`JobRef::execute`] and the probe are
+/// those of [`join`]; only the frame differs.
+///
+/// The protocol of the module documentation holds with "the frame" read as this allocation:
+/// it is freed only when no reference to it can be out (taken back, or the latch seen set).
+/// Dropped while a reference may still be out (a test that stops mid-join), it is **leaked**,
+/// never freed: a reference left in a queue can then never point to freed memory.
+pub(crate) struct SteppedJob<F, R> {
+    /// From `Box::into_raw`: freed by `Drop` once `out` is false.
+    job: std::ptr::NonNull<StackJob<F, R>>,
+    /// The one reference may still be in a queue or in a thread's hands.
+    out: bool,
+}
+
+impl<F, R> SteppedJob<F, R>
+where
+    F: FnOnce(&WorkerContext<'_>) -> R + Send,
+    R: Send,
+{
+    /// Fork (protocol point 1): a new job holding `b`, its one reference pushed onto the
+    /// bottom of the deque of the worker `ctx` belongs to, as [`join`] pushes it. The caller
+    /// then runs `a` with `ctx`. O(1), one allocation.
+    pub(crate) fn fork(ctx: &WorkerContext<'_>, b: F) -> Self {
+        let job = std::ptr::NonNull::from(Box::leak(Box::new(StackJob::new(b))));
+        // SAFETY: the job lives on the heap, in place, until `Drop` frees it, which it does
+        // only after the reference was taken back (`take_back_one` consumed it) or the latch
+        // was seen set (`stolen_result`); otherwise it is leaked. One reference is made.
+        let job_ref = unsafe { job.as_ref().as_job_ref() };
+        ctx.sink().push_child(Task::Stack(job_ref));
+        SteppedJob { job, out: true }
+    }
+
+    fn job(&self) -> &StackJob<F, R> {
+        // SAFETY: the allocation is live until `Drop` (see `fork`); shared access only, and
+        // the cells are touched under the protocol (`take_back`, `stolen_result`).
+        unsafe { self.job.as_ref() }
+    }
+
+    /// One pop of the owner's take-back (protocol point 3), by the owner whose context is
+    /// `ctx`. O(1).
+    ///
+    /// # Panics
+    /// If called after the reference was taken back.
+    pub(crate) fn take_back_one(&mut self, ctx: &WorkerContext<'_>) -> Popped<F> {
+        assert!(self.out, "the job was already taken back");
+        let popped = pop_for_take_back(ctx.sink(), self.job());
+        if matches!(popped, Popped::Own(_)) {
+            self.out = false;
+        }
+        popped
+    }
+
+    /// The latch probe (protocol point 6): the result of a stolen run once it is set. O(1).
+    ///
+    /// # Panics
+    /// If called again after it returned `Some`, or after the job was taken back.
+    pub(crate) fn stolen_result(&mut self) -> Option<std::thread::Result<R>> {
+        assert!(self.out, "the job's outcome was already collected");
+        let r = self.job().stolen_result();
+        if r.is_some() {
+            self.out = false;
+        }
+        r
+    }
+
+    /// Whether `task` is this job's reference.
+    pub(crate) fn is_ref(&self, task: &Task) -> bool {
+        matches!(task, Task::Stack(r) if r.points_to(self.job()))
+    }
+}
+
+impl<F, R> Drop for SteppedJob<F, R> {
+    fn drop(&mut self) {
+        if !self.out {
+            // SAFETY: made by `Box::leak` in `fork`; no reference is out (taken back, or the
+            // thief's last access, the latch store, was seen), so nothing touches it again.
+            drop(unsafe { Box::from_raw(self.job.as_ptr()) });
         }
     }
 }

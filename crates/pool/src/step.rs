@@ -18,15 +18,66 @@
 //! released spare finishes its task and [`StepPool::retire_spare`] hands over its private
 //! deque and frees its parking slot (`Local::hand_over`, `Shared::spare_retired`), as
 //! `worker::spare_main` does.
+//!
+//! **Fork-join, stepped.** A `join` cannot stay inside one call either, so it is split at
+//! the points where its protocol (`crate::stack_job`) hands over: [`StepPool::fork`] is the
+//! fork of the task worker `w` has claimed (its second half `b` becomes a stack job whose
+//! reference is pushed onto `w`'s deque bottom by the same push as `join`'s, then `a` runs
+//! inline with `w`'s context, its spawns landing above the reference);
+//! [`StepPool::join_take_back`] is **one** pop of the owner's take-back (the same
+//! `pop_for_take_back`): its own reference (then `b` runs inline and the join returns), a
+//! task above it (claimed and run inline, as `ChildSink::run_found` does), or nothing (the
+//! half was stolen: the owner now waits); [`StepPool::join_finish`] is one latch probe of the
+//! waiting owner. A stolen half is found, claimed and run by the ordinary take, steal and run
+//! steps (`JobRef::execute` inside `Task::run`). The job's "frame" is a heap allocation kept
+//! by the stepping core (`SteppedJob`), freed once no reference can be out. The waiting
+//! owner's **help** is [`StepPool::join_help`]: one take or steal, and the run of what it
+//! claimed, as `ChildSink::help` does with `find_task`. A half is named
+//! `TaskId(JOIN_HALF | j)` for join number `j` (numbered from 0 in order of fork) wherever a
+//! step reports it: the stack job itself has no number (`TaskId(u64::MAX)`).
 
 use crate::PoolBuildError;
 use crate::context::WorkerContext;
 use crate::engine::{Found, Local, Shared, build};
-use crate::handle::{JoinHandle, Task, TaskId};
+use crate::handle::{JoinHandle, Task, TaskId, panic_message};
 use crate::metrics::PoolMetrics;
+use crate::stack_job::{Popped, SteppedJob};
 use lockstep_contract::{PoolError, PoolState};
 use lockstep_deque::{DequeFamily, Locked};
 use std::num::NonZeroUsize;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+/// The name of join `j`'s second half in step answers: `TaskId(JOIN_HALF | j)`.
+pub const JOIN_HALF: u64 = 1 << 63;
+
+/// A half of a stepped join: a function of the running worker's context.
+pub type JoinHalf = Box<dyn FnOnce(&WorkerContext<'_>) -> u64 + Send>;
+
+/// How a join ended for its owner: both values, or the message of the panic it resumes
+/// (`a`'s if `a` panicked, else `b`'s).
+pub type JoinOutcome = Result<(u64, u64), String>;
+
+/// What one take-back pop did.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum StepTakeBack {
+    /// The join's own half: `b` ran inline and the join returned this.
+    Own(JoinOutcome),
+    /// A task above the half was claimed and run inline (a stolen half of another join too).
+    Ran(StepRun),
+    /// A cancelled task above the half was dropped.
+    Discarded(TaskId),
+    /// The deque is dry: the half was stolen; the owner waits for its latch.
+    Stolen,
+}
+
+/// A join in progress: its owner, its stack job, `a`'s outcome, and whether the owner's
+/// take-back ran dry.
+struct StepJoin {
+    owner: usize,
+    job: SteppedJob<JoinHalf, u64>,
+    a: Result<u64, String>,
+    waiting: bool,
+}
 
 /// What a take or steal step produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -61,6 +112,10 @@ pub struct StepPool<D: DequeFamily = Locked> {
     blocked: Vec<Option<Option<usize>>>,
     /// Every spare started so far, by number (retired ones stay, marked).
     spares: Vec<StepSpare<D>>,
+    /// Every join forked so far, by number; `None` once it returned.
+    joins: Vec<Option<StepJoin>>,
+    /// Per worker: the number of the join its claimed task is in.
+    join_of: Vec<Option<usize>>,
 }
 
 /// A spare of the stepping core: a spare's local side, driven by the test.
@@ -110,6 +165,8 @@ impl<D: DequeFamily> StepPool<D> {
             exited: vec![false; workers],
             blocked: vec![None; workers],
             spares: Vec::new(),
+            joins: Vec::new(),
+            join_of: vec![None; workers],
         })
     }
 
@@ -156,7 +213,7 @@ impl<D: DequeFamily> StepPool<D> {
     }
 
     fn keep(&mut self, worker: usize, found: Found) -> StepFound {
-        keep(&mut self.current[worker], found)
+        keep(&self.joins, &mut self.current[worker], found)
     }
 
     /// Worker `worker` looks at home: own deque bottom, then own inbox front.
@@ -203,8 +260,12 @@ impl<D: DequeFamily> StepPool<D> {
             self.blocked[worker].is_none(),
             "worker {worker} is blocked in block_in_place"
         );
+        assert!(
+            self.join_of[worker].is_none(),
+            "worker {worker}'s task is in a join: it runs to its end after the join"
+        );
         let task = self.current[worker].take()?;
-        let id = task.id();
+        let id = name_of(&self.joins, &task);
         let panicked = self.locals[worker].run(&self.shared, None, task);
         Some(StepRun { task: id, panicked })
     }
@@ -253,7 +314,7 @@ impl<D: DequeFamily> StepPool<D> {
 
     /// The task worker `w` has claimed and not yet run.
     pub fn current(&self, w: usize) -> Option<TaskId> {
-        self.current[w].as_ref().map(|t| t.id())
+        self.current[w].as_ref().map(|t| name_of(&self.joins, t))
     }
 
     /// As `Pool::metrics`.
@@ -277,6 +338,10 @@ impl<D: DequeFamily> StepPool<D> {
         assert!(
             self.current[worker].is_some(),
             "worker {worker} runs no task that could block"
+        );
+        assert!(
+            self.join_of[worker].is_none(),
+            "worker {worker}'s task is in a join"
         );
         let spare = self.shared.take_permit().map(|slot| {
             self.spares.push(StepSpare {
@@ -330,7 +395,7 @@ impl<D: DequeFamily> StepPool<D> {
         self.check_spare_searching(spare);
         let s = &mut self.spares[spare];
         let found = s.local.take_local(&self.shared);
-        keep(&mut s.current, found)
+        keep(&self.joins, &mut s.current, found)
     }
 
     /// Spare `spare` makes one steal attempt on worker `victim` (any worker, the one it
@@ -344,7 +409,7 @@ impl<D: DequeFamily> StepPool<D> {
         assert!(victim < self.locals.len(), "bad victim {victim}");
         let s = &mut self.spares[spare];
         let found = s.local.steal_from(&self.shared, victim);
-        keep(&mut s.current, found)
+        keep(&self.joins, &mut s.current, found)
     }
 
     /// Spare `spare` runs its claimed task, if it holds one (released or not: a released
@@ -355,7 +420,7 @@ impl<D: DequeFamily> StepPool<D> {
     pub fn spare_run(&mut self, spare: usize) -> Option<StepRun> {
         let s = &mut self.spares[spare];
         let task = s.current.take()?;
-        let id = task.id();
+        let id = name_of(&self.joins, &task);
         let panicked = s.local.run(&self.shared, None, task);
         Some(StepRun { task: id, panicked })
     }
@@ -393,7 +458,154 @@ impl<D: DequeFamily> StepPool<D> {
 
     /// The task spare `s` has claimed and not yet run.
     pub fn spare_current(&self, s: usize) -> Option<TaskId> {
-        self.spares[s].current.as_ref().map(|t| t.id())
+        self.spares[s]
+            .current
+            .as_ref()
+            .map(|t| name_of(&self.joins, t))
+    }
+
+    /// The claimed task of worker `worker` forks a join (see the module docs): `b` becomes a
+    /// stack job whose reference is pushed onto the bottom of `worker`'s deque, then `a` runs
+    /// inline with `worker`'s context (its spawns land above the reference; its panic is
+    /// caught and kept for the end of the join). Returns the join's number (from 0, in order
+    /// of fork). Until the join returns ([`StepPool::join_take_back`],
+    /// [`StepPool::join_finish`]) the worker's task does not run to its end and does not
+    /// block. O(1) plus `a`.
+    ///
+    /// # Panics
+    /// If `worker` is out of range, exited, blocked, already in a join, or holds no claimed
+    /// task or a join's half.
+    pub fn fork(
+        &mut self,
+        worker: usize,
+        a: impl FnOnce(&WorkerContext<'_>) -> u64,
+        b: JoinHalf,
+    ) -> usize {
+        assert!(!self.exited[worker], "worker {worker} has exited");
+        assert!(self.blocked[worker].is_none(), "worker {worker} is blocked");
+        assert!(
+            self.join_of[worker].is_none(),
+            "worker {worker} is in a join"
+        );
+        assert!(
+            matches!(self.current[worker], Some(Task::Boxed(_))),
+            "worker {worker} holds no numbered task that could fork"
+        );
+        let (job, a) = self.locals[worker].with_context(&self.shared, |ctx| {
+            let job = SteppedJob::fork(ctx, b);
+            let a = catch_unwind(AssertUnwindSafe(|| a(ctx)));
+            (job, a.map_err(|p| panic_message(p.as_ref())))
+        });
+        self.joins.push(Some(StepJoin {
+            owner: worker,
+            job,
+            a,
+            waiting: false,
+        }));
+        let j = self.joins.len() - 1;
+        self.join_of[worker] = Some(j);
+        j
+    }
+
+    /// One pop of the take-back of the join worker `worker` is in (as `join` pops, see the
+    /// module docs): its own half (then `b` runs inline, and the join returns), a task above
+    /// it (claimed and run inline, counted as any run), or nothing: the half was stolen, and
+    /// the owner waits ([`StepPool::join_finish`]). O(1) plus what runs.
+    ///
+    /// # Panics
+    /// If `worker` is not in a join, or its take-back already ran dry.
+    pub fn join_take_back(&mut self, worker: usize) -> StepTakeBack {
+        let j = self.join_of[worker].expect("the worker is in a join");
+        let join = self.joins[j].as_mut().expect("a join in progress");
+        assert!(!join.waiting, "worker {worker}'s take-back ran dry already");
+        let local = &self.locals[worker];
+        let popped = local.with_context(&self.shared, |ctx| join.job.take_back_one(ctx));
+        match popped {
+            Popped::Own(b) => {
+                let rb = local.with_context(&self.shared, |ctx| {
+                    catch_unwind(AssertUnwindSafe(|| b(ctx)))
+                });
+                let join = self.joins[j].take().expect("a join in progress");
+                self.join_of[worker] = None;
+                StepTakeBack::Own(outcome(join.a, rb))
+            }
+            Popped::Other(task) => {
+                let name = name_of(&self.joins, &task);
+                // As `ChildSink::run_found`: claim (a cancelled task is dropped), then run.
+                match local.claim(&self.shared, task) {
+                    Found::Task(t) => {
+                        let panicked = local.run(&self.shared, None, t);
+                        StepTakeBack::Ran(StepRun {
+                            task: name,
+                            panicked,
+                        })
+                    }
+                    Found::Discarded(id) => StepTakeBack::Discarded(id),
+                    Found::Empty | Found::Retry => unreachable!("a claim finds or discards"),
+                }
+            }
+            Popped::Dry => {
+                join.waiting = true;
+                StepTakeBack::Stolen
+            }
+        }
+    }
+
+    /// One latch probe of the join worker `worker` waits for: `None` while the stolen half
+    /// has not finished, else the join returns with its outcome. O(1).
+    ///
+    /// # Panics
+    /// If `worker` is not in a join whose take-back ran dry.
+    pub fn join_finish(&mut self, worker: usize) -> Option<JoinOutcome> {
+        let j = self.join_of[worker].expect("the worker is in a join");
+        let join = self.joins[j].as_mut().expect("a join in progress");
+        assert!(join.waiting, "worker {worker} has not taken back yet");
+        let rb = join.job.stolen_result()?;
+        let join = self.joins[j].take().expect("a join in progress");
+        debug_assert_eq!(join.owner, worker);
+        self.join_of[worker] = None;
+        Some(outcome(join.a, rb))
+    }
+
+    /// The waiting owner of a join helps (as `ChildSink::help`, one queue per step): its own
+    /// deque and inbox (`victim` `None`: `take_local`) or one steal attempt on `victim`
+    /// (`steal_from`), then it runs what it claimed inline (`Local::run`). It may find its
+    /// own half and run it like a thief. O(1) plus what runs.
+    ///
+    /// # Panics
+    /// If `worker` is not in a join whose take-back ran dry; if `victim` is out of range or
+    /// is `worker`.
+    pub fn join_help(
+        &mut self,
+        worker: usize,
+        victim: Option<usize>,
+    ) -> (StepFound, Option<StepRun>) {
+        let j = self.join_of[worker].expect("the worker is in a join");
+        let join = self.joins[j].as_ref().expect("a join in progress");
+        assert!(join.waiting, "worker {worker} has not run dry");
+        let local = &self.locals[worker];
+        let found = match victim {
+            None => local.take_local(&self.shared),
+            Some(v) => {
+                assert!(v < self.locals.len() && v != worker, "bad victim {v}");
+                local.steal_from(&self.shared, v)
+            }
+        };
+        let mut held = None;
+        let found = keep(&self.joins, &mut held, found);
+        let ran = held.map(|task| {
+            let id = name_of(&self.joins, &task);
+            let panicked = local.run(&self.shared, None, task);
+            StepRun { task: id, panicked }
+        });
+        (found, ran)
+    }
+
+    /// The join worker `w` is in: its number, and whether its take-back ran dry (waiting).
+    pub fn join_state(&self, w: usize) -> Option<(usize, bool)> {
+        let j = self.join_of[w]?;
+        let join = self.joins[j].as_ref().expect("a join in progress");
+        Some((j, join.waiting))
     }
 
     /// Whether spare `s` was released (its call returned) and whether it retired.
@@ -402,11 +614,30 @@ impl<D: DequeFamily> StepPool<D> {
     }
 }
 
+/// The name of a queued or held task in step answers: its id, or `JOIN_HALF | j` for the
+/// half of join `j`.
+fn name_of(joins: &[Option<StepJoin>], task: &Task) -> TaskId {
+    if let Task::Stack(_) = task {
+        let j = joins
+            .iter()
+            .position(|j| j.as_ref().is_some_and(|j| j.job.is_ref(task)))
+            .expect("a stack job in the stepping core belongs to a join in progress");
+        return TaskId(JOIN_HALF | j as u64);
+    }
+    task.id()
+}
+
+/// What the owner of a join resumes: `a`'s panic wins, then `b`'s, else both values.
+fn outcome(a: Result<u64, String>, b: std::thread::Result<u64>) -> JoinOutcome {
+    let b = b.map_err(|p| panic_message(p.as_ref()));
+    Ok((a?, b?))
+}
+
 /// Keeps a claimed task in `current` and reports what a take or steal found.
-fn keep(current: &mut Option<Task>, found: Found) -> StepFound {
+fn keep(joins: &[Option<StepJoin>], current: &mut Option<Task>, found: Found) -> StepFound {
     match found {
         Found::Task(t) => {
-            let id = t.id();
+            let id = name_of(joins, &t);
             *current = Some(t);
             StepFound::Claimed(id)
         }

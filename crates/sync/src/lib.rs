@@ -444,6 +444,10 @@ pub const BUGS: &[(&str, &str)] = &[
         "stack_job_latch_early",
         "pool: a stolen join half sets its latch before writing its result, so the joiner may read an empty slot and return while the thief still writes into its frame",
     ),
+    (
+        "join_half_counted",
+        "pool: a stolen join half is uncounted when its run ends, like a spawned task, though it was never counted, so `outstanding` falls below the tasks left",
+    ),
     // The durable scheduler (issue 5).
     (
         "durable_unfenced_complete",
