@@ -16,10 +16,12 @@
 //! (`submit_batch`, then `complete_and_claim` per round: `lockstep_pull_fused`) or `kahn` (the
 //! bench's `kahn_from_edges` floor) or `executor` (one `GraphRun` of the prebuilt
 //! `FrozenGraph` on a one-worker pool: `lockstep_executor_1t`; the graph's build is not
-//! timed; `executor-room` the same with room for as many added tasks, none added, and
-//! `executor-grow` with each task adding one successor: SPEC A8 graphs that grow), then a shape
-//! (`random`, `chain`, `wavefront`, `tree`; default `random`). Prints the wall time of the run and
-//! of generating the graph (which a profile should subtract).
+//! timed), then a shape (`random`, `chain`, `wavefront`, `tree`; default `random`). Prints the
+//! wall time of the run and of generating the graph (which a profile should subtract).
+//!
+//! Runs of graphs that grow are profiled by the `growth_profile` example instead: in this
+//! binary, their code changed how the pull drivers' generic code was inlined, and with it
+//! their instruction counts (`docs/executor.md`, "Growth").
 
 #[path = "../benches/common/shapes.rs"]
 mod shapes;
@@ -60,32 +62,6 @@ fn main() {
             let n = run.wait().len();
             println!("executor run alone: {:.3} s", t.elapsed().as_secs_f64());
             n
-        }
-        "executor-room" | "executor-grow" => {
-            use lockstep_dag::executor::{FrozenGraph, GraphRun, RunConfig};
-            let graph = std::sync::Arc::new(FrozenGraph::new(shape.tasks_iter()).expect("acyclic"));
-            let pool = lockstep_pool::PoolBuilder::new(1)
-                .build_fast()
-                .expect("a one-worker pool");
-            let frozen = graph.len() as u32;
-            // `executor-room`: room for growth, none used (the growth lock's cost per task);
-            // `executor-grow`: every task of the graph adds one successor.
-            let room = frozen;
-            let grow = mode == "executor-grow";
-            let t = Instant::now();
-            let run = GraphRun::with_config(graph, RunConfig::new().growth(room), move |ctx| {
-                let t = std::hint::black_box(ctx.index());
-                if grow && t < frozen {
-                    ctx.add_successor(frozen + t, [])
-                        .map_err(|e| e.to_string())?;
-                }
-                Ok(())
-            });
-            run.start(&pool).expect("pool accepting");
-            let out = run.wait();
-            println!("executor run alone: {:.3} s", t.elapsed().as_secs_f64());
-            assert!(out.all_succeeded());
-            out.len() - out.added()
         }
         "batch" => drivers::pull_batch(&shape),
         "fused" => drivers::pull_fused(&shape),
