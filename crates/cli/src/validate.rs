@@ -354,10 +354,10 @@ pub fn validate_indexed_timed(
 ) -> Result<Report, SchedulerError<String>> {
     let building = timings.start("build");
     let g = Interned::from_indexed(graph);
-    let no_line = |_: usize| None;
+    let line = |t: usize| graph.line(t);
     validate_interned(
         &g,
-        &no_line,
+        &line,
         || submit_strings(&graph.to_task_graph()).err(),
         building,
         timings,
@@ -643,21 +643,27 @@ impl<'a> Interned<'a> {
         }
     }
 
-    /// The reader's interning, as it is: every task is the first definition of its id.
-    /// O(V + E) with no hash lookup.
+    /// The reader's interning, as it is. O(V + E) with no hash lookup.
     fn from_indexed(graph: &'a IndexedGraph) -> Self {
         let n = graph.len();
         let mut deps = Vec::with_capacity(graph.edge_count());
         let mut ends = Vec::with_capacity(n);
-        for t in 0..n {
+        let mut first = Vec::with_capacity(n);
+        let mut first_task = vec![u32::MAX; graph.id_count()];
+        for (t, &id) in graph.task_ids().iter().enumerate() {
+            let slot = &mut first_task[id as usize];
+            first.push(*slot == u32::MAX);
+            if *slot == u32::MAX {
+                *slot = t as u32;
+            }
             deps.extend_from_slice(graph.deps_of(t));
             ends.push(deps.len());
         }
         Interned {
             names: graph.names().collect(),
-            ids: (0..n as u32).collect(),
-            first: vec![true; n],
-            first_task: (0..n as u32).collect(),
+            ids: graph.task_ids().to_vec(),
+            first,
+            first_task,
             deps,
             ends,
         }

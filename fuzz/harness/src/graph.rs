@@ -21,6 +21,8 @@
 //!   alone (`dot::parse_general`) give the same graph, or the same error; where the fast
 //!   path's indexed form (`dot::index`, what `check` reads) takes the text, it is that graph
 //!   again and `check`'s report on it is the general one's;
+//! * task files: the same for the fast path of plain `[[task]]` files (`toml_file::parse`,
+//!   `toml_file::index`) against the `toml` crate alone (`toml_file::parse_general`);
 //! * a graph's task lines lie inside the text, and `lockstep check`'s `validate` accepts it
 //!   (an `Err` there would mean the scheduler refused a submission `validate` made valid);
 //! * `reverse` keeps the task list and the edge count minus the dangling edges it notes,
@@ -31,7 +33,7 @@
 use std::path::Path;
 
 use lockstep_cli::graph::{
-    EdgeMatch, Format, Location, ReadError, ReadOptions, TaskGraph, dot, read_str,
+    EdgeMatch, Format, Location, ReadError, ReadOptions, TaskGraph, dot, read_str, toml_file,
 };
 use lockstep_cli::timings::Timings;
 use lockstep_cli::validate::{validate, validate_indexed_timed};
@@ -143,15 +145,41 @@ fn check_dot_paths(text: &str, path: &Path, format: Format, opts: &ReadOptions) 
             let Ok(general) = &general else {
                 panic!("the indexed path took a text graphviz-rust refuses: {general:?}");
             };
-            assert_eq!(
-                &indexed.to_task_graph(),
-                general,
-                "indexed vs graphviz-rust"
-            );
-            let mut t = Timings::new();
-            let a = validate_indexed_timed(&indexed, &mut t).expect("validates");
-            let b = validate(general).expect("validates");
-            assert_eq!(a, b, "check's report: indexed vs general");
+            check_indexed(&indexed, general);
+        }
+        Err(back) => assert_eq!(back, text, "the text comes back unchanged"),
+    }
+}
+
+/// The indexed form `check` reads, where the reader's fast path took the text: the general
+/// reader's graph again, and `check`'s report on it is the general one's.
+fn check_indexed(indexed: &lockstep_cli::graph::IndexedGraph, general: &TaskGraph) {
+    assert_eq!(&indexed.to_task_graph(), general, "indexed vs general");
+    let mut t = Timings::new();
+    let a = validate_indexed_timed(indexed, &mut t).expect("validates");
+    let b = validate(general).expect("validates");
+    assert_eq!(a, b, "check's report: indexed vs general");
+}
+
+/// Task files: the fast path for plain `[[task]]` files (`toml_file::parse`) and the `toml`
+/// crate alone (`toml_file::parse_general`) give the same graph or the same error, and the
+/// indexed form is that graph.
+fn check_toml_paths(text: &str, path: &Path, format: Format) {
+    if format != Format::Toml || text.trim().is_empty() {
+        return;
+    }
+    let general = toml_file::parse_general(text, path);
+    match (toml_file::parse(text, path), &general) {
+        (Ok(fast), Ok(general)) => assert_eq!(&fast, general, "fast path vs the toml crate"),
+        (Err(fast), Err(general)) => assert_eq!(fast.to_string(), general.to_string()),
+        (fast, general) => panic!("fast path {fast:?} vs the toml crate {general:?}"),
+    }
+    match toml_file::index(text.to_string()) {
+        Ok(indexed) => {
+            let Ok(general) = &general else {
+                panic!("the indexed path took a text the toml crate refuses: {general:?}");
+            };
+            check_indexed(&indexed, general);
         }
         Err(back) => assert_eq!(back, text, "the text comes back unchanged"),
     }
@@ -167,6 +195,7 @@ pub fn run(data: &[u8]) {
     let (format, opts) = options(selector);
     let path = path_for(format);
     check_dot_paths(&text, path, format, &opts);
+    check_toml_paths(&text, path, format);
     let mut graph = match read_str(&text, path, format, &opts) {
         Ok(g) => g,
         Err(e) => {

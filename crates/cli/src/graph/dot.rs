@@ -70,6 +70,7 @@ use graphviz_rust::dot_structures::{
     Attribute, Edge, EdgeTy, Graph, GraphAttributes, Id, Node, NodeId, Stmt, Subgraph, Vertex,
 };
 
+use super::indexed::Parts;
 use super::{EdgeMatch, IndexedGraph, Location, ReadError, ReadOptions, TaskGraph, TaskSpec};
 
 mod simple;
@@ -298,7 +299,7 @@ fn simple_notes(opts: &DotOptions) -> Vec<String> {
 /// `u32::MAX` bytes.
 pub fn index(text: String, opts: &DotOptions) -> Result<IndexedGraph, String> {
     let parts = simple::parse(&text)
-        .and_then(|g| IndexedGraph::parts(&text, &g.ids, &g.deps, simple_notes(opts)));
+        .and_then(|g| Parts::of_nodes(&text, &g.ids, &g.deps, simple_notes(opts)));
     match parts {
         Some(parts) => Ok(IndexedGraph::assemble(text, parts)),
         None => Err(text),

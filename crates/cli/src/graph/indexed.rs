@@ -20,153 +20,238 @@
 use super::TaskGraph;
 use super::TaskSpec;
 
-/// A graph of distinct ids in order of first mention, each with its dependencies as
-/// indices. Built by [`super::dot::index`].
+/// A graph's tasks in file order, with every id (task or dependency) interned into an index
+/// in order of first mention. Built by [`super::dot::index`] (every id a task, each once,
+/// no lines) and [`super::toml_file::index`] (ids may repeat, dependencies may name no
+/// task, every task has its line).
 ///
-/// Memory: the text, 8 bytes per task for its name's range and 8 for its row end, 4 per
-/// edge.
+/// Memory: the text, 8 bytes per distinct id for its name's range, 20 per task (its id, line,
+/// row end and required count), 4 per edge.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct IndexedGraph {
     /// The file's text; every name is a range of it.
     text: String,
-    /// `spans[i]`: the byte range of task `i`'s id in `text` (quotes excluded).
+    /// `spans[i]`: the byte range of id `i` in `text` (quotes excluded).
     spans: Vec<(u32, u32)>,
-    /// Every task's dependencies, concatenated; task `i`'s are `deps[ends[i-1]..ends[i]]`.
+    /// Per task, in file order: its id's index.
+    ids: Vec<u32>,
+    /// Per task: its 1-based line, 0 where the format has none.
+    lines: Vec<u32>,
+    /// Every task's dependencies (required, then optional), concatenated; task `t`'s are
+    /// `deps[ends[t-1]..ends[t]]`.
     deps: Vec<u32>,
     /// Row ends into `deps`, one per task.
     ends: Vec<usize>,
+    /// Per task: how many of its row are required (the rest are `after`).
+    required: Vec<u32>,
     /// Notes on choices the reader made, as [`TaskGraph::notes`].
     pub notes: Vec<String>,
 }
 
 /// An [`IndexedGraph`] without its text: computed while the reader's results still borrow
 /// the text, then joined with it by [`IndexedGraph::assemble`].
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(super) struct Parts {
-    spans: Vec<(u32, u32)>,
-    deps: Vec<u32>,
-    ends: Vec<usize>,
-    notes: Vec<String>,
+    pub(super) spans: Vec<(u32, u32)>,
+    pub(super) ids: Vec<u32>,
+    pub(super) lines: Vec<u32>,
+    pub(super) deps: Vec<u32>,
+    pub(super) ends: Vec<usize>,
+    pub(super) required: Vec<u32>,
+    pub(super) notes: Vec<String>,
 }
 
-impl IndexedGraph {
-    /// Builds the parts of the graph from the reader's results: `names` (each a subslice of `text`, in
-    /// order of first mention) and `deps` (for each name, its dependencies as indices into
-    /// `names`, without repeats). `None` when a name is not a subslice of `text`, when the
-    /// text is longer than `u32::MAX` bytes, or when a dependency index is out of range.
-    ///
-    /// O(V + E).
-    pub(super) fn parts<L: std::ops::Deref<Target = [u32]>>(
+/// The byte range of each of `names` in `text`, or `None` when one is not a subslice of
+/// `text` or the text is longer than `u32::MAX` bytes. O(V).
+pub(super) fn spans_in(text: &str, names: &[&str]) -> Option<Vec<(u32, u32)>> {
+    let base = text.as_ptr() as usize;
+    let len = u32::try_from(text.len()).ok()?;
+    let mut spans = Vec::with_capacity(names.len());
+    for name in names {
+        let start = (name.as_ptr() as usize).checked_sub(base)?;
+        let end = start.checked_add(name.len())?;
+        // The range and the name start at the same byte and have the same length, so a
+        // range on character boundaries is the name itself. Both ends fit in u32 because
+        // the text's length does.
+        if end > len as usize || text.get(start..end).is_none() {
+            return None;
+        }
+        spans.push((start as u32, end as u32));
+    }
+    Some(spans)
+}
+
+impl Parts {
+    /// The parts of a graph whose every id is a task, defined once, in order of first
+    /// mention, without lines (the DOT subset): `names` (each a subslice of `text`) and
+    /// `deps` (for each name, its required dependencies as indices into `names`). `None`
+    /// as [`spans_in`], or when the lengths differ or a dependency is out of range. O(V + E).
+    pub(super) fn of_nodes<L: std::ops::Deref<Target = [u32]>>(
         text: &str,
         names: &[&str],
         deps: &[L],
         notes: Vec<String>,
     ) -> Option<Parts> {
-        let base = text.as_ptr() as usize;
-        let len = u32::try_from(text.len()).ok()?;
         let n = names.len();
         if deps.len() != n {
             return None;
         }
-        let mut spans = Vec::with_capacity(n);
-        for name in names {
-            let start = (name.as_ptr() as usize).checked_sub(base)?;
-            let end = start.checked_add(name.len())?;
-            // The range and the name start at the same byte and have the same length, so a
-            // range on character boundaries is the name itself. Both ends fit in u32
-            // because the text's length does.
-            if end > len as usize || text.get(start..end).is_none() {
-                return None;
-            }
-            spans.push((start as u32, end as u32));
-        }
+        let spans = spans_in(text, names)?;
         let mut flat = Vec::with_capacity(deps.iter().map(|l| l.len()).sum());
         let mut ends = Vec::with_capacity(n);
+        let mut required = Vec::with_capacity(n);
         for list in deps {
             if list.iter().any(|&d| d as usize >= n) {
                 return None;
             }
             flat.extend_from_slice(list);
             ends.push(flat.len());
+            required.push(list.len() as u32);
         }
         Some(Parts {
             spans,
+            ids: (0..n as u32).collect(),
+            lines: vec![0; n],
             deps: flat,
             ends,
+            required,
             notes,
         })
     }
 
-    /// Puts the parts computed by [`IndexedGraph::parts`] together with the text they index
-    /// (the same text, moved: the parts borrow nothing).
+    /// True when the parts are consistent: one id, line, row end and count per task, rows
+    /// in order and within `deps`, each required count within its row, every index within
+    /// the names. O(V + E).
+    pub(super) fn is_consistent(&self) -> bool {
+        let n = self.ids.len();
+        let names = self.spans.len();
+        let mut prev = 0;
+        self.lines.len() == n
+            && self.ends.len() == n
+            && self.required.len() == n
+            && self.ids.iter().all(|&i| (i as usize) < names)
+            && self.deps.iter().all(|&d| (d as usize) < names)
+            && self.ends.iter().zip(&self.required).all(|(&e, &r)| {
+                let ok = e >= prev && e <= self.deps.len() && r as usize <= e - prev;
+                prev = e;
+                ok
+            })
+    }
+}
+
+impl IndexedGraph {
+    /// Puts the parts computed by a reader together with the text they index (the same
+    /// text, moved: the parts borrow nothing).
+    ///
+    /// # Panics
+    /// In debug builds, when the parts are not consistent ([`Parts::is_consistent`]): a
+    /// reader's bug.
     pub(super) fn assemble(text: String, parts: Parts) -> Self {
+        debug_assert!(parts.is_consistent(), "inconsistent parts: {parts:?}");
         let Parts {
             spans,
+            ids,
+            lines,
             deps,
             ends,
+            required,
             notes,
         } = parts;
         IndexedGraph {
             text,
             spans,
+            ids,
+            lines,
             deps,
             ends,
+            required,
             notes,
         }
     }
 
-    /// The number of tasks (distinct ids).
+    /// The number of tasks (definitions, in file order).
     pub fn len(&self) -> usize {
-        self.spans.len()
+        self.ids.len()
     }
 
     /// True when the graph has no task.
     pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
+        self.ids.is_empty()
     }
 
-    /// The number of dependency edges.
+    /// The number of distinct ids, tasks and dependencies alike.
+    pub fn id_count(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// The number of dependency edges, required and optional, repeats included.
     pub fn edge_count(&self) -> usize {
         self.deps.len()
     }
 
-    /// Task `i`'s id. O(1).
+    /// Id `i`'s text. O(1).
     ///
     /// # Panics
-    /// When `i >= self.len()`.
+    /// When `i >= self.id_count()`.
     pub fn name(&self, i: usize) -> &str {
         let (start, end) = self.spans[i];
         &self.text[start as usize..end as usize]
     }
 
-    /// Every task's id, in order. O(1) each.
+    /// Every distinct id, in order of first mention. O(1) each.
     pub fn names(&self) -> impl ExactSizeIterator<Item = &str> {
-        (0..self.len()).map(|i| self.name(i))
+        (0..self.id_count()).map(|i| self.name(i))
     }
 
-    /// Task `i`'s dependencies, as task indices, in the file's order. O(1).
+    /// Per task, in file order: its id's index.
+    pub fn task_ids(&self) -> &[u32] {
+        &self.ids
+    }
+
+    /// Task `t`'s 1-based line, `None` where the format has none. O(1).
     ///
     /// # Panics
-    /// When `i >= self.len()`.
-    pub fn deps_of(&self, i: usize) -> &[u32] {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.deps[start..self.ends[i]]
+    /// When `t >= self.len()`.
+    pub fn line(&self, t: usize) -> Option<usize> {
+        (self.lines[t] != 0).then_some(self.lines[t] as usize)
+    }
+
+    /// Task `t`'s dependencies as id indices: required ones in the file's order, then
+    /// optional ones (a task file's `after`), as [`TaskSpec::all_deps`]. O(1).
+    ///
+    /// # Panics
+    /// When `t >= self.len()`.
+    pub fn deps_of(&self, t: usize) -> &[u32] {
+        let start = if t == 0 { 0 } else { self.ends[t - 1] };
+        &self.deps[start..self.ends[t]]
+    }
+
+    /// How many of task `t`'s dependencies are required ([`IndexedGraph::deps_of`]'s first
+    /// ones). O(1).
+    pub fn required(&self, t: usize) -> usize {
+        self.required[t] as usize
     }
 
     /// The same graph as a [`TaskGraph`]: what the general reading path gives for the same
-    /// file (one [`TaskSpec`] per task with its id and dependencies, the same notes).
-    /// O(V + E) with a `String` per task and per edge.
+    /// file (one [`TaskSpec`] per task with its id, dependencies, optional dependencies and
+    /// line, the same notes). O(V + E) with a `String` per task and per edge.
     pub fn to_task_graph(&self) -> TaskGraph {
+        let names = |ds: &[u32]| -> Vec<String> {
+            ds.iter()
+                .map(|&d| self.name(d as usize).to_string())
+                .collect()
+        };
         TaskGraph {
             tasks: (0..self.len())
-                .map(|i| TaskSpec {
-                    id: self.name(i).to_string(),
-                    deps: self
-                        .deps_of(i)
-                        .iter()
-                        .map(|&d| self.name(d as usize).to_string())
-                        .collect(),
-                    ..TaskSpec::default()
+                .map(|t| {
+                    let (deps, after) = self.deps_of(t).split_at(self.required(t));
+                    TaskSpec {
+                        id: self.name(self.ids[t] as usize).to_string(),
+                        deps: names(deps),
+                        after: names(after),
+                        line: self.line(t),
+                        ..TaskSpec::default()
+                    }
                 })
                 .collect(),
             notes: self.notes.clone(),
@@ -184,8 +269,9 @@ mod tests {
         let text = String::from("digraph { a -> bb; bb }");
         let a = &text[10..11];
         let bb = &text[15..17];
-        let parts = IndexedGraph::parts(&text, &[a, bb], &[vec![1], vec![]], vec!["n".into()])
+        let parts = Parts::of_nodes(&text, &[a, bb], &[vec![1], vec![]], vec!["n".into()])
             .expect("in the text");
+        assert!(parts.is_consistent());
         let g = IndexedGraph::assemble(text.clone(), parts);
         assert_eq!(g.len(), 2);
         assert_eq!(g.edge_count(), 1);
@@ -201,8 +287,15 @@ mod tests {
 
         // A name from another string, a dependency out of range, lengths that differ.
         let other = String::from("a");
-        assert!(IndexedGraph::parts(&text, &[&other], &[vec![]], vec![]).is_none());
-        assert!(IndexedGraph::parts(&text, &[a], &[vec![1]], vec![]).is_none());
-        assert!(IndexedGraph::parts::<Vec<u32>>(&text, &[a], &[], vec![]).is_none());
+        assert!(Parts::of_nodes(&text, &[&other], &[vec![]], vec![]).is_none());
+        assert!(Parts::of_nodes(&text, &[a], &[vec![1]], vec![]).is_none());
+        assert!(Parts::of_nodes::<Vec<u32>>(&text, &[a], &[], vec![]).is_none());
+        // Inconsistent parts: a row end past the edges, a required count past its row.
+        let mut bad = Parts::of_nodes(&text, &[a, bb], &[vec![1], vec![]], vec![]).unwrap();
+        bad.ends[1] = 5;
+        assert!(!bad.is_consistent());
+        let mut bad = Parts::of_nodes(&text, &[a, bb], &[vec![1], vec![]], vec![]).unwrap();
+        bad.required[1] = 1;
+        assert!(!bad.is_consistent());
     }
 }

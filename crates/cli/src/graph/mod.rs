@@ -712,16 +712,17 @@ pub fn read_input_timed(
 /// A graph as [`read_for_check_timed`] gives it.
 #[derive(Debug)]
 pub enum CheckInput {
-    /// Read by the DOT fast path, ids interned: no [`TaskSpec`] was built.
+    /// Read by a fast path (DOT or task file), ids interned: no [`TaskSpec`] was built.
     Indexed(IndexedGraph),
     /// Read by the general path, as [`read_input_timed`] gives it.
     Graph(TaskGraph),
 }
 
 /// [`read_input_timed`] for a command that only validates the graph (`lockstep check`):
-/// a DOT file in the fast path's subset comes back as an [`IndexedGraph`] (its ids interned
-/// once, no `String` per task or edge), anything else as the [`TaskGraph`] that
-/// [`read_input_timed`] gives. The indexed path is taken only for DOT input and only when
+/// a DOT file or a task file in its reader's fast-path subset (`dot/simple.rs`,
+/// `toml_file/simple.rs`) comes back as an [`IndexedGraph`] (its ids interned once, no
+/// `String` per task or edge), anything else as the [`TaskGraph`] that
+/// [`read_input_timed`] gives. The indexed path is taken only for DOT and TOML input and only when
 /// `opts` neither reverses the graph nor excludes tasks (targets are the caller's: it must
 /// not call this with targets); `IndexedGraph::to_task_graph` of the result equals what
 /// [`read_input_timed`] reads, notes included.
@@ -736,16 +737,23 @@ pub fn read_for_check_timed(
 ) -> Result<CheckInput, ReadError> {
     let (bytes, name, format) = read_raw_timed(path, opts, max_bytes, timings)?;
     let profile = match format {
-        Format::Dot => None,
+        Format::Dot | Format::Toml => None,
         Format::AptDotty => Some(dot::Profile::AptDotty),
-        _ => return read_bytes_timed(bytes, name, format, opts, timings).map(CheckInput::Graph),
+        Format::CargoMetadata => {
+            return read_bytes_timed(bytes, name, format, opts, timings).map(CheckInput::Graph);
+        }
     };
     if opts.reverse || !opts.exclude_tasks.is_empty() {
         return read_bytes_timed(bytes, name, format, opts, timings).map(CheckInput::Graph);
     }
     let parsing = timings.start("parse");
     let text = decode(bytes, name)?;
-    match dot::index(text, &dot::DotOptions::from_read(opts, profile)) {
+    let indexed = if format == Format::Toml {
+        toml_file::index(text)
+    } else {
+        dot::index(text, &dot::DotOptions::from_read(opts, profile))
+    };
+    match indexed {
         Ok(mut g) => {
             let mut notes = inapplicable_options(format, opts);
             notes.append(&mut g.notes);
@@ -1224,6 +1232,7 @@ mod tests {
             "t.toml",
             "[[task]]\nid = \"a\"\ndeps = [\"b\"]\n[[task]]\nid = \"b\"\n",
         );
+        let toml_cmd = write("c.toml", "[[task]]\nid = \"a\"\ncommand = \"true\"\n");
         let with = |reverse: bool, exclude: &[&str], dev_deps: bool| ReadOptions {
             reverse,
             exclude_tasks: exclude.iter().map(|s| s.to_string()).collect(),
@@ -1238,13 +1247,15 @@ mod tests {
             assert_eq!(phases, ["read", "parse"], "{path:?}");
             input
         };
-        // The subset, with and without a note-making option: indexed, and the same graph
-        // and notes as the general read.
-        for opts in [with(false, &[], false), with(false, &[], true)] {
-            let general = read_input(&simple, &opts, DEFAULT_MAX_INPUT_BYTES).unwrap();
-            match read(&simple, &opts) {
-                CheckInput::Indexed(g) => assert_eq!(g.to_task_graph(), general),
-                CheckInput::Graph(g) => panic!("not indexed: {g:?}"),
+        // The subsets (DOT and task file), with and without a note-making option: indexed,
+        // and the same graph and notes as the general read.
+        for path in [&simple, &toml] {
+            for opts in [with(false, &[], false), with(false, &[], true)] {
+                let general = read_input(path, &opts, DEFAULT_MAX_INPUT_BYTES).unwrap();
+                match read(path, &opts) {
+                    CheckInput::Indexed(g) => assert_eq!(g.to_task_graph(), general),
+                    CheckInput::Graph(g) => panic!("not indexed: {path:?} {g:?}"),
+                }
             }
         }
         assert!(
@@ -1253,13 +1264,14 @@ mod tests {
                 .notes
                 .is_empty()
         );
-        // Options that change the graph, other formats, DOT outside the subset: the
-        // general path's graph.
+        // Options that change the graph, files outside the subsets: the general path's
+        // graph.
         for (path, opts) in [
             (&simple, with(true, &[], false)),
             (&simple, with(false, &["d"], false)),
             (&attrs, with(false, &[], false)),
-            (&toml, with(false, &[], false)),
+            (&toml, with(true, &[], false)),
+            (&toml_cmd, with(false, &[], false)),
         ] {
             let general = read_input(path, &opts, DEFAULT_MAX_INPUT_BYTES).unwrap();
             match read(path, &opts) {

@@ -56,7 +56,9 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::location::LineIndex;
-use super::{Location, ReadError, TaskGraph, TaskSpec};
+use super::{IndexedGraph, Location, ReadError, TaskGraph, TaskSpec};
+
+mod simple;
 use crate::attempts::{self, MAX_RETRIES};
 
 #[derive(Debug, Deserialize)]
@@ -218,6 +220,36 @@ fn pools_not_a_table(text: &str) -> Option<String> {
 ///   containing `=` or NUL), at that name, and for a NUL in a `command`, `cwd` or `env`
 ///   value (no process can be given one), at that value.
 pub fn parse(text: &str, path: &Path) -> Result<TaskGraph, ReadError> {
+    match simple::parse(text) {
+        Some(parts) => Ok(IndexedGraph::assemble(text.to_string(), parts).to_task_graph()),
+        None => parse_general(text, path),
+    }
+}
+
+/// Reads `text` through the fast path alone (`toml_file/simple.rs`: `[[task]]` tables with
+/// `id`, `deps` and `after` only) and keeps the ids it interned: the [`IndexedGraph`] whose
+/// [`IndexedGraph::to_task_graph`] is what [`parse`] gives for the same text. `lockstep
+/// check` validates it without building a [`TaskGraph`]
+/// (`crate::validate::validate_indexed_timed`).
+///
+/// Cost: O(bytes + V + E) with one hash lookup per id mention.
+///
+/// # Errors
+/// The text itself, unchanged, when it is not in the fast path's subset (the caller then
+/// reads it with [`parse`], which reports any error), or when it is longer than `u32::MAX`
+/// bytes.
+pub fn index(text: String) -> Result<IndexedGraph, String> {
+    match simple::parse(&text) {
+        Some(parts) => Ok(IndexedGraph::assemble(text, parts)),
+        None => Err(text),
+    }
+}
+
+/// [`parse`] without the fast path: every file through the `toml` crate.
+///
+/// # Errors
+/// As [`parse`].
+pub fn parse_general(text: &str, path: &Path) -> Result<TaskGraph, ReadError> {
     let file: File = toml::from_str(text).map_err(|e| ReadError::Toml {
         path: path.to_path_buf(),
         at: e
@@ -688,6 +720,228 @@ env = { CFLAGS = "-O2", X = "1" }
                 matches!(parse(junk, p()), Err(ReadError::Toml { .. })),
                 "{junk:?} should be refused"
             );
+        }
+    }
+
+    // ------------------------------------------------------------ the fast path
+
+    /// Both readers on `text`: the fast path must take it, and agree with the `toml`
+    /// crate's; its indexed form must be the same graph.
+    fn assert_paths_agree(text: &str) {
+        assert!(simple::parse(text).is_some(), "not in the subset: {text:?}");
+        let general = parse_general(text, p())
+            .unwrap_or_else(|e| panic!("the toml crate refused {text:?}: {e}"));
+        assert_eq!(parse(text, p()).unwrap(), general, "{text:?}");
+        let indexed = index(text.to_string()).expect("in the subset");
+        assert_eq!(indexed.to_task_graph(), general, "{text:?}");
+    }
+
+    #[test]
+    fn the_fast_path_reads_plain_task_files_as_the_toml_crate_does() {
+        assert_paths_agree("[[task]]\nid = \"t0\"\n\n[[task]]\nid = \"t1\"\ndeps = [\"t0\"]\n");
+        assert_paths_agree(
+            "# a comment\n\n  [[task]]   # trailing\r\n\tid=\"a b\"\t# c\r\nafter = [ ]\ndeps = [\n  \"x\", # why\n  \"y\",\n]\n",
+        );
+        // Repeated ids and dependencies, `after` before `deps`, a dependency in both, an
+        // unknown dependency, non-ASCII, an empty dependency, no final newline.
+        assert_paths_agree(
+            "[[task]]\nid = \"é\"\nafter = [\"a\", \"\"]\ndeps = [\"a\", \"a\"]\n[[task]]\nid = \"é\"\n[[task]]\nid = \"a\"\ndeps = [\"nowhere\"]",
+        );
+        assert_paths_agree("# only comments\n\n# and blank lines\n");
+        assert_paths_agree("[[task]]\nid = \"a\"\ndeps = [\"a\"]\n");
+    }
+
+    #[test]
+    fn anything_outside_the_subset_goes_to_the_toml_crate() {
+        for text in [
+            "id = \"a\"\n",
+            "[[task]]\nid = \"a\"\ncommand = \"x\"\n",
+            "[[task]]\nid = 'a'\n",
+            "[[task]]\nid = \"\"\"a\"\"\"\n",
+            "[[task]]\nid = \"a\\u0041\"\n",
+            "[[task]]\nid = \"\"\n",
+            "[[task]]\ndeps = []\n",
+            "[[task]]\nid = \"a\"\nid = \"b\"\n",
+            "[[task]]\nid = \"a\"\ndeps = []\ndeps = []\n",
+            "[[ task ]]\nid = \"a\"\n",
+            "[task]\nid = \"a\"\n",
+            "[pools]\nx = 1\n",
+            "[[task]]\n\"id\" = \"a\"\n",
+            "[[task]]\nid.x = \"a\"\n",
+            "[[task]]\nid = \"a\" deps = []\n",
+            "[[task]] id = \"a\"\n",
+            "[[task]]\nid = \"a\"\rdeps = []\n",
+            "[[task]]\nid = \"a\"\ndeps = [\"b\",,]\n",
+            "[[task]]\nid = \"a\"\ndeps = [,]\n",
+            "[[task]]\nid = \"a\"\ndeps = [\"b\" \"c\"]\n",
+            "[[task]]\nid = \"a\"\ndeps = [\"b\"\n",
+            "[[task]]\nid = \"a\"\ndeps = \"b\"\n",
+            "[[task]]\nid = \"a\"\n# bell \u{7}\n",
+            "[[task]]\nid = \"a\u{1}\"\n",
+            "[[task]]\nid = \"a\"\ndeps = [\"b\"] # end\u{7f}\n",
+        ] {
+            assert!(simple::parse(text).is_none(), "{text:?}");
+            assert_eq!(index(text.to_string()), Err(text.to_string()));
+        }
+    }
+
+    mod subset {
+        use proptest::prelude::*;
+
+        /// Strings of the subset, as TOML text: quotes, no escapes, no control characters
+        /// other than tab; spaces, `#`, `[`, `,`, `=`, `'` and non-ASCII inside.
+        pub fn string() -> impl Strategy<Value = String> {
+            prop_oneof![
+                4 => "[a-e][0-9]?",
+                1 => "[a-c #\\[\\],='\t\u{e9}]{0,4}",
+            ]
+            .prop_map(|s| format!("\"{s}\""))
+        }
+
+        /// Blanks, possibly none.
+        pub fn blanks() -> impl Strategy<Value = &'static str> {
+            prop::sample::select(vec!["", "", " ", "\t", "  \t"])
+        }
+
+        /// A line's end, with or without a comment before it.
+        pub fn eol() -> impl Strategy<Value = &'static str> {
+            prop::sample::select(vec!["\n", "\n", "\r\n", " # c\n", "\t#\u{e9} ]\"\r\n"])
+        }
+
+        /// Whitespace inside an array: blanks, line ends, comments.
+        pub fn array_space() -> impl Strategy<Value = &'static str> {
+            prop::sample::select(vec!["", "", " ", "\n", "\r\n  ", " # c\n", "\n\n\t"])
+        }
+
+        /// An array of strings, with a trailing comma or not.
+        pub fn array() -> impl Strategy<Value = String> {
+            (
+                prop::collection::vec((array_space(), string(), array_space()), 0..4),
+                any::<bool>(),
+                array_space(),
+            )
+                .prop_map(|(items, trailing, last)| {
+                    let mut s = String::from("[");
+                    let n = items.len();
+                    for (k, (a, item, b)) in items.into_iter().enumerate() {
+                        s.push_str(a);
+                        s.push_str(&item);
+                        s.push_str(b);
+                        if k + 1 < n || trailing {
+                            s.push(',');
+                        }
+                    }
+                    if n == 0 || trailing {
+                        s.push_str(last);
+                    }
+                    s.push(']');
+                    s
+                })
+        }
+
+        /// One `[[task]]` table: an id (never empty) and optionally `deps` and `after`, in
+        /// any order, with blank and comment lines between.
+        pub fn table() -> impl Strategy<Value = String> {
+            (
+                "[a-e][0-9]?",
+                prop::option::of(array()),
+                prop::option::of(array()),
+                0usize..6,
+                prop::collection::vec((blanks(), blanks(), blanks(), eol()), 4),
+            )
+                .prop_map(|(id, deps, after, order, ws)| {
+                    let mut pairs = vec![format!("id{}={}\"{id}\"", ws[0].0, ws[0].1)];
+                    if let Some(d) = deps {
+                        pairs.push(format!("deps{}={}{d}", ws[1].0, ws[1].1));
+                    }
+                    if let Some(a) = after {
+                        pairs.push(format!("after{}={}{a}", ws[2].0, ws[2].1));
+                    }
+                    let k = order % pairs.len();
+                    pairs.rotate_left(k);
+                    if order >= 3 {
+                        pairs.reverse();
+                    }
+                    let mut s = format!("{}[[task]]{}", ws[3].2, ws[3].3);
+                    for (pair, w) in pairs.iter().zip(&ws) {
+                        s.push_str(w.2);
+                        s.push_str(pair);
+                        s.push_str(w.3);
+                    }
+                    s
+                })
+        }
+
+        /// A whole file of the subset: comment lines, then tables.
+        pub fn file() -> impl Strategy<Value = String> {
+            (
+                prop::collection::vec(eol(), 0..3),
+                prop::collection::vec(table(), 0..8),
+                any::<bool>(),
+            )
+                .prop_map(|(lead, tables, cut_last_newline)| {
+                    let mut s: String = lead.concat();
+                    for t in tables {
+                        s.push_str(&t);
+                    }
+                    if cut_last_newline && s.ends_with('\n') && !s.trim_end().ends_with(']') {
+                        s.pop();
+                        if s.ends_with('\r') {
+                            s.pop();
+                        }
+                    }
+                    s
+                })
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// The fast path takes every file of its subset and reads it exactly as the `toml`
+        /// crate and the general conversion do.
+        #[test]
+        fn the_fast_path_equals_the_toml_crate_on_its_subset(text in subset::file()) {
+            if !text.trim().is_empty() {
+                assert_paths_agree(&text);
+            }
+        }
+
+        /// Near misses: a file of the subset with a few characters of TOML put in or cut
+        /// out. Whenever the fast path still takes it, the `toml` crate must read it too,
+        /// and the same way.
+        #[test]
+        fn the_fast_path_never_takes_more_than_the_toml_crate_reads(
+            text in subset::file(),
+            edits in proptest::collection::vec(
+                (
+                    proptest::prelude::any::<proptest::sample::Index>(),
+                    proptest::option::of(proptest::sample::select(vec![
+                        "\"", "'", "\\", "[", "]", "[[", "]]", ",", "=", "#", "\n", "\r", " ",
+                        ".", "x", "id", "deps", "after", "command = \"c\"\n", "\u{7}", "\u{e9}",
+                        "\"\"", "[[task]]\n", "[pools]\n",
+                    ])),
+                ),
+                1..4,
+            ),
+        ) {
+            let mut text = text;
+            for (at, insert) in edits {
+                let chars: Vec<(usize, char)> = text.char_indices().collect();
+                if chars.is_empty() {
+                    continue;
+                }
+                let (offset, c) = chars[at.index(chars.len())];
+                match insert {
+                    Some(piece) => text.insert_str(offset, piece),
+                    None => {
+                        text.replace_range(offset..offset + c.len_utf8(), "");
+                    }
+                }
+            }
+            if simple::parse(&text).is_some() {
+                assert_paths_agree(&text);
+            }
         }
     }
 }
