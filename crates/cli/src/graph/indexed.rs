@@ -9,11 +9,11 @@
 //! sixth (`docs/benchmarks.md`, "Reading input").
 //!
 //! An [`IndexedGraph`] keeps what the reader computed instead: the file's text, each
-//! distinct id as a byte range of it, and the dependency lists as `u32` indices in one
-//! array (compressed sparse rows). Only the DOT scanner's subset (`dot/simple.rs`) is read
-//! this way, and only when no option changes the graph after reading (`--reverse`,
-//! `--exclude-task`, targets): that subset cannot express what the other paths must report
-//! (a repeated task, a repeated dependency, a command), so the indexed graph has the same
+//! distinct id as a byte range of it, each task's id index and line, and the dependency
+//! lists as `u32` indices in one array (compressed sparse rows). Only the readers' fast-path
+//! subsets are read this way (`dot/simple.rs`, `toml_file/simple.rs`), and only when no
+//! option changes the graph after reading (`--reverse`, `--exclude-task`, targets): those
+//! subsets say nothing but ids, dependencies and lines, so the indexed graph has the same
 //! validation report as the [`TaskGraph`] of the same file, which
 //! [`IndexedGraph::to_task_graph`] gives and the tests compare.
 

@@ -47,6 +47,11 @@
 //! with the task). An id in both `deps` and `after` is a duplicate dependency.
 //! Duplicate ids and duplicate dependencies are not reader errors: the graph keeps them
 //! and `lockstep check` reports every one with its line.
+//!
+//! Files made only of `[[task]]` tables with `id`, `deps` and `after` (what generators write)
+//! are read by a one-pass scanner (`toml_file/simple.rs`) instead of the `toml` crate, with
+//! the same result; anything else, errors included, is the `toml` crate's ([`parse_general`]).
+//! `lockstep check` keeps the scanner's interned ids ([`index`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
