@@ -286,7 +286,7 @@ fn simple_notes(opts: &DotOptions) -> Vec<String> {
     notes
 }
 
-/// Reads `text` through the fast path alone ([`simple`]) and keeps the ids it interned:
+/// Reads `text` through the fast path alone (`dot/simple.rs`) and keeps the ids it interned:
 /// the [`IndexedGraph`] whose [`IndexedGraph::to_task_graph`] is what [`parse`] gives for
 /// the same text and options. `lockstep check` validates it without building a
 /// [`TaskGraph`] (`crate::validate::validate_indexed_timed`).
