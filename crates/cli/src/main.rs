@@ -434,7 +434,7 @@ impl GraphArgs {
             timings,
         )?;
         print_notes(match &input {
-            CheckInput::Indexed(g) => &g.notes,
+            CheckInput::Indexed(g) => g.notes(),
             CheckInput::Graph(g) => &g.notes,
         });
         Ok(input)

@@ -1577,19 +1577,7 @@ size="30,40";
             ),
         ) {
             let mut text = text;
-            for (at, insert) in edits {
-                let chars: Vec<(usize, char)> = text.char_indices().collect();
-                if chars.is_empty() {
-                    continue;
-                }
-                let (offset, c) = chars[at.index(chars.len())];
-                match insert {
-                    Some(piece) => text.insert_str(offset, piece),
-                    None => {
-                        text.replace_range(offset..offset + c.len_utf8(), "");
-                    }
-                }
-            }
+            crate::graph::near_miss(&mut text, edits);
             if simple::parse(&text).is_some() {
                 assert_paths_agree(&text);
             }

@@ -31,33 +31,28 @@ use super::TaskSpec;
 pub struct IndexedGraph {
     /// The file's text; every name is a range of it.
     text: String,
-    /// `spans[i]`: the byte range of id `i` in `text` (quotes excluded).
-    spans: Vec<(u32, u32)>,
-    /// Per task, in file order: its id's index.
-    ids: Vec<u32>,
-    /// Per task: its 1-based line, 0 where the format has none.
-    lines: Vec<u32>,
-    /// Every task's dependencies (required, then optional), concatenated; task `t`'s are
-    /// `deps[ends[t-1]..ends[t]]`.
-    deps: Vec<u32>,
-    /// Row ends into `deps`, one per task.
-    ends: Vec<usize>,
-    /// Per task: how many of its row are required (the rest are `after`).
-    required: Vec<u32>,
-    /// Notes on choices the reader made, as [`TaskGraph::notes`].
-    pub notes: Vec<String>,
+    /// Everything else, as the reader computed it.
+    p: Parts,
 }
 
 /// An [`IndexedGraph`] without its text: computed while the reader's results still borrow
 /// the text, then joined with it by [`IndexedGraph::assemble`].
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(super) struct Parts {
+    /// `spans[i]`: the byte range of id `i` in the text (quotes excluded).
     pub(super) spans: Vec<(u32, u32)>,
+    /// Per task, in file order: its id's index.
     pub(super) ids: Vec<u32>,
+    /// Per task: its 1-based line, 0 where the format has none.
     pub(super) lines: Vec<u32>,
+    /// Every task's dependencies (required, then optional), concatenated; task `t`'s are
+    /// `deps[ends[t-1]..ends[t]]`.
     pub(super) deps: Vec<u32>,
+    /// Row ends into `deps`, one per task.
     pub(super) ends: Vec<usize>,
+    /// Per task: how many of its row are required (the rest are `after`).
     pub(super) required: Vec<u32>,
+    /// Notes on choices the reader made, as [`TaskGraph::notes`].
     pub(super) notes: Vec<String>,
 }
 
@@ -148,45 +143,38 @@ impl IndexedGraph {
     /// reader's bug.
     pub(super) fn assemble(text: String, parts: Parts) -> Self {
         debug_assert!(parts.is_consistent(), "inconsistent parts: {parts:?}");
-        let Parts {
-            spans,
-            ids,
-            lines,
-            deps,
-            ends,
-            required,
-            notes,
-        } = parts;
-        IndexedGraph {
-            text,
-            spans,
-            ids,
-            lines,
-            deps,
-            ends,
-            required,
-            notes,
-        }
+        IndexedGraph { text, p: parts }
+    }
+
+    /// The reader's notes, as [`TaskGraph::notes`].
+    pub fn notes(&self) -> &[String] {
+        &self.p.notes
+    }
+
+    /// Puts `notes` before the reader's own.
+    pub(super) fn prepend_notes(&mut self, mut notes: Vec<String>) {
+        notes.append(&mut self.p.notes);
+        self.p.notes = notes;
     }
 
     /// The number of tasks (definitions, in file order).
     pub fn len(&self) -> usize {
-        self.ids.len()
+        self.p.ids.len()
     }
 
     /// True when the graph has no task.
     pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
+        self.p.ids.is_empty()
     }
 
     /// The number of distinct ids, tasks and dependencies alike.
     pub fn id_count(&self) -> usize {
-        self.spans.len()
+        self.p.spans.len()
     }
 
     /// The number of dependency edges, required and optional, repeats included.
     pub fn edge_count(&self) -> usize {
-        self.deps.len()
+        self.p.deps.len()
     }
 
     /// Id `i`'s text. O(1).
@@ -194,7 +182,7 @@ impl IndexedGraph {
     /// # Panics
     /// When `i >= self.id_count()`.
     pub fn name(&self, i: usize) -> &str {
-        let (start, end) = self.spans[i];
+        let (start, end) = self.p.spans[i];
         &self.text[start as usize..end as usize]
     }
 
@@ -205,7 +193,7 @@ impl IndexedGraph {
 
     /// Per task, in file order: its id's index.
     pub fn task_ids(&self) -> &[u32] {
-        &self.ids
+        &self.p.ids
     }
 
     /// Task `t`'s 1-based line, `None` where the format has none. O(1).
@@ -213,7 +201,7 @@ impl IndexedGraph {
     /// # Panics
     /// When `t >= self.len()`.
     pub fn line(&self, t: usize) -> Option<usize> {
-        (self.lines[t] != 0).then_some(self.lines[t] as usize)
+        (self.p.lines[t] != 0).then_some(self.p.lines[t] as usize)
     }
 
     /// Task `t`'s dependencies as id indices: required ones in the file's order, then
@@ -222,14 +210,14 @@ impl IndexedGraph {
     /// # Panics
     /// When `t >= self.len()`.
     pub fn deps_of(&self, t: usize) -> &[u32] {
-        let start = if t == 0 { 0 } else { self.ends[t - 1] };
-        &self.deps[start..self.ends[t]]
+        let start = if t == 0 { 0 } else { self.p.ends[t - 1] };
+        &self.p.deps[start..self.p.ends[t]]
     }
 
     /// How many of task `t`'s dependencies are required ([`IndexedGraph::deps_of`]'s first
     /// ones). O(1).
     pub fn required(&self, t: usize) -> usize {
-        self.required[t] as usize
+        self.p.required[t] as usize
     }
 
     /// The same graph as a [`TaskGraph`]: what the general reading path gives for the same
@@ -246,7 +234,7 @@ impl IndexedGraph {
                 .map(|t| {
                     let (deps, after) = self.deps_of(t).split_at(self.required(t));
                     TaskSpec {
-                        id: self.name(self.ids[t] as usize).to_string(),
+                        id: self.name(self.p.ids[t] as usize).to_string(),
                         deps: names(deps),
                         after: names(after),
                         line: self.line(t),
@@ -254,7 +242,7 @@ impl IndexedGraph {
                     }
                 })
                 .collect(),
-            notes: self.notes.clone(),
+            notes: self.p.notes.clone(),
             pools: Default::default(),
         }
     }

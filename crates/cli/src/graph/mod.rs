@@ -755,9 +755,7 @@ pub fn read_for_check_timed(
     };
     match indexed {
         Ok(mut g) => {
-            let mut notes = inapplicable_options(format, opts);
-            notes.append(&mut g.notes);
-            g.notes = notes;
+            g.prepend_notes(inapplicable_options(format, opts));
             timings.end(parsing, timings::tasks_edges(g.len(), g.edge_count()));
             Ok(CheckInput::Indexed(g))
         }
@@ -971,6 +969,24 @@ pub fn read_str(
             &dot::DotOptions::from_read(opts, Some(dot::Profile::AptDotty)),
         ),
         Format::CargoMetadata => cargo_metadata::parse(text, path, opts.dev_deps),
+    }
+}
+
+/// Test support for the fast paths' near-miss properties: applies each edit to `text` in
+/// turn, at the character `Index` chooses: `Some(piece)` inserts `piece` before it, `None`
+/// removes it. An empty text is left as it is.
+#[cfg(test)]
+pub(crate) fn near_miss(text: &mut String, edits: Vec<(proptest::sample::Index, Option<&str>)>) {
+    for (at, insert) in edits {
+        let chars: Vec<(usize, char)> = text.char_indices().collect();
+        if chars.is_empty() {
+            continue;
+        }
+        let (offset, c) = chars[at.index(chars.len())];
+        match insert {
+            Some(piece) => text.insert_str(offset, piece),
+            None => text.replace_range(offset..offset + c.len_utf8(), ""),
+        }
     }
 }
 
