@@ -401,9 +401,13 @@ where
 /// The protocol of the module documentation holds with "the frame" read as this allocation:
 /// it is freed only when no reference to it can be out (taken back, or the latch seen set).
 /// Dropped while a reference may still be out (a test that stops mid-join), it is **leaked**,
-/// never freed: a reference left in a queue can then never point to freed memory.
+/// never freed: a reference left in a queue can then never point to freed memory. Leaking
+/// keeps the job alive, not what its closure borrows: hence `F: 'static` (the stepping core's
+/// `JoinHalf` is). Without the bound, safe code could fork a closure borrowing a local, drop
+/// the `SteppedJob` and the local, and then run the queued reference: Miri reports the use
+/// after free (`execute`'s take of the closure meets a dangling captured reference).
 pub(crate) struct SteppedJob<F, R> {
-    /// From `Box::into_raw`: freed by `Drop` once `out` is false.
+    /// From `Box::leak`: freed by `Drop` once `out` is false.
     job: std::ptr::NonNull<StackJob<F, R>>,
     /// The one reference may still be in a queue or in a thread's hands.
     out: bool,
@@ -411,7 +415,7 @@ pub(crate) struct SteppedJob<F, R> {
 
 impl<F, R> SteppedJob<F, R>
 where
-    F: FnOnce(&WorkerContext<'_>) -> R + Send,
+    F: FnOnce(&WorkerContext<'_>) -> R + Send + 'static,
     R: Send,
 {
     /// Fork (protocol point 1): a new job holding `b`, its one reference pushed onto the
