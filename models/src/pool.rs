@@ -38,6 +38,13 @@
 //! ([`PoolModel::join_help`]: one take or steal, and the run of what it found). While in a
 //! join, the worker's task neither runs to its end nor blocks; nested joins are not modelled
 //! (only a numbered task forks).
+//!
+//! SEMANTICS: a join that returns a panic does not end its task: the task later runs to the
+//! end of its [`Program`] as if its code had caught the panic (`catch_unwind` around
+//! `join`, as `scenarios_pool`'s borrowing-join scenario does). A panic that unwinds through
+//! the task instead (its handle holds the panic and `panics` counts it once, SPEC B4) is not
+//! modelled; `scenarios_pool::join_panics_in_either_half_after_both_finish_with_borrowed_data`
+//! checks it on the real pool.
 
 use lockstep_contract::{PoolError, PoolState, TaskError};
 use std::collections::VecDeque;
