@@ -965,17 +965,24 @@ fn quiet_generated_panics() {
     });
 }
 
-/// The proptest configuration: 512 cases, longer shrinking, and room for the steps the
+/// The proptest configuration: 512 cases (or `PROPTEST_CASES`, so that the
+/// `lockstep-stats` line counts what ran), longer shrinking, and room for the steps the
 /// preconditions refuse: the join steps (`JoinTakeBack`, `JoinFinish`, `JoinHelp`, a fifth of
 /// the generator's weight) apply only while a worker is in a join, so a case draws about 75
 /// refused steps, and the default limit (65,536 for the whole run) aborted
 /// `PROPTEST_CASES=1000` after about 870 cases ("Too many local rejects").
 fn config() -> ProptestConfig {
+    let defaults = ProptestConfig::default();
+    let cases = if std::env::var_os("PROPTEST_CASES").is_some() {
+        defaults.cases
+    } else {
+        512
+    };
     ProptestConfig {
-        cases: 512,
+        cases,
         max_shrink_iters: 4096,
         max_local_rejects: 1 << 24,
-        ..ProptestConfig::default()
+        ..defaults
     }
 }
 
