@@ -39,6 +39,15 @@
 //! join, the worker's task neither runs to its end nor blocks; nested joins are not modelled
 //! (only a numbered task forks).
 //!
+//! **Credits** (issue 10, item 2): `outstanding` is what `Pool::outstanding` reads, the
+//! tasks left **plus the credit** every worker and spare holds. A child takes a unit of the
+//! spawning thread's credit (a used-up credit first draws a batch of
+//! [`PoolModel::credit_batch`] units into `outstanding`); a task's end, or the drop of a
+//! cancelled husk, adds its unit to the credit of the thread that ran it (above twice the
+//! batch, the excess goes back); a thread whose home is empty ([`PoolModel::take`],
+//! [`PoolModel::spare_take`]) or that retires gives its whole credit back. Roots are counted
+//! in `outstanding` directly. [`PoolModel::tasks_left`] is the count without the credits.
+//!
 //! SEMANTICS: a join that returns a panic does not end its task: the task later runs to the
 //! end of its [`Program`] as if its code had caught the panic (`catch_unwind` around
 //! `join`, as `scenarios_pool`'s borrowing-join scenario does). A panic that unwinds through
@@ -59,6 +68,10 @@ pub type JoinNo = usize;
 /// The bit that marks a join's half where a task number could stand (a deque, a claimed
 /// task, a step's answer): see [`half_name`].
 pub const JOIN_HALF: TaskNo = 1 << 63;
+
+/// The credit batch a model gets unless [`PoolModel::with_credit_batch`] says otherwise
+/// (production: `lockstep_pool::DEFAULT_CREDIT_BATCH`).
+pub const DEFAULT_CREDIT_BATCH: usize = 32;
 
 /// The name of join `j`'s second half where it is queued or held.
 ///
@@ -219,6 +232,8 @@ pub struct WorkerModel {
     pub counts: WorkerCounts,
     /// The join its claimed task is in, until the join returns.
     pub join: Option<JoinNo>,
+    /// Units of `outstanding` it holds that no task uses: its credit (B3.credits-returned).
+    pub credits: usize,
 }
 
 /// A spare's number: its position in the order of start.
@@ -238,6 +253,8 @@ pub struct SpareModel {
     pub released: bool,
     /// It handed its deque over and exited.
     pub retired: bool,
+    /// Its credit, as a worker's.
+    pub credits: usize,
 }
 
 /// Who takes a step: a worker or a spare.
@@ -251,6 +268,7 @@ enum Actor {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolModel {
     steal_batch: usize,
+    credit_batch: usize,
     max_blocking: usize,
     /// Compensated calls that have not returned (each holds one permit).
     permits_held: usize,
@@ -270,6 +288,7 @@ impl PoolModel {
     pub fn new(workers: NonZeroUsize, steal_batch: NonZeroUsize) -> Self {
         PoolModel {
             steal_batch: steal_batch.get(),
+            credit_batch: DEFAULT_CREDIT_BATCH,
             max_blocking: 0,
             permits_held: 0,
             spares: Vec::new(),
@@ -290,6 +309,24 @@ impl PoolModel {
     pub fn with_max_blocking(mut self, max_blocking: usize) -> Self {
         self.max_blocking = max_blocking;
         self
+    }
+
+    /// The same pool with a credit batch of `batch` (as `PoolBuilder::credit_batch`; `new`
+    /// starts with [`DEFAULT_CREDIT_BATCH`]).
+    #[must_use]
+    pub fn with_credit_batch(mut self, batch: NonZeroUsize) -> Self {
+        self.credit_batch = batch.get();
+        self
+    }
+
+    /// The credit batch.
+    pub fn credit_batch(&self) -> usize {
+        self.credit_batch
+    }
+
+    /// The credit worker `w` holds.
+    pub fn credits(&self, w: usize) -> usize {
+        self.workers[w].credits
     }
 
     /// The compensation limit.
@@ -345,12 +382,15 @@ impl PoolModel {
         // owner may push onto it (Chase–Lev), and the submitter owns none. Which inbox is
         // the production pool's load-based choice; here the caller names it.
         let no = self.accept(None, program);
+        // B3.root-accept: a root is counted in `outstanding` itself, never from a credit.
+        self.outstanding += 1;
         self.workers[worker].inbox.push_back(no);
         self.roots_accepted += 1;
         Ok(no)
     }
 
-    /// Counts and records a new task (B3: `outstanding` goes up at acceptance).
+    /// Records a new task (the caller counts it: a root in `outstanding`, a child from the
+    /// spawning thread's credit).
     fn accept(&mut self, parent: Option<TaskNo>, program: Program) -> TaskNo {
         let no = self.tasks.len() as TaskNo;
         self.tasks.push(TaskRecord {
@@ -358,8 +398,58 @@ impl PoolModel {
             program,
             phase: Phase::Queued,
         });
-        self.outstanding += 1;
         no
+    }
+
+    fn credits_mut(&mut self, actor: Actor) -> &mut usize {
+        match actor {
+            Actor::Worker(w) => &mut self.workers[w].credits,
+            Actor::Spare(s) => &mut self.spares[s].credits,
+        }
+    }
+
+    /// A child about to be pushed takes one unit of `actor`'s credit; a used-up credit is
+    /// refilled first by drawing a whole batch into `outstanding`.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B3.credits-returned).
+    fn take_credit(&mut self, actor: Actor) {
+        let batch = self.credit_batch;
+        // SEMANTICS (B3.register-before-decrement): the child's unit is in `outstanding`
+        // before the child is pushed: drawn with a batch when the credit is used up, else
+        // already there as credit.
+        if *self.credits_mut(actor) == 0 {
+            self.outstanding += batch;
+            *self.credits_mut(actor) = batch;
+        }
+        *self.credits_mut(actor) -= 1;
+    }
+
+    /// A task `actor` ran (or dropped as cancelled) ended: its unit becomes `actor`'s credit;
+    /// a credit above twice the batch is cut back to one batch.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B3.credits-returned).
+    fn end_task(&mut self, actor: Actor) {
+        let batch = self.credit_batch;
+        // SEMANTICS: the unit of an ended task is not returned at once but kept as credit
+        // for the next child; `outstanding` falls only when the credit is returned.
+        let c = self.credits_mut(actor);
+        *c += 1;
+        if *c > 2 * batch {
+            let excess = *c - batch;
+            *c = batch;
+            self.outstanding -= excess;
+        }
+    }
+
+    /// `actor` gives its whole credit back to `outstanding`.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B3.credits-returned).
+    fn release_credits(&mut self, actor: Actor) {
+        // SEMANTICS (B3.credits-returned): a thread whose home is empty (before it looks
+        // elsewhere, backs off, parks or may exit) or that retires holds no credit, so
+        // `outstanding` is exact whenever no thread is busy.
+        let c = std::mem::take(self.credits_mut(actor));
+        self.outstanding -= c;
     }
 
     fn check_idle(&self, worker: usize) {
@@ -377,7 +467,7 @@ impl PoolModel {
     /// If `worker` is out of range, exited, or holds a claimed task.
     ///
     /// Rules of `docs/invariants.md` stated here: RULE (B1.owner-lifo-thief-fifo),
-    /// RULE (B2.remove-once).
+    /// RULE (B2.remove-once), RULE (B3.credits-returned).
     pub fn take(&mut self, worker: usize) -> Found {
         self.check_idle(worker);
         let w = &mut self.workers[worker];
@@ -386,7 +476,10 @@ impl PoolModel {
         let removed = w.deque.pop_back().or_else(|| w.inbox.pop_front());
         match removed {
             Some(no) => self.claim(Actor::Worker(worker), no),
-            None => Found::Empty,
+            None => {
+                self.release_credits(Actor::Worker(worker));
+                Found::Empty
+            }
         }
     }
 
@@ -476,7 +569,7 @@ impl PoolModel {
             // `outstanding` is exactly the number of tasks queued, claimed or running.
             _ => {
                 self.counts_mut(actor).discarded += 1;
-                self.outstanding -= 1;
+                self.end_task(actor);
                 Found::Discarded(no)
             }
         }
@@ -516,6 +609,7 @@ impl PoolModel {
             // draining; a running task means the pool has not terminated), counted before
             // they are pushed and before the parent is uncounted, and pushed onto the bottom
             // of the running worker's own deque (a spare's private deque).
+            self.take_credit(actor);
             let c = self.accept(Some(parent), child);
             self.deque_mut(actor).push_back(c);
             self.children_spawned += 1;
@@ -541,8 +635,9 @@ impl PoolModel {
         let counts = self.counts_mut(actor);
         counts.tasks_run += 1;
         counts.panics += u64::from(panicked);
-        // B3: the parent's own decrement comes after every child was registered.
-        self.outstanding -= 1;
+        // B3: the parent's own decrement (its unit to the credit) comes after every child
+        // was registered.
+        self.end_task(actor);
         Some(Ran {
             task: no,
             panicked,
@@ -867,12 +962,16 @@ impl PoolModel {
     /// # Panics
     /// If `spare` does not exist, was released, or holds a claimed task.
     ///
-    /// Rules of `docs/invariants.md` stated here: RULE (B4.blocking-limit).
+    /// Rules of `docs/invariants.md` stated here: RULE (B4.blocking-limit),
+    /// RULE (B3.credits-returned).
     pub fn spare_take(&mut self, spare: SpareNo) -> Found {
         self.check_spare_searching(spare);
         match self.spares[spare].deque.pop_back() {
             Some(no) => self.claim(Actor::Spare(spare), no),
-            None => Found::Empty,
+            None => {
+                self.release_credits(Actor::Spare(spare));
+                Found::Empty
+            }
         }
     }
 
@@ -905,7 +1004,8 @@ impl PoolModel {
     /// # Panics
     /// If `spare` does not exist, is not released, holds a task, or already retired.
     ///
-    /// Rules of `docs/invariants.md` stated here: RULE (B4.blocking-limit).
+    /// Rules of `docs/invariants.md` stated here: RULE (B4.blocking-limit),
+    /// RULE (B3.credits-returned).
     pub fn retire_spare(&mut self, spare: SpareNo) {
         let s = &mut self.spares[spare];
         assert!(s.released, "spare {spare} was not released");
@@ -915,6 +1015,7 @@ impl PoolModel {
         let moved: Vec<TaskNo> = s.deque.drain(..).collect();
         let w = s.worker;
         self.workers[w].inbox.extend(moved);
+        self.release_credits(Actor::Spare(spare));
     }
 
     /// Every spare started so far, by number.
@@ -955,9 +1056,22 @@ impl PoolModel {
         (!queued || searching) && private_owned
     }
 
-    /// Accepted tasks not yet finished or discarded.
+    /// Accepted tasks not yet finished or discarded, plus the credits workers and spares
+    /// hold (what `Pool::outstanding` reads: never below the tasks left, equal to it when
+    /// no thread holds credit).
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B3.credits-returned).
     pub fn outstanding(&self) -> usize {
         self.outstanding
+    }
+
+    /// Accepted tasks not yet finished or discarded (`outstanding` without the credits).
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B3.credits-returned).
+    pub fn tasks_left(&self) -> usize {
+        let held: usize = self.workers.iter().map(|w| w.credits).sum::<usize>()
+            + self.spares.iter().map(|s| s.credits).sum::<usize>();
+        self.outstanding - held
     }
 
     /// Every worker, by index.
@@ -1046,6 +1160,14 @@ mod tests {
         m.run(0);
         m.run(1);
         assert_eq!(m.take(0), Found::Discarded(2));
+        assert_eq!(m.tasks_left(), 0);
+        // Worker 0's credit: the ends of task 1 and of the husk 2. Worker 1's: a batch of 32
+        // drawn for three children, the root's end and task 3's.
+        assert_eq!((m.credits(0), m.credits(1)), (2, 31));
+        assert_eq!(m.outstanding(), 33);
+        assert!(!m.try_exit(0), "credit is held: not drained yet");
+        assert_eq!(m.take(0), Found::Empty);
+        assert_eq!(m.take(1), Found::Empty);
         assert_eq!(m.outstanding(), 0);
         assert!(m.try_exit(0));
         assert_eq!(m.state(), PoolState::Draining);
@@ -1122,7 +1244,7 @@ mod tests {
         };
         assert_eq!(m.fork(0, a, leaf(7)), (0, vec![1]));
         assert_eq!(m.workers()[0].deque, VecDeque::from([half_name(0), 1]));
-        assert_eq!(m.outstanding(), 2, "the half is not counted");
+        assert_eq!(m.tasks_left(), 2, "the half is not counted");
         let ran = match m.join_take_back(0) {
             TakeBack::Ran(ran) => ran,
             other => panic!("a's child first: {other:?}"),
@@ -1138,6 +1260,8 @@ mod tests {
         assert_eq!(m.workers()[0].join, None);
         assert_eq!(m.workers()[0].counts.tasks_run, 1, "b inline is not a run");
         assert_eq!(m.run(0).map(|r| r.task), Some(0));
+        assert_eq!(m.tasks_left(), 0);
+        assert_eq!(m.take(0), Found::Empty);
         assert_eq!(m.outstanding(), 0);
     }
 
@@ -1167,7 +1291,7 @@ mod tests {
         assert_eq!(m.join_finish(0), Some(Err("right".into())));
         let c = m.workers()[1].counts;
         assert_eq!((c.tasks_run, c.panics), (1, 0));
-        assert_eq!(m.outstanding(), 2);
+        assert_eq!(m.tasks_left(), 2);
     }
 
     #[test]

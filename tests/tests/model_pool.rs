@@ -177,13 +177,16 @@ impl ReferenceStateMachine for PoolMachine {
     type Transition = Step;
 
     fn init_state() -> BoxedStrategy<PoolModel> {
-        (1usize..=3, 1usize..=3, 0usize..=2)
-            .prop_map(|(w, b, max_blocking)| {
+        // Credit batches of 1 to 3 (production: 32) so that short programs draw, cut back
+        // and return credit often.
+        (1usize..=3, 1usize..=3, 0usize..=2, 1usize..=3)
+            .prop_map(|(w, b, max_blocking, credit)| {
                 PoolModel::new(
                     NonZeroUsize::new(w).expect("1..=3"),
                     NonZeroUsize::new(b).expect("1..=3"),
                 )
                 .with_max_blocking(max_blocking)
+                .with_credit_batch(NonZeroUsize::new(credit).expect("1..=3"))
             })
             .boxed()
     }
@@ -426,12 +429,21 @@ macro_rules! on {
 }
 
 impl AnyStep {
-    fn new(workers: usize, batch: usize, max_blocking: usize) -> Self {
+    fn new(workers: usize, batch: usize, max_blocking: usize, credit: usize) -> Self {
         let sizes = "sizes from the model";
+        let credit = NonZeroUsize::new(credit).expect(sizes);
         if CHASE_LEV.with(Cell::get) {
-            AnyStep::ChaseLev(StepPool::with_blocking(workers, batch, max_blocking).expect(sizes))
+            AnyStep::ChaseLev(
+                StepPool::with_blocking(workers, batch, max_blocking)
+                    .expect(sizes)
+                    .with_credit_batch(credit),
+            )
         } else {
-            AnyStep::Locked(StepPool::with_blocking(workers, batch, max_blocking).expect(sizes))
+            AnyStep::Locked(
+                StepPool::with_blocking(workers, batch, max_blocking)
+                    .expect(sizes)
+                    .with_credit_batch(credit),
+            )
         }
     }
     fn submit_to<F>(&self, w: usize, f: F) -> Result<JoinHandle<u64>, lockstep_contract::PoolError>
@@ -518,6 +530,12 @@ impl AnyStep {
     }
     fn is_blocked(&self, w: usize) -> bool {
         on!(self, p => p.is_blocked(w))
+    }
+    fn credits(&self, w: usize) -> u64 {
+        on!(self, p => p.credits(w))
+    }
+    fn spare_credits(&self, s: usize) -> u64 {
+        on!(self, p => p.spare_credits(s))
     }
     fn spare_count(&self) -> usize {
         on!(self, p => p.spare_count())
@@ -666,7 +684,7 @@ impl Sut {
         let lifecycle = "B3.root-accept, B3.exit-when-drained";
         same!(lifecycle, step, p.state(), m.state(), "the pool's state");
         same!(
-            "B3.register-before-decrement, B3.detached-counted, B.join-frame",
+            "B3.register-before-decrement, B3.detached-counted, B.join-frame, B3.credits-returned",
             step,
             p.outstanding(),
             m.outstanding(),
@@ -723,6 +741,13 @@ impl Sut {
                 p.is_blocked(w),
                 mw.blocked.is_some(),
                 "whether worker {w} is blocked"
+            );
+            same!(
+                "B3.credits-returned",
+                step,
+                p.credits(w),
+                mw.credits as u64,
+                "worker {w}'s credit"
             );
             same!(
                 "B.join-frame",
@@ -783,6 +808,13 @@ impl Sut {
                 (ms.released, ms.retired),
                 "spare {s}'s (released, retired)"
             );
+            same!(
+                "B3.credits-returned",
+                step,
+                p.spare_credits(s),
+                ms.credits as u64,
+                "spare {s}'s credit"
+            );
         }
         assert!(
             m.queued_work_has_a_thread(),
@@ -839,6 +871,7 @@ impl StateMachineTest for PoolMachine {
                 model.worker_count(),
                 model.steal_batch(),
                 model.max_blocking(),
+                model.credit_batch(),
             ),
             model: model.clone(),
             handles: Vec::new(),
@@ -1155,8 +1188,23 @@ fn spare_outlives_its_call() {
     }
     let c = sut.model.workers()[0].counts;
     assert_eq!((c.compensated_blocks, c.uncompensated_blocks), (2, 0));
+    assert_eq!(sut.model.tasks_left(), 0);
+    let (model, sut) = return_credits(model, sut);
     assert_eq!(sut.model.outstanding(), 0);
     <PoolMachine as StateMachineTest>::teardown(sut, model);
+}
+
+/// Every worker looks at home once (a `Take` step, compared like any other): with every
+/// queue empty each gives its credit back (B3.credits-returned), so that `outstanding` is
+/// then the tasks left.
+fn return_credits(mut model: PoolModel, mut sut: Sut) -> (PoolModel, Sut) {
+    for w in 0..model.worker_count() {
+        let step = Step::Take(w);
+        assert!(step_allowed(&model, &step), "{step:?} is allowed");
+        model = <PoolMachine as ReferenceStateMachine>::apply(model, &step);
+        sut = <PoolMachine as StateMachineTest>::apply(sut, &model, step);
+    }
+    (model, sut)
 }
 
 /// Fork-join step by step (B.join-frame), on both deques, whatever the generator draws: the
@@ -1256,7 +1304,9 @@ fn scripted_joins() {
         3,
         "half 0, task 2, and half 1 run by worker 1's spare"
     );
-    assert_eq!(m.outstanding(), 0);
+    assert_eq!(m.tasks_left(), 0);
+    let (model, sut) = return_credits(model, sut);
+    assert_eq!(sut.model.outstanding(), 0);
     <PoolMachine as StateMachineTest>::teardown(sut, model);
 }
 

@@ -55,6 +55,11 @@ use lockstep_tests::specs::pool::{Label, PoolLite, PoolOp, PoolRet, PoolSpec};
 /// Random and PCT schedules of each pool test.
 const PLAN: Plan = Plan::both(10_000, 10_000, 3);
 
+/// The credit batch of every pool here (production default: 32): a batch of 1 makes the
+/// threads draw, cut back and return credit at almost every task, so that those
+/// read-modify-writes are in every schedule (B3.credits-returned).
+const CREDIT_BATCH: usize = 1;
+
 fn pick(n: usize) -> usize {
     (rng_u64() % n as u64) as usize
 }
@@ -168,7 +173,9 @@ fn finish_and_check<D: DequeFamily>(pool: &Pool<D>, rec: &Arc<PoolRec>, kids: &C
     assert_eq!(pool.state(), PoolState::Terminated);
 
     let history = rec.history();
-    if let Err(failure) = lin::check(&PoolSpec, &PoolLite::new(), &history) {
+    // Every thread may hold up to twice the batch in credit (no thread blocks here).
+    let spec = PoolLite::new().with_credit_slack(2 * CREDIT_BATCH * pool.worker_count());
+    if let Err(failure) = lin::check(&PoolSpec, &spec, &history) {
         panic!("{failure}");
     }
     // The metrics agree with the history: every recorded run is counted once, every
@@ -201,6 +208,7 @@ fn finish_and_check<D: DequeFamily>(pool: &Pool<D>, rec: &Arc<PoolRec>, kids: &C
 fn pool_operations<D: DequeFamily>() {
     let pool = Arc::new(
         PoolBuilder::new(2 + pick(2))
+            .credit_batch(CREDIT_BATCH)
             .build_with::<D>()
             .expect("pool"),
     );
@@ -276,7 +284,12 @@ fn shuttle_pool_scenario_replays_deterministically() {
 /// thread shuts down. Each submit is either accepted (and its task then runs exactly once) or
 /// refused with `ShutDown`; none is accepted after `shutdown` returned, and none is lost.
 fn submit_races_shutdown<D: DequeFamily>() {
-    let pool = Arc::new(PoolBuilder::new(2).build_with::<D>().expect("pool"));
+    let pool = Arc::new(
+        PoolBuilder::new(2)
+            .credit_batch(CREDIT_BATCH)
+            .build_with::<D>()
+            .expect("pool"),
+    );
     let rec = Arc::new(PoolRec::new());
     let kids: Children = Arc::new(Mutex::new(Vec::new()));
     let submitters: Vec<_> = (0..3u32)
@@ -328,7 +341,12 @@ const PER_ROOT: usize = 1 + 2 * CHILDREN;
 /// down: each accepted task runs exactly once, each rejected root never runs, children are
 /// never refused, and `await_termination` returns.
 fn children_spawned_while_shutdown_runs<D: DequeFamily>() {
-    let pool = Arc::new(PoolBuilder::new(3).build_with::<D>().expect("pool"));
+    let pool = Arc::new(
+        PoolBuilder::new(3)
+            .credit_batch(CREDIT_BATCH)
+            .build_with::<D>()
+            .expect("pool"),
+    );
     let runs = Arc::new(Mutex::new(vec![0u32; ROOTS * PER_ROOT]));
     let closer = {
         let p = Arc::clone(&pool);
@@ -394,7 +412,10 @@ fn shuttle_children_spawned_while_shutdown_runs_chase_lev() {
 /// `cancel` races the workers' claims: a cancelled task never runs and reports
 /// `Cancelled`; an uncancelled one runs exactly once.
 fn cancel_races_claim<D: DequeFamily>() {
-    let pool = PoolBuilder::new(2).build_with::<D>().expect("pool");
+    let pool = PoolBuilder::new(2)
+        .credit_batch(CREDIT_BATCH)
+        .build_with::<D>()
+        .expect("pool");
     let runs = Arc::new(Mutex::new([0u32; 3]));
     let handles: Vec<_> = (0..3)
         .map(|i| {
@@ -440,7 +461,12 @@ fn shuttle_cancel_races_claim_chase_lev() {
 /// (no lost wake-up: a lost one leaves a join waiting forever, which shuttle reports as a
 /// deadlock), and a drop of the pool drains.
 fn submitters_race_parking_workers<D: DequeFamily>() {
-    let pool = Arc::new(PoolBuilder::new(2).build_with::<D>().expect("pool"));
+    let pool = Arc::new(
+        PoolBuilder::new(2)
+            .credit_batch(CREDIT_BATCH)
+            .build_with::<D>()
+            .expect("pool"),
+    );
     let submitters: Vec<_> = (0..2u32)
         .map(|t| {
             let p = Arc::clone(&pool);
@@ -515,7 +541,12 @@ const BLOCK_ROUNDS: usize = 3;
 /// blocked worker's inbox (shuttle: deadlock). Every blocker and opener runs once, every
 /// call is compensated, and shutdown drains.
 fn blocked_calls_race_submissions<D: DequeFamily>() {
-    let pool = Arc::new(PoolBuilder::new(1).build_with::<D>().expect("pool"));
+    let pool = Arc::new(
+        PoolBuilder::new(1)
+            .credit_batch(CREDIT_BATCH)
+            .build_with::<D>()
+            .expect("pool"),
+    );
     let gates: Arc<Vec<Flag>> = Arc::new((0..BLOCK_ROUNDS).map(|_| Flag::default()).collect());
     let entered: Arc<Vec<Flag>> = Arc::new((0..BLOCK_ROUNDS).map(|_| Flag::default()).collect());
     let linger: Vec<bool> = (0..BLOCK_ROUNDS).map(|_| pick(2) == 0).collect();
@@ -591,6 +622,7 @@ fn shuttle_blocked_calls_race_submissions_chase_lev() {
 fn released_spare_passes_on_its_wakeup<D: DequeFamily>() {
     let pool = Arc::new(
         PoolBuilder::new(1)
+            .credit_batch(CREDIT_BATCH)
             .max_blocking(2)
             .build_with::<D>()
             .expect("pool"),
@@ -685,7 +717,10 @@ fn join_bump(ctx: &WorkerContext<'_>, xs: &mut [u32], root: usize) {
 /// root (which catches it) only after both halves finished, and the pool drains.
 fn join_borrows_while_thieves_steal<D: DequeFamily>() {
     const LEN: usize = 8;
-    let pool = PoolBuilder::new(3).build_with::<D>().expect("pool");
+    let pool = PoolBuilder::new(3)
+        .credit_batch(CREDIT_BATCH)
+        .build_with::<D>()
+        .expect("pool");
     let roots: Vec<_> = (0..2u32)
         .map(|i| {
             let panic_in = pick(3); // 0: none, 1: in a, 2: in b

@@ -2,6 +2,7 @@
 //! single steps (take, steal, run, exit) that both the threaded workers and the
 //! deterministic stepping core are made of.
 
+use crate::DEFAULT_CREDIT_BATCH;
 use crate::context::{ChildSink, WorkerContext};
 use crate::handle::{JoinHandle, Task, TaskId, new_detached, new_task};
 use crate::metrics::{PoolCounters, PoolMetrics, WorkerCounters, bump, bump_own};
@@ -13,6 +14,7 @@ use lockstep_sync::atomic::{
     Ordering::{Relaxed, SeqCst},
 };
 use lockstep_sync::{Arc, Condvar, Mutex, rng_u64, seeded_bug, thread};
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::num::NonZeroUsize;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -59,20 +61,22 @@ impl Lifecycle {
         }
     }
 
-    /// Counts one more child. Called only by a running (hence counted) task, so the count is
-    /// at least one and the pool cannot be terminated.
-    fn register_child(&self) {
+    /// Counts `n` more units for a worker's credit (crate docs, "Credits"). Called only
+    /// by a running (hence counted) task about to spawn a child, so the count is at least
+    /// one and the pool cannot be terminated.
+    fn draw(&self, n: u64) {
         // INVARIANT (B3.drain-children): no draining check here: a running task's child is
         // accepted (and will run) while the pool drains; only roots are refused.
-        self.word.fetch_add(ONE, SeqCst);
+        self.word.fetch_add(n * ONE, SeqCst);
     }
 
-    /// Uncounts one finished or discarded task. True if this made a draining pool idle for
-    /// good (nothing outstanding, and nothing can be added any more).
-    fn finish_one(&self) -> bool {
-        let prev = self.word.fetch_sub(ONE, SeqCst);
-        debug_assert!(prev >= ONE, "outstanding underflow");
-        prev == ONE | DRAINING
+    /// Uncounts `n` units: finished or discarded tasks, or a worker's unused credits. True
+    /// if this made a draining pool idle for good (nothing outstanding, no credit held, and
+    /// nothing can be added any more).
+    fn release(&self, n: u64) -> bool {
+        let prev = self.word.fetch_sub(n * ONE, SeqCst);
+        debug_assert!(prev >= n * ONE, "outstanding underflow");
+        prev == (n * ONE) | DRAINING
     }
 
     /// Sets the draining flag. True on the first call.
@@ -88,6 +92,7 @@ impl Lifecycle {
         self.word.load(SeqCst) == DRAINING
     }
 
+    /// Tasks queued, claimed or running, plus the credits workers hold.
     fn outstanding(&self) -> usize {
         usize::try_from(self.word.load(SeqCst) / ONE).unwrap_or(usize::MAX)
     }
@@ -190,6 +195,9 @@ pub(crate) struct Shared<D: DequeFamily> {
     pool_counters: PoolCounters,
     next_id: AtomicU64,
     steal_batch: NonZeroUsize,
+    /// How many units a worker draws from the lifecycle word when its credit runs out; it
+    /// keeps at most twice this many (crate docs, "Credits").
+    credit_batch: u64,
     /// How many workers have exited; `term_cv` is notified when it reaches `workers()`.
     exited: Mutex<usize>,
     term_cv: Condvar,
@@ -231,6 +239,9 @@ pub(crate) struct Local<D: DequeFamily> {
     /// it has no inbox.
     spare: bool,
     owner: D::Owner<Task>,
+    /// Units of the lifecycle word this thread holds and no task uses: its **credit**
+    /// (crate docs, "Credits"). Read and written by this thread only, hence a `Cell`.
+    credits: Cell<u64>,
 }
 
 /// Builds the shared state and every worker's local side.
@@ -246,6 +257,7 @@ pub(crate) fn build<D: DequeFamily>(
             slot: index,
             spare: false,
             owner: <D::Owner<Task> as Owner<Task>>::new(),
+            credits: Cell::new(0),
         })
         .collect();
     let shared = Shared {
@@ -258,6 +270,7 @@ pub(crate) fn build<D: DequeFamily>(
         pool_counters: PoolCounters::default(),
         next_id: AtomicU64::new(0),
         steal_batch,
+        credit_batch: DEFAULT_CREDIT_BATCH as u64,
         exited: Mutex::new(0),
         term_cv: Condvar::new(),
         blocking: Mutex::new(Blocking {
@@ -331,9 +344,19 @@ impl<D: DequeFamily> Shared<D> {
 
     /// Uncounts one task; if that drained the pool for good, wakes every worker to exit.
     fn finish_one(&self) {
-        if self.lifecycle.finish_one() {
+        self.release(1);
+    }
+
+    /// Uncounts `n` units; if that drained the pool for good, wakes every worker to exit.
+    fn release(&self, n: u64) {
+        if self.lifecycle.release(n) {
             self.sleep.wake_all();
         }
+    }
+
+    /// Sets how many units a worker draws at once (before any worker runs).
+    pub(crate) fn set_credit_batch(&mut self, batch: NonZeroUsize) {
+        self.credit_batch = batch.get() as u64;
     }
 
     /// Stops accepting roots (idempotent) and wakes every worker so that idle ones re-check
@@ -450,6 +473,7 @@ impl<D: DequeFamily> Local<D> {
             slot,
             spare: true,
             owner: <D::Owner<Task> as Owner<Task>>::new(),
+            credits: Cell::new(0),
         }
     }
 
@@ -460,15 +484,65 @@ impl<D: DequeFamily> Local<D> {
         if let Some(t) = self.owner.pop() {
             return self.claim(shared, t);
         }
-        if self.spare {
-            return Found::Empty;
+        if !self.spare {
+            // LINEARIZATION POINT (B2.remove-once): check and removal in one critical section.
+            let from_inbox = shared.inboxes[self.index].pop_front();
+            if let Some(t) = from_inbox {
+                return self.claim(shared, t);
+            }
         }
-        // LINEARIZATION POINT (B2.remove-once): check and removal in one critical section.
-        let from_inbox = shared.inboxes[self.index].pop_front();
-        match from_inbox {
-            Some(t) => self.claim(shared, t),
-            None => Found::Empty,
+        // INVARIANT (B3.credits-returned): home is empty: this thread is about to look
+        // elsewhere, back off, park or check the exit condition, so it gives its whole
+        // credit back.
+        // SEEDED BUG (idle_worker_keeps_credits): the credit stays with an idle thread, so a
+        // drained pool never counts down to zero.
+        if !seeded_bug!("idle_worker_keeps_credits") {
+            self.release_credits(shared);
         }
+        Found::Empty
+    }
+
+    /// Takes one unit of this thread's credit for a child about to be pushed, drawing
+    /// [`Shared::credit_batch`] units from the lifecycle word first if the credit is used up
+    /// (one read-modify-write per batch instead of one per child). O(1).
+    fn take_credit(&self, shared: &Shared<D>) {
+        let c = self.credits.get();
+        if c == 0 {
+            // INVARIANT (B3.register-before-decrement): the child's unit is counted in the
+            // word before the child is pushed, and the parent still counts.
+            shared.lifecycle.draw(shared.credit_batch);
+            self.credits.set(shared.credit_batch - 1);
+        } else {
+            self.credits.set(c - 1);
+        }
+    }
+
+    /// A task this thread ran (or dropped as cancelled) ended: its unit becomes credit. A
+    /// credit above twice the batch is cut back to one batch, the rest returned to the word
+    /// (it cannot reach zero here: this thread keeps a batch). O(1).
+    fn end_task(&self, shared: &Shared<D>) {
+        let c = self.credits.get() + 1;
+        if c > 2 * shared.credit_batch {
+            self.credits.set(shared.credit_batch);
+            shared.release(c - shared.credit_batch);
+        } else {
+            self.credits.set(c);
+        }
+    }
+
+    /// Gives this thread's whole credit back to the lifecycle word (waking every worker if
+    /// that drained the pool). Called when its home is empty ([`Local::take_local`]) and by
+    /// a spare that retires. O(1).
+    pub(crate) fn release_credits(&self, shared: &Shared<D>) {
+        let c = self.credits.replace(0);
+        if c > 0 {
+            shared.release(c);
+        }
+    }
+
+    /// The credit this thread holds (tests and the stepping core).
+    pub(crate) fn credits(&self) -> u64 {
+        self.credits.get()
     }
 
     /// One steal attempt on `victim`: a bounded batch from the top of its deque (extras land
@@ -578,7 +652,7 @@ impl<D: DequeFamily> Local<D> {
         // Dropping the husk drops the user's closure; its Drop must not escape the worker.
         let _ = catch_unwind(AssertUnwindSafe(move || drop(task)));
         shared.count(self, |c| &c.discarded);
-        shared.finish_one();
+        self.end_task(shared);
         Found::Discarded(id)
     }
 
@@ -601,7 +675,7 @@ impl<D: DequeFamily> Local<D> {
         }
         // The parent's own decrement, after every child it spawned was registered.
         if counted && !seeded_bug!("parent_decrement_first") {
-            shared.finish_one();
+            self.end_task(shared);
         }
         panicked
     }
@@ -667,7 +741,7 @@ impl<D: DequeFamily> ChildSink for Sink<'_, D> {
     fn register_child(&self) -> TaskId {
         // INVARIANT (B3.register-before-decrement): counted before it is pushed, while the
         // parent counts.
-        self.shared.lifecycle.register_child();
+        self.local.take_credit(self.shared);
         self.shared.count(self.local, |c| &c.children_spawned);
         TaskId(self.shared.next_id.fetch_add(1, SeqCst))
     }

@@ -55,17 +55,45 @@
 //!
 //! One atomic word holds `outstanding * 2 + draining`. A root is accepted by one
 //! compare-and-swap that checks "not draining" and adds one (`B3.root-accept`), so a submit
-//! can never slip past a concurrent `shutdown`. A child is counted with one add before it is
-//! pushed, while its parent runs and is still counted (`B3.register-before-decrement`); a
-//! task is uncounted after its function returned or panicked, or when its cancelled husk is
-//! removed from a queue. So `outstanding` counts every task in a queue, in a thief's hands, or
+//! can never slip past a concurrent `shutdown`. A child is counted before it is pushed,
+//! while its parent runs and is still counted (`B3.register-before-decrement`); a task is
+//! uncounted after its function returned or panicked, or when its cancelled husk is removed
+//! from a queue. So `outstanding` counts every task in a queue, in a thief's hands, or
 //! running, and once the pool is draining with `outstanding == 0` nothing can ever be added:
 //! roots are refused and only a running task can spawn.
 //!
+//! # Credits: children counted without a shared read-modify-write
+//!
+//! Counting each child with an add on the shared word, and each end with a subtract, made
+//! two `lock`ed read-modify-writes per spawned task on a line every worker writes (issue 10,
+//! item 2). Instead each worker (and each spare) holds a **credit**: units of the word that
+//! no task uses yet, in a plain `Cell` only its thread touches.
+//!
+//! * A child takes one unit of the spawning thread's credit; when the credit is used up,
+//!   the thread first adds [`PoolBuilder::credit_batch`] units to the word in one
+//!   read-modify-write (`B3.register-before-decrement`: the unit is in the word before the
+//!   child is pushed, and the parent still counts).
+//! * A task that ends (or a cancelled husk that is dropped) gives its unit to the credit of
+//!   the thread that ran it; above twice the batch, the excess goes back to the word.
+//! * A thread whose own deque and inbox are empty gives its whole credit back before it
+//!   looks elsewhere, backs off, parks or checks the exit condition (a retiring spare does
+//!   too): `B3.credits-returned`.
+//!
+//! So the word is always **at least** the number of tasks left (it is that number plus the
+//! credits held), it never touches zero early, and it is exact whenever no thread holds
+//! credit: every worker idle, or the pool terminated. A worker exits only after it gave its
+//! credit back, so `outstanding == 0` while draining still means that every task ended and
+//! every credit came home; the thread whose return brings a draining pool to zero wakes every
+//! worker, as the end of the last task did before. [`Pool::outstanding`] reads the word:
+//! while workers run it may read up to `2 * credit_batch` per thread above the tasks left
+//! (`docs/semantics.md`, "The outstanding count is an upper bound while workers run"). On a
+//! spawn tree, one worker does no read-modify-write on the word at all between its first
+//! child and its last task; a thief does one per steal that leaves its home empty.
+//!
 //! # Parking: why no wake-up is lost
 //!
-//! A worker that found nothing backs off: up to 8 more search rounds, spinning `2^round`
-//! times for the first 4 and yielding the thread for the next 4 (exponential backoff, SPEC
+//! A worker that found nothing backs off: up to 16 more search rounds, spinning `2^round`
+//! times for the first 4 and yielding the thread for the next 12 (exponential backoff, SPEC
 //! B5; counted in [`WorkerMetrics::backoffs`]). Then it parks. Each worker has its own
 //! parking slot (a flag, a victim hint, a condition variable); the pool has one list of
 //! parked workers under a mutex, its length mirrored in the atomic `sleepers` (`sleep.rs`).
@@ -191,6 +219,10 @@ use std::time::Duration;
 /// The steal batch limit a pool gets unless [`PoolBuilder::steal_batch`] says otherwise.
 pub const DEFAULT_STEAL_BATCH: usize = 16;
 
+/// How many units of the outstanding count a worker draws at once unless
+/// [`PoolBuilder::credit_batch`] says otherwise (crate docs, "Credits").
+pub const DEFAULT_CREDIT_BATCH: usize = 32;
+
 /// Why a pool could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PoolBuildError {
@@ -200,6 +232,9 @@ pub enum PoolBuildError {
     /// The steal batch limit was zero; a steal must be allowed to take at least one task.
     #[error("the steal batch limit must be at least 1, but 0 was given")]
     ZeroStealBatch,
+    /// The credit batch was zero; a worker must draw at least one unit at a time.
+    #[error("the credit batch must be at least 1, but 0 was given")]
+    ZeroCreditBatch,
     /// The operating system refused to start a worker thread. The workers already started
     /// were shut down and joined.
     #[error("could not start worker thread {worker}: {message}")]
@@ -229,6 +264,7 @@ pub enum PoolBuildError {
 pub struct PoolBuilder {
     workers: usize,
     steal_batch: usize,
+    credit_batch: usize,
     max_blocking: Option<usize>,
 }
 
@@ -238,6 +274,7 @@ impl PoolBuilder {
         PoolBuilder {
             workers,
             steal_batch: DEFAULT_STEAL_BATCH,
+            credit_batch: DEFAULT_CREDIT_BATCH,
             max_blocking: None,
         }
     }
@@ -248,6 +285,18 @@ impl PoolBuilder {
     #[must_use]
     pub fn steal_batch(mut self, limit: usize) -> Self {
         self.steal_batch = limit;
+        self
+    }
+
+    /// How many units of the outstanding count a worker draws at once when a task it runs
+    /// spawns a child and its credit is used up (checked by `build`; default
+    /// [`DEFAULT_CREDIT_BATCH`]). A worker keeps at most twice this many and gives them all
+    /// back when its own queues are empty, so [`Pool::outstanding`] may read up to
+    /// `2 * batch` per busy worker more than the tasks left (crate docs, "Credits"). 1 is
+    /// closest to one shared increment per child.
+    #[must_use]
+    pub fn credit_batch(mut self, batch: usize) -> Self {
+        self.credit_batch = batch;
         self
     }
 
@@ -267,7 +316,8 @@ impl PoolBuilder {
     ///
     /// # Errors
     /// [`PoolBuildError::NoWorkers`] for zero workers, [`PoolBuildError::ZeroStealBatch`]
-    /// for a zero batch limit, [`PoolBuildError::Spawn`] if a thread cannot be started.
+    /// for a zero batch limit, [`PoolBuildError::ZeroCreditBatch`] for a zero credit batch,
+    /// [`PoolBuildError::Spawn`] if a thread cannot be started.
     pub fn build(self) -> Result<Pool<Locked>, PoolBuildError> {
         self.build_with::<Locked>()
     }
@@ -296,8 +346,11 @@ impl PoolBuilder {
     pub fn build_with<D: DequeFamily>(self) -> Result<Pool<D>, PoolBuildError> {
         let workers = NonZeroUsize::new(self.workers).ok_or(PoolBuildError::NoWorkers)?;
         let batch = NonZeroUsize::new(self.steal_batch).ok_or(PoolBuildError::ZeroStealBatch)?;
+        let credit_batch =
+            NonZeroUsize::new(self.credit_batch).ok_or(PoolBuildError::ZeroCreditBatch)?;
         let max_blocking = self.max_blocking.unwrap_or(workers.get());
-        let (shared, locals) = build::<D>(workers, batch, max_blocking);
+        let (mut shared, locals) = build::<D>(workers, batch, max_blocking);
+        shared.set_credit_batch(credit_batch);
         let shared = Arc::new(shared);
         // Unique while the pool lives: the shared state's address.
         let thread_prefix = format!("lockstep-pool-{:x}-w", Arc::as_ptr(&shared) as usize);
@@ -439,7 +492,11 @@ impl<D: DequeFamily> Pool<D> {
         self.shared.state()
     }
 
-    /// Accepted tasks not yet finished: queued, claimed or running (a snapshot).
+    /// Accepted tasks not yet finished (queued, claimed or running) plus the credits the
+    /// workers hold: a snapshot that is never below the tasks left, and equal to it whenever
+    /// no worker holds credit (every worker idle, or the pool terminated). While workers run
+    /// tasks that spawn children it may read up to `2 * credit_batch` per worker more
+    /// (crate docs, "Credits"). O(1).
     pub fn outstanding(&self) -> usize {
         self.shared.outstanding()
     }
@@ -565,7 +622,10 @@ mod tests {
         );
         assert_eq!(root.join(), Ok(7));
         assert_eq!(p.deque_len(0), 4);
-        assert_eq!(p.outstanding(), 4);
+        // Credits: the first child drew a batch of 32, the four took 4 of it, and the
+        // root's end added its unit back: 29 held, on top of the 4 tasks left.
+        assert_eq!(p.credits(0), 29);
+        assert_eq!(p.outstanding(), 4 + 29);
         // Thief takes half of four (two, limit 2): runs the oldest, keeps the next.
         assert_eq!(p.steal(1, 0), StepFound::Claimed(TaskId(1)));
         assert_eq!(p.deque_len(1), 1);
@@ -577,8 +637,15 @@ mod tests {
         assert_eq!(p.take(1), StepFound::Claimed(TaskId(2)), "the stolen extra");
         assert_eq!(p.take(0), StepFound::Claimed(TaskId(3)));
         assert_eq!(p.run(0).map(|r| r.task), Some(TaskId(3)));
+        // Worker 0's home is empty: its credit goes back (B3.credits-returned).
+        assert_eq!(p.take(0), StepFound::Empty);
+        assert_eq!(p.credits(0), 0);
         assert_eq!(p.steal(0, 1), StepFound::Empty);
         assert_eq!(p.metrics().workers[0].failed_steals, 1);
+        assert_eq!(p.credits(1), 1, "the end of task 1 (task 2 still claimed)");
+        assert!(p.run(1).is_some());
+        assert_eq!(p.take(1), StepFound::Empty);
+        assert_eq!(p.outstanding(), 0, "exact once no worker holds credit");
     }
 
     /// B.join-frame, stepped: a half stolen by a thief is run there and carried back by
@@ -621,6 +688,10 @@ mod tests {
         assert_eq!(p.join_take_back(0), StepTakeBack::Own(Err("left".into())));
         assert_eq!(p.join_state(0), None);
         assert!(p.run(0).is_some());
+        // Worker 0 holds the credit of its one child's batch (32 drawn, 1 used, 2 units
+        // back: the child's and the root's); it goes back when its home is empty.
+        assert_eq!(p.outstanding(), 33);
+        assert_eq!(p.take(0), StepFound::Empty);
         assert_eq!(p.outstanding(), 0);
     }
 
@@ -721,6 +792,11 @@ mod tests {
         assert!(!p.try_exit(0), "worker 0 holds a task");
         p.run(0);
         assert_eq!(b.join(), Ok(2));
+        // The husk's and b's units are worker 0's credit now: no exit before it gives them
+        // back, which it does when its home is empty (B3.credits-returned).
+        assert_eq!(p.credits(0), 2);
+        assert!(!p.try_exit(0), "worker 0 holds credit");
+        assert_eq!(p.take(0), StepFound::Empty);
         assert!(p.try_exit(0));
         assert_eq!(p.state(), PoolState::Draining);
         assert!(p.try_exit(1));

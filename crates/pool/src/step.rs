@@ -170,6 +170,30 @@ impl<D: DequeFamily> StepPool<D> {
         })
     }
 
+    /// The same pool with a credit batch of `batch` (as `PoolBuilder::credit_batch`; the
+    /// constructors use [`crate::DEFAULT_CREDIT_BATCH`]). Set it before the first step.
+    #[must_use]
+    pub fn with_credit_batch(mut self, batch: NonZeroUsize) -> Self {
+        self.shared.set_credit_batch(batch);
+        self
+    }
+
+    /// The credit worker `w` holds (crate docs, "Credits").
+    ///
+    /// # Panics
+    /// If `w` is out of range.
+    pub fn credits(&self, w: usize) -> u64 {
+        self.locals[w].credits()
+    }
+
+    /// The credit spare `s` holds.
+    ///
+    /// # Panics
+    /// If `s` does not exist.
+    pub fn spare_credits(&self, s: usize) -> u64 {
+        self.spares[s].local.credits()
+    }
+
     /// Submits a root task into worker `worker`'s inbox (the threaded pool chooses the
     /// worker by load; here the test does).
     ///
@@ -297,7 +321,8 @@ impl<D: DequeFamily> StepPool<D> {
         self.shared.state()
     }
 
-    /// Accepted tasks not yet finished or discarded.
+    /// Accepted tasks not yet finished or discarded, plus the credits workers and spares
+    /// hold (as `Pool::outstanding`).
     pub fn outstanding(&self) -> usize {
         self.shared.outstanding()
     }
@@ -436,6 +461,7 @@ impl<D: DequeFamily> StepPool<D> {
         assert!(s.released, "spare {spare} was not released");
         assert!(s.current.is_none(), "spare {spare} still holds a task");
         assert!(!s.retired, "spare {spare} already retired");
+        s.local.release_credits(&self.shared);
         s.local.hand_over(&self.shared);
         s.retired = true;
         self.shared.spare_retired(s.local.slot);

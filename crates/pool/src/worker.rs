@@ -103,6 +103,7 @@ pub(crate) fn worker_main<D: DequeFamily>(shared: Arc<Shared<D>>, local: Local<D
     }
     // The drain check (rayon style): a worker only stops with its own deque empty.
     debug_assert!(local.deque_is_empty(), "worker exited with queued work");
+    debug_assert_eq!(local.credits(), 0, "worker exited holding credit");
 }
 
 /// The body of a spare thread (blocking compensation): a worker without an inbox, standing
@@ -152,6 +153,8 @@ pub(crate) fn spare_main<D: DequeFamily>(
         }
         backoff.reset();
     }
+    // B3.credits-returned: a retiring spare keeps no credit (its last task's unit is one).
+    local.release_credits(&shared);
     local.hand_over(&shared);
     debug_assert!(local.deque_is_empty(), "spare retired with queued work");
     // B4.blocking-limit: pass on a wake-up this spare may have swallowed. A publisher that

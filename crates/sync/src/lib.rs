@@ -448,6 +448,10 @@ pub const BUGS: &[(&str, &str)] = &[
         "join_half_counted",
         "pool: a stolen join half is uncounted when its run ends, like a spawned task, though it was never counted, so `outstanding` falls below the tasks left",
     ),
+    (
+        "idle_worker_keeps_credits",
+        "pool: a worker whose own queues are empty keeps its credit instead of giving it back, so a drained pool's count never reaches zero and shutdown never terminates",
+    ),
     // The durable scheduler (issue 5).
     (
         "durable_unfenced_complete",

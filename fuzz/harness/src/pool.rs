@@ -397,6 +397,11 @@ impl Stepped {
                 mw.current,
                 "after step {i}: worker {w} task"
             );
+            assert_eq!(
+                p.credits(w),
+                mw.credits as u64,
+                "after step {i}: worker {w} credit"
+            );
             let pw = metrics.workers[w];
             let c = mw.counts;
             assert_eq!(
@@ -492,12 +497,18 @@ impl Stepped {
 }
 
 fn stepped(workers: usize, batch: usize, steps: &[StepByte]) {
+    // The credit batch is the steal batch (1..=3; production's default is 32), so that short
+    // programs draw, cut back and return credit often (B3.credits-returned).
+    let credit = NonZeroUsize::new(batch).expect("1..=3");
     let model = PoolModel::new(
         NonZeroUsize::new(workers).expect("1..=3"),
         NonZeroUsize::new(batch).expect("1..=3"),
-    );
+    )
+    .with_credit_batch(credit);
     let mut s = Stepped {
-        pool: StepPool::new(workers, batch).expect("sizes 1..=3 are valid"),
+        pool: StepPool::new(workers, batch)
+            .expect("sizes 1..=3 are valid")
+            .with_credit_batch(credit),
         model,
         handles: Vec::new(),
         registry: Arc::new(Mutex::new(Vec::new())),

@@ -7,7 +7,8 @@
 //! after a successful `cancel`; `cancel` succeeds only before a worker claimed the task; a
 //! handle reports the task's own outcome; the pool terminates only when every accepted task
 //! has run or was cancelled; `outstanding()` counts at least every queued, claimed or running
-//! task.
+//! task, and at most every task ever accepted plus the credit the workers may hold
+//! ([`PoolLite::with_credit_slack`]; `lockstep_pool` crate docs, "Credits").
 //!
 //! A task's run is recorded by the task itself as two operations, [`PoolOp::Start`] (first
 //! thing in its function) and [`PoolOp::End`] (last thing, with its outcome), with
@@ -100,6 +101,9 @@ pub struct PoolLite {
     pub terminated: bool,
     /// Every accepted task by label.
     pub tasks: BTreeMap<Label, Life>,
+    /// The most credit the pool's threads may hold at once (`2 * credit_batch` per thread):
+    /// how far `outstanding()` may read above the tasks ever accepted.
+    pub credit_slack: usize,
 }
 
 impl PoolLite {
@@ -109,7 +113,16 @@ impl PoolLite {
             accepting: true,
             terminated: false,
             tasks: BTreeMap::new(),
+            credit_slack: 0,
         }
+    }
+
+    /// The same specification for a pool whose threads may hold up to `slack` units of
+    /// credit at once (B3.credits-returned).
+    #[must_use]
+    pub fn with_credit_slack(mut self, slack: usize) -> Self {
+        self.credit_slack = slack;
+        self
     }
 
     /// Every accepted task ran or was cancelled.
@@ -267,10 +280,11 @@ impl SequentialSpec for PoolSpec {
             }
             // B3.register-before-decrement: every queued, claimed or running task is still
             // counted. A task is uncounted only after its function returned (after `End`) or
-            // when its cancelled husk is removed from a queue (unseen), so more may be
-            // counted, but never more than were ever accepted.
+            // when its cancelled husk is removed from a queue (unseen), and the threads'
+            // credit is counted too (B3.credits-returned), so more may be counted, but never
+            // more than were ever accepted plus the most credit the threads can hold.
             (PoolOp::Outstanding, PoolRet::Outstanding(o))
-                if (s.counted_for_sure()..=s.tasks.len()).contains(o) =>
+                if (s.counted_for_sure()..=s.tasks.len() + s.credit_slack).contains(o) =>
             {
                 return Ok(next);
             }
