@@ -16,16 +16,17 @@
 //! two halves) to run the same tree on a rayon pool of `t` threads instead.
 
 use lockstep_pool::{DequeFamily, Pool, PoolBuilder, WorkerContext};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-fn tree(ctx: &WorkerContext<'_>, depth: u32, c: &Arc<AtomicUsize>) {
+/// The counter is `&'static` (one leaked counter per run): an `Arc` clone and drop per
+/// spawn would be two atomic read-modify-writes that rayon's scope, which borrows, does not
+/// pay (`benches/pool.rs`, `tree_ours`).
+fn tree(ctx: &WorkerContext<'_>, depth: u32, c: &'static AtomicUsize) {
     if depth == 0 {
         c.fetch_add(1, Ordering::Relaxed);
         return;
     }
-    let c2 = Arc::clone(c);
-    ctx.spawn_detached(move |ctx| tree(ctx, depth - 1, &c2));
+    ctx.spawn_detached(move |ctx| tree(ctx, depth - 1, c));
     tree(ctx, depth - 1, c);
 }
 
@@ -48,9 +49,8 @@ fn tree_join(depth: u32, c: &AtomicUsize) {
 
 /// Runs the tree on `pool`, shuts it down and returns the leaf count.
 fn ours<D: DequeFamily>(pool: &Pool<D>, d: u32) -> usize {
-    let c = Arc::new(AtomicUsize::new(0));
-    let c2 = Arc::clone(&c);
-    pool.spawn_detached(move |ctx| tree(ctx, d, &c2))
+    let c: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+    pool.spawn_detached(move |ctx| tree(ctx, d, c))
         .expect("a new pool accepts");
     pool.shutdown();
     pool.await_termination();
