@@ -10,8 +10,11 @@
 //! spawns, in order, then a value or a panic). Every place where the model picks one
 //! behaviour out of several reasonable ones is marked `SEMANTICS:`.
 //!
-//! Tasks are numbered in order of acceptance, roots and children alike, from 0
-//! (production: `TaskId(n)`).
+//! Tasks are numbered as production numbers them (`TaskId(n)`): from one counter per pool,
+//! from 0; a root takes the next number; a worker or spare numbers the children it spawns
+//! from a block of [`PoolModel::credit_batch`] consecutive numbers it draws from the counter
+//! when its block is used up (B.unique-ids). So numbers are unique, in each thread's order
+//! of spawn, but not in the pool-wide order of acceptance.
 //!
 //! **Blocking compensation** (`WorkerContext::block_in_place`, issue 10): a worker's claimed
 //! task may enter a blocking call ([`PoolModel::block`]) and later return from it
@@ -56,7 +59,7 @@
 //! checks it on the real pool.
 
 use lockstep_contract::{PoolError, PoolState, TaskError};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::num::NonZeroUsize;
 
 /// A task's number: its position in the order of acceptance.
@@ -234,6 +237,8 @@ pub struct WorkerModel {
     pub join: Option<JoinNo>,
     /// Units of `outstanding` it holds that no task uses: its credit (B3.credits-returned).
     pub credits: usize,
+    /// The block of numbers it gives its children: `next..end` (B.unique-ids).
+    pub ids: (TaskNo, TaskNo),
 }
 
 /// A spare's number: its position in the order of start.
@@ -255,6 +260,8 @@ pub struct SpareModel {
     pub retired: bool,
     /// Its credit, as a worker's.
     pub credits: usize,
+    /// Its block of child numbers, as a worker's.
+    pub ids: (TaskNo, TaskNo),
 }
 
 /// Who takes a step: a worker or a spare.
@@ -276,7 +283,10 @@ pub struct PoolModel {
     draining: bool,
     outstanding: usize,
     workers: Vec<WorkerModel>,
-    tasks: Vec<TaskRecord>,
+    /// Every accepted task by number (its production `TaskId`).
+    tasks: BTreeMap<TaskNo, TaskRecord>,
+    /// The pool's id counter: the next root's number, or the start of the next block.
+    next_id: TaskNo,
     roots_accepted: u64,
     roots_rejected: u64,
     children_spawned: u64,
@@ -295,7 +305,8 @@ impl PoolModel {
             draining: false,
             outstanding: 0,
             workers: vec![WorkerModel::default(); workers.get()],
-            tasks: Vec::new(),
+            tasks: BTreeMap::new(),
+            next_id: 0,
             roots_accepted: 0,
             roots_rejected: 0,
             children_spawned: 0,
@@ -365,7 +376,7 @@ impl PoolModel {
     /// # Panics
     /// If `worker` is out of range.
     ///
-    /// Rules of `docs/invariants.md` stated here: RULE (B3.root-accept).
+    /// Rules of `docs/invariants.md` stated here: RULE (B3.root-accept), RULE (B.unique-ids).
     pub fn submit(&mut self, worker: usize, program: Program) -> Result<TaskNo, PoolError> {
         assert!(worker < self.workers.len(), "no worker {worker}");
         // SEMANTICS: the more specific refusal wins: a terminated pool says `Terminated`,
@@ -381,7 +392,9 @@ impl PoolModel {
         // SEMANTICS: a root goes to the back of an inbox, never onto a deque: only a deque's
         // owner may push onto it (Chase–Lev), and the submitter owns none. Which inbox is
         // the production pool's load-based choice; here the caller names it.
-        let no = self.accept(None, program);
+        let no = self.next_id;
+        self.next_id += 1;
+        self.accept(no, None, program);
         // B3.root-accept: a root is counted in `outstanding` itself, never from a credit.
         self.outstanding += 1;
         self.workers[worker].inbox.push_back(no);
@@ -391,14 +404,44 @@ impl PoolModel {
 
     /// Records a new task (the caller counts it: a root in `outstanding`, a child from the
     /// spawning thread's credit).
-    fn accept(&mut self, parent: Option<TaskNo>, program: Program) -> TaskNo {
-        let no = self.tasks.len() as TaskNo;
-        self.tasks.push(TaskRecord {
-            parent,
-            program,
-            phase: Phase::Queued,
-        });
-        no
+    fn accept(&mut self, no: TaskNo, parent: Option<TaskNo>, program: Program) {
+        let fresh = self.tasks.insert(
+            no,
+            TaskRecord {
+                parent,
+                program,
+                phase: Phase::Queued,
+            },
+        );
+        assert!(fresh.is_none(), "task number {no} given twice");
+    }
+
+    fn ids_mut(&mut self, actor: Actor) -> &mut (TaskNo, TaskNo) {
+        match actor {
+            Actor::Worker(w) => &mut self.workers[w].ids,
+            Actor::Spare(s) => &mut self.spares[s].ids,
+        }
+    }
+
+    /// The number of a child `actor` is about to spawn: the next of its block, after
+    /// drawing a new block of [`PoolModel::credit_batch`] numbers if the block is used up.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (B.unique-ids).
+    fn child_number(&mut self, actor: Actor) -> TaskNo {
+        let batch = self.credit_batch as TaskNo;
+        // SEMANTICS (B.unique-ids): a thread numbers its children from a block of
+        // consecutive numbers drawn from the pool's one counter (roots take one each), so
+        // numbers are unique but not in the pool-wide order of acceptance.
+        let (next, end) = *self.ids_mut(actor);
+        let (next, end) = if next == end {
+            let start = self.next_id;
+            self.next_id += batch;
+            (start, start + batch)
+        } else {
+            (next, end)
+        };
+        *self.ids_mut(actor) = (next + 1, end);
+        next
     }
 
     fn credits_mut(&mut self, actor: Actor) -> &mut usize {
@@ -556,7 +599,7 @@ impl PoolModel {
             *self.current_mut(actor) = Some(no);
             return Found::Claimed(no);
         }
-        let task = &mut self.tasks[no as usize];
+        let task = self.tasks.get_mut(&no).expect("a queued task is recorded");
         match task.phase {
             // B2: the removal above is the only one; B4: claiming beats a later cancel.
             Phase::Queued => {
@@ -610,7 +653,8 @@ impl PoolModel {
             // they are pushed and before the parent is uncounted, and pushed onto the bottom
             // of the running worker's own deque (a spare's private deque).
             self.take_credit(actor);
-            let c = self.accept(Some(parent), child);
+            let c = self.child_number(actor);
+            self.accept(c, Some(parent), child);
             self.deque_mut(actor).push_back(c);
             self.children_spawned += 1;
             children.push(c);
@@ -623,7 +667,7 @@ impl PoolModel {
         if let Some(j) = half_join(no) {
             return Some(self.run_half(actor, j));
         }
-        let program = self.tasks[no as usize].program.clone();
+        let program = self.tasks[&no].program.clone();
         let children = self.spawn_children(actor, no, program.children);
         // SEMANTICS (B4): a panic is the task's result, not the worker's end; children
         // spawned before the panic stay accepted and will run.
@@ -631,7 +675,10 @@ impl PoolModel {
             Outcome::Return(v) => (Ok(v), false),
             Outcome::Panic(message) => (Err(TaskError::Panicked { message }), true),
         };
-        self.tasks[no as usize].phase = Phase::Done(result);
+        self.tasks
+            .get_mut(&no)
+            .expect("a running task is recorded")
+            .phase = Phase::Done(result);
         let counts = self.counts_mut(actor);
         counts.tasks_run += 1;
         counts.panics += u64::from(panicked);
@@ -829,7 +876,7 @@ impl PoolModel {
     /// Rules of `docs/invariants.md` stated here: RULE (B3.detached-counted),
     /// RULE (B4.cancel-unclaimed).
     pub fn cancel(&mut self, no: TaskNo) -> bool {
-        let Some(task) = self.tasks.get_mut(no as usize) else {
+        let Some(task) = self.tasks.get_mut(&no) else {
             return false;
         };
         // SEMANTICS (B4): only unclaimed work can be cancelled; a claimed, finished or
@@ -1080,7 +1127,7 @@ impl PoolModel {
     }
 
     /// Every accepted task, by number.
-    pub fn tasks(&self) -> &[TaskRecord] {
+    pub fn tasks(&self) -> &BTreeMap<TaskNo, TaskRecord> {
         &self.tasks
     }
 
@@ -1088,7 +1135,7 @@ impl PoolModel {
     ///
     /// Rules of `docs/invariants.md` stated here: RULE (B.handle-resolves).
     pub fn result(&self, no: TaskNo) -> Option<&Result<u64, TaskError>> {
-        match &self.tasks.get(no as usize)?.phase {
+        match &self.tasks.get(&no)?.phase {
             Phase::Done(r) => Some(r),
             _ => None,
         }
@@ -1287,7 +1334,7 @@ mod tests {
             (ran.task, ran.panicked, ran.children),
             (half_name(0), false, vec![1])
         );
-        assert_eq!(m.tasks()[1].parent, Some(0), "b's child is the forker's");
+        assert_eq!(m.tasks()[&1].parent, Some(0), "b's child is the forker's");
         assert_eq!(m.join_finish(0), Some(Err("right".into())));
         let c = m.workers()[1].counts;
         assert_eq!((c.tasks_run, c.panics), (1, 0));

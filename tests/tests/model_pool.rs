@@ -40,6 +40,7 @@ use lockstep_pool::{JoinHandle, TaskId, WorkerContext};
 use proptest::prelude::*;
 use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state_machine};
 use std::cell::Cell;
+use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, Once};
 
@@ -337,7 +338,11 @@ enum Answer {
 }
 
 fn cancel_target(model: &PoolModel, pick: usize) -> u64 {
-    (pick % model.tasks().len()) as u64
+    let tasks = model.tasks();
+    *tasks
+        .keys()
+        .nth(pick % tasks.len())
+        .expect("a cancel is generated only with tasks")
 }
 
 fn apply_to_model(m: &mut PoolModel, step: &Step) -> Answer {
@@ -377,8 +382,9 @@ fn apply_to_model(m: &mut PoolModel, step: &Step) -> Answer {
     }
 }
 
-/// Child handles (`None` for a detached child), as the running closures hand them over.
-type Registry = Arc<Mutex<Vec<Option<JoinHandle<u64>>>>>;
+/// Children's ids and handles (`None` for a detached child), in order of spawn, as the
+/// running closures hand them over.
+type Registry = Arc<Mutex<Vec<(u64, Option<JoinHandle<u64>>)>>>;
 
 /// The production closure for a program: spawn each child (recording its handle, or `None`
 /// for a detached child), then return or panic.
@@ -390,16 +396,16 @@ fn task_for(
         for child in program.children {
             if child.detached {
                 let f = task_for(child, Arc::clone(&registry));
-                ctx.spawn_detached(move |ctx| {
+                let TaskId(id) = ctx.spawn_detached(move |ctx| {
                     f(ctx);
                 });
-                registry.lock().expect("registry").push(None);
+                registry.lock().expect("registry").push((id, None));
                 continue;
             }
             let h = ctx
                 .spawn(task_for(child, Arc::clone(&registry)))
                 .expect("a running task can always spawn");
-            registry.lock().expect("registry").push(Some(h));
+            registry.lock().expect("registry").push((h.id().0, Some(h)));
         }
         match program.outcome {
             Outcome::Return(v) => v,
@@ -555,10 +561,10 @@ struct Sut {
     pool: AnyStep,
     /// The model as this side sees it, to know each step's expected answer.
     model: PoolModel,
-    /// Handles by task number; `None` once joined, and for detached tasks.
-    handles: Vec<Option<JoinHandle<u64>>>,
-    /// By task number: submitted or spawned detached (no handle ever).
-    detached: Vec<bool>,
+    /// Handles by task number (`TaskId`); `None` once joined, and for detached tasks.
+    handles: BTreeMap<u64, Option<JoinHandle<u64>>>,
+    /// The task numbers submitted or spawned detached (no handle ever).
+    detached: BTreeSet<u64>,
     registry: Registry,
     /// Children spawned by the step being applied, in order.
     last_children: Vec<u64>,
@@ -568,15 +574,23 @@ impl Sut {
     fn adopt_children(&mut self) {
         self.last_children.clear();
         let new: Vec<_> = self.registry.lock().expect("registry").drain(..).collect();
-        for h in new {
-            let no = self.handles.len() as u64;
-            if let Some(h) = &h {
-                assert_eq!(h.id(), TaskId(no), "children are numbered in order");
-            }
+        for (no, h) in new {
             self.last_children.push(no);
-            self.detached.push(h.is_none());
-            self.handles.push(h);
+            self.adopt(no, h);
         }
+    }
+
+    /// Records task `no`'s handle (`None`: detached). Its number must be new (B.unique-ids).
+    fn adopt(&mut self, no: u64, h: Option<JoinHandle<u64>>) {
+        if h.is_none() {
+            self.detached.insert(no);
+        }
+        let before = self.handles.insert(no, h);
+        assert!(
+            before.is_none(),
+            "{}\ntask number {no} was given twice",
+            lockstep_tests::report::header("B.unique-ids")
+        );
     }
 
     fn apply_to_pool(&mut self, step: &Step) -> Answer {
@@ -593,9 +607,7 @@ impl Sut {
                     f(ctx);
                 });
                 Answer::Submitted(r.map(|TaskId(no)| {
-                    assert_eq!(no as usize, self.handles.len());
-                    self.handles.push(None);
-                    self.detached.push(true);
+                    self.adopt(no, None);
                     no
                 }))
             }
@@ -606,9 +618,7 @@ impl Sut {
                 );
                 Answer::Submitted(r.map(|h| {
                     let TaskId(no) = h.id();
-                    assert_eq!(no as usize, self.handles.len());
-                    self.handles.push(Some(h));
-                    self.detached.push(false);
+                    self.adopt(no, Some(h));
                     no
                 }))
             }
@@ -635,9 +645,14 @@ impl Sut {
                 Answer::Nothing
             }
             Step::Cancel(pick) => {
-                let no = cancel_target(&self.model, *pick) as usize;
+                let no = cancel_target(&self.model, *pick);
                 // A joined handle is gone; its task is finished, so cancel must say false.
-                Answer::Cancelled(self.handles[no].as_ref().is_some_and(JoinHandle::cancel))
+                Answer::Cancelled(
+                    self.handles
+                        .get(&no)
+                        .and_then(Option::as_ref)
+                        .is_some_and(JoinHandle::cancel),
+                )
             }
             Step::Shutdown => {
                 self.pool.shutdown();
@@ -828,13 +843,13 @@ impl Sut {
             m.tasks().len(),
             "every task has a handle"
         );
-        for (no, slot) in self.handles.iter_mut().enumerate() {
-            if self.detached[no] {
+        for (&no, slot) in &mut self.handles {
+            if self.detached.contains(&no) {
                 // No handle: what it did shows only in the counters compared above.
                 assert!(slot.is_none(), "task {no} is detached");
                 continue;
             }
-            let want = m.result(no as u64);
+            let want = m.result(no);
             let Some(h) = slot else {
                 assert!(want.is_some(), "task {no} was joined, so it is finished");
                 continue;
@@ -874,8 +889,8 @@ impl StateMachineTest for PoolMachine {
                 model.credit_batch(),
             ),
             model: model.clone(),
-            handles: Vec::new(),
-            detached: Vec::new(),
+            handles: BTreeMap::new(),
+            detached: BTreeSet::new(),
             registry: Arc::new(Mutex::new(Vec::new())),
             last_children: Vec::new(),
         }
@@ -975,7 +990,7 @@ impl StateMachineTest for PoolMachine {
             "the drain finished"
         );
         assert!(
-            sut.handles.iter().all(Option::is_none),
+            sut.handles.values().all(Option::is_none),
             "every handle resolved"
         );
     }

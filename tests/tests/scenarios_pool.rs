@@ -1360,6 +1360,61 @@ fn metrics_are_exact_while_spares_and_workers_count_together<D: DequeFamily>() {
     assert_eq!(t.panics, 0);
 }
 
+/// B.unique-ids on real threads: roots submitted from outside race children spawned on two
+/// workers (with handles and detached, the detached ones reporting their ids), with a credit
+/// batch of 2 so that threads draw many id blocks while others draw too. Every id is
+/// distinct. A block reserved by moving the counter one id (zoo bug `id_block_overlaps`)
+/// repeats ids here.
+fn task_ids_are_unique_while_threads_draw_blocks<D: DequeFamily>() {
+    const ROOTS: usize = if cfg!(miri) { 4 } else { 200 };
+    const CHILDREN: usize = if cfg!(miri) { 3 } else { 12 };
+    let pool = PoolBuilder::new(2)
+        .credit_batch(2)
+        .build_with::<D>()
+        .expect("pool");
+    let ids = Arc::new(Mutex::new(Vec::new()));
+    let mut handles = Vec::new();
+    for _ in 0..ROOTS {
+        let ids2 = Arc::clone(&ids);
+        let h = pool
+            .submit(move |ctx| {
+                let mut mine = Vec::new();
+                for c in 0..CHILDREN {
+                    if c % 2 == 0 {
+                        mine.push(ctx.spawn_detached(|_| ()).0);
+                    } else {
+                        let h = ctx.spawn(|_| ()).expect("a running task spawns");
+                        mine.push(h.id().0);
+                    }
+                }
+                ids2.lock().expect("ids").extend(mine);
+            })
+            .expect("accepting");
+        ids.lock().expect("ids").push(h.id().0);
+        handles.push(h);
+    }
+    for h in handles {
+        assert_eq!(h.join(), Ok(()));
+    }
+    pool.shutdown();
+    assert!(pool.await_termination_timeout(DEADLINE), "terminated");
+    let mut all = std::mem::take(&mut *ids.lock().expect("ids"));
+    assert_eq!(all.len(), ROOTS * (1 + CHILDREN), "every id recorded");
+    all.sort_unstable();
+    let repeated: Vec<u64> = all
+        .windows(2)
+        .filter(|w| w[0] == w[1])
+        .map(|w| w[0])
+        .collect();
+    assert!(
+        repeated.is_empty(),
+        "broken: B.unique-ids (the rules of docs/invariants.md)\n{} ids given to more than \
+         one task, the first: {:?}",
+        repeated.len(),
+        &repeated[..repeated.len().min(10)]
+    );
+}
+
 macro_rules! on_both_deques {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
@@ -1405,4 +1460,5 @@ on_both_deques!(
     join_panics_in_either_half_after_both_finish_with_borrowed_data,
     joins_in_flight_while_shutdown_drains,
     metrics_are_exact_while_spares_and_workers_count_together,
+    task_ids_are_unique_while_threads_draw_blocks,
 );

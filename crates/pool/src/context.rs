@@ -144,8 +144,9 @@ impl<'a> WorkerContext<'a> {
     /// otherwise dropped: the worker goes on. Code that needs to know about a failure must
     /// catch it itself.
     ///
-    /// Never fails: a context exists only while its task runs, so the pool cannot have
-    /// terminated.
+    /// Returns the child's [`TaskId`] (what the stepping core and a metrics reader see; a
+    /// detached task has no handle to ask). Never fails: a context exists only while its
+    /// task runs, so the pool cannot have terminated.
     ///
     /// ```
     /// use lockstep_pool::Pool;
@@ -172,7 +173,7 @@ impl<'a> WorkerContext<'a> {
     /// assert_eq!(leaves.load(Ordering::Relaxed), 1 << 10);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn spawn_detached<F>(&self, f: F)
+    pub fn spawn_detached<F>(&self, f: F) -> TaskId
     where
         F: FnOnce(&WorkerContext<'_>) + Send + 'static,
     {
@@ -180,6 +181,7 @@ impl<'a> WorkerContext<'a> {
         // as in `spawn`), without a handle; its claim always succeeds (no cancel).
         let id = self.sink.register_child();
         self.sink.push_child(new_detached(id, f));
+        id
     }
 }
 

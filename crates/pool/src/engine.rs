@@ -242,6 +242,9 @@ pub(crate) struct Local<D: DequeFamily> {
     /// Units of the lifecycle word this thread holds and no task uses: its **credit**
     /// (crate docs, "Credits"). Read and written by this thread only, hence a `Cell`.
     credits: Cell<u64>,
+    /// The block of task ids this thread numbers its children from: `next..end` (crate
+    /// docs, "Task ids"). This thread's only, like `credits`.
+    ids: Cell<(u64, u64)>,
 }
 
 /// Builds the shared state and every worker's local side.
@@ -258,6 +261,7 @@ pub(crate) fn build<D: DequeFamily>(
             spare: false,
             owner: <D::Owner<Task> as Owner<Task>>::new(),
             credits: Cell::new(0),
+            ids: Cell::new((0, 0)),
         })
         .collect();
     let shared = Shared {
@@ -474,6 +478,7 @@ impl<D: DequeFamily> Local<D> {
             spare: true,
             owner: <D::Owner<Task> as Owner<Task>>::new(),
             credits: Cell::new(0),
+            ids: Cell::new((0, 0)),
         }
     }
 
@@ -538,6 +543,29 @@ impl<D: DequeFamily> Local<D> {
         if c > 0 {
             shared.release(c);
         }
+    }
+
+    /// The id for a child about to be spawned: the next of this thread's block, drawing a
+    /// new block of [`Shared::credit_batch`] consecutive ids from the pool's counter first
+    /// if the block is used up (one read-modify-write per block instead of one per child).
+    /// O(1).
+    fn next_child_id(&self, shared: &Shared<D>) -> TaskId {
+        let (mut next, mut end) = self.ids.get();
+        if next == end {
+            // INVARIANT (B.unique-ids): a block is drawn with one read-modify-write, so no
+            // two threads (nor a root) ever get the same id.
+            // SEEDED BUG (id_block_overlaps): the counter moves by one per block, so the next
+            // block drawn overlaps this one and two tasks share an id.
+            let step = if seeded_bug!("id_block_overlaps") {
+                1
+            } else {
+                shared.credit_batch
+            };
+            next = shared.next_id.fetch_add(step, SeqCst);
+            end = next + shared.credit_batch;
+        }
+        self.ids.set((next + 1, end));
+        TaskId(next)
     }
 
     /// The credit this thread holds (tests and the stepping core).
@@ -743,7 +771,7 @@ impl<D: DequeFamily> ChildSink for Sink<'_, D> {
         // parent counts.
         self.local.take_credit(self.shared);
         self.shared.count(self.local, |c| &c.children_spawned);
-        TaskId(self.shared.next_id.fetch_add(1, SeqCst))
+        self.local.next_child_id(self.shared)
     }
 
     fn push_child(&self, task: Task) {

@@ -13,11 +13,15 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-/// The identity of one accepted task: a sequence number given in order of acceptance, roots
-/// and children alike, starting at 0 for each pool.
+/// The identity of one accepted task, unique within its pool (crate docs, "Task ids").
 ///
-/// Under concurrency the numbering order is the order in which acceptances happened to
-/// serialise; in the deterministic stepping core it is exactly the model's numbering.
+/// Ids come from one counter per pool, starting at 0: a root takes the next id when it is
+/// accepted; a thread that spawns children numbers them from a block of consecutive ids
+/// (`PoolBuilder::credit_batch` of them) that it draws from the counter when its last
+/// block is used up. So the children of one thread are numbered in the order it spawned
+/// them, but ids are not in the pool-wide order of acceptance: a root accepted later may
+/// have a smaller id than a child spawned earlier. In the deterministic stepping core the
+/// numbering is exactly the model's (`lockstep_models::pool`, which draws the same blocks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TaskId(pub u64);
 

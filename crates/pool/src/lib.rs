@@ -90,6 +90,17 @@
 //! spawn tree, one worker does no read-modify-write on the word at all between its first
 //! child and its last task; a thief does one per steal that leaves its home empty.
 //!
+//! # Task ids
+//!
+//! A [`TaskId`] is unique within its pool. A root takes the next id from the pool's counter
+//! (one read-modify-write, beside the compare-and-swap that accepts it); children are
+//! numbered from a block of `credit_batch` consecutive ids that the spawning thread draws
+//! from the same counter when its block is used up (`INVARIANT (B.unique-ids)` in
+//! `engine.rs`). One shared increment per child had been the last read-modify-write of a
+//! spawn on a line that every worker writes: on two workers it cost the spawn tree about as
+//! much as everything else together (`docs/pool.md`, "Credits and id blocks"). Ids are
+//! therefore not in the pool-wide order of acceptance, only in each thread's order of spawn.
+//!
 //! # Parking: why no wake-up is lost
 //!
 //! A worker that found nothing backs off: up to 16 more search rounds, spinning `2^round`
@@ -716,11 +727,12 @@ mod tests {
                     "worker {searcher} finds the task on worker {holder}'s deque"
                 );
                 assert!(p.run(searcher).is_some());
-                // A root in the holder's inbox.
+                // A root in the holder's inbox. Its id follows the holder's block of 32
+                // child ids (1..33), drawn when the root spawned (crate docs, "Task ids").
                 let _leaf = p.submit_to(holder, |_| ()).expect("accepting");
                 assert_eq!(
                     p.search(searcher),
-                    StepFound::Claimed(TaskId(2)),
+                    StepFound::Claimed(TaskId(33)),
                     "worker {searcher} finds the root in worker {holder}'s inbox"
                 );
                 // Each search tried each other worker at most once.

@@ -26,6 +26,7 @@
 //! Programs have at most [`MAX_CHILDREN`] children per task and depth [`MAX_DEPTH`]; at most
 //! [`MAX_STEPS`] steps and [`MAX_ROOTS`] roots are used from one input.
 
+use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -233,8 +234,9 @@ fn resolve(b: &StepByte, m: &PoolModel) -> Option<Step> {
         }
         StepByte::Run(x) => Some(Step::Run(w(*x))),
         StepByte::Cancel(k) => {
-            let tasks = m.tasks().len();
-            (tasks > 0).then(|| Step::Cancel((usize::from(*k) % tasks) as u64))
+            let tasks = m.tasks();
+            let pick = usize::from(*k) % tasks.len().max(1);
+            tasks.keys().nth(pick).map(|no| Step::Cancel(*no))
         }
         StepByte::Shutdown => Some(Step::Shutdown),
         StepByte::Exit(x) => Some(Step::Exit(w(*x))),
@@ -282,12 +284,18 @@ fn task_for(
 struct Stepped {
     pool: StepPool,
     model: PoolModel,
-    /// Handles by task number; `None` once joined.
-    handles: Vec<Option<JoinHandle<u64>>>,
+    /// Handles by task number (`TaskId`); `None` once joined.
+    handles: BTreeMap<u64, Option<JoinHandle<u64>>>,
     registry: Registry,
 }
 
 impl Stepped {
+    /// Records task `no`'s handle; its number must be new (B.unique-ids).
+    fn adopt(&mut self, no: u64, h: JoinHandle<u64>) {
+        let before = self.handles.insert(no, Some(h));
+        assert!(before.is_none(), "task number {no} was given twice");
+    }
+
     fn apply(&mut self, step: &Step) -> Answer {
         let found = |f: StepFound| match f {
             StepFound::Empty => Found::Empty,
@@ -302,12 +310,7 @@ impl Stepped {
                     .submit_to(*w, task_for(p.clone(), Arc::clone(&self.registry)));
                 Answer::Submitted(r.map(|h| {
                     let TaskId(no) = h.id();
-                    assert_eq!(
-                        no as usize,
-                        self.handles.len(),
-                        "roots are numbered in order"
-                    );
-                    self.handles.push(Some(h));
+                    self.adopt(no, h);
                     no
                 }))
             }
@@ -319,21 +322,17 @@ impl Stepped {
                 let mut children = Vec::with_capacity(new.len());
                 for h in new {
                     let TaskId(no) = h.id();
-                    assert_eq!(
-                        no as usize,
-                        self.handles.len(),
-                        "children are numbered in order"
-                    );
                     children.push(no);
-                    self.handles.push(Some(h));
+                    self.adopt(no, h);
                 }
                 Answer::Ran(ran.map(|r| (r.task.0, r.panicked, children)))
             }
             Step::Cancel(no) => {
                 // A joined handle is gone; its task is finished, so cancel must say false.
                 Answer::Cancelled(
-                    self.handles[*no as usize]
-                        .as_ref()
+                    self.handles
+                        .get(no)
+                        .and_then(Option::as_ref)
                         .is_some_and(JoinHandle::cancel),
                 )
             }
@@ -428,8 +427,8 @@ impl Stepped {
             m.tasks().len(),
             "after step {i}: a handle per task"
         );
-        for (no, slot) in self.handles.iter_mut().enumerate() {
-            let want = m.result(no as u64);
+        for (&no, slot) in &mut self.handles {
+            let want = m.result(no);
             let Some(h) = slot else {
                 assert!(want.is_some(), "task {no} was joined, so it is finished");
                 continue;
@@ -490,7 +489,7 @@ impl Stepped {
             "the drain finished"
         );
         assert!(
-            self.handles.iter().all(Option::is_none),
+            self.handles.values().all(Option::is_none),
             "every handle resolved"
         );
     }
@@ -510,7 +509,7 @@ fn stepped(workers: usize, batch: usize, steps: &[StepByte]) {
             .expect("sizes 1..=3 are valid")
             .with_credit_batch(credit),
         model,
-        handles: Vec::new(),
+        handles: BTreeMap::new(),
         registry: Arc::new(Mutex::new(Vec::new())),
     };
     let mut i = 0;
