@@ -9,10 +9,11 @@
 //!
 //! With one worker nothing is stolen, so every join takes its second half back: the count is
 //! the cost of the fork, the take-back and the inline run (deterministic up to the pool's
-//! start and stop). Arguments: `n` (default 25), `t` (default 1), and `rayon` to run the same
+//! start and stop). Arguments: `n` (default 25), `t` (default 1), and `chase-lev` (our pool
+//! on the Chase–Lev deque; the default is the locked deque) or `rayon` to run the same
 //! recursion with `rayon::join` on a rayon pool of `t` threads instead (the reference).
 
-use lockstep_pool::{Pool, WorkerContext};
+use lockstep_pool::{DequeFamily, Pool, PoolBuilder, WorkerContext};
 
 fn fib(ctx: &WorkerContext<'_>, n: u64) -> u64 {
     if n < 2 {
@@ -34,13 +35,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let n: u64 = args.next().map_or(Ok(25), |a| a.parse())?;
     let t: usize = args.next().map_or(Ok(1), |a| a.parse())?;
-    if args.next().as_deref() == Some("rayon") {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(t).build()?;
-        let v = pool.install(|| fib_rayon(n));
-        println!("fib({n}) = {v} on {t} rayon thread(s)");
-        return Ok(());
+    match args.next().as_deref() {
+        Some("rayon") => {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(t).build()?;
+            let v = pool.install(|| fib_rayon(n));
+            println!("fib({n}) = {v} on {t} rayon thread(s)");
+            Ok(())
+        }
+        Some("chase-lev") => ours(&PoolBuilder::new(t).build_fast()?, n, t),
+        None => ours(&Pool::new(t)?, n, t),
+        Some(other) => Err(format!("unknown mode {other:?}").into()),
     }
-    let pool = Pool::new(t)?;
+}
+
+/// fib(`n`) on `pool`, then shut down.
+fn ours<D: DequeFamily>(
+    pool: &Pool<D>,
+    n: u64,
+    t: usize,
+) -> Result<(), Box<dyn std::error::Error>> {
     let v = pool.submit(move |ctx| fib(ctx, n))?.join()?;
     println!("fib({n}) = {v} on {t} worker(s)");
     pool.shutdown();
