@@ -437,18 +437,17 @@ macro_rules! on {
 impl AnyStep {
     fn new(workers: usize, batch: usize, max_blocking: usize, credit: usize) -> Self {
         let sizes = "sizes from the model";
-        let credit = NonZeroUsize::new(credit).expect(sizes);
         if CHASE_LEV.with(Cell::get) {
             AnyStep::ChaseLev(
                 StepPool::with_blocking(workers, batch, max_blocking)
-                    .expect(sizes)
-                    .with_credit_batch(credit),
+                    .and_then(|p| p.with_credit_batch(credit))
+                    .expect(sizes),
             )
         } else {
             AnyStep::Locked(
                 StepPool::with_blocking(workers, batch, max_blocking)
-                    .expect(sizes)
-                    .with_credit_batch(credit),
+                    .and_then(|p| p.with_credit_batch(credit))
+                    .expect(sizes),
             )
         }
     }

@@ -87,8 +87,9 @@
 //! worker, as the end of the last task did before. [`Pool::outstanding`] reads the word:
 //! while workers run it may read up to `2 * credit_batch` per thread above the tasks left
 //! (`docs/semantics.md`, "The outstanding count is an upper bound while workers run"). On a
-//! spawn tree, one worker does no read-modify-write on the word at all between its first
-//! child and its last task; a thief does one per steal that leaves its home empty.
+//! spawn tree, one worker draws once per `credit_batch` children beyond the units its ended
+//! tasks gave back (on a binary tree, where every task ends, almost never); a thief does
+//! one return per steal that leaves its home empty.
 //!
 //! # Task ids
 //!
@@ -97,8 +98,9 @@
 //! numbered from a block of `credit_batch` consecutive ids that the spawning thread draws
 //! from the same counter when its block is used up (`INVARIANT (B.unique-ids)` in
 //! `engine.rs`). One shared increment per child had been the last read-modify-write of a
-//! spawn on a line that every worker writes: on two workers it cost the spawn tree about as
-//! much as everything else together (`docs/pool.md`, "Credits and id blocks"). Ids are
+//! spawn on a line that every worker writes: on two workers it was about 40% of the spawn
+//! tree's time (68.0 ms with it, 39.7 ms without ids at all; `docs/pool.md`, "Credits and
+//! id blocks"). Ids are
 //! therefore not in the pool-wide order of acceptance, only in each thread's order of spawn.
 //!
 //! # Parking: why no wake-up is lost
@@ -234,6 +236,11 @@ pub const DEFAULT_STEAL_BATCH: usize = 16;
 /// [`PoolBuilder::credit_batch`] says otherwise (crate docs, "Credits").
 pub const DEFAULT_CREDIT_BATCH: usize = 32;
 
+/// The largest credit batch [`PoolBuilder::credit_batch`] accepts (2^20): the credit and id
+/// arithmetic (`2 * batch` units held, `batch` units and ids drawn at once) then stays far
+/// from overflowing the 64-bit outstanding word and id counter.
+pub const MAX_CREDIT_BATCH: usize = 1 << 20;
+
 /// Why a pool could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PoolBuildError {
@@ -246,6 +253,14 @@ pub enum PoolBuildError {
     /// The credit batch was zero; a worker must draw at least one unit at a time.
     #[error("the credit batch must be at least 1, but 0 was given")]
     ZeroCreditBatch,
+    /// The credit batch was above [`MAX_CREDIT_BATCH`].
+    #[error("the credit batch must be at most {max}, but {given} was given")]
+    CreditBatchTooLarge {
+        /// The batch asked for.
+        given: usize,
+        /// [`MAX_CREDIT_BATCH`].
+        max: usize,
+    },
     /// The operating system refused to start a worker thread. The workers already started
     /// were shut down and joined.
     #[error("could not start worker thread {worker}: {message}")]
@@ -255,6 +270,18 @@ pub enum PoolBuildError {
         /// The operating system's error message.
         message: String,
     },
+}
+
+/// `batch` if it is a valid credit batch (1 to [`MAX_CREDIT_BATCH`]).
+fn checked_credit_batch(batch: usize) -> Result<NonZeroUsize, PoolBuildError> {
+    let b = NonZeroUsize::new(batch).ok_or(PoolBuildError::ZeroCreditBatch)?;
+    if batch > MAX_CREDIT_BATCH {
+        return Err(PoolBuildError::CreditBatchTooLarge {
+            given: batch,
+            max: MAX_CREDIT_BATCH,
+        });
+    }
+    Ok(b)
 }
 
 /// Configures and builds a [`Pool`].
@@ -299,11 +326,12 @@ impl PoolBuilder {
         self
     }
 
-    /// How many units of the outstanding count a worker draws at once when a task it runs
-    /// spawns a child and its credit is used up (checked by `build`; default
-    /// [`DEFAULT_CREDIT_BATCH`]). A worker keeps at most twice this many and gives them all
-    /// back when its own queues are empty, so [`Pool::outstanding`] may read up to
-    /// `2 * batch` per busy worker more than the tasks left (crate docs, "Credits"). 1 is
+    /// How many units of the outstanding count a thread (worker or spare) draws at once when
+    /// a task it runs spawns a child and its credit is used up, and how many child ids it
+    /// reserves at once (checked by `build`: 1 to [`MAX_CREDIT_BATCH`]; default
+    /// [`DEFAULT_CREDIT_BATCH`]). A thread keeps at most twice this many units and gives
+    /// them all back when its own queues are empty, so [`Pool::outstanding`] may read up to
+    /// `2 * batch` per busy thread more than the tasks left (crate docs, "Credits"). 1 is
     /// closest to one shared increment per child.
     #[must_use]
     pub fn credit_batch(mut self, batch: usize) -> Self {
@@ -328,6 +356,7 @@ impl PoolBuilder {
     /// # Errors
     /// [`PoolBuildError::NoWorkers`] for zero workers, [`PoolBuildError::ZeroStealBatch`]
     /// for a zero batch limit, [`PoolBuildError::ZeroCreditBatch`] for a zero credit batch,
+    /// [`PoolBuildError::CreditBatchTooLarge`] for one above [`MAX_CREDIT_BATCH`],
     /// [`PoolBuildError::Spawn`] if a thread cannot be started.
     pub fn build(self) -> Result<Pool<Locked>, PoolBuildError> {
         self.build_with::<Locked>()
@@ -357,8 +386,7 @@ impl PoolBuilder {
     pub fn build_with<D: DequeFamily>(self) -> Result<Pool<D>, PoolBuildError> {
         let workers = NonZeroUsize::new(self.workers).ok_or(PoolBuildError::NoWorkers)?;
         let batch = NonZeroUsize::new(self.steal_batch).ok_or(PoolBuildError::ZeroStealBatch)?;
-        let credit_batch =
-            NonZeroUsize::new(self.credit_batch).ok_or(PoolBuildError::ZeroCreditBatch)?;
+        let credit_batch = checked_credit_batch(self.credit_batch)?;
         let max_blocking = self.max_blocking.unwrap_or(workers.get());
         let (mut shared, locals) = build::<D>(workers, batch, max_blocking);
         shared.set_credit_batch(credit_batch);
@@ -506,7 +534,8 @@ impl<D: DequeFamily> Pool<D> {
     /// Accepted tasks not yet finished (queued, claimed or running) plus the credits the
     /// workers hold: a snapshot that is never below the tasks left, and equal to it whenever
     /// no worker holds credit (every worker idle, or the pool terminated). While workers run
-    /// tasks that spawn children it may read up to `2 * credit_batch` per worker more
+    /// tasks that spawn children it may read up to `2 * credit_batch` per busy thread
+    /// (worker or spare) more
     /// (crate docs, "Credits"). O(1).
     pub fn outstanding(&self) -> usize {
         self.shared.outstanding()
@@ -827,6 +856,81 @@ mod tests {
             StepPool::new(1, 0).err().map(|e| e.to_string()),
             Some("the steal batch limit must be at least 1, but 0 was given".to_string())
         );
+        assert_eq!(
+            PoolBuilder::new(1).credit_batch(0).build().err(),
+            Some(PoolBuildError::ZeroCreditBatch)
+        );
+        let too_large = PoolBuildError::CreditBatchTooLarge {
+            given: MAX_CREDIT_BATCH + 1,
+            max: MAX_CREDIT_BATCH,
+        };
+        assert_eq!(
+            PoolBuilder::new(1)
+                .credit_batch(MAX_CREDIT_BATCH + 1)
+                .build()
+                .err(),
+            Some(too_large.clone())
+        );
+        assert_eq!(
+            PoolBuilder::new(1).credit_batch(usize::MAX).build().err(),
+            Some(PoolBuildError::CreditBatchTooLarge {
+                given: usize::MAX,
+                max: MAX_CREDIT_BATCH
+            })
+        );
+        let step = StepPool::new(1, 1).expect("valid sizes");
+        assert_eq!(
+            step.with_credit_batch(MAX_CREDIT_BATCH + 1).err(),
+            Some(too_large)
+        );
+        assert_eq!(
+            too_large_message(),
+            "the credit batch must be at most 1048576, but 1048577 was given"
+        );
+    }
+
+    fn too_large_message() -> String {
+        PoolBuildError::CreditBatchTooLarge {
+            given: MAX_CREDIT_BATCH + 1,
+            max: MAX_CREDIT_BATCH,
+        }
+        .to_string()
+    }
+
+    /// The largest credit batch works end to end: a thread draws `MAX_CREDIT_BATCH` units and
+    /// ids at once, keeps up to twice that, and the pool still counts down to zero and
+    /// terminates (a review found that an unchecked huge batch wrapped the outstanding word
+    /// to "drained" while a task ran; such batches are now refused at build).
+    #[test]
+    fn the_largest_credit_batch_counts_down_and_terminates() {
+        let mut p = StepPool::new(2, 1)
+            .and_then(|p| p.with_credit_batch(MAX_CREDIT_BATCH))
+            .expect("valid sizes");
+        let _root = p
+            .submit_to(0, |ctx| {
+                for _ in 0..3 {
+                    ctx.spawn_detached(|_| ());
+                }
+            })
+            .expect("accepting");
+        p.shutdown();
+        assert_eq!(p.take(0), StepFound::Claimed(TaskId(0)));
+        assert!(p.run(0).is_some());
+        let batch = MAX_CREDIT_BATCH as u64;
+        assert_eq!(p.credits(0), batch - 3 + 1);
+        assert_eq!(p.outstanding(), 3 + MAX_CREDIT_BATCH - 2);
+        assert_eq!(p.steal(1, 0), StepFound::Claimed(TaskId(1)));
+        assert!(!p.try_exit(0), "a task is claimed and queued ones remain");
+        assert!(p.run(1).is_some());
+        for _ in 0..2 {
+            assert!(matches!(p.take(0), StepFound::Claimed(_)));
+            assert!(p.run(0).is_some());
+        }
+        assert_eq!(p.take(0), StepFound::Empty);
+        assert_eq!(p.take(1), StepFound::Empty);
+        assert_eq!(p.outstanding(), 0);
+        assert!(p.try_exit(0) && p.try_exit(1));
+        assert_eq!(p.state(), PoolState::Terminated);
     }
 
     #[test]

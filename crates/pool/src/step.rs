@@ -172,10 +172,13 @@ impl<D: DequeFamily> StepPool<D> {
 
     /// The same pool with a credit batch of `batch` (as `PoolBuilder::credit_batch`; the
     /// constructors use [`crate::DEFAULT_CREDIT_BATCH`]). Set it before the first step.
-    #[must_use]
-    pub fn with_credit_batch(mut self, batch: NonZeroUsize) -> Self {
-        self.shared.set_credit_batch(batch);
-        self
+    ///
+    /// # Errors
+    /// `ZeroCreditBatch` for 0, `CreditBatchTooLarge` above [`crate::MAX_CREDIT_BATCH`].
+    pub fn with_credit_batch(mut self, batch: usize) -> Result<Self, PoolBuildError> {
+        self.shared
+            .set_credit_batch(crate::checked_credit_batch(batch)?);
+        Ok(self)
     }
 
     /// The credit worker `w` holds (crate docs, "Credits").

@@ -506,8 +506,8 @@ fn stepped(workers: usize, batch: usize, steps: &[StepByte]) {
     .with_credit_batch(credit);
     let mut s = Stepped {
         pool: StepPool::new(workers, batch)
-            .expect("sizes 1..=3 are valid")
-            .with_credit_batch(credit),
+            .and_then(|p| p.with_credit_batch(batch))
+            .expect("sizes 1..=3 are valid"),
         model,
         handles: BTreeMap::new(),
         registry: Arc::new(Mutex::new(Vec::new())),
