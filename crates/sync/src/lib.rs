@@ -449,12 +449,12 @@ pub const BUGS: &[(&str, &str)] = &[
         "pool: a stolen join half is uncounted when its run ends, like a spawned task, though it was never counted, so `outstanding` falls below the tasks left",
     ),
     (
-        "id_block_overlaps",
-        "pool: a thread draws its block of child ids by moving the shared counter one id instead of a whole block, so two threads number different tasks alike",
-    ),
-    (
         "idle_worker_keeps_credits",
         "pool: a worker whose own queues are empty keeps its credit instead of giving it back, so a drained pool's count never reaches zero and shutdown never terminates",
+    ),
+    (
+        "id_block_overlaps",
+        "pool: a thread draws its block of child ids by moving the shared counter one id instead of a whole block, so two threads number different tasks alike",
     ),
     // The durable scheduler (issue 5).
     (
