@@ -5,17 +5,14 @@
 use crate::DEFAULT_CREDIT_BATCH;
 use crate::context::{ChildSink, WorkerContext};
 use crate::handle::{JoinHandle, Task, TaskId, new_detached, new_task};
+use crate::inbox::Inbox;
 use crate::metrics::{PoolCounters, PoolMetrics, WorkerCounters, bump, bump_own};
 use crate::sleep::Sleep;
 use lockstep_contract::{PoolError, PoolState};
 use lockstep_deque::{DequeFamily, Owner, Steal, Thief, ThiefOf};
-use lockstep_sync::atomic::{
-    AtomicBool, AtomicU64, AtomicUsize,
-    Ordering::{Relaxed, SeqCst},
-};
+use lockstep_sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use lockstep_sync::{Arc, Condvar, Mutex, rng_u64, seeded_bug, thread};
 use std::cell::Cell;
-use std::collections::VecDeque;
 use std::num::NonZeroUsize;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -118,65 +115,6 @@ pub(crate) enum Found {
     Empty,
     /// A lock-free deque lost a race; try again.
     Retry,
-}
-
-/// One worker's inbox of root tasks: a FIFO queue under its own lock, and its length
-/// mirrored in an atomic for the submitters' load probes ([`Shared::choose_target`]), which
-/// read it without the lock.
-///
-/// Every operation that takes or checks a task holds the lock (B2.remove-once and the
-/// re-check of the parking protocol are argued on it; crate docs, "Parking"); `len_hint` is
-/// only a placement heuristic and may be stale by the time it is used. Aligned to 128 bytes
-/// so that two workers' inboxes never share a cache line (x86's adjacent-line prefetcher
-/// moves lines in pairs): unaligned, worker 0's and worker 1's inbox locks sat on one line,
-/// and every pop by one invalidated the other's.
-#[derive(Default)]
-#[repr(align(128))]
-struct Inbox {
-    queue: Mutex<VecDeque<Task>>,
-    /// `queue.len()`, stored under the lock after every change, read without it.
-    len: AtomicUsize,
-}
-
-impl Inbox {
-    /// Appends a root at the back. O(1) amortised.
-    fn push_back(&self, task: Task) {
-        let mut q = self.queue.lock();
-        q.push_back(task);
-        self.len.store(q.len(), Relaxed);
-    }
-
-    /// Appends roots at the back, in the iterator's order. O(k) amortised.
-    fn extend(&self, tasks: impl IntoIterator<Item = Task>) {
-        let mut q = self.queue.lock();
-        q.extend(tasks);
-        self.len.store(q.len(), Relaxed);
-    }
-
-    /// Removes the oldest root. O(1).
-    fn pop_front(&self) -> Option<Task> {
-        let mut q = self.queue.lock();
-        let t = q.pop_front();
-        if t.is_some() {
-            self.len.store(q.len(), Relaxed);
-        }
-        t
-    }
-
-    /// Whether the inbox is empty, read under its lock (the parking re-check relies on it).
-    fn is_empty(&self) -> bool {
-        self.queue.lock().is_empty()
-    }
-
-    /// The exact length, read under the lock.
-    fn len(&self) -> usize {
-        self.queue.lock().len()
-    }
-
-    /// The length as last stored, without the lock: a hint for placement only.
-    fn len_hint(&self) -> usize {
-        self.len.load(Relaxed)
-    }
 }
 
 /// Everything the workers share.
@@ -490,9 +428,9 @@ impl<D: DequeFamily> Local<D> {
             return self.claim(shared, t);
         }
         if !self.spare {
-            // LINEARIZATION POINT (B2.remove-once): check and removal in one critical section.
-            let from_inbox = shared.inboxes[self.index].pop_front();
-            if let Some(t) = from_inbox {
+            // LINEARIZATION POINT (B2.remove-once): the take under the consumers' lock
+            // (`inbox.rs`, step 5).
+            if let Some(t) = shared.inboxes[self.index].pop_front() {
                 return self.claim(shared, t);
             }
         }
@@ -590,9 +528,9 @@ impl<D: DequeFamily> Local<D> {
             Steal::Retry => true,
             Steal::Empty => false,
         };
-        // LINEARIZATION POINT (B2.remove-once): check and removal in one critical section.
-        let from_inbox = shared.inboxes[victim].pop_front();
-        if let Some(t) = from_inbox {
+        // LINEARIZATION POINT (B2.remove-once): the take under the consumers' lock
+        // (`inbox.rs`, step 5).
+        if let Some(t) = shared.inboxes[victim].pop_front() {
             shared.count(self, |c| &c.steals);
             return self.claim(shared, t);
         }
@@ -653,9 +591,9 @@ impl<D: DequeFamily> Local<D> {
     ///
     /// A spare re-checks its private deque and the **inbox and deque of the worker it stands
     /// in for**: that worker is blocked, so it will not look at them, and the spare is the
-    /// awake owner they need (B4.blocking-limit). The inbox is read under its lock, which
-    /// orders the re-check against a `submit` exactly as for a worker's own inbox (crate
-    /// docs, "Parking"). Without it a root submitted while the spare was between its last
+    /// awake owner they need (B4.blocking-limit). The inbox is re-checked after the parker's
+    /// fence, which orders the re-check against a `submit` exactly as for a worker's own
+    /// inbox (crate docs, "Parking"). Without it a root submitted while the spare was between its last
     /// search and its registration was slept through (found by
     /// `shuttle_pool::shuttle_blocked_calls_race_submissions`).
     pub(crate) fn has_local_work(&self, shared: &Shared<D>) -> bool {

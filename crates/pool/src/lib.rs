@@ -118,33 +118,40 @@
 //! worker need not scan every queue before parking.
 //!
 //! A publisher (submit, spawn, a steal that brought extras home):
-//! * P1. pushes the task (an inbox under its lock; a deque by its owner);
-//! * P2. reads `sleepers`; if it is zero, that is all: **no fence, no lock, no
-//!   read-modify-write while work flows**. Otherwise it takes the idle list's lock and
+//! * P1. pushes the task (an inbox without a lock: a claim of its tail position and a
+//!   `SeqCst` fence, `inbox.rs`; a deque by its owner);
+//! * P2. reads `sleepers`; if it is zero, that is all: **no lock, no read-modify-write on
+//!   the idle list while work flows**. Otherwise it takes the idle list's lock and
 //!   removes and notifies one parked worker: the queue's owner if it is parked, else any,
 //!   with the queue's index as the hint of where to look first.
 //!
 //! A worker that found nothing:
 //! * S1. searches (bounded, as above), backs off, the exit condition does not hold;
-//! * S2. takes the idle list's lock, adds itself, `sleepers += 1`, releases it;
-//! * S3. re-checks its own deque, its own inbox (under the inbox's lock) and the exit
-//!   condition: anything there, and it removes itself (if no waker already did) and searches
-//!   again; otherwise it waits on its slot until notified, then searches, the hint first.
+//! * S2. takes the idle list's lock, adds itself, `sleepers += 1`, releases it, and issues a
+//!   `SeqCst` fence;
+//! * S3. re-checks its own deque, its own inbox (under the inbox's consumer lock) and the
+//!   exit condition: anything there, and it removes
+//!   itself (if no waker already did) and searches again; otherwise it waits on its slot
+//!   until notified, then searches, the hint first.
 //!
-//! Why a root cannot be slept through: the root's push (P1) and the owner's re-check (S3)
-//! are critical sections of the same inbox lock. If the re-check comes second, it sees the
-//! root. If the push comes second, the owner's `sleepers += 1` (before its re-check) happens
-//! before the publisher's read of `sleepers` (after its push), so the read sees the owner
-//! counted, unless a waker already removed and notified it; either way the owner is woken
-//! and searches its inbox first. Every edge comes from a mutex; no fence is needed (the
+//! Why a root cannot be slept through: the push (P1) ends with a `SeqCst` fence before the
+//! publisher reads `sleepers`, and the owner fences after its `sleepers += 1`, before its
+//! re-check. The two fences are totally ordered. If the publisher's comes first, the
+//! re-check sees the root's write (made before that fence). If the owner's comes
+//! first, the publisher's read of `sleepers` sees the owner counted, unless a waker already
+//! removed and notified it; either way the owner is woken and searches its inbox first.
+//! (Until issue 10 the push took the inbox's lock, and the edge came from that mutex.) The
 //! loom model `loom_parked_worker_wakes_for_a_later_submit` deadlocks when S3 skips the
-//! inbox). Lifecycle events that may let workers exit (the first `shutdown`, the last task
+//! inbox, and when the push skips its fence (zoo bug `inbox_push_without_fence`). A claimed
+//! position whose task is not written yet reads as empty: its producer's fence and wake-up
+//! come after the write. Lifecycle events that may let workers exit (the first `shutdown`, the last task
 //! of a draining pool finishing) happen before `wake_all`, which takes the idle list's lock
 //! and notifies every parked worker; a worker that registers later sees the change in S3.
 //!
 //! A spare thread (blocking compensation) stands in as the awake owner of the blocked
 //! worker's queues: its S3 re-checks its private deque and the blocked worker's inbox (under
-//! the inbox's lock, so the argument above holds for it unchanged) and deque. A spare whose
+//! the inbox's consumer lock, after its own fence, so the argument above holds for it
+//! unchanged) and deque. A spare whose
 //! task blocks, or that retires, first moves what is left on its private deque into that
 //! inbox and wakes the inbox's owner (P1, P2), so no queue is left with only a blocked or
 //! departed owner.
@@ -195,20 +202,24 @@
 //! executor uses: a finishing task pushes its ready successors onto its own worker's deque.
 //!
 //! # Costs
-//! `submit` O(1) (two queue-length reads, one push); `spawn` and `spawn_detached` O(1)
+//! `submit` O(1) amortised (two queue-length reads, one lock-free push: one
+//! compare-and-swap, one fence, and one block allocation per 63 roots of an inbox);
+//! `spawn` and `spawn_detached` O(1)
 //! amortised; a steal attempt O(batch); space O(tasks + workers).
 //!
 //! # Checkers
 //! Every primitive comes from `lockstep_sync`, so the pool builds under `--cfg loom` (keep it
 //! to one or two workers) and `--cfg shuttle`; see `tests/tests/{loom,shuttle}_pool.rs`.
 
-// Only `stack_job` (the stack-allocated second half of `join`) may use `unsafe`; everything
-// else is safe code.
+// Only `stack_job` (the stack-allocated second half of `join`) and `inbox` (the lock-free
+// push of roots) may use `unsafe`; everything else is safe code.
 #![deny(unsafe_code)]
 
 mod context;
 mod engine;
 mod handle;
+#[allow(unsafe_code)]
+mod inbox;
 mod metrics;
 mod sleep;
 #[allow(unsafe_code)]

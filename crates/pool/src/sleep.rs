@@ -5,20 +5,21 @@
 //! Every worker has its own parking slot (a flag, a victim hint, a condition variable), and
 //! the pool keeps a list of the parked ("idle") workers under one mutex, with its length
 //! mirrored in the atomic `sleepers`. A publisher (a push onto a deque or an inbox) pays one
-//! load of `sleepers` when nobody sleeps: no fence, no lock, no read-modify-write. Only when
+//! load of `sleepers` when nobody sleeps: no lock, no read-modify-write (an inbox push has
+//! already paid its fence, which this protocol needs; a deque push needs none). Only when
 //! somebody sleeps does it take the idle list's lock and wake one worker, handing it the
 //! queue to look at first.
 //!
 //! # Memory ordering
-//! Liveness needs no fence: every happens-before edge comes from a mutex. A root is pushed
-//! under its inbox's lock and the publisher loads `sleepers` after releasing it; a parking
-//! worker increments `sleepers` under the idle lock and then re-checks its own inbox under
-//! that inbox's lock. The two inbox critical sections are ordered one way or the other: if
-//! the re-check comes second it sees the root; if the push comes second, the increment
-//! happens before the publisher's load, which therefore reads it or a later value (a later
-//! value without this worker means a waker removed it from the list and notified it). A
-//! worker's own deque is pushed only by itself. Lifecycle changes precede `wake_all`, which
-//! takes the idle lock; a worker registering after it sees them in its re-check.
+//! A root is pushed onto an inbox without a lock (`inbox.rs`); the push ends with a `SeqCst`
+//! fence and the publisher loads `sleepers` after it. A parking worker increments `sleepers`
+//! under the idle lock, issues a `SeqCst` fence, and then re-checks its own inbox, reading
+//! the inbox's head slot. The two fences are totally ordered: if the re-check's fence comes
+//! second, the re-check sees the root written; if the publisher's comes second,
+//! its load reads the increment or a later value (a later value without this worker means a
+//! waker removed it from the list and notified it). A worker's own deque is pushed only by
+//! itself. Lifecycle changes precede `wake_all`, which takes the idle lock; a worker
+//! registering after it sees them in its re-check.
 //!
 //! Pushes onto a worker's own deque wake helpers on the same load, but nothing depends on
 //! that for liveness (the owner is awake and pops its deque before it parks); a stale
@@ -39,6 +40,7 @@
 use lockstep_sync::atomic::{
     AtomicUsize,
     Ordering::{Relaxed, SeqCst},
+    fence,
 };
 use lockstep_sync::{Arc, Condvar, Mutex};
 
@@ -113,11 +115,11 @@ impl Sleep {
     }
 
     /// Announces work just pushed onto the queue(s) of worker `queue` (step P2), after the
-    /// push (and after the inbox lock was released). Costs one load while nobody sleeps.
+    /// push (after an inbox push's `SeqCst` fence). Costs one load while nobody sleeps.
     /// Otherwise: if `queue`'s owner is parked it is woken (its inbox got a root it must not
     /// sleep through); else a parked worker is woken with `queue` as its hint, to help.
     pub(crate) fn new_work(&self, queue: usize) {
-        // Read after the push (and after the inbox's unlock): see the module docs.
+        // Read after the push (and after an inbox push's fence): see the module docs.
         if self.sleepers.load(Relaxed) == 0 {
             return;
         }
@@ -206,9 +208,10 @@ impl Sleep {
             self.sleepers.fetch_add(1, SeqCst);
             Arc::clone(&idle.slots[w])
         };
-        // INVARIANT (B4.no-lost-wakeup): registered first, then the re-check, which takes the
-        // inbox lock after the registration (see the module docs): a publisher either sees
-        // this worker on the idle list or its push is seen here.
+        // INVARIANT (B4.no-lost-wakeup): registered first, then the parker's `SeqCst` fence
+        // (paired with the one that ends every inbox push, `inbox.rs`), then the re-check: a
+        // publisher either sees this worker on the idle list or its push is seen here.
+        fence(SeqCst);
         if recheck() {
             let mut idle = self.idle.lock();
             if idle.position[w].is_some() {

@@ -456,6 +456,14 @@ pub const BUGS: &[(&str, &str)] = &[
         "id_block_overlaps",
         "pool: a thread draws its block of child ids by moving the shared counter one id instead of a whole block, so two threads number different tasks alike",
     ),
+    (
+        "inbox_push_without_fence",
+        "pool: a lock-free inbox push is not followed by its SeqCst fence, so the publisher may read `sleepers` as zero while the inbox's owner, parking at that moment, re-checks an inbox that looks empty: the root is slept through",
+    ),
+    (
+        "inbox_unwritten_slot_read",
+        "pool: an inbox consumer takes a claimed slot without waiting for its producer's `written` flag, so it reads the slot while (or before) the producer writes the task",
+    ),
     // The durable scheduler (issue 5).
     (
         "durable_unfenced_complete",
