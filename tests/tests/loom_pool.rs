@@ -19,7 +19,7 @@ use lockstep_deque::{ChaseLev, DequeFamily, Locked};
 use lockstep_pool::{PoolBuilder, PoolError, PoolState};
 use lockstep_sync::Arc;
 use lockstep_sync::atomic::{AtomicUsize, Ordering::SeqCst};
-use lockstep_tests::loom_run::{model, model_bounded};
+use lockstep_tests::loom_run::{model, model_bounded, model_capped};
 use lockstep_tests::report::Runs;
 use std::num::NonZeroUsize;
 
@@ -142,6 +142,63 @@ fn parked_worker_wakes_for_a_later_submit<D: DequeFamily>() {
 fn loom_parked_worker_wakes_for_a_later_submit() {
     parked_worker_wakes_for_a_later_submit::<Locked>();
     parked_worker_wakes_for_a_later_submit::<ChaseLev>();
+}
+
+/// Two producers fill one worker's inbox across a block boundary (blocks are 2 slots under
+/// loom, so the third root is in the second block) while the worker takes them: every root
+/// runs exactly once and each producer's roots run in its order. This is the model where
+/// an earlier claim can still be unwritten while a later push has finished (the case the
+/// parking argument of `crates/pool/src/inbox.rs` singles out), and where the install, the
+/// block pointer and the freeing of a block (protocol steps 2, 4 and 6) run at all: every
+/// other model queues at most one root per inbox. One deque family only: the inbox does not
+/// depend on it. Suggested by a review; it also catches a hand-made reordering of step 2
+/// (linking `next` after writing the block's last slot: the consumer's `inbox protocol`
+/// assertion fires) and both inbox zoo bugs.
+///
+/// Preemption bound capped at 1: 8,020 executions in about a second; at CI's bound of 2 it
+/// is 536,799 executions (74 s), for no bug the smaller bound misses that we know of.
+#[test]
+fn loom_two_submitters_cross_a_block() {
+    model_capped("loom_two_submitters_cross_a_block", 1, || {
+        let token = Arc::new(());
+        let order = Arc::new(lockstep_sync::Mutex::new(Vec::new()));
+        let pool = Arc::new(PoolBuilder::new(1).build_with::<Locked>().expect("pool"));
+        let root = |k: usize| {
+            let (o, t) = (Arc::clone(&order), Arc::clone(&token));
+            move |_: &lockstep_pool::WorkerContext<'_>| {
+                o.lock().push(k);
+                drop(t);
+                k
+            }
+        };
+        let submitter = {
+            let (p, a, b) = (Arc::clone(&pool), root(1), root(2));
+            loom::thread::spawn(move || {
+                let ha = p.submit(a).expect("accepting");
+                let hb = p.submit(b).expect("accepting");
+                (ha, hb)
+            })
+        };
+        let h0 = pool.submit(root(0)).expect("accepting");
+        let (ha, hb) = submitter.join().expect("submitter");
+        assert_eq!((h0.join(), ha.join(), hb.join()), (Ok(0), Ok(1), Ok(2)));
+        pool.shutdown();
+        pool.await_termination();
+        let ran = order.lock().clone();
+        assert_eq!(ran.len(), 3, "every root ran once: {ran:?}");
+        let p1: Vec<usize> = ran.iter().copied().filter(|&k| k != 0).collect();
+        assert_eq!(
+            p1,
+            vec![1, 2],
+            "one producer's roots run in its order: {ran:?}"
+        );
+        drop(pool);
+        assert_eq!(
+            Arc::strong_count(&token),
+            1,
+            "no root still holds its token"
+        );
+    });
 }
 
 /// The deque's last element, taken by the owner and a thief at once: exactly one gets it.

@@ -4,7 +4,8 @@
 //! # Shape
 //!
 //! The queue is a linked list of **blocks** of `BLOCK_CAP` slots (63; 2 under loom, so that
-//! its models cross block boundaries), the unbounded injector of crossbeam-deque
+//! a model with three roots crosses a block boundary:
+//! `loom_pool::loom_two_submitters_cross_a_block`), the unbounded injector of crossbeam-deque
 //! (`Injector`, after Vyukov's bounded MPMC queue and segmented queues generally), cut down
 //! to what an inbox needs: any number of producers, and consumers that take one at a time
 //! under a mutex.
@@ -50,7 +51,8 @@
 //!    step 3), and no producer can claim a slot in it again (its positions are behind
 //!    `tail`): nobody can reach it.
 //! 7. **Drop** frees every block from the head on, with the tasks still in them, with
-//!    exclusive access (`&mut self`).
+//!    exclusive access (`&mut self`); a task whose drop panics does not stop the others
+//!    from being dropped (a guard frees the rest of the chain during the unwind).
 //!
 //! Hence each task is written once, taken once (B2.remove-once), and no block is freed while
 //! another thread can reach it. Since positions are taken in order, removals return roots in
@@ -68,24 +70,28 @@
 //! the owner. So for visibility a push takes effect at its `written` store (for order, at
 //! its claim). When an earlier producer has claimed the head slot and not written it, later
 //! roots wait behind it: that producer's own fence and wake-up, after its write, cover them. Loom models `SeqCst` fences (not `SeqCst` loads and stores beyond
-//! acquire/release), so `loom_parked_worker_wakes_for_a_later_submit` checks this; the zoo
-//! bug `inbox_push_without_fence` removes the publisher's fence and loom finds the lost
-//! wake-up.
+//! acquire/release), so `loom_parked_worker_wakes_for_a_later_submit` (one submitter) and
+//! `loom_two_submitters_cross_a_block` (two submitters racing the main thread's root across
+//! a block boundary, so that an earlier claim may be unwritten while a later push finished)
+//! check this; the zoo bug `inbox_push_without_fence` removes the publisher's fence and
+//! loom finds the lost wake-up.
 //!
 //! # Costs
 //!
 //! Push: one compare-and-swap of `tail` (more only when producers contend), one slot write,
 //! one flag store, one fence; one block allocation per `BLOCK_CAP` pushes. Pop: one lock,
-//! two loads, a slot read; one block freed per `BLOCK_CAP` pops. No lock on the push path,
-//! so a producer descheduled mid-push delays no consumer beyond that one slot, where a
-//! submitter holding the old inbox lock stopped every consumer of the inbox. Space: one
+//! two loads, a slot read; one block freed per `BLOCK_CAP` pops. No lock on the push path:
+//! other producers never wait for a descheduled one (except during a block install). A
+//! producer descheduled between its claim and its write still holds up the roots queued
+//! behind it in that inbox until it writes (FIFO), as the old locked inbox's lock holder
+//! did; liveness is unaffected (its own fence and wake-up follow its write). Space: one
 //! block (about 2 KiB) per inbox at rest.
 
 use std::marker::PhantomData;
 use std::ptr;
 
 use lockstep_sync::atomic::{
-    AtomicBool, AtomicPtr, AtomicUsize,
+    AtomicBool, AtomicPtr, AtomicU64,
     Ordering::{Acquire, Relaxed, Release, SeqCst},
     fence,
 };
@@ -98,7 +104,13 @@ use crate::handle::Task;
 /// so that a model with three roots crosses a block boundary.
 const BLOCK_CAP: usize = if cfg!(loom) { 2 } else { 63 };
 /// Positions per block: its slots and the sentinel.
-const LAP: usize = BLOCK_CAP + 1;
+const LAP: u64 = BLOCK_CAP as u64 + 1;
+
+/// The slot of position `i` in its block (`BLOCK_CAP` for the sentinel). O(1).
+fn offset_of(i: u64) -> usize {
+    // At most BLOCK_CAP: fits.
+    (i % LAP) as usize
+}
 
 /// One task's place: written once by the producer that claimed it, taken once.
 struct Slot {
@@ -126,22 +138,29 @@ impl Block {
 }
 
 /// How many slots lie before position `i` (sentinels are not slots).
-fn slots_before(i: usize) -> usize {
-    (i / LAP) * BLOCK_CAP + (i % LAP).min(BLOCK_CAP)
+fn slots_before(i: u64) -> u64 {
+    (i / LAP) * BLOCK_CAP as u64 + (i % LAP).min(BLOCK_CAP as u64)
+}
+
+/// A count of slots as a `usize` (saturating on a 32-bit target).
+fn to_len(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
 }
 
 /// The producers' half, on its own line pair.
 #[repr(align(128))]
 struct Tail {
-    /// The next position to claim.
-    index: AtomicUsize,
+    /// The next position to claim. 64 bits on every target, so that positions never repeat
+    /// (2^64 pushes into one inbox would take centuries); with a `usize` a 32-bit target
+    /// would wrap after 2^32 roots.
+    index: AtomicU64,
     /// The block of `index` (the one being filled).
     block: AtomicPtr<Block>,
 }
 
 /// The consumers' position: the next position to take and its block (never a sentinel).
 struct Head {
-    index: usize,
+    index: u64,
     block: *mut Block,
 }
 
@@ -154,8 +173,9 @@ unsafe impl Send for Head {}
 #[repr(align(128))]
 struct Consumers {
     head: Mutex<Head>,
-    /// `head.index`, stored under the lock after every take: the placement hint's view.
-    index_hint: AtomicUsize,
+    /// `head.index`, stored under the lock after every take: the placement hint's view, and
+    /// the lock-free emptiness check of [`Inbox::pop_front`] and [`Inbox::is_empty`].
+    index_hint: AtomicU64,
 }
 
 /// A worker's inbox of root tasks: multi-producer without a lock on the push, FIFO, taken
@@ -173,7 +193,7 @@ impl Default for Inbox {
         let first = Box::into_raw(Block::new());
         Inbox {
             tail: Tail {
-                index: AtomicUsize::new(0),
+                index: AtomicU64::new(0),
                 block: AtomicPtr::new(first),
             },
             consumers: Consumers {
@@ -181,7 +201,7 @@ impl Default for Inbox {
                     index: 0,
                     block: first,
                 }),
-                index_hint: AtomicUsize::new(0),
+                index_hint: AtomicU64::new(0),
             },
             _owns: PhantomData,
         }
@@ -197,7 +217,7 @@ impl Inbox {
         let mut tail = self.tail.index.load(Acquire);
         let mut block = self.tail.block.load(Acquire);
         loop {
-            let offset = tail % LAP;
+            let offset = offset_of(tail);
             if offset == BLOCK_CAP {
                 // Step 1: on the sentinel; the installer is about to move `tail` past it.
                 thread::yield_now();
@@ -262,11 +282,19 @@ impl Inbox {
     /// its position and not written it yet (protocol, step 5). O(1) (plus one block freed
     /// per `BLOCK_CAP` pops).
     pub(crate) fn pop_front(&self) -> Option<Task> {
+        // Fast path without the lock: every claimed position already taken. The hint only
+        // ever holds a head the queue reached, so equality means empty when `tail` was read;
+        // a root claimed an instant later is found by the next search or the parking
+        // re-check. It also keeps the idle searches as cheap as with the old locked inbox
+        // (two operations), which is what loom's state space grows with.
+        if self.empty_without_lock() {
+            return None;
+        }
         let mut head = self.consumers.head.lock();
         if head.index == self.tail.index.load(Acquire) {
             return None;
         }
-        let offset = head.index % LAP;
+        let offset = offset_of(head.index);
         // SAFETY: step 6: the head block is freed only by the holder of the lock we hold,
         // after its last slot was taken; `head.index < tail`, so it is still in use.
         let slot = unsafe { &(*head.block).slots[offset] };
@@ -304,20 +332,35 @@ impl Inbox {
     /// consumers' lock: the parking re-check relies on it (after the parker's fence; module
     /// docs). A claimed slot whose task is not written yet reads as empty (step 5). O(1).
     pub(crate) fn is_empty(&self) -> bool {
+        if self.empty_without_lock() {
+            return true;
+        }
         let head = self.consumers.head.lock();
         if head.index == self.tail.index.load(Acquire) {
             return true;
         }
         // SAFETY: as in `pop_front`: the head block is alive while we hold the lock.
-        let slot = unsafe { &(*head.block).slots[head.index % LAP] };
+        let slot = unsafe { &(*head.block).slots[offset_of(head.index)] };
         !slot.written.load(Acquire)
+    }
+
+    /// True if every position claimed when `tail` is read was already taken, judged from
+    /// the head's mirror without the consumers' lock. Never true while a root is queued: the
+    /// mirror holds only heads the queue reached (it lags, never leads), and head <= tail.
+    /// False answers are often wrong (a lagging mirror): callers then take the lock. For the
+    /// parking re-check the `tail` load comes after the parker's fence, so a push whose
+    /// fence came first is seen here (its claim is below `tail`, and not yet taken means the
+    /// mirror is below it too). O(1).
+    fn empty_without_lock(&self) -> bool {
+        let tail = self.tail.index.load(Acquire);
+        self.consumers.index_hint.load(Relaxed) == tail
     }
 
     /// The exact number of claimed positions not taken yet, read under the consumers' lock.
     /// O(1).
     pub(crate) fn len(&self) -> usize {
         let head = self.consumers.head.lock();
-        slots_before(self.tail.index.load(Acquire)) - slots_before(head.index)
+        to_len(slots_before(self.tail.index.load(Acquire)) - slots_before(head.index))
     }
 
     /// The length without the lock: a placement hint only, which may be stale by the time
@@ -325,21 +368,41 @@ impl Inbox {
     pub(crate) fn len_hint(&self) -> usize {
         let tail = self.tail.index.load(Relaxed);
         let head = self.consumers.index_hint.load(Relaxed);
-        slots_before(tail).saturating_sub(slots_before(head))
+        to_len(slots_before(tail).saturating_sub(slots_before(head)))
+    }
+}
+
+/// The blocks from one on, freed in order: [`Chain::free`] does it in the normal course, and
+/// if a task's drop panics on the way, the guard's own `Drop` frees the rest during the
+/// unwind (a second panic there aborts, as any panic during an unwind does).
+struct Chain(*mut Block);
+
+impl Chain {
+    fn free(&mut self) {
+        while !self.0.is_null() {
+            // SAFETY: step 7: every block from the head on came from `Box::into_raw`, is
+            // linked from the one before it (step 2), and was not freed (step 6 frees only
+            // blocks behind the head). The guard moves past the block before the block (and
+            // its tasks) is dropped, so after a panicking task drop it stands at the next
+            // block: each block is freed once.
+            let boxed = unsafe { Box::from_raw(self.0) };
+            self.0 = boxed.next.load(Acquire);
+            drop(boxed);
+        }
+    }
+}
+
+impl Drop for Chain {
+    fn drop(&mut self) {
+        self.free();
     }
 }
 
 impl Drop for Inbox {
     fn drop(&mut self) {
         // Step 7: `&mut self` excludes every other thread.
-        let mut block = self.consumers.head.lock().block;
-        while !block.is_null() {
-            // SAFETY: step 7: every block from the head on came from `Box::into_raw`, is
-            // linked from the one before it (step 2), and was not freed (step 6 frees only
-            // blocks behind the head); each is freed once, here, with its remaining tasks.
-            let boxed = unsafe { Box::from_raw(block) };
-            block = boxed.next.load(Acquire);
-        }
+        let mut chain = Chain(self.consumers.head.lock().block);
+        chain.free();
     }
 }
 
@@ -389,13 +452,20 @@ mod tests {
 
     #[test]
     fn slots_before_skips_the_sentinels() {
+        let cap = BLOCK_CAP as u64;
         assert_eq!(slots_before(0), 0);
-        assert_eq!(slots_before(BLOCK_CAP - 1), BLOCK_CAP - 1);
+        assert_eq!(slots_before(cap - 1), cap - 1);
         // The sentinel and the first position of the next lap: both after BLOCK_CAP slots.
-        assert_eq!(slots_before(BLOCK_CAP), BLOCK_CAP);
-        assert_eq!(slots_before(LAP), BLOCK_CAP);
-        assert_eq!(slots_before(LAP + 1), BLOCK_CAP + 1);
-        assert_eq!(slots_before(2 * LAP + 3), 2 * BLOCK_CAP + 3);
+        assert_eq!(slots_before(cap), cap);
+        assert_eq!(slots_before(LAP), cap);
+        assert_eq!(slots_before(LAP + 1), cap + 1);
+        assert_eq!(slots_before(2 * LAP + 3), 2 * cap + 3);
+        assert_eq!(offset_of(cap), BLOCK_CAP);
+        assert_eq!(offset_of(LAP + 2), 2);
+        // Far beyond 2^32 positions (a 32-bit `usize` would have wrapped).
+        let far = (1u64 << 40) * LAP + 5;
+        assert_eq!(slots_before(far), (1u64 << 40) * cap + 5);
+        assert_eq!(offset_of(far), 5);
     }
 
     #[test]
@@ -424,6 +494,36 @@ mod tests {
         assert_eq!(std::sync::Arc::strong_count(&token), 1);
     }
 
+    /// A task whose drop panics (its closure owns a value whose `Drop` panics) does not
+    /// leak the blocks after it: the unwind still frees the rest of the chain. (Found by a
+    /// review: with a plain loop, every later block and its tasks leaked.)
+    #[test]
+    fn a_panicking_task_drop_does_not_leak_later_blocks() {
+        struct Bomb;
+        impl Drop for Bomb {
+            fn drop(&mut self) {
+                if !std::thread::panicking() {
+                    panic!("a user's Drop panics");
+                }
+            }
+        }
+        let token = std::sync::Arc::new(());
+        let inbox = Inbox::default();
+        let bomb = Bomb;
+        inbox.push_back(new_detached(TaskId(0), move |_| drop(bomb)));
+        for i in 1..=2 * BLOCK_CAP as u64 {
+            let t = std::sync::Arc::clone(&token);
+            inbox.push_back(new_detached(TaskId(i), move |_| drop(t)));
+        }
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(inbox)));
+        assert!(unwound.is_err(), "the task's Drop panicked");
+        assert_eq!(
+            std::sync::Arc::strong_count(&token),
+            1,
+            "later blocks leaked"
+        );
+    }
+
     /// Producers push while consumers pop: every task comes out exactly once, and each
     /// producer's tasks come out in its push order (FIFO per producer), across blocks.
     #[test]
@@ -432,7 +532,7 @@ mod tests {
         const EACH: u64 = if cfg!(miri) { 70 } else { 5_000 };
         let inbox = Inbox::default();
         let taken = std::sync::Mutex::new(Vec::new());
-        let done = AtomicUsize::new(0);
+        let done = std::sync::atomic::AtomicUsize::new(0);
         std::thread::scope(|s| {
             for p in 0..PRODUCERS {
                 let inbox = &inbox;

@@ -29,13 +29,14 @@
 //! caches); idle workers steal bounded batches from the top (FIFO: the oldest, usually the
 //! biggest, work).
 //!
-//! **Root submissions go to a per-worker inbox**, a `Mutex<VecDeque>` beside each deque,
-//! never to a deque. The reason is the deque contract: only a deque's owner may push onto
+//! **Root submissions go to a per-worker inbox**, a FIFO queue beside each deque whose push
+//! takes no lock (`inbox.rs`: blocks of slots claimed by compare-and-swap), never to a
+//! deque. The reason is the deque contract: only a deque's owner may push onto
 //! it (a Chase–Lev owner writes its bottom index without synchronisation), and `submit` runs
 //! on a thread that owns no deque. The inbox is chosen by the "power of two choices"
 //! (Mitzenmacher 2001): of two workers picked at random, the one whose deque plus inbox is
 //! shorter. One global injector would be simpler, but every submitter and every idle worker
-//! would contend on its one lock (SPEC Part C lists "one global queue" as a bug).
+//! would contend on it (SPEC Part C lists "one global queue" as a bug).
 //!
 //! A worker looks for work in this order: its own deque (bottom), its own inbox (front), the
 //! queue a waker pointed it at (if it was just woken), then at most `SCAN_LIMIT` (8) other
