@@ -105,6 +105,40 @@ impl Lifecycle {
     }
 }
 
+/// A value alone on a 128-byte line pair (x86's adjacent-line prefetcher moves lines in
+/// pairs), so that writes to it never invalidate a line holding another field.
+///
+/// Why: `Shared` used to put `next_id`, which every submission increments, on the line of
+/// `credit_batch`, which a worker reads at the end of every task, so each root cost a line
+/// transfer on both sides (false sharing; `docs/pool.md`, "False sharing and the inbox's block
+/// size").
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub(crate) struct Padded<T>(pub(crate) T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// How many roots one thread submits to one pool before [`Shared::choose_target`] chooses
+/// their worker again.
+pub(crate) const PLACEMENT_REUSE: u32 = 32;
+
+/// Numbers pools for [`PLACEMENT`], so that a thread's placement for one pool is never
+/// taken for another's (a pool built where a dropped one was has a new number). A plain
+/// `std` atomic: placement is a hint outside every checked protocol.
+static NEXT_POOL_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+thread_local! {
+    /// The calling thread's last placement: (pool number, worker, submissions left to reuse
+    /// it). Under shuttle and loom every model thread shares one OS thread's copy, which
+    /// only changes which inbox a root goes to, deterministically for a given schedule.
+    static PLACEMENT: Cell<(u64, usize, u32)> = const { Cell::new((u64::MAX, 0, 0)) };
+}
+
 /// What one attempt to find work produced.
 pub(crate) enum Found {
     /// A claimed task (removed from a queue and moved `Queued -> Running`): run it.
@@ -123,15 +157,20 @@ pub(crate) struct Shared<D: DequeFamily> {
     thieves: Box<[ThiefOf<D, Task>]>,
     /// Every worker's inbox of root tasks (FIFO), by worker index.
     inboxes: Box<[Inbox]>,
-    pub(crate) lifecycle: Lifecycle,
-    pub(crate) sleep: Sleep,
+    /// Written by every submission (with `next_id` and `pool_counters`): each on its own
+    /// line pair ([`Padded`]), away from the fields above, which workers read on every task.
+    pub(crate) lifecycle: Padded<Lifecycle>,
+    /// Read by every submission, written when a worker parks or is woken.
+    pub(crate) sleep: Padded<Sleep>,
     /// Each worker's counters, written by that worker's thread only ([`bump_own`]).
     counters: Box<[WorkerCounters]>,
     /// The counters of the spares standing in for each worker (several may at once, so
     /// [`bump`]); [`PoolMetrics`] adds them to the worker's.
     spare_counters: Box<[WorkerCounters]>,
-    pool_counters: PoolCounters,
-    next_id: AtomicU64,
+    pool_counters: Padded<PoolCounters>,
+    next_id: Padded<AtomicU64>,
+    /// This pool's number for [`PLACEMENT`] (from [`NEXT_POOL_ID`]).
+    pool_id: u64,
     steal_batch: NonZeroUsize,
     /// How many units a worker draws from the lifecycle word when its credit runs out; it
     /// keeps at most twice this many (crate docs, "Credits").
@@ -205,12 +244,13 @@ pub(crate) fn build<D: DequeFamily>(
     let shared = Shared {
         thieves: locals.iter().map(|l| l.owner.stealer()).collect(),
         inboxes: (0..n).map(|_| Inbox::default()).collect(),
-        lifecycle: Lifecycle::default(),
-        sleep: Sleep::new(n + max_blocking),
+        lifecycle: Padded(Lifecycle::default()),
+        sleep: Padded(Sleep::new(n + max_blocking)),
         counters: (0..n).map(|_| WorkerCounters::default()).collect(),
         spare_counters: (0..n).map(|_| WorkerCounters::default()).collect(),
-        pool_counters: PoolCounters::default(),
-        next_id: AtomicU64::new(0),
+        pool_counters: Padded(PoolCounters::default()),
+        next_id: Padded(AtomicU64::new(0)),
+        pool_id: NEXT_POOL_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         steal_batch,
         credit_batch: DEFAULT_CREDIT_BATCH as u64,
         exited: Mutex::new(0),
@@ -268,16 +308,39 @@ impl<D: DequeFamily> Shared<D> {
     }
 
     /// A lightly loaded worker for a root task: the less loaded of two chosen at random
-    /// ("the power of two choices", Mitzenmacher 2001), load = deque length + inbox length.
+    /// ("the power of two choices", Mitzenmacher 2001), load = deque length + inbox length,
+    /// chosen again after every [`PLACEMENT_REUSE`] submissions from the calling thread to
+    /// this pool and reused in between.
+    ///
+    /// Why reuse: reading two workers' loads reads four lines those workers write on every
+    /// task (deque ends, inbox head mirror), a cache-line transfer each on every root; with
+    /// one submitter and two workers that was 40% of `submit_1M/2t` (`docs/pool.md`, "False
+    /// sharing and the inbox's block size"). Placement is a hint: any target is correct. O(1).
     pub(crate) fn choose_target(&self) -> usize {
         let n = self.workers();
         // SEEDED BUG (global_queue): every root goes to one shared queue.
         if n == 1 || seeded_bug!("global_queue") {
             return 0;
         }
-        let pick = || usize::try_from(rng_u64() % n as u64).unwrap_or(0);
-        let (a, b) = (pick(), pick());
-        if self.load(b) < self.load(a) { b } else { a }
+        let fresh = || {
+            let pick = || usize::try_from(rng_u64() % n as u64).unwrap_or(0);
+            let (a, b) = (pick(), pick());
+            if self.load(b) < self.load(a) { b } else { a }
+        };
+        PLACEMENT
+            .try_with(|cell| {
+                let (pool, target, left) = cell.get();
+                if pool == self.pool_id && left > 0 && target < n {
+                    cell.set((pool, target, left - 1));
+                    target
+                } else {
+                    let target = fresh();
+                    cell.set((self.pool_id, target, PLACEMENT_REUSE - 1));
+                    target
+                }
+            })
+            // The thread's locals are being destroyed: choose afresh.
+            .unwrap_or_else(|_| fresh())
     }
 
     fn load(&self, w: usize) -> usize {
@@ -859,5 +922,46 @@ impl<D: DequeFamily> Shared<D> {
         if seeded_bug!("compensation_slot_leaked") {
             b.calls -= 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lockstep_deque::Locked;
+
+    fn shared(workers: usize) -> Shared<Locked> {
+        let n = NonZeroUsize::new(workers).expect("workers > 0");
+        build::<Locked>(n, NonZeroUsize::MIN, 0).0
+    }
+
+    /// A thread keeps its placement for `PLACEMENT_REUSE` roots to one pool, then chooses
+    /// again; a placement made for one pool is never used for another, and a target is
+    /// always a worker of the pool.
+    #[test]
+    fn a_thread_reuses_its_placement_for_a_batch_of_roots_per_pool() {
+        let a = shared(8);
+        let mut changes = 0;
+        let mut last = None;
+        for i in 0..PLACEMENT_REUSE * 40 {
+            let t = a.choose_target();
+            assert!(t < a.workers());
+            if i % PLACEMENT_REUSE != 0 {
+                assert_eq!(Some(t), last, "root {i} reuses the batch's worker");
+            } else if last.is_some_and(|l| l != t) {
+                changes += 1;
+            }
+            last = Some(t);
+        }
+        // 39 fresh choices among 8 workers: the placement does move (all 39 the same would
+        // have probability 8^-39 even if the two choices always agreed).
+        assert!(changes > 0, "the placement is chosen again after a batch");
+        // Another pool, mid-batch: its own choice, a worker of its own (one of 2), and `a`
+        // chooses afresh afterwards (one cell per thread: alternating pools thrash it,
+        // which costs the old price of two load reads per root, nothing else).
+        let b = shared(2);
+        while a.choose_target() < 2 {}
+        assert!(b.choose_target() < 2);
+        assert!(a.choose_target() < a.workers());
     }
 }

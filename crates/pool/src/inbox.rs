@@ -3,7 +3,7 @@
 //!
 //! # Shape
 //!
-//! The queue is a linked list of **blocks** of `BLOCK_CAP` slots (63; 2 under loom, so that
+//! The queue is a linked list of **blocks** of `BLOCK_CAP` slots (31; 2 under loom, so that
 //! a model with three roots crosses a block boundary:
 //! `loom_pool::loom_two_submitters_cross_a_block`), the unbounded injector of crossbeam-deque
 //! (`Injector`, after Vyukov's bounded MPMC queue and segmented queues generally), cut down
@@ -38,8 +38,11 @@
 //!    repeat, so a successful claim of `t` proves that the block loaded after `t` (acquire,
 //!    synchronised with the install's release through the release sequence of `tail`) is
 //!    `t`'s block.
-//! 5. **Take.** A consumer, holding the mutex, takes the head slot only if `head < tail`
-//!    and the slot's `written` is set (acquire, synchronised with step 3). A claimed slot
+//! 5. **Take.** A consumer, holding the mutex, takes the head slot only if the slot's
+//!    `written` is set (acquire, synchronised with step 3). Blocks are fresh and never
+//!    reused, so a set flag also proves the position was claimed: the take does not read
+//!    `tail`, the producers' line (the lock-free emptiness check before it reads `tail`
+//!    only when the head has caught up with the last value a consumer saw). A claimed slot
 //!    whose task is not written yet reads as **empty**, for pops and for the parking
 //!    re-check alike: its producer's fence and wake-up come after its write (below), so
 //!    nobody spins on it. (A first version reported it as "busy, try again"; loom found the
@@ -80,7 +83,8 @@
 //!
 //! Push: one compare-and-swap of `tail` (more only when producers contend), one slot write,
 //! one flag store, one fence; one block allocation per `BLOCK_CAP` pushes. Pop: one lock,
-//! two loads, a slot read; one block freed per `BLOCK_CAP` pops. No lock on the push path:
+//! three loads, a slot read; one block freed per `BLOCK_CAP` pops; `tail` is read once per
+//! catch-up with the producers, not once per pop. No lock on the push path:
 //! other producers never wait for a descheduled one (except during a block install). A
 //! producer descheduled between its claim and its write still holds up the roots queued
 //! behind it in that inbox until it writes (FIFO), as the old locked inbox's lock holder
@@ -100,9 +104,18 @@ use lockstep_sync::{Mutex, seeded_bug, thread};
 
 use crate::handle::Task;
 
-/// Slots per block: 63, so that a block's positions with the sentinel are 64. Under loom 2,
-/// so that a model with three roots crosses a block boundary.
-const BLOCK_CAP: usize = if cfg!(loom) { 2 } else { 63 };
+/// Slots per block: 31, so that a block's positions with the sentinel are 32 and a block
+/// is 1,000 bytes. Under loom 2, so that a model with three roots crosses a block boundary.
+///
+/// Why not 63 (crossbeam's size, 2,024 bytes): glibc's malloc serves a request of 1 KiB or
+/// more from its large bins and, before it does, **consolidates every fastbin** (the free
+/// lists of small chunks). Here one thread allocates the tasks and blocks and another frees
+/// them, so each block allocation merged the tasks freed since the last one, and every later
+/// task allocation had to split a merged chunk again: a million roots took 800–1,000 ms in
+/// that state (which glibc falls into after a few rounds) instead of 330 with blocks under
+/// 1 KiB (`docs/pool.md`, "False sharing and the inbox's block size"). The assertion below
+/// keeps it there.
+const BLOCK_CAP: usize = if cfg!(loom) { 2 } else { 31 };
 /// Positions per block: its slots and the sentinel.
 const LAP: u64 = BLOCK_CAP as u64 + 1;
 
@@ -124,6 +137,13 @@ struct Block {
     next: AtomicPtr<Block>,
     slots: [Slot; BLOCK_CAP],
 }
+
+// A block stays below glibc's large-bin threshold (`BLOCK_CAP` above): a request of `r`
+// bytes takes a chunk of `r + 8` rounded up to 16, and chunks of 1,024 bytes or more are
+// large, so `r` must be at most 1,000. Under the checkers the atomics are bigger and the
+// size does not matter.
+#[cfg(not(any(loom, shuttle)))]
+const _: () = assert!(std::mem::size_of::<Block>() <= 1_000);
 
 impl Block {
     fn new() -> Box<Block> {
@@ -176,6 +196,12 @@ struct Consumers {
     /// `head.index`, stored under the lock after every take: the placement hint's view, and
     /// the lock-free emptiness check of [`Inbox::pop_front`] and [`Inbox::is_empty`].
     index_hint: AtomicU64,
+    /// A value of `tail` that a consumer read: a lower bound of `tail` (it may lag, and a
+    /// racing store may even move it back, which only costs a lock). While the head is below
+    /// it, [`Inbox::pop_front`] knows a claimed position is waiting without reading `tail`,
+    /// the producers' line: a consumer draining a backlog reads it once per catch-up, not
+    /// once per root.
+    seen_tail: AtomicU64,
 }
 
 /// A worker's inbox of root tasks: multi-producer without a lock on the push, FIFO, taken
@@ -202,6 +228,7 @@ impl Default for Inbox {
                     block: first,
                 }),
                 index_hint: AtomicU64::new(0),
+                seen_tail: AtomicU64::new(0),
             },
             _owns: PhantomData,
         }
@@ -282,25 +309,28 @@ impl Inbox {
     /// its position and not written it yet (protocol, step 5). O(1) (plus one block freed
     /// per `BLOCK_CAP` pops).
     pub(crate) fn pop_front(&self) -> Option<Task> {
-        // Fast path without the lock: every claimed position already taken. The hint only
-        // ever holds a head the queue reached, so equality means empty when `tail` was read;
-        // a root claimed an instant later is found by the next search or the parking
-        // re-check. It also keeps the idle searches as cheap as with the old locked inbox
-        // (two operations), which is what loom's state space grows with.
-        if self.empty_without_lock() {
+        // Fast path without the lock: every claimed position already taken. It keeps the
+        // idle searches as cheap as with the old locked inbox, which is what loom's state
+        // space grows with, and while a backlog drains it does not read `tail` at all.
+        if self.surely_empty() {
             return None;
         }
         let mut head = self.consumers.head.lock();
-        if head.index == self.tail.index.load(Acquire) {
-            return None;
-        }
         let offset = offset_of(head.index);
         // SAFETY: step 6: the head block is freed only by the holder of the lock we hold,
-        // after its last slot was taken; `head.index < tail`, so it is still in use.
+        // after its last slot was taken and the head moved past it; the head is never on a
+        // sentinel, so `offset` is a slot of this live block (claimed or not).
         let slot = unsafe { &(*head.block).slots[offset] };
-        // SEEDED BUG (inbox_unwritten_slot_read): the slot is read as soon as it is claimed,
-        // without waiting for its producer's `written` flag.
-        if !slot.written.load(Acquire) && !seeded_bug!("inbox_unwritten_slot_read") {
+        // SEEDED BUG (inbox_unwritten_slot_read): the slot is read as soon as it is claimed
+        // (head below `tail`), without waiting for its producer's `written` flag.
+        if seeded_bug!("inbox_unwritten_slot_read") {
+            if head.index == self.tail.index.load(Acquire) {
+                return None;
+            }
+        } else if !slot.written.load(Acquire) {
+            // Not claimed yet (blocks are never reused, so an unclaimed slot's flag is still
+            // false), or claimed and not written yet (step 5): empty either way. `tail` is
+            // not read: a set flag already proves the position was claimed.
             return None;
         }
         // SAFETY: step 5: `written` was set (acquire), so the producer's write happens
@@ -336,10 +366,8 @@ impl Inbox {
             return true;
         }
         let head = self.consumers.head.lock();
-        if head.index == self.tail.index.load(Acquire) {
-            return true;
-        }
-        // SAFETY: as in `pop_front`: the head block is alive while we hold the lock.
+        // SAFETY: as in `pop_front`: the head block is alive while we hold the lock, and the
+        // head is never on a sentinel, so its slot exists (claimed or not).
         let slot = unsafe { &(*head.block).slots[offset_of(head.index)] };
         !slot.written.load(Acquire)
     }
@@ -354,6 +382,24 @@ impl Inbox {
     fn empty_without_lock(&self) -> bool {
         let tail = self.tail.index.load(Acquire);
         self.consumers.index_hint.load(Relaxed) == tail
+    }
+
+    /// [`Inbox::empty_without_lock`] for pops: false at once, without reading `tail`, while
+    /// the head's mirror is below the last `tail` a consumer saw (a position claimed and not
+    /// taken, unless the mirror lags a take in progress); otherwise it reads `tail`, records
+    /// it, and answers as `empty_without_lock`. True only when the mirror equals a `tail` read
+    /// here, so never true while a root is queued. O(1).
+    fn surely_empty(&self) -> bool {
+        let hint = self.consumers.index_hint.load(Relaxed);
+        if hint < self.consumers.seen_tail.load(Relaxed) {
+            return false;
+        }
+        let tail = self.tail.index.load(Acquire);
+        if hint == tail {
+            return true;
+        }
+        self.consumers.seen_tail.store(tail, Relaxed);
+        false
     }
 
     /// The exact number of claimed positions not taken yet, read under the consumers' lock.

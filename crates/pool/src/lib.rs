@@ -35,7 +35,8 @@
 //! it (a Chase–Lev owner writes its bottom index without synchronisation), and `submit` runs
 //! on a thread that owns no deque. The inbox is chosen by the "power of two choices"
 //! (Mitzenmacher 2001): of two workers picked at random, the one whose deque plus inbox is
-//! shorter. One global injector would be simpler, but every submitter and every idle worker
+//! shorter; a submitting thread keeps that choice for its next 31 roots to the same pool, so
+//! that it reads other workers' lines once per 32 roots, not twice per root. One global injector would be simpler, but every submitter and every idle worker
 //! would contend on it (SPEC Part C lists "one global queue" as a bug).
 //!
 //! A worker looks for work in this order: its own deque (bottom), its own inbox (front), the
@@ -203,8 +204,9 @@
 //! executor uses: a finishing task pushes its ready successors onto its own worker's deque.
 //!
 //! # Costs
-//! `submit` O(1) amortised (two queue-length reads, one lock-free push: one
-//! compare-and-swap, one fence, and one block allocation per 63 roots of an inbox);
+//! `submit` O(1) amortised (two workers' queue lengths read once per 32 submissions from a
+//! thread, one lock-free push: one compare-and-swap, one fence, and one block allocation per
+//! 31 roots of an inbox);
 //! `spawn` and `spawn_detached` O(1)
 //! amortised; a steal attempt O(batch); space O(tasks + workers).
 //!
