@@ -172,14 +172,33 @@ fn short_and_long_tasks_released_together_by_a_barrier<D: DequeFamily>() {
         std::thread::yield_now();
     }
     let c = runs(TASKS);
+    // Which workers have started a mixed task (a bit each). A long task does not finish
+    // before a second worker has started one (or 10 s passed, once for all): on two cores
+    // the other workers may still be waking from the barrier when one worker has run
+    // through the whole batch (in release builds about one run in two before this wait),
+    // and the check below is that idle workers take part, not how fast they wake.
+    let started = Arc::new(AtomicUsize::new(0));
+    let gave_up = Arc::new(AtomicBool::new(false));
     let handles: Vec<JoinHandle<u64>> = (0..TASKS)
         .map(|i| {
             let c = Arc::clone(&c);
+            let (started, gave_up) = (Arc::clone(&started), Arc::clone(&gave_up));
             pool.submit(move |ctx| {
                 c.ran(i, Some(ctx.worker_index()));
+                started.fetch_or(1 << ctx.worker_index(), SeqCst);
                 // Every tenth task is long: a real computation, not a sleep.
                 let rounds: u64 = if i % 10 == 0 { LONG } else { 10 };
-                (0..rounds).fold(i as u64, |a, x| a.wrapping_mul(31).wrapping_add(x))
+                let v = (0..rounds).fold(i as u64, |a, x| a.wrapping_mul(31).wrapping_add(x));
+                if i % 10 == 0 {
+                    let t0 = Instant::now();
+                    while started.load(SeqCst).count_ones() < 2 && !gave_up.load(SeqCst) {
+                        if t0.elapsed() > Duration::from_secs(10) {
+                            gave_up.store(true, SeqCst);
+                        }
+                        std::thread::yield_now();
+                    }
+                }
+                v
             })
             .expect("accepting")
         })

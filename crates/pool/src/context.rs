@@ -1,7 +1,8 @@
 //! What a running task sees of its worker: its index and the right to spawn children.
 
 use crate::engine::Compensation;
-use crate::handle::{JoinHandle, Task, TaskId, new_detached, new_task};
+use crate::handle::{JoinHandle, TaskId, new_detached, new_task};
+use crate::task::Task;
 use lockstep_contract::PoolError;
 use std::fmt;
 
@@ -192,7 +193,7 @@ impl WorkerContext<'_> {
     /// nothing can touch it any more.
     ///
     /// **How.** The work-first fork of Blumofe and Leiserson (JACM 1999), built as rayon-core
-    /// builds it (`StackJob` and `JobRef`): a reference to `b`, which lives in this frame, is
+    /// builds it (`StackJob` and its reference, a stack `Task`): a reference to `b`, which lives in this frame, is
     /// pushed onto the bottom of this worker's deque, where an idle worker (a **thief**) may
     /// steal it; `a` runs here at once. Then this worker takes `b` back if nobody stole it
     /// (popping its own deque: anything `a` spawned on top of it runs first) and runs it

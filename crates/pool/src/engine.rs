@@ -4,10 +4,11 @@
 
 use crate::DEFAULT_CREDIT_BATCH;
 use crate::context::{ChildSink, WorkerContext};
-use crate::handle::{JoinHandle, Task, TaskId, new_detached, new_task};
+use crate::handle::{JoinHandle, TaskId, new_detached, new_task};
 use crate::inbox::Inbox;
 use crate::metrics::{PoolCounters, PoolMetrics, WorkerCounters, bump, bump_own};
 use crate::sleep::Sleep;
+use crate::task::Task;
 use lockstep_contract::{PoolError, PoolState};
 use lockstep_deque::{DequeFamily, Owner, Steal, Thief, ThiefOf};
 use lockstep_sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
@@ -963,5 +964,32 @@ mod tests {
         while a.choose_target() < 2 {}
         assert!(b.choose_target() < 2);
         assert!(a.choose_target() < a.workers());
+    }
+
+    /// Of the two workers drawn, the less loaded one gets the batch: with worker 0's inbox
+    /// full and worker 1 idle, worker 0 is chosen only when both draws were 0 (a quarter of
+    /// the batches), not when either was (three quarters with the comparison reversed) or
+    /// when the first was (a half with `==`).
+    #[test]
+    fn placement_prefers_the_less_loaded_of_the_two_drawn() {
+        let s = shared(2);
+        for i in 0..100 {
+            s.inboxes[0].push_back(crate::handle::new_detached(TaskId(i), |_| ()));
+        }
+        const BATCHES: u32 = 400;
+        let to_loaded = (0..BATCHES)
+            .filter(|_| {
+                let t = s.choose_target();
+                for _ in 1..PLACEMENT_REUSE {
+                    assert_eq!(s.choose_target(), t);
+                }
+                t == 0
+            })
+            .count();
+        // Expected 100 of 400 (standard deviation about 9); 160 is more than six away.
+        assert!(
+            to_loaded < 160,
+            "{to_loaded} of {BATCHES} batches went to the loaded worker"
+        );
     }
 }

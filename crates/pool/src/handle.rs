@@ -1,7 +1,7 @@
 //! A task's result cell, its join handle, and the type-erased task the queues carry.
 
 use crate::context::WorkerContext;
-use crate::stack_job::JobRef;
+use crate::task::Task;
 use lockstep_contract::TaskError;
 use lockstep_sync::time::Instant;
 use lockstep_sync::{Arc, Condvar, Mutex};
@@ -265,59 +265,7 @@ impl<T> fmt::Debug for JoinHandle<T> {
     }
 }
 
-/// A task as the queues carry it: its function and result cell, with the types erased.
-///
-/// A spawned task is boxed (one allocation). The second half of a `join` is a reference to
-/// a job in the joiner's stack frame (no allocation; `crate::stack_job` holds its protocol).
-pub(crate) enum Task {
-    /// A spawned task: a handle's job or a detached function.
-    Boxed(Box<dyn Runnable>),
-    /// The second half of a `join`, living in the joiner's stack frame.
-    Stack(JobRef),
-}
-
-impl Task {
-    /// The task's id (`TaskId(u64::MAX)` for a `join`'s second half, which is not numbered:
-    /// it is part of its parent's run).
-    pub(crate) fn id(&self) -> TaskId {
-        match self {
-            Task::Boxed(t) => t.id(),
-            Task::Stack(_) => TaskId(u64::MAX),
-        }
-    }
-
-    /// Queued -> Running; false if cancelled (then the task must be dropped, not run).
-    /// A `join`'s second half cannot be cancelled: its claim always succeeds, so it is never
-    /// discarded (its joiner waits for it).
-    pub(crate) fn claim(&self) -> bool {
-        match self {
-            Task::Boxed(t) => t.claim(),
-            Task::Stack(_) => true,
-        }
-    }
-
-    /// Runs the claimed function, catching a panic; stores the result. True if it panicked
-    /// (always false for a `join`'s second half: its panic goes to the joiner).
-    pub(crate) fn run(self, ctx: &WorkerContext<'_>) -> bool {
-        match self {
-            Task::Boxed(t) => t.run(ctx),
-            Task::Stack(job) => {
-                job.execute(ctx);
-                false
-            }
-        }
-    }
-
-    /// Whether the task counts in `outstanding` (false only for the second half of a
-    /// `join`, which its running, counted parent waits for).
-    pub(crate) fn counted(&self) -> bool {
-        // SEEDED BUG (join_half_counted): every run is uncounted when it ends, a join's stolen
-        // half too, though nothing counted it: `outstanding` falls below the tasks left.
-        matches!(self, Task::Boxed(_)) || lockstep_sync::seeded_bug!("join_half_counted")
-    }
-}
-
-/// The erased interface of one task.
+/// The erased interface of one boxed task (`crate::task::BoxedTable` calls it).
 pub(crate) trait Runnable: Send {
     /// The task's id.
     fn id(&self) -> TaskId;
@@ -420,7 +368,7 @@ pub(crate) fn new_detached<F>(id: TaskId, f: F) -> Task
 where
     F: FnOnce(&WorkerContext<'_>) + Send + 'static,
 {
-    Task::Boxed(Box::new(Detached { id, f }))
+    Task::boxed(Box::new(Detached { id, f }))
 }
 
 /// Builds a queued task and its handle.
@@ -434,7 +382,7 @@ where
         id,
         cell: Arc::clone(&cell),
     };
-    (Task::Boxed(Box::new(Job { id, f, cell })), handle)
+    (Task::boxed(Box::new(Job { id, f, cell })), handle)
 }
 
 /// The message of a panic payload: the `&str` or `String` it carries, else a placeholder.

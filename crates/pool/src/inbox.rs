@@ -102,7 +102,7 @@ use lockstep_sync::atomic::{
 use lockstep_sync::cell::UnsafeCell;
 use lockstep_sync::{Mutex, seeded_bug, thread};
 
-use crate::handle::Task;
+use crate::task::Task;
 
 /// Slots per block: 31, so that a block's positions with the sentinel are 32 and a block
 /// is 1,000 bytes. Under loom 2, so that a model with three roots crosses a block boundary.

@@ -229,6 +229,8 @@ mod sleep;
 mod stack_job;
 #[doc(hidden)]
 pub mod step;
+#[allow(unsafe_code)]
+mod task;
 mod worker;
 
 pub use context::WorkerContext;

@@ -1,6 +1,6 @@
 //! Fork-join without allocation: the second half of a `join` lives in the joiner's stack
-//! frame, and the deques carry a type-erased reference to it. **All of this crate's `unsafe`
-//! code is in this module.**
+//! frame, and the deques carry a type-erased reference to it (a stack [`Task`] of
+//! `crate::task`: the job's address and a static table of its operations).
 //!
 //! The design is rayon-core's (`job.rs`: `StackJob` and `JobRef`; `join/mod.rs`:
 //! `join_context`), which is the work-first fork of Blumofe and Leiserson ("Scheduling
@@ -11,14 +11,14 @@
 //! # The protocol
 //!
 //! Actors: the **owner** (the worker thread inside [`join`]), whose frame holds the
-//! [`StackJob`] `job`; and whoever removes `job`'s [`JobRef`] from a queue: a **thief** (any
+//! [`StackJob`] `job`; and whoever removes `job`'s reference from a queue: a **thief** (any
 //! worker or spare: by a steal, a batch steal that moved it to the thief's own deque and a
 //! later pop, an inbox pop after a spare's hand-over), or the owner itself.
 //!
 //! 1. **Fork.** The owner builds `job` (the closure `b`, an empty result slot, an unset
-//!    latch) in its frame, makes the one and only `JobRef` to it, pushes it onto its own
-//!    deque (`Task::Stack`) and runs `a` inline, catching a panic.
-//! 2. **Exactly one holder.** A `JobRef` is neither `Clone` nor `Copy`, and the queues
+//!    latch) in its frame, makes the one and only reference to it (a stack `Task`), pushes it
+//!    onto its own deque and runs `a` inline, catching a panic.
+//! 2. **Exactly one holder.** A `Task` is neither `Clone` nor `Copy`, and the queues
 //!    remove every task exactly once (B2.remove-once), so at every moment the reference is
 //!    in one queue or in one thread's hands. Only the thread holding it touches `job`'s
 //!    closure; executing it consumes it.
@@ -34,7 +34,7 @@
 //!    worker searches) until the latch is set, spinning briefly and then yielding when there
 //!    is nothing to help with. The helper may pop `job`'s reference itself (a nested join's
 //!    help, deeper in this stack, can find it on this deque): it then runs it like a thief.
-//! 5. **The thief's side** ([`JobRef::execute`]): take the closure, run it catching a panic,
+//! 5. **The thief's side** ([`execute`], through the task's table): take the closure, run it catching a panic,
 //!    write the value or the panic into the result slot, then **set the latch; after that
 //!    store the thief never touches `job` again**, not even the latch (the store is its last
 //!    access, rayon's rule for `Latch::set`).
@@ -47,7 +47,7 @@
 //! and anything else that would unwind while a thief may hold the reference (a bug in the
 //! pool's own code, or a loom verdict; task panics are caught where tasks run) **aborts the
 //! process** after printing the panic (`abort_with`, as rayon aborts on a panic it cannot
-//! contain). Dropping a `JobRef`
+//! contain). Dropping the reference
 //! without running it is therefore never unsound: the owner would wait forever (a hang, not
 //! a dangling frame). That cannot happen either: a stack job is never cancelled (its claim
 //! always succeeds, so it is never `Found::Discarded`), never counted in `outstanding` (its
@@ -77,7 +77,8 @@
 //!   not ordered after its write fails the model (the zoo bug `stack_job_latch_early`).
 
 use crate::context::{ChildSink, WorkerContext};
-use crate::handle::Task;
+use crate::handle::TaskId;
+use crate::task::{Task, TaskTable};
 use lockstep_sync::atomic::{
     AtomicBool,
     Ordering::{Acquire, Release},
@@ -85,6 +86,7 @@ use lockstep_sync::atomic::{
 use lockstep_sync::cell::UnsafeCell;
 use lockstep_sync::seeded_bug;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::ptr::NonNull;
 
 /// Spin rounds of the owner's wait before it only yields (round `k` spins `2^k` times).
 /// Under the checkers a spin is a wasted scheduling point: yield at once.
@@ -149,17 +151,23 @@ where
         }
     }
 
-    /// The one reference to this job that may travel through the queues.
+    /// The one reference to this job that may travel through the queues: a stack [`Task`]
+    /// (`crate::task`, two words: the job's address and its types' [`StackTable`]).
     ///
     /// # Safety
     /// The caller must keep `self` alive, in place, until the reference was either handed
     /// back to [`StackJob::take_back`] or executed and the latch seen set
     /// ([`StackJob::stolen_result`] returned `Some`), and must make only one reference.
-    unsafe fn as_job_ref(&self) -> JobRef {
-        JobRef {
-            pointer: (self as *const Self).cast::<()>(),
-            execute_fn: execute::<F, R>,
-        }
+    unsafe fn as_job_ref(&self) -> Task {
+        // SAFETY: the table is built for `StackJob<F, R>` and is a stack table; the caller
+        // keeps the job alive as `Task::stack` requires (this function's contract).
+        unsafe { Task::stack(NonNull::from(self).cast(), &StackTable::<F, R>::TABLE) }
+    }
+
+    /// Whether `task` is this job's reference (address identity: two live jobs never share
+    /// an address, and a job's reference never outlives it).
+    fn is_ref(&self, task: &Task) -> bool {
+        task.stack_job() == Some(NonNull::from(self).cast())
     }
 
     /// Takes the closure back with the job's own reference (popped by the owner from its own
@@ -167,13 +175,10 @@ where
     ///
     /// # Panics
     /// If `job` is not this job's reference, or the closure is gone (a broken protocol).
-    fn take_back(&self, job: JobRef) -> F {
-        assert!(
-            job.points_to(self),
-            "take_back with another job's reference"
-        );
-        // `job` is consumed here (it has no `Drop`): no reference to this job exists any more.
-        let JobRef { .. } = job;
+    fn take_back(&self, job: Task) -> F {
+        assert!(self.is_ref(&job), "take_back with another job's reference");
+        // `job` is consumed here: no reference to this job exists any more.
+        let _ = job.into_stack_job();
         // SAFETY: the only reference was just consumed here, so no other thread holds one,
         // and nobody ran the job (running consumes the reference; a thief whose batch steal
         // moved it between deques, and back to this one, never touched the job itself); this
@@ -195,37 +200,50 @@ where
     }
 }
 
-/// A type-erased reference to a [`StackJob`] in some worker's stack frame: what the deques
-/// carry as [`Task::Stack`]. Not `Clone`: running it consumes it, so it runs at most once.
-pub(crate) struct JobRef {
-    pointer: *const (),
-    execute_fn: unsafe fn(*const (), &WorkerContext<'_>),
+/// The operations of a stack [`Task`] referring to a `StackJob<F, R>` (`crate::task`,
+/// protocol step 1): not numbered, never cancelled, run by [`execute`], dropped as nothing
+/// (dropping the reference without running it leaves the owner waiting, never a dangling
+/// frame: module docs).
+struct StackTable<F, R>(std::marker::PhantomData<(F, R)>);
+
+impl<F, R> StackTable<F, R>
+where
+    F: FnOnce(&WorkerContext<'_>) -> R + Send,
+    R: Send,
+{
+    const TABLE: TaskTable = TaskTable {
+        id: unnumbered,
+        claim: always_claimed,
+        run: Self::run,
+        drop: owns_nothing,
+        stack: true,
+    };
+
+    /// # Safety
+    /// As [`execute`].
+    unsafe fn run(this: NonNull<()>, ctx: &WorkerContext<'_>) -> bool {
+        // SAFETY: the caller's contract is `execute`'s.
+        unsafe { execute::<F, R>(this.as_ptr().cast_const(), ctx) };
+        // A panic of `b` goes to the joiner, not to the worker's count.
+        false
+    }
 }
 
-// SAFETY: the reference moves a `StackJob<F, R>` with `F: Send` (the closure runs on the
-// thread that holds the reference) and `R: Send` (the result goes back to the owner), as
-// `as_job_ref`'s bounds require; the pointer is only dereferenced under the protocol of the
-// module documentation, which keeps the frame alive until the reference is consumed.
-unsafe impl Send for JobRef {}
-
-impl JobRef {
-    /// Runs the job on the calling thread (a thief, or a helper that found it): takes the
-    /// closure, runs it catching a panic, stores the outcome, sets the latch. Never panics.
-    pub(crate) fn execute(self, ctx: &WorkerContext<'_>) {
-        // SAFETY: `self` was made by `StackJob::as_job_ref`, whose caller keeps the job alive
-        // until this reference is consumed and the latch seen; consuming `self` here is what
-        // makes the run unique.
-        unsafe { (self.execute_fn)(self.pointer, ctx) }
-    }
-
-    /// Whether this is the reference to `job` (address identity: two live jobs never share
-    /// an address, and a job's reference never outlives it).
-    fn points_to<F, R>(&self, job: &StackJob<F, R>) -> bool {
-        std::ptr::eq(self.pointer, (job as *const StackJob<F, R>).cast::<()>())
-    }
+/// A join's second half is part of its parent's run: it has no id of its own.
+unsafe fn unnumbered(_: NonNull<()>) -> TaskId {
+    TaskId(u64::MAX)
 }
 
-/// The monomorphised body of [`JobRef::execute`].
+/// A join's second half cannot be cancelled: its joiner waits for it.
+unsafe fn always_claimed(_: NonNull<()>) -> bool {
+    true
+}
+
+/// A stack task owns nothing: the job lives in its owner's frame.
+unsafe fn owns_nothing(_: NonNull<()>) {}
+
+/// Runs the job on the calling thread (a thief, or a helper that found it): takes the
+/// closure, runs it catching a panic, stores the outcome, sets the latch. Never panics.
 ///
 /// # Safety
 /// `this` points to a live `StackJob<F, R>` whose only reference the caller consumed.
@@ -282,7 +300,7 @@ where
     R: Send,
 {
     match sink.pop_own() {
-        Some(Task::Stack(r)) if r.points_to(job) => Popped::Own(job.take_back(r)),
+        Some(r) if job.is_ref(&r) => Popped::Own(job.take_back(r)),
         Some(other) => Popped::Other(other),
         None => Popped::Dry,
     }
@@ -367,7 +385,7 @@ where
     // or `stolen_result` saw the latch. Nothing unwinds in between: `a`'s panic is caught,
     // and any other panic there aborts the process (`abort_with`). One reference is made.
     let job_ref = unsafe { job.as_job_ref() };
-    sink.push_child(Task::Stack(job_ref));
+    sink.push_child(job_ref);
     let ra = catch_unwind(AssertUnwindSafe(|| a(ctx)));
     let outcome = match catch_unwind(AssertUnwindSafe(|| take_back_or_wait(sink, &job))) {
         Ok(outcome) => outcome,
@@ -395,7 +413,7 @@ where
 /// A join's second half for the deterministic stepping core (`crate::step`), where a join
 /// cannot stay inside one call: the job's "frame" is a heap allocation the stepping core
 /// owns, so that the fork, each take-back pop and the latch probe can be separate steps. The
-/// job, its reference, the push, the take-back pop, [`JobRef::execute`] and the probe are
+/// job, its reference, the push, the take-back pop, [`execute`] and the probe are
 /// those of [`join`]; only the frame differs.
 ///
 /// The protocol of the module documentation holds with "the frame" read as this allocation:
@@ -427,7 +445,7 @@ where
         // only after the reference was taken back (`take_back_one` consumed it) or the latch
         // was seen set (`stolen_result`); otherwise it is leaked. One reference is made.
         let job_ref = unsafe { job.as_ref().as_job_ref() };
-        ctx.sink().push_child(Task::Stack(job_ref));
+        ctx.sink().push_child(job_ref);
         SteppedJob { job, out: true }
     }
 
@@ -466,7 +484,7 @@ where
 
     /// Whether `task` is this job's reference.
     pub(crate) fn is_ref(&self, task: &Task) -> bool {
-        matches!(task, Task::Stack(r) if r.points_to(self.job()))
+        self.job().is_ref(task)
     }
 }
 
@@ -582,7 +600,7 @@ mod tests {
             |ctx| {
                 // What sits above the job: a task `a` spawned.
                 ctx.sink()
-                    .push_child(Task::Boxed(Box::new(Probe(Arc::clone(&order)))));
+                    .push_child(Task::boxed(Box::new(Probe(Arc::clone(&order)))));
                 order.lock().expect("order").push("a");
             },
             |_| order.lock().expect("order").push("b"),
@@ -712,11 +730,13 @@ mod tests {
         assert!(job.stolen_result().is_none(), "latch unset before the run");
         // SAFETY: `job` outlives the scope, which ends after the latch is seen below.
         let r = unsafe { job.as_job_ref() };
-        assert!(r.points_to(&job));
+        assert!(job.is_ref(&r));
+        assert!(r.is_stack() && !r.counted() && r.claim());
+        assert_eq!(r.id(), TaskId(u64::MAX));
         let sink = Arc::new(TestSink::default());
         std::thread::scope(|s| {
             let sink = Arc::clone(&sink);
-            s.spawn(move || r.execute(&WorkerContext::new(3, 4, &*sink)));
+            s.spawn(move || assert!(!r.run(&WorkerContext::new(3, 4, &*sink))));
             let got = loop {
                 if let Some(got) = job.stolen_result() {
                     break got;

@@ -29,7 +29,7 @@
 //! task above it (claimed and run inline, as `ChildSink::run_found` does), or nothing (the
 //! half was stolen: the owner now waits); [`StepPool::join_finish`] is one latch probe of the
 //! waiting owner. A stolen half is found, claimed and run by the ordinary take, steal and run
-//! steps (`JobRef::execute` inside `Task::run`). The job's "frame" is a heap allocation kept
+//! steps (`stack_job::execute` inside `Task::run`). The job's "frame" is a heap allocation kept
 //! by the stepping core (`SteppedJob`), freed once no reference can be out. The waiting
 //! owner's **help** is [`StepPool::join_help`]: one take or steal, and the run of what it
 //! claimed, as `ChildSink::help` does with `find_task`. A half is named
@@ -39,9 +39,10 @@
 use crate::PoolBuildError;
 use crate::context::WorkerContext;
 use crate::engine::{Found, Local, Shared, build};
-use crate::handle::{JoinHandle, Task, TaskId, panic_message};
+use crate::handle::{JoinHandle, TaskId, panic_message};
 use crate::metrics::PoolMetrics;
 use crate::stack_job::{Popped, SteppedJob};
+use crate::task::Task;
 use lockstep_contract::{PoolError, PoolState};
 use lockstep_deque::{DequeFamily, Locked};
 use std::num::NonZeroUsize;
@@ -517,7 +518,7 @@ impl<D: DequeFamily> StepPool<D> {
             "worker {worker} is in a join"
         );
         assert!(
-            matches!(self.current[worker], Some(Task::Boxed(_))),
+            self.current[worker].as_ref().is_some_and(|t| !t.is_stack()),
             "worker {worker} holds no numbered task that could fork"
         );
         let (job, a) = self.locals[worker].with_context(&self.shared, |ctx| {
@@ -646,7 +647,7 @@ impl<D: DequeFamily> StepPool<D> {
 /// The name of a queued or held task in step answers: its id, or `JOIN_HALF | j` for the
 /// half of join `j`.
 fn name_of(joins: &[Option<StepJoin>], task: &Task) -> TaskId {
-    if let Task::Stack(_) = task {
+    if task.is_stack() {
         let j = joins
             .iter()
             .position(|j| j.as_ref().is_some_and(|j| j.job.is_ref(task)))
