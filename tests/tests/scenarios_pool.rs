@@ -152,10 +152,11 @@ fn short_and_long_tasks_released_together_by_a_barrier<D: DequeFamily>() {
     let pool = new_pool::<D>(WORKERS).expect("pool");
     // WORKERS holders occupy every worker until the test joins the barrier: meanwhile the
     // mixed tasks pile up in the queues, and all workers are released at the same moment.
-    // The mixed tasks are submitted only once every holder runs: roots go to a random worker's
-    // inbox (two choices), so two holders may share an inbox, and a worker whose inbox held
-    // none would run mixed tasks before stealing a holder (this made the check below fail,
-    // about once in many CI runs, and the failed test hang with its holders blocked).
+    // The mixed tasks are submitted only once every holder runs: a submitting thread keeps
+    // its placement for 32 roots, so the holders all land in one inbox and the other
+    // workers steal them, and a worker whose inbox held none would run mixed tasks before
+    // stealing a holder (this made the check below fail, about once in many CI runs, and
+    // the failed test hang with its holders blocked).
     let barrier = Arc::new(Barrier::new(WORKERS + 1));
     let holding = Arc::new(AtomicUsize::new(0));
     let holders: Vec<_> = (0..WORKERS)

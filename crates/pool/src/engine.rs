@@ -135,8 +135,9 @@ static NEXT_POOL_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64
 
 thread_local! {
     /// The calling thread's last placement: (pool number, worker, submissions left to reuse
-    /// it). Under shuttle and loom every model thread shares one OS thread's copy, which
-    /// only changes which inbox a root goes to, deterministically for a given schedule.
+    /// it). Not used under shuttle and loom (`Shared::choose_target`): every model thread
+    /// would share one OS thread's copy, so two submitters racing a fresh choice would leave
+    /// one placement for both, and placements real threads can reach would be unreachable.
     static PLACEMENT: Cell<(u64, usize, u32)> = const { Cell::new((u64::MAX, 0, 0)) };
 }
 
@@ -316,7 +317,8 @@ impl<D: DequeFamily> Shared<D> {
     /// Why reuse: reading two workers' loads reads four lines those workers write on every
     /// task (deque ends, inbox head mirror), a cache-line transfer each on every root; with
     /// one submitter and two workers that was 40% of `submit_1M/2t` (`docs/pool.md`, "False
-    /// sharing and the inbox's block size"). Placement is a hint: any target is correct. O(1).
+    /// sharing and the inbox's block size"). Placement is a hint: any target is correct.
+    /// Under loom and shuttle every root is placed afresh (see [`PLACEMENT`]). O(1).
     pub(crate) fn choose_target(&self) -> usize {
         let n = self.workers();
         // SEEDED BUG (global_queue): every root goes to one shared queue.
@@ -328,6 +330,12 @@ impl<D: DequeFamily> Shared<D> {
             let (a, b) = (pick(), pick());
             if self.load(b) < self.load(a) { b } else { a }
         };
+        // Under the checkers every root is placed afresh: a superset of the placements that
+        // real threads with their own cells can reach (a review found the shared cell
+        // hiding some of them under shuttle).
+        if cfg!(any(loom, shuttle)) {
+            return fresh();
+        }
         PLACEMENT
             .try_with(|cell| {
                 let (pool, target, left) = cell.get();

@@ -1,5 +1,6 @@
 //! A worker's inbox of root tasks: a FIFO queue whose **push takes no lock** (issue 10,
-//! item 3). With `stack_job`, this is the only module of the crate with `unsafe` code.
+//! item 3). With `stack_job` and `task`, one of the three modules of the crate with `unsafe`
+//! code.
 //!
 //! # Shape
 //!
@@ -82,14 +83,15 @@
 //! # Costs
 //!
 //! Push: one compare-and-swap of `tail` (more only when producers contend), one slot write,
-//! one flag store, one fence; one block allocation per `BLOCK_CAP` pushes. Pop: one lock,
-//! three loads, a slot read; one block freed per `BLOCK_CAP` pops; `tail` is read once per
-//! catch-up with the producers, not once per pop. No lock on the push path:
+//! one flag store, one fence; one block allocation per `BLOCK_CAP` pushes. Pop: two loads
+//! without the lock (the head mirror and `seen_tail`; a third, `tail`, once per catch-up
+//! with the producers, not once per pop), the lock, the `written` flag and the slot; one
+//! block freed per `BLOCK_CAP` pops. No lock on the push path:
 //! other producers never wait for a descheduled one (except during a block install). A
 //! producer descheduled between its claim and its write still holds up the roots queued
 //! behind it in that inbox until it writes (FIFO), as the old locked inbox's lock holder
 //! did; liveness is unaffected (its own fence and wake-up follow its write). Space: one
-//! block (about 2 KiB) per inbox at rest.
+//! block (752 bytes with two-word tasks) per inbox at rest.
 
 use std::marker::PhantomData;
 use std::ptr;
@@ -105,7 +107,7 @@ use lockstep_sync::{Mutex, seeded_bug, thread};
 use crate::task::Task;
 
 /// Slots per block: 31, so that a block's positions with the sentinel are 32 and a block
-/// is 1,000 bytes. Under loom 2, so that a model with three roots crosses a block boundary.
+/// is at most 1,000 bytes (752 since a task is two words: `crate::task`). Under loom 2, so that a model with three roots crosses a block boundary.
 ///
 /// Why not 63 (crossbeam's size, 2,024 bytes): glibc's malloc serves a request of 1 KiB or
 /// more from its large bins and, before it does, **consolidates every fastbin** (the free

@@ -214,8 +214,9 @@
 //! Every primitive comes from `lockstep_sync`, so the pool builds under `--cfg loom` (keep it
 //! to one or two workers) and `--cfg shuttle`; see `tests/tests/{loom,shuttle}_pool.rs`.
 
-// Only `stack_job` (the stack-allocated second half of `join`) and `inbox` (the lock-free
-// push of roots) may use `unsafe`; everything else is safe code.
+// Only `stack_job` (the stack-allocated second half of `join`), `inbox` (the lock-free
+// push of roots) and `task` (the two-word type-erased task) may use `unsafe`; everything
+// else is safe code.
 #![deny(unsafe_code)]
 
 mod context;
