@@ -269,8 +269,14 @@ impl<T> fmt::Debug for JoinHandle<T> {
 pub(crate) trait Runnable: Send {
     /// The task's id.
     fn id(&self) -> TaskId;
+    /// Whether a handle can cancel the task before it runs. If not, [`Runnable::claim`] is
+    /// never called: the task's table claims it without a call (`crate::task`).
+    const CANCELLABLE: bool;
     /// Queued -> Running; false if cancelled (then the task must be dropped, not run).
-    fn claim(&self) -> bool;
+    /// Called only if [`Runnable::CANCELLABLE`]; the default is for tasks that are not.
+    fn claim(&self) -> bool {
+        true
+    }
     /// Runs the claimed function, catching a panic; stores the result. True if it panicked.
     fn run(self: Box<Self>, ctx: &WorkerContext<'_>) -> bool;
 }
@@ -286,6 +292,8 @@ where
     F: FnOnce(&WorkerContext<'_>) -> T + Send + 'static,
     T: Send + 'static,
 {
+    const CANCELLABLE: bool = true;
+
     fn id(&self) -> TaskId {
         self.id
     }
@@ -334,13 +342,11 @@ impl<F> Runnable for Detached<F>
 where
     F: FnOnce(&WorkerContext<'_>) + Send + 'static,
 {
+    /// Nobody holds a handle that could cancel it: a detached task is always claimed.
+    const CANCELLABLE: bool = false;
+
     fn id(&self) -> TaskId {
         self.id
-    }
-
-    /// Nobody holds a handle that could cancel it: a detached task is always claimed.
-    fn claim(&self) -> bool {
-        true
     }
 
     fn run(self: Box<Self>, ctx: &WorkerContext<'_>) -> bool {

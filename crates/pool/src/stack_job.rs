@@ -213,7 +213,8 @@ where
 {
     const TABLE: TaskTable = TaskTable {
         id: unnumbered,
-        claim: always_claimed,
+        // A join's second half cannot be cancelled: its joiner waits for it.
+        claim: None,
         run: Self::run,
         drop: owns_nothing,
         stack: true,
@@ -232,11 +233,6 @@ where
 /// A join's second half is part of its parent's run: it has no id of its own.
 unsafe fn unnumbered(_: NonNull<()>) -> TaskId {
     TaskId(u64::MAX)
-}
-
-/// A join's second half cannot be cancelled: its joiner waits for it.
-unsafe fn always_claimed(_: NonNull<()>) -> bool {
-    true
 }
 
 /// A stack task owns nothing: the job lives in its owner's frame.
@@ -612,11 +608,9 @@ mod tests {
     struct Probe(Arc<Mutex<Vec<&'static str>>>);
 
     impl crate::handle::Runnable for Probe {
+        const CANCELLABLE: bool = false;
         fn id(&self) -> TaskId {
             TaskId(1)
-        }
-        fn claim(&self) -> bool {
-            true
         }
         fn run(self: Box<Self>, _: &WorkerContext<'_>) -> bool {
             self.0.lock().expect("order").push("spawned");

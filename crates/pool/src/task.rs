@@ -42,8 +42,9 @@ use crate::handle::{Runnable, TaskId};
 pub(crate) struct TaskTable {
     /// The task's id (`TaskId(u64::MAX)` for a join's second half).
     pub(crate) id: unsafe fn(NonNull<()>) -> TaskId,
-    /// Queued -> Running; false if cancelled.
-    pub(crate) claim: unsafe fn(NonNull<()>) -> bool,
+    /// Queued -> Running; false if cancelled. `None` for a task nobody can cancel (a
+    /// detached task, a join's second half): its claim always succeeds, without a call.
+    pub(crate) claim: Option<unsafe fn(NonNull<()>) -> bool>,
     /// Runs the task, consuming it; true if it panicked (its panic is stored or counted).
     pub(crate) run: unsafe fn(NonNull<()>, &WorkerContext<'_>) -> bool,
     /// Consumes the task without running it.
@@ -69,7 +70,11 @@ pub(crate) struct BoxedTable<R>(std::marker::PhantomData<R>);
 impl<R: Runnable + 'static> BoxedTable<R> {
     const TABLE: TaskTable = TaskTable {
         id: Self::id,
-        claim: Self::claim,
+        claim: if R::CANCELLABLE {
+            Some(Self::claim)
+        } else {
+            None
+        },
         run: Self::run,
         drop: Self::drop,
         stack: false,
@@ -137,9 +142,13 @@ impl Task {
     /// Queued -> Running; false if cancelled (then the task must be dropped, not run).
     /// A `join`'s second half cannot be cancelled: its claim always succeeds, so it is never
     /// discarded (its joiner waits for it). O(1).
+    #[inline]
     pub(crate) fn claim(&self) -> bool {
-        // SAFETY: step 3, as in `id`.
-        unsafe { (self.table.claim)(self.data) }
+        match self.table.claim {
+            None => true,
+            // SAFETY: step 3, as in `id`.
+            Some(claim) => unsafe { claim(self.data) },
+        }
     }
 
     /// Runs the claimed function, catching a panic; stores the result. True if it panicked

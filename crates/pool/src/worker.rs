@@ -70,6 +70,9 @@ pub(crate) fn worker_main<D: DequeFamily>(shared: Arc<Shared<D>>, local: Local<D
     let mut backoff = Backoff::default();
     let mut hint = None;
     loop {
+        if local.run_own(&shared, &shared) {
+            backoff.reset();
+        }
         match local.find_task(&shared, hint.take()) {
             Found::Task(task) => {
                 local.run(&shared, Some(&shared), task);
