@@ -14,7 +14,8 @@
 //!
 //! Arguments: `t` workers (default 2), rounds (default 5), and `locked` (our pool on the
 //! locked deque; the default is Chase–Lev) or `rayon` (`rayon::ThreadPool::spawn`, its
-//! injector, on `t` threads). Each line: round, milliseconds, parks in that round (ours).
+//! injector, on `t` threads). Each line: round, milliseconds, milliseconds until the last
+//! submission returned, parks in that round (ours).
 //! The last line gives the median and the minimum.
 
 use lockstep_pool::{ChaseLev, DequeFamily, Locked, Pool, PoolBuilder};
@@ -57,8 +58,9 @@ impl Countdown {
     }
 }
 
-/// One round on our pool: milliseconds and parks.
-fn ours<D: DequeFamily>(pool: &Pool<D>, c: &Arc<Countdown>) -> (f64, u64) {
+/// One round on our pool: milliseconds in all, milliseconds until the last submission
+/// returned, and parks.
+fn ours<D: DequeFamily>(pool: &Pool<D>, c: &Arc<Countdown>) -> (f64, f64, u64) {
     let parks_before: u64 = pool.metrics().workers.iter().map(|w| w.parks).sum();
     let start = Instant::now();
     for _ in 0..TASKS {
@@ -66,10 +68,11 @@ fn ours<D: DequeFamily>(pool: &Pool<D>, c: &Arc<Countdown>) -> (f64, u64) {
         pool.spawn_detached(move |_| c2.tick())
             .expect("the pool accepts");
     }
+    let submitted = start.elapsed().as_secs_f64() * 1e3;
     c.wait_and_reset();
     let ms = start.elapsed().as_secs_f64() * 1e3;
     let parks: u64 = pool.metrics().workers.iter().map(|w| w.parks).sum();
-    (ms, parks - parks_before)
+    (ms, submitted, parks - parks_before)
 }
 
 fn report(times: &mut [f64]) {
@@ -83,8 +86,8 @@ fn run_ours<D: DequeFamily>(t: usize, rounds: usize) -> Result<(), Box<dyn std::
     let c = Countdown::new();
     let mut times = Vec::with_capacity(rounds);
     for r in 0..rounds {
-        let (ms, parks) = ours(&pool, &c);
-        println!("round {r}: {ms:.1} ms, {parks} parks");
+        let (ms, submitted, parks) = ours(&pool, &c);
+        println!("round {r}: {ms:.1} ms, submitted in {submitted:.1} ms, {parks} parks");
         times.push(ms);
     }
     pool.shutdown();
@@ -113,9 +116,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let c2 = Arc::clone(&c);
                     pool.spawn(move || c2.tick());
                 }
+                let submitted = start.elapsed().as_secs_f64() * 1e3;
                 c.wait_and_reset();
                 let ms = start.elapsed().as_secs_f64() * 1e3;
-                println!("round {r}: {ms:.1} ms");
+                println!("round {r}: {ms:.1} ms, submitted in {submitted:.1} ms");
                 times.push(ms);
             }
             report(&mut times);

@@ -4,7 +4,7 @@
 //!
 //! # Shape
 //!
-//! The queue is a linked list of **blocks** of `BLOCK_CAP` slots (31; 2 under loom, so that
+//! The queue is a linked list of **blocks** of `BLOCK_CAP` slots (63; 2 under loom, so that
 //! a model with three roots crosses a block boundary:
 //! `loom_pool::loom_two_submitters_cross_a_block`), the unbounded injector of crossbeam-deque
 //! (`Injector`, after Vyukov's bounded MPMC queue and segmented queues generally), cut down
@@ -91,7 +91,7 @@
 //! producer descheduled between its claim and its write still holds up the roots queued
 //! behind it in that inbox until it writes (FIFO), as the old locked inbox's lock holder
 //! did; liveness is unaffected (its own fence and wake-up follow its write). Space: one
-//! block (752 bytes with two-word tasks) per inbox at rest.
+//! block (1,520 bytes with two-word tasks) per inbox at rest.
 
 use std::marker::PhantomData;
 use std::ptr;
@@ -106,18 +106,23 @@ use lockstep_sync::{Mutex, seeded_bug, thread};
 
 use crate::task::Task;
 
-/// Slots per block: 31, so that a block's positions with the sentinel are 32 and a block
-/// is at most 1,000 bytes (752 since a task is two words: `crate::task`). Under loom 2, so that a model with three roots crosses a block boundary.
+/// Slots per block: 63, so that a block's positions with the sentinel are 64 and a block
+/// is a glibc **large-bin** request (1,520 bytes with two-word tasks, crossbeam's
+/// `Injector` size). Under loom 2, so that a model with three roots crosses a block boundary.
 ///
-/// Why not 63 (crossbeam's size, 2,024 bytes): glibc's malloc serves a request of 1 KiB or
-/// more from its large bins and, before it does, **consolidates every fastbin** (the free
-/// lists of small chunks). Here one thread allocates the tasks and blocks and another frees
-/// them, so each block allocation merged the tasks freed since the last one, and every later
-/// task allocation had to split a merged chunk again: a million roots took 800–1,000 ms in
-/// that state (which glibc falls into after a few rounds) instead of 330 with blocks under
-/// 1 KiB (`docs/pool.md`, "False sharing and the inbox's block size"). The assertion below
-/// keeps it there.
-const BLOCK_CAP: usize = if cfg!(loom) { 2 } else { 31 };
+/// Why large: a submitter allocates every root's box and a worker frees it, so glibc's
+/// fastbins (LIFO free lists of small chunks) hand the submitter back chunks in the reverse
+/// of the order the worker freed them, round after round, until the boxes of consecutive
+/// roots lie all over the heap and the worker's first read of each one misses the cache.
+/// Measured over 60 rounds of a million roots in one process (`examples/submit_outside.rs`),
+/// blocks of 31 slots (752 bytes, a small-bin request) went from 110 ms to 300 ms a round;
+/// with `GLIBC_TUNABLES=glibc.malloc.mxfast=0` (no fastbins) they stayed at 170. glibc
+/// consolidates every fastbin before it serves a request of 1 KiB or more, so a large block
+/// gives the freed boxes back to one contiguous region once per `BLOCK_CAP` roots, and later
+/// boxes are cut from it in address order: 105 ms a round over 120 rounds, rayon 175
+/// (`docs/pool.md`, "The inbox's block size, measured in the long run"). The assertion below
+/// keeps blocks large.
+const BLOCK_CAP: usize = if cfg!(loom) { 2 } else { 63 };
 /// Positions per block: its slots and the sentinel.
 const LAP: u64 = BLOCK_CAP as u64 + 1;
 
@@ -140,12 +145,11 @@ struct Block {
     slots: [Slot; BLOCK_CAP],
 }
 
-// A block stays below glibc's large-bin threshold (`BLOCK_CAP` above): a request of `r`
-// bytes takes a chunk of `r + 8` rounded up to 16, and chunks of 1,024 bytes or more are
-// large, so `r` must be at most 1,000. Under the checkers the atomics are bigger and the
-// size does not matter.
+// A block is a glibc large-bin request (`BLOCK_CAP` above): chunks of 1,024 bytes or more
+// are large, and a request of `r` bytes takes a chunk of at least `r + 8`, so `r >= 1,024`
+// is enough. Under the checkers the atomics are bigger and the size does not matter.
 #[cfg(not(any(loom, shuttle)))]
-const _: () = assert!(std::mem::size_of::<Block>() <= 1_000);
+const _: () = assert!(std::mem::size_of::<Block>() >= 1_024);
 
 impl Block {
     fn new() -> Box<Block> {
