@@ -163,12 +163,14 @@ impl Task {
     }
 
     /// Whether this is the second half of a `join` (a stack task).
+    #[inline]
     pub(crate) fn is_stack(&self) -> bool {
         self.table.stack
     }
 
     /// Whether the task counts in `outstanding` (false only for the second half of a
     /// `join`, which its running, counted parent waits for).
+    #[inline]
     pub(crate) fn counted(&self) -> bool {
         // SEEDED BUG (join_half_counted): every run is uncounted when it ends, a join's stolen
         // half too, though nothing counted it: `outstanding` falls below the tasks left.
@@ -177,6 +179,7 @@ impl Task {
 
     /// The job's address if this is a stack task (address identity: two live jobs never
     /// share an address, and a job's reference never outlives it).
+    #[inline]
     pub(crate) fn stack_job(&self) -> Option<NonNull<()>> {
         self.table.stack.then_some(self.data)
     }
@@ -186,6 +189,7 @@ impl Task {
     ///
     /// # Panics
     /// If the task is not a stack task (a broken protocol).
+    #[inline]
     pub(crate) fn into_stack_job(self) -> NonNull<()> {
         assert!(self.table.stack, "into_stack_job of a boxed task");
         let data = self.data;
