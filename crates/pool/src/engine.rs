@@ -141,6 +141,15 @@ thread_local! {
     static PLACEMENT: Cell<(u64, usize, u32)> = const { Cell::new((u64::MAX, 0, 0)) };
 }
 
+/// Where a look at home starts ([`Local::take_home`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Home {
+    /// The own deque, then the inbox.
+    Deque,
+    /// The inbox only: the own deque is known to be empty.
+    Inbox,
+}
+
 /// What one attempt to find work produced.
 pub(crate) enum Found {
     /// A claimed task (removed from a queue and moved `Queued -> Running`): run it.
@@ -495,9 +504,19 @@ impl<D: DequeFamily> Local<D> {
     /// Looks for work at home: the bottom of the own deque (newest first), then the front of
     /// the own inbox (oldest root first).
     pub(crate) fn take_local(&self, shared: &Shared<D>) -> Found {
-        // LINEARIZATION POINT (B2.remove-once): inside the deque's `pop`.
-        if let Some(t) = self.owner.pop() {
-            return self.claim(shared, t);
+        self.take_home(shared, Home::Deque)
+    }
+
+    /// [`Local::take_local`], starting at `from`: [`Home::Inbox`] skips the own deque, for a
+    /// worker whose [`Local::run_own`] just found it empty (only this thread pushes onto it,
+    /// so it is still empty: an empty pop of the Chase–Lev deque costs a `SeqCst` fence, of
+    /// the locked one a lock).
+    fn take_home(&self, shared: &Shared<D>, from: Home) -> Found {
+        if from == Home::Deque {
+            // LINEARIZATION POINT (B2.remove-once): inside the deque's `pop`.
+            if let Some(t) = self.owner.pop() {
+                return self.claim(shared, t);
+            }
         }
         if !self.spare {
             // LINEARIZATION POINT (B2.remove-once): the take under the consumers' lock
@@ -615,9 +634,19 @@ impl<D: DequeFamily> Local<D> {
     /// start (SPEC B5: no single favourite victim; every worker when there are at most
     /// `SCAN_LIMIT` others).
     pub(crate) fn find_task(&self, shared: &Shared<D>, hint: Option<usize>) -> Found {
+        self.search(shared, hint, Home::Deque)
+    }
+
+    /// [`Local::find_task`] for a worker whose [`Local::run_own`] just drained its own deque:
+    /// home starts at the inbox ([`Local::take_home`]).
+    pub(crate) fn find_task_after_own(&self, shared: &Shared<D>, hint: Option<usize>) -> Found {
+        self.search(shared, hint, Home::Inbox)
+    }
+
+    fn search(&self, shared: &Shared<D>, hint: Option<usize>, home: Home) -> Found {
         // INVARIANT (B5.random-victim): home, the hint, then other workers from a random
         // start, each at most once per round, at most `SCAN_LIMIT` of them.
-        match self.take_local(shared) {
+        match self.take_home(shared, home) {
             Found::Empty => {}
             other => return other,
         }
@@ -679,10 +708,13 @@ impl<D: DequeFamily> Local<D> {
 
     /// The worker loop's fast path: pops this worker's own deque (newest first), claims and
     /// runs each task it finds, until the deque is empty. True if it removed at least one
-    /// task. It looks where [`Local::find_task`] looks first, in the same order, without a
-    /// [`Found`] per task (that enum travels through memory: three words). Threaded workers
-    /// only; a spare checks its release flag before each search instead. O(1) per task.
+    /// task. It looks where [`Local::find_task`] looks first, in the same order, without
+    /// going back to the worker loop per task (whose `find_task` returns a [`Found`], three
+    /// words, through memory). The worker then searches with
+    /// [`Local::find_task_after_own`]. Threaded workers only; a spare checks its release
+    /// flag before each search instead. O(1) per task.
     pub(crate) fn run_own(&self, shared: &Shared<D>, arc: &Arc<Shared<D>>) -> bool {
+        debug_assert!(!self.spare, "a spare searches with find_task only");
         let mut any = false;
         // LINEARIZATION POINT (B2.remove-once): inside the deque's `pop`.
         while let Some(t) = self.owner.pop() {

@@ -273,8 +273,14 @@ pub(crate) trait Runnable: Send {
     /// never called: the task's table claims it without a call (`crate::task`).
     const CANCELLABLE: bool;
     /// Queued -> Running; false if cancelled (then the task must be dropped, not run).
-    /// Called only if [`Runnable::CANCELLABLE`]; the default is for tasks that are not.
+    /// Called only if [`Runnable::CANCELLABLE`]; the default is for tasks that are not (a
+    /// cancellable type that forgot to override it fails this debug assertion in every test
+    /// that runs it).
     fn claim(&self) -> bool {
+        debug_assert!(
+            !Self::CANCELLABLE,
+            "a cancellable task must override Runnable::claim"
+        );
         true
     }
     /// Runs the claimed function, catching a panic; stores the result. True if it panicked.

@@ -206,7 +206,7 @@
 //! # Costs
 //! `submit` O(1) amortised (two workers' queue lengths read once per 32 submissions from a
 //! thread, one lock-free push: one compare-and-swap, one fence, and one block allocation per
-//! 31 roots of an inbox);
+//! 63 roots of an inbox);
 //! `spawn` and `spawn_detached` O(1)
 //! amortised; a steal attempt O(batch); space O(tasks + workers).
 //!

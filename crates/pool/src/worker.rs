@@ -73,7 +73,7 @@ pub(crate) fn worker_main<D: DequeFamily>(shared: Arc<Shared<D>>, local: Local<D
         if local.run_own(&shared, &shared) {
             backoff.reset();
         }
-        match local.find_task(&shared, hint.take()) {
+        match local.find_task_after_own(&shared, hint.take()) {
             Found::Task(task) => {
                 local.run(&shared, Some(&shared), task);
                 backoff.reset();
