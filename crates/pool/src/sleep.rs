@@ -34,8 +34,25 @@
 //! by the limit: [`Sleep::add_slot`] grows the table. So the slots live under the idle lock,
 //! each behind an `Arc` that a waker or a parker clones while it holds that lock (one more
 //! uncontended increment per park and per wake-up; nothing on the path where nobody sleeps).
-//! A slot handed to a new spare may carry a stale notification from its previous user: the
-//! new spare's first park then returns at once, which every caller tolerates.
+//!
+//! # A notification belongs to one registration
+//! A waker removes a parked thread from the idle list *and* sets its slot's flag in one
+//! critical section of the idle lock (the slot's own lock nested inside; the condition
+//! variable is signalled after both are released). A parker that declines after its
+//! re-check takes the idle lock too: if it is still on the list it removes itself, and if
+//! it is not, a waker took it and the flag is already set, so it clears the flag there. So a
+//! thread is on the idle list, or its flag is set, only between its registration and the
+//! return of that same `park` (`docs/invariants.md`, B4.one-registration).
+//!
+//! Until this was so (issue 10), a waker set the flag after releasing the idle lock, and a
+//! parker whose re-check declined left it set: its next `park` registered, saw the stale
+//! flag and returned at once **still on the list**. The next registration of that thread
+//! pushed it a second time; removing one copy left a ghost that `wake_for` kept picking
+//! (decrementing `sleepers` for a registration that was gone) until `sleepers` wrapped
+//! below zero. From then on every push of every worker took the idle lock and notified the
+//! ghost: a two-worker spawn tree ran in 200–500 ms instead of 20–40 (about one pool in
+//! four, `docs/pool.md`, "The two-worker collapse"), and a worker parked behind a ghost
+//! could be left on the list while `sleepers` read 0.
 
 use lockstep_sync::atomic::{
     AtomicUsize,
@@ -140,15 +157,33 @@ impl Sleep {
             } else {
                 idle.stack.last().copied()
             };
-            pick.map(|w| {
-                idle.remove(w);
-                self.sleepers.fetch_sub(1, SeqCst);
-                Arc::clone(&idle.slots[w])
-            })
+            pick.map(|w| self.take(&mut idle, w, Some(queue)))
         };
         if let Some(slot) = target {
-            notify(&slot, Some(queue));
+            slot.cv.notify_one();
         }
+    }
+
+    /// Takes parked slot `w` off the idle list and sets its notification (with `hint`), in
+    /// the caller's critical section of the idle lock: the removal and the flag are one step
+    /// for a parker that declines (see "A notification belongs to one registration"). The
+    /// caller signals the returned slot's condition variable after releasing the lock.
+    /// O(1).
+    ///
+    /// # Panics
+    /// In debug builds, if `w` is not on the list.
+    fn take(&self, idle: &mut Idle, w: usize, hint: Option<usize>) -> Arc<Slot> {
+        debug_assert!(idle.position[w].is_some(), "slot {w} taken but not parked");
+        idle.remove(w);
+        self.sleepers.fetch_sub(1, SeqCst);
+        idle.check(&self.sleepers);
+        let slot = Arc::clone(&idle.slots[w]);
+        {
+            let mut s = slot.state.lock();
+            s.notified = true;
+            s.hint = hint;
+        }
+        slot
     }
 
     /// Wakes every parked worker (the pool may now let workers exit). Lifecycle changes
@@ -157,15 +192,13 @@ impl Sleep {
     pub(crate) fn wake_all(&self) {
         let woken: Vec<Arc<Slot>> = {
             let mut idle = self.idle.lock();
-            let all = std::mem::take(&mut idle.stack);
-            for &w in &all {
-                idle.position[w] = None;
-            }
-            self.sleepers.store(0, SeqCst);
-            all.iter().map(|&w| Arc::clone(&idle.slots[w])).collect()
+            let all = idle.stack.clone();
+            all.into_iter()
+                .map(|w| self.take(&mut idle, w, None))
+                .collect()
         };
         for slot in woken {
-            notify(&slot, None);
+            slot.cv.notify_one();
         }
     }
 
@@ -175,14 +208,12 @@ impl Sleep {
     pub(crate) fn wake(&self, w: usize) {
         let parked = {
             let mut idle = self.idle.lock();
-            idle.position[w].is_some().then(|| {
-                idle.remove(w);
-                self.sleepers.fetch_sub(1, SeqCst);
-                Arc::clone(&idle.slots[w])
-            })
+            idle.position[w]
+                .is_some()
+                .then(|| self.take(&mut idle, w, None))
         };
         if let Some(slot) = parked {
-            notify(&slot, None);
+            slot.cv.notify_one();
         }
     }
 
@@ -212,10 +243,14 @@ impl Sleep {
         }
         let slot = {
             let mut idle = self.idle.lock();
+            // INVARIANT (B4.one-registration): not on the list and no notification pending
+            // when a park begins.
+            debug_assert!(idle.position[w].is_none(), "slot {w} registered twice");
             let at = idle.stack.len();
             idle.stack.push(w);
             idle.position[w] = Some(at);
             self.sleepers.fetch_add(1, SeqCst);
+            idle.check(&self.sleepers);
             Arc::clone(&idle.slots[w])
         };
         // INVARIANT (B4.no-lost-wakeup): registered first, then the parker's `SeqCst` fence
@@ -227,6 +262,20 @@ impl Sleep {
             if idle.position[w].is_some() {
                 idle.remove(w);
                 self.sleepers.fetch_sub(1, SeqCst);
+                idle.check(&self.sleepers);
+            } else if !lockstep_sync::seeded_bug!("stale_wakeup_left_set") {
+                // INVARIANT (B4.one-registration): a waker took this registration, and set
+                // the flag in the same critical section (`Sleep::take`): it is this
+                // registration's, and it ends with this park. The waker's hint is dropped:
+                // this thread has work of its own or is leaving (the re-check said so), and
+                // the queue it pointed at has an owner that is awake or will see it in its
+                // own re-check (crate docs, "Parking: why no wake-up is lost").
+                // SEEDED BUG (stale_wakeup_left_set): the flag stays set, so this thread's
+                // next park returns at once, still on the idle list.
+                let mut s = slot.state.lock();
+                debug_assert!(s.notified, "taken off the list without a notification");
+                s.notified = false;
+                s.hint = None;
             }
             return Parked::Declined;
         }
@@ -240,15 +289,22 @@ impl Sleep {
     }
 }
 
-/// Sets `slot`'s notification (with the waker's hint) and wakes its thread if it waits.
-fn notify(slot: &Slot, hint: Option<usize>) {
-    let mut s = slot.state.lock();
-    s.notified = true;
-    s.hint = hint;
-    slot.cv.notify_one();
-}
-
 impl Idle {
+    /// Debug builds: the list and its mirror agree (`sleepers` is the list's length, and
+    /// every listed slot's position points at its entry). O(slots); nothing in release.
+    fn check(&self, sleepers: &AtomicUsize) {
+        if cfg!(debug_assertions) {
+            assert_eq!(
+                sleepers.load(Relaxed),
+                self.stack.len(),
+                "sleepers mirrors the list"
+            );
+            for (at, &w) in self.stack.iter().enumerate() {
+                assert_eq!(self.position[w], Some(at), "slot {w} listed at {at}");
+            }
+        }
+    }
+
     /// Removes parked worker `w` (which must be in the list). O(1).
     fn remove(&mut self, w: usize) {
         let Some(at) = self.position[w].take() else {
@@ -258,5 +314,131 @@ impl Idle {
         if let Some(&moved) = self.stack.get(at) {
             self.position[moved] = Some(at);
         }
+    }
+}
+
+#[cfg(all(test, not(any(loom, shuttle))))]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// A guard against a hang, not a timing claim.
+    const PATIENCE: Duration = Duration::from_secs(10);
+
+    fn broken(what: &str) -> String {
+        format!(
+            "broken: B4.one-registration (docs/invariants.md): {what}{}",
+            lockstep_sync::active_bug()
+                .map(|b| format!("\nseeded bug in force: {b} (docs/bug-zoo.md#{b})"))
+                .unwrap_or_default()
+        )
+    }
+
+    fn pending(sleep: &Sleep, w: usize) -> bool {
+        let slot = Arc::clone(&sleep.idle.lock().slots[w]);
+        slot.state.lock().notified
+    }
+
+    /// B4.one-registration, the zoo bug `stale_wakeup_left_set`: a publisher takes slot 0
+    /// off the idle list while its re-check runs, and the re-check declines. The waker's
+    /// notification must end with that park: left set, the next park returned at once
+    /// while still on the list, and the list grew a ghost that later wake-ups kept picking
+    /// until `sleepers` wrapped (the two-worker collapse, `docs/pool.md`). Deterministic:
+    /// the publisher runs inside the re-check, on the parker's thread.
+    #[test]
+    fn a_wake_up_taken_during_a_declined_recheck_ends_with_that_park() {
+        let sleep = Sleep::new(3);
+        let parked = sleep.park(
+            0,
+            || {
+                assert_eq!(sleep.sleepers(), 1, "registered before the re-check");
+                sleep.new_work(2);
+                assert_eq!(sleep.sleepers(), 0, "the publisher took slot 0");
+                true
+            },
+            || panic!("a declined park does not wait"),
+        );
+        assert_eq!(parked, Parked::Declined);
+        assert!(
+            !pending(&sleep, 0),
+            "{}",
+            broken("the declined park left the waker's notification set")
+        );
+        assert_eq!(sleep.sleepers(), 0);
+
+        // The next park waits for a wake-up of its own, and leaves the list empty.
+        std::thread::scope(|s| {
+            let parker = s.spawn(|| sleep.park(0, || false, || ()));
+            let start = Instant::now();
+            while sleep.sleepers() == 0 {
+                assert!(start.elapsed() < PATIENCE, "slot 0 did not register");
+                std::thread::yield_now();
+            }
+            sleep.new_work(1);
+            let woken = parker.join().expect("parker");
+            assert_eq!(
+                woken,
+                Parked::Woken(Some(1)),
+                "{}",
+                broken("the park returned with an older wake-up's hint")
+            );
+        });
+        assert_eq!(sleep.sleepers(), 0);
+        assert!(
+            sleep.idle.lock().stack.is_empty(),
+            "{}",
+            broken("a ghost on the list")
+        );
+        assert!(!pending(&sleep, 0));
+    }
+
+    /// B4.one-registration for every waker: `wake_for` (the queue's owner first, else the
+    /// last parked), `wake` and `wake_all` take a slot off the list and set its flag in one
+    /// step, and each woken park returns with the list and `sleepers` in agreement.
+    #[test]
+    fn every_waker_ends_exactly_the_registrations_it_takes() {
+        let sleep = Sleep::new(3);
+        let wait_for = |n: usize| {
+            let start = Instant::now();
+            while sleep.sleepers() != n {
+                assert!(
+                    start.elapsed() < PATIENCE,
+                    "{n} parked: not after {PATIENCE:?}"
+                );
+                std::thread::yield_now();
+            }
+        };
+        std::thread::scope(|s| {
+            let parkers: Vec<_> = (0..3)
+                .map(|w| {
+                    let sleep = &sleep;
+                    s.spawn(move || sleep.park(w, || false, || ()))
+                })
+                .collect();
+            wait_for(3);
+            // Worker 1's queue got work and worker 1 is parked: it is the one woken.
+            sleep.new_work(1);
+            wait_for(2);
+            assert_eq!(sleep.idle.lock().position[1], None);
+            sleep.wake(2);
+            sleep.wake(2); // not parked any more: a no-op
+            wait_for(1);
+            sleep.wake_all();
+            wait_for(0);
+            let results: Vec<Parked> = parkers
+                .into_iter()
+                .map(|p| p.join().expect("parker"))
+                .collect();
+            assert_eq!(
+                results,
+                [
+                    Parked::Woken(None),
+                    Parked::Woken(Some(1)),
+                    Parked::Woken(None)
+                ]
+            );
+        });
+        assert!(sleep.idle.lock().stack.is_empty());
+        assert!((0..3).all(|w| !pending(&sleep, w)));
     }
 }

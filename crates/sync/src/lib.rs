@@ -429,6 +429,10 @@ pub const BUGS: &[(&str, &str)] = &[
         "pool: an idle worker polls with a timed wait instead of the epoch/sleepers protocol",
     ),
     (
+        "stale_wakeup_left_set",
+        "pool: a worker whose re-check declines leaves a waker's notification set, so its next park returns at once while it is still on the idle list",
+    ),
+    (
         "compensation_slot_leaked",
         "pool: a blocking-compensation permit goes back when the spare thread retires, not when the blocked call returns",
     ),

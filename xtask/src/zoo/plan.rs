@@ -334,6 +334,7 @@ pub const PLANS: &[BugPlan] = &[
     plan("parent_decrement_first", Part::Pool, "model_pool"),
     plan("single_victim", Part::Pool, "unit_pool"),
     plan("sleep_polling", Part::Pool, "shuttle_pool"),
+    plan("stale_wakeup_left_set", Part::Pool, "unit_pool"),
     plan("compensation_slot_leaked", Part::Pool, "model_pool"),
     plan("spare_counts_in_workers_slot", Part::Pool, "scenarios_pool"),
     plan("retired_spare_swallows_wakeup", Part::Pool, "unit_pool"),
