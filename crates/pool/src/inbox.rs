@@ -117,8 +117,9 @@ use crate::task::Task;
 /// Measured over 60 rounds of a million roots in one process (`examples/submit_outside.rs`),
 /// blocks of 31 slots (752 bytes, a small-bin request) went from 110 ms to 300 ms a round;
 /// with `GLIBC_TUNABLES=glibc.malloc.mxfast=0` (no fastbins) they stayed at 170. glibc
-/// consolidates every fastbin before it serves a request of 1 KiB or more, so a large block
-/// gives the freed boxes back to one contiguous region once per `BLOCK_CAP` roots, and later
+/// consolidates every fastbin before it serves a large-bin request that its thread cache
+/// does not serve (above 1,032 bytes), so a large block (1,520 bytes) gives the freed boxes
+/// back to one contiguous region once per `BLOCK_CAP` roots, and later
 /// boxes are cut from it in address order: 105 ms a round over 120 rounds, rayon 175
 /// (`docs/pool.md`, "The inbox's block size, measured in the long run"). The assertion below
 /// keeps blocks large.

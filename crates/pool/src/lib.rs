@@ -159,9 +159,13 @@
 //! departed owner.
 //!
 //! Helpers for a busy worker's deque are woken on the same `sleepers` read; that read may be
-//! stale, which costs parallelism for a while (one helper fewer), never liveness. A stale
-//! notification (a waker picked a worker whose re-check then declined) makes its next park
-//! return at once. There is no sleep-polling: a parked worker waits without timeout.
+//! stale, which costs parallelism for a while (one helper fewer), never liveness. A waker
+//! removes a worker from the list and sets its notification in one critical section of the
+//! idle lock; a worker whose re-check declines after a waker took it clears that
+//! notification under the same lock, so a notification never outlives its park and nobody
+//! is on the list outside `park` (`docs/invariants.md`, B4.one-registration; until
+//! 2026-12-04 the flag outlived it, and the ghosts it left made every push take the lock).
+//! There is no sleep-polling: a parked worker waits without timeout.
 //!
 //! # Shutdown: the protocol
 //!

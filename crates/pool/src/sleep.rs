@@ -221,9 +221,13 @@ impl Sleep {
     /// and inbox, and the exit condition); if that finds a reason to stay awake it
     /// unregisters and returns [`Parked::Declined`], otherwise it waits until a publisher or
     /// a lifecycle change wakes it. `on_park` runs just before the wait (to count the park).
-    /// A stale notification (from a waker that picked this worker between its registration
-    /// and a declined re-check) makes the next park return at once; the caller searches
-    /// again either way.
+    /// A waker that takes this worker between its registration and a declined re-check has
+    /// its notification cleared here (B4.one-registration): no park starts with a
+    /// notification pending, and none returns with the worker still on the list.
+    ///
+    /// # Panics
+    /// In debug builds, if `w` is already on the idle list (a second registration), or if
+    /// the list and `sleepers` disagree (`Idle::check`).
     pub(crate) fn park(
         &self,
         w: usize,
