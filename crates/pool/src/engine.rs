@@ -1058,4 +1058,67 @@ mod tests {
             "{to_loaded} of {BATCHES} batches went to the loaded worker"
         );
     }
+
+    /// B4.one-registration and B4.blocking-limit (found by review): a wake-up for a blocked
+    /// worker's inbox, taken by a parker whose re-check then declines. Worker 0 stands for a
+    /// worker blocked in `block_in_place` (never started); its spare (slot 16) is parked,
+    /// re-check done. A root reached worker 1's inbox after worker 1's last search (its
+    /// publisher's wake-up went elsewhere: not played here). Worker 1 registers; during its
+    /// re-check a root is submitted to worker 0: slot 0 is not on the idle list, so the
+    /// publisher takes the last parked thread, worker 1, with hint 0, and wakes nobody else.
+    /// Worker 1's re-check declines (its own root). Its park must hand the hint back: in a
+    /// pool of more than nine workers the search after it tries only some victims
+    /// (`SCAN_LIMIT`), so without the hint the root in inbox 0 could wait, with the spare
+    /// that watches it asleep, until some later search happened to look there.
+    #[cfg(not(any(loom, shuttle)))]
+    #[test]
+    fn a_declined_park_hands_on_the_wake_up_for_a_blocked_workers_inbox() {
+        use crate::handle::new_detached;
+        use crate::sleep::Parked;
+        use std::sync::atomic::AtomicBool;
+        use std::sync::atomic::Ordering::SeqCst;
+        use std::time::{Duration, Instant};
+
+        let sixteen = NonZeroUsize::new(16).expect("16 > 0");
+        let (shared, locals) = build::<Locked>(sixteen, NonZeroUsize::MIN, 1);
+        let shared = Arc::new(shared);
+        let released = Arc::new(AtomicBool::new(false));
+        let spare = {
+            let (sh, rel) = (Arc::clone(&shared), Arc::clone(&released));
+            thread::spawn(move || {
+                crate::worker::spare_main(sh, Local::<Locked>::spare(0, 16), rel);
+            })
+        };
+        let start = Instant::now();
+        while shared.sleep.sleepers() != 1 {
+            assert!(start.elapsed() < Duration::from_secs(10), "the spare parks");
+            thread::yield_now();
+        }
+        shared.lifecycle.register_root().expect("accepting");
+        shared.inboxes[1].push_back(new_detached(TaskId(1 << 40), |_| ()));
+        let mut root_0 = None;
+        let parked = shared.sleep.park(
+            1,
+            || {
+                root_0 = Some(shared.submit_root(0, |_| 7).expect("accepting"));
+                locals[1].has_local_work(&shared)
+            },
+            || unreachable!("worker 1 has its own root: the re-check declines"),
+        );
+        let spare_still_parked = shared.sleep.sleepers() == 1;
+        released.store(true, SeqCst);
+        shared.sleep.wake(16);
+        spare.join().expect("spare");
+        assert!(spare_still_parked, "the publisher woke worker 1 only");
+        assert_eq!(
+            parked,
+            Parked::Woken(Some(0)),
+            "broken: B4.one-registration, B4.blocking-limit (docs/invariants.md): the wake-up \
+             for the blocked worker's inbox died with worker 1's declined park{}",
+            lockstep_sync::active_bug()
+                .map(|b| format!("\nseeded bug in force: {b} (docs/bug-zoo.md#{b})"))
+                .unwrap_or_default()
+        );
+        drop(root_0);
+    }
 }

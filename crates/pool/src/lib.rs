@@ -162,7 +162,8 @@
 //! stale, which costs parallelism for a while (one helper fewer), never liveness. A waker
 //! removes a worker from the list and sets its notification in one critical section of the
 //! idle lock; a worker whose re-check declines after a waker took it clears that
-//! notification under the same lock, so a notification never outlives its park and nobody
+//! notification under the same lock and searches the waker's hint first, as a woken worker
+//! does, so a notification never outlives its park, no hint is dropped, and nobody
 //! is on the list outside `park` (`docs/invariants.md`, B4.one-registration; until
 //! 2026-12-04 the flag outlived it, and the ghosts it left made every push take the lock).
 //! There is no sleep-polling: a parked worker waits without timeout.

@@ -40,7 +40,8 @@
 //! critical section of the idle lock (the slot's own lock nested inside; the condition
 //! variable is signalled after both are released). A parker that declines after its
 //! re-check takes the idle lock too: if it is still on the list it removes itself, and if
-//! it is not, a waker took it and the flag is already set, so it clears the flag there. So a
+//! it is not, a waker took it and the flag is already set, so it clears the flag there and
+//! returns as woken, with the waker's hint (the waker woke nobody else for that queue). So a
 //! thread is on the idle list, or its flag is set, only between its registration and the
 //! return of that same `park` (`docs/invariants.md`, B4.one-registration).
 //!
@@ -97,9 +98,12 @@ pub(crate) struct Sleep {
 /// What a call to [`Sleep::park`] ended with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Parked {
-    /// The re-check after registering found a reason not to wait.
+    /// The re-check after registering found a reason not to wait, and no waker took the
+    /// worker meanwhile.
     Declined,
-    /// The worker waited and was woken; the waker's hint, if it gave one.
+    /// A waker took the worker off the idle list (while it waited, or between its
+    /// registration and a re-check that declined); the waker's hint, if it gave one: the
+    /// caller searches that queue first.
     Woken(Option<usize>),
 }
 
@@ -221,9 +225,10 @@ impl Sleep {
     /// and inbox, and the exit condition); if that finds a reason to stay awake it
     /// unregisters and returns [`Parked::Declined`], otherwise it waits until a publisher or
     /// a lifecycle change wakes it. `on_park` runs just before the wait (to count the park).
-    /// A waker that takes this worker between its registration and a declined re-check has
-    /// its notification cleared here (B4.one-registration): no park starts with a
-    /// notification pending, and none returns with the worker still on the list.
+    /// If a waker took this worker between its registration and a re-check that declines,
+    /// the park returns [`Parked::Woken`] with that waker's hint at once (without waiting) and
+    /// clears the notification (B4.one-registration): no park starts with a notification
+    /// pending, none returns with the worker still on the list, and no waker's hint is lost.
     ///
     /// # Panics
     /// In debug builds, if `w` is already on the idle list (a second registration), or if
@@ -248,8 +253,13 @@ impl Sleep {
         let slot = {
             let mut idle = self.idle.lock();
             // INVARIANT (B4.one-registration): not on the list and no notification pending
-            // when a park begins.
+            // when a park begins (the waker sets flags under this lock, so this read is
+            // exact).
             debug_assert!(idle.position[w].is_none(), "slot {w} registered twice");
+            debug_assert!(
+                !idle.slots[w].state.lock().notified,
+                "slot {w} parks with a notification pending"
+            );
             let at = idle.stack.len();
             idle.stack.push(w);
             idle.position[w] = Some(at);
@@ -270,16 +280,17 @@ impl Sleep {
             } else if !lockstep_sync::seeded_bug!("stale_wakeup_left_set") {
                 // INVARIANT (B4.one-registration): a waker took this registration, and set
                 // the flag in the same critical section (`Sleep::take`): it is this
-                // registration's, and it ends with this park. The waker's hint is dropped:
-                // this thread has work of its own or is leaving (the re-check said so), and
-                // the queue it pointed at has an owner that is awake or will see it in its
-                // own re-check (crate docs, "Parking: why no wake-up is lost").
+                // registration's, and it ends with this park, which reports it as a
+                // wake-up with the waker's hint. The hint must not be dropped: the waker
+                // chose this thread for that queue and woke nobody else, and the queue can
+                // be the inbox of a worker blocked in `block_in_place`, whose spare the
+                // waker does not look for (`wake_for` checks the worker's own slot only).
                 // SEEDED BUG (stale_wakeup_left_set): the flag stays set, so this thread's
                 // next park returns at once, still on the idle list.
                 let mut s = slot.state.lock();
                 debug_assert!(s.notified, "taken off the list without a notification");
                 s.notified = false;
-                s.hint = None;
+                return Parked::Woken(s.hint.take());
             }
             return Parked::Declined;
         }
@@ -362,7 +373,12 @@ mod tests {
             },
             || panic!("a declined park does not wait"),
         );
-        assert_eq!(parked, Parked::Declined);
+        assert_eq!(
+            parked,
+            Parked::Woken(Some(2)),
+            "{}",
+            broken("the declined park lost the waker's hint (queue 2)")
+        );
         assert!(
             !pending(&sleep, 0),
             "{}",
@@ -397,8 +413,10 @@ mod tests {
     }
 
     /// B4.one-registration for every waker: `wake_for` (the queue's owner first, else the
-    /// last parked), `wake` and `wake_all` take a slot off the list and set its flag in one
-    /// step, and each woken park returns with the list and `sleepers` in agreement.
+    /// last parked), `wake` and `wake_all` each end exactly the registrations they take, and
+    /// each woken park returns with its waker's hint and the list and `sleepers` in
+    /// agreement. A check of the bookkeeping, not of the race: it passes with the code
+    /// before the fix too (that bug needs a re-check that declines, the test above).
     #[test]
     fn every_waker_ends_exactly_the_registrations_it_takes() {
         let sleep = Sleep::new(3);

@@ -168,8 +168,14 @@ pub(crate) fn spare_main<D: DequeFamily>(
     // `shuttle_pool::shuttle_blocked_calls_race_submissions`, pct). One more `new_work`
     // per retirement: a load when nobody sleeps, at worst one spurious wake-up otherwise.
     // SEEDED BUG (retired_spare_swallows_wakeup): the wake-up dies with the spare.
+    // A wake-up whose hint named another queue is passed on for that queue too: a released
+    // spare does not search it (found by review; its failure needs a pool large enough for
+    // a bounded search to miss the queue, so no test plays it deterministically).
     if !seeded_bug!("retired_spare_swallows_wakeup") {
         shared.sleep.new_work(local.index);
+        if let Some(q) = hint.filter(|&q| q != local.index) {
+            shared.sleep.new_work(q);
+        }
     }
     shared.spare_retired(local.slot);
 }
