@@ -369,6 +369,7 @@ mod tests {
                 assert_eq!(sleep.sleepers(), 1, "registered before the re-check");
                 sleep.new_work(2);
                 assert_eq!(sleep.sleepers(), 0, "the publisher took slot 0");
+                assert!(pending(&sleep, 0), "taken and notified in one step");
                 true
             },
             || panic!("a declined park does not wait"),
@@ -462,5 +463,28 @@ mod tests {
         });
         assert!(sleep.idle.lock().stack.is_empty());
         assert!((0..3).all(|w| !pending(&sleep, w)));
+    }
+
+    /// A slot added for a spare (`add_slot`, when every spare slot belongs to a live spare)
+    /// is a new one, numbered after all the others, and parks and wakes like them. A slot
+    /// number given twice would let two spares share one slot (and one flag).
+    #[test]
+    fn an_added_slot_is_new_and_parks_like_the_others() {
+        let sleep = Sleep::new(2);
+        assert_eq!(sleep.add_slot(), 2);
+        assert_eq!(sleep.add_slot(), 3);
+        std::thread::scope(|s| {
+            let parker = s.spawn(|| sleep.park(3, || false, || ()));
+            let start = Instant::now();
+            while sleep.sleepers() != 1 {
+                assert!(start.elapsed() < PATIENCE, "slot 3 did not register");
+                std::thread::yield_now();
+            }
+            assert_eq!(sleep.idle.lock().position[3], Some(0));
+            sleep.wake(3);
+            assert_eq!(parker.join().expect("parker"), Parked::Woken(None));
+        });
+        assert_eq!(sleep.sleepers(), 0);
+        assert!((0..4).all(|w| !pending(&sleep, w)));
     }
 }
