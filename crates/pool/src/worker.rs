@@ -169,8 +169,9 @@ pub(crate) fn spare_main<D: DequeFamily>(
     // per retirement: a load when nobody sleeps, at worst one spurious wake-up otherwise.
     // SEEDED BUG (retired_spare_swallows_wakeup): the wake-up dies with the spare.
     // A wake-up whose hint named another queue is passed on for that queue too: a released
-    // spare does not search it (found by review; its failure needs a pool large enough for
-    // a bounded search to miss the queue, so no test plays it deterministically).
+    // spare does not search it (found by review; in a pool larger than `SCAN_LIMIT` a
+    // thread woken for this worker's queues may miss it). Played deterministically by
+    // `tests::a_released_spare_passes_on_a_wake_up_for_another_queue`.
     if !seeded_bug!("retired_spare_swallows_wakeup") {
         shared.sleep.new_work(local.index);
         if let Some(q) = hint.filter(|&q| q != local.index) {
@@ -243,5 +244,55 @@ mod tests {
         );
         assert_eq!(shared.outstanding(), 0);
         assert_eq!(shared.sleep.sleepers(), 0);
+    }
+
+    /// B4.blocking-limit: a released spare that swallowed a wake-up meant for **another**
+    /// worker's queue passes it on for that queue, not only for its own worker's. Two
+    /// watcher threads stand in for parked workers (they park on the idle list as a worker
+    /// does, and report the hint they were woken with): watcher A on worker 0's slot, watcher
+    /// B on a spare slot, then a released spare S of worker 0 parks last. A root submitted to
+    /// worker 1's inbox takes S (the top of the list; worker 1's own slot is not parked) with
+    /// hint 1; S retires and passes on `new_work(0)` (which takes A, parked on slot 0) and
+    /// `new_work(1)`, which must take B. With the pass-on for the other queue removed (the
+    /// cargo-mutants survivor `q != local.index` -> `==`), B stays on the idle list and
+    /// nobody was told about worker 1's inbox.
+    #[test]
+    fn a_released_spare_passes_on_a_wake_up_for_another_queue() {
+        let two = NonZeroUsize::new(2).expect("2 > 0");
+        // Workers 0 and 1 are never started; spare slots are 2 and 3.
+        let (shared, _workers_never_started) = build::<Locked>(two, NonZeroUsize::MIN, 2);
+        let shared = Arc::new(shared);
+        let watch = |slot: usize| {
+            let sh = Arc::clone(&shared);
+            thread::spawn(move || sh.sleep.park(slot, || false, || {}))
+        };
+        let a = watch(0);
+        wait_until("watcher A parks", || shared.sleep.sleepers() == 1);
+        let b = watch(3);
+        wait_until("watcher B parks", || shared.sleep.sleepers() == 2);
+        let released = Arc::new(AtomicBool::new(false));
+        let (sh, rel) = (Arc::clone(&shared), Arc::clone(&released));
+        let spare = thread::spawn(move || spare_main(sh, Local::<Locked>::spare(0, 2), rel));
+        wait_until("the spare parks", || shared.sleep.sleepers() == 3);
+        released.store(true, SeqCst);
+        let _root = shared.submit_root(1, |_| 7).expect("accepting");
+        spare.join().expect("the spare retires");
+        // Every wake-up the spare passed on was taken under the idle lock before it exited.
+        let left_parked = shared.sleep.sleepers();
+        // Let the watchers go whatever happened, so that a failure does not hang the test.
+        shared.sleep.wake(0);
+        shared.sleep.wake(3);
+        let (woken_a, woken_b) = (a.join().expect("A"), b.join().expect("B"));
+        assert_eq!(
+            woken_a,
+            Parked::Woken(Some(0)),
+            "A: the spare's own worker's queue"
+        );
+        assert_eq!(
+            (left_parked, woken_b),
+            (0, Parked::Woken(Some(1))),
+            "broken: B4.blocking-limit (docs/invariants.md): the spare swallowed the wake-up \
+             for worker 1's inbox, which it was woken for and did not search"
+        );
     }
 }
