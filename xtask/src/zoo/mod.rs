@@ -64,6 +64,28 @@ pub struct ZooArgs {
     /// baseline (see "Baselines are reused" in docs/bug-zoo.md).
     #[arg(long)]
     rerun_baseline: bool,
+    /// Build the chosen suites and run their baselines only (no bug seeded), recording each
+    /// that passes, then exit: non-zero if any fails, with the end of its log. A later zoo
+    /// run reuses the recorded baselines, so CI's shuttle and loom stages run the
+    /// interleaving suites this way and the zoo stage does not run them a second time.
+    #[arg(long, conflicts_with_all = ["first", "write_doc", "bugs"])]
+    baseline_only: bool,
+}
+
+/// How many lines of a failing baseline's output are printed (the whole log is on disk).
+const BASELINE_TAIL_LINES: usize = 80;
+
+/// The last `n` lines of a run's stdout, then of its stderr (each marked), for printing.
+fn log_tail(out: &RunOutput, n: usize) -> String {
+    let tail = |text: &str| {
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    };
+    format!(
+        "  ----- end of stdout -----\n{}\n  ----- end of stderr -----\n{}",
+        tail(&out.stdout),
+        tail(&out.stderr)
+    )
 }
 
 /// After a test has failed, how long the binary may go on (its failure report is printed
@@ -246,6 +268,8 @@ pub fn run(args: &ZooArgs) -> Result<ExitCode> {
                     s.name,
                     log.display()
                 );
+                // The log is in a target directory a CI run does not keep: its end here.
+                println!("{}", log_tail(&out, BASELINE_TAIL_LINES));
             }
         }
         baseline.insert(s.name, out.time);
@@ -256,6 +280,13 @@ pub fn run(args: &ZooArgs) -> Result<ExitCode> {
             "error: a suite fails with no bug seeded; the zoo proves nothing until it passes"
         );
         return Ok(ExitCode::FAILURE);
+    }
+    if args.baseline_only {
+        println!(
+            "::: zoo: baselines recorded in {} (a zoo run reuses them while the binaries are unchanged)",
+            cache_path.display()
+        );
+        return Ok(ExitCode::SUCCESS);
     }
     // Nominal cost order (unit, model, property, scenarios, stress, shuttle, loom): the
     // measured baseline is too noisy on a shared machine to order by, but it is printed.
@@ -728,6 +759,57 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// `.ci/run` names the interleaving suites one by one (its shuttle and loom stages run
+    /// them as zoo baselines), so a new `tests/tests/shuttle_*.rs` or `loom_*.rs` would
+    /// silently not run in CI: each must be named there, as a zoo suite (`--suite`) or as a
+    /// plain test binary (`--test`).
+    #[test]
+    fn every_interleaving_test_file_runs_in_ci() {
+        let root = workspace_root();
+        let ci = std::fs::read_to_string(root.join(".ci/run")).unwrap();
+        let words: Vec<&str> = ci.split_whitespace().collect();
+        let named = |flag: &str, name: &str| words.windows(2).any(|w| w == [flag, name]);
+        let mut checked = 0;
+        for entry in std::fs::read_dir(root.join("tests/tests")).unwrap() {
+            let file = entry.unwrap().file_name().into_string().unwrap();
+            let Some(name) = file.strip_suffix(".rs") else {
+                continue;
+            };
+            if !(name.starts_with("shuttle_") || name.starts_with("loom_")) {
+                continue;
+            }
+            checked += 1;
+            let as_suite = named("--suite", name) && plan::suite(name).is_some();
+            assert!(
+                as_suite || named("--test", name),
+                "tests/tests/{file} is run by no stage of .ci/run: add `--suite {name}` (and a \
+                 zoo suite in xtask/src/zoo/plan.rs) or `--test {name}`"
+            );
+        }
+        assert!(checked >= 7, "found only {checked} interleaving test files");
+    }
+
+    /// A failing baseline prints the last lines of both streams, nothing before them.
+    #[test]
+    fn a_log_tail_keeps_the_last_lines_of_each_stream() {
+        let out = RunOutput {
+            ending: Ending::Crashed {
+                status: "signal 6".to_string(),
+            },
+            time: Duration::from_secs(1),
+            stdout: (1..=5).map(|i| format!("out {i}\n")).collect(),
+            stderr: "err 1\nerr 2\n".to_string(),
+        };
+        let tail = log_tail(&out, 2);
+        assert!(tail.contains("out 4\nout 5"), "{tail}");
+        assert!(!tail.contains("out 3"), "{tail}");
+        assert!(tail.contains("err 1\nerr 2"), "{tail}");
+        assert!(
+            tail.find("end of stdout") < tail.find("end of stderr"),
+            "{tail}"
+        );
+    }
+
     /// The replay command the runner prints is the first line of the log, for a suite of
     /// every flavour: the loom one included (it carries the loom bound and its cfg).
     #[test]
@@ -741,6 +823,7 @@ mod tests {
             proptest_seed: 1,
             list: false,
             rerun_baseline: false,
+            baseline_only: false,
         };
         let dir = std::env::temp_dir().join(format!("zoo-log-test-{}", std::process::id()));
         for flavour in Flavour::ALL {
