@@ -716,11 +716,19 @@ impl<D: DequeFamily> Local<D> {
     pub(crate) fn run_own(&self, shared: &Shared<D>, arc: &Arc<Shared<D>>) -> bool {
         debug_assert!(!self.spare, "a spare searches with find_task only");
         let mut any = false;
+        // One context for the whole drain: the sink and the context a task sees are the same
+        // for every task this loop runs, so they are built once, not per task.
+        let sink = Sink {
+            local: self,
+            shared,
+            arc: Some(arc),
+        };
+        let ctx = WorkerContext::new(self.index, shared.workers(), &sink);
         // LINEARIZATION POINT (B2.remove-once): inside the deque's `pop`.
         while let Some(t) = self.owner.pop() {
             any = true;
             if let Found::Task(t) = self.claim(shared, t) {
-                self.run(shared, Some(arc), t);
+                self.run_with(shared, &ctx, t);
             }
         }
         any
@@ -763,8 +771,16 @@ impl<D: DequeFamily> Local<D> {
             arc,
         };
         let ctx = WorkerContext::new(self.index, shared.workers(), &sink);
+        self.run_with(shared, &ctx, task)
+    }
+
+    /// [`Local::run`] with the context already built (its sink must be this worker's, with
+    /// this `shared`): the body of every task run, inlined into the drain loop of
+    /// [`Local::run_own`].
+    #[inline(always)]
+    fn run_with(&self, shared: &Shared<D>, ctx: &WorkerContext<'_>, task: Task) -> bool {
         let counted = task.counted();
-        let panicked = task.run(&ctx);
+        let panicked = task.run(ctx);
         shared.count(self, |c| &c.tasks_run);
         if panicked {
             shared.count(self, |c| &c.panics);
