@@ -14,7 +14,10 @@
 //!   with the same counter, whose last increment signals the bench thread.
 //!
 //! Function ids: `lockstep_chase_lev` (`Pool<ChaseLev>`), `lockstep_locked` (`Pool<Locked>`),
-//! `rayon`. Pools are built once per group, outside the measurement.
+//! `rayon`. Pools are built once per group, outside the measurement. After each of our
+//! cases the pool's summed metrics go to stderr (`metrics pool/...: ...`), so that a run in
+//! which one pool is unusually slow shows how that pool scheduled its work (steals, parks,
+//! backoffs) beside the other pools of the same run.
 //!
 //! Run: `cargo bench -p lockstep-pool --bench pool` (or `cargo xtask bench`).
 
@@ -150,6 +153,7 @@ fn tree_case<D: DequeFamily>(g: &mut BenchmarkGroup<'_, WallTime>, name: &str, t
             c.wait();
         });
     });
+    print_metrics("spawn_tree_2^20", name, threads, &p);
 }
 
 fn fib_case<D: DequeFamily>(g: &mut BenchmarkGroup<'_, WallTime>, name: &str, threads: usize) {
@@ -164,6 +168,7 @@ fn fib_case<D: DequeFamily>(g: &mut BenchmarkGroup<'_, WallTime>, name: &str, th
             black_box(v)
         });
     });
+    print_metrics("fib30", name, threads, &p);
 }
 
 fn submit_case<D: DequeFamily>(g: &mut BenchmarkGroup<'_, WallTime>, name: &str, threads: usize) {
@@ -178,6 +183,16 @@ fn submit_case<D: DequeFamily>(g: &mut BenchmarkGroup<'_, WallTime>, name: &str,
             c.wait();
         });
     });
+    print_metrics("submit_1M", name, threads, &p);
+}
+
+/// Prints `pool`'s summed metrics after a case (see the module docs); nothing for a case
+/// that criterion's filter left out (its pool ran no task).
+fn print_metrics<D: DequeFamily>(case: &str, name: &str, threads: usize, pool: &Pool<D>) {
+    let m = pool.metrics().total();
+    if m.tasks_run > 0 {
+        eprintln!("metrics pool/{case}/{threads}t/{name}: {m:?}");
+    }
 }
 
 fn configure(g: &mut BenchmarkGroup<'_, WallTime>, elements: u64) {
