@@ -221,9 +221,17 @@ mod tests {
             (h, released)
         };
         let (s1, released_1) = start(1);
-        wait_until("spare 1 parks", || shared.sleep.sleepers() == 1);
+        // Parked, not only registered: `parks` is counted after the re-check read the
+        // release flag as false, so a release stored below cannot be seen by that re-check
+        // (which would decline and retire without the wake-up this test is about).
+        let parks = || shared.metrics().workers[0].parks;
+        wait_until("spare 1 parks", || {
+            shared.sleep.sleepers() == 1 && parks() == 1
+        });
         let (s2, released_2) = start(2);
-        wait_until("spare 2 parks", || shared.sleep.sleepers() == 2);
+        wait_until("spare 2 parks", || {
+            shared.sleep.sleepers() == 2 && parks() == 2
+        });
         // Call B returned: its spare's flag is set, its wake-up not yet sent.
         released_2.store(true, SeqCst);
         let root = shared.submit_root(0, |_| 7).expect("accepting");
@@ -273,7 +281,14 @@ mod tests {
         let released = Arc::new(AtomicBool::new(false));
         let (sh, rel) = (Arc::clone(&shared), Arc::clone(&released));
         let spare = thread::spawn(move || spare_main(sh, Local::<Locked>::spare(0, 2), rel));
-        wait_until("the spare parks", || shared.sleep.sleepers() == 3);
+        // Parked, not only registered (found by review): a spare preempted between its
+        // registration and its re-check would read the release stored below, decline with
+        // no hint and retire, and the root's wake-up would then take watcher B directly, so
+        // the test would pass with the mutant. `parks` is counted after the re-check read
+        // the flag as false (the watchers' parks count nothing).
+        wait_until("the spare parks", || {
+            shared.sleep.sleepers() == 3 && shared.metrics().workers[0].parks == 1
+        });
         released.store(true, SeqCst);
         let _root = shared.submit_root(1, |_| 7).expect("accepting");
         spare.join().expect("the spare retires");

@@ -160,7 +160,9 @@ pub fn run(args: &ZooArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mut names = args.bugs.clone();
+    // `--baseline-only` seeds no bug, so `LOCKSTEP_BUG` must not narrow its suites either.
     if names.is_empty()
+        && !args.baseline_only
         && let Ok(v) = std::env::var("LOCKSTEP_BUG")
         && !v.is_empty()
     {
@@ -244,12 +246,15 @@ pub fn run(args: &ZooArgs) -> Result<ExitCode> {
             baseline.insert(s.name, t);
             continue;
         }
+        // A baseline's failure is not rerun alone (as a bug's is), so the binary is given
+        // until `max` to print libtest's failure report after its other tests finish: cut
+        // off after `GRACE`, the log would hold the `FAILED` line and not the panic.
         let out = run::run(
             &built[s.name],
             &s.binary.libtest_args(),
             &env(None, args),
             max,
-            GRACE,
+            max,
         )?;
         let log = log_path(&root, "baseline", s.name);
         write_log(&log, s, None, args, &out)?;
