@@ -10,9 +10,11 @@
 //!   that stores only the index and hashes through `keys`). A node exists for every id that
 //!   was submitted or named as a dependency; an id named but never submitted has no version
 //!   (state `ABSENT`). Node indices are never reused.
-//! * **Current versions, struct of arrays.** Per node: `hot` (generation, submission
-//!   sequence, remaining count, state, flags: the fields a release touches, in one 24-byte
-//!   record), `span` (where its dependency list sits in `fwd`) and `payload`. What only some
+//! * **Current versions, struct of arrays.** Per node: `wait` (the version's generation
+//!   tag and remaining count: all a release reads of a waiter, in one 8-byte record, so that
+//!   the random accesses of releases walk a small array), `hot` (generation, submission
+//!   sequence, state, flags, token place: what callbacks and claims read, 24 bytes), `span`
+//!   (where its dependency list sits in `fwd`) and `payload`. What only some
 //!   versions have sits in side tables keyed by node: `details` (cause, error or cancel reason
 //!   of a failed, blocked or cancelled version) and `tokens` (the cancel token of a running
 //!   version).
@@ -22,22 +24,32 @@
 //!   entries [INVARIANT (A2.edge-arena-bounds)].
 //! * **Reverse edges** (waiter lists) are built lazily, in one pass, the first time they are
 //!   needed (at `start`, or by a `cancel` before it): a CSR array (`rev_off`, `rev`) holding,
-//!   per dependency, an entry `(waiter node, waiter generation mod 2^32)` for every edge a
-//!   pending version waits on. Entries added later (submissions after the build) go to
-//!   per-node overflow lists (`rev_extra`). Before the build every pending version waits on
-//!   all its dependencies, which is why nothing needs to be registered while building.
-//! * **Lazy removal.** An entry is *live* when its waiter's current version has that
-//!   generation and is still pending; a version that stops being pending other than by its
-//!   last release (replaced, cancelled, blocked, closed) leaves its remaining entries behind
-//!   as *stale*, counted in `rev_stale`, skipped (not counted as visits) when met, and purged
-//!   by a compaction once they outnumber the nodes plus the live ones. A list is consumed when its
-//!   dependency settles (`REV_TAKEN` for the CSR part; the overflow list is removed), so a
-//!   live entry is released at most once [INVARIANT (A5.release-once-per-edge)].
-//!   Generations are compared modulo 2^32 (`TAG_MASK`); the compaction that runs whenever a generation
-//!   crosses a multiple of 2^32 guarantees no stale entry lives long enough to look live
-//!   again [INVARIANT (A2.generation-tag)].
-//! * `remaining` (Kahn's in-degree) counts the live entries of a pending version; it is zero
-//!   for every other state.
+//!   per dependency, the waiter's node for every edge a pending version waits on (4 bytes an
+//!   edge: every CSR entry of a waiter names the version it had when the CSR was built, so
+//!   one bit per node, `CSR_STALE`, set when the node gets a new version, says whether they
+//!   are stale). Entries added later (submissions after the build) go to per-node overflow
+//!   lists (`rev_extra`) as `(waiter node, waiter generation mod 2^31)`. Before the build
+//!   every pending version waits on all its dependencies, which is why nothing needs to be
+//!   registered while building.
+//! * **Lazy removal.** An entry is *live* when its waiter's current version is the one it
+//!   names (CSR: `CSR_STALE` clear; overflow: the tag matches) and is still pending (its
+//!   `count` is not 0 [INVARIANT (A5.pending-count)]); a version that stops being pending
+//!   other than by its last release (replaced, cancelled, blocked, closed) leaves its
+//!   remaining entries behind as *stale*, counted in `rev_stale`, skipped (not counted as
+//!   visits) when met, and purged by a compaction once they outnumber the nodes plus the
+//!   live ones. A list is consumed when its dependency settles (`REV_TAKEN` for the CSR part;
+//!   the overflow list is removed), so a live entry is released at most once
+//!   [INVARIANT (A5.release-once-per-edge)]. Overflow entries compare generations modulo
+//!   2^31 (`TAG_MASK`); the compaction that runs whenever a generation crosses a multiple of
+//!   2^31 guarantees no stale entry lives long enough to look live again
+//!   [INVARIANT (A2.generation-tag)]. A compaction writes only live entries, all into the
+//!   CSR part, and clears every `CSR_STALE`.
+//! * A completion moves each waiter it releases to ready at once (state and counts), but
+//!   queues its sequence in `flush_ready`, a loop of its own run before the operation
+//!   returns (`complete_batch`: once per batch), so that the cache misses of reading many
+//!   released waiters' sequences overlap instead of each waiting for the one before.
+//! * `Wait::count` (Kahn's in-degree, "remaining") counts the live entries of a pending
+//!   version; it is zero for every other state.
 //! * Ready versions sit in `ready` (`crate::ready::ReadyQueue`): those of priority 0 in a
 //!   hierarchical bitset of submission sequences, those of any other priority (SPEC A8) in an
 //!   ordered set of `(Reverse(priority), sequence)`; `seq_node` maps a sequence back to its
@@ -82,10 +94,15 @@ const REV_TAKEN: u8 = 1;
 /// `Hot::flags`: `cancel` was called while the current version ran.
 const CANCEL_REQUESTED: u8 = 2;
 
-/// Generations are compared through this mask in reverse entries (the tag). Unit tests
-/// use three bits, so that random operation sequences cross many tag wraps; production
-/// uses 32.
-const TAG_MASK: u64 = if cfg!(test) { 7 } else { u32::MAX as u64 };
+/// Generations are compared through this mask in overflow reverse entries (the tag). Unit
+/// tests use three bits, so that random operation sequences cross many tag wraps; production
+/// uses 31 (the 32nd bit of [`Wait::tag`] is [`CSR_STALE`]).
+const TAG_MASK: u64 = if cfg!(test) { 7 } else { (1 << 31) - 1 };
+
+/// [`Wait::tag`]: the CSR entries that name this node as their waiter belong to a version
+/// before the current one (set when a version is submitted after the reverse edges were
+/// built, cleared by their compaction).
+const CSR_STALE: u32 = 1 << 31;
 
 /// How far beyond twice the node count an integer id may lie and still be interned through
 /// the direct array.
@@ -95,16 +112,17 @@ const DIRECT_SLACK: usize = 1 << 16;
 /// (amortisation floor). Unit tests use 4, so that random sequences compact often.
 const COMPACT_FLOOR: usize = if cfg!(test) { 4 } else { 1024 };
 
-/// The per-node fields a release touches, kept in one record (one cache line access).
+/// The per-node fields of the current version that callbacks and claims read, in one
+/// 24-byte record. A release reads [`Wait`] instead, and this record only for a waiter that
+/// becomes ready.
 #[derive(Debug, Clone, Copy)]
 struct Hot {
     /// Generation of the current version; 0 when absent.
     generation: u64,
     /// Submission sequence of the current version; `u64::MAX` when absent.
     seq: u64,
-    /// Pending: its live waiter entries (Kahn's in-degree, "remaining dependencies").
     /// Running: the number of its cancel flag's chunk in `tokens`. Otherwise 0.
-    count: u32,
+    chunk: u32,
     /// `TaskState as u8`, or [`ABSENT`].
     state: u8,
     /// [`REV_TAKEN`], [`CANCEL_REQUESTED`].
@@ -117,7 +135,7 @@ impl Hot {
     const ABSENT: Hot = Hot {
         generation: 0,
         seq: u64::MAX,
-        count: 0,
+        chunk: 0,
         state: ABSENT,
         flags: 0,
         tok: 0,
@@ -126,7 +144,7 @@ impl Hot {
     /// Where the cancel flag of this running version is.
     fn token_ref(&self) -> TokenRef {
         TokenRef {
-            chunk: self.count,
+            chunk: self.chunk,
             slot: self.tok,
         }
     }
@@ -138,9 +156,33 @@ impl Hot {
     fn task_state(&self) -> Option<TaskState> {
         TaskState::ALL.get(self.state as usize).copied()
     }
+}
 
-    fn tag(&self) -> u32 {
-        tag_of(self.generation)
+/// The per-node fields a release touches, in one 8-byte record (`Core::wait`), so that the
+/// random accesses of a completion's release walk an array a third the size of [`Hot`]'s:
+/// whether an entry is live and the waiter's remaining count are both here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Wait {
+    /// Bits 0..31: the current version's tag (`tag_of(generation)`; 0 when absent). Bit 31:
+    /// [`CSR_STALE`].
+    tag: u32,
+    /// Pending: its live waiter entries (Kahn's in-degree, "remaining dependencies"); never
+    /// 0 then, so `count != 0` is exactly "pending" [INVARIANT (A5.pending-count)]. Every
+    /// other state: 0.
+    count: u32,
+}
+
+impl Wait {
+    const ABSENT: Wait = Wait { tag: 0, count: 0 };
+
+    /// The record of a new version with generation `generation` and `count` live waits;
+    /// `stale_csr` when the reverse edges exist already (any CSR entry naming this node is
+    /// an older version's).
+    fn new(generation: u64, count: u32, stale_csr: bool) -> Self {
+        Wait {
+            tag: tag_of(generation) | if stale_csr { CSR_STALE } else { 0 },
+            count,
+        }
     }
 }
 
@@ -157,8 +199,9 @@ impl Span {
     }
 }
 
-/// One reverse edge: the version of `node` whose generation is `tag` (mod 2^32) waits on
-/// the list's owner.
+/// One overflow reverse edge: the version of `node` whose generation is `tag` (mod 2^31)
+/// waits on the list's owner. (A CSR entry is the waiter's node alone: see
+/// [`Core::csr_live`].)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Entry {
     node: u32,
@@ -200,6 +243,7 @@ pub(crate) struct Core<K, P> {
     direct: Vec<u32>,
     keys: Vec<K>,
     hot: Vec<Hot>,
+    wait: Vec<Wait>,
     span: Vec<Span>,
     payload: Vec<Option<P>>,
     /// The dependency arena (see the module docs).
@@ -210,7 +254,9 @@ pub(crate) struct Core<K, P> {
     rev_built: bool,
     /// CSR offsets of the reverse edges; covers nodes `0 .. rev_off.len() - 1`.
     rev_off: Vec<u32>,
-    rev: Vec<Entry>,
+    /// CSR entries: waiter nodes (4 bytes an edge). Each names the version its waiter had
+    /// when the CSR was built, which is the current one unless [`CSR_STALE`] is set.
+    rev: Vec<u32>,
     /// Reverse edges added after the build, per dependency node.
     rev_extra: HashMap<u32, Vec<Entry>, Hasher>,
     /// Entries in unconsumed lists (CSR and overflow).
@@ -267,6 +313,11 @@ pub(crate) struct Core<K, P> {
     scratch_deps: Vec<u32>,
     scratch_waits: Vec<u32>,
     scratch_work: Vec<u32>,
+    /// Nodes a completion moved to ready (state and counts written) whose sequences are
+    /// not in the ready queue yet: [`Core::flush_ready`] inserts them, before the operation
+    /// that released them returns (empty between operations). Reading each one's sequence
+    /// in a loop of its own lets the processor overlap the cache misses of a batch.
+    ready_later: Vec<u32>,
 }
 
 /// Returns the first dependency that repeats an earlier one, scanning in list order.
@@ -409,6 +460,7 @@ impl<K: TaskKey, P> Core<K, P> {
             direct: Vec::new(),
             keys: Vec::new(),
             hot: Vec::new(),
+            wait: Vec::new(),
             span: Vec::new(),
             payload: Vec::new(),
             fwd: Vec::new(),
@@ -441,6 +493,7 @@ impl<K: TaskKey, P> Core<K, P> {
             scratch_deps: Vec::new(),
             scratch_waits: Vec::new(),
             scratch_work: Vec::new(),
+            ready_later: Vec::new(),
         }
     }
 
@@ -455,6 +508,7 @@ impl<K: TaskKey, P> Core<K, P> {
         }
         self.keys.reserve(tasks);
         self.hot.reserve(tasks);
+        self.wait.reserve(tasks);
         self.span.reserve(tasks);
         self.payload.reserve(tasks);
         self.order.reserve(tasks);
@@ -511,6 +565,7 @@ impl<K: TaskKey, P> Core<K, P> {
         }
         self.keys.push(key);
         self.hot.push(Hot::ABSENT);
+        self.wait.push(Wait::ABSENT);
         self.span.push(Span::default());
         self.payload.push(None);
         n
@@ -577,11 +632,11 @@ impl<K: TaskKey, P> Core<K, P> {
     /// A pending version of `n` stops waiting other than by its last release: its remaining
     /// reverse edges become stale.
     fn drop_waits(&mut self, n: u32) {
-        let h = &mut self.hot[idx(n)];
+        let w = &mut self.wait[idx(n)];
         if self.rev_built {
-            self.rev_stale += h.count as usize;
+            self.rev_stale += w.count as usize;
         }
-        h.count = 0;
+        w.count = 0;
     }
 
     /// Number of ready versions (in the main queue and every pool's). O(pools).
@@ -722,7 +777,7 @@ impl<K: TaskKey, P> Core<K, P> {
     fn release_token(&mut self, n: u32) {
         let h = &mut self.hot[idx(n)];
         self.tokens.release(h.token_ref());
-        h.count = 0;
+        h.chunk = 0;
         h.tok = 0;
     }
 
@@ -757,11 +812,22 @@ impl<K: TaskKey, P> Core<K, P> {
     }
 
     /// True when the entry belongs to a pending current version (see the module docs).
-    fn is_live(&self, e: Entry) -> bool {
-        let h = &self.hot[idx(e.node)];
+    /// Whether an overflow entry is live: its waiter's current version has the entry's tag
+    /// and is pending.
+    fn extra_live(&self, e: Entry) -> bool {
+        let w = self.wait[idx(e.node)];
         // SEEDED BUG (stale_edges): the generation is not compared, so a replaced version's
         // reverse edges count for the version that replaced it.
-        (h.tag() == e.tag || seeded_bug!("stale_edges")) && h.is(TaskState::Pending)
+        (w.tag & !CSR_STALE == e.tag || seeded_bug!("stale_edges")) && w.count != 0
+    }
+
+    /// Whether a CSR entry naming `node` is live: the version it was built for is still the
+    /// current one (no version was submitted since, [`CSR_STALE`]) and is pending.
+    fn csr_live(&self, node: u32) -> bool {
+        let w = self.wait[idx(node)];
+        // SEEDED BUG (stale_edges): the generation is not compared, so a replaced version's
+        // reverse edges count for the version that replaced it.
+        (w.tag & CSR_STALE == 0 || seeded_bug!("stale_edges")) && w.count != 0
     }
 
     /// The CSR part of `d`'s waiter list, if any and not consumed.
@@ -799,17 +865,15 @@ impl<K: TaskKey, P> Core<K, P> {
             total += *o;
             *o = total;
         }
-        let mut rev = vec![Entry { node: 0, tag: 0 }; total as usize];
+        // No version was submitted after a build (there was none), so no `CSR_STALE` is set:
+        // each entry names its waiter's current version.
+        let mut rev = vec![0u32; total as usize];
         for v in (0..n).rev() {
-            let h = self.hot[v];
-            if h.state == TaskState::Pending as u8 {
+            if self.hot[v].is(TaskState::Pending) {
                 for &d in &self.fwd[self.span[v].range()] {
                     let o = &mut off[idx(d)];
                     *o -= 1;
-                    rev[*o as usize] = Entry {
-                        node: v as u32,
-                        tag: h.tag(),
-                    };
+                    rev[*o as usize] = v as u32;
                 }
             }
         }
@@ -829,10 +893,10 @@ impl<K: TaskKey, P> Core<K, P> {
         let mut extra = std::mem::take(&mut self.rev_extra);
         for d in 0..n as u32 {
             let r = self.csr_range(d);
-            let live_csr = self.rev[r].iter().filter(|&&e| self.is_live(e)).count();
+            let live_csr = self.rev[r].iter().filter(|&&v| self.csr_live(v)).count();
             let live_extra = extra
                 .get(&d)
-                .map_or(0, |l| l.iter().filter(|&&e| self.is_live(e)).count());
+                .map_or(0, |l| l.iter().filter(|&&e| self.extra_live(e)).count());
             off[idx(d)] = (live_csr + live_extra) as u32;
         }
         let mut total = 0u32;
@@ -840,20 +904,24 @@ impl<K: TaskKey, P> Core<K, P> {
             total += *o;
             *o = total;
         }
-        let mut rev = vec![Entry { node: 0, tag: 0 }; total as usize];
+        let mut rev = vec![0u32; total as usize];
         for d in (0..n as u32).rev() {
             let r = self.csr_range(d);
             let list = extra.remove(&d).unwrap_or_default();
-            for &e in self.rev[r].iter().chain(list.iter()) {
-                if self.is_live(e) {
-                    let o = &mut off[idx(d)];
-                    *o -= 1;
-                    rev[*o as usize] = e;
-                }
+            let csr = self.rev[r].iter().copied().filter(|&v| self.csr_live(v));
+            let overflow = list.iter().filter(|&&e| self.extra_live(e)).map(|e| e.node);
+            for v in csr.chain(overflow) {
+                let o = &mut off[idx(d)];
+                *o -= 1;
+                rev[*o as usize] = v;
             }
         }
+        // Every entry kept is live, so it names its waiter's current version.
         for h in &mut self.hot {
             h.flags &= !REV_TAKEN;
+        }
+        for w in &mut self.wait {
+            w.tag &= !CSR_STALE;
         }
         self.rev_off = off;
         self.rev = rev;
@@ -925,7 +993,7 @@ impl<K: TaskKey, P> Core<K, P> {
 
     /// Consumes `d`'s waiter list (CSR part and overflow) and hands every live entry to
     /// `each`; stale entries leave the count. Returns how many live entries there were.
-    fn take_waiters(&mut self, d: u32, mut each: impl FnMut(&mut Self, Entry)) -> usize {
+    fn take_waiters(&mut self, d: u32, mut each: impl FnMut(&mut Self, u32)) -> usize {
         let r = self.csr_range(d);
         let extra = if self.rev_extra.is_empty() {
             None
@@ -946,14 +1014,15 @@ impl<K: TaskKey, P> Core<K, P> {
         let extra = extra.unwrap_or_default();
         let csr = r.len();
         for k in 0..csr + extra.len() {
-            let e = if k < csr {
-                self.rev[r.start + k]
+            let (node, is_live) = if k < csr {
+                let v = self.rev[r.start + k];
+                (v, self.csr_live(v))
             } else {
-                extra[k - csr]
+                (extra[k - csr].node, self.extra_live(extra[k - csr]))
             };
-            if self.is_live(e) {
+            if is_live {
                 live += 1;
-                each(self, e);
+                each(self, node);
             } else if !seeded_bug!("double_release") {
                 self.rev_stale -= 1;
             }
@@ -1191,7 +1260,7 @@ impl<K: TaskKey, P> Core<K, P> {
 
         // INVARIANT (A2.replace-removes-edges): replace the old version; a ready one leaves
         // the queue, a pending one's reverse edges turn stale (`drop_waits`: lazily removed,
-        // never matched again, `is_live`). Its waiters keep waiting on the id.
+        // never matched again, `csr_live`/`extra_live`). Its waiters keep waiting on the id.
         let generation = match existing {
             Some(_) => {
                 self.maybe_cyclic = true;
@@ -1278,11 +1347,13 @@ impl<K: TaskKey, P> Core<K, P> {
         self.hot[idx(n)] = Hot {
             generation,
             seq,
-            count: remaining,
+            chunk: 0,
             state: state as u8,
             flags,
             tok: 0,
         };
+        // A CSR entry naming `n` (built before this submission) is an older version's.
+        self.wait[idx(n)] = Wait::new(generation, remaining, self.rev_built);
         self.counts[state as usize] += 1;
         self.scratch_deps = dep_nodes;
         self.scratch_waits = waits;
@@ -1356,11 +1427,12 @@ impl<K: TaskKey, P> Core<K, P> {
         self.hot[idx(n)] = Hot {
             generation: 1,
             seq,
-            count: remaining,
+            chunk: 0,
             state: state as u8,
             flags,
             tok: 0,
         };
+        self.wait[idx(n)] = Wait::new(1, remaining, false);
         self.counts[state as usize] += 1;
         Generation(1)
     }
@@ -1407,9 +1479,8 @@ impl<K: TaskKey, P> Core<K, P> {
         let mut blocked = 0;
         let mut ready = 0;
         while let Some(x) = work.pop() {
-            let live = self.take_waiters(x, |core, e| {
-                let w = e.node;
-                core.hot[idx(w)].count -= 1;
+            let live = self.take_waiters(x, |core, w| {
+                core.wait[idx(w)].count -= 1;
                 // INVARIANT (A8.optional-never-blocks): a lost optional dependency settles
                 // the edge as a success would, and is recorded with the waiter.
                 // SEEDED BUG (optional_blocks): optional edges block like required ones.
@@ -1423,7 +1494,7 @@ impl<K: TaskKey, P> Core<K, P> {
                         .entry(w)
                         .or_default()
                         .push((x, hx.generation, state));
-                    if core.hot[idx(w)].count == 0 {
+                    if core.wait[idx(w)].count == 0 {
                         core.transition(w, TaskState::Ready);
                         let seq = core.hot[idx(w)].seq;
                         core.push_ready(w, seq);
@@ -1569,7 +1640,7 @@ impl<K: TaskKey, P> Core<K, P> {
         if !self.rev_built {
             // Before the reverse edges exist every pending version waits on all its
             // dependencies (nothing can be settled yet).
-            self.hot[idx(n)].count += 1;
+            self.wait[idx(n)].count += 1;
             return Ok(Effect::default());
         }
         let cause = match self.hot[idx(d)].task_state() {
@@ -1584,7 +1655,7 @@ impl<K: TaskKey, P> Core<K, P> {
                     tag: tag_of(h.generation),
                 });
                 self.rev_entries += 1;
-                self.hot[idx(n)].count += 1;
+                self.wait[idx(n)].count += 1;
                 return Ok(Effect::default());
             }
         };
@@ -1724,7 +1795,7 @@ impl<K: TaskKey, P> Core<K, P> {
             self.transition(n, TaskState::Running);
             let (token, at) = self.tokens.fresh();
             let h = &mut self.hot[idx(n)];
-            h.count = at.chunk;
+            h.chunk = at.chunk;
             h.tok = at.slot;
             let generation = Generation(h.generation);
             out.push(Claim {
@@ -1772,6 +1843,33 @@ impl<K: TaskKey, P> Core<K, P> {
         id: &K,
         generation: Generation,
     ) -> Result<CallbackOutcome, SchedulerError<K>> {
+        let outcome = self.complete_deferred(id, generation);
+        self.flush_ready();
+        outcome
+    }
+
+    /// Inserts the sequences of the versions in `ready_later` into the ready queue (each
+    /// already in state ready). O(1 + their number) plus the queue's inserts.
+    pub(crate) fn flush_ready(&mut self) {
+        if self.ready_later.is_empty() {
+            return;
+        }
+        let later = std::mem::take(&mut self.ready_later);
+        for &v in &later {
+            self.push_ready(v, self.hot[idx(v)].seq);
+        }
+        self.ready_later = later;
+        self.ready_later.clear();
+    }
+
+    /// `complete`, except that the versions it makes ready are left in `ready_later`:
+    /// the caller calls [`Core::flush_ready`] before its operation returns (`complete_batch`
+    /// does so once per batch, so that the misses of all its releases overlap).
+    pub(crate) fn complete_deferred(
+        &mut self,
+        id: &K,
+        generation: Generation,
+    ) -> Result<CallbackOutcome, SchedulerError<K>> {
         let n = self.callback_target(id, generation)?;
         match self.hot[idx(n)].task_state() {
             Some(TaskState::Running) => {}
@@ -1796,13 +1894,17 @@ impl<K: TaskKey, P> Core<K, P> {
         // INVARIANT (A5.release-by-reverse-edges): only this version's live waiters are
         // visited, each one's remaining count goes down by one, and one reaching zero becomes
         // ready: O(1 + its waiters), never a scan of all tasks.
-        let live = self.take_waiters(n, |core, e| {
-            let h = &mut core.hot[idx(e.node)];
-            h.count -= 1;
-            if h.count == 0 {
-                let seq = h.seq;
-                core.transition(e.node, TaskState::Ready);
-                core.push_ready(e.node, seq);
+        let live = self.take_waiters(n, |core, v| {
+            let w = &mut core.wait[idx(v)];
+            w.count -= 1;
+            if w.count == 0 {
+                // Pending -> ready without reading the waiter's record (`count` was not 0,
+                // so it was pending: A5.pending-count); its sequence is read and queued by
+                // `flush_ready`, before this operation returns.
+                core.hot[idx(v)].state = TaskState::Ready as u8;
+                core.counts[TaskState::Pending as usize] -= 1;
+                core.counts[TaskState::Ready as usize] += 1;
+                core.ready_later.push(v);
                 effect.ready += 1;
             }
         });
@@ -1923,10 +2025,11 @@ impl<K: TaskKey, P> Core<K, P> {
         for &n in &self.order {
             let h = &mut self.hot[idx(n)];
             if h.is(TaskState::Pending) || h.is(TaskState::Ready) {
+                let w = &mut self.wait[idx(n)];
                 if self.rev_built {
-                    self.rev_stale += h.count as usize;
+                    self.rev_stale += w.count as usize;
                 }
-                h.count = 0;
+                w.count = 0;
                 self.counts[h.state as usize] -= 1;
                 self.counts[TaskState::Cancelled as usize] += 1;
                 h.state = TaskState::Cancelled as u8;
@@ -2236,12 +2339,14 @@ impl<K: TaskKey, P> Core<K, P> {
             for d in 0..self.hot.len() as u32 {
                 let csr = self.csr_range(d);
                 let extra = self.rev_extra.get(&d).map(Vec::as_slice).unwrap_or(&[]);
-                for &e in self.rev[csr].iter().chain(extra) {
+                let csr = self.rev[csr].iter().map(|&v| (v, self.csr_live(v)));
+                let overflow = extra.iter().map(|&e| (e.node, self.extra_live(e)));
+                for (v, is_live) in csr.chain(overflow) {
                     entries += 1;
-                    if self.is_live(e) {
-                        live_per_node[idx(e.node)] += 1;
+                    if is_live {
+                        live_per_node[idx(v)] += 1;
                         assert!(
-                            self.fwd[self.span[idx(e.node)].range()].contains(&d),
+                            self.fwd[self.span[idx(v)].range()].contains(&d),
                             "a live entry is one of its waiter's dependencies"
                         );
                     } else {
@@ -2259,20 +2364,35 @@ impl<K: TaskKey, P> Core<K, P> {
                 continue;
             };
             counts[state as usize] += 1;
+            let w = self.wait[n];
+            assert_eq!(
+                w.tag & !CSR_STALE,
+                tag_of(h.generation),
+                "the release record of node {n} has its version's tag"
+            );
+            assert!(
+                self.rev_built || w.tag & CSR_STALE == 0,
+                "no CSR entry is stale before the build"
+            );
             if self.rev_built {
                 let live = if state == TaskState::Pending {
-                    h.count
+                    w.count
                 } else {
                     0
                 };
                 assert_eq!(live_per_node[n], live, "remaining counts live entries");
             } else if state == TaskState::Pending {
-                assert_eq!(h.count, self.span[n].len, "before the build, all deps wait");
+                assert_eq!(w.count, self.span[n].len, "before the build, all deps wait");
             }
+            // INVARIANT (A5.pending-count): `count != 0` is exactly "pending", which is what
+            // `csr_live` and `extra_live` read instead of the state.
             if state == TaskState::Pending {
-                assert!(h.count > 0, "a pending version waits on something");
-            } else if state != TaskState::Running {
-                assert_eq!(h.count, 0);
+                assert!(w.count > 0, "a pending version waits on something");
+            } else {
+                assert_eq!(w.count, 0, "only a pending version counts waits");
+            }
+            if state != TaskState::Running {
+                assert_eq!(h.chunk, 0, "only a running version holds a token chunk");
             }
 
             assert_eq!(
@@ -2330,6 +2450,7 @@ impl<K: TaskKey, P> Core<K, P> {
             );
         }
         assert_eq!(counts, self.counts);
+        assert!(self.ready_later.is_empty(), "every release is queued");
         assert_eq!(self.ready_len(), self.counts[TaskState::Ready as usize]);
         self.ready.assert_invariants();
         // Every running version holds a flag in a kept chunk, counted once.

@@ -1284,8 +1284,9 @@ fn complete_all<K: TaskKey, P>(
     outcome: &mut BatchOutcome,
 ) -> (bool, Option<BatchError<K>>) {
     let mut applied = false;
+    let mut failed = None;
     for (index, (id, generation)) in versions.iter().enumerate() {
-        match core.complete(id, *generation) {
+        match core.complete_deferred(id, *generation) {
             Ok(CallbackOutcome::Applied(e)) => {
                 applied = true;
                 outcome.applied += 1;
@@ -1293,10 +1294,15 @@ fn complete_all<K: TaskKey, P>(
                 outcome.effect.blocked += e.blocked;
             }
             Ok(CallbackOutcome::Duplicate(_)) => outcome.duplicates += 1,
-            Err(error) => return (applied, Some(BatchError { index, error })),
+            Err(error) => {
+                failed = Some(BatchError { index, error });
+                break;
+            }
         }
     }
-    (applied, None)
+    // The releases' sequences join the ready queue in one loop (see `Core::ready_later`).
+    core.flush_ready();
+    (applied, failed)
 }
 
 #[cfg(all(test, not(any(loom, shuttle))))]

@@ -902,18 +902,20 @@ fn replacing_a_pending_version_after_start_leaves_no_live_edge() {
 }
 
 /// INVARIANT (A2.generation-tag): reverse edges carry the waiter's generation modulo
-/// `TAG_MASK + 1` (8 in unit tests, 2^32 in production). Resubmitting `w` until its tag
+/// `TAG_MASK + 1` (8 in unit tests, 2^31 in production). Resubmitting `w` until its tag
 /// wraps back to the tag of a stale edge must not revive that edge: `w` generation 9 waits
 /// on `d` and `x`, and `d`'s success alone must not make it ready. Caught by the seeded
-/// `tag_wrap_unpurged` (the wrap does not purge stale edges).
+/// `tag_wrap_unpurged` (the wrap does not purge stale edges). `w` is first submitted after
+/// `start`, so that its stale edge is an overflow entry, the kind that carries a tag (a CSR
+/// entry is made stale by `CSR_STALE` instead, whatever the tag).
 #[test]
 fn a_stale_reverse_edge_never_matches_after_its_tag_wraps() {
     let s = S::new(1);
     s.submit("r", [], ()).unwrap();
     s.submit("d", ["r"], ()).unwrap();
     s.submit("x", ["r"], ()).unwrap();
-    s.submit("w", ["d"], ()).unwrap();
     s.start().unwrap();
+    assert_eq!(s.submit("w", ["d"], ()), Ok(g(1)));
     for gen_ in 2..=8 {
         assert_eq!(s.submit("w", [], ()), Ok(g(gen_)));
     }
