@@ -264,8 +264,14 @@ pub(crate) struct Core<K, P> {
     /// Stale entries in unconsumed lists.
     rev_stale: usize,
     details: HashMap<u32, Detail<K>, Hasher>,
-    /// Submitted nodes in order of first submission (the order of `snapshot`).
+    /// Submitted nodes in order of first submission (the order of `snapshot`), once some id
+    /// was resubmitted; empty before (see `order_in_seq`).
     order: Vec<u32>,
+    /// No id was resubmitted yet, so every sequence so far is a first submission and
+    /// `seq_node` is the order of first submissions: [`Core::order`] reads it there, which
+    /// saves a `u32` per task for graphs that are only built and run. The first resubmission
+    /// copies it into `order` (O(V), once per scheduler).
+    order_in_seq: bool,
     /// Submission sequences of the ready versions (take-the-first: highest priority, then
     /// submission order).
     ready: ReadyQueue,
@@ -473,6 +479,7 @@ impl<K: TaskKey, P> Core<K, P> {
             rev_stale: 0,
             details: HashMap::default(),
             order: Vec::new(),
+            order_in_seq: true,
             ready: ReadyQueue::default(),
             priority: HashMap::default(),
             pools: Vec::new(),
@@ -511,7 +518,9 @@ impl<K: TaskKey, P> Core<K, P> {
         self.wait.reserve(tasks);
         self.span.reserve(tasks);
         self.payload.reserve(tasks);
-        self.order.reserve(tasks);
+        if !self.order_in_seq {
+            self.order.reserve(tasks);
+        }
         self.fwd.reserve(edges);
     }
 
@@ -569,6 +578,20 @@ impl<K: TaskKey, P> Core<K, P> {
         self.span.push(Span::default());
         self.payload.push(None);
         n
+    }
+
+    /// Submitted nodes in order of first submission.
+    fn order(&self) -> &[u32] {
+        if self.order_in_seq {
+            &self.seq_node
+        } else {
+            &self.order
+        }
+    }
+
+    /// Number of submitted ids.
+    fn order_len(&self) -> usize {
+        self.order().len()
     }
 
     /// The node of a submitted id.
@@ -786,6 +809,9 @@ impl<K: TaskKey, P> Core<K, P> {
     /// `seq_node` stay within twice the ids plus a constant). O(V log V), amortised O(log V)
     /// per submission. Only the order of sequences is observable, and it is kept.
     fn renumber(&mut self) {
+        // Only replaced versions' sequences trigger a renumbering, and the first replacement
+        // moved the order out of `seq_node`, which is rewritten here.
+        debug_assert!(!self.order_in_seq);
         self.compaction_visits += self.order.len() as u64;
         let mut live: Vec<(u64, u32)> = self
             .order
@@ -969,7 +995,7 @@ impl<K: TaskKey, P> Core<K, P> {
     /// in the ready set. Amortised O(log V).
     #[inline]
     fn next_sequence(&mut self, n: u32) -> u64 {
-        if self.next_seq as usize > 2 * self.order.len() + COMPACT_FLOOR {
+        if self.next_seq as usize > 2 * self.order_len() + COMPACT_FLOOR {
             self.renumber();
         }
         let seq = self.next_seq;
@@ -1264,6 +1290,12 @@ impl<K: TaskKey, P> Core<K, P> {
         let generation = match existing {
             Some(_) => {
                 self.maybe_cyclic = true;
+                if self.order_in_seq {
+                    // The first resubmission: from now on sequences are not all first
+                    // submissions, so the order gets an array of its own.
+                    self.order = self.seq_node.clone();
+                    self.order_in_seq = false;
+                }
                 let old = self.hot[idx(n)];
                 self.counts[old.state as usize] -= 1;
                 if old.is(TaskState::Ready) {
@@ -1294,7 +1326,9 @@ impl<K: TaskKey, P> Core<K, P> {
                 next
             }
             None => {
-                self.order.push(n);
+                if !self.order_in_seq {
+                    self.order.push(n);
+                }
                 1
             }
         };
@@ -1410,7 +1444,9 @@ impl<K: TaskKey, P> Core<K, P> {
             let from = start as usize + optional_from;
             self.optional.insert(n, self.fwd[from..].into());
         }
-        self.order.push(n);
+        if !self.order_in_seq {
+            self.order.push(n);
+        }
         self.set_priority(n, options.priority);
         self.set_pool(n, options.pool);
         let seq = self.next_sequence(n);
@@ -1702,9 +1738,9 @@ impl<K: TaskKey, P> Core<K, P> {
     pub(crate) fn check(&self) -> GraphReport<K> {
         let mut missing = Vec::new();
         // Every node has a version unless some id was named and never submitted.
-        if self.order.len() < self.keys.len() {
+        if self.order_len() < self.keys.len() {
             let mut with_missing: Vec<(u64, u32)> = Vec::new();
-            for &n in &self.order {
+            for &n in self.order() {
                 let h = &self.hot[idx(n)];
                 if self.fwd[self.span[idx(n)].range()]
                     .iter()
@@ -1913,7 +1949,7 @@ impl<K: TaskKey, P> Core<K, P> {
         self.maybe_compact_rev();
         // SEEDED BUG (rescan_all): every task is looked at after each completion.
         if seeded_bug!("rescan_all") {
-            self.visits += self.order.len() as u64;
+            self.visits += self.order_len() as u64;
         }
         Ok(CallbackOutcome::Applied(effect))
     }
@@ -2022,7 +2058,13 @@ impl<K: TaskKey, P> Core<K, P> {
         }
         self.closed = true;
         let mut cancelled = 0;
-        for &n in &self.order {
+        // `self.order()`, spelled out so that the other fields stay borrowable.
+        let order = if self.order_in_seq {
+            &self.seq_node
+        } else {
+            &self.order
+        };
+        for &n in order {
             let h = &mut self.hot[idx(n)];
             if h.is(TaskState::Pending) || h.is(TaskState::Ready) {
                 let w = &mut self.wait[idx(n)];
@@ -2181,7 +2223,7 @@ impl<K: TaskKey, P> Core<K, P> {
     }
 
     pub(crate) fn snapshot(&self) -> Vec<(K, TaskStatus<K>)> {
-        self.order
+        self.order()
             .iter()
             .map(|&n| (self.keys[idx(n)].clone(), self.status_of(n)))
             .collect()
@@ -2312,12 +2354,23 @@ impl<K: TaskKey, P> Core<K, P> {
             self.rev_entries
         );
         assert!(
-            self.next_seq as usize <= 2 * self.order.len() + COMPACT_FLOOR + 1,
+            self.next_seq as usize <= 2 * self.order_len() + COMPACT_FLOOR + 1,
             "sequences {} for {} ids",
             self.next_seq,
-            self.order.len()
+            self.order_len()
         );
         assert_eq!(self.seq_node.len() as u64, self.next_seq);
+        // The order of first submissions lists every submitted node once (in `seq_node`
+        // until the first resubmission, in `order` after it).
+        assert!(!self.order_in_seq || self.order.is_empty());
+        let mut listed = vec![false; self.hot.len()];
+        for &n in self.order() {
+            assert!(!listed[idx(n)], "node {n} listed twice in the order");
+            listed[idx(n)] = true;
+        }
+        for (n, h) in self.hot.iter().enumerate() {
+            assert_eq!(listed[n], h.state != ABSENT, "node {n} in the order");
+        }
         let direct = self.direct.iter().filter(|&&d| d != 0).count();
         assert_eq!(
             self.index.len() + direct,
