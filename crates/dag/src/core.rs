@@ -1887,14 +1887,10 @@ impl<K: TaskKey, P> Core<K, P> {
     /// Inserts the sequences of the versions in `ready_later` into the ready queue (each
     /// already in state ready). O(1 + their number) plus the queue's inserts.
     pub(crate) fn flush_ready(&mut self) {
-        if self.ready_later.is_empty() {
-            return;
-        }
-        let later = std::mem::take(&mut self.ready_later);
-        for &v in &later {
+        for i in 0..self.ready_later.len() {
+            let v = self.ready_later[i];
             self.push_ready(v, self.hot[idx(v)].seq);
         }
-        self.ready_later = later;
         self.ready_later.clear();
     }
 

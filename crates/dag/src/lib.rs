@@ -1278,6 +1278,7 @@ impl<K: TaskKey, P> fmt::Debug for TaskScheduler<K, P> {
 /// `complete` of each version in order, under the caller's lock, stopping at the first
 /// refusal; the applied ones are added to `outcome`. Returns whether any was applied (so the
 /// caller may have to wake idle waiters) and the refusal.
+#[inline]
 fn complete_all<K: TaskKey, P>(
     core: &mut Core<K, P>,
     versions: &[(K, Generation)],
