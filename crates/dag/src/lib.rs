@@ -1295,13 +1295,19 @@ fn complete_all<K: TaskKey, P>(
                 outcome.effect.blocked += e.blocked;
             }
             Ok(CallbackOutcome::Duplicate(_)) => outcome.duplicates += 1,
+            // SEEDED BUG (unflushed_release): the refusal returns at once, so the versions the
+            // completions before it released are ready but never queued.
+            Err(error) if lockstep_sync::seeded_bug!("unflushed_release") => {
+                return (applied, Some(BatchError { index, error }));
+            }
             Err(error) => {
                 failed = Some(BatchError { index, error });
                 break;
             }
         }
     }
-    // The releases' sequences join the ready queue in one loop (see `Core::ready_later`).
+    // INVARIANT (A5.pending-count): the releases' sequences join the ready queue in one loop
+    // (see `Core::ready_later`), on every way out, the refusal's included.
     core.flush_ready();
     (applied, failed)
 }

@@ -343,6 +343,10 @@ pub const BUGS: &[(&str, &str)] = &[
         "scheduler: a repeated complete() is applied again and decrements the dependents a second time",
     ),
     (
+        "unflushed_release",
+        "scheduler: a complete_batch refused midway returns before queueing what its applied completions released, so ready versions are never claimed",
+    ),
+    (
         "claim_two_sections",
         "scheduler: ready() reads the free slots in one critical section and claims in another",
     ),
