@@ -104,6 +104,9 @@ const TAG_MASK: u64 = if cfg!(test) { 7 } else { (1 << 31) - 1 };
 /// built, cleared by their compaction).
 const CSR_STALE: u32 = 1 << 31;
 
+// A tag never reaches the `CSR_STALE` bit, so `Wait::tag` holds both without ambiguity.
+const _: () = assert!((TAG_MASK as u32) & CSR_STALE == 0 && TAG_MASK <= u32::MAX as u64);
+
 /// How far beyond twice the node count an integer id may lie and still be interned through
 /// the direct array.
 const DIRECT_SLACK: usize = 1 << 16;
