@@ -1022,6 +1022,7 @@ impl<K: TaskKey, P> Core<K, P> {
 
     /// Consumes `d`'s waiter list (CSR part and overflow) and hands every live entry to
     /// `each`; stale entries leave the count. Returns how many live entries there were.
+    #[inline(always)]
     fn take_waiters(&mut self, d: u32, mut each: impl FnMut(&mut Self, u32)) -> usize {
         let r = self.csr_range(d);
         let extra = if self.rev_extra.is_empty() {
@@ -1882,9 +1883,7 @@ impl<K: TaskKey, P> Core<K, P> {
         id: &K,
         generation: Generation,
     ) -> Result<CallbackOutcome, SchedulerError<K>> {
-        let outcome = self.complete_deferred(id, generation);
-        self.flush_ready();
-        outcome
+        self.complete_in::<false>(id, generation)
     }
 
     /// Inserts the sequences of the versions in `ready_later` into the ready queue (each
@@ -1897,10 +1896,12 @@ impl<K: TaskKey, P> Core<K, P> {
         self.ready_later.clear();
     }
 
-    /// `complete`, except that the versions it makes ready are left in `ready_later`:
+    /// `complete`; with `DEFER`, the versions it makes ready are left in `ready_later`, and
     /// the caller calls [`Core::flush_ready`] before its operation returns (`complete_batch`
-    /// does so once per batch, so that the misses of all its releases overlap).
-    pub(crate) fn complete_deferred(
+    /// defers them all and flushes once, so that the cache misses of reading the released
+    /// versions' sequences overlap). One body for both, so that both apply the same rules.
+    #[inline(always)]
+    pub(crate) fn complete_in<const DEFER: bool>(
         &mut self,
         id: &K,
         generation: Generation,
@@ -1934,12 +1935,17 @@ impl<K: TaskKey, P> Core<K, P> {
             w.count -= 1;
             if w.count == 0 {
                 // Pending -> ready without reading the waiter's record (`count` was not 0,
-                // so it was pending: A5.pending-count); its sequence is read and queued by
-                // `flush_ready`, before this operation returns.
+                // so it was pending: A5.pending-count); deferred, its sequence is read and
+                // queued by `flush_ready`, before this operation returns.
                 core.hot[idx(v)].state = TaskState::Ready as u8;
                 core.counts[TaskState::Pending as usize] -= 1;
                 core.counts[TaskState::Ready as usize] += 1;
-                core.ready_later.push(v);
+                if DEFER {
+                    core.ready_later.push(v);
+                } else {
+                    let seq = core.hot[idx(v)].seq;
+                    core.push_ready(v, seq);
+                }
                 effect.ready += 1;
             }
         });

@@ -1278,7 +1278,7 @@ impl<K: TaskKey, P> fmt::Debug for TaskScheduler<K, P> {
 /// `complete` of each version in order, under the caller's lock, stopping at the first
 /// refusal; the applied ones are added to `outcome`. Returns whether any was applied (so the
 /// caller may have to wake idle waiters) and the refusal.
-#[inline]
+#[inline(always)]
 fn complete_all<K: TaskKey, P>(
     core: &mut Core<K, P>,
     versions: &[(K, Generation)],
@@ -1287,7 +1287,7 @@ fn complete_all<K: TaskKey, P>(
     let mut applied = false;
     let mut failed = None;
     for (index, (id, generation)) in versions.iter().enumerate() {
-        match core.complete_deferred(id, *generation) {
+        match core.complete_in::<true>(id, *generation) {
             Ok(CallbackOutcome::Applied(e)) => {
                 applied = true;
                 outcome.applied += 1;
