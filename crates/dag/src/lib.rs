@@ -1275,6 +1275,20 @@ impl<K: TaskKey, P> fmt::Debug for TaskScheduler<K, P> {
     }
 }
 
+/// Queues a completion batch's deferred releases when dropped (`Core::flush_ready`), so that
+/// every way out of [`complete_all`] queues them: the end of the loop, a refusal, and an
+/// unwind from a panic in the caller's id type (`Hash`, `Eq` and `Clone` of the ids run
+/// under the lock, in the lookups).
+struct FlushOnDrop<'a, K: TaskKey, P>(&'a mut Core<K, P>);
+
+impl<K: TaskKey, P> Drop for FlushOnDrop<'_, K, P> {
+    fn drop(&mut self) {
+        // INVARIANT (A5.pending-count): the releases' sequences join the ready queue in one
+        // loop (see `Core::ready_later`), on every way out of the batch.
+        self.0.flush_ready();
+    }
+}
+
 /// `complete` of each version in order, under the caller's lock, stopping at the first
 /// refusal; the applied ones are added to `outcome`. Returns whether any was applied (so the
 /// caller may have to wake idle waiters) and the refusal.
@@ -1284,10 +1298,10 @@ fn complete_all<K: TaskKey, P>(
     versions: &[(K, Generation)],
     outcome: &mut BatchOutcome,
 ) -> (bool, Option<BatchError<K>>) {
+    let core = FlushOnDrop(core);
     let mut applied = false;
-    let mut failed = None;
     for (index, (id, generation)) in versions.iter().enumerate() {
-        match core.complete_in::<true>(id, *generation) {
+        match core.0.complete_in::<true>(id, *generation) {
             Ok(CallbackOutcome::Applied(e)) => {
                 applied = true;
                 outcome.applied += 1;
@@ -1295,21 +1309,16 @@ fn complete_all<K: TaskKey, P>(
                 outcome.effect.blocked += e.blocked;
             }
             Ok(CallbackOutcome::Duplicate(_)) => outcome.duplicates += 1,
-            // SEEDED BUG (unflushed_release): the refusal returns at once, so the versions the
-            // completions before it released are ready but never queued.
+            // SEEDED BUG (unflushed_release): the refusal returns without queueing what the
+            // completions before it released: they are ready but never claimed.
             Err(error) if lockstep_sync::seeded_bug!("unflushed_release") => {
+                std::mem::forget(core);
                 return (applied, Some(BatchError { index, error }));
             }
-            Err(error) => {
-                failed = Some(BatchError { index, error });
-                break;
-            }
+            Err(error) => return (applied, Some(BatchError { index, error })),
         }
     }
-    // INVARIANT (A5.pending-count): the releases' sequences join the ready queue in one loop
-    // (see `Core::ready_later`), on every way out, the refusal's included.
-    core.flush_ready();
-    (applied, failed)
+    (applied, None)
 }
 
 #[cfg(all(test, not(any(loom, shuttle))))]

@@ -1282,3 +1282,47 @@ fn a_cycle_through_tasks_blocked_at_submission_is_reported() {
         })
     );
 }
+
+/// An id whose `Hash` panics for `"bomb"`: the caller's code that runs under the lock.
+#[derive(Clone, PartialEq, Eq, Debug)]
+struct PanickyId(&'static str);
+
+impl std::hash::Hash for PanickyId {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        assert_ne!(self.0, "bomb", "the id's Hash panics");
+        self.0.hash(h);
+    }
+}
+
+impl std::fmt::Display for PanickyId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// INVARIANT (A5.pending-count): a `complete_batch` that unwinds midway (here from the id
+/// type's `Hash`, looked up under the lock) still queues what its earlier completions
+/// released, so the scheduler it leaves behind is consistent and `b` can be claimed. Without
+/// the flush on unwind (`FlushOnDrop`), `b` is ready but never claimed and the invariant
+/// check fails (found by review; checked with the guard removed).
+#[test]
+fn a_batch_that_unwinds_midway_still_queues_what_it_released() {
+    let s: TaskScheduler<PanickyId> = TaskScheduler::new(2);
+    s.submit(PanickyId("a"), [], ()).unwrap();
+    s.submit(PanickyId("b"), [PanickyId("a")], ()).unwrap();
+    assert_eq!(s.ready().unwrap().len(), 1);
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut outcome = BatchOutcome::default();
+        let _ = s.complete_batch(
+            &[(PanickyId("a"), g(1)), (PanickyId("bomb"), g(1))],
+            &mut outcome,
+        );
+    }));
+    assert!(unwound.is_err(), "the id's Hash panicked");
+    assert_eq!(s.state(&PanickyId("a")), Some(TaskState::Succeeded));
+    assert_eq!(s.state(&PanickyId("b")), Some(TaskState::Ready));
+    s.lock().assert_invariants();
+    let claimed = s.ready().unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].id, PanickyId("b"));
+}
