@@ -624,14 +624,23 @@ impl<K: TaskKey, P> Core<K, P> {
 
     /// Moves node `n`'s current version to state `to`, keeping the per-state counts exact.
     fn transition(&mut self, n: u32, to: TaskState) {
+        let from = self.hot[idx(n)].state;
+        self.transition_from(n, from, to);
+    }
+
+    /// [`Core::transition`] for a caller that knows the current state (`from`): writes the
+    /// record without reading it first (a completion's release knows its waiters are pending
+    /// from their counts, A5.pending-count, and so does not wait for a cache miss here).
+    #[inline(always)]
+    fn transition_from(&mut self, n: u32, from: u8, to: TaskState) {
         // INVARIANT (A1.forward-only): every state change of a version goes through here (or
         // through `close`, which cancels pending and ready ones), and each caller moves it
         // forward only: pending -> ready/blocked/cancelled (`submit`, `complete`,
         // `block_waiters`, `cancel`), ready -> running/cancelled (`claim_into`, `cancel`),
         // running -> succeeded/failed (`complete`, `fail`). A terminal version is never moved
         // again; a resubmission makes a new version instead (`submit`).
+        debug_assert_eq!(self.hot[idx(n)].state, from);
         let h = &mut self.hot[idx(n)];
-        let from = h.state;
         self.counts[from as usize] -= 1;
         self.counts[to as usize] += 1;
         h.state = to as u8;
@@ -1937,9 +1946,7 @@ impl<K: TaskKey, P> Core<K, P> {
                 // Pending -> ready without reading the waiter's record (`count` was not 0,
                 // so it was pending: A5.pending-count); deferred, its sequence is read and
                 // queued by `flush_ready`, before this operation returns.
-                core.hot[idx(v)].state = TaskState::Ready as u8;
-                core.counts[TaskState::Pending as usize] -= 1;
-                core.counts[TaskState::Ready as usize] += 1;
+                core.transition_from(v, TaskState::Pending as u8, TaskState::Ready);
                 if DEFER {
                     core.ready_later.push(v);
                 } else {
