@@ -16,7 +16,9 @@
 //! (`submit_batch`, then `complete_and_claim` per round: `lockstep_pull_fused`) or `kahn` (the
 //! bench's `kahn_from_edges` floor) or `executor` (one `GraphRun` of the prebuilt
 //! `FrozenGraph` on a one-worker pool: `lockstep_executor_1t`; the graph's build is not
-//! timed), then a shape (`random`, `chain`, `wavefront`, `tree`; default `random`). Prints the
+//! timed), then a shape (`random`, `chain`, `wavefront`, `tree`; default `random`), then, for
+//! `executor`, how many runs of the graph to time (default 1; the median, minimum and maximum
+//! are printed, which steadies a comparison of two builds on a noisy machine). Prints the
 //! wall time of the run and of generating the graph (which a profile should subtract).
 //!
 //! Runs of graphs that grow are profiled by the `growth_profile` example instead: in this
@@ -35,6 +37,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let n: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(100_000);
     let mode = args.get(2).map_or("single", String::as_str);
+    let runs: usize = args.get(4).and_then(|a| a.parse().ok()).unwrap_or(1).max(1);
     let t = Instant::now();
     let shape = match args.get(3).map(String::as_str) {
         Some("chain") => shapes::chain(n),
@@ -53,14 +56,25 @@ fn main() {
             let pool = lockstep_pool::PoolBuilder::new(1)
                 .build_fast()
                 .expect("a one-worker pool");
-            let t = Instant::now();
-            let run = lockstep_dag::executor::GraphRun::new(graph, |ctx| {
-                std::hint::black_box(ctx.index());
-                Ok(())
-            });
-            run.start(&pool).expect("pool accepting");
-            let n = run.wait().len();
-            println!("executor run alone: {:.3} s", t.elapsed().as_secs_f64());
+            let mut alone = Vec::with_capacity(runs);
+            let mut n = 0;
+            for _ in 0..runs {
+                let t = Instant::now();
+                let run = lockstep_dag::executor::GraphRun::new(graph.clone(), |ctx| {
+                    std::hint::black_box(ctx.index());
+                    Ok(())
+                });
+                run.start(&pool).expect("pool accepting");
+                n = run.wait().len();
+                alone.push(t.elapsed().as_secs_f64());
+            }
+            alone.sort_by(f64::total_cmp);
+            println!(
+                "executor run alone: {:.4} s (median of {runs}; min {:.4} s, max {:.4} s)",
+                alone[runs / 2],
+                alone[0],
+                alone[runs - 1]
+            );
             n
         }
         "batch" => drivers::pull_batch(&shape),
