@@ -224,6 +224,24 @@ const TARGETS: &[Target] = &[
         },
     },
     Target {
+        what: "executor at most half of Taskflow, one worker each (issue 9)",
+        group: "graph/*",
+        ours: "lockstep_executor_1t",
+        bound: Bound::RatioTo {
+            peer: "taskflow_1t",
+            max: 0.5,
+        },
+    },
+    Target {
+        what: "executor at most half of Taskflow, two workers each (issue 9)",
+        group: "graph/*",
+        ours: "lockstep_executor_2t",
+        bound: Bound::RatioTo {
+            peer: "taskflow_2t",
+            max: 0.5,
+        },
+    },
+    Target {
         what: "executor under 80 ns per task on the chain (2 workers)",
         group: "graph/chain*",
         ours: "lockstep_executor*2t",
@@ -544,14 +562,33 @@ fn machine_header(root: &Path) -> String {
         })
         .unwrap_or_else(|| "unknown CPU".to_string());
     format!(
-        "Run started {} at commit `{}`; {} ({} CPUs); `{}`; load average at the start: {}.",
+        "Run started {} at commit `{}`; {} ({} CPUs); `{}`; {}; load average at the start: {}.",
         out("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
         out("git", &["rev-parse", "--short", "HEAD"]),
         model,
         cpus,
         out("rustc", &["-V"]),
+        taskflow_version(std::env::var_os("LOCKSTEP_TASKFLOW_DIR").map(PathBuf::from)),
         load_average(),
     )
+}
+
+/// Which Taskflow the `graph/*` groups' `taskflow_*` peers were built from: the version in
+/// `taskflow/taskflow.hpp` (`#define TF_VERSION 400100` is 4.1.0) under `dir`
+/// (`LOCKSTEP_TASKFLOW_DIR`, which `lockstep-taskflow-peer`'s build script reads too).
+fn taskflow_version(dir: Option<PathBuf>) -> String {
+    let Some(dir) = dir.filter(|d| !d.as_os_str().is_empty()) else {
+        return "Taskflow not compiled in (LOCKSTEP_TASKFLOW_DIR unset)".to_string();
+    };
+    let header = fs::read_to_string(dir.join("taskflow/taskflow.hpp")).unwrap_or_default();
+    let version = header.lines().find_map(|l| {
+        let v: u32 = l.strip_prefix("#define TF_VERSION ")?.trim().parse().ok()?;
+        Some(format!("{}.{}.{}", v / 100_000, v / 100 % 1000, v % 100))
+    });
+    match version {
+        Some(v) => format!("Taskflow {v} from `{}`", dir.display()),
+        None => format!("no Taskflow version found under `{}`", dir.display()),
+    }
 }
 
 /// `/proc/loadavg`'s first three fields.
@@ -725,6 +762,22 @@ mod tests {
             ci_ns: (median_ns * 0.9, median_ns * 1.1),
             elements,
         }
+    }
+
+    #[test]
+    fn the_header_names_the_taskflow_version_or_its_absence() {
+        assert!(taskflow_version(None).contains("not compiled in"));
+        let dir = std::env::temp_dir().join(format!("xtask-taskflow-{}", std::process::id()));
+        fs::create_dir_all(dir.join("taskflow")).unwrap();
+        fs::write(
+            dir.join("taskflow/taskflow.hpp"),
+            "// x\n#define TF_VERSION 400100\n#define TF_MAJOR_VERSION TF_VERSION/100000\n",
+        )
+        .unwrap();
+        assert!(taskflow_version(Some(dir.clone())).starts_with("Taskflow 4.1.0 from"));
+        fs::write(dir.join("taskflow/taskflow.hpp"), "nothing here").unwrap();
+        assert!(taskflow_version(Some(dir.clone())).starts_with("no Taskflow version"));
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -24,12 +24,17 @@
 //!   from the same `(id, deps)` list the pull API is fed, single-threaded: the floor the
 //!   pull API's target is set against (issue 9: at most 2x);
 //! * `rayon_levels`: a level-by-level executor on a 2-thread rayon pool: levels by a
-//!   sequential Kahn pass, then `par_iter` over each level.
+//!   sequential Kahn pass, then `par_iter` over each level;
+//! * `taskflow_1t`, `taskflow_2t`: Taskflow (the C++ task-graph library) on an executor of 1
+//!   or 2 workers, the graph built once into a `tf::Taskflow` of empty tasks and run whole
+//!   (`lockstep-taskflow-peer`); only when the benches were built with `LOCKSTEP_TASKFLOW_DIR`
+//!   naming a Taskflow checkout, left out otherwise.
 //!
 //! Throughput: tasks plus edges on the random graph (the pull API's target is per
 //! `V + E`), tasks on the chain and the wavefront (the executor's is per task).
 //!
-//! Run: `cargo bench -p lockstep-dag --bench graph` (or `cargo xtask bench`).
+//! Run: `cargo bench -p lockstep-dag --bench graph` (or `cargo xtask bench`); with Taskflow:
+//! `LOCKSTEP_TASKFLOW_DIR=/path/to/taskflow cargo xtask bench -p lockstep-dag`.
 
 #[path = "common/shapes.rs"]
 mod shapes;
@@ -44,6 +49,7 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use lockstep_dag::executor::{FrozenGraph, GraphRun};
 use lockstep_pool::{DequeFamily, Pool, PoolBuilder};
+use lockstep_taskflow_peer::TaskflowGraph;
 use petgraph::graph::{DiGraph, NodeIndex};
 use rayon::prelude::*;
 
@@ -132,6 +138,15 @@ fn bench_shape(c: &mut Criterion, shape: &Shape) {
     }
     let pool1: Pool<Family> = PoolBuilder::new(1).build_with().expect("pool");
     let pool2: Pool<Family> = PoolBuilder::new(2).build_with().expect("pool");
+    // Taskflow's graphs, if it is compiled in (a graph owns its executor's threads).
+    let mut taskflow: Vec<(&str, TaskflowGraph)> = Vec::new();
+    for (name, workers) in [("taskflow_1t", 1), ("taskflow_2t", 2)] {
+        match TaskflowGraph::new(&shape.offsets, &shape.deps, workers) {
+            Ok(graph) => taskflow.push((name, graph)),
+            Err(lockstep_taskflow_peer::Error::NotBuilt) => {}
+            Err(e) => panic!("Taskflow's {} graph: {e}", shape.name),
+        }
+    }
     let rayon2 = rayon::ThreadPoolBuilder::new()
         .num_threads(2)
         .build()
@@ -177,10 +192,21 @@ fn bench_shape(c: &mut Criterion, shape: &Shape) {
     g.bench_function(BenchmarkId::from_parameter("rayon_levels"), |b| {
         b.iter(|| assert_eq!(rayon_levels(&shape.offsets, &rev_off, &rev, &rayon2), n));
     });
+    for (name, graph) in &mut taskflow {
+        g.bench_function(BenchmarkId::from_parameter(*name), |b| {
+            b.iter(|| graph.run().expect("Taskflow ran"));
+        });
+    }
     g.finish();
 }
 
 fn graphs(c: &mut Criterion) {
+    if !lockstep_taskflow_peer::AVAILABLE {
+        eprintln!(
+            "graph: Taskflow not compiled in (set LOCKSTEP_TASKFLOW_DIR to a Taskflow checkout \
+             to add taskflow_1t and taskflow_2t)"
+        );
+    }
     for shape in shapes::all() {
         bench_shape(c, &shape);
     }
