@@ -1585,9 +1585,12 @@ fn drive<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_>) -
         let popped = next.take().or_else(|| kept.borrow_mut().pop_back());
         let Some(t) = popped else { break };
         let outcome = sh.settle(t, ctx, &lend, &handed);
-        for d in handed.borrow_mut().drain(..) {
-            let sh = Arc::clone(sh);
-            ctx.spawn_detached(move |ctx| spawned(&sh, d, ctx));
+        // Only a gate hands tasks over (`Shared::leave`): a run without pools skips the look.
+        if sh.gates.is_some() {
+            for d in handed.borrow_mut().drain(..) {
+                let sh = Arc::clone(sh);
+                ctx.spawn_detached(move |ctx| spawned(&sh, d, ctx));
+            }
         }
         let Some(lost) = outcome else {
             continue;
