@@ -15,11 +15,12 @@
 //! (`submit_batch`, `ready_into`, `complete_batch`: `lockstep_pull_batch`) or `fused`
 //! (`submit_batch`, then `complete_and_claim` per round: `lockstep_pull_fused`) or `kahn` (the
 //! bench's `kahn_from_edges` floor) or `executor` (one `GraphRun` of the prebuilt
-//! `FrozenGraph` on a one-worker pool: `lockstep_executor_1t`; the graph's build is not
+//! `FrozenGraph` on a pool of one worker unless told otherwise below; the graph's build is not
 //! timed), then a shape (`random`, `chain`, `wavefront`, `tree`; default `random`), then, for
 //! `executor`, how many runs of the graph to time (default 1; the median, minimum and maximum
-//! are printed, which steadies a comparison of two builds on a noisy machine). Prints the
-//! wall time of the run and of generating the graph (which a profile should subtract).
+//! are printed, which steadies a comparison of two builds on a noisy machine) and the pool's
+//! number of workers (default 1: `lockstep_executor_1t`; 2 is `lockstep_executor_2t`). Prints
+//! the wall time of the run and of generating the graph (which a profile should subtract).
 //!
 //! Runs of graphs that grow are profiled by the `growth_profile` example instead: in this
 //! binary, their code changed how the pull drivers' generic code was inlined, and with it
@@ -38,6 +39,7 @@ fn main() {
     let n: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(100_000);
     let mode = args.get(2).map_or("single", String::as_str);
     let runs: usize = args.get(4).and_then(|a| a.parse().ok()).unwrap_or(1).max(1);
+    let workers: usize = args.get(5).and_then(|a| a.parse().ok()).unwrap_or(1).max(1);
     let t = Instant::now();
     let shape = match args.get(3).map(String::as_str) {
         Some("chain") => shapes::chain(n),
@@ -53,9 +55,9 @@ fn main() {
             let graph = std::sync::Arc::new(
                 lockstep_dag::executor::FrozenGraph::new(shape.tasks_iter()).expect("acyclic"),
             );
-            let pool = lockstep_pool::PoolBuilder::new(1)
+            let pool = lockstep_pool::PoolBuilder::new(workers)
                 .build_fast()
-                .expect("a one-worker pool");
+                .expect("a pool");
             let mut alone = Vec::with_capacity(runs);
             let mut n = 0;
             for _ in 0..runs {

@@ -9,7 +9,9 @@
 //! * **Nodes.** Each id is interned once into a dense `u32` node index (`index`, a hash table
 //!   that stores only the index and hashes through `keys`). A node exists for every id that
 //!   was submitted or named as a dependency; an id named but never submitted has no version
-//!   (state `ABSENT`). Node indices are never reused.
+//!   (state `ABSENT`). Node indices are never reused. Integer ids that are not sparse skip
+//!   the hash table (`direct[id]` is the node), and ids `0..identity` interned in order are
+//!   their own nodes, found without a read [INVARIANT (A2.identity-prefix)].
 //! * **Current versions, struct of arrays.** Per node: `wait` (the version's generation
 //!   tag and remaining count: all a release reads of a waiter, in one 8-byte record, so that
 //!   the random accesses of releases walk a small array), `hot` (generation, submission
@@ -244,6 +246,13 @@ pub(crate) struct Core<K, P> {
     /// plus [`DIRECT_SLACK`] at its interning (so the array stays within a constant factor of
     /// the nodes); the others go to `index`.
     direct: Vec<u32>,
+    /// Integer ids `0..identity` were interned in that order as nodes `0..identity` (id `v`
+    /// is node `v`), so [`Core::find`] answers them without reading `direct`
+    /// [INVARIANT (A2.identity-prefix)]. Ids are usually dense and submitted in order
+    /// (generated graphs, indices into the caller's own arrays), and a dependency on a
+    /// random earlier task makes every `direct` read a cache miss. Only grows: a node is
+    /// never removed.
+    identity: usize,
     keys: Vec<K>,
     hot: Vec<Hot>,
     wait: Vec<Wait>,
@@ -467,6 +476,7 @@ impl<K: TaskKey, P> Core<K, P> {
             hasher: Hasher::default(),
             index: HashTable::new(),
             direct: Vec::new(),
+            identity: 0,
             keys: Vec::new(),
             hot: Vec::new(),
             wait: Vec::new(),
@@ -530,11 +540,16 @@ impl<K: TaskKey, P> Core<K, P> {
     // ----- ids -------------------------------------------------------------------------
 
     fn find(&self, key: &K) -> Option<u32> {
-        if let Some(v) = integer_id(key)
-            && let Some(&slot) = self.direct.get(v)
-            && slot != 0
-        {
-            return Some(slot - 1);
+        if let Some(v) = integer_id(key) {
+            if v < self.identity {
+                // INVARIANT (A2.identity-prefix): id `v` is node `v`.
+                return Some(v as u32);
+            }
+            if let Some(&slot) = self.direct.get(v)
+                && slot != 0
+            {
+                return Some(slot - 1);
+            }
         }
         if self.index.is_empty() {
             return None;
@@ -566,6 +581,14 @@ impl<K: TaskKey, P> Core<K, P> {
                     self.direct.resize(want, 0);
                 }
                 self.direct[v] = n + 1;
+                // INVARIANT (A2.identity-prefix): the prefix grows only by the id that is
+                // the next node. SEEDED BUG (identity_prefix_unchecked): grows by the next
+                // id whatever its node.
+                if v == self.identity
+                    && (n as usize == v || seeded_bug!("identity_prefix_unchecked"))
+                {
+                    self.identity += 1;
+                }
             }
             _ => {
                 let h = self.hasher.hash_one(&key);
@@ -2338,6 +2361,20 @@ impl<K: TaskKey, P> Core<K, P> {
         // Integer ids: the direct array stays within twice the nodes plus the slack, and an
         // id below the slack is always interned there (never hashed).
         assert!(self.direct.len() <= 2 * self.keys.len() + DIRECT_SLACK);
+        // INVARIANT (A2.identity-prefix): ids below `identity` are their own nodes.
+        assert!(self.identity <= self.keys.len());
+        for v in 0..self.identity {
+            assert_eq!(
+                self.direct[v],
+                v as u32 + 1,
+                "id {v} in the identity prefix"
+            );
+            assert_eq!(
+                integer_id(&self.keys[v]),
+                Some(v),
+                "node {v} in the identity prefix"
+            );
+        }
         for (n, key) in self.keys.iter().enumerate() {
             if let Some(v) = integer_id(key)
                 && v < DIRECT_SLACK

@@ -302,6 +302,7 @@ pub const PLANS: &[BugPlan] = &[
     plan("tag_wrap_unpurged", Part::Scheduler, "unit_dag"),
     plan("double_release", Part::Scheduler, "unit_dag"),
     plan("unflushed_release", Part::Scheduler, "unit_dag"),
+    plan("identity_prefix_unchecked", Part::Scheduler, "unit_dag"),
     plan("claim_two_sections", Part::Scheduler, "shuttle_dag"),
     plan("priority_ties_lifo", Part::Scheduler, "model_dag"),
     plan("optional_blocks", Part::Scheduler, "model_dag"),
