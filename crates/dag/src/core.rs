@@ -539,6 +539,13 @@ impl<K: TaskKey, P> Core<K, P> {
 
     // ----- ids -------------------------------------------------------------------------
 
+    /// How many integer ids are their own nodes (`identity`, A2.identity-prefix): tests check
+    /// that ids submitted in order use the shortcut.
+    #[cfg(test)]
+    pub(crate) fn identity_len(&self) -> usize {
+        self.identity
+    }
+
     fn find(&self, key: &K) -> Option<u32> {
         if let Some(v) = integer_id(key) {
             if v < self.identity {
@@ -570,8 +577,12 @@ impl<K: TaskKey, P> Core<K, P> {
     /// Creates the node of `key`, which has none (`find` returned `None`), without a version.
     fn insert_node(&mut self, key: K) -> u32 {
         debug_assert!(self.find(&key).is_none());
-        // Node indices are u32: 2^32 - 1 ids would need hundreds of GiB first.
-        let n = u32::try_from(self.keys.len()).expect("at most 2^32 - 1 task ids");
+        // Node indices are u32 below u32::MAX (`direct` stores the node plus one): 2^32 - 1
+        // ids would need hundreds of GiB first.
+        let n = u32::try_from(self.keys.len())
+            .ok()
+            .filter(|&n| n < u32::MAX)
+            .expect("at most 2^32 - 1 task ids");
         match integer_id(&key) {
             Some(v) if v < 2 * self.keys.len() + DIRECT_SLACK => {
                 if v >= self.direct.len() {

@@ -711,6 +711,11 @@ fn integer_ids_submitted_out_of_order_are_their_own_tasks() {
         core.assert_invariants();
     }
     assert_eq!(core.counts().succeeded, 6);
+    assert_eq!(
+        core.identity_len(),
+        0,
+        "id 1 came first: no id is its own node"
+    );
 
     // In order from 0: every id is its own node, looked up without the direct array.
     let mut core: Core<u64, ()> = Core::new(usize::MAX);
@@ -718,6 +723,12 @@ fn integer_ids_submitted_out_of_order_are_their_own_tasks() {
         let deps: Vec<u64> = id.checked_sub(1).into_iter().collect();
         assert!(core.submit(id, &deps, &mut Some(()), &mut garbage).is_ok());
     }
+    core.assert_invariants();
+    assert_eq!(core.identity_len(), 100, "ids in order are their own nodes");
+    // An id out of order ends the prefix; later ids in order do not extend it.
+    assert!(core.submit(200, &[], &mut Some(()), &mut garbage).is_ok());
+    assert!(core.submit(101, &[], &mut Some(()), &mut garbage).is_ok());
+    assert_eq!(core.identity_len(), 100);
     core.assert_invariants();
     for id in 0..100u64 {
         assert_eq!(
@@ -1375,4 +1386,136 @@ fn a_batch_that_unwinds_midway_still_queues_what_it_released() {
     let claimed = s.ready().unwrap();
     assert_eq!(claimed.len(), 1);
     assert_eq!(claimed[0].id, PanickyId("b"));
+}
+
+/// The identity prefix answers exactly as the hash table would: a `Core` over an integer id
+/// type (direct array, identity prefix) and a `Core` over a newtype of it (always hashed) are
+/// driven with the same random operations (submissions in order and out of order, ids first
+/// named as dependencies, claims, completions, `add_dependency`, cancellations) over every
+/// `u8`, `u8` ids wrapping around, `u16` near its maximum, and `u32`/`u64`/`usize` ids around
+/// the direct array's slack and at the maximum; every answer and every state must agree.
+/// Fails with the seed `identity_prefix_unchecked`. (Written by the stop-32 reviewer.)
+#[test]
+fn identity_prefix_answers_as_the_hash_table() {
+    #[derive(Clone, PartialEq, Eq, Hash)]
+    struct Hashed<T>(T);
+    impl<T: std::fmt::Debug> std::fmt::Debug for Hashed<T> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            self.0.fmt(f)
+        }
+    }
+    impl<T: std::fmt::Display> std::fmt::Display for Hashed<T> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            self.0.fmt(f)
+        }
+    }
+    fn run<T: TaskKey + Copy + Ord>(pool: &[T], seeds: u64) {
+        for seed in 1..=seeds {
+            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            let mut a: Core<T, ()> = Core::new(3);
+            let mut b: Core<Hashed<T>, ()> = Core::new(3);
+            let (mut garbage, mut gb) = (Vec::new(), Vec::new());
+            let mut next = rng.below(3) * rng.below(pool.len());
+            let mut claimed: Vec<(T, Generation)> = Vec::new();
+            for step in 0..200 {
+                let pick = |rng: &mut Rng, next: &mut usize| {
+                    if rng.below(3) > 0 && *next < pool.len() {
+                        *next += 1;
+                        pool[*next - 1]
+                    } else {
+                        pool[rng.below(pool.len())]
+                    }
+                };
+                let id = pick(&mut rng, &mut next);
+                let op = rng.below(10);
+                let mut deps: Vec<T> = Vec::new();
+                for _ in 0..rng.below(3) {
+                    let d = pick(&mut rng, &mut next);
+                    if !deps.contains(&d) {
+                        deps.push(d);
+                    }
+                }
+                let hd: Vec<Hashed<T>> = deps.iter().copied().map(Hashed).collect();
+                let (x, y) = match op {
+                    0..=4 => (
+                        format!("{:?}", a.submit(id, &deps, &mut Some(()), &mut garbage)),
+                        format!("{:?}", b.submit(Hashed(id), &hd, &mut Some(()), &mut gb)),
+                    ),
+                    5 => (
+                        format!("{:?}", a.start().is_ok()),
+                        format!("{:?}", b.start().is_ok()),
+                    ),
+                    6 => {
+                        let ca = a
+                            .claim(2)
+                            .map(|c| c.iter().map(|c| (c.id, c.generation)).collect::<Vec<_>>());
+                        let cb = b
+                            .claim(2)
+                            .map(|c| c.iter().map(|c| (c.id.0, c.generation)).collect::<Vec<_>>());
+                        if let Ok(c) = &ca {
+                            claimed.extend(c.iter().copied());
+                        }
+                        (format!("{:?}", ca.ok()), format!("{:?}", cb.ok()))
+                    }
+                    7 if !claimed.is_empty() => {
+                        let (k, g) = claimed.swap_remove(rng.below(claimed.len()));
+                        (
+                            format!("{:?}", a.complete(&k, g).is_ok()),
+                            format!("{:?}", b.complete(&Hashed(k), g).is_ok()),
+                        )
+                    }
+                    8 => {
+                        let d = deps.first().copied().unwrap_or(id);
+                        (
+                            format!("{:?}", a.add_dependency(&id, &d, &mut garbage).is_ok()),
+                            format!(
+                                "{:?}",
+                                b.add_dependency(&Hashed(id), &Hashed(d), &mut gb).is_ok()
+                            ),
+                        )
+                    }
+                    _ => (
+                        format!("{:?}", a.cancel(&id, &mut garbage).is_ok()),
+                        format!("{:?}", b.cancel(&Hashed(id), &mut gb).is_ok()),
+                    ),
+                };
+                assert_eq!(x, y, "seed {seed} step {step}");
+                a.assert_invariants();
+                for &k in pool {
+                    assert_eq!(
+                        a.state(&k),
+                        b.state(&Hashed(k)),
+                        "seed {seed} step {step} id {k:?}"
+                    );
+                }
+                let sa: Vec<_> = a
+                    .snapshot()
+                    .into_iter()
+                    .map(|(k, s)| (k, s.state, s.generation))
+                    .collect();
+                let sb: Vec<_> = b
+                    .snapshot()
+                    .into_iter()
+                    .map(|(k, s)| (k.0, s.state, s.generation))
+                    .collect();
+                assert_eq!(sa, sb, "seed {seed} step {step}");
+            }
+        }
+    }
+    run(&(0..=255u8).collect::<Vec<_>>(), 12);
+    run(&(240..=255u8).chain(0..16).collect::<Vec<_>>(), 12);
+    run(&(0..40u16).chain(65_500..=65_535).collect::<Vec<_>>(), 12);
+    let s = 1u64 << 16;
+    let u64s: Vec<u64> = (0..40)
+        .chain([s - 1, s, s + 1, s + 80, u64::MAX - 1, u64::MAX])
+        .collect();
+    run(&u64s, 12);
+    let u32s: Vec<u32> = u64s
+        .iter()
+        .map(|&v| v.min(u64::from(u32::MAX)) as u32)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    run(&u32s, 12);
+    run(&u64s.iter().map(|&v| v as usize).collect::<Vec<_>>(), 12);
 }
