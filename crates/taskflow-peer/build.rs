@@ -14,6 +14,13 @@ fn main() {
         return;
     };
     let dir = PathBuf::from(dir);
+    // Cargo runs this script in crates/taskflow-peer, not where the user typed the path
+    // (`cargo xtask bench` makes the variable absolute before it runs the benches).
+    assert!(
+        dir.is_absolute(),
+        "LOCKSTEP_TASKFLOW_DIR={} is relative: give the absolute path of the Taskflow checkout",
+        dir.display()
+    );
     let header = dir.join("taskflow/taskflow.hpp");
     assert!(
         header.is_file(),

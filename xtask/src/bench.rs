@@ -313,6 +313,13 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         }
         let mut c = Command::new("cargo");
         c.current_dir(&root).args(["bench", "--locked"]);
+        // lockstep-taskflow-peer's build script runs in its own directory: a relative path
+        // typed by the user is made absolute here, against the directory it was typed in.
+        if let Some(dir) = std::env::var_os("LOCKSTEP_TASKFLOW_DIR").filter(|d| !d.is_empty()) {
+            let abs = fs::canonicalize(&dir)
+                .with_context(|| format!("LOCKSTEP_TASKFLOW_DIR={}", Path::new(&dir).display()))?;
+            c.env("LOCKSTEP_TASKFLOW_DIR", abs);
+        }
         for p in &packages {
             c.args(["-p", p]);
         }
@@ -580,6 +587,7 @@ fn taskflow_version(dir: Option<PathBuf>) -> String {
     let Some(dir) = dir.filter(|d| !d.as_os_str().is_empty()) else {
         return "Taskflow not compiled in (LOCKSTEP_TASKFLOW_DIR unset)".to_string();
     };
+    let dir = fs::canonicalize(&dir).unwrap_or(dir);
     let header = fs::read_to_string(dir.join("taskflow/taskflow.hpp")).unwrap_or_default();
     let version = header.lines().find_map(|l| {
         let v: u32 = l.strip_prefix("#define TF_VERSION ")?.trim().parse().ok()?;

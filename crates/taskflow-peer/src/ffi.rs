@@ -6,7 +6,9 @@
 //! overlap from Rust, and the C++ side touches the graph's data only inside those calls (its
 //! worker threads run tasks only between `run`'s start and its `wait`). The CSR arrays are
 //! read during `lockstep_tf_new` only (Taskflow copies the edges into its own nodes). No C++
-//! exception crosses the boundary: every function catches and returns a status.
+//! exception crosses the boundary: `lockstep_tf_new` and `lockstep_tf_run` catch and return a
+//! status, and the other three cannot throw (they are `noexcept`, so a throw would end the
+//! process rather than unwind into Rust).
 
 use std::ffi::c_void;
 use std::ptr::NonNull;
@@ -75,6 +77,15 @@ impl Graph {
         unsafe { lockstep_tf_order(self.0.as_ptr(), t) }
     }
 }
+
+// SAFETY: a `tf::Executor` and a `tf::Taskflow` have no affinity to the thread that made
+// or calls them (Taskflow 4 keeps its workers per executor and no state in the caller's
+// thread-locals), so the owner may move to another thread. Shared references only reach
+// `lockstep_tf_order`, which reads the record that the last `run` finished writing (its
+// `wait` returned after every task), and `run` and `Drop` need the owner exclusively.
+unsafe impl Send for Graph {}
+// SAFETY: see `Send` above: through `&Graph` only reads happen.
+unsafe impl Sync for Graph {}
 
 impl Drop for Graph {
     fn drop(&mut self) {

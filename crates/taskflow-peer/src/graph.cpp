@@ -3,8 +3,9 @@
 // tf::Taskflow with an empty task per index and run many times on a tf::Executor of a fixed
 // number of workers, as the executor's bench runs one prebuilt FrozenGraph.
 //
-// The C interface below is used by src/lib.rs only; every function catches C++ exceptions
-// and reports them as a status, so no exception crosses into Rust.
+// The C interface below is used by src/lib.rs only. lockstep_tf_new and lockstep_tf_run
+// catch every C++ exception and report it as a status; the other functions cannot throw
+// (they are noexcept, so a throw would end the process, never unwind into Rust).
 
 #include <taskflow/taskflow.hpp>
 
@@ -66,7 +67,8 @@ void* lockstep_tf_new(const std::uint32_t* offsets, const std::uint32_t* deps, s
 int lockstep_tf_run(void* graph) noexcept {
   try {
     auto* g = static_cast<Graph*>(graph);
-    g->executor.run(g->flow).wait();
+    // get(), not wait(): an exception of a task is rethrown here and reported as -1.
+    g->executor.run(g->flow).get();
     return 0;
   } catch (...) {
     return -1;

@@ -26,6 +26,10 @@ use std::fmt;
 /// Whether this build has Taskflow compiled in (`LOCKSTEP_TASKFLOW_DIR` was set).
 pub const AVAILABLE: bool = cfg!(taskflow);
 
+/// The most dependencies one task may have: Taskflow 4 keeps a node's count of strong
+/// dependencies in the low 28 bits of its state word (`STRONG_DEPENDENCIES_MASK`).
+pub const MAX_DEPENDENCIES: usize = 0x0FFF_FFFF;
+
 /// What [`TaskflowGraph::new`] and [`TaskflowGraph::run`] refuse or report.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
@@ -52,6 +56,23 @@ pub enum Error {
         task: usize,
         /// The dependency it names.
         dependency: u32,
+    },
+    /// Task `task` names `dependency` twice (`FrozenGraph` refuses this too).
+    #[error("task {task} names dependency {dependency} twice")]
+    DuplicateDependency {
+        /// The task whose list is wrong.
+        task: usize,
+        /// The repeated dependency.
+        dependency: u32,
+    },
+    /// Task `task` has more dependencies than Taskflow can count ([`MAX_DEPENDENCIES`]): its
+    /// join counter would wrap, and the task would run too early or never.
+    #[error("task {task} has {count} dependencies; Taskflow counts at most {MAX_DEPENDENCIES}")]
+    TooManyDependencies {
+        /// The task.
+        task: usize,
+        /// How many dependencies it names.
+        count: usize,
     },
     /// Taskflow threw a C++ exception (building: out of memory; running: an executor error).
     #[error("Taskflow threw while {0}")]
@@ -87,10 +108,12 @@ impl TaskflowGraph {
     ///
     /// # Errors
     /// In this order: [`Error::NoWorkers`] if `workers` is 0; [`Error::BadOffsets`] if
-    /// `offsets` is not a CSR index of `deps`; [`Error::NotTopological`] if a task names a
-    /// dependency that is not of lower index; [`Error::NotBuilt`] in a build without
-    /// Taskflow (after the checks of the input, so that they hold in every build);
-    /// [`Error::Threw`] if Taskflow threw while building. Nothing is built on an error.
+    /// `offsets` is not a CSR index of `deps`; per task in index order,
+    /// [`Error::TooManyDependencies`] beyond [`MAX_DEPENDENCIES`], [`Error::NotTopological`]
+    /// if it names a dependency that is not of lower index, [`Error::DuplicateDependency`] if
+    /// it names one twice; [`Error::NotBuilt`] in a build without Taskflow (after the checks
+    /// of the input, so that they hold in every build); [`Error::Threw`] if Taskflow threw
+    /// while building. Nothing is built on an error.
     pub fn new(offsets: &[u32], deps: &[u32], workers: usize) -> Result<Self, Error> {
         Self::build(offsets, deps, workers, false)
     }
@@ -108,7 +131,7 @@ impl TaskflowGraph {
         if workers == 0 {
             return Err(Error::NoWorkers);
         }
-        check_csr(offsets, deps)?;
+        check_csr(offsets, deps, MAX_DEPENDENCIES)?;
         let tasks = offsets.len() - 1;
         #[cfg(taskflow)]
         {
@@ -162,8 +185,10 @@ impl TaskflowGraph {
     }
 }
 
-/// Checks that `offsets` indexes `deps` and that every dependency is a task of lower index.
-fn check_csr(offsets: &[u32], deps: &[u32]) -> Result<(), Error> {
+/// Checks that `offsets` indexes `deps`, that no task has more than `max` dependencies, and
+/// that every dependency is a task of lower index, named once. O(V + E) (a stamp per task
+/// finds repeats).
+fn check_csr(offsets: &[u32], deps: &[u32], max: usize) -> Result<(), Error> {
     let bad = |at| Error::BadOffsets {
         at,
         deps: deps.len(),
@@ -171,17 +196,33 @@ fn check_csr(offsets: &[u32], deps: &[u32]) -> Result<(), Error> {
     if offsets.first() != Some(&0) {
         return Err(bad(0));
     }
+    // `seen[d] == t + 1`: task `t` named `d` already.
+    let mut seen = vec![0usize; offsets.len() - 1];
     for (t, w) in offsets.windows(2).enumerate() {
         if w[1] < w[0] || w[1] as usize > deps.len() {
             return Err(bad(t + 1));
         }
-        for &d in &deps[w[0] as usize..w[1] as usize] {
+        let list = &deps[w[0] as usize..w[1] as usize];
+        if list.len() > max {
+            return Err(Error::TooManyDependencies {
+                task: t,
+                count: list.len(),
+            });
+        }
+        for &d in list {
             if d as usize >= t {
                 return Err(Error::NotTopological {
                     task: t,
                     dependency: d,
                 });
             }
+            if seen[d as usize] == t + 1 {
+                return Err(Error::DuplicateDependency {
+                    task: t,
+                    dependency: d,
+                });
+            }
+            seen[d as usize] = t + 1;
         }
     }
     if offsets[offsets.len() - 1] as usize != deps.len() {

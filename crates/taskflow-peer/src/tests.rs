@@ -71,6 +71,45 @@ fn the_input_is_checked_before_anything_is_built() {
 }
 
 #[test]
+fn repeated_and_too_many_dependencies_are_refused() {
+    assert_eq!(
+        TaskflowGraph::new(&[0, 0, 0, 3], &[0, 1, 0], 1).unwrap_err(),
+        Error::DuplicateDependency {
+            task: 2,
+            dependency: 0
+        }
+    );
+    // The same dependency in two tasks' lists is not a repeat.
+    assert!(matches!(
+        TaskflowGraph::new(&[0, 0, 1, 2], &[0, 0], 1),
+        Ok(_) | Err(Error::NotBuilt)
+    ));
+    // Taskflow's limit, tried with a small one (the real one needs 2^28 entries).
+    assert_eq!(
+        check_csr(&[0, 0, 1, 2, 4], &[0, 0, 0, 2], 1).unwrap_err(),
+        Error::TooManyDependencies { task: 3, count: 2 }
+    );
+    assert_eq!(check_csr(&[0, 0, 1, 2, 4], &[0, 0, 0, 2], 2), Ok(()));
+}
+
+/// Benches may keep a graph in a struct that crosses threads: the type is `Send` and `Sync`
+/// in every build (without Taskflow it holds nothing).
+#[test]
+fn the_graph_type_is_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<TaskflowGraph>();
+}
+
+/// The empty graph builds and runs (nothing to run).
+#[cfg(taskflow)]
+#[test]
+fn the_empty_graph_runs() {
+    let mut g = TaskflowGraph::counting(&[0], &[], 2).expect("built");
+    g.run().expect("ran");
+    assert_eq!(g.order(), Some(vec![]));
+}
+
+#[test]
 fn a_valid_graph_is_built_exactly_when_taskflow_is_compiled_in() {
     let (offsets, deps) = random_csr(50, 7);
     match (TaskflowGraph::new(&offsets, &deps, 2), AVAILABLE) {
