@@ -1,7 +1,8 @@
 //! A differential runner for the scheduler: long random operation sequences (seeded, biased
 //! towards the representation's corner cases: resubmissions, cancels before start, forward
-//! references, self-dependencies, stale and invented generations, batches with refusals)
-//! applied to the sequential model and to production, compared after every step.
+//! references, self-dependencies, stale and invented generations, batches with refusals,
+//! dynamic edges aimed at duplicates and cycles) applied to the sequential model and to
+//! production, compared after every step.
 //!
 //! Shared by the integration test `adversarial_dag` (production constants: compaction floor
 //! 1024, 32-bit tags) and the dag crate's unit tests (floor 4, 3-bit tags, plus the
@@ -44,6 +45,8 @@ pub enum Op<K> {
     Complete(K, Generation),
     Fail(K, Generation),
     CompleteBatch(Vec<(K, Generation)>),
+    /// `add_dependency(id, dep)` on both sides (SPEC A8 dynamic dependencies).
+    AddDependency(K, K),
     Cancel(K),
     Close,
     /// Resolved against the model before applying: completes the running version with the
@@ -75,6 +78,7 @@ pub enum Output<K: TaskKey> {
     Claims(Result<Vec<VersionRef<K>>, SchedulerError<K>>),
     Callback(Result<CallbackOutcome, SchedulerError<K>>),
     CompleteBatch(BatchResult<(usize, usize, Effect), K>),
+    AddDependency(Result<Effect, SchedulerError<K>>),
     Cancel(Result<CancelOutcome, SchedulerError<K>>),
     Close(CloseReport),
     Pool(Result<PoolId, SchedulerError<K>>),
@@ -128,6 +132,7 @@ pub fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &Op<K>) -> Output<
             }
             Output::CompleteBatch(((applied, dups, effect), None))
         }
+        Op::AddDependency(id, dep) => Output::AddDependency(m.add_dependency(id, dep.clone())),
         Op::Cancel(id) => Output::Cancel(m.cancel(id)),
         Op::Close => Output::Close(m.close()),
         Op::CompleteOldestRunning => unreachable!("resolved first"),
@@ -222,6 +227,9 @@ impl<K: TaskKey> Sut<K> {
                     (o.applied, o.duplicates, o.effect),
                     r.err().map(|e| (e.index, e.error)),
                 ))
+            }
+            Op::AddDependency(id, dep) => {
+                Output::AddDependency(self.sched.add_dependency(id, dep.clone()))
             }
             Op::Cancel(id) => Output::Cancel(self.sched.cancel(id)),
             Op::Close => Output::Close(self.sched.close()),
@@ -441,7 +449,19 @@ pub fn gen_op<K: TaskKey>(
         *cancelled_before_start = true;
         return Op::Cancel(id_any(rng));
     }
-    let r = rng.below(100);
+    let pending: Vec<K> = snap
+        .iter()
+        .filter(|(_, s)| s.state == TaskState::Pending)
+        .map(|(k, _)| k.clone())
+        .collect();
+    // After start a pending version is rare (most are ready at once), and it is the one an
+    // edge meets the cycle search, the reverse edges and a settled dependency with: aim at
+    // it more often.
+    if m.is_started() && !pending.is_empty() && rng.chance(1, 10) {
+        let id = pick(rng, &pending).clone();
+        return Op::AddDependency(id.clone(), gen_added_dep(rng, cfg, m, &id, id_any));
+    }
+    let r = rng.below(105);
     match r {
         0..=29 => {
             let id = id_any(rng);
@@ -516,8 +536,76 @@ pub fn gen_op<K: TaskKey>(
             }
             Op::CompleteBatch(items)
         }
-        _ => Op::Cancel(id_any(rng)),
+        82..=99 => Op::Cancel(id_any(rng)),
+        _ => {
+            // Mostly on a pending version, the only state that accepts an edge.
+            let id = if pending.is_empty() || rng.chance(1, 4) {
+                id_any(rng)
+            } else {
+                pick(rng, &pending).clone()
+            };
+            Op::AddDependency(id.clone(), gen_added_dep(rng, cfg, m, &id, id_any))
+        }
     }
+}
+
+/// The dependency of an `add_dependency(id, _)`, aimed at every answer: one that closes a
+/// cycle (refused after start; before start left to `start`), one already in the list
+/// (refused as a duplicate), `id` itself, the ghost (unknown: refused after start, a forward
+/// reference before), an earlier pool id (usually accepted), any id.
+fn gen_added_dep<K: TaskKey>(
+    rng: &mut Rng,
+    cfg: &Config<K>,
+    m: &SchedulerModel<K>,
+    id: &K,
+    id_any: impl Fn(&mut Rng) -> K,
+) -> K {
+    let pos = cfg.pool.iter().position(|p| p == id).unwrap_or(0);
+    match rng.below(10) {
+        0 | 1 => {
+            let cycles = m.check().cycles;
+            dep_by_trial(rng, cfg, m, id, |after, r| match r {
+                Err(SchedulerError::Cycles { .. }) => true,
+                Ok(_) => after.check().cycles != cycles,
+                Err(_) => false,
+            })
+            .unwrap_or_else(|| id.clone())
+        }
+        2 => dep_by_trial(rng, cfg, m, id, |_, r| {
+            matches!(r, Err(SchedulerError::DuplicateDependency { .. }))
+        })
+        .unwrap_or_else(|| id_any(rng)),
+        3 => id.clone(),
+        4 => cfg.ghost.clone(),
+        5 | 6 if pos > 0 => cfg.pool[rng.below(pos)].clone(),
+        _ => id_any(rng),
+    }
+}
+
+/// The first id (of the pool and the ghost, from a random place on) for which
+/// `add_dependency(id, it)` on a copy of the model gives an answer `wanted` accepts (it is
+/// also shown the copy afterwards); `None` if none does. The model does not show its edges,
+/// so this is how a duplicate or a cycle is aimed at.
+fn dep_by_trial<K: TaskKey>(
+    rng: &mut Rng,
+    cfg: &Config<K>,
+    m: &SchedulerModel<K>,
+    id: &K,
+    wanted: impl Fn(&SchedulerModel<K>, &Result<Effect, SchedulerError<K>>) -> bool,
+) -> Option<K> {
+    if m.state(id) != Some(TaskState::Pending) || m.is_closed() {
+        return None; // refused before the dependency is looked at
+    }
+    let candidates: Vec<&K> = cfg.pool.iter().chain([&cfg.ghost]).collect();
+    let from = rng.below(candidates.len());
+    (0..candidates.len())
+        .map(|i| candidates[(from + i) % candidates.len()])
+        .find(|dep| {
+            let mut copy = m.clone();
+            let r = copy.add_dependency(id, (*dep).clone());
+            wanted(&copy, &r)
+        })
+        .cloned()
 }
 
 /// Applies `op` to both sides and compares; returns the divergence, if any.
