@@ -1,8 +1,8 @@
 //! A differential runner for the scheduler: long random operation sequences (seeded, biased
 //! towards the representation's corner cases: resubmissions, cancels before start, forward
 //! references, self-dependencies, stale and invented generations, batches with refusals,
-//! dynamic edges aimed at duplicates and cycles) applied to the sequential model and to
-//! production, compared after every step.
+//! dynamic edges aimed at duplicates and cycles, fused completions and claims refused midway)
+//! applied to the sequential model and to production, compared after every step.
 //!
 //! Shared by the integration test `adversarial_dag` (production constants: compaction floor
 //! 1024, 32-bit tags) and the dag crate's unit tests (floor 4, 3-bit tags, plus the
@@ -45,6 +45,10 @@ pub enum Op<K> {
     Complete(K, Generation),
     Fail(K, Generation),
     CompleteBatch(Vec<(K, Generation)>),
+    /// `complete_and_claim(done, .., n, buffer)` on production (the `ready_into` buffer
+    /// reused); on the model the completions in order, then, if none was refused,
+    /// `ready_at_most(n)` (a refused claim is position `done.len()`).
+    CompleteAndClaim(Vec<(K, Generation)>, usize),
     /// `add_dependency(id, dep)` on both sides (SPEC A8 dynamic dependencies).
     AddDependency(K, K),
     Cancel(K),
@@ -69,6 +73,9 @@ pub fn resolve<K: TaskKey>(m: &SchedulerModel<K>, op: &Op<K>) -> Op<K> {
 
 type BatchResult<T, K> = (T, Option<(usize, SchedulerError<K>)>);
 
+/// `(applied, duplicates, summed effect)` of the applied prefix of a batch of completions.
+type Completions = (usize, usize, Effect);
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Output<K: TaskKey> {
     Submit(Result<Generation, SchedulerError<K>>),
@@ -77,7 +84,9 @@ pub enum Output<K: TaskKey> {
     Check(GraphReport<K>),
     Claims(Result<Vec<VersionRef<K>>, SchedulerError<K>>),
     Callback(Result<CallbackOutcome, SchedulerError<K>>),
-    CompleteBatch(BatchResult<(usize, usize, Effect), K>),
+    CompleteBatch(BatchResult<Completions, K>),
+    /// The completions as `CompleteBatch`, and the versions claimed (none after a refusal).
+    CompleteAndClaim(BatchResult<(Completions, Vec<VersionRef<K>>), K>),
     AddDependency(Result<Effect, SchedulerError<K>>),
     Cancel(Result<CancelOutcome, SchedulerError<K>>),
     Close(CloseReport),
@@ -115,28 +124,42 @@ pub fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &Op<K>) -> Output<
         Op::ReadyAtMost(n) | Op::ReadyInto(n) => Output::Claims(m.ready_at_most(*n)),
         Op::Complete(id, g) => Output::Callback(m.complete(id, *g)),
         Op::Fail(id, g) => Output::Callback(m.fail(id, *g, "boom")),
-        Op::CompleteBatch(items) => {
-            let (mut applied, mut dups, mut effect) = (0, 0, Effect::default());
-            for (i, (id, g)) in items.iter().enumerate() {
-                match m.complete(id, *g) {
-                    Ok(CallbackOutcome::Applied(e)) => {
-                        applied += 1;
-                        effect.ready += e.ready;
-                        effect.blocked += e.blocked;
-                    }
-                    Ok(CallbackOutcome::Duplicate(_)) => dups += 1,
-                    Err(e) => {
-                        return Output::CompleteBatch(((applied, dups, effect), Some((i, e))));
-                    }
-                }
-            }
-            Output::CompleteBatch(((applied, dups, effect), None))
+        Op::CompleteBatch(items) => Output::CompleteBatch(complete_in_order(m, items)),
+        Op::CompleteAndClaim(items, n) => {
+            // The claim is the item after the last completion (semantics, "fused form").
+            Output::CompleteAndClaim(match complete_in_order(m, items) {
+                (done, Some(refused)) => ((done, Vec::new()), Some(refused)),
+                (done, None) => match m.ready_at_most(*n) {
+                    Ok(claims) => ((done, claims), None),
+                    Err(e) => ((done, Vec::new()), Some((items.len(), e))),
+                },
+            })
         }
         Op::AddDependency(id, dep) => Output::AddDependency(m.add_dependency(id, dep.clone())),
         Op::Cancel(id) => Output::Cancel(m.cancel(id)),
         Op::Close => Output::Close(m.close()),
         Op::CompleteOldestRunning => unreachable!("resolved first"),
     }
+}
+
+/// The single completions of `items` on the model, in order, stopping at the first refusal.
+fn complete_in_order<K: TaskKey>(
+    m: &mut SchedulerModel<K>,
+    items: &[(K, Generation)],
+) -> BatchResult<Completions, K> {
+    let (mut applied, mut dups, mut effect) = (0, 0, Effect::default());
+    for (i, (id, g)) in items.iter().enumerate() {
+        match m.complete(id, *g) {
+            Ok(CallbackOutcome::Applied(e)) => {
+                applied += 1;
+                effect.ready += e.ready;
+                effect.blocked += e.blocked;
+            }
+            Ok(CallbackOutcome::Duplicate(_)) => dups += 1,
+            Err(e) => return ((applied, dups, effect), Some((i, e))),
+        }
+    }
+    ((applied, dups, effect), None)
 }
 
 /// Production plus the tokens of its claims.
@@ -227,6 +250,35 @@ impl<K: TaskKey> Sut<K> {
                     (o.applied, o.duplicates, o.effect),
                     r.err().map(|e| (e.index, e.error)),
                 ))
+            }
+            Op::CompleteAndClaim(items, n) => {
+                let mut o = BatchOutcome::default();
+                let mut buffer = std::mem::take(&mut self.buffer);
+                let before = buffer.len();
+                let r = self
+                    .sched
+                    .complete_and_claim(items, &mut o, *n, &mut buffer);
+                let claimed: Vec<_> = buffer.drain(before..).collect();
+                self.buffer = buffer;
+                let done = (o.applied, o.duplicates, o.effect);
+                match r {
+                    Ok(k) => {
+                        assert_eq!(
+                            claimed.len(),
+                            k,
+                            "complete_and_claim appends what it counts"
+                        );
+                        let versions = self.claims(Ok(claimed)).expect("claims in, claims out");
+                        Output::CompleteAndClaim(((done, versions), None))
+                    }
+                    Err(e) => {
+                        assert!(
+                            claimed.is_empty(),
+                            "a refused complete_and_claim claims nothing: {claimed:?}"
+                        );
+                        Output::CompleteAndClaim(((done, Vec::new()), Some((e.index, e.error))))
+                    }
+                }
             }
             Op::AddDependency(id, dep) => {
                 Output::AddDependency(self.sched.add_dependency(id, dep.clone()))
@@ -461,7 +513,7 @@ pub fn gen_op<K: TaskKey>(
         let id = pick(rng, &pending).clone();
         return Op::AddDependency(id.clone(), gen_added_dep(rng, cfg, m, &id, id_any));
     }
-    let r = rng.below(105);
+    let r = rng.below(110);
     match r {
         0..=29 => {
             let id = id_any(rng);
@@ -537,7 +589,7 @@ pub fn gen_op<K: TaskKey>(
             Op::CompleteBatch(items)
         }
         82..=99 => Op::Cancel(id_any(rng)),
-        _ => {
+        100..=104 => {
             // Mostly on a pending version, the only state that accepts an edge.
             let id = if pending.is_empty() || rng.chance(1, 4) {
                 id_any(rng)
@@ -545,6 +597,53 @@ pub fn gen_op<K: TaskKey>(
                 pick(rng, &pending).clone()
             };
             Op::AddDependency(id.clone(), gen_added_dep(rng, cfg, m, &id, id_any))
+        }
+        _ => {
+            // A worker's round: what runs (shuffled, a prefix of it, sometimes none: a plain
+            // claim), sometimes one of them twice (a duplicate), and sometimes an odd entry
+            // (refused: nothing is claimed). One round in four completes what would release
+            // a waiter and then is refused: the released versions must still be queued for
+            // the next claim.
+            let mut items: Vec<(K, Generation)> = running.clone();
+            for i in (1..items.len()).rev() {
+                let j = rng.below(i + 1);
+                items.swap(i, j);
+            }
+            let refuse_after_releases = rng.chance(1, 4);
+            if refuse_after_releases {
+                items.retain(|(id, g)| {
+                    let mut copy = m.clone();
+                    matches!(copy.complete(id, *g), Ok(CallbackOutcome::Applied(e)) if e.ready > 0)
+                });
+            } else {
+                items.truncate(if rng.chance(1, 5) {
+                    0
+                } else {
+                    1 + rng.below(3)
+                });
+            }
+            if !items.is_empty() && rng.chance(1, 6) {
+                let again = pick(rng, &items).clone();
+                let at = rng.below(items.len() + 1);
+                items.insert(at, again);
+            }
+            if refuse_after_releases {
+                // A generation never handed out: refused whatever the id.
+                let id = id_any(rng);
+                let g = m.generation(&id).map_or(1, |g| g.0 + 1);
+                items.push((id, Generation(g)));
+            } else if rng.chance(1, 4) {
+                let id = id_any(rng);
+                let g = odd_generation(rng, m, &id);
+                let at = rng.below(items.len() + 1);
+                items.insert(at, (id, g));
+            }
+            let n = if rng.chance(1, 4) {
+                usize::MAX
+            } else {
+                rng.below(4)
+            };
+            Op::CompleteAndClaim(items, n)
         }
     }
 }
