@@ -14,7 +14,9 @@ mod dag {
     pub use lockstep_dag::*;
 }
 
-use lockstep_contract::{Generation, TaskKey, TaskState};
+use std::collections::BTreeSet;
+
+use lockstep_contract::{Generation, SchedulerError, TaskKey, TaskState};
 use lockstep_dag::TaskScheduler;
 use lockstep_models::dag::SchedulerModel;
 use runner::{Config, Op, Sut};
@@ -335,5 +337,87 @@ fn resubmission_cost_does_not_grow_with_unrelated_tasks() {
         small <= 8 * RESUBMISSIONS && large <= 8 * RESUBMISSIONS,
         "compaction work for {RESUBMISSIONS} resubmissions: {small} with 2 000 other tasks, \
          {large} with 200 000"
+    );
+}
+
+/// The campaigns' draws of the two operations whose answers depend most on their arguments
+/// reach every answer (on the model alone): `add_dependency` accepted, blocking, closing a
+/// cycle, duplicate, unknown dependency, not pending, unknown task, closed; a
+/// `complete_and_claim` that claims, counts a duplicate, is refused after a completion that
+/// released a waiter (which must still be queued), and whose claim is refused.
+#[test]
+fn generated_edges_and_fused_calls_reach_every_answer() {
+    use runner::Output;
+    let cfg = Config {
+        pool: strings(&["a", "b", "c", "d", "e", "f"]),
+        ghost: "ghost".to_string(),
+        steps: 250,
+        max_concurrency: 2,
+        close_per_mille: 3,
+        cancel_before_start_pct: 60,
+        max_deps: 4,
+        check_each_step: true,
+    };
+    let variant = |e: &SchedulerError<String>| {
+        let text = format!("{e:?}");
+        text.split([' ', '{', '('])
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let mut seen = BTreeSet::new();
+    for seed in 0..100 {
+        let mut rng = runner::Rng::new(seed);
+        let want_cbs = rng.below(100) < cfg.cancel_before_start_pct;
+        let (mut m, mut cbs) = (SchedulerModel::new(cfg.max_concurrency), false);
+        for _ in 0..cfg.steps {
+            let op = runner::resolve(&m, &runner::gen_op(&mut rng, &cfg, &m, &mut cbs, want_cbs));
+            match (&op, runner::apply_model(&mut m, &op)) {
+                (Op::AddDependency(..), Output::AddDependency(r)) => {
+                    seen.insert(match r {
+                        Ok(e) if e.blocked > 0 => "edge blocks".to_string(),
+                        Ok(_) => "edge accepted".to_string(),
+                        Err(e) => format!("edge {}", variant(&e)),
+                    });
+                }
+                (Op::CompleteAndClaim(done, _), Output::CompleteAndClaim(((c, v), r))) => {
+                    if !v.is_empty() {
+                        seen.insert("fused claims".to_string());
+                    }
+                    if c.1 > 0 {
+                        seen.insert("fused duplicate".to_string());
+                    }
+                    match r {
+                        Some((i, _)) if i == done.len() => {
+                            seen.insert("fused claim refused".to_string());
+                        }
+                        Some((i, _)) if i > 0 && c.2.ready > 0 => {
+                            seen.insert("fused refused after a release".to_string());
+                        }
+                        _ => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let want = [
+        "edge accepted",
+        "edge blocks",
+        "edge Cycles",
+        "edge DuplicateDependency",
+        "edge UnknownDependency",
+        "edge NotPending",
+        "edge UnknownTask",
+        "edge Closed",
+        "fused claims",
+        "fused duplicate",
+        "fused claim refused",
+        "fused refused after a release",
+    ];
+    let missing: Vec<_> = want.iter().filter(|w| !seen.contains(**w)).collect();
+    assert!(
+        missing.is_empty(),
+        "never drawn: {missing:?} (drawn: {seen:?})"
     );
 }
