@@ -794,6 +794,39 @@ impl DurableModel {
         Ok(out)
     }
 
+    /// The fused report (`D.report-and-claim`): `complete(token, now)` when `error` is `None`,
+    /// else `fail(token, now, error)`; then, only if that was accepted (`Applied` or
+    /// `Duplicate`) and the store is not closed, `claim(token.owner, now, lease, max)`. One
+    /// step: nothing of another caller comes between the two. A refused report claims nothing
+    /// and changes nothing; after close the report is applied and the claim part is empty
+    /// (the next `claim` says `Closed`).
+    ///
+    /// # Errors
+    /// The errors of [`Self::complete`] / [`Self::fail`]. The claim part cannot fail: a token
+    /// that is accepted belongs to a started store.
+    ///
+    /// Rules of `docs/invariants.md` stated here: RULE (D.report-and-claim).
+    pub fn report_and_claim(
+        &mut self,
+        token: &Token,
+        now: u64,
+        error: Option<&str>,
+        lease: u64,
+        max: usize,
+    ) -> Result<(CallbackOutcome, Vec<ModelLease>), LeaseError> {
+        let out = match error {
+            None => self.complete(token, now)?,
+            Some(e) => self.fail(token, now, e)?,
+        };
+        if self.inner.is_closed() {
+            return Ok((out, Vec::new()));
+        }
+        let leases = self
+            .claim(&token.owner, now, lease, max)
+            .expect("an accepted report belongs to a started, open store");
+        Ok((out, leases))
+    }
+
     /// The fence; the version must be running (`Conflict`) with an unexpired lease
     /// ([`LeaseError::LeaseExpired`]); then its expiry becomes `t + lease`.
     ///

@@ -183,6 +183,15 @@ enum Op {
     DefinePool(&'static str, usize),
     /// `add_dependency(id, dep, now)` (store schema version 3).
     AddDependency(String, String, u64),
+    /// `report_and_claim(token, now, error, lease, max)`: complete (`None`) or fail, then
+    /// claim for the token's owner, in one step (`D.report-and-claim`).
+    ReportAndClaim {
+        token: Token,
+        now: u64,
+        error: Option<&'static str>,
+        lease: u64,
+        max: usize,
+    },
     /// The test clock moves to this value (forwards or backwards); nothing is called.
     Tick(u64),
     /// The store is dropped and opened again (a restarted scheduler); the model is unchanged.
@@ -206,6 +215,7 @@ enum Output {
     Reset(Result<usize, DurableError>),
     DefinePool(Result<(), DurableError>),
     AddDependency(Result<Effect, DurableError>),
+    Fused(Result<(CallbackOutcome, Vec<Lease>), DurableError>),
     Nothing,
 }
 
@@ -348,6 +358,17 @@ fn apply_model(m: &mut DurableModel, op: &Op) -> Output {
         Op::AddDependency(id, dep, now) => {
             Output::AddDependency(m.add_dependency(id, dep, *now).map_err(durable_err))
         }
+        Op::ReportAndClaim {
+            token,
+            now,
+            error,
+            lease,
+            max,
+        } => Output::Fused(
+            m.report_and_claim(token, *now, *error, *lease, *max)
+                .map(|(out, ls)| (out, ls.into_iter().map(lease_of).collect()))
+                .map_err(durable_err),
+        ),
         Op::Tick(_) | Op::Reopen => Output::Nothing,
     }
 }
@@ -451,6 +472,19 @@ impl<B: Backend> Sut<B> {
             Op::AddDependency(id, dep, now) => {
                 Output::AddDependency(self.s().add_dependency(id, dep, Millis(*now)))
             }
+            Op::ReportAndClaim {
+                token,
+                now,
+                error,
+                lease,
+                max,
+            } => Output::Fused(self.s().report_and_claim(
+                &fencing(token),
+                Millis(*now),
+                *error,
+                Millis(*lease),
+                *max,
+            )),
             Op::Tick(_) => Output::Nothing,
             Op::Reopen => {
                 let store = self.store.take().expect("the store is open");
@@ -557,6 +591,8 @@ static EDGE_ADDED: AtomicUsize = AtomicUsize::new(0);
 static EDGE_BLOCKED: AtomicUsize = AtomicUsize::new(0);
 static EDGE_NOT_PENDING: AtomicUsize = AtomicUsize::new(0);
 static EDGE_CYCLE: AtomicUsize = AtomicUsize::new(0);
+static FUSED_CLAIMED: AtomicUsize = AtomicUsize::new(0);
+static FUSED_FENCED: AtomicUsize = AtomicUsize::new(0);
 
 impl Coverage {
     /// Counts what `op` (answered `out`, leaving the model `m`) reached.
@@ -615,6 +651,8 @@ impl Coverage {
         }
         match out {
             Output::Claim(Ok(ls)) if ls.iter().any(|l| l.attempt > 1) => bump(&RECLAIMS),
+            Output::Fused(Ok((_, ls))) if !ls.is_empty() => bump(&FUSED_CLAIMED),
+            Output::Fused(Err(DurableError::Fenced { .. })) => bump(&FUSED_FENCED),
             Output::Callback(Err(DurableError::Fenced { .. }))
             | Output::Renew(Err(DurableError::Fenced { .. }))
             | Output::Abandon(Err(DurableError::Fenced { .. })) => bump(&FENCED),
@@ -665,6 +703,8 @@ impl Coverage {
             &EDGE_BLOCKED,
             &EDGE_NOT_PENDING,
             &EDGE_CYCLE,
+            &FUSED_CLAIMED,
+            &FUSED_FENCED,
         ]
         .iter()
         .any(|c| c.load(Ordering::Relaxed) == 0)
@@ -698,6 +738,8 @@ impl Coverage {
             ),
             ("dynamic edges refused: not pending", &EDGE_NOT_PENDING),
             ("dynamic edges refused: cycle", &EDGE_CYCLE),
+            ("fused reports that claimed", &FUSED_CLAIMED),
+            ("fused reports refused by the fence", &FUSED_FENCED),
         ]
         .map(|(what, c)| (what, c.load(Ordering::Relaxed)));
         println!("lockstep-durable coverage: {counts:?}");
@@ -917,6 +959,22 @@ impl<B: Backend> ReferenceStateMachine for DurableMachine<B> {
         let renew = (token.clone(), 5u64..=20)
             .prop_map(move |(t, lease)| Op::Renew(t, now, lease))
             .boxed();
+        // The fused report: a token as for `complete`, success or either failure text, and
+        // a claim of 0-3 (0: the report alone).
+        let report_and_claim = (
+            token.clone(),
+            prop_oneof![3 => Just(None), 1 => Just(Some("boom")), 1 => Just(Some("oops"))],
+            5u64..=20,
+            0usize..=3,
+        )
+            .prop_map(move |(token, error, lease, max)| Op::ReportAndClaim {
+                token,
+                now,
+                error,
+                lease,
+                max,
+            })
+            .boxed();
         let abandon = token.prop_map(move |t| Op::Abandon(t, now)).boxed();
         let any_id = if known.is_empty() {
             select(ids_and_ghost()).boxed()
@@ -1001,8 +1059,9 @@ impl<B: Backend> ReferenceStateMachine for DurableMachine<B> {
             .boxed();
         let w = if m.is_started() {
             // submit, start, check, claim, complete, fail, renew, cancel, close, tick, reopen,
-            // abandon, conditional submit, redefine, reset, define pool, add dependency
-            [8, 1, 1, 20, 14, 5, 12, 4, 1, 16, 2, 5, 5, 5, 1, 3, 4]
+            // abandon, conditional submit, redefine, reset, define pool, add dependency,
+            // report and claim
+            [8, 1, 1, 20, 14, 5, 12, 4, 1, 16, 2, 5, 5, 5, 1, 3, 4, 12]
         } else {
             [
                 30,
@@ -1022,6 +1081,7 @@ impl<B: Backend> ReferenceStateMachine for DurableMachine<B> {
                 0,
                 15,
                 4,
+                1,
             ]
         };
         weighted(vec![
@@ -1042,12 +1102,13 @@ impl<B: Backend> ReferenceStateMachine for DurableMachine<B> {
             (w[14], reset),
             (w[15], define_pool),
             (w[16], add_dependency),
+            (w[17], report_and_claim),
         ])
     }
 
     fn apply(mut state: RefState, op: &Op) -> RefState {
         let out = apply_model(&mut state.model, op);
-        if let Output::Claim(Ok(leases)) = &out {
+        if let Output::Claim(Ok(leases)) | Output::Fused(Ok((_, leases))) = &out {
             state.issued.extend(leases.iter().map(|l| Token {
                 id: l.id.clone(),
                 generation: l.generation,

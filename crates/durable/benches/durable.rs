@@ -14,6 +14,10 @@
 //!   FROM jobs WHERE state = 0 ORDER BY id LIMIT 1) RETURNING id` in one `BEGIN IMMEDIATE`
 //!   transaction, then `UPDATE jobs SET state = 2 WHERE id = ? AND owner = ?` in another.
 //!   No dependencies, no limit, no fencing epoch.
+//! * `lockstep_sqlite_fused`: a worker that finished a task reports it and claims its next one
+//!   in one call, [`Store::report_and_claim`] (`D.report-and-claim`): one transaction per task.
+//! * `plain_queue_fused`: the plain queue fused the same way (the completion's `UPDATE` and the
+//!   next claim's in one `BEGIN IMMEDIATE` transaction), the fair yardstick of the fused row.
 //!
 //! `durable/sqlite_claim_complete` uses the store's default `synchronous = FULL` (an fsync per
 //! commit); the `_normal` group uses `synchronous = NORMAL` (WAL: survives a process crash,
@@ -28,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
-use lockstep_durable::{LeaseOwner, Millis, NewTask, SqliteOptions, SqliteStore, Store};
+use lockstep_durable::{Lease, LeaseOwner, Millis, NewTask, SqliteOptions, SqliteStore, Store};
 use rusqlite::{Connection, params};
 
 const TASKS: usize = 100_000;
@@ -100,6 +104,32 @@ fn fresh(template: &Path, dir: &Path, n: &mut usize) -> PathBuf {
 struct Lockstep {
     store: SqliteStore,
     left: usize,
+    /// The lease held between fused steps.
+    held: Option<Lease>,
+}
+
+/// One task of the fused form: the held lease reported and the next claimed in one
+/// `report_and_claim` (the first step of a store claims alone).
+fn lockstep_fused_step(l: &mut Lockstep, owner: &LeaseOwner, now: &mut u64) {
+    *now += 1;
+    let next = match l.held.take() {
+        Some(lease) => {
+            l.store
+                .report_and_claim(&lease.token(), Millis(*now), None, Millis(30_000), 1)
+                .expect("report_and_claim")
+                .1
+        }
+        None => l
+            .store
+            .claim(owner, Millis(*now), Millis(30_000), 1)
+            .expect("claim"),
+    };
+    l.held = Some(
+        next.into_iter()
+            .next()
+            .expect("an earlier task always finished, so one is ready"),
+    );
+    l.left -= 1;
 }
 
 fn lockstep_step(l: &mut Lockstep, owner: &LeaseOwner, now: &mut u64) {
@@ -120,6 +150,36 @@ fn lockstep_step(l: &mut Lockstep, owner: &LeaseOwner, now: &mut u64) {
 struct Plain {
     conn: Connection,
     left: usize,
+    /// The job held between fused steps.
+    held: Option<i64>,
+}
+
+/// One job of the plain queue's fused form: the held job's completion and the next claim in
+/// one `BEGIN IMMEDIATE` transaction.
+fn plain_fused_step(p: &mut Plain, now: &mut u64) {
+    *now += 1;
+    let c = &p.conn;
+    c.execute_batch("BEGIN IMMEDIATE").expect("begin");
+    if let Some(id) = p.held {
+        let n = c
+            .prepare_cached("UPDATE jobs SET state = 2 WHERE id = ?1 AND owner = ?2")
+            .expect("prepare")
+            .execute(params![id, "bench"])
+            .expect("complete");
+        assert_eq!(n, 1);
+    }
+    let id: i64 = c
+        .prepare_cached(
+            "UPDATE jobs SET state = 1, owner = ?1, expiry = ?2
+              WHERE id = (SELECT id FROM jobs WHERE state = 0 ORDER BY id LIMIT 1)
+             RETURNING id",
+        )
+        .expect("prepare")
+        .query_row(params!["bench", *now as i64 + 30_000], |r| r.get(0))
+        .expect("a job");
+    c.execute_batch("COMMIT").expect("commit");
+    p.held = Some(id);
+    p.left -= 1;
 }
 
 fn plain_open(path: &Path, full: bool) -> Connection {
@@ -164,38 +224,91 @@ fn bench_pair(
     let mut n = 0;
     let owner = LeaseOwner::new("bench").expect("owner");
     let mut now = 0u64;
+    for (name, step) in [
+        (
+            "lockstep_sqlite",
+            lockstep_step as fn(&mut Lockstep, &LeaseOwner, &mut u64),
+        ),
+        ("lockstep_sqlite_fused", lockstep_fused_step),
+    ] {
+        bench_lockstep(
+            group, template, dir, full, &mut n, &owner, &mut now, name, step,
+        );
+    }
+    for (name, step) in [
+        ("plain_queue", plain_step as fn(&mut Plain, &mut u64)),
+        ("plain_queue_fused", plain_fused_step),
+    ] {
+        bench_plain(group, template, dir, full, &mut n, &mut now, name, step);
+    }
+}
+
+/// One `lockstep_*` row: `step` over stores copied from `template` (a fresh copy whenever
+/// the current one has fewer tasks left than criterion asks for).
+#[allow(clippy::too_many_arguments)]
+fn bench_lockstep(
+    group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    template: &Path,
+    dir: &Path,
+    full: bool,
+    n: &mut usize,
+    owner: &LeaseOwner,
+    now: &mut u64,
+    name: &str,
+    step: fn(&mut Lockstep, &LeaseOwner, &mut u64),
+) {
     let mut l: Option<Lockstep> = None;
-    group.bench_function("lockstep_sqlite", |b| {
+    group.bench_function(name, |b| {
         b.iter_custom(|iters| {
             let iters = usize::try_from(iters).expect("iters");
             if l.as_ref().is_none_or(|l| l.left < iters) {
-                let path = fresh(template, dir, &mut n);
+                let path = fresh(template, dir, n);
                 let store = SqliteStore::open_with(&path, &options(full)).expect("open");
-                l = Some(Lockstep { store, left: TASKS });
+                l = Some(Lockstep {
+                    store,
+                    // One claim more than the steps may be taken (the fused form's first).
+                    left: TASKS - 1,
+                    held: None,
+                });
             }
             let l = l.as_mut().expect("set above");
             let start = Instant::now();
             for _ in 0..iters {
-                lockstep_step(l, &owner, &mut now);
+                step(l, owner, now);
             }
             start.elapsed()
         });
     });
+}
+
+/// One `plain_*` row, as [`bench_lockstep`].
+#[allow(clippy::too_many_arguments)]
+fn bench_plain(
+    group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    template: &Path,
+    dir: &Path,
+    full: bool,
+    n: &mut usize,
+    now: &mut u64,
+    name: &str,
+    step: fn(&mut Plain, &mut u64),
+) {
     let mut p: Option<Plain> = None;
-    group.bench_function("plain_queue", |b| {
+    group.bench_function(name, |b| {
         b.iter_custom(|iters| {
             let iters = usize::try_from(iters).expect("iters");
             if p.as_ref().is_none_or(|p| p.left < iters) {
-                let path = fresh(template, dir, &mut n);
+                let path = fresh(template, dir, n);
                 p = Some(Plain {
                     conn: plain_open(&path, full),
-                    left: TASKS,
+                    left: TASKS - 1,
+                    held: None,
                 });
             }
             let p = p.as_mut().expect("set above");
             let start = Instant::now();
             for _ in 0..iters {
-                plain_step(p, &mut now);
+                step(p, now);
             }
             start.elapsed()
         });

@@ -12,10 +12,16 @@
 //!   never binds); one element = one `claim(max 1)` then one `complete` with its fencing token;
 //! * `plain_skip_locked`: the yardstick, a table of 100,000 rows with a partial index on the
 //!   ready ones; one element = `UPDATE jobs SET state = 'running' WHERE id = (SELECT id ...
-//!   ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id`, then `UPDATE ... 'done'`.
+//!   ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id`, then `UPDATE ... 'done'`;
+//! * `lockstep_postgres_fused`: as `lockstep_postgres`, but a worker that finished a task
+//!   reports it and claims its next one in one call, `report_and_claim(max 1)`
+//!   (`D.report-and-claim`), as `lockstep worker` does; one element = one such call;
+//! * `plain_skip_locked_fused`: the plain queue fused the same way, for a fair comparison of
+//!   the fused row: `WITH done AS (UPDATE ... 'done' WHERE id = $1) UPDATE ... 'running' WHERE
+//!   id = (SELECT ... SKIP LOCKED) RETURNING id`, one statement per task.
 //!
-//! Both sides therefore cost two statements per task, each one round trip (prepared
-//! statements). The bench also counts, with `pg_stat_statements` when the server has it
+//! The first two cost two statements per task, the fused two one, each one round trip
+//! (prepared statements). The bench also counts, with `pg_stat_statements` when the server has it
 //! (`scripts/postgres.sh` loads it), the statements one worker sends per claim batch and per
 //! completion, and writes them to `target/lockstep-bench/durable_postgres.jsonl`.
 //!
@@ -29,7 +35,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use lockstep_durable::{LeaseOwner, Millis, NewTask, PostgresOptions, PostgresStore, Store};
+use lockstep_durable::{Lease, LeaseOwner, Millis, NewTask, PostgresOptions, PostgresStore, Store};
 
 const TASKS: usize = 100_000;
 const WINDOW: usize = 1_000;
@@ -130,10 +136,55 @@ fn lockstep_cycles(stores: &mut [PostgresStore], iters: u64) -> Duration {
     .elapsed()
 }
 
+/// As [`lockstep_cycles`], but each worker reports its task and claims the next in one
+/// `report_and_claim` (a worker without a lease, at the start or after an empty claim, claims
+/// alone). One element = one completed task.
+fn lockstep_fused_cycles(
+    stores: &mut [PostgresStore],
+    held: &mut [Option<Lease>],
+    iters: u64,
+) -> Duration {
+    let left = AtomicI64::new(i64::try_from(iters).unwrap_or(i64::MAX));
+    let barrier = Barrier::new(stores.len() + 1);
+    thread::scope(|scope| {
+        for (w, (s, held)) in stores.iter_mut().zip(held.iter_mut()).enumerate() {
+            let (left, barrier) = (&left, &barrier);
+            scope.spawn(move || {
+                let me = LeaseOwner::new(format!("bench-{w}")).expect("owner");
+                barrier.wait();
+                let mut empty = 0u32;
+                while left.fetch_sub(1, Ordering::SeqCst) > 0 {
+                    loop {
+                        if let Some(l) = held.take() {
+                            let (_, next) = s
+                                .report_and_claim(&l.token(), Millis(1), None, LEASE, 1)
+                                .expect("report_and_claim");
+                            *held = next.into_iter().next();
+                            break;
+                        }
+                        *held = s.claim(&me, Millis(1), LEASE, 1).expect("claim").pop();
+                        if held.is_none() {
+                            empty += 1;
+                            assert!(empty < 100_000, "the graph ran dry: raise TASKS");
+                        }
+                    }
+                }
+            });
+        }
+        barrier.wait();
+        Instant::now()
+    })
+    .elapsed()
+}
+
 struct Plain {
     client: postgres::Client,
     claim: postgres::Statement,
     done: postgres::Statement,
+    /// `done` of `$1` and the next claim in one statement.
+    done_claim: postgres::Statement,
+    /// The job this worker holds between fused iterations.
+    held: Option<i64>,
 }
 
 fn plain_worker(url: &str, schema: &str) -> Plain {
@@ -151,11 +202,49 @@ fn plain_worker(url: &str, schema: &str) -> Plain {
             "UPDATE {schema}.jobs SET state = 'done' WHERE id = $1"
         ))
         .expect("prepare");
+    let done_claim = client
+        .prepare(&format!(
+            "WITH done AS (UPDATE {schema}.jobs SET state = 'done' WHERE id = $1)
+             UPDATE {schema}.jobs SET state = 'running'
+              WHERE id = (SELECT id FROM {schema}.jobs WHERE state = 'ready'
+                           ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
+             RETURNING id"
+        ))
+        .expect("prepare");
     Plain {
         client,
         claim,
         done,
+        done_claim,
+        held: None,
     }
+}
+
+/// The plain queue's fused form: each worker finishes its job and claims the next in one
+/// statement (the first claim of a worker is the plain claim). One element = one job done.
+fn plain_fused_cycles(workers: &mut [Plain], iters: u64) -> Duration {
+    let left = AtomicI64::new(i64::try_from(iters).unwrap_or(i64::MAX));
+    let barrier = Barrier::new(workers.len() + 1);
+    thread::scope(|scope| {
+        for p in workers.iter_mut() {
+            let (left, barrier) = (&left, &barrier);
+            scope.spawn(move || {
+                barrier.wait();
+                while left.fetch_sub(1, Ordering::SeqCst) > 0 {
+                    let row = match p.held {
+                        Some(id) => p.client.query_opt(&p.done_claim, &[&id]),
+                        None => p.client.query_opt(&p.claim, &[]),
+                    }
+                    .expect("claim");
+                    let id: i64 = row.expect("the plain queue ran dry: raise TASKS").get(0);
+                    p.held = Some(id);
+                }
+            });
+        }
+        barrier.wait();
+        Instant::now()
+    })
+    .elapsed()
 }
 
 fn plain_cycles(workers: &mut [Plain], iters: u64) -> Duration {
@@ -211,10 +300,31 @@ fn bench(c: &mut Criterion) {
             b.iter_custom(|iters| plain_cycles(&mut plain, iters));
         });
         drop(plain);
+
+        let schema = format!("bench_fused_{workers}w");
+        let opts = lockstep_store(&url, &schema, &graph);
+        let mut stores: Vec<PostgresStore> = (0..workers)
+            .map(|_| PostgresStore::open_with(&url, &opts).expect("open"))
+            .collect();
+        let mut held: Vec<Option<Lease>> = vec![None; workers];
+        g.bench_function("lockstep_postgres_fused", |b| {
+            b.iter_custom(|iters| lockstep_fused_cycles(&mut stores, &mut held, iters));
+        });
+        drop(stores);
+
+        let schema = format!("bench_plain_fused_{workers}w");
+        plain_queue(&url, &schema, TASKS);
+        let mut plain: Vec<Plain> = (0..workers).map(|_| plain_worker(&url, &schema)).collect();
+        g.bench_function("plain_skip_locked_fused", |b| {
+            b.iter_custom(|iters| plain_fused_cycles(&mut plain, iters));
+        });
+        drop(plain);
         g.finish();
         for schema in [
             format!("bench_lockstep_{workers}w"),
             format!("bench_plain_{workers}w"),
+            format!("bench_fused_{workers}w"),
+            format!("bench_plain_fused_{workers}w"),
         ] {
             client(&url)
                 .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))

@@ -1084,6 +1084,44 @@ pub trait Store {
         error: &str,
     ) -> Result<CallbackOutcome, DurableError>;
 
+    /// The fused report (`D.report-and-claim`): reports the claim `token` as
+    /// [`Store::complete`] (`error` is `None`) or [`Store::fail`] (`error` is the text), and,
+    /// only if the report was accepted (`Applied` or `Duplicate`), claims up to `max` versions
+    /// for `token.owner` exactly as [`Store::claim`] with `now` and `lease` would right after
+    /// it. A worker whose slot finished a task reports it and takes its next one in one call:
+    /// one transaction (SQLite) or one statement, one round trip (PostgreSQL) instead of two.
+    /// Returns the report's outcome and the leases, in claim order (empty when `max == 0`,
+    /// when nothing is claimable, and after close: a closed store claims nothing, and the next
+    /// [`Store::claim`] says [`DurableError::Closed`]).
+    ///
+    /// Both stores of this crate apply the two parts atomically: no other write comes between
+    /// them. The provided method, for other implementations, runs `complete`/`fail` and then
+    /// `claim` as two calls: another writer may come between, and an error of the claim part
+    /// (a store error) is returned although the report stands (reporting it again is answered
+    /// `Duplicate`).
+    ///
+    /// # Errors
+    /// Those of [`Store::complete`] / [`Store::fail`], with nothing changed and nothing
+    /// claimed; store errors.
+    fn report_and_claim(
+        &mut self,
+        token: &FencingToken,
+        now: Millis,
+        error: Option<&str>,
+        lease: Millis,
+        max: usize,
+    ) -> Result<(CallbackOutcome, Vec<Lease>), DurableError> {
+        let out = match error {
+            None => self.complete(token, now)?,
+            Some(e) => self.fail(token, now, e)?,
+        };
+        match self.claim(&token.owner, now, lease, max) {
+            Ok(leases) => Ok((out, leases)),
+            Err(DurableError::Closed) => Ok((out, Vec::new())),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Extends the lease of `token` to `t + lease` (`t` = high-water clock). Checked in this
     /// order: [`DurableError::UnknownTask`], [`DurableError::StaleGeneration`],
     /// [`DurableError::Fenced`] (as `complete`), [`DurableError::Conflict`] (version not

@@ -423,6 +423,58 @@ BEGIN
     END IF;
 END $$;
 
+-- settle_claim (revision 5): `settle`, then, when the report was accepted ('applied' or
+-- 'duplicate') and the store is not closed, `claim` for the token's owner, in one statement,
+-- one transaction (D.report-and-claim). Every row carries the settlement's columns; the claim's
+-- columns (as `claim` returns them) are null on the one row returned when nothing was claimed.
+-- `settle` takes the state-row lock first (the linearization point, D.pg-serial-writes) and
+-- `claim` takes it again in the same transaction, so no other write comes between the two.
+CREATE OR REPLACE FUNCTION @S@.settle_claim(p_id text, p_generation bigint, p_owner text,
+                           p_epoch bigint, p_now bigint, p_success boolean, p_error text,
+                           p_lease bigint, p_max bigint)
+RETURNS TABLE (code text, n_ready bigint, n_blocked bigint, cur_generation bigint,
+               cur_owner text, cur_epoch bigint, cur_state text,
+               o_id text, o_generation bigint, o_epoch bigint, o_expiry bigint,
+               o_attempts bigint, o_cancel_requested boolean, o_payload bytea)
+LANGUAGE plpgsql AS $$
+DECLARE
+    s record;
+    c record;
+    v_closed boolean;
+    v_any boolean := false;
+BEGIN
+    -- INVARIANT (D.report-and-claim): a refused report claims nothing; a closed store claims
+    -- nothing after the report; otherwise the claim follows the report under the same lock.
+    SELECT * INTO s FROM @S@.settle(p_id, p_generation, p_owner, p_epoch, p_now, p_success,
+                                    p_error);
+    code := s.code;
+    n_ready := s.n_ready;
+    n_blocked := s.n_blocked;
+    cur_generation := s.cur_generation;
+    cur_owner := s.cur_owner;
+    cur_epoch := s.cur_epoch;
+    cur_state := s.cur_state;
+    IF s.code IN ('applied', 'duplicate') THEN
+        SELECT st.closed INTO v_closed FROM @S@.lockstep_state st WHERE st.one = 1;
+        IF NOT v_closed THEN
+            FOR c IN SELECT * FROM @S@.claim(p_owner, p_now, p_lease, p_max) LOOP
+                o_id := c.o_id;
+                o_generation := c.o_generation;
+                o_epoch := c.o_epoch;
+                o_expiry := c.o_expiry;
+                o_attempts := c.o_attempts;
+                o_cancel_requested := c.o_cancel_requested;
+                o_payload := c.o_payload;
+                v_any := true;
+                RETURN NEXT;
+            END LOOP;
+        END IF;
+    END IF;
+    IF NOT v_any THEN
+        RETURN NEXT;
+    END IF;
+END $$;
+
 -- renew: one statement. Returns (code, new expiry or the old one, clock, cancel_requested,
 -- current generation, lease owner, lease epoch, state).
 CREATE OR REPLACE FUNCTION @S@.renew(p_id text, p_generation bigint, p_owner text, p_epoch bigint,

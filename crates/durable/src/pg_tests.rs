@@ -706,8 +706,8 @@ fn postgres_version_1_store_is_migrated_on_open() {
     assert_eq!((meta("schema_version"), meta("functions")), (1, 2));
     let opts = scratch.options();
     let mut s = PostgresStore::open_with(&url, &opts).unwrap();
-    assert_eq!((SCHEMA_VERSION, FUNCTIONS_REVISION), (3, 4));
-    assert_eq!((meta("schema_version"), meta("functions")), (3, 4));
+    assert_eq!((SCHEMA_VERSION, FUNCTIONS_REVISION), (3, 5));
+    assert_eq!((meta("schema_version"), meta("functions")), (3, 5));
     assert_layout_of_a_new_store(&url, &scratch.schema);
     let defs = s.definitions().unwrap();
     let g = defs.iter().find(|d| d.id == "g").unwrap();
@@ -768,7 +768,7 @@ fn postgres_version_1_store_is_migrated_on_open() {
     let mut s = PostgresStore::open_with(&url, &opts).unwrap();
     assert_eq!(s.snapshot().unwrap(), after);
     drop(s);
-    assert_eq!((meta("schema_version"), meta("functions")), (3, 4));
+    assert_eq!((meta("schema_version"), meta("functions")), (3, 5));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1128,7 +1128,7 @@ fn postgres_idle_waiter_wakes_when_a_loss_readies_an_optional_waiter() {
 /// `D.schema-migration` from version 2 on PostgreSQL: a store that the last build of schema
 /// version 2 wrote (`tests/fixtures/v2-store.pg.sql`: a succeeded; h, priority 9, running
 /// under `fixture-worker`'s lease; b failed; d and g blocked by b; e and c, priority 3, ready;
-/// f pending on e; limit 3) is migrated by `open`: version 3 and functions revision 4
+/// f pending on e; limit 3) is migrated by `open`: version 3 and functions revision 5
 /// recorded, a new store's layout, and every task, state, cause, error, payload, dependency
 /// list and lease kept (h's own token completes it). Then version 3 is at work on it: a new id
 /// after start with a required dependency on `a` and an optional one on the failed `b` is
@@ -1146,7 +1146,7 @@ fn postgres_version_2_store_is_migrated_on_open() {
     assert_eq!((meta("schema_version"), meta("functions")), (2, 3));
     let opts = scratch.options();
     let mut s = PostgresStore::open_with(&url, &opts).unwrap();
-    assert_eq!((meta("schema_version"), meta("functions")), (3, 4));
+    assert_eq!((meta("schema_version"), meta("functions")), (3, 5));
     assert_layout_of_a_new_store(&url, &scratch.schema);
 
     // Everything kept.
@@ -1268,7 +1268,7 @@ fn postgres_version_2_store_is_migrated_on_open() {
     drop(s);
     let mut s = PostgresStore::open_with(&url, &opts).unwrap();
     assert_eq!(s.snapshot().unwrap(), after);
-    assert_eq!((meta("schema_version"), meta("functions")), (3, 4));
+    assert_eq!((meta("schema_version"), meta("functions")), (3, 5));
     assert_layout_of_a_new_store(&url, &scratch.schema);
 }
 
@@ -1333,4 +1333,26 @@ fn postgres_settling_a_pooled_version_wakes_the_idle_waiter() {
         w.abandon(&got[0].token(), Millis(3)).unwrap();
         waiter = w;
     }
+}
+
+#[test]
+fn postgres_report_and_claim_takes_what_the_report_frees() {
+    let Some(url) = pg_url() else { return };
+    let scratch = Scratch::new(&url);
+    let mut s = PostgresStore::create_with(&url, 1, &scratch.options()).unwrap();
+    crate::tests::report_and_claim_script(&mut s);
+}
+
+/// A store whose functions predate `settle_claim` (revision 5) and that this user may not
+/// upgrade: `report_and_claim` falls back to `settle` then `claim`, with the same answers.
+#[test]
+fn postgres_report_and_claim_without_settle_claim_gives_the_same_answers() {
+    let Some(url) = pg_url() else { return };
+    let scratch = Scratch::new(&url);
+    let mut s = PostgresStore::create_with(&url, 1, &scratch.options()).unwrap();
+    scratch.sql(&format!(
+        "DROP FUNCTION {}.settle_claim(text, bigint, text, bigint, bigint, boolean, text, bigint, bigint)",
+        scratch.schema
+    ));
+    crate::tests::report_and_claim_script(&mut s);
 }

@@ -111,8 +111,9 @@ const FUNCTIONS_MARKER: &str = "\n-- FUNCTIONS\n";
 /// edges only and records the misses of optional ones, and `settle` and `cancel` return
 /// the whole `Effect` (ready and blocked). An older store's functions are replaced by `open`
 /// (`D.pg-functions-revision`), after its tables were migrated ([`SCHEMA_V2_UPGRADE`],
-/// [`SCHEMA_V3_UPGRADE`]).
-const FUNCTIONS_REVISION: i64 = 4;
+/// [`SCHEMA_V3_UPGRADE`]). Revision 5: `settle_claim`, the fused report and claim of
+/// [`Store::report_and_claim`] (`D.report-and-claim`).
+const FUNCTIONS_REVISION: i64 = 5;
 
 /// What schema version 2 adds to version 1 (SPEC A8 priorities): each task's claim priority
 /// (0 for the tasks already there) and the claim's index in claim order; `@S@` as in
@@ -231,6 +232,7 @@ impl fmt::Debug for PostgresStore {
 struct Sql {
     claim: String,
     settle: String,
+    settle_claim: String,
     renew: String,
     cancel: String,
     close: String,
@@ -241,6 +243,9 @@ impl Sql {
         Sql {
             claim: format!("SELECT * FROM {s}.claim($1, $2, $3, $4)"),
             settle: format!("SELECT * FROM {s}.settle($1, $2, $3, $4, $5, $6, $7)"),
+            settle_claim: format!(
+                "SELECT * FROM {s}.settle_claim($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+            ),
             renew: format!("SELECT * FROM {s}.renew($1, $2, $3, $4, $5, $6)"),
             cancel: format!("SELECT * FROM {s}.cancel($1, $2)"),
             close: format!("SELECT * FROM {s}.close($1)"),
@@ -1878,6 +1883,82 @@ impl Store for PostgresStore {
             });
         }
         self.settle(token, now, false, error)
+    }
+
+    fn report_and_claim(
+        &mut self,
+        token: &FencingToken,
+        now: Millis,
+        error: Option<&str>,
+        lease: Millis,
+        max: usize,
+    ) -> Result<(CallbackOutcome, Vec<Lease>), DurableError> {
+        if error.is_some_and(|e| e.contains('\0')) {
+            return Err(DurableError::InvalidInput {
+                what: "error text contains a NUL byte".into(),
+            });
+        }
+        let success = error.is_none();
+        let epoch = i64::try_from(token.epoch).unwrap_or(-1);
+        let max_sql = i64::try_from(max).unwrap_or(i64::MAX);
+        let rows = match self.q(
+            &self.sql.settle_claim.clone(),
+            &[
+                &token.id,
+                &gen_sql(token.generation),
+                &token.owner.as_str(),
+                &epoch,
+                &ms(now),
+                &success,
+                &error.unwrap_or(""),
+                &ms(lease),
+                &max_sql,
+            ],
+        ) {
+            Ok(rows) => rows,
+            // A store whose functions this user may not upgrade (revision < 5) has no
+            // `settle_claim`: the same answers in two calls (`D.pg-functions-revision`).
+            Err(e) if e.code() == Some(&SqlState::UNDEFINED_FUNCTION) => {
+                let out = self.settle(token, now, success, error.unwrap_or(""))?;
+                return match self.claim(&token.owner, now, lease, max) {
+                    Ok(leases) => Ok((out, leases)),
+                    Err(DurableError::Closed) => Ok((out, Vec::new())),
+                    Err(e) => Err(e),
+                };
+            }
+            Err(e) => return Err(map_err(e)),
+        };
+        // Every row carries the settlement's columns 0..7; the function always returns at
+        // least one row (a schema altered by hand could break that).
+        let Some(first) = rows.first() else {
+            return Err(DurableError::Database {
+                reason: "settle_claim returned no row (were the store's functions altered?)".into(),
+            });
+        };
+        let code: String = first.get(0);
+        let out = match code.as_str() {
+            "applied" => CallbackOutcome::Applied(effect(first)),
+            "duplicate" if success => CallbackOutcome::Duplicate(TaskState::Succeeded),
+            "duplicate" => CallbackOutcome::Duplicate(TaskState::Failed),
+            _ => return Err(refusal(&code, token, first, 3)?),
+        };
+        let leases = rows
+            .iter()
+            .filter_map(|r| {
+                let id: Option<String> = r.get(7);
+                Some(Lease {
+                    id: id?,
+                    generation: to_gen(r.get(8)),
+                    owner: token.owner.clone(),
+                    epoch: u64::try_from(r.get::<_, i64>(9)).unwrap_or(0),
+                    expiry: millis(r.get(10)),
+                    attempt: u32::try_from(r.get::<_, i64>(11)).unwrap_or(u32::MAX),
+                    cancel_requested: r.get(12),
+                    payload: r.get(13),
+                })
+            })
+            .collect();
+        Ok((out, leases))
     }
 
     fn renew(

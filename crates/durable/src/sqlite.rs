@@ -1356,6 +1356,146 @@ fn refuse_live_lease(tx: &Transaction<'_>, id: &str, t: i64) -> Result<(), Durab
     Ok(())
 }
 
+/// The claim of [`Store::claim`] inside the caller's write transaction: `Closed` after close,
+/// the implicit start, then up to `min(max, free slots)` candidates in claim order, each
+/// given a lease with the next epoch.
+fn claim_in(
+    tx: &Transaction<'_>,
+    meta: &mut Meta,
+    owner: &LeaseOwner,
+    now: Millis,
+    lease: Millis,
+    max: usize,
+) -> Result<Vec<Lease>, DurableError> {
+    if meta.closed {
+        return Err(DurableError::Closed);
+    }
+    start_in(tx, meta)?;
+    let t = tick(meta, now);
+    // INVARIANT (D.lease-capacity): only unexpired leases hold a slot.
+    let live: i64 = tx
+        .row(
+            "SELECT count(*) FROM tasks WHERE state = 'running' AND lease_expiry > ?1",
+            params![t],
+            |r| r.get(0),
+        )
+        .map_err(map_err)?;
+    let free = usize::try_from((meta.max_concurrency - live).max(0)).unwrap_or(0);
+    let take = max.min(free);
+    if take == 0 {
+        return Ok(Vec::new());
+    }
+    // SEEDED BUG (durable_priority_ignored): the claim keeps schema version 1's
+    // order (submission order only), as a store whose claim was not upgraded.
+    let ignore = lockstep_sync::seeded_bug!("durable_priority_ignored");
+    let room = pool_room(tx, t)?;
+    let candidates = if room.is_empty() {
+        claim_order(tx, t, take, ignore)?
+    } else {
+        claim_order_in_pools(tx, t, take, ignore, room)?
+    };
+    let expiry = ms(Millis(u64::try_from(t).unwrap_or(0)).plus(lease));
+    let mut leases = Vec::with_capacity(candidates.len());
+    let mut st = tx
+        .prepare_cached(
+            // A4 claim-once: ready (or expired running) -> running with a new lease,
+            // one conditional write per version.
+            "UPDATE tasks SET state = 'running', lease_owner = ?2, lease_epoch = ?3,
+                                  lease_expiry = ?4, attempts = attempts + 1, updated_at = ?5
+                  WHERE id = ?1
+                 RETURNING generation, attempts, cancel_requested, payload",
+        )
+        .map_err(map_err)?;
+    for id in candidates {
+        let epoch = meta.next_epoch;
+        meta.next_epoch += 1;
+        let (generation, attempt, cancel_requested, payload) = st
+            .query_row(params![id, owner.as_str(), epoch, expiry, t], |r| {
+                Ok((to_gen(r.get(0)?), r.get::<_, i64>(1)?, r.get(2)?, r.get(3)?))
+            })
+            .map_err(map_err)?;
+        leases.push(Lease {
+            id,
+            generation,
+            owner: owner.clone(),
+            epoch: u64::try_from(epoch).unwrap_or(0),
+            expiry: Millis(u64::try_from(expiry).unwrap_or(0)),
+            attempt: u32::try_from(attempt).unwrap_or(u32::MAX),
+            cancel_requested,
+            payload,
+        });
+    }
+    Ok(leases)
+}
+
+/// The completion of [`Store::complete`] inside the caller's write transaction.
+fn complete_in(
+    tx: &Transaction<'_>,
+    meta: &mut Meta,
+    token: &FencingToken,
+    now: Millis,
+) -> Result<CallbackOutcome, DurableError> {
+    let row = fenced_target(tx, token)?;
+    match row.state {
+        TaskState::Running => {
+            let t = tick(meta, now);
+            tx.exec(
+                "UPDATE tasks SET state = 'succeeded', updated_at = ?2 WHERE id = ?1",
+                params![token.id, t],
+            )
+            .map_err(map_err)?;
+            let ready = release_waiters_of(tx, &token.id, t)?;
+            Ok(CallbackOutcome::Applied(Effect { ready, blocked: 0 }))
+        }
+        TaskState::Succeeded => {
+            tick(meta, now);
+            Ok(CallbackOutcome::Duplicate(TaskState::Succeeded))
+        }
+        other => Err(DurableError::Conflict {
+            id: token.id.clone(),
+            generation: token.generation,
+            state: other,
+        }),
+    }
+}
+
+/// The failure of [`Store::fail`] inside the caller's write transaction.
+fn fail_in(
+    tx: &Transaction<'_>,
+    meta: &mut Meta,
+    token: &FencingToken,
+    now: Millis,
+    error: &str,
+) -> Result<CallbackOutcome, DurableError> {
+    let row = fenced_target(tx, token)?;
+    match row.state {
+        TaskState::Running => {
+            let t = tick(meta, now);
+            tx.exec(
+                "UPDATE tasks SET state = 'failed', error = ?2, updated_at = ?3 WHERE id = ?1",
+                params![token.id, error, t],
+            )
+            .map_err(map_err)?;
+            let cause = BlockCause {
+                task: token.id.clone(),
+                generation: token.generation,
+                state: TaskState::Failed,
+            };
+            let effect = block_waiters_of(tx, &token.id, &cause, t)?;
+            Ok(CallbackOutcome::Applied(effect))
+        }
+        TaskState::Failed => {
+            tick(meta, now);
+            Ok(CallbackOutcome::Duplicate(TaskState::Failed))
+        }
+        other => Err(DurableError::Conflict {
+            id: token.id.clone(),
+            generation: token.generation,
+            state: other,
+        }),
+    }
+}
+
 /// Ends the running version of `id` (its lease expired: checked before) as failed with
 /// `error`, blocking its waiters, as its latest claim's `fail` would (`redefine`).
 fn fail_running(
@@ -1518,67 +1658,7 @@ impl Store for SqliteStore {
         lease: Millis,
         max: usize,
     ) -> Result<Vec<Lease>, DurableError> {
-        self.write(|tx, meta| {
-            if meta.closed {
-                return Err(DurableError::Closed);
-            }
-            start_in(tx, meta)?;
-            let t = tick(meta, now);
-            // INVARIANT (D.lease-capacity): only unexpired leases hold a slot.
-            let live: i64 = tx
-                .row(
-                    "SELECT count(*) FROM tasks WHERE state = 'running' AND lease_expiry > ?1",
-                    params![t],
-                    |r| r.get(0),
-                )
-                .map_err(map_err)?;
-            let free = usize::try_from((meta.max_concurrency - live).max(0)).unwrap_or(0);
-            let take = max.min(free);
-            if take == 0 {
-                return Ok(Vec::new());
-            }
-            // SEEDED BUG (durable_priority_ignored): the claim keeps schema version 1's
-            // order (submission order only), as a store whose claim was not upgraded.
-            let ignore = lockstep_sync::seeded_bug!("durable_priority_ignored");
-            let room = pool_room(tx, t)?;
-            let candidates = if room.is_empty() {
-                claim_order(tx, t, take, ignore)?
-            } else {
-                claim_order_in_pools(tx, t, take, ignore, room)?
-            };
-            let expiry = ms(Millis(u64::try_from(t).unwrap_or(0)).plus(lease));
-            let mut leases = Vec::with_capacity(candidates.len());
-            let mut st = tx
-                .prepare_cached(
-                    // A4 claim-once: ready (or expired running) -> running with a new lease,
-                    // one conditional write per version.
-                    "UPDATE tasks SET state = 'running', lease_owner = ?2, lease_epoch = ?3,
-                                      lease_expiry = ?4, attempts = attempts + 1, updated_at = ?5
-                      WHERE id = ?1
-                     RETURNING generation, attempts, cancel_requested, payload",
-                )
-                .map_err(map_err)?;
-            for id in candidates {
-                let epoch = meta.next_epoch;
-                meta.next_epoch += 1;
-                let (generation, attempt, cancel_requested, payload) = st
-                    .query_row(params![id, owner.as_str(), epoch, expiry, t], |r| {
-                        Ok((to_gen(r.get(0)?), r.get::<_, i64>(1)?, r.get(2)?, r.get(3)?))
-                    })
-                    .map_err(map_err)?;
-                leases.push(Lease {
-                    id,
-                    generation,
-                    owner: owner.clone(),
-                    epoch: u64::try_from(epoch).unwrap_or(0),
-                    expiry: Millis(u64::try_from(expiry).unwrap_or(0)),
-                    attempt: u32::try_from(attempt).unwrap_or(u32::MAX),
-                    cancel_requested,
-                    payload,
-                });
-            }
-            Ok(leases)
-        })
+        self.write(|tx, meta| claim_in(tx, meta, owner, now, lease, max))
     }
 
     fn complete(
@@ -1586,30 +1666,7 @@ impl Store for SqliteStore {
         token: &FencingToken,
         now: Millis,
     ) -> Result<CallbackOutcome, DurableError> {
-        self.write(|tx, meta| {
-            let row = fenced_target(tx, token)?;
-            match row.state {
-                TaskState::Running => {
-                    let t = tick(meta, now);
-                    tx.exec(
-                        "UPDATE tasks SET state = 'succeeded', updated_at = ?2 WHERE id = ?1",
-                        params![token.id, t],
-                    )
-                    .map_err(map_err)?;
-                    let ready = release_waiters_of(tx, &token.id, t)?;
-                    Ok(CallbackOutcome::Applied(Effect { ready, blocked: 0 }))
-                }
-                TaskState::Succeeded => {
-                    tick(meta, now);
-                    Ok(CallbackOutcome::Duplicate(TaskState::Succeeded))
-                }
-                other => Err(DurableError::Conflict {
-                    id: token.id.clone(),
-                    generation: token.generation,
-                    state: other,
-                }),
-            }
-        })
+        self.write(|tx, meta| complete_in(tx, meta, token, now))
     }
 
     fn fail(
@@ -1618,34 +1675,41 @@ impl Store for SqliteStore {
         now: Millis,
         error: &str,
     ) -> Result<CallbackOutcome, DurableError> {
+        self.write(|tx, meta| fail_in(tx, meta, token, now, error))
+    }
+
+    fn report_and_claim(
+        &mut self,
+        token: &FencingToken,
+        now: Millis,
+        error: Option<&str>,
+        lease: Millis,
+        max: usize,
+    ) -> Result<(CallbackOutcome, Vec<Lease>), DurableError> {
+        // INVARIANT (D.report-and-claim): the report and the claim are one BEGIN IMMEDIATE
+        // transaction; a refused report rolls back and claims nothing, and a closed store
+        // claims nothing after the report.
         self.write(|tx, meta| {
-            let row = fenced_target(tx, token)?;
-            match row.state {
-                TaskState::Running => {
-                    let t = tick(meta, now);
-                    tx.exec(
-                        "UPDATE tasks SET state = 'failed', error = ?2, updated_at = ?3 WHERE id = ?1",
-                        params![token.id, error, t],
-                    )
-                    .map_err(map_err)?;
-                    let cause = BlockCause {
-                        task: token.id.clone(),
-                        generation: token.generation,
-                        state: TaskState::Failed,
-                    };
-                    let effect = block_waiters_of(tx, &token.id, &cause, t)?;
-                    Ok(CallbackOutcome::Applied(effect))
-                }
-                TaskState::Failed => {
-                    tick(meta, now);
-                    Ok(CallbackOutcome::Duplicate(TaskState::Failed))
-                }
-                other => Err(DurableError::Conflict {
-                    id: token.id.clone(),
-                    generation: token.generation,
-                    state: other,
-                }),
+            // SEEDED BUG (durable_fused_claim_first): the claim runs before the report, so it
+            // cannot take the dependents the report releases, and with a full limit the
+            // reported version still holds its slot: the worker sits idle beside ready work.
+            let early = if lockstep_sync::seeded_bug!("durable_fused_claim_first") && !meta.closed {
+                Some(claim_in(tx, meta, &token.owner, now, lease, max)?)
+            } else {
+                None
+            };
+            let out = match error {
+                None => complete_in(tx, meta, token, now)?,
+                Some(e) => fail_in(tx, meta, token, now, e)?,
+            };
+            if let Some(leases) = early {
+                return Ok((out, leases));
             }
+            if meta.closed {
+                return Ok((out, Vec::new()));
+            }
+            let leases = claim_in(tx, meta, &token.owner, now, lease, max)?;
+            Ok((out, leases))
         })
     }
 

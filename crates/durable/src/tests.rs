@@ -1212,3 +1212,100 @@ fn a_dependency_is_added_only_to_a_pending_version_and_judged_at_once() {
         Err(DurableError::Closed)
     );
 }
+
+/// The fused report (`D.report-and-claim`) on any store created with a limit of 1 and
+/// nothing submitted, step by step; shared by the SQLite test below and its PostgreSQL twin
+/// (`pg_tests::postgres_report_and_claim_takes_what_the_report_frees`).
+pub(crate) fn report_and_claim_script(s: &mut dyn Store) {
+    for r in s
+        .submit(&[
+            NewTask::without_deps("a"),
+            NewTask::new("b", ["a"]),
+            NewTask::new("c", ["b"]),
+            NewTask::without_deps("d"),
+        ])
+        .unwrap()
+    {
+        r.unwrap();
+    }
+    let w = owner("w");
+    let a = s.claim(&w, Millis(10), Millis(100), 1).unwrap();
+    assert_eq!(a.iter().map(|l| l.id.as_str()).collect::<Vec<_>>(), ["a"]);
+    // Limit 1: the report frees the slot, and the claim takes `b`, which the report made
+    // ready and whose submission sequence comes before `d`'s. Claimed first, nothing would
+    // be free (the seeded bug `durable_fused_claim_first`).
+    let (out, b) = s
+        .report_and_claim(&a[0].token(), Millis(20), None, Millis(100), 3)
+        .unwrap();
+    assert_eq!(
+        out,
+        CallbackOutcome::Applied(Effect {
+            ready: 1,
+            blocked: 0
+        })
+    );
+    assert_eq!(b.len(), 1, "the limit of 1 binds: {b:?}");
+    assert_eq!(
+        (b[0].id.as_str(), b[0].generation, b[0].epoch, b[0].attempt),
+        ("b", Generation(1), 2, 1)
+    );
+    assert_eq!((b[0].owner.as_str(), b[0].expiry), ("w", Millis(120)));
+    // A refused report (an old token) claims nothing and changes nothing.
+    assert!(matches!(
+        s.report_and_claim(&a[0].token(), Millis(30), Some("late"), Millis(100), 1),
+        Err(DurableError::Conflict { .. })
+    ));
+    let mut fenced = b[0].token();
+    fenced.epoch = 7;
+    assert!(matches!(
+        s.report_and_claim(&fenced, Millis(30), None, Millis(100), 1),
+        Err(DurableError::Fenced { .. })
+    ));
+    assert_eq!(s.status("b").unwrap().unwrap().state, TaskState::Running);
+    // A failure blocks `c`; the claim then takes `d`.
+    let (out, d) = s
+        .report_and_claim(&b[0].token(), Millis(40), Some("boom"), Millis(50), 1)
+        .unwrap();
+    assert_eq!(
+        out,
+        CallbackOutcome::Applied(Effect {
+            ready: 0,
+            blocked: 1
+        })
+    );
+    assert_eq!(
+        d.iter()
+            .map(|l| (l.id.as_str(), l.epoch, l.expiry))
+            .collect::<Vec<_>>(),
+        [("d", 3, Millis(90))]
+    );
+    assert_eq!(s.status("c").unwrap().unwrap().state, TaskState::Blocked);
+    // A duplicate report is accepted and still claims (nothing is left here); `max` 0
+    // reports alone.
+    let (out, none) = s
+        .report_and_claim(&b[0].token(), Millis(45), Some("boom"), Millis(50), 1)
+        .unwrap();
+    assert_eq!(
+        (out, none.len()),
+        (CallbackOutcome::Duplicate(TaskState::Failed), 0)
+    );
+    // After close the report is applied and nothing is claimed; `claim` says `Closed`.
+    s.close(Millis(50)).unwrap();
+    let (out, none) = s
+        .report_and_claim(&d[0].token(), Millis(60), None, Millis(50), 2)
+        .unwrap();
+    assert!(matches!(out, CallbackOutcome::Applied(_)));
+    assert!(none.is_empty());
+    assert_eq!(s.status("d").unwrap().unwrap().state, TaskState::Succeeded);
+    assert!(matches!(
+        s.claim(&w, Millis(70), Millis(50), 1),
+        Err(DurableError::Closed)
+    ));
+    assert_eq!(s.clock().unwrap(), Millis(60));
+}
+
+#[test]
+fn report_and_claim_takes_what_the_report_frees() {
+    let (_dir, _path, mut s) = temp_store(1);
+    report_and_claim_script(&mut s);
+}

@@ -506,6 +506,10 @@ pub const BUGS: &[(&str, &str)] = &[
         "durable: the SQLite claim counts every running version against its pool, expired leases included, so the expired lease of a crashed worker keeps its pool slot and the version can never be claimed again in a pool of depth 1",
     ),
     (
+        "durable_fused_claim_first",
+        "durable: the SQLite report_and_claim claims before it reports, so the claim cannot take the dependents the report releases nor the slot the report frees, and a worker with one slot sits idle beside ready work",
+    ),
+    (
         "durable_edge_on_claimed",
         "durable: the SQLite add_dependency accepts a ready version too, which any worker may claim at once, so the version can run before the dependency it was just given",
     ),

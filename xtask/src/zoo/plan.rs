@@ -357,6 +357,7 @@ pub const PLANS: &[BugPlan] = &[
         Part::Durable,
         "model_durable",
     ),
+    plan("durable_fused_claim_first", Part::Durable, "model_durable"),
     plan("durable_edge_on_claimed", Part::Durable, "model_durable"),
 ];
 
