@@ -300,6 +300,20 @@ impl Store for PatientStore {
         self.call(|s| s.fail(token, now_after(now), error))
     }
 
+    fn report_and_claim(
+        &mut self,
+        token: &FencingToken,
+        now: Millis,
+        error: Option<&str>,
+        lease: Millis,
+        max: usize,
+    ) -> Result<(CallbackOutcome, Vec<Lease>), DurableError> {
+        // Tried again after a lost commit: the report answers `Duplicate` and the claim
+        // claims anew; a first claim that did commit leaves leases nobody runs, which expire
+        // (as for `claim`: a delay, never a second run).
+        self.call(|s| s.report_and_claim(token, now_after(now), error, lease, max))
+    }
+
     fn renew(
         &mut self,
         token: &FencingToken,

@@ -492,6 +492,23 @@ impl Dispatch {
         })
     }
 
+    /// The claiming role for a busy slot about to report a success (`D.report-and-claim`):
+    /// `None` when a lease already waits for a free slot (the slot takes it at its next turn)
+    /// or another slot claims. The slot counts as free (its report frees it), so `want` is
+    /// the free slots plus one. O(1).
+    fn try_claim(&self) -> Option<ClaimGuard<'_>> {
+        let mut st = self.lock();
+        if !st.handed.is_empty() || st.claiming {
+            return None;
+        }
+        st.claiming = true;
+        let want = (st.slots.saturating_sub(st.busy) + 1).clamp(1, st.slots.max(1));
+        Some(ClaimGuard {
+            dispatch: self,
+            want,
+        })
+    }
+
     /// The claiming slot keeps the first lease of its claim for itself: it is busy.
     fn started(&self) {
         self.lock().busy += 1;
@@ -582,9 +599,10 @@ fn slot_loop(
                 return Ok(());
             }
         }
+        let fuse = Fuse { dispatch, stop };
         let guard = match dispatch.turn() {
             Turn::Handed(lease) => {
-                let r = run_one(&mut *store, &lease, slot, opts, counters);
+                let r = run_chain(&mut *store, lease, slot, opts, counters, &fuse);
                 dispatch.done();
                 r?;
                 continue;
@@ -635,9 +653,58 @@ fn slot_loop(
         };
         dispatch.started();
         drop(guard);
-        let r = run_one(&mut *store, &lease, slot, opts, counters);
+        let r = run_chain(&mut *store, lease, slot, opts, counters, &fuse);
         dispatch.done();
         r?;
+    }
+    Ok(())
+}
+
+/// What a slot needs to claim its next task with its report ([`run_one`]).
+struct Fuse<'a> {
+    dispatch: &'a Dispatch,
+    /// Another slot failed: the worker is stopping.
+    stop: &'a AtomicBool,
+}
+
+impl Fuse<'_> {
+    /// The claiming role, if this slot, about to report a success, should claim its next
+    /// task in the same call: no stop, and what the top of [`slot_loop`] does before a claim
+    /// done here too (the progress read, `run --store`'s retry bookkeeping, and no claim once
+    /// `--fail-fast` tripped). A store error here only means no fused claim: the report goes
+    /// alone, and the loop's next turn meets the error again.
+    fn claim_role(&self, store: &mut dyn Store, opts: &WorkerOptions) -> Option<ClaimGuard<'_>> {
+        if self.stop.load(Ordering::SeqCst) || opts.stop.is_requested() {
+            return None;
+        }
+        let counts = store.counts().ok()?;
+        opts.out.set_done(
+            (counts.succeeded + counts.failed + counts.blocked + counts.cancelled) as u64,
+            counts.total() as u64,
+        );
+        if let Some(r) = &opts.retries {
+            r.tend(&mut *store).ok()?;
+            if r.fail_fast_cause().is_some() {
+                return None;
+            }
+        }
+        self.dispatch.try_claim()
+    }
+}
+
+/// Runs `first`, then each task that its success claimed with the report
+/// (`D.report-and-claim`), until a report claims nothing. The slot stays busy throughout.
+fn run_chain(
+    store: &mut dyn Store,
+    first: Lease,
+    slot: usize,
+    opts: &WorkerOptions,
+    counters: &Counters,
+    fuse: &Fuse<'_>,
+) -> Result<(), DurableError> {
+    let mut lease = first;
+    while let Some(next) = run_one(&mut *store, &lease, slot, opts, counters, fuse)? {
+        lease = next;
     }
     Ok(())
 }
@@ -671,18 +738,22 @@ impl Outcome {
 // INVARIANT (D.crash-recovery): a task's result is reported with its claim's fencing token,
 // after renewals while it ran; a worker that dies leaves a lease that expires, and the
 // version is claimed again (at-least-once).
+///
+/// Returns the slot's next lease when the report of a success claimed it too
+/// ([`Fuse::claim_role`]), `None` otherwise.
 fn run_one(
     store: &mut dyn Store,
     lease: &Lease,
     slot: usize,
     opts: &WorkerOptions,
     counters: &Counters,
-) -> Result<(), DurableError> {
+    fuse: &Fuse<'_>,
+) -> Result<Option<Lease>, DurableError> {
     let token = lease.token();
     // A claim that was under way when the stop came: give it back without starting it.
     if opts.stop.is_requested() {
         let outcome = Outcome::failed("not started");
-        return give_back(store, &token, &outcome, counters, opts.poll);
+        return give_back(store, &token, &outcome, counters, opts.poll).map(|()| None);
     }
     let generation = lease.generation.0;
     let claim = Some(crate::events::Claim {
@@ -925,14 +996,38 @@ fn run_one(
         if let (Some(ev), None) = (&opts.events, &opts.retries) {
             ev.interrupted(&lease.id, generation, lease.attempt, &outcome.reason);
         }
-        return given;
+        return given.map(|()| None);
     }
     // A command stopped because another claim took the version did not fail: this worker
     // stopped it, and the attempt that counts is the other one.
     if !outcome.ok && !fenced {
         counters.failed_attempts.fetch_add(1, Ordering::SeqCst);
     }
-    let reported = settle(store, &token, &outcome, counters, opts.poll);
+    // INVARIANT (D.report-and-claim): a success is reported with the claim of this slot's
+    // next task (and the other free slots') in one call when this slot may claim; a failure
+    // (which `run --store` may retry, or which may trip `--fail-fast`) is reported alone.
+    let role = if outcome.ok && !fenced {
+        fuse.claim_role(&mut *store, opts)
+    } else {
+        None
+    };
+    let (reported, next) = match role {
+        Some(guard) => {
+            let (reported, leases) = settle_and_claim(
+                store,
+                &token,
+                &outcome,
+                counters,
+                opts.poll,
+                (Millis::from(opts.lease), guard.want),
+            );
+            let mut leases = leases.into_iter();
+            let mine = leases.next();
+            guard.hand_out(leases);
+            (reported, mine)
+        }
+        None => (settle(store, &token, &outcome, counters, opts.poll), None),
+    };
     // A `lockstep worker` writes the `blocked` events of the versions its failure blocked
     // (`run --store` writes every task's from the store's final state instead).
     if let (Ok(Reported::Applied { blocked }), Some(ev), None) =
@@ -974,7 +1069,7 @@ fn run_one(
     // Not counted here: the bar follows the store's settled tasks (`slot_loop`), which this
     // result is one of once recorded; counting it here too would count it twice.
     opts.out.ended(&lease.id, false);
-    reported.map(|_| ())
+    reported.map(|_| next)
 }
 
 /// Writes a `blocked` event for every version whose root cause is the failed version of
@@ -1174,6 +1269,43 @@ fn settle(
             r => break r,
         }
     };
+    reported(result, token, outcome, counters)
+}
+
+/// As [`settle`], with the claim of up to `want` versions for the token's owner in the same
+/// call ([`Store::report_and_claim`], `claim` = `(lease, want)`); the leases are empty when the
+/// report was not accepted.
+fn settle_and_claim(
+    store: &mut dyn Store,
+    token: &FencingToken,
+    outcome: &Outcome,
+    counters: &Counters,
+    poll: Duration,
+    (lease, want): (Millis, usize),
+) -> (Result<Reported, DurableError>, Vec<Lease>) {
+    let error = (!outcome.ok).then_some(outcome.reason.as_str());
+    let result = loop {
+        match store.report_and_claim(token, SystemClock.now(), error, lease, want) {
+            Err(e @ DurableError::Busy { .. }) => {
+                say(&format!("report {}: {e}; retrying", token.id));
+                thread::sleep(poll);
+            }
+            r => break r,
+        }
+    };
+    match result {
+        Ok((out, leases)) => (reported(Ok(out), token, outcome, counters), leases),
+        Err(e) => (reported(Err(e), token, outcome, counters), Vec::new()),
+    }
+}
+
+/// What a report's answer means for the worker (counted in `counters`).
+fn reported(
+    result: Result<CallbackOutcome, DurableError>,
+    token: &FencingToken,
+    outcome: &Outcome,
+    counters: &Counters,
+) -> Result<Reported, DurableError> {
     match result {
         Ok(CallbackOutcome::Applied(effect)) => {
             if outcome.ok {
