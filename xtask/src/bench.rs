@@ -17,7 +17,7 @@
 //! The report quotes the median with criterion's 95% confidence interval, the median per
 //! element when the group declares a throughput, and for every `lockstep_*` function its
 //! ratio to every peer in the same group (median over median: below 1.0 we are faster).
-//! The targets of issues 4, 9 and 10 are then checked against those numbers ([`TARGETS`]).
+//! The targets of issues 4, 9, 10 and 11 are then checked against those numbers ([`TARGETS`]).
 //!
 //! When `cargo bench` ran in this invocation, only the estimates written by it are read (file
 //! times after the start), so a stale result of an earlier run is never mixed in; with
@@ -113,7 +113,7 @@ struct Target {
     bound: Bound,
 }
 
-/// The targets of issues 4, 9 and 10 (each issue's "Targets" section).
+/// The targets of issues 4, 9, 10 and 11 (each issue's "Targets" section; issue 11 item 10).
 const TARGETS: &[Target] = &[
     Target {
         what: "deque push+pop no slower than crossbeam-deque",
@@ -252,6 +252,42 @@ const TARGETS: &[Target] = &[
         group: "graph/wavefront*",
         ours: "lockstep_executor*2t",
         bound: Bound::NsPerElement(80.0),
+    },
+    Target {
+        what: "PostgreSQL claim + completion at most 1.5x the plain SKIP LOCKED queue (issue 11)",
+        group: "durable/postgres_*",
+        ours: "lockstep_postgres",
+        bound: Bound::RatioTo {
+            peer: "plain_skip_locked",
+            max: 1.5,
+        },
+    },
+    Target {
+        what: "PostgreSQL fused report and claim at most 1.5x the plain SKIP LOCKED queue (issue 11)",
+        group: "durable/postgres_*",
+        ours: "lockstep_postgres_fused",
+        bound: Bound::RatioTo {
+            peer: "plain_skip_locked",
+            max: 1.5,
+        },
+    },
+    Target {
+        what: "SQLite (synchronous NORMAL) claim + completion at most 2x the plain queue (issue 11)",
+        group: "durable/sqlite_claim_complete_normal",
+        ours: "lockstep_sqlite",
+        bound: Bound::RatioTo {
+            peer: "plain_queue",
+            max: 2.0,
+        },
+    },
+    Target {
+        what: "SQLite (synchronous NORMAL) fused report and claim at most 2x the plain queue (issue 11)",
+        group: "durable/sqlite_claim_complete_normal",
+        ours: "lockstep_sqlite_fused",
+        bound: Bound::RatioTo {
+            peer: "plain_queue",
+            max: 2.0,
+        },
     },
     Target {
         what: "memory: pull API at most 64 bytes per task",
@@ -627,7 +663,7 @@ fn render(
             "\n**Note:** written with `--no-run`: the results may come from different runs."
         );
     }
-    let _ = writeln!(s, "\n### Targets (issues 4, 9, 10)\n");
+    let _ = writeln!(s, "\n### Targets (issues 4, 9, 10, 11)\n");
     let _ = writeln!(s, "| target | group | ours | measured | bound | met |");
     let _ = writeln!(s, "|---|---|---|---|---|---|");
     for t in TARGETS {
