@@ -46,10 +46,15 @@
 //!   2^31 guarantees no stale entry lives long enough to look live again
 //!   [INVARIANT (A2.generation-tag)]. A compaction writes only live entries, all into the
 //!   CSR part, and clears every `CSR_STALE`.
-//! * A completion moves each waiter it releases to ready at once (state and counts), but
-//!   queues its sequence in `flush_ready`, a loop of its own run before the operation
-//!   returns (`complete_batch`: once per batch), so that the cache misses of reading many
-//!   released waiters' sequences overlap instead of each waiting for the one before.
+//! * A completion moves each waiter it releases to ready at once (its count reaches 0 and
+//!   the per-state counts change) without writing the waiter's `hot` record: a record that
+//!   says pending with a count of 0 reads as ready (`Core::state_code`, through which every
+//!   reader of a state goes). It queues the waiter's sequence in `flush_ready`, a loop of
+//!   its own run before the operation returns (`complete_batch`: once per batch). While
+//!   every sequence is its node (`seq_is_node`, the usual case of a graph loaded in order
+//!   [INVARIANT (A4.sequence-is-node)]) the sequence is known without a read, so a release
+//!   touches the `wait` array only; otherwise `flush_ready` reads the records in a loop
+//!   whose cache misses overlap instead of each waiting for the one before.
 //! * `Wait::count` (Kahn's in-degree, "remaining") counts the live entries of a pending
 //!   version; it is zero for every other state.
 //! * Ready versions sit in `ready` (`crate::ready::ReadyQueue`): those of priority 0 in a
@@ -118,8 +123,8 @@ const DIRECT_SLACK: usize = 1 << 16;
 const COMPACT_FLOOR: usize = if cfg!(test) { 4 } else { 1024 };
 
 /// The per-node fields of the current version that callbacks and claims read, in one
-/// 24-byte record. A release reads [`Wait`] instead, and this record only for a waiter that
-/// becomes ready.
+/// 24-byte record. A release reads [`Wait`] instead, and this record only for the sequence
+/// of a waiter that becomes ready, and only when sequences are not nodes (`seq_is_node`).
 #[derive(Debug, Clone, Copy)]
 struct Hot {
     /// Generation of the current version; 0 when absent.
@@ -128,7 +133,8 @@ struct Hot {
     seq: u64,
     /// Running: the number of its cancel flag's chunk in `tokens`. Otherwise 0.
     chunk: u32,
-    /// `TaskState as u8`, or [`ABSENT`].
+    /// `TaskState as u8`, or [`ABSENT`]; `Pending` with a [`Wait::count`] of 0 is ready (a
+    /// completion's release does not write its waiters' records: [`Core::state_code`]).
     state: u8,
     /// [`REV_TAKEN`], [`CANCEL_REQUESTED`].
     flags: u8,
@@ -154,12 +160,10 @@ impl Hot {
         }
     }
 
-    fn is(&self, s: TaskState) -> bool {
+    /// Whether the record says `s`. Exact for every state but pending and ready: a record
+    /// that says pending is ready when its `count` is 0 ([`Core::state_code`]).
+    fn says(&self, s: TaskState) -> bool {
         self.state == s as u8
-    }
-
-    fn task_state(&self) -> Option<TaskState> {
-        TaskState::ALL.get(self.state as usize).copied()
     }
 }
 
@@ -173,7 +177,7 @@ struct Wait {
     tag: u32,
     /// Pending: its live waiter entries (Kahn's in-degree, "remaining dependencies"); never
     /// 0 then, so `count != 0` is exactly "pending" [INVARIANT (A5.pending-count)]. Every
-    /// other state: 0.
+    /// other state: 0 (and a [`Hot`] record that says pending with a count of 0 is ready).
     count: u32,
 }
 
@@ -303,6 +307,12 @@ pub(crate) struct Core<K, P> {
     /// The node of each submission sequence below `next_seq` (the versions since the last
     /// renumbering; entries of replaced versions are never read).
     seq_node: Vec<u32>,
+    /// Every current version's submission sequence is its node (`seq_node[s] == s`): true
+    /// while every submission so far was the first of a node created in order, the usual way
+    /// of loading a graph (each task submitted after the tasks it depends on), and false for
+    /// good after the first that was not [INVARIANT (A4.sequence-is-node)]. A release then
+    /// knows a waiter's sequence without reading its record (`Core::seq_of`).
+    seq_is_node: bool,
     /// Number of current versions in each state, indexed by `TaskState as usize`.
     counts: [usize; 7],
     next_seq: u64,
@@ -331,10 +341,11 @@ pub(crate) struct Core<K, P> {
     scratch_deps: Vec<u32>,
     scratch_waits: Vec<u32>,
     scratch_work: Vec<u32>,
-    /// Nodes a completion moved to ready (state and counts written) whose sequences are
-    /// not in the ready queue yet: [`Core::flush_ready`] inserts them, before the operation
-    /// that released them returns (empty between operations). Reading each one's sequence
-    /// in a loop of its own lets the processor overlap the cache misses of a batch.
+    /// Nodes a completion moved to ready (count 0, per-state counts changed) whose
+    /// sequences are not in the ready queue yet: [`Core::flush_ready`] inserts them, before
+    /// the operation that released them returns (empty between operations). Reading each
+    /// one's sequence (when it is not its node) in a loop of its own lets the processor
+    /// overlap the cache misses of a batch.
     ready_later: Vec<u32>,
 }
 
@@ -500,6 +511,7 @@ impl<K: TaskKey, P> Core<K, P> {
             optional: HashMap::default(),
             misses: HashMap::default(),
             seq_node: Vec::new(),
+            seq_is_node: true,
             counts: [0; 7],
             next_seq: 0,
             max_concurrency,
@@ -544,6 +556,19 @@ impl<K: TaskKey, P> Core<K, P> {
     #[cfg(test)]
     pub(crate) fn identity_len(&self) -> usize {
         self.identity
+    }
+
+    /// Whether every sequence is its node (`seq_is_node`, A4.sequence-is-node).
+    #[cfg(test)]
+    pub(crate) fn sequences_are_nodes(&self) -> bool {
+        self.seq_is_node
+    }
+
+    /// Clears `seq_is_node` (A4.sequence-is-node), so that every sequence is read from its
+    /// record: tests compare a core that takes the shortcut with one that does not.
+    #[cfg(test)]
+    pub(crate) fn forget_sequences_are_nodes(&mut self) {
+        self.seq_is_node = false;
     }
 
     fn find(&self, key: &K) -> Option<u32> {
@@ -656,15 +681,47 @@ impl<K: TaskKey, P> Core<K, P> {
 
     // ----- small helpers ---------------------------------------------------------------
 
+    /// The state of node `n`'s current version, as `TaskState as u8` (or [`ABSENT`]): its
+    /// record's, except that a record saying pending whose `count` is 0 is ready. A
+    /// completion's release makes its waiters ready by their counts alone and leaves their
+    /// records as they were (so that a release touches the small `wait` array only); every
+    /// reader of a state goes through here. Reads `wait` only for a record saying pending.
+    #[inline]
+    fn state_code(&self, n: u32) -> u8 {
+        let s = self.hot[idx(n)].state;
+        // INVARIANT (A5.pending-count): a pending version's count is never 0, so a record
+        // saying pending with a count of 0 can only be a released, ready version.
+        if s == TaskState::Pending as u8 && self.wait[idx(n)].count == 0 {
+            TaskState::Ready as u8
+        } else {
+            s
+        }
+    }
+
+    /// The state of node `n`'s current version ([`Core::state_code`]); `None` when absent.
+    #[inline]
+    fn task_state_of(&self, n: u32) -> Option<TaskState> {
+        TaskState::ALL.get(self.state_code(n) as usize).copied()
+    }
+
+    /// Whether node `n`'s current version is in state `s` ([`Core::state_code`]).
+    #[inline]
+    fn is_in(&self, n: u32, s: TaskState) -> bool {
+        self.state_code(n) == s as u8
+    }
+
     /// Moves node `n`'s current version to state `to`, keeping the per-state counts exact.
     fn transition(&mut self, n: u32, to: TaskState) {
-        let from = self.hot[idx(n)].state;
+        let from = self.state_code(n);
         self.transition_from(n, from, to);
     }
 
-    /// [`Core::transition`] for a caller that knows the current state (`from`): writes the
-    /// record without reading it first (a completion's release knows its waiters are pending
-    /// from their counts, A5.pending-count, and so does not wait for a cache miss here).
+    /// [`Core::transition`] for a caller that knows the current state (`from`): changes the
+    /// counts without reading the record first (a completion's release knows its waiters are
+    /// pending from their counts, A5.pending-count, and a claim knows its version is ready
+    /// from the ready queue). Pending -> ready writes no record either: every such move
+    /// happens when the count reaches 0, which makes the record read as ready
+    /// ([`Core::state_code`]), so a release does not wait for a cache miss on the record.
     #[inline(always)]
     fn transition_from(&mut self, n: u32, from: u8, to: TaskState) {
         // INVARIANT (A1.forward-only): every state change of a version goes through here (or
@@ -673,11 +730,19 @@ impl<K: TaskKey, P> Core<K, P> {
         // `block_waiters`, `cancel`), ready -> running/cancelled (`claim_into`, `cancel`),
         // running -> succeeded/failed (`complete`, `fail`). A terminal version is never moved
         // again; a resubmission makes a new version instead (`submit`).
-        debug_assert_eq!(self.hot[idx(n)].state, from);
+        debug_assert!(
+            self.hot[idx(n)].state == from
+                || (from == TaskState::Ready as u8 && self.state_code(n) == from),
+            "node {n} is in state {from}"
+        );
         let h = &mut self.hot[idx(n)];
         self.counts[from as usize] -= 1;
         self.counts[to as usize] += 1;
-        h.state = to as u8;
+        if from != TaskState::Pending as u8 || to != TaskState::Ready {
+            h.state = to as u8;
+        } else {
+            debug_assert_eq!(self.wait[idx(n)].count, 0, "released by its count");
+        }
         if !self.pool_of.is_empty()
             && (to == TaskState::Running || from == TaskState::Running as u8)
         {
@@ -699,8 +764,10 @@ impl<K: TaskKey, P> Core<K, P> {
     }
 
     /// A pending version of `n` stops waiting other than by its last release: its remaining
-    /// reverse edges become stale.
+    /// reverse edges become stale. Called once its record says something else: a record
+    /// that says pending with a count of 0 reads as ready (A5.pending-count).
     fn drop_waits(&mut self, n: u32) {
+        debug_assert!(!self.hot[idx(n)].says(TaskState::Pending));
         let w = &mut self.wait[idx(n)];
         if self.rev_built {
             self.rev_stale += w.count as usize;
@@ -858,6 +925,9 @@ impl<K: TaskKey, P> Core<K, P> {
         // Only replaced versions' sequences trigger a renumbering, and the first replacement
         // moved the order out of `seq_node`, which is rewritten here.
         debug_assert!(!self.order_in_seq);
+        // Replaced versions' sequences are past their nodes already (A4.sequence-is-node).
+        debug_assert!(!self.seq_is_node);
+        self.seq_is_node = false;
         self.compaction_visits += self.order.len() as u64;
         let mut live: Vec<(u64, u32)> = self
             .order
@@ -872,9 +942,8 @@ impl<K: TaskKey, P> Core<K, P> {
         }
         self.seq_node.clear();
         for (rank, &(_, n)) in live.iter().enumerate() {
-            let h = &mut self.hot[idx(n)];
-            h.seq = rank as u64;
-            let ready = h.is(TaskState::Ready);
+            let ready = self.is_in(n, TaskState::Ready);
+            self.hot[idx(n)].seq = rank as u64;
             self.seq_node.push(n);
             if ready {
                 self.push_ready(n, rank as u64);
@@ -924,7 +993,7 @@ impl<K: TaskKey, P> Core<K, P> {
         let n = self.hot.len();
         let mut off = vec![0u32; n + 1];
         for v in 0..n {
-            if self.hot[v].is(TaskState::Pending) {
+            if self.is_in(v as u32, TaskState::Pending) {
                 for &d in &self.fwd[self.span[v].range()] {
                     off[idx(d)] += 1;
                 }
@@ -941,7 +1010,7 @@ impl<K: TaskKey, P> Core<K, P> {
         // each entry names its waiter's current version.
         let mut rev = vec![0u32; total as usize];
         for v in (0..n).rev() {
-            if self.hot[v].is(TaskState::Pending) {
+            if self.is_in(v as u32, TaskState::Pending) {
                 for &d in &self.fwd[self.span[v].range()] {
                     let o = &mut off[idx(d)];
                     *o -= 1;
@@ -1045,6 +1114,11 @@ impl<K: TaskKey, P> Core<K, P> {
             self.renumber();
         }
         let seq = self.next_seq;
+        // INVARIANT (A4.sequence-is-node): the first sequence that is not its node clears
+        // the flag for good (a resubmission's sequence is past every node's first one).
+        if seq != u64::from(n) {
+            self.seq_is_node = false;
+        }
         self.next_seq += 1;
         self.seq_node.push(n);
         self.ready.grow_to(self.next_seq);
@@ -1176,7 +1250,7 @@ impl<K: TaskKey, P> Core<K, P> {
         }
         if let Some(n) = existing {
             let h = self.hot[idx(n)];
-            if h.is(TaskState::Running) {
+            if h.says(TaskState::Running) {
                 return Err(SchedulerError::Running {
                     id,
                     generation: Generation(h.generation),
@@ -1250,7 +1324,7 @@ impl<K: TaskKey, P> Core<K, P> {
         // first change (the scratch vectors it borrowed are given back unchanged).
         // SEEDED BUG (retry_flips_failed): the failed version goes back to ready, same generation.
         if let Some(n) = existing.filter(|_| seeded_bug!("retry_flips_failed"))
-            && self.hot[idx(n)].is(TaskState::Failed)
+            && self.hot[idx(n)].says(TaskState::Failed)
         {
             self.transition(n, TaskState::Ready);
             self.details.remove(&n);
@@ -1302,14 +1376,14 @@ impl<K: TaskKey, P> Core<K, P> {
             for &d in &dep_nodes {
                 debug_assert!(!self.started);
                 debug_assert!(matches!(
-                    self.hot[idx(d)].task_state(),
+                    self.task_state_of(d),
                     None | Some(TaskState::Pending | TaskState::Ready)
                 ));
             }
         } else {
             for (i, &d) in dep_nodes.iter().enumerate() {
                 let h = &self.hot[idx(d)];
-                match h.task_state() {
+                match self.task_state_of(d) {
                     // Satisfied for good: a later resubmission of d does not affect this version.
                     Some(TaskState::Succeeded) => {}
                     // INVARIANT (A8.optional-never-blocks): an optional dependency already
@@ -1344,14 +1418,15 @@ impl<K: TaskKey, P> Core<K, P> {
                     self.order_in_seq = false;
                 }
                 let old = self.hot[idx(n)];
-                self.counts[old.state as usize] -= 1;
-                if old.is(TaskState::Ready) {
+                let old_state = self.state_code(n);
+                self.counts[old_state as usize] -= 1;
+                self.hot[idx(n)].state = ABSENT;
+                if old_state == TaskState::Ready as u8 {
                     self.remove_ready(n);
                 }
-                if old.is(TaskState::Pending) {
+                if old_state == TaskState::Pending as u8 {
                     self.drop_waits(n);
                 }
-                self.hot[idx(n)].state = ABSENT;
                 self.fwd_garbage += self.span[idx(n)].len as usize;
                 self.span[idx(n)] = Span::default();
                 garbage.extend(self.payload[idx(n)].take());
@@ -1529,7 +1604,7 @@ impl<K: TaskKey, P> Core<K, P> {
             generation: Generation(h.generation),
             state,
         };
-        match h.task_state()? {
+        match self.task_state_of(d)? {
             s @ (TaskState::Failed | TaskState::Cancelled) => Some(own(s)),
             TaskState::Blocked => Some(match self.details.get(&d) {
                 Some(Detail::Blocked(c)) => c.clone(),
@@ -1572,22 +1647,23 @@ impl<K: TaskKey, P> Core<K, P> {
                     && core.optional.get(&w).is_some_and(|o| o.contains(&x))
                 {
                     let hx = core.hot[idx(x)];
-                    let state = hx.task_state().unwrap_or(TaskState::Blocked);
+                    let state = core.task_state_of(x).unwrap_or(TaskState::Blocked);
                     core.misses
                         .entry(w)
                         .or_default()
                         .push((x, hx.generation, state));
                     if core.wait[idx(w)].count == 0 {
-                        core.transition(w, TaskState::Ready);
-                        let seq = core.hot[idx(w)].seq;
+                        core.transition_from(w, TaskState::Pending as u8, TaskState::Ready);
+                        let seq = core.seq_of(w);
                         core.push_ready(w, seq);
                         ready += 1;
                     }
                     return;
                 }
-                // A blocked version never loses its first cause: it is terminal.
+                // A blocked version never loses its first cause: it is terminal. (Its count
+                // may be 0 already: the state is the one it had, pending.)
+                core.transition_from(w, TaskState::Pending as u8, TaskState::Blocked);
                 core.drop_waits(w);
-                core.transition(w, TaskState::Blocked);
                 core.details.insert(w, Detail::Blocked(cause.clone()));
                 garbage.extend(core.payload[idx(w)].take());
                 blocked += 1;
@@ -1616,12 +1692,11 @@ impl<K: TaskKey, P> Core<K, P> {
         }
         let generation = parent.generation;
         let p = self.callback_target(&parent.id, generation)?;
-        let h = self.hot[idx(p)];
-        if !h.is(TaskState::Running) {
+        if !self.hot[idx(p)].says(TaskState::Running) {
             return Err(SchedulerError::Conflict {
                 id: parent.id.clone(),
                 generation,
-                state: h.task_state().unwrap_or(TaskState::Pending),
+                state: self.task_state_of(p).unwrap_or(TaskState::Pending),
             });
         }
         self.submit_with(id, all, all.len(), options, payload, garbage)
@@ -1651,17 +1726,17 @@ impl<K: TaskKey, P> Core<K, P> {
         // SEEDED BUG (dynamic_edge_on_claimed): ready and running versions gain one too.
         let admitted = if seeded_bug!("dynamic_edge_on_claimed") {
             matches!(
-                h.task_state(),
+                self.task_state_of(n),
                 Some(TaskState::Pending | TaskState::Ready | TaskState::Running)
             )
         } else {
-            h.is(TaskState::Pending)
+            self.is_in(n, TaskState::Pending)
         };
         if !admitted {
             return Err(SchedulerError::NotPending {
                 id: id.clone(),
                 generation: Generation(h.generation),
-                state: h.task_state().unwrap_or(TaskState::Pending),
+                state: self.task_state_of(n).unwrap_or(TaskState::Pending),
             });
         }
         let found = self.find(dep);
@@ -1726,7 +1801,7 @@ impl<K: TaskKey, P> Core<K, P> {
             self.wait[idx(n)].count += 1;
             return Ok(Effect::default());
         }
-        let cause = match self.hot[idx(d)].task_state() {
+        let cause = match self.task_state_of(d) {
             Some(TaskState::Succeeded) => return Ok(Effect::default()),
             Some(TaskState::Failed | TaskState::Cancelled | TaskState::Blocked) => {
                 self.loss_cause(d).expect("a lost version has a cause")
@@ -1743,8 +1818,8 @@ impl<K: TaskKey, P> Core<K, P> {
             }
         };
         // Lost: blocked at once, and so is everything waiting on it.
-        self.drop_waits(n);
         self.transition(n, TaskState::Blocked);
+        self.drop_waits(n);
         self.details.insert(n, Detail::Blocked(cause.clone()));
         garbage.extend(self.payload[idx(n)].take());
         let (blocked, ready) = self.block_waiters(n, &cause, garbage);
@@ -1875,7 +1950,9 @@ impl<K: TaskKey, P> Core<K, P> {
             let Some(payload) = self.payload[idx(n)].take() else {
                 continue;
             };
-            self.transition(n, TaskState::Running);
+            // Ready: it was in the ready queue (its record may still say pending,
+            // A5.pending-count), so the record is written without being read.
+            self.transition_from(n, TaskState::Ready as u8, TaskState::Running);
             let (token, at) = self.tokens.fresh();
             let h = &mut self.hot[idx(n)];
             h.chunk = at.chunk;
@@ -1934,9 +2011,20 @@ impl<K: TaskKey, P> Core<K, P> {
     pub(crate) fn flush_ready(&mut self) {
         for i in 0..self.ready_later.len() {
             let v = self.ready_later[i];
-            self.push_ready(v, self.hot[idx(v)].seq);
+            self.push_ready(v, self.seq_of(v));
         }
         self.ready_later.clear();
+    }
+
+    /// The submission sequence of node `n`'s current version: `n` itself while sequences are
+    /// nodes (A4.sequence-is-node, no read of the record), else the record's.
+    #[inline]
+    fn seq_of(&self, n: u32) -> u64 {
+        if self.seq_is_node {
+            u64::from(n)
+        } else {
+            self.hot[idx(n)].seq
+        }
     }
 
     /// `complete`; with `DEFER`, the versions it makes ready are left in `ready_later`, and
@@ -1950,7 +2038,7 @@ impl<K: TaskKey, P> Core<K, P> {
         generation: Generation,
     ) -> Result<CallbackOutcome, SchedulerError<K>> {
         let n = self.callback_target(id, generation)?;
-        match self.hot[idx(n)].task_state() {
+        match self.task_state_of(n) {
             Some(TaskState::Running) => {}
             // SEEDED BUG (double_release): a repeated completion is applied again.
             Some(TaskState::Succeeded) if seeded_bug!("double_release") => {}
@@ -1977,14 +2065,15 @@ impl<K: TaskKey, P> Core<K, P> {
             let w = &mut core.wait[idx(v)];
             w.count -= 1;
             if w.count == 0 {
-                // Pending -> ready without reading the waiter's record (`count` was not 0,
-                // so it was pending: A5.pending-count); deferred, its sequence is read and
-                // queued by `flush_ready`, before this operation returns.
+                // Pending -> ready without reading or writing the waiter's record (`count`
+                // was not 0, so it was pending; now 0, it reads as ready: A5.pending-count);
+                // deferred, its sequence is found and queued by `flush_ready`, before this
+                // operation returns.
                 core.transition_from(v, TaskState::Pending as u8, TaskState::Ready);
                 if DEFER {
                     core.ready_later.push(v);
                 } else {
-                    let seq = core.hot[idx(v)].seq;
+                    let seq = core.seq_of(v);
                     core.push_ready(v, seq);
                 }
                 effect.ready += 1;
@@ -2010,7 +2099,7 @@ impl<K: TaskKey, P> Core<K, P> {
         garbage: &mut Vec<P>,
     ) -> Result<CallbackOutcome, SchedulerError<K>> {
         let n = self.callback_target(id, generation)?;
-        match self.hot[idx(n)].task_state() {
+        match self.task_state_of(n) {
             Some(TaskState::Running) => {}
             Some(TaskState::Failed) => return Ok(CallbackOutcome::Duplicate(TaskState::Failed)),
             state => {
@@ -2050,7 +2139,7 @@ impl<K: TaskKey, P> Core<K, P> {
             .known(id)
             .ok_or_else(|| SchedulerError::UnknownTask { id: id.clone() })?;
         let h = self.hot[idx(n)];
-        let outcome = match h.task_state() {
+        let outcome = match self.task_state_of(n) {
             Some(state @ (TaskState::Pending | TaskState::Ready)) => {
                 // The reverse edges exist before any version leaves the pending state here.
                 self.ensure_rev();
@@ -2112,13 +2201,19 @@ impl<K: TaskKey, P> Core<K, P> {
         };
         for &n in order {
             let h = &mut self.hot[idx(n)];
-            if h.is(TaskState::Pending) || h.is(TaskState::Ready) {
+            // A record saying pending or ready is either (`Core::state_code`).
+            if h.says(TaskState::Pending) || h.says(TaskState::Ready) {
                 let w = &mut self.wait[idx(n)];
+                let state = if w.count == 0 {
+                    TaskState::Ready
+                } else {
+                    TaskState::Pending
+                };
                 if self.rev_built {
                     self.rev_stale += w.count as usize;
                 }
                 w.count = 0;
-                self.counts[h.state as usize] -= 1;
+                self.counts[state as usize] -= 1;
                 self.counts[TaskState::Cancelled as usize] += 1;
                 h.state = TaskState::Cancelled as u8;
                 self.details
@@ -2148,7 +2243,7 @@ impl<K: TaskKey, P> Core<K, P> {
         let detail = self.details.get(&n);
         TaskStatus {
             generation: Generation(h.generation),
-            state: h.task_state().unwrap_or(TaskState::Pending),
+            state: self.task_state_of(n).unwrap_or(TaskState::Pending),
             blocked_by: match detail {
                 Some(Detail::Blocked(c)) => Some(c.clone()),
                 _ => None,
@@ -2171,7 +2266,7 @@ impl<K: TaskKey, P> Core<K, P> {
         let (Some(found), Some(list)) = (self.misses.get(&n), self.optional.get(&n)) else {
             return Vec::new();
         };
-        if self.hot[idx(n)].is(TaskState::Blocked) {
+        if self.hot[idx(n)].says(TaskState::Blocked) {
             return Vec::new();
         }
         let mut found = found.clone();
@@ -2247,7 +2342,7 @@ impl<K: TaskKey, P> Core<K, P> {
 
     pub(crate) fn state(&self, id: &K) -> Option<TaskState> {
         let n = self.known(id)?;
-        self.hot[idx(n)].task_state()
+        self.task_state_of(n)
     }
 
     pub(crate) fn generation(&self, id: &K) -> Option<Generation> {
@@ -2472,7 +2567,7 @@ impl<K: TaskKey, P> Core<K, P> {
         }
         let mut pool_running = vec![0usize; self.pools.len()];
         for (n, h) in self.hot.iter().enumerate() {
-            let Some(state) = h.task_state() else {
+            let Some(state) = self.task_state_of(n as u32) else {
                 assert_eq!(h.state, ABSENT);
                 continue;
             };
@@ -2498,7 +2593,8 @@ impl<K: TaskKey, P> Core<K, P> {
                 assert_eq!(w.count, self.span[n].len, "before the build, all deps wait");
             }
             // INVARIANT (A5.pending-count): `count != 0` is exactly "pending", which is what
-            // `csr_live` and `extra_live` read instead of the state.
+            // `csr_live` and `extra_live` read instead of the state (and a record saying
+            // pending with a count of 0 is a released, ready version: `state_code`).
             if state == TaskState::Pending {
                 assert!(w.count > 0, "a pending version waits on something");
             } else {
@@ -2511,6 +2607,13 @@ impl<K: TaskKey, P> Core<K, P> {
             assert_eq!(
                 self.seq_node[h.seq as usize], n as u32,
                 "seq_node of node {n}"
+            );
+            // INVARIANT (A4.sequence-is-node): while the flag is set, every sequence is its
+            // node.
+            assert!(
+                !self.seq_is_node || h.seq == n as u64,
+                "node {n} has sequence {} while sequences are nodes",
+                h.seq
             );
             assert_eq!(
                 self.payload[n].is_some(),
@@ -2571,7 +2674,7 @@ impl<K: TaskKey, P> Core<K, P> {
             self.counts[TaskState::Running as usize],
             self.hot
                 .iter()
-                .filter(|h| h.is(TaskState::Running))
+                .filter(|h| h.says(TaskState::Running))
                 .map(Hot::token_ref),
         );
     }
