@@ -993,7 +993,8 @@ impl<K: TaskKey, P> Core<K, P> {
         let n = self.hot.len();
         let mut off = vec![0u32; n + 1];
         for v in 0..n {
-            if self.is_in(v as u32, TaskState::Pending) {
+            // Pending: its count is not 0 (A5.pending-count; nothing was released yet).
+            if self.wait[v].count != 0 {
                 for &d in &self.fwd[self.span[v].range()] {
                     off[idx(d)] += 1;
                 }
@@ -1010,7 +1011,8 @@ impl<K: TaskKey, P> Core<K, P> {
         // each entry names its waiter's current version.
         let mut rev = vec![0u32; total as usize];
         for v in (0..n).rev() {
-            if self.is_in(v as u32, TaskState::Pending) {
+            // Pending: its count is not 0 (A5.pending-count; nothing was released yet).
+            if self.wait[v].count != 0 {
                 for &d in &self.fwd[self.span[v].range()] {
                     let o = &mut off[idx(d)];
                     *o -= 1;
