@@ -11,7 +11,8 @@
 //!   was submitted or named as a dependency; an id named but never submitted has no version
 //!   (state `ABSENT`). Node indices are never reused. Integer ids that are not sparse skip
 //!   the hash table (`direct[id]` is the node), and ids `0..identity` interned in order are
-//!   their own nodes, found without a read [INVARIANT (A2.identity-prefix)].
+//!   their own nodes, found without a read and kept out of `direct`
+//!   [INVARIANT (A2.identity-prefix)].
 //! * **Current versions, struct of arrays.** Per node: `wait` (the version's generation
 //!   tag and remaining count: all a release reads of a waiter, in one 8-byte record, so that
 //!   the random accesses of releases walk a small array), `hot` (generation, submission
@@ -248,14 +249,15 @@ pub(crate) struct Core<K, P> {
     /// Integer ids (see [`integer_id`]) that are not sparse: `direct[id]` is the node plus
     /// one, 0 for none. An integer id goes here when it is below twice the number of nodes
     /// plus [`DIRECT_SLACK`] at its interning (so the array stays within a constant factor of
-    /// the nodes); the others go to `index`.
+    /// the nodes) and does not extend the identity prefix (`identity`: those need no entry);
+    /// the others go to `index`.
     direct: Vec<u32>,
     /// Integer ids `0..identity` were interned in that order as nodes `0..identity` (id `v`
-    /// is node `v`), so [`Core::find`] answers them without reading `direct`
-    /// [INVARIANT (A2.identity-prefix)]. Ids are usually dense and submitted in order
-    /// (generated graphs, indices into the caller's own arrays), and a dependency on a
-    /// random earlier task makes every `direct` read a cache miss. Only grows: a node is
-    /// never removed.
+    /// is node `v`), so [`Core::find`] answers them without reading `direct`, where they
+    /// have no entry [INVARIANT (A2.identity-prefix)]. Ids are usually dense and submitted
+    /// in order (generated graphs, indices into the caller's own arrays), and a dependency
+    /// on a random earlier task makes every `direct` read a cache miss. Only grows: a node
+    /// is never removed.
     identity: usize,
     keys: Vec<K>,
     hot: Vec<Hot>,
@@ -610,20 +612,22 @@ impl<K: TaskKey, P> Core<K, P> {
             .expect("at most 2^32 - 1 task ids");
         match integer_id(&key) {
             Some(v) if v < 2 * self.keys.len() + DIRECT_SLACK => {
-                if v >= self.direct.len() {
-                    let want = (v + 1)
-                        .max(2 * self.direct.len())
-                        .min(2 * self.keys.len() + DIRECT_SLACK);
-                    self.direct.resize(want, 0);
-                }
-                self.direct[v] = n + 1;
                 // INVARIANT (A2.identity-prefix): the prefix grows only by the id that is
-                // the next node. SEEDED BUG (identity_prefix_unchecked): grows by the next
-                // id whatever its node.
+                // the next node, which then needs no entry in `direct` (`find` answers it
+                // first). SEEDED BUG (identity_prefix_unchecked): grows by the next id
+                // whatever its node.
                 if v == self.identity
                     && (n as usize == v || seeded_bug!("identity_prefix_unchecked"))
                 {
                     self.identity += 1;
+                } else {
+                    if v >= self.direct.len() {
+                        let want = (v + 1)
+                            .max(2 * self.direct.len())
+                            .min(2 * self.keys.len() + DIRECT_SLACK);
+                        self.direct.resize(want, 0);
+                    }
+                    self.direct[v] = n + 1;
                 }
             }
             _ => {
@@ -2467,14 +2471,16 @@ impl<K: TaskKey, P> Core<K, P> {
             }
         }
         // Integer ids: the direct array stays within twice the nodes plus the slack, and an
-        // id below the slack is always interned there (never hashed).
+        // id below the slack is always interned there or in the identity prefix (never
+        // hashed).
         assert!(self.direct.len() <= 2 * self.keys.len() + DIRECT_SLACK);
-        // INVARIANT (A2.identity-prefix): ids below `identity` are their own nodes.
+        // INVARIANT (A2.identity-prefix): ids below `identity` are their own nodes, and have
+        // no entry in `direct`.
         assert!(self.identity <= self.keys.len());
         for v in 0..self.identity {
             assert_eq!(
-                self.direct[v],
-                v as u32 + 1,
+                self.direct.get(v).copied().unwrap_or(0),
+                0,
                 "id {v} in the identity prefix"
             );
             assert_eq!(
@@ -2487,11 +2493,15 @@ impl<K: TaskKey, P> Core<K, P> {
             if let Some(v) = integer_id(key)
                 && v < DIRECT_SLACK
             {
-                assert_eq!(
-                    self.direct.get(v),
-                    Some(&(n as u32 + 1)),
-                    "id {v} is direct"
-                );
+                if v < self.identity {
+                    assert_eq!(n, v, "id {v} is its own node");
+                } else {
+                    assert_eq!(
+                        self.direct.get(v),
+                        Some(&(n as u32 + 1)),
+                        "id {v} is direct"
+                    );
+                }
             }
         }
         // Space stays O(V + E): garbage, stale reverse edges and the sequences of replaced
@@ -2530,7 +2540,7 @@ impl<K: TaskKey, P> Core<K, P> {
         }
         let direct = self.direct.iter().filter(|&&d| d != 0).count();
         assert_eq!(
-            self.index.len() + direct,
+            self.index.len() + direct + self.identity,
             self.keys.len(),
             "each key interned once"
         );
