@@ -1356,3 +1356,34 @@ fn postgres_report_and_claim_without_settle_claim_gives_the_same_answers() {
     ));
     crate::tests::report_and_claim_script(&mut s);
 }
+
+/// Only a store without `settle_claim` falls back to two calls: any other error of the fused
+/// statement is the answer, with nothing reported (here the function was replaced by one that
+/// fails, as a damaged store's would).
+#[test]
+fn postgres_report_and_claim_other_errors_are_not_retried_as_two_calls() {
+    let Some(url) = pg_url() else { return };
+    let scratch = Scratch::new(&url);
+    let mut s = PostgresStore::create_with(&url, 1, &scratch.options()).unwrap();
+    s.submit(&[NewTask::without_deps("a")]).unwrap();
+    let a = s.claim(&owner("w"), Millis(1), Millis(100), 1).unwrap();
+    scratch.sql(&format!(
+        "CREATE OR REPLACE FUNCTION {s}.settle_claim(p_id text, p_generation bigint,
+             p_owner text, p_epoch bigint, p_now bigint, p_success boolean, p_error text,
+             p_lease bigint, p_max bigint)
+         RETURNS TABLE (code text, n_ready bigint, n_blocked bigint, cur_generation bigint,
+                        cur_owner text, cur_epoch bigint, cur_state text,
+                        o_id text, o_generation bigint, o_epoch bigint, o_expiry bigint,
+                        o_attempts bigint, o_cancel_requested boolean, o_payload bytea)
+         LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'damaged' USING ERRCODE = 'XX000'; END $$",
+        s = scratch.schema
+    ));
+    let e = s
+        .report_and_claim(&a[0].token(), Millis(2), None, Millis(100), 1)
+        .unwrap_err();
+    assert!(
+        matches!(&e, DurableError::Database { reason } if reason.contains("damaged")),
+        "{e:?}"
+    );
+    assert_eq!(s.status("a").unwrap().unwrap().state, TaskState::Running);
+}

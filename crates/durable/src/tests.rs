@@ -1250,6 +1250,18 @@ pub(crate) fn report_and_claim_script(s: &mut dyn Store) {
         ("b", Generation(1), 2, 1)
     );
     assert_eq!((b[0].owner.as_str(), b[0].expiry), ("w", Millis(120)));
+    // A token whose epoch no claim has (the largest `u64`, which no database integer holds)
+    // is fenced, never read as another epoch of `a`'s.
+    let mut huge = a[0].token();
+    huge.epoch = u64::MAX;
+    assert!(matches!(
+        s.report_and_claim(&huge, Millis(25), None, Millis(100), 1),
+        Err(DurableError::Fenced { .. })
+    ));
+    assert!(matches!(
+        s.complete(&huge, Millis(25)),
+        Err(DurableError::Fenced { .. })
+    ));
     // A refused report (an old token) claims nothing and changes nothing.
     assert!(matches!(
         s.report_and_claim(&a[0].token(), Millis(30), Some("late"), Millis(100), 1),
