@@ -187,23 +187,21 @@ fn options(slots: usize) -> WorkerOptions {
     }
 }
 
-/// A chain `a -> b -> c` on one slot: the first task is claimed alone, each success after it
-/// is reported with the claim of the next (`b`, then `c`), and the last report, which finds
-/// nothing, leaves the loop to a plain claim that finds the run finished. Fails if the worker
-/// reports with `complete` and claims apart (the calls would be `claim, complete` x 3).
-#[test]
-fn a_slot_reports_a_success_and_claims_its_next_task_in_one_call() {
+/// Runs a one-slot worker on a new SQLite store holding `tasks`; returns its statistics, the
+/// calls it sent (as [`Counting`] records them) and the store, reopened.
+fn run_counted(
+    tasks: &[NewTask],
+) -> (
+    worker::WorkerStats,
+    Vec<&'static str>,
+    SqliteStore,
+    tempfile::TempDir,
+) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.lockstep");
     {
         let mut s = SqliteStore::create(&path, lockstep_durable::UNLIMITED).unwrap();
-        let out = s
-            .submit(&[
-                NewTask::without_deps("a"),
-                NewTask::new("b", ["a"]),
-                NewTask::new("c", ["b"]),
-            ])
-            .unwrap();
+        let out = s.submit(tasks).unwrap();
         assert!(out.iter().all(Result::is_ok), "{out:?}");
     }
     let calls = Arc::new(Mutex::new(Vec::new()));
@@ -213,9 +211,23 @@ fn a_slot_reports_a_success_and_claims_its_next_task_in_one_call() {
             calls: Arc::clone(&calls),
         }))
     };
-    let stats = worker::run(open, &options(1)).expect("the worker runs the chain");
-    assert_eq!(stats.succeeded, 3);
+    let stats = worker::run(open, &options(1)).expect("the worker runs");
     let calls = calls.lock().unwrap().clone();
+    (stats, calls, SqliteStore::open(&path).unwrap(), dir)
+}
+
+/// A chain `a -> b -> c` on one slot: the first task is claimed alone, each success after it
+/// is reported with the claim of the next (`b`, then `c`), and the last report, which finds
+/// nothing, leaves the loop to a plain claim that finds the run finished. Fails if the worker
+/// reports with `complete` and claims apart (the calls would be `claim, complete` x 3).
+#[test]
+fn a_slot_reports_a_success_and_claims_its_next_task_in_one_call() {
+    let (stats, calls, mut s, _dir) = run_counted(&[
+        NewTask::without_deps("a"),
+        NewTask::new("b", ["a"]),
+        NewTask::new("c", ["b"]),
+    ]);
+    assert_eq!(stats.succeeded, 3);
     assert_eq!(
         calls,
         [
@@ -227,7 +239,6 @@ fn a_slot_reports_a_success_and_claims_its_next_task_in_one_call() {
         ],
         "the worker's claiming and reporting calls"
     );
-    let mut s = SqliteStore::open(&path).unwrap();
     for id in ["a", "b", "c"] {
         let st = s.status(id).unwrap().unwrap();
         assert_eq!(st.state, TaskState::Succeeded, "{id}");
@@ -238,29 +249,11 @@ fn a_slot_reports_a_success_and_claims_its_next_task_in_one_call() {
 /// `a` fails (its payload is not a task's), so `b` is blocked, and no claim goes with it.
 #[test]
 fn a_failure_is_reported_alone() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("run.lockstep");
-    {
-        let mut s = SqliteStore::create(&path, lockstep_durable::UNLIMITED).unwrap();
-        let out = s
-            .submit(&[
-                NewTask::without_deps("a").with_payload(b"not a payload".to_vec()),
-                NewTask::new("b", ["a"]),
-            ])
-            .unwrap();
-        assert!(out.iter().all(Result::is_ok), "{out:?}");
-    }
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let open = || -> Result<Box<dyn Store + Send>, DurableError> {
-        Ok(Box::new(Counting {
-            inner: SqliteStore::open(&path)?,
-            calls: Arc::clone(&calls),
-        }))
-    };
-    let stats = worker::run(open, &options(1)).expect("the worker runs");
+    let (stats, calls, mut s, _dir) = run_counted(&[
+        NewTask::without_deps("a").with_payload(b"not a payload".to_vec()),
+        NewTask::new("b", ["a"]),
+    ]);
     assert_eq!((stats.succeeded, stats.failed), (0, 1));
-    let calls = calls.lock().unwrap().clone();
     assert!(!calls.contains(&"report_and_claim"), "{calls:?}");
-    let mut s = SqliteStore::open(&path).unwrap();
     assert_eq!(s.status("b").unwrap().unwrap().state, TaskState::Blocked);
 }

@@ -35,10 +35,13 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+
+#[path = "common/pg_graph.rs"]
+mod pg_graph;
 use lockstep_durable::{Lease, LeaseOwner, Millis, NewTask, PostgresOptions, PostgresStore, Store};
+use pg_graph::random_graph;
 
 const TASKS: usize = 100_000;
-const WINDOW: usize = 1_000;
 const LIMIT: usize = 1_024;
 const LEASE: Millis = Millis(600_000);
 
@@ -50,26 +53,6 @@ fn url() -> Option<String> {
 
 fn client(url: &str) -> postgres::Client {
     postgres::Client::connect(url, postgres::NoTls).expect("connect to LOCKSTEP_PG_URL")
-}
-
-/// The random graph: task `i` depends on up to three distinct tasks among the `WINDOW` before
-/// it (fixed seed).
-fn random_graph(n: usize) -> Vec<NewTask> {
-    let mut rng = fastrand::Rng::with_seed(0x5eed_0005);
-    (0..n)
-        .map(|i| {
-            let mut deps: Vec<String> = Vec::new();
-            if i > 0 {
-                for _ in 0..rng.usize(..4) {
-                    let d = format!("t{}", i - 1 - rng.usize(..i.min(WINDOW)));
-                    if !deps.contains(&d) {
-                        deps.push(d);
-                    }
-                }
-            }
-            NewTask::new(format!("t{i}"), deps)
-        })
-        .collect()
 }
 
 /// A fresh store in `schema` holding the graph, started.

@@ -15,28 +15,12 @@
 
 use std::time::Instant;
 
-use lockstep_durable::{LeaseOwner, Millis, NewTask, PostgresOptions, PostgresStore, Store};
+use lockstep_durable::{LeaseOwner, Millis, PostgresOptions, PostgresStore, Store};
 
-const WINDOW: usize = 1_000;
+#[path = "../benches/common/pg_graph.rs"]
+mod pg_graph;
+
 const SCHEMA: &str = "lockstep_profile";
-
-fn graph(n: usize) -> Vec<NewTask> {
-    let mut rng = fastrand::Rng::with_seed(0x5eed_0005);
-    (0..n)
-        .map(|i| {
-            let mut deps: Vec<String> = Vec::new();
-            if i > 0 {
-                for _ in 0..rng.usize(..4) {
-                    let d = format!("t{}", i - 1 - rng.usize(..i.min(WINDOW)));
-                    if !deps.contains(&d) {
-                        deps.push(d);
-                    }
-                }
-            }
-            NewTask::new(format!("t{i}"), deps)
-        })
-        .collect()
-}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::var("LOCKSTEP_PG_URL")
@@ -56,7 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     admin.batch_execute(&format!("DROP SCHEMA IF EXISTS {SCHEMA} CASCADE"))?;
     let opts = PostgresOptions::with_schema(SCHEMA);
     let mut s = PostgresStore::create_with(&url, 1_024, &opts)?;
-    s.submit(&graph(tasks))?
+    s.submit(&pg_graph::random_graph(tasks))?
         .into_iter()
         .collect::<Result<Vec<_>, _>>()?;
     s.start()?;

@@ -1476,65 +1476,55 @@ fn claim_in(
     Ok(leases)
 }
 
-/// The completion of [`Store::complete`] inside the caller's write transaction.
-fn complete_in(
+/// The report of [`Store::complete`] (`error` is `None`) or [`Store::fail`] inside the
+/// caller's write transaction: the fence, then running -> succeeded (waiters released) or
+/// failed (waiters blocked, transitively); the same end again is a duplicate; any other
+/// state a conflict.
+fn settle_in(
     tx: &Transaction<'_>,
     meta: &mut Meta,
     token: &FencingToken,
     now: Millis,
+    error: Option<&str>,
 ) -> Result<CallbackOutcome, DurableError> {
     let row = fenced_target(tx, token)?;
+    let end = if error.is_none() {
+        TaskState::Succeeded
+    } else {
+        TaskState::Failed
+    };
     match row.state {
         TaskState::Running => {
             let t = tick(meta, now);
-            tx.exec(
-                "UPDATE tasks SET state = 'succeeded', updated_at = ?2 WHERE id = ?1",
-                params![token.id, t],
-            )
-            .map_err(map_err)?;
-            let ready = release_waiters_of(tx, &token.id, t)?;
-            Ok(CallbackOutcome::Applied(Effect { ready, blocked: 0 }))
-        }
-        TaskState::Succeeded => {
-            tick(meta, now);
-            Ok(CallbackOutcome::Duplicate(TaskState::Succeeded))
-        }
-        other => Err(DurableError::Conflict {
-            id: token.id.clone(),
-            generation: token.generation,
-            state: other,
-        }),
-    }
-}
-
-/// The failure of [`Store::fail`] inside the caller's write transaction.
-fn fail_in(
-    tx: &Transaction<'_>,
-    meta: &mut Meta,
-    token: &FencingToken,
-    now: Millis,
-    error: &str,
-) -> Result<CallbackOutcome, DurableError> {
-    let row = fenced_target(tx, token)?;
-    match row.state {
-        TaskState::Running => {
-            let t = tick(meta, now);
-            tx.exec(
-                "UPDATE tasks SET state = 'failed', error = ?2, updated_at = ?3 WHERE id = ?1",
-                params![token.id, error, t],
-            )
-            .map_err(map_err)?;
-            let cause = BlockCause {
-                task: token.id.clone(),
-                generation: token.generation,
-                state: TaskState::Failed,
+            let effect = match error {
+                None => {
+                    tx.exec(
+                        "UPDATE tasks SET state = 'succeeded', updated_at = ?2 WHERE id = ?1",
+                        params![token.id, t],
+                    )
+                    .map_err(map_err)?;
+                    let ready = release_waiters_of(tx, &token.id, t)?;
+                    Effect { ready, blocked: 0 }
+                }
+                Some(error) => {
+                    tx.exec(
+                        "UPDATE tasks SET state = 'failed', error = ?2, updated_at = ?3 WHERE id = ?1",
+                        params![token.id, error, t],
+                    )
+                    .map_err(map_err)?;
+                    let cause = BlockCause {
+                        task: token.id.clone(),
+                        generation: token.generation,
+                        state: TaskState::Failed,
+                    };
+                    block_waiters_of(tx, &token.id, &cause, t)?
+                }
             };
-            let effect = block_waiters_of(tx, &token.id, &cause, t)?;
             Ok(CallbackOutcome::Applied(effect))
         }
-        TaskState::Failed => {
+        state if state == end => {
             tick(meta, now);
-            Ok(CallbackOutcome::Duplicate(TaskState::Failed))
+            Ok(CallbackOutcome::Duplicate(end))
         }
         other => Err(DurableError::Conflict {
             id: token.id.clone(),
@@ -1714,7 +1704,7 @@ impl Store for SqliteStore {
         token: &FencingToken,
         now: Millis,
     ) -> Result<CallbackOutcome, DurableError> {
-        self.write(|tx, meta| complete_in(tx, meta, token, now))
+        self.write(|tx, meta| settle_in(tx, meta, token, now, None))
     }
 
     fn fail(
@@ -1723,7 +1713,7 @@ impl Store for SqliteStore {
         now: Millis,
         error: &str,
     ) -> Result<CallbackOutcome, DurableError> {
-        self.write(|tx, meta| fail_in(tx, meta, token, now, error))
+        self.write(|tx, meta| settle_in(tx, meta, token, now, Some(error)))
     }
 
     fn report_and_claim(
@@ -1746,10 +1736,7 @@ impl Store for SqliteStore {
             } else {
                 None
             };
-            let out = match error {
-                None => complete_in(tx, meta, token, now)?,
-                Some(e) => fail_in(tx, meta, token, now, e)?,
-            };
+            let out = settle_in(tx, meta, token, now, error)?;
             if let Some(leases) = early {
                 return Ok((out, leases));
             }
