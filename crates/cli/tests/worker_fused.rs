@@ -17,6 +17,8 @@ use lockstep_durable::{
 struct Counting {
     inner: SqliteStore,
     calls: Arc<Mutex<Vec<&'static str>>>,
+    /// Called with the number of leases after each accepted `report_and_claim`.
+    on_fused: Option<Arc<dyn Fn(usize) + Send + Sync>>,
 }
 
 impl Store for Counting {
@@ -81,7 +83,11 @@ impl Store for Counting {
         max: usize,
     ) -> Result<(CallbackOutcome, Vec<Lease>), DurableError> {
         self.calls.lock().unwrap().push("report_and_claim");
-        self.inner.report_and_claim(token, now, error, lease, max)
+        let r = self.inner.report_and_claim(token, now, error, lease, max);
+        if let (Some(f), Ok((_, leases))) = (&self.on_fused, &r) {
+            f(leases.len());
+        }
+        r
     }
 
     fn renew(
@@ -209,6 +215,7 @@ fn run_counted(
         Ok(Box::new(Counting {
             inner: SqliteStore::open(&path)?,
             calls: Arc::clone(&calls),
+            on_fused: None,
         }))
     };
     let stats = worker::run(open, &options(1)).expect("the worker runs");
@@ -256,4 +263,91 @@ fn a_failure_is_reported_alone() {
     assert_eq!((stats.succeeded, stats.failed), (0, 1));
     assert!(!calls.contains(&"report_and_claim"), "{calls:?}");
     assert_eq!(s.status("b").unwrap().unwrap().state, TaskState::Blocked);
+}
+
+/// `n` independent commandless tasks in a new store.
+fn store_with(n: usize) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.lockstep");
+    let mut s = SqliteStore::create(&path, lockstep_durable::UNLIMITED).unwrap();
+    let tasks: Vec<NewTask> = (0..n)
+        .map(|i| NewTask::without_deps(format!("t{i}")))
+        .collect();
+    assert!(s.submit(&tasks).unwrap().iter().all(Result::is_ok));
+    (dir, path)
+}
+
+/// Slots that chain fused reports beside each other run every task once: 300 tasks on 2, 3
+/// and 4 slots, no duplicate, nothing fenced, nothing given back, and fused reports were sent.
+#[test]
+fn many_slots_run_each_task_once_with_fused_reports() {
+    for slots in [2, 3, 4] {
+        let (_dir, path) = store_with(300);
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let open = || -> Result<Box<dyn Store + Send>, DurableError> {
+            Ok(Box::new(Counting {
+                inner: SqliteStore::open(&path)?,
+                calls: Arc::clone(&calls),
+                on_fused: None,
+            }))
+        };
+        let stats = worker::run(open, &options(slots)).expect("the worker runs");
+        assert_eq!(
+            (stats.succeeded, stats.duplicates, stats.fenced),
+            (300, 0, 0),
+            "{slots} slots"
+        );
+        assert!(stats.given_back.is_empty(), "{slots} slots");
+        let calls = calls.lock().unwrap();
+        assert!(calls.contains(&"report_and_claim"), "{slots} slots");
+        let mut s = SqliteStore::open(&path).unwrap();
+        assert_eq!(s.counts().unwrap().succeeded, 300);
+    }
+}
+
+/// A stop (Ctrl-C) that comes while a fused report claims: the leases it claimed are given
+/// back, not left to run out (`D.batch-claim`, `D.abandon`): after the worker ends, no version
+/// is running under a live lease.
+#[test]
+fn a_stop_during_a_fused_report_strands_no_lease() {
+    for slots in [1, 2, 3] {
+        let (_dir, path) = store_with(20);
+        let opts = options(slots);
+        let stop = opts.stop.clone();
+        let hook: Arc<dyn Fn(usize) + Send + Sync> = {
+            let stop = stop.clone();
+            Arc::new(move |n| {
+                if n > 0 && !stop.is_requested() {
+                    stop.request(lockstep_cli::interrupt::StopSignal::Interrupt);
+                }
+            })
+        };
+        let open = || -> Result<Box<dyn Store + Send>, DurableError> {
+            Ok(Box::new(Counting {
+                inner: SqliteStore::open(&path)?,
+                calls: Arc::new(Mutex::new(Vec::new())),
+                on_fused: Some(Arc::clone(&hook)),
+            }))
+        };
+        let stats = worker::run(open, &opts).expect("the worker stops");
+        assert!(
+            stop.is_requested(),
+            "{slots} slots: no fused report claimed"
+        );
+        assert!(
+            !stats.given_back.is_empty(),
+            "{slots} slots: nothing given back"
+        );
+        let mut s = SqliteStore::open(&path).unwrap();
+        let now = lockstep_durable::Clock::now(&lockstep_durable::SystemClock);
+        for (id, st) in s.snapshot().unwrap() {
+            if st.state == TaskState::Running {
+                let l = s.lease(&id).unwrap().unwrap();
+                assert!(
+                    l.expiry <= now,
+                    "{slots} slots, {id}: a live lease left after the stop: {l:?}"
+                );
+            }
+        }
+    }
 }

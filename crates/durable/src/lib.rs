@@ -1074,6 +1074,8 @@ pub trait Store {
     /// Reports that the claim `token` failed with `error`; as [`Store::complete`] but running
     /// -> failed (recording `error`), and every pending waiter is blocked, transitively, with
     /// the cause `(id, generation, Failed)`; failed -> `Duplicate(Failed)` (first text kept).
+    /// The PostgreSQL store refuses an `error` with a NUL byte ([`DurableError::InvalidInput`],
+    /// before the database: its text columns cannot hold one); SQLite stores it as given.
     ///
     /// # Errors
     /// As [`Store::complete`]; nothing changes on error.

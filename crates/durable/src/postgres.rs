@@ -217,6 +217,10 @@ pub struct PostgresStore {
     channel: String,
     /// `LISTEN` was sent on this connection (by the first [`Store::wait_for_work`]).
     listening: bool,
+    /// The store's functions have no `settle_claim` (older than revision 5, and this user may
+    /// not upgrade them): [`Store::report_and_claim`] goes straight to its two calls instead of
+    /// asking for the function again each time.
+    no_settle_claim: bool,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -622,6 +626,7 @@ impl PostgresStore {
             cache: HashMap::new(),
             channel: options.schema.clone(),
             listening: false,
+            no_settle_claim: false,
         })
     }
 
@@ -977,6 +982,26 @@ impl PostgresStore {
             "duplicate" if success => Ok(CallbackOutcome::Duplicate(TaskState::Succeeded)),
             "duplicate" => Ok(CallbackOutcome::Duplicate(TaskState::Failed)),
             _ => Err(refusal(&code, token, &row, 3)?),
+        }
+    }
+}
+
+impl PostgresStore {
+    /// [`Store::report_and_claim`] as two calls, `settle` then `claim` (a store without
+    /// `settle_claim`): the same answers, but another writer may come between.
+    fn report_then_claim(
+        &mut self,
+        token: &FencingToken,
+        now: Millis,
+        success: bool,
+        error: Option<&str>,
+        (lease, max): (Millis, usize),
+    ) -> Result<(CallbackOutcome, Vec<Lease>), DurableError> {
+        let out = self.settle(token, now, success, error.unwrap_or(""))?;
+        match self.claim(&token.owner, now, lease, max) {
+            Ok(leases) => Ok((out, leases)),
+            Err(DurableError::Closed) => Ok((out, Vec::new())),
+            Err(e) => Err(e),
         }
     }
 }
@@ -1901,6 +1926,9 @@ impl Store for PostgresStore {
         let success = error.is_none();
         let epoch = i64::try_from(token.epoch).unwrap_or(-1);
         let max_sql = i64::try_from(max).unwrap_or(i64::MAX);
+        if self.no_settle_claim {
+            return self.report_then_claim(token, now, success, error, (lease, max));
+        }
         let rows = match self.q(
             &self.sql.settle_claim.clone(),
             &[
@@ -1919,12 +1947,8 @@ impl Store for PostgresStore {
             // A store whose functions this user may not upgrade (revision < 5) has no
             // `settle_claim`: the same answers in two calls (`D.pg-functions-revision`).
             Err(e) if e.code() == Some(&SqlState::UNDEFINED_FUNCTION) => {
-                let out = self.settle(token, now, success, error.unwrap_or(""))?;
-                return match self.claim(&token.owner, now, lease, max) {
-                    Ok(leases) => Ok((out, leases)),
-                    Err(DurableError::Closed) => Ok((out, Vec::new())),
-                    Err(e) => Err(e),
-                };
+                self.no_settle_claim = true;
+                return self.report_then_claim(token, now, success, error, (lease, max));
             }
             Err(e) => return Err(map_err(e)),
         };

@@ -159,6 +159,9 @@ thread_local! {
     /// [`SqliteStore::configure`], `write` and `read`; [`busy_wait`] reads it).
     static BUSY_TIMEOUT: std::cell::Cell<Duration> =
         const { std::cell::Cell::new(Duration::from_secs(5)) };
+    /// When [`busy_wait`] was first called for the lock this thread is waiting for.
+    static BUSY_SINCE: std::cell::Cell<Option<std::time::Instant>> =
+        const { std::cell::Cell::new(None) };
 }
 
 /// The wait before the `n`-th retry (from 0) of a lock held by another connection: 20 µs,
@@ -168,24 +171,42 @@ fn busy_delay(n: u32) -> Duration {
     Duration::from_micros(STEPS_US.get(n as usize).copied().unwrap_or(1_000))
 }
 
+/// What the `n`-th call of the busy handler does after `waited` since the first, with the
+/// busy timeout `timeout`: sleep this long (the step of [`busy_delay`], cut to what is left of
+/// the timeout), or give up (`None`) once the timeout has passed. A pure function of its
+/// arguments, so that the schedule is tested without a clock.
+fn busy_step(n: u32, waited: Duration, timeout: Duration) -> Option<Duration> {
+    let left = timeout.checked_sub(waited).filter(|d| !d.is_zero())?;
+    Some(busy_delay(n).min(left))
+}
+
 /// The busy handler of every connection (`D.sqlite-busy`), in place of SQLite's default of
 /// `sqlite3_busy_timeout`. SQLite calls it when a lock is held by another connection, with
-/// the number of times it was called for this lock; it waits [`busy_delay`] and asks again,
-/// and gives up (`SQLITE_BUSY`, [`DurableError::Busy`]) once the waits add up to the busy
-/// timeout. Why not the default: its waits grow to 100 ms (1, 2, 5, 10, 15, 20, 25, 25, 25,
-/// 50, 50, 100 ms), which suits connections that hold the lock for long, while every write
-/// of this store holds it for well under a millisecond; two slots of one `run --store -j 2`
-/// then took turns sleeping, and a run of 2,000 commandless tasks took 10 s instead of
-/// 1.5 s (measured, `docs/durable.md`). O(1) per call.
+/// the number of times it was called for this lock; it waits [`busy_step`] and asks again,
+/// and gives up (`SQLITE_BUSY`, [`DurableError::Busy`]) once the busy timeout has passed since
+/// its first call for this lock, measured on the monotonic clock (so sleeps that overran on a
+/// loaded machine do not stretch it). Why not the default: its waits grow to 100 ms (1, 2, 5,
+/// 10, 15, 20, 25, 25, 25, 50, 50, 100 ms), which suits connections that hold the lock for
+/// long, while every write of this store holds it for well under a millisecond; two slots of
+/// one `run --store -j 2` then took turns sleeping, and a run of 2,000 commandless tasks took
+/// 10 s instead of 1.5-2 s (measured, `docs/durable.md`). O(1) per call.
 fn busy_wait(n: i32) -> bool {
     let n = u32::try_from(n).unwrap_or(0);
-    let waited: Duration = (0..n.min(5)).map(busy_delay).sum::<Duration>()
-        + Duration::from_millis(u64::from(n.saturating_sub(5)));
-    if waited >= BUSY_TIMEOUT.with(std::cell::Cell::get) {
-        return false;
+    let now = std::time::Instant::now();
+    let since = if n == 0 {
+        BUSY_SINCE.with(|s| s.set(Some(now)));
+        now
+    } else {
+        BUSY_SINCE.with(std::cell::Cell::get).unwrap_or(now)
+    };
+    let timeout = BUSY_TIMEOUT.with(std::cell::Cell::get);
+    match busy_step(n, now.saturating_duration_since(since), timeout) {
+        Some(d) => {
+            std::thread::sleep(d);
+            true
+        }
+        None => false,
     }
-    std::thread::sleep(busy_delay(n));
-    true
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -2274,26 +2295,32 @@ fn status_columns(r: &rusqlite::Row<'_>) -> rusqlite::Result<rows::StatusColumns
 mod busy_tests {
     use super::*;
 
-    /// `D.sqlite-busy`: the waits are short (at most 1 ms each), and the handler gives up once
-    /// they add up to the busy timeout, whatever that is: for 1 ms after the first five steps
-    /// (0.87 ms) and one step of 1 ms, for 0 at once. Fails with SQLite's default schedule
-    /// (waits up to 100 ms) or a handler that never gives up.
+    /// `D.sqlite-busy`: the waits are short (at most 1 ms each), the last one is cut to what is
+    /// left of the timeout, and the handler gives up once the timeout has passed, whatever
+    /// the timeout (0 gives up at once). Fails with SQLite's default schedule (waits up to
+    /// 100 ms), with planned sleeps counted instead of the time that passed (the reviewer's
+    /// finding: a 1 s timeout gave up after 1.07-1.09 s), or with a handler that never gives up.
     #[test]
     fn the_busy_handler_waits_in_short_steps_up_to_the_timeout() {
         for n in 0..100 {
             assert!(busy_delay(n) <= Duration::from_millis(1), "step {n}");
         }
         assert_eq!(busy_delay(0), Duration::from_micros(20));
-        BUSY_TIMEOUT.with(|t| t.set(Duration::from_millis(1)));
-        // Waited before call n: 0, 20, 70, 170, 370, 870 µs, 1.87 ms.
-        let answers: Vec<bool> = (0..8).map(busy_wait).collect();
-        assert_eq!(answers, [true, true, true, true, true, true, false, false]);
+        assert_eq!(busy_delay(4), Duration::from_micros(500));
+        let ms = Duration::from_millis;
+        let us = Duration::from_micros;
+        let second = Duration::from_secs(1);
+        assert_eq!(busy_step(0, Duration::ZERO, second), Some(us(20)));
+        assert_eq!(busy_step(7, ms(500), second), Some(ms(1)));
+        // The time that passed decides, not the number of calls: call 2 after 999.9 ms sleeps
+        // only the 0.1 ms left, and any call at or past the timeout gives up.
+        assert_eq!(busy_step(2, us(999_900), second), Some(us(100)));
+        assert_eq!(busy_step(2, second, second), None);
+        assert_eq!(busy_step(1_000, ms(1_500), second), None);
+        assert_eq!(busy_step(0, Duration::ZERO, Duration::ZERO), None);
+        // Through the handler: a zero timeout gives up at its first call.
         BUSY_TIMEOUT.with(|t| t.set(Duration::ZERO));
         assert!(!busy_wait(0));
-        // The default, 5 s: before call 5,004 the waits add up to 4,999.87 ms, before call
-        // 5,005 to 5,000.87 ms.
         BUSY_TIMEOUT.with(|t| t.set(Duration::from_secs(5)));
-        assert!(busy_wait(5_004));
-        assert!(!busy_wait(5_005));
     }
 }
