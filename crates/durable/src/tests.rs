@@ -1321,3 +1321,152 @@ fn report_and_claim_takes_what_the_report_frees() {
     let (_dir, _path, mut s) = temp_store(1);
     report_and_claim_script(&mut s);
 }
+
+/// A store that implements only the required methods (forwarded to SQLite), so that
+/// `report_and_claim` is the trait's provided method: `complete`/`fail`, then `claim`.
+struct TwoCalls(SqliteStore);
+
+impl Store for TwoCalls {
+    fn submit(
+        &mut self,
+        tasks: &[NewTask],
+    ) -> Result<Vec<Result<Generation, DurableError>>, DurableError> {
+        self.0.submit(tasks)
+    }
+
+    fn submit_if_unchanged(
+        &mut self,
+        seen: &[(&str, Option<Generation>)],
+        tasks: &[NewTask],
+    ) -> Result<Vec<Result<Generation, DurableError>>, DurableError> {
+        self.0.submit_if_unchanged(seen, tasks)
+    }
+
+    fn start(&mut self) -> Result<(), DurableError> {
+        self.0.start()
+    }
+
+    fn check(&mut self) -> Result<GraphReport<String>, DurableError> {
+        self.0.check()
+    }
+
+    fn claim(
+        &mut self,
+        owner: &LeaseOwner,
+        now: Millis,
+        lease: Millis,
+        max: usize,
+    ) -> Result<Vec<Lease>, DurableError> {
+        self.0.claim(owner, now, lease, max)
+    }
+
+    fn complete(
+        &mut self,
+        token: &FencingToken,
+        now: Millis,
+    ) -> Result<CallbackOutcome, DurableError> {
+        self.0.complete(token, now)
+    }
+
+    fn fail(
+        &mut self,
+        token: &FencingToken,
+        now: Millis,
+        error: &str,
+    ) -> Result<CallbackOutcome, DurableError> {
+        self.0.fail(token, now, error)
+    }
+
+    fn renew(
+        &mut self,
+        token: &FencingToken,
+        now: Millis,
+        lease: Millis,
+    ) -> Result<Renewal, DurableError> {
+        self.0.renew(token, now, lease)
+    }
+
+    fn abandon(&mut self, token: &FencingToken, now: Millis) -> Result<(), DurableError> {
+        self.0.abandon(token, now)
+    }
+
+    fn redefine(
+        &mut self,
+        change: &Redefinition,
+        now: Millis,
+    ) -> Result<Vec<Generation>, DurableError> {
+        self.0.redefine(change, now)
+    }
+
+    fn reset(&mut self, max_concurrency: usize, now: Millis) -> Result<usize, DurableError> {
+        self.0.reset(max_concurrency, now)
+    }
+
+    fn definitions(&mut self) -> Result<Vec<Definition>, DurableError> {
+        self.0.definitions()
+    }
+
+    fn add_dependency(&mut self, id: &str, dep: &str, now: Millis) -> Result<Effect, DurableError> {
+        self.0.add_dependency(id, dep, now)
+    }
+
+    fn define_pool(&mut self, name: &str, depth: usize) -> Result<(), DurableError> {
+        self.0.define_pool(name, depth)
+    }
+
+    fn pools(&mut self) -> Result<Vec<(String, usize)>, DurableError> {
+        self.0.pools()
+    }
+
+    fn cancel(&mut self, id: &str, now: Millis) -> Result<CancelOutcome, DurableError> {
+        self.0.cancel(id, now)
+    }
+
+    fn close(&mut self, now: Millis) -> Result<CloseReport, DurableError> {
+        self.0.close(now)
+    }
+
+    fn status(&mut self, id: &str) -> Result<Option<TaskStatus<String>>, DurableError> {
+        self.0.status(id)
+    }
+
+    fn lease(&mut self, id: &str) -> Result<Option<LeaseInfo>, DurableError> {
+        self.0.lease(id)
+    }
+
+    fn snapshot(&mut self) -> Result<Vec<(String, TaskStatus<String>)>, DurableError> {
+        self.0.snapshot()
+    }
+
+    fn counts(&mut self) -> Result<StateCounts, DurableError> {
+        self.0.counts()
+    }
+
+    fn max_concurrency(&mut self) -> Result<usize, DurableError> {
+        self.0.max_concurrency()
+    }
+
+    fn is_started(&mut self) -> Result<bool, DurableError> {
+        self.0.is_started()
+    }
+
+    fn is_closed(&mut self) -> Result<bool, DurableError> {
+        self.0.is_closed()
+    }
+
+    fn clock(&mut self) -> Result<Millis, DurableError> {
+        self.0.clock()
+    }
+
+    fn wait_for_work(&mut self, max: Duration) -> Result<(), DurableError> {
+        self.0.wait_for_work(max)
+    }
+}
+
+/// The provided `report_and_claim` gives the same answers as the stores' own, one caller at a
+/// time (the same script).
+#[test]
+fn the_provided_report_and_claim_answers_as_complete_then_claim() {
+    let (_dir, _path, s) = temp_store(1);
+    report_and_claim_script(&mut TwoCalls(s));
+}
