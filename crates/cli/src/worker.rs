@@ -56,8 +56,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use lockstep_durable::{
-    CallbackOutcome, Clock, DurableError, FencingToken, Lease, LeaseOwner, Millis, Store,
-    SystemClock,
+    CallbackOutcome, Clock, DurableError, FencingToken, Lease, LeaseOwner, Millis, StateCounts,
+    Store, SystemClock,
 };
 
 use lockstep_contract::{CancelReason, TaskState, TaskStatus};
@@ -588,10 +588,7 @@ fn slot_loop(
             continue;
         }
         // The bar follows the store, where other processes settle tasks too.
-        opts.out.set_done(
-            (counts.succeeded + counts.failed + counts.blocked + counts.cancelled) as u64,
-            counts.total() as u64,
-        );
+        show_progress(opts, &counts);
         if let Some(r) = &opts.retries {
             r.tend(&mut *store)?;
             // `--fail-fast` tripped: claim nothing more (nothing runs in this thread now).
@@ -660,6 +657,13 @@ fn slot_loop(
     Ok(())
 }
 
+/// The progress bar from the store's counts: settled (succeeded, failed, blocked, cancelled)
+/// out of all versions.
+fn show_progress(opts: &WorkerOptions, counts: &StateCounts) {
+    let settled = counts.succeeded + counts.failed + counts.blocked + counts.cancelled;
+    opts.out.set_done(settled as u64, counts.total() as u64);
+}
+
 /// What a slot needs to claim its next task with its report ([`run_one`]).
 struct Fuse<'a> {
     dispatch: &'a Dispatch,
@@ -677,11 +681,7 @@ impl Fuse<'_> {
         if self.stop.load(Ordering::SeqCst) || opts.stop.is_requested() {
             return None;
         }
-        let counts = store.counts().ok()?;
-        opts.out.set_done(
-            (counts.succeeded + counts.failed + counts.blocked + counts.cancelled) as u64,
-            counts.total() as u64,
-        );
+        show_progress(opts, &store.counts().ok()?);
         if let Some(r) = &opts.retries {
             r.tend(&mut *store).ok()?;
             if r.fail_fast_cause().is_some() {
@@ -1425,5 +1425,83 @@ fn missing_dir(dir: &Path, stored: &Path, root: &Path) -> String {
             stored.display(),
             root.display()
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `D.batch-claim` with fused reports: a slot about to report takes the claiming role
+    /// only when no other slot holds it and no lease waits for a free slot, and then claims
+    /// for the free slots and itself.
+    #[test]
+    fn a_reporting_slot_claims_alone_and_for_the_free_slots_and_itself() {
+        let d = Dispatch::new(3);
+        d.started();
+        let g = d.try_claim().expect("nobody claims, nothing waits");
+        assert_eq!(g.want, 3, "two free slots and the reporting one");
+        assert!(d.try_claim().is_none(), "another slot holds the role");
+        assert!(matches!(d.turn(), Turn::Wait), "idle slots wait for it");
+        drop(g);
+        d.started();
+        d.started();
+        assert_eq!(d.try_claim().expect("free again").want, 1, "only itself");
+        // A lease waiting for a free slot: the reporting slot does not claim more.
+        let g = d.try_claim().expect("free again");
+        g.hand_out(std::iter::once(lease("x")));
+        drop(g);
+        assert!(d.try_claim().is_none(), "a lease waits for a slot");
+    }
+
+    fn lease(id: &str) -> Lease {
+        Lease {
+            id: id.into(),
+            generation: lockstep_durable::Generation(1),
+            owner: LeaseOwner::new("w").unwrap(),
+            epoch: 1,
+            expiry: Millis(1),
+            attempt: 1,
+            cancel_requested: false,
+            payload: Vec::new(),
+        }
+    }
+
+    /// A stop asked (Ctrl-C, or another slot's error) means no fused claim: the success is
+    /// reported alone, and the store is not even read.
+    #[test]
+    fn no_fused_claim_once_a_stop_is_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store =
+            lockstep_durable::SqliteStore::create(dir.path().join("s.lockstep"), 1).unwrap();
+        let opts = WorkerOptions {
+            owner: "w".into(),
+            slots: 1,
+            lease: Duration::from_secs(30),
+            poll: Duration::from_millis(20),
+            simulate: None,
+            grace: crate::command::DEFAULT_GRACE,
+            stop: StopRequest::new(),
+            retries: None,
+            root: dir.path().to_path_buf(),
+            events: None,
+            log_dir: None,
+            out: Arc::new(crate::look::Out::plain()),
+        };
+        let d = Dispatch::new(1);
+        let halt = AtomicBool::new(false);
+        let fuse = Fuse {
+            dispatch: &d,
+            stop: &halt,
+        };
+        assert!(fuse.claim_role(&mut store, &opts).is_some());
+        halt.store(true, Ordering::SeqCst);
+        assert!(
+            fuse.claim_role(&mut store, &opts).is_none(),
+            "another slot failed"
+        );
+        halt.store(false, Ordering::SeqCst);
+        opts.stop.request(crate::interrupt::StopSignal::Interrupt);
+        assert!(fuse.claim_role(&mut store, &opts).is_none(), "Ctrl-C");
     }
 }
