@@ -1935,7 +1935,17 @@ impl<K: TaskKey, P> Core<K, P> {
             free
         };
         let take = limit.min(free).min(self.ready_len());
-        out.reserve(take);
+        if out.capacity() == 0 {
+            // An empty buffer without room (`ready_at_most`'s new vector, a caller's fresh
+            // one): one allocation of exactly `take` claims, without the growth path of
+            // `reserve` (which weighs as much as the allocation itself on a chain, where
+            // every call claims one version).
+            if take > 0 {
+                *out = Vec::with_capacity(take);
+            }
+        } else {
+            out.reserve(take);
+        }
         let mut claimed = 0;
         while claimed < take {
             // LINEARIZATION POINT (A4.claim-once): the version leaves the ready queue and
