@@ -573,17 +573,34 @@ impl<K: TaskKey, P> Core<K, P> {
         self.seq_is_node = false;
     }
 
+    /// The node of `key`, if it has one. An integer id of the identity prefix, or one beyond
+    /// the direct array while nothing is hashed, is answered inline (every dependency and
+    /// callback, and every new id, of a graph loaded in order takes this path); the rest
+    /// ([`Core::find_elsewhere`]) is out of line.
+    #[inline(always)]
     fn find(&self, key: &K) -> Option<u32> {
         if let Some(v) = integer_id(key) {
             if v < self.identity {
                 // INVARIANT (A2.identity-prefix): id `v` is node `v`.
                 return Some(v as u32);
             }
-            if let Some(&slot) = self.direct.get(v)
-                && slot != 0
-            {
-                return Some(slot - 1);
+            if v >= self.direct.len() && self.index.is_empty() {
+                // Neither in the direct array nor hashed: not interned.
+                return None;
             }
+        }
+        self.find_elsewhere(key)
+    }
+
+    /// [`Core::find`] of an id outside the identity prefix: the direct array for integer
+    /// ids, else the hash table.
+    #[inline(never)]
+    fn find_elsewhere(&self, key: &K) -> Option<u32> {
+        if let Some(v) = integer_id(key)
+            && let Some(&slot) = self.direct.get(v)
+            && slot != 0
+        {
+            return Some(slot - 1);
         }
         if self.index.is_empty() {
             return None;
@@ -1102,7 +1119,7 @@ impl<K: TaskKey, P> Core<K, P> {
     /// Compacts the dependency arena, with room for `extra` more entries, once garbage
     /// outnumbers the nodes plus the live entries: a compaction walks every node's span, so
     /// this makes it amortised O(1) per garbage entry, whatever the unrelated nodes.
-    #[inline]
+    #[inline(always)]
     fn maybe_compact_fwd(&mut self, extra: usize) {
         let live = self.fwd.len() - self.fwd_garbage;
         if self.fwd_garbage > COMPACT_FLOOR && self.fwd_garbage > self.span.len() + live {
@@ -1114,7 +1131,7 @@ impl<K: TaskKey, P> Core<K, P> {
     /// The next submission sequence, for node `n`'s new version: renumbers first if replaced
     /// versions' sequences outnumber the live ones, records `n` in `seq_node` and makes room
     /// in the ready set. Amortised O(log V).
-    #[inline]
+    #[inline(always)]
     fn next_sequence(&mut self, n: u32) -> u64 {
         if self.next_seq as usize > 2 * self.order_len() + COMPACT_FLOOR {
             self.renumber();
