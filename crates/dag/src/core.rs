@@ -15,9 +15,10 @@
 //!   [INVARIANT (A2.identity-prefix)].
 //! * **Current versions, struct of arrays.** Per node: `wait` (the version's generation
 //!   tag and remaining count: all a release reads of a waiter, in one 8-byte record, so that
-//!   the random accesses of releases walk a small array), `hot` (generation, submission
-//!   sequence, state, flags, token place: what callbacks and claims read, 24 bytes), `span`
-//!   (where its dependency list sits in `fwd`) and `payload`. What only some
+//!   the random accesses of releases walk a small array), `hot` (generation, state, flags,
+//!   token place: what callbacks and claims read, 16 bytes), `span` (where its dependency
+//!   list sits in `fwd`), `payload`, and `seqs` (its submission sequence), which is not
+//!   kept while every sequence is its node [INVARIANT (A4.sequence-is-node)]. What only some
 //!   versions have sits in side tables keyed by node: `details` (cause, error or cancel reason
 //!   of a failed, blocked or cancelled version) and `tokens` (the cancel token of a running
 //!   version).
@@ -54,14 +55,14 @@
 //!   its own run before the operation returns (`complete_batch`: once per batch). While
 //!   every sequence is its node (`seq_is_node`, the usual case of a graph loaded in order
 //!   [INVARIANT (A4.sequence-is-node)]) the sequence is known without a read, so a release
-//!   touches the `wait` array only; otherwise `flush_ready` reads the records in a loop
+//!   touches the `wait` array only; otherwise `flush_ready` reads `seqs` in a loop
 //!   whose cache misses overlap instead of each waiting for the one before.
 //! * `Wait::count` (Kahn's in-degree, "remaining") counts the live entries of a pending
 //!   version; it is zero for every other state.
 //! * Ready versions sit in `ready` (`crate::ready::ReadyQueue`): those of priority 0 in a
 //!   hierarchical bitset of submission sequences, those of any other priority (SPEC A8) in an
 //!   ordered set of `(Reverse(priority), sequence)`; `seq_node` maps a sequence back to its
-//!   node, so claims come out highest priority first and in submission order among equals
+//!   node (or nothing does, while sequences are nodes), so claims come out highest priority first and in submission order among equals
 //!   (A4, A8), in O(log_64 V) word operations each while every ready version has priority 0;
 //!   a version that stops being ready other than by a claim leaves the queue at once.
 //!   Sequences are renumbered (order kept) when replaced versions' sequences outnumber the
@@ -124,14 +125,13 @@ const DIRECT_SLACK: usize = 1 << 16;
 const COMPACT_FLOOR: usize = if cfg!(test) { 4 } else { 1024 };
 
 /// The per-node fields of the current version that callbacks and claims read, in one
-/// 24-byte record. A release reads [`Wait`] instead, and this record only for the sequence
-/// of a waiter that becomes ready, and only when sequences are not nodes (`seq_is_node`).
+/// 16-byte record. A release reads [`Wait`] instead. The version's submission sequence is
+/// not here: while sequences are nodes it is the node itself, and after that it sits in
+/// `Core::seqs` ([`Core::seq_of`], A4.sequence-is-node).
 #[derive(Debug, Clone, Copy)]
 struct Hot {
     /// Generation of the current version; 0 when absent.
     generation: u64,
-    /// Submission sequence of the current version; `u64::MAX` when absent.
-    seq: u64,
     /// Running: the number of its cancel flag's chunk in `tokens`. Otherwise 0.
     chunk: u32,
     /// `TaskState as u8`, or [`ABSENT`]; `Pending` with a [`Wait::count`] of 0 is ready (a
@@ -146,7 +146,6 @@ struct Hot {
 impl Hot {
     const ABSENT: Hot = Hot {
         generation: 0,
-        seq: u64::MAX,
         chunk: 0,
         state: ABSENT,
         flags: 0,
@@ -307,13 +306,20 @@ pub(crate) struct Core<K, P> {
     /// node, its generation, its terminal state), in the order they were found.
     misses: HashMap<u32, Vec<(u32, u64, TaskState)>, Hasher>,
     /// The node of each submission sequence below `next_seq` (the versions since the last
-    /// renumbering; entries of replaced versions are never read).
+    /// renumbering; entries of replaced versions are never read). Empty while
+    /// `seq_is_node`: sequence `s` is node `s` then ([`Core::node_of_seq`]).
     seq_node: Vec<u32>,
-    /// Every current version's submission sequence is its node (`seq_node[s] == s`): true
-    /// while every submission so far was the first of a node created in order, the usual way
-    /// of loading a graph (each task submitted after the tasks it depends on), and false for
-    /// good after the first that was not [INVARIANT (A4.sequence-is-node)]. A release then
-    /// knows a waiter's sequence without reading its record (`Core::seq_of`).
+    /// The submission sequence of each node's current version (`u64::MAX` for a node without
+    /// one). Empty while `seq_is_node`: node `n`'s sequence is `n` then ([`Core::seq_of`]).
+    seqs: Vec<u64>,
+    /// Every current version's submission sequence is its node (sequence `s` is node `s`):
+    /// true while every submission so far was the first of a node created in order, the
+    /// usual way of loading a graph (each task submitted after the tasks it depends on), and
+    /// false for good after the first that was not [INVARIANT (A4.sequence-is-node)]. While
+    /// it holds, neither `seq_node` nor `seqs` is kept (8 bytes a task fewer than a
+    /// sequence in the `Hot` record, and 4 for `seq_node`), and a release knows a waiter's
+    /// sequence without a read (`Core::seq_of`); the first submission that breaks it writes
+    /// both arrays out (O(V), once per scheduler: [`Core::sequences_stop_being_nodes`]).
     seq_is_node: bool,
     /// Number of current versions in each state, indexed by `TaskState as usize`.
     counts: [usize; 7],
@@ -412,6 +418,9 @@ fn idx(n: u32) -> usize {
 /// sequence replaced by a hypothetical new version.
 struct View<'a> {
     hot: &'a [Hot],
+    /// `Core::seqs`, read only when `seq_is_node` is false.
+    seqs: &'a [u64],
+    seq_is_node: bool,
     span: &'a [Span],
     fwd: &'a [u32],
     overlay: Option<(usize, &'a [u32], u64)>,
@@ -439,7 +448,9 @@ impl DepGraph for View<'_> {
     fn seq(&self, v: usize) -> u64 {
         match self.overlay {
             Some((n, _, seq)) if n == v => seq,
-            _ => self.hot[v].seq,
+            // A4.sequence-is-node: node `v`'s sequence is `v` while the flag holds.
+            _ if self.seq_is_node => v as u64,
+            _ => self.seqs[v],
         }
     }
 }
@@ -513,6 +524,7 @@ impl<K: TaskKey, P> Core<K, P> {
             optional: HashMap::default(),
             misses: HashMap::default(),
             seq_node: Vec::new(),
+            seqs: Vec::new(),
             seq_is_node: true,
             counts: [0; 7],
             next_seq: 0,
@@ -545,6 +557,9 @@ impl<K: TaskKey, P> Core<K, P> {
         self.wait.reserve(tasks);
         self.span.reserve(tasks);
         self.payload.reserve(tasks);
+        if !self.seq_is_node {
+            self.seqs.reserve(tasks);
+        }
         if !self.order_in_seq {
             self.order.reserve(tasks);
         }
@@ -570,7 +585,9 @@ impl<K: TaskKey, P> Core<K, P> {
     /// record: tests compare a core that takes the shortcut with one that does not.
     #[cfg(test)]
     pub(crate) fn forget_sequences_are_nodes(&mut self) {
-        self.seq_is_node = false;
+        if self.seq_is_node {
+            self.sequences_stop_being_nodes();
+        }
     }
 
     /// The node of `key`, if it has one. An integer id of the identity prefix, or one beyond
@@ -660,21 +677,34 @@ impl<K: TaskKey, P> Core<K, P> {
         self.wait.push(Wait::ABSENT);
         self.span.push(Span::default());
         self.payload.push(None);
+        if !self.seq_is_node {
+            self.seqs.push(u64::MAX);
+        }
         n
     }
 
-    /// Submitted nodes in order of first submission.
-    fn order(&self) -> &[u32] {
+    /// Number of submitted ids: the length of the order of first submissions, which is the
+    /// sequences `0..next_seq` until the first resubmission (`order_in_seq`).
+    fn order_len(&self) -> usize {
         if self.order_in_seq {
-            &self.seq_node
+            self.next_seq as usize
         } else {
-            &self.order
+            self.order.len()
         }
     }
 
-    /// Number of submitted ids.
-    fn order_len(&self) -> usize {
-        self.order().len()
+    /// The `i`-th submitted node in order of first submission (`i < order_len()`).
+    fn order_at(&self, i: usize) -> u32 {
+        if self.order_in_seq {
+            self.node_of_seq(i as u64)
+        } else {
+            self.order[i]
+        }
+    }
+
+    /// Submitted nodes in order of first submission.
+    fn order_iter(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.order_len()).map(|i| self.order_at(i))
     }
 
     /// The node of a submitted id.
@@ -685,6 +715,8 @@ impl<K: TaskKey, P> Core<K, P> {
     fn view(&self) -> View<'_> {
         View {
             hot: &self.hot,
+            seqs: &self.seqs,
+            seq_is_node: self.seq_is_node,
             span: &self.span,
             fwd: &self.fwd,
             overlay: None,
@@ -805,7 +837,7 @@ impl<K: TaskKey, P> Core<K, P> {
     /// (its pool's, if it names one).
     fn remove_ready(&mut self, n: u32) {
         let p = self.priority_of(n);
-        let seq = self.hot[idx(n)].seq;
+        let seq = self.seq_of(n);
         match self.pool_index(n) {
             Some(pool) => self.pools[pool].ready.remove(seq, p),
             None => self.ready.remove(seq, p),
@@ -954,7 +986,7 @@ impl<K: TaskKey, P> Core<K, P> {
             .order
             .iter()
             .filter(|&&n| self.hot[idx(n)].state != ABSENT)
-            .map(|&n| (self.hot[idx(n)].seq, n))
+            .map(|&n| (self.seqs[idx(n)], n))
             .collect();
         live.sort_unstable();
         self.ready.clear();
@@ -964,7 +996,7 @@ impl<K: TaskKey, P> Core<K, P> {
         self.seq_node.clear();
         for (rank, &(_, n)) in live.iter().enumerate() {
             let ready = self.is_in(n, TaskState::Ready);
-            self.hot[idx(n)].seq = rank as u64;
+            self.seqs[idx(n)] = rank as u64;
             self.seq_node.push(n);
             if ready {
                 self.push_ready(n, rank as u64);
@@ -1138,14 +1170,32 @@ impl<K: TaskKey, P> Core<K, P> {
         }
         let seq = self.next_seq;
         // INVARIANT (A4.sequence-is-node): the first sequence that is not its node clears
-        // the flag for good (a resubmission's sequence is past every node's first one).
-        if seq != u64::from(n) {
-            self.seq_is_node = false;
+        // the flag for good (a resubmission's sequence is past every node's first one), and
+        // only then are sequences recorded.
+        if seq != u64::from(n) && self.seq_is_node {
+            self.sequences_stop_being_nodes();
         }
         self.next_seq += 1;
-        self.seq_node.push(n);
+        if !self.seq_is_node {
+            self.seq_node.push(n);
+            self.seqs[idx(n)] = seq;
+        }
         self.ready.grow_to(self.next_seq);
         seq
+    }
+
+    /// Clears `seq_is_node` for good, writing out what it stood for: sequence `s` is node
+    /// `s` for every sequence so far (`0..next_seq`, each the first submission of its node),
+    /// and a node past them has no version. O(V), once per scheduler.
+    #[cold]
+    fn sequences_stop_being_nodes(&mut self) {
+        debug_assert!(self.seq_is_node && self.seq_node.is_empty() && self.seqs.is_empty());
+        let next = self.next_seq;
+        self.seq_node = (0..next).map(|s| s as u32).collect();
+        self.seqs = (0..self.hot.len() as u64)
+            .map(|n| if n < next { n } else { u64::MAX })
+            .collect();
+        self.seq_is_node = false;
     }
 
     /// Appends `deps` to the dependency arena, compacting it first if garbage outnumbers
@@ -1353,7 +1403,8 @@ impl<K: TaskKey, P> Core<K, P> {
             self.details.remove(&n);
             let h = self.hot[idx(n)];
             self.payload[idx(n)] = payload.take();
-            self.push_ready(n, h.seq);
+            let seq = self.seq_of(n);
+            self.push_ready(n, seq);
             self.scratch_deps = dep_nodes;
             return Ok(Generation(h.generation));
         }
@@ -1437,7 +1488,7 @@ impl<K: TaskKey, P> Core<K, P> {
                 if self.order_in_seq {
                     // The first resubmission: from now on sequences are not all first
                     // submissions, so the order gets an array of its own.
-                    self.order = self.seq_node.clone();
+                    self.order = self.order_iter().collect();
                     self.order_in_seq = false;
                 }
                 let old = self.hot[idx(n)];
@@ -1525,7 +1576,6 @@ impl<K: TaskKey, P> Core<K, P> {
         let flags = self.hot[idx(n)].flags & REV_TAKEN;
         self.hot[idx(n)] = Hot {
             generation,
-            seq,
             chunk: 0,
             state: state as u8,
             flags,
@@ -1607,7 +1657,6 @@ impl<K: TaskKey, P> Core<K, P> {
         let flags = self.hot[idx(n)].flags & REV_TAKEN;
         self.hot[idx(n)] = Hot {
             generation: 1,
-            seq,
             chunk: 0,
             state: state as u8,
             flags,
@@ -1793,7 +1842,7 @@ impl<K: TaskKey, P> Core<K, P> {
             if graph::reaches(&self.view(), &[idx(d)], idx(n)) {
                 list.insert(at, d);
                 let view = View {
-                    overlay: Some((idx(n), &list, h.seq)),
+                    overlay: Some((idx(n), &list, self.seq_of(n))),
                     ..self.view()
                 };
                 let cycles = self.cycles_of(&view);
@@ -1885,13 +1934,12 @@ impl<K: TaskKey, P> Core<K, P> {
         // Every node has a version unless some id was named and never submitted.
         if self.order_len() < self.keys.len() {
             let mut with_missing: Vec<(u64, u32)> = Vec::new();
-            for &n in self.order() {
-                let h = &self.hot[idx(n)];
+            for n in self.order_iter() {
                 if self.fwd[self.span[idx(n)].range()]
                     .iter()
                     .any(|&d| self.hot[idx(d)].state == ABSENT)
                 {
-                    with_missing.push((h.seq, n));
+                    with_missing.push((self.seq_of(n), n));
                 }
             }
             with_missing.sort_unstable();
@@ -1979,7 +2027,7 @@ impl<K: TaskKey, P> Core<K, P> {
             let Some(seq) = next else {
                 break;
             };
-            let n = self.seq_node[seq as usize];
+            let n = self.node_of_seq(seq);
             let Some(payload) = self.payload[idx(n)].take() else {
                 continue;
             };
@@ -2056,7 +2104,19 @@ impl<K: TaskKey, P> Core<K, P> {
         if self.seq_is_node {
             u64::from(n)
         } else {
-            self.hot[idx(n)].seq
+            self.seqs[idx(n)]
+        }
+    }
+
+    /// The node whose current version has submission sequence `seq` (a sequence of a
+    /// current version): `seq` itself while sequences are nodes (A4.sequence-is-node), else
+    /// `seq_node`'s.
+    #[inline]
+    fn node_of_seq(&self, seq: u64) -> u32 {
+        if self.seq_is_node {
+            seq as u32
+        } else {
+            self.seq_node[seq as usize]
         }
     }
 
@@ -2226,13 +2286,8 @@ impl<K: TaskKey, P> Core<K, P> {
         }
         self.closed = true;
         let mut cancelled = 0;
-        // `self.order()`, spelled out so that the other fields stay borrowable.
-        let order = if self.order_in_seq {
-            &self.seq_node
-        } else {
-            &self.order
-        };
-        for &n in order {
+        for i in 0..self.order_len() {
+            let n = self.order_at(i);
             let h = &mut self.hot[idx(n)];
             // A record saying pending or ready is either (`Core::state_code`).
             if h.says(TaskState::Pending) || h.says(TaskState::Ready) {
@@ -2397,9 +2452,8 @@ impl<K: TaskKey, P> Core<K, P> {
     }
 
     pub(crate) fn snapshot(&self) -> Vec<(K, TaskStatus<K>)> {
-        self.order()
-            .iter()
-            .map(|&n| (self.keys[idx(n)].clone(), self.status_of(n)))
+        self.order_iter()
+            .map(|n| (self.keys[idx(n)].clone(), self.status_of(n)))
             .collect()
     }
 
@@ -2553,12 +2607,21 @@ impl<K: TaskKey, P> Core<K, P> {
             self.next_seq,
             self.order_len()
         );
-        assert_eq!(self.seq_node.len() as u64, self.next_seq);
-        // The order of first submissions lists every submitted node once (in `seq_node`
-        // until the first resubmission, in `order` after it).
+        // INVARIANT (A4.sequence-is-node): the sequences are written out only once the flag
+        // is clear; while it is set, the sequences so far are exactly the nodes
+        // `0..next_seq`, each with a version (checked per node below).
+        if self.seq_is_node {
+            assert!(self.seq_node.is_empty() && self.seqs.is_empty());
+            assert!(self.next_seq as usize <= self.hot.len());
+        } else {
+            assert_eq!(self.seq_node.len() as u64, self.next_seq);
+            assert_eq!(self.seqs.len(), self.hot.len());
+        }
+        // The order of first submissions lists every submitted node once (the sequences
+        // until the first resubmission, `order` after it).
         assert!(!self.order_in_seq || self.order.is_empty());
         let mut listed = vec![false; self.hot.len()];
-        for &n in self.order() {
+        for n in self.order_iter() {
             assert!(!listed[idx(n)], "node {n} listed twice in the order");
             listed[idx(n)] = true;
         }
@@ -2643,17 +2706,9 @@ impl<K: TaskKey, P> Core<K, P> {
                 assert_eq!(h.chunk, 0, "only a running version holds a token chunk");
             }
 
-            assert_eq!(
-                self.seq_node[h.seq as usize], n as u32,
-                "seq_node of node {n}"
-            );
-            // INVARIANT (A4.sequence-is-node): while the flag is set, every sequence is its
-            // node.
-            assert!(
-                !self.seq_is_node || h.seq == n as u64,
-                "node {n} has sequence {} while sequences are nodes",
-                h.seq
-            );
+            let seq = self.seq_of(n as u32);
+            assert!(seq < self.next_seq, "node {n} has sequence {seq}");
+            assert_eq!(self.node_of_seq(seq), n as u32, "seq_node of node {n}");
             assert_eq!(
                 self.payload[n].is_some(),
                 matches!(state, TaskState::Pending | TaskState::Ready),
@@ -2664,13 +2719,13 @@ impl<K: TaskKey, P> Core<K, P> {
             let p = self.priority_of(n as u32);
             let pool = self.pool_index(n as u32);
             assert_eq!(
-                self.ready.contains(h.seq, p),
+                self.ready.contains(seq, p),
                 state == TaskState::Ready && pool.is_none(),
                 "ready set membership of node {n}"
             );
             for (i, slot) in self.pools.iter().enumerate() {
                 assert_eq!(
-                    slot.ready.contains(h.seq, p),
+                    slot.ready.contains(seq, p),
                     state == TaskState::Ready && pool == Some(i),
                     "pool {i} ready set membership of node {n}"
                 );
