@@ -1904,10 +1904,18 @@ impl<K: TaskKey, P> Core<K, P> {
 
     /// Starts scheduling after validating the current versions: unknown dependencies first,
     /// then cycles. Idempotent once started. A failed validation changes nothing.
+    #[inline]
     pub(crate) fn start(&mut self) -> Result<(), SchedulerError<K>> {
         if self.started {
             return Ok(());
         }
+        self.start_now()
+    }
+
+    /// [`Core::start`] of a scheduler not started yet: out of line, so that the claims that
+    /// call `start` every time stay small.
+    #[inline(never)]
+    fn start_now(&mut self) -> Result<(), SchedulerError<K>> {
         let report = self.check();
         // INVARIANT (A3.unknown-dependency): a missing dependency is never treated as done:
         // `start` refuses, naming every missing pair, and nothing changes.
@@ -2131,10 +2139,11 @@ impl<K: TaskKey, P> Core<K, P> {
         generation: Generation,
     ) -> Result<CallbackOutcome, SchedulerError<K>> {
         let n = self.callback_target(id, generation)?;
-        match self.task_state_of(n) {
-            Some(TaskState::Running) => {}
+        // The state it settles from, known here, so the transition reads no record again.
+        let from = match self.task_state_of(n) {
+            Some(TaskState::Running) => TaskState::Running,
             // SEEDED BUG (double_release): a repeated completion is applied again.
-            Some(TaskState::Succeeded) if seeded_bug!("double_release") => {}
+            Some(TaskState::Succeeded) if seeded_bug!("double_release") => TaskState::Succeeded,
             Some(TaskState::Succeeded) => {
                 return Ok(CallbackOutcome::Duplicate(TaskState::Succeeded));
             }
@@ -2145,10 +2154,10 @@ impl<K: TaskKey, P> Core<K, P> {
                     state: state.unwrap_or(TaskState::Pending),
                 });
             }
-        }
+        };
         // LINEARIZATION POINT (A5.callback-once): running -> succeeded happens once per
         // version; a repeated callback sees `Succeeded` above and releases nothing.
-        self.transition(n, TaskState::Succeeded);
+        self.transition_from(n, from as u8, TaskState::Succeeded);
         self.release_token(n);
         let mut effect = Effect::default();
         // INVARIANT (A5.release-by-reverse-edges): only this version's live waiters are

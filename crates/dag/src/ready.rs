@@ -236,7 +236,10 @@ impl ReadySet {
         self.pop_word()
     }
 
-    /// [`Self::pop_first`] from the bitset (at least one member, none held aside).
+    /// [`Self::pop_first`] from the bitset (at least one member, none held aside). Out of
+    /// line, so that `pop_first` (the lone member's compare and store) is small enough to
+    /// inline into the claim loop.
+    #[inline(never)]
     fn pop_word(&mut self) -> Option<u64> {
         // Descend from the top word; every bit taken on the way is the lowest of its word.
         let mut i = 0usize;
