@@ -284,10 +284,11 @@ pub(crate) struct Core<K, P> {
     /// Submitted nodes in order of first submission (the order of `snapshot`), once some id
     /// was resubmitted; empty before (see `order_in_seq`).
     order: Vec<u32>,
-    /// No id was resubmitted yet, so every sequence so far is a first submission and
-    /// `seq_node` is the order of first submissions: [`Core::order`] reads it there, which
-    /// saves a `u32` per task for graphs that are only built and run. The first resubmission
-    /// copies it into `order` (O(V), once per scheduler).
+    /// No id was resubmitted yet, so every sequence so far is a first submission and the
+    /// sequences `0..next_seq` in order are the order of first submissions: [`Core::order_at`]
+    /// reads it there (through [`Core::node_of_seq`]), which saves a `u32` per task for
+    /// graphs that are only built and run. The first resubmission copies it into `order`
+    /// (O(V), once per scheduler).
     order_in_seq: bool,
     /// Submission sequences of the ready versions (take-the-first: highest priority, then
     /// submission order).
@@ -1161,8 +1162,9 @@ impl<K: TaskKey, P> Core<K, P> {
     }
 
     /// The next submission sequence, for node `n`'s new version: renumbers first if replaced
-    /// versions' sequences outnumber the live ones, records `n` in `seq_node` and makes room
-    /// in the ready set. Amortised O(log V).
+    /// versions' sequences outnumber the live ones, records the sequence in `seq_node` and
+    /// `seqs` once sequences are not nodes (A4.sequence-is-node) and makes room in the ready
+    /// set. Amortised O(log V).
     #[inline(always)]
     fn next_sequence(&mut self, n: u32) -> u64 {
         if self.next_seq as usize > 2 * self.order_len() + COMPACT_FLOOR {
@@ -2010,12 +2012,10 @@ impl<K: TaskKey, P> Core<K, P> {
         let take = limit.min(free).min(self.ready_len());
         if out.capacity() == 0 {
             // An empty buffer without room (`ready_at_most`'s new vector, a caller's fresh
-            // one): one allocation of exactly `take` claims, without the growth path of
-            // `reserve` (which weighs as much as the allocation itself on a chain, where
-            // every call claims one version).
-            if take > 0 {
-                *out = Vec::with_capacity(take);
-            }
+            // one): one allocation of exactly `take` claims (none for 0), without the growth
+            // path of `reserve` (which weighs as much as the allocation itself on a chain,
+            // where every call claims one version).
+            *out = Vec::with_capacity(take);
         } else {
             out.reserve(take);
         }
@@ -2680,6 +2680,12 @@ impl<K: TaskKey, P> Core<K, P> {
         for (n, h) in self.hot.iter().enumerate() {
             let Some(state) = self.task_state_of(n as u32) else {
                 assert_eq!(h.state, ABSENT);
+                // A node without a version has no sequence (A4.sequence-is-node: also once
+                // the sequences are written out).
+                assert!(
+                    self.seq_is_node || self.seqs[n] == u64::MAX,
+                    "node {n} has no version but a sequence"
+                );
                 continue;
             };
             counts[state as usize] += 1;
