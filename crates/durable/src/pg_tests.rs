@@ -1376,6 +1376,109 @@ fn postgres_settling_a_pooled_version_wakes_the_idle_waiter() {
     }
 }
 
+/// D.pg-notify for the fused report (functions revision 6 writes `settle`'s notification out in
+/// `settle_claim`): a `report_and_claim` that claims nothing itself (`max` 0) wakes an idle
+/// waiter whenever `complete` would, in each of its three cases: a released dependent (store
+/// without a limit), a freed slot (store with a limit) and a freed pool slot (store without a
+/// limit). The waiter then claims the work.
+#[test]
+fn postgres_fused_report_wakes_the_idle_waiter() {
+    use std::time::{Duration, Instant};
+    let Some(url) = pg_url() else { return };
+    for case in ["released dependent", "freed slot", "freed pool slot"] {
+        let scratch = Scratch::new(&url);
+        let opts = scratch.options();
+        let limit = if case == "freed slot" {
+            1
+        } else {
+            crate::UNLIMITED
+        };
+        let mut s = PostgresStore::create_with(&url, limit, &opts).unwrap();
+        let (first, next) = match case {
+            "released dependent" => (NewTask::without_deps("a"), NewTask::new("b", ["a"])),
+            "freed slot" => (NewTask::without_deps("a"), NewTask::without_deps("b")),
+            _ => {
+                s.define_pool("p", 1).unwrap();
+                (
+                    NewTask::without_deps("a").in_pool("p"),
+                    NewTask::without_deps("b").in_pool("p"),
+                )
+            }
+        };
+        s.submit(&[first, next]).unwrap();
+        let held = s
+            .claim(&owner("w1"), Millis(1), Millis(600_000), 1)
+            .unwrap();
+        let mut waiter = PostgresStore::open_with(&url, &opts).unwrap();
+        assert!(
+            waiter
+                .claim(&owner("idle"), Millis(1), Millis(600_000), 4)
+                .unwrap()
+                .is_empty(),
+            "{case}: b is not claimable yet"
+        );
+        // The first wait only starts listening (and may return at once on an older
+        // notification); the measured one follows.
+        waiter.wait_for_work(Duration::from_millis(1)).unwrap();
+        let idle = thread::spawn(move || {
+            let start = Instant::now();
+            waiter.wait_for_work(Duration::from_secs(10)).unwrap();
+            (start.elapsed(), waiter)
+        });
+        thread::sleep(Duration::from_millis(300));
+        let (out, got) = s
+            .report_and_claim(&held[0].token(), Millis(2), None, Millis(600_000), 0)
+            .unwrap();
+        assert!(
+            matches!(out, CallbackOutcome::Applied(_)),
+            "{case}: {out:?}"
+        );
+        assert!(got.is_empty(), "{case}: max 0 claims nothing");
+        let (waited, mut w) = idle.join().unwrap();
+        assert!(
+            waited < Duration::from_secs(5),
+            "{case}: the idle waiter woke only at its bound ({waited:?}): no notification"
+        );
+        let got = w
+            .claim(&owner("idle"), Millis(3), Millis(600_000), 4)
+            .unwrap();
+        assert_eq!(
+            got.iter().map(|l| l.id.as_str()).collect::<Vec<_>>(),
+            ["b"],
+            "{case}"
+        );
+    }
+}
+
+/// The fused report moves the high-water clock (D.high-water-clock) as `complete` would, also when its
+/// claim half takes nothing (`settle_claim` writes the counters once, at the end, in each of
+/// its claim branches): a later claim with an earlier `now` starts its lease at that clock.
+#[test]
+fn postgres_fused_report_moves_the_clock_when_it_claims_nothing() {
+    let Some(url) = pg_url() else { return };
+    let scratch = Scratch::new(&url);
+    let mut s = PostgresStore::create_with(&url, 2, &scratch.options()).unwrap();
+    let w = owner("w");
+    // max 1 with nothing to claim, then max 0; each followed by a probe claimed at time 1.
+    for (id, probe, now, max) in [("a", "pa", 50, 1), ("b", "pb", 70, 0)] {
+        s.submit(&[NewTask::without_deps(id)]).unwrap();
+        let held = s.claim(&w, Millis(10), Millis(1_000), 1).unwrap();
+        let (out, got) = s
+            .report_and_claim(&held[0].token(), Millis(now), None, Millis(1_000), max)
+            .unwrap();
+        assert!(matches!(out, CallbackOutcome::Applied(_)), "{out:?}");
+        assert!(got.is_empty(), "nothing else to claim");
+        s.submit(&[NewTask::without_deps(probe)]).unwrap();
+        let p = s.claim(&w, Millis(1), Millis(10), 1).unwrap();
+        assert_eq!(
+            p[0].expiry,
+            Millis(now + 10),
+            "max {max}: the lease starts at the clock, {now}"
+        );
+        s.complete(&p[0].token(), Millis(1)).unwrap();
+    }
+}
+
 #[test]
 fn postgres_report_and_claim_takes_what_the_report_frees() {
     let Some(url) = pg_url() else { return };
