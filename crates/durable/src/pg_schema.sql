@@ -395,8 +395,11 @@ BEGIN
         -- failure readies the optional waiters it settles; a settled version of a pool frees
         -- the pool's slot, so the pool's passed-over versions are claimable again, even in a
         -- store without a limit).
-        IF n_ready > 0 OR v_limit <> 9223372036854775807
-           OR EXISTS (SELECT 1 FROM @S@.tasks WHERE id = p_id AND pool IS NOT NULL) THEN
+        -- (The pool's lookup is a statement of its own: in one condition with the two
+        -- others, PostgreSQL planned the whole condition anew at every call.)
+        IF n_ready > 0 OR v_limit <> 9223372036854775807 THEN
+            PERFORM pg_notify(@C@, '');
+        ELSIF EXISTS (SELECT 1 FROM @S@.tasks WHERE id = p_id AND pool IS NOT NULL) THEN
             PERFORM pg_notify(@C@, '');
         END IF;
     ELSE
@@ -423,12 +426,16 @@ BEGIN
     END IF;
 END $$;
 
--- settle_claim (revision 5): `settle`, then, when the report was accepted ('applied' or
--- 'duplicate') and the store is not closed, `claim` for the token's owner, in one statement,
--- one transaction (D.report-and-claim). Every row carries the settlement's columns; the claim's
--- columns (as `claim` returns them) are null on the one row returned when nothing was claimed.
--- `settle` takes the state-row lock first (the linearization point, D.pg-serial-writes) and
--- `claim` takes it again in the same transaction, so no other write comes between the two.
+-- settle_claim (revision 5; one body since revision 6): the report as `settle`, then, when it
+-- was accepted ('applied' or 'duplicate') and the store is not closed, the claim as `claim`
+-- for the token's owner, in one statement, one transaction (D.report-and-claim). Every row
+-- carries the settlement's columns; the claim's columns (as `claim` returns them) are null on
+-- the one row returned when nothing was claimed.
+-- Revision 6 writes both halves out in this one PL/pgSQL body instead of calling `settle` and
+-- `claim` (whose nested calls cost about a third of the call, docs/durable.md "The fused
+-- report"): the state row is locked once, first, and the counters (clock, next_epoch) are
+-- written once, at the end. Each half's statements are `settle`'s and `claim`'s own (keep
+-- them in step); a failure still calls `block_waiters`.
 CREATE OR REPLACE FUNCTION @S@.settle_claim(p_id text, p_generation bigint, p_owner text,
                            p_epoch bigint, p_now bigint, p_success boolean, p_error text,
                            p_lease bigint, p_max bigint)
@@ -438,39 +445,222 @@ RETURNS TABLE (code text, n_ready bigint, n_blocked bigint, cur_generation bigin
                o_attempts bigint, o_cancel_requested boolean, o_payload bytea)
 LANGUAGE plpgsql AS $$
 DECLARE
-    s record;
-    c record;
-    v_closed boolean;
-    v_any boolean := false;
+    st @S@.lockstep_state;
+    row @S@.tasks;
+    v_t bigint;
+    v_done bigint;
+    v_take bigint;
+    v_expiry bigint;
+    v_names text[];
+    v_room bigint[];
+    v_epoch bigint;
+    v_i integer;
+    v_cand record;
 BEGIN
-    -- INVARIANT (D.report-and-claim): a refused report claims nothing; a closed store claims
-    -- nothing after the report; otherwise the claim follows the report under the same lock.
-    SELECT * INTO s FROM @S@.settle(p_id, p_generation, p_owner, p_epoch, p_now, p_success,
-                                    p_error);
-    code := s.code;
-    n_ready := s.n_ready;
-    n_blocked := s.n_blocked;
-    cur_generation := s.cur_generation;
-    cur_owner := s.cur_owner;
-    cur_epoch := s.cur_epoch;
-    cur_state := s.cur_state;
-    IF s.code IN ('applied', 'duplicate') THEN
-        SELECT st.closed INTO v_closed FROM @S@.lockstep_state st WHERE st.one = 1;
-        IF NOT v_closed THEN
-            FOR c IN SELECT * FROM @S@.claim(p_owner, p_now, p_lease, p_max) LOOP
-                o_id := c.o_id;
-                o_generation := c.o_generation;
-                o_epoch := c.o_epoch;
-                o_expiry := c.o_expiry;
-                o_attempts := c.o_attempts;
-                o_cancel_requested := c.o_cancel_requested;
-                o_payload := c.o_payload;
-                v_any := true;
-                RETURN NEXT;
-            END LOOP;
+    -- LINEARIZATION POINT (D.pg-serial-writes): the state-row lock comes first, as in every
+    -- write; the report and the claim below both run under it, so no other write comes
+    -- between them.
+    SELECT * INTO st FROM @S@.lockstep_state WHERE one = 1 FOR UPDATE;
+    v_t := greatest(st.clock, p_now);
+    n_ready := 0;
+    n_blocked := 0;
+    -- The report, as `settle`.
+    IF p_success THEN
+        WITH me AS (
+            UPDATE @S@.tasks SET state = 'succeeded', updated_at = v_t
+             WHERE id = p_id AND generation = p_generation AND state = 'running'
+               AND lease_epoch = p_epoch AND lease_owner = p_owner
+            RETURNING id
+        ), released AS (
+            UPDATE @S@.edges e SET waiting = false
+              FROM me, @S@.tasks t
+             WHERE e.dependency = me.id AND e.waiting
+               AND t.id = e.dependent AND t.state = 'pending'
+            RETURNING e.dependent
+        ), updated AS (
+            UPDATE @S@.tasks t
+               SET remaining = t.remaining - 1,
+                   state = CASE WHEN t.remaining = 1 THEN 'ready' ELSE t.state END,
+                   updated_at = v_t
+              FROM released r
+             WHERE t.id = r.dependent
+            RETURNING t.state
+        )
+        SELECT (SELECT count(*) FROM me), (SELECT count(*) FROM updated WHERE state = 'ready')
+          INTO v_done, n_ready;
+    ELSE
+        UPDATE @S@.tasks SET state = 'failed', error = p_error, updated_at = v_t
+         WHERE id = p_id AND generation = p_generation AND state = 'running'
+           AND lease_epoch = p_epoch AND lease_owner = p_owner;
+        GET DIAGNOSTICS v_done = ROW_COUNT;
+        IF v_done > 0 THEN
+            SELECT w.n_ready, w.n_blocked INTO n_ready, n_blocked
+              FROM @S@.block_waiters(p_id, p_id, p_generation, 'failed', v_t) w;
         END IF;
     END IF;
-    IF NOT v_any THEN
+    IF v_done > 0 THEN
+        code := 'applied';
+        cur_generation := p_generation;
+        cur_owner := p_owner;
+        cur_epoch := p_epoch;
+        cur_state := CASE WHEN p_success THEN 'succeeded' ELSE 'failed' END;
+        -- INVARIANT (D.pg-notify): as in `settle`.
+        IF n_ready > 0 OR st.max_concurrency <> 9223372036854775807 THEN
+            PERFORM pg_notify(@C@, '');
+        ELSIF EXISTS (SELECT 1 FROM @S@.tasks WHERE id = p_id AND pool IS NOT NULL) THEN
+            PERFORM pg_notify(@C@, '');
+        END IF;
+    ELSE
+        SELECT * INTO row FROM @S@.tasks WHERE id = p_id;
+        code := @S@.fence_code(row, p_generation, p_owner, p_epoch);
+        cur_generation := row.generation;
+        cur_owner := row.lease_owner;
+        cur_epoch := row.lease_epoch;
+        cur_state := row.state;
+        IF code = 'ok' THEN
+            IF (p_success AND row.state = 'succeeded') OR (NOT p_success AND row.state = 'failed') THEN
+                code := 'duplicate';
+            ELSE
+                code := 'conflict';
+            END IF;
+        END IF;
+        IF code <> 'duplicate' THEN
+            -- INVARIANT (D.report-and-claim): a refused report changes nothing and claims
+            -- nothing.
+            RETURN NEXT;
+            RETURN;
+        END IF;
+    END IF;
+    -- INVARIANT (D.report-and-claim): the claim follows the accepted report under the same
+    -- lock (it sees the slot the report freed and the dependents it released); a closed
+    -- store claims nothing after the report.
+    IF st.closed THEN
+        IF v_t <> st.clock THEN
+            UPDATE @S@.lockstep_state SET clock = v_t WHERE one = 1;
+        END IF;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    -- The claim, as `claim` (its comments say why each statement is written so).
+    IF NOT st.started THEN
+        RAISE EXCEPTION 'not started' USING ERRCODE = 'LK002';
+    END IF;
+    v_expiry := least(v_t::numeric + p_lease, 9223372036854775807)::bigint;
+    IF st.max_concurrency = 9223372036854775807 THEN
+        v_take := greatest(p_max, 0);
+    ELSE
+        SELECT least(p_max, greatest(st.max_concurrency - count(*), 0)) INTO v_take
+          FROM @S@.tasks t WHERE t.state = 'running' AND t.lease_expiry > v_t;
+    END IF;
+    IF v_take > 0 AND EXISTS (SELECT 1 FROM @S@.pools) THEN
+        -- INVARIANT (D.pool-depth): as in `claim`.
+        SELECT coalesce(array_agg(p.name ORDER BY p.name), '{}'),
+               coalesce(array_agg(greatest(p.depth - (SELECT count(*) FROM @S@.tasks k
+                                                       WHERE k.pool = p.name
+                                                         AND k.state = 'running'
+                                                         AND k.lease_expiry > v_t), 0)
+                                  ORDER BY p.name), '{}')
+          INTO v_names, v_room
+          FROM @S@.pools p;
+        v_epoch := st.next_epoch;
+        FOR v_cand IN
+            SELECT t.id, t.pool FROM @S@.tasks t
+             WHERE t.state = 'ready' OR (t.state = 'running' AND t.lease_expiry <= v_t)
+             ORDER BY t.priority DESC, t.seq
+               FOR UPDATE SKIP LOCKED
+        LOOP
+            EXIT WHEN v_epoch - st.next_epoch >= v_take;
+            IF v_cand.pool IS NOT NULL THEN
+                v_i := array_position(v_names, v_cand.pool);
+                IF v_i IS NOT NULL THEN
+                    CONTINUE WHEN v_room[v_i] <= 0;
+                    v_room[v_i] := v_room[v_i] - 1;
+                END IF;
+            END IF;
+            UPDATE @S@.tasks t
+               SET state = 'running', lease_owner = p_owner, lease_epoch = v_epoch,
+                   lease_expiry = v_expiry, attempts = t.attempts + 1, updated_at = v_t
+             WHERE t.id = v_cand.id
+            RETURNING t.id, t.generation, t.lease_epoch, t.lease_expiry, t.attempts,
+                      t.cancel_requested, t.payload
+                 INTO o_id, o_generation, o_epoch, o_expiry, o_attempts, o_cancel_requested,
+                      o_payload;
+            RETURN NEXT;
+            v_epoch := v_epoch + 1;
+        END LOOP;
+        IF v_t <> st.clock OR v_epoch <> st.next_epoch THEN
+            UPDATE @S@.lockstep_state SET clock = v_t, next_epoch = v_epoch WHERE one = 1;
+        END IF;
+        IF v_epoch = st.next_epoch THEN
+            RETURN NEXT;
+        END IF;
+    ELSIF v_take = 1 THEN
+        -- The report's clock and the claim's epoch in one write of the state row (`bump`,
+        -- against the clock read at the lock).
+        RETURN QUERY
+        WITH pick AS (
+            -- INVARIANT (D.priority-order): highest priority first, then submission order.
+            SELECT t.id FROM @S@.tasks t
+             WHERE t.state = 'ready' OR (t.state = 'running' AND t.lease_expiry <= v_t)
+             ORDER BY t.priority DESC, t.seq
+             LIMIT 1
+               FOR UPDATE SKIP LOCKED
+        ), claimed AS (
+            UPDATE @S@.tasks t
+               SET state = 'running', lease_owner = p_owner, lease_epoch = st.next_epoch,
+                   lease_expiry = v_expiry, attempts = t.attempts + 1, updated_at = v_t
+              FROM pick p
+             WHERE t.id = p.id
+            RETURNING t.id, t.generation, t.lease_epoch, t.lease_expiry, t.attempts,
+                      t.cancel_requested, t.payload
+        ), bump AS (
+            UPDATE @S@.lockstep_state
+               SET clock = v_t, next_epoch = next_epoch + (SELECT count(*) FROM claimed)
+             WHERE one = 1 AND (v_t <> st.clock OR EXISTS (SELECT 1 FROM claimed))
+        )
+        SELECT code, n_ready, n_blocked, cur_generation, cur_owner, cur_epoch, cur_state,
+               c.id, c.generation, c.lease_epoch, c.lease_expiry, c.attempts,
+               c.cancel_requested, c.payload
+          FROM claimed c;
+        IF NOT FOUND THEN
+            RETURN NEXT;
+        END IF;
+    ELSIF v_take > 1 THEN
+        RETURN QUERY
+        WITH pick AS (
+            SELECT t.id, t.seq, t.priority FROM @S@.tasks t
+             WHERE t.state = 'ready' OR (t.state = 'running' AND t.lease_expiry <= v_t)
+             ORDER BY t.priority DESC, t.seq
+             LIMIT v_take
+               FOR UPDATE SKIP LOCKED
+        ), numbered AS (
+            SELECT p.id, st.next_epoch - 1
+                         + row_number() OVER (ORDER BY p.priority DESC, p.seq) AS epoch
+              FROM pick p
+        ), claimed AS (
+            UPDATE @S@.tasks t
+               SET state = 'running', lease_owner = p_owner, lease_epoch = nb.epoch,
+                   lease_expiry = v_expiry, attempts = t.attempts + 1, updated_at = v_t
+              FROM numbered nb
+             WHERE t.id = nb.id
+            RETURNING t.id, t.generation, t.lease_epoch, t.lease_expiry, t.attempts,
+                      t.cancel_requested, t.payload, t.seq, t.priority
+        ), bump AS (
+            UPDATE @S@.lockstep_state
+               SET clock = v_t, next_epoch = next_epoch + (SELECT count(*) FROM claimed)
+             WHERE one = 1 AND (v_t <> st.clock OR EXISTS (SELECT 1 FROM claimed))
+        )
+        SELECT code, n_ready, n_blocked, cur_generation, cur_owner, cur_epoch, cur_state,
+               c.id, c.generation, c.lease_epoch, c.lease_expiry, c.attempts,
+               c.cancel_requested, c.payload
+          FROM claimed c ORDER BY c.priority DESC, c.seq;
+        IF NOT FOUND THEN
+            RETURN NEXT;
+        END IF;
+    ELSE
+        IF v_t <> st.clock THEN
+            UPDATE @S@.lockstep_state SET clock = v_t WHERE one = 1;
+        END IF;
         RETURN NEXT;
     END IF;
 END $$;

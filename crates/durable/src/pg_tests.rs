@@ -630,6 +630,47 @@ fn postgres_store_upgrades_older_functions_on_open() {
     assert_eq!(revision, FUNCTIONS_REVISION);
 }
 
+/// `D.pg-functions-revision` from revision 5, whose `settle_claim` called `settle` and `claim`:
+/// a store recording revision 5 gets this build's `settle_claim` (one body, revision 6) at
+/// `open`. Shown with the function replaced by one that raises: after the upgrade the fused
+/// report works and revision 6 is recorded.
+#[test]
+fn postgres_store_of_revision_5_gets_the_new_settle_claim_on_open() {
+    let Some(url) = pg_url() else { return };
+    let scratch = Scratch::new(&url);
+    let opts = scratch.options();
+    let mut s = PostgresStore::create_with(&url, 2, &opts).unwrap();
+    s.submit(&[NewTask::without_deps("a"), NewTask::new("b", ["a"])])
+        .unwrap();
+    let a = s.claim(&owner("w"), Millis(1), Millis(1_000), 1).unwrap();
+    drop(s);
+    scratch.sql(&format!(
+        "CREATE OR REPLACE FUNCTION {s}.settle_claim(p_id text, p_generation bigint,
+             p_owner text, p_epoch bigint, p_now bigint, p_success boolean, p_error text,
+             p_lease bigint, p_max bigint)
+         RETURNS TABLE (code text, n_ready bigint, n_blocked bigint, cur_generation bigint,
+                        cur_owner text, cur_epoch bigint, cur_state text,
+                        o_id text, o_generation bigint, o_epoch bigint, o_expiry bigint,
+                        o_attempts bigint, o_cancel_requested boolean, o_payload bytea)
+         LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'a revision 5 settle_claim'; END $$;
+         UPDATE {s}.lockstep_meta SET value = 5 WHERE key = 'functions'",
+        s = scratch.schema
+    ));
+    let mut s = PostgresStore::open_with(&url, &opts).unwrap();
+    let (out, next) = s
+        .report_and_claim(&a[0].token(), Millis(2), None, Millis(1_000), 1)
+        .unwrap();
+    assert!(matches!(out, CallbackOutcome::Applied(_)), "{out:?}");
+    assert_eq!(
+        next.iter().map(|l| l.id.as_str()).collect::<Vec<_>>(),
+        ["b"]
+    );
+    assert_eq!(
+        meta_value(&url, &scratch.schema, "functions"),
+        FUNCTIONS_REVISION
+    );
+}
+
 /// The stored layout of the store in `schema`, with the schema's name replaced by `S`: its
 /// columns (table, name, type, nullability, default), constraints, indexes and functions
 /// (name, arguments, result and the digest of the body), each kind in a fixed order. A
@@ -706,8 +747,8 @@ fn postgres_version_1_store_is_migrated_on_open() {
     assert_eq!((meta("schema_version"), meta("functions")), (1, 2));
     let opts = scratch.options();
     let mut s = PostgresStore::open_with(&url, &opts).unwrap();
-    assert_eq!((SCHEMA_VERSION, FUNCTIONS_REVISION), (3, 5));
-    assert_eq!((meta("schema_version"), meta("functions")), (3, 5));
+    assert_eq!((SCHEMA_VERSION, FUNCTIONS_REVISION), (3, 6));
+    assert_eq!((meta("schema_version"), meta("functions")), (3, 6));
     assert_layout_of_a_new_store(&url, &scratch.schema);
     let defs = s.definitions().unwrap();
     let g = defs.iter().find(|d| d.id == "g").unwrap();
@@ -768,7 +809,7 @@ fn postgres_version_1_store_is_migrated_on_open() {
     let mut s = PostgresStore::open_with(&url, &opts).unwrap();
     assert_eq!(s.snapshot().unwrap(), after);
     drop(s);
-    assert_eq!((meta("schema_version"), meta("functions")), (3, 5));
+    assert_eq!((meta("schema_version"), meta("functions")), (3, 6));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1128,7 +1169,7 @@ fn postgres_idle_waiter_wakes_when_a_loss_readies_an_optional_waiter() {
 /// `D.schema-migration` from version 2 on PostgreSQL: a store that the last build of schema
 /// version 2 wrote (`tests/fixtures/v2-store.pg.sql`: a succeeded; h, priority 9, running
 /// under `fixture-worker`'s lease; b failed; d and g blocked by b; e and c, priority 3, ready;
-/// f pending on e; limit 3) is migrated by `open`: version 3 and functions revision 5
+/// f pending on e; limit 3) is migrated by `open`: version 3 and functions revision 6
 /// recorded, a new store's layout, and every task, state, cause, error, payload, dependency
 /// list and lease kept (h's own token completes it). Then version 3 is at work on it: a new id
 /// after start with a required dependency on `a` and an optional one on the failed `b` is
@@ -1146,7 +1187,7 @@ fn postgres_version_2_store_is_migrated_on_open() {
     assert_eq!((meta("schema_version"), meta("functions")), (2, 3));
     let opts = scratch.options();
     let mut s = PostgresStore::open_with(&url, &opts).unwrap();
-    assert_eq!((meta("schema_version"), meta("functions")), (3, 5));
+    assert_eq!((meta("schema_version"), meta("functions")), (3, 6));
     assert_layout_of_a_new_store(&url, &scratch.schema);
 
     // Everything kept.
@@ -1268,7 +1309,7 @@ fn postgres_version_2_store_is_migrated_on_open() {
     drop(s);
     let mut s = PostgresStore::open_with(&url, &opts).unwrap();
     assert_eq!(s.snapshot().unwrap(), after);
-    assert_eq!((meta("schema_version"), meta("functions")), (3, 5));
+    assert_eq!((meta("schema_version"), meta("functions")), (3, 6));
     assert_layout_of_a_new_store(&url, &scratch.schema);
 }
 
@@ -1332,6 +1373,109 @@ fn postgres_settling_a_pooled_version_wakes_the_idle_waiter() {
         // Give it back so that w1 takes the next one.
         w.abandon(&got[0].token(), Millis(3)).unwrap();
         waiter = w;
+    }
+}
+
+/// D.pg-notify for the fused report (functions revision 6 writes `settle`'s notification out in
+/// `settle_claim`): a `report_and_claim` that claims nothing itself (`max` 0) wakes an idle
+/// waiter whenever `complete` would, in each of its three cases: a released dependent (store
+/// without a limit), a freed slot (store with a limit) and a freed pool slot (store without a
+/// limit). The waiter then claims the work.
+#[test]
+fn postgres_fused_report_wakes_the_idle_waiter() {
+    use std::time::{Duration, Instant};
+    let Some(url) = pg_url() else { return };
+    for case in ["released dependent", "freed slot", "freed pool slot"] {
+        let scratch = Scratch::new(&url);
+        let opts = scratch.options();
+        let limit = if case == "freed slot" {
+            1
+        } else {
+            crate::UNLIMITED
+        };
+        let mut s = PostgresStore::create_with(&url, limit, &opts).unwrap();
+        let (first, next) = match case {
+            "released dependent" => (NewTask::without_deps("a"), NewTask::new("b", ["a"])),
+            "freed slot" => (NewTask::without_deps("a"), NewTask::without_deps("b")),
+            _ => {
+                s.define_pool("p", 1).unwrap();
+                (
+                    NewTask::without_deps("a").in_pool("p"),
+                    NewTask::without_deps("b").in_pool("p"),
+                )
+            }
+        };
+        s.submit(&[first, next]).unwrap();
+        let held = s
+            .claim(&owner("w1"), Millis(1), Millis(600_000), 1)
+            .unwrap();
+        let mut waiter = PostgresStore::open_with(&url, &opts).unwrap();
+        assert!(
+            waiter
+                .claim(&owner("idle"), Millis(1), Millis(600_000), 4)
+                .unwrap()
+                .is_empty(),
+            "{case}: b is not claimable yet"
+        );
+        // The first wait only starts listening (and may return at once on an older
+        // notification); the measured one follows.
+        waiter.wait_for_work(Duration::from_millis(1)).unwrap();
+        let idle = thread::spawn(move || {
+            let start = Instant::now();
+            waiter.wait_for_work(Duration::from_secs(10)).unwrap();
+            (start.elapsed(), waiter)
+        });
+        thread::sleep(Duration::from_millis(300));
+        let (out, got) = s
+            .report_and_claim(&held[0].token(), Millis(2), None, Millis(600_000), 0)
+            .unwrap();
+        assert!(
+            matches!(out, CallbackOutcome::Applied(_)),
+            "{case}: {out:?}"
+        );
+        assert!(got.is_empty(), "{case}: max 0 claims nothing");
+        let (waited, mut w) = idle.join().unwrap();
+        assert!(
+            waited < Duration::from_secs(5),
+            "{case}: the idle waiter woke only at its bound ({waited:?}): no notification"
+        );
+        let got = w
+            .claim(&owner("idle"), Millis(3), Millis(600_000), 4)
+            .unwrap();
+        assert_eq!(
+            got.iter().map(|l| l.id.as_str()).collect::<Vec<_>>(),
+            ["b"],
+            "{case}"
+        );
+    }
+}
+
+/// The fused report moves the high-water clock (D.high-water-clock) as `complete` would, also when its
+/// claim half takes nothing (`settle_claim` writes the counters once, at the end, in each of
+/// its claim branches): a later claim with an earlier `now` starts its lease at that clock.
+#[test]
+fn postgres_fused_report_moves_the_clock_when_it_claims_nothing() {
+    let Some(url) = pg_url() else { return };
+    let scratch = Scratch::new(&url);
+    let mut s = PostgresStore::create_with(&url, 2, &scratch.options()).unwrap();
+    let w = owner("w");
+    // max 1 with nothing to claim, then max 0; each followed by a probe claimed at time 1.
+    for (id, probe, now, max) in [("a", "pa", 50, 1), ("b", "pb", 70, 0)] {
+        s.submit(&[NewTask::without_deps(id)]).unwrap();
+        let held = s.claim(&w, Millis(10), Millis(1_000), 1).unwrap();
+        let (out, got) = s
+            .report_and_claim(&held[0].token(), Millis(now), None, Millis(1_000), max)
+            .unwrap();
+        assert!(matches!(out, CallbackOutcome::Applied(_)), "{out:?}");
+        assert!(got.is_empty(), "nothing else to claim");
+        s.submit(&[NewTask::without_deps(probe)]).unwrap();
+        let p = s.claim(&w, Millis(1), Millis(10), 1).unwrap();
+        assert_eq!(
+            p[0].expiry,
+            Millis(now + 10),
+            "max {max}: the lease starts at the clock, {now}"
+        );
+        s.complete(&p[0].token(), Millis(1)).unwrap();
     }
 }
 

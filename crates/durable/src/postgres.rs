@@ -112,8 +112,11 @@ const FUNCTIONS_MARKER: &str = "\n-- FUNCTIONS\n";
 /// the whole `Effect` (ready and blocked). An older store's functions are replaced by `open`
 /// (`D.pg-functions-revision`), after its tables were migrated ([`SCHEMA_V2_UPGRADE`],
 /// [`SCHEMA_V3_UPGRADE`]). Revision 5: `settle_claim`, the fused report and claim of
-/// [`Store::report_and_claim`] (`D.report-and-claim`).
-const FUNCTIONS_REVISION: i64 = 5;
+/// [`Store::report_and_claim`] (`D.report-and-claim`). Revision 6: `settle_claim` in one
+/// PL/pgSQL body (the state-row lock once, `settle`'s and `claim`'s statements written out,
+/// the counters written once) instead of calls of `settle` and `claim`; `settle` looks up the
+/// pool of the settled version for its notification in a statement of its own.
+const FUNCTIONS_REVISION: i64 = 6;
 
 /// What schema version 2 adds to version 1 (SPEC A8 priorities): each task's claim priority
 /// (0 for the tasks already there) and the claim's index in claim order; `@S@` as in
