@@ -10,6 +10,7 @@ use lockstep_contract::{
     MissingDependency, TaskState, TaskStatus,
 };
 use lockstep_dag::StateCounts;
+use rusqlite::config::DbConfig;
 use rusqlite::{
     Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params,
 };
@@ -549,6 +550,16 @@ impl SqliteStore {
         // of a completion). The WAL file grows to that size before it is reused.
         self.conn
             .pragma_update(None, "wal_autocheckpoint", 10_000)
+            .map_err(|e| self.not_ours(e))?;
+        // The query planner stability guarantee: a plan never depends on the values bound to
+        // a statement. Without it, SQLite (built with STAT4, as the bundled one is) marks a
+        // cached statement whose plan could use a bound value (the claim's `LIMIT ?2`) as
+        // expired at every bind, and parses and plans it again at its next step: two such
+        // statements per claim, about 15% of a fused report-and-claim's instructions
+        // (`examples/sqlite_profile.rs`). The plans stay those chosen without the values:
+        // the store runs no ANALYZE, so no statistics could use them.
+        self.conn
+            .set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
             .map_err(|e| self.not_ours(e))?;
         Ok(())
     }
