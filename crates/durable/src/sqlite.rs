@@ -10,6 +10,7 @@ use lockstep_contract::{
     MissingDependency, TaskState, TaskStatus,
 };
 use lockstep_dag::StateCounts;
+use rusqlite::config::DbConfig;
 use rusqlite::{
     Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params,
 };
@@ -550,6 +551,16 @@ impl SqliteStore {
         self.conn
             .pragma_update(None, "wal_autocheckpoint", 10_000)
             .map_err(|e| self.not_ours(e))?;
+        // The query planner stability guarantee: a plan never depends on the values bound to
+        // a statement. Without it, SQLite (built with STAT4, as the bundled one is) marks a
+        // cached statement whose plan could use a bound value (the claim's `LIMIT ?2`) as
+        // expired at every bind, and parses and plans it again at its next step: two such
+        // statements per claim, about 15% of a fused report-and-claim's instructions
+        // (`examples/sqlite_profile.rs`). The plans stay those chosen without the values:
+        // the store runs no ANALYZE, so no statistics could use them.
+        self.conn
+            .set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
+            .map_err(|e| self.not_ours(e))?;
         Ok(())
     }
 
@@ -903,21 +914,9 @@ fn block_waiters_of(
 /// the `remaining` of those still waiting on it, stop their waiting, make those at zero ready.
 /// `+state` keeps SQLite from scanning the (state, seq) index: every statement is driven by
 /// the reverse-edge index `edges (dependency, waiting)` and primary-key lookups, so a
-/// settlement costs O(its waiters), never O(tasks).
+/// settlement costs O(its waiters), never O(tasks). A success takes the shorter road of
+/// [`release_waiters_of`].
 type Settle = [&'static str; 3];
-
-/// `?1` succeeded: every waiting edge, required or optional.
-const RELEASE: Settle = [
-    "UPDATE tasks SET remaining = remaining - 1, updated_at = ?2
-      WHERE +state = 'pending'
-        AND id IN (SELECT dependent FROM edges WHERE dependency = ?1 AND waiting = 1)",
-    "UPDATE edges SET waiting = 0
-      WHERE dependency = ?1 AND waiting = 1
-        AND (SELECT +state FROM tasks WHERE tasks.id = edges.dependent) = 'pending'",
-    "UPDATE tasks SET state = 'ready'
-      WHERE +state = 'pending' AND remaining = 0
-        AND id IN (SELECT dependent FROM edges WHERE dependency = ?1)",
-];
 
 /// `?1` is lost (failed, cancelled or blocked, as its row says): only the optional waiting
 /// edges, each recording the miss (`?1`'s generation and state) as it stops waiting.
@@ -967,10 +966,58 @@ fn record_optional_misses_of(
     settle_waiters_of(tx, &MISS, id, now)
 }
 
+/// The first statement of [`release_waiters_of`]: `?1` succeeded, so each waiting edge on it
+/// whose dependent is pending stops waiting; returns those dependents (one row per edge).
+/// Driven by the reverse-edge index `edges (dependency, waiting)`, one primary-key lookup of
+/// the dependent each.
+const RELEASE_EDGES: &str = "UPDATE edges SET waiting = 0
+      WHERE dependency = ?1 AND waiting = 1
+        AND (SELECT +state FROM tasks WHERE tasks.id = edges.dependent) = 'pending'
+     RETURNING dependent";
+
+/// The second statement of [`release_waiters_of`], once per released dependent `?1` at time
+/// `?2`: one wait fewer; returns the new count. It leaves `state` alone, so that SQLite does
+/// not rewrite the dependent's entries of the indexes on `state` (it would, even to the same
+/// value).
+const RELEASE_ONE: &str = "UPDATE tasks SET remaining = remaining - 1, updated_at = ?2
+      WHERE id = ?1 AND +state = 'pending'
+     RETURNING remaining";
+
+/// The third statement of [`release_waiters_of`], for a dependent `?1` that waits on nothing
+/// any more.
+const RELEASE_READY: &str = "UPDATE tasks SET state = 'ready' WHERE id = ?1";
+
 /// `id` succeeded: each pending waiter stops waiting on it; those left waiting on nothing
-/// become ready. Visits only `id`'s reverse edges. Returns how many became ready.
+/// become ready. Visits only `id`'s reverse edges: one statement over them, then one row
+/// write per waiter and one more per waiter made ready (the three statements of [`Settle`]
+/// each read the reverse edges again and built a temporary list for `IN`). A pending version
+/// always waits on at least one edge (`remaining >= 1`: submission, `add_dependency` and
+/// every settlement keep it), so the waiters made ready are those whose count reaches zero
+/// here. Returns how many became ready.
 fn release_waiters_of(tx: &Transaction<'_>, id: &str, now: i64) -> Result<usize, DurableError> {
-    settle_waiters_of(tx, &RELEASE, id, now)
+    let mut waiters: Vec<String> = {
+        let mut st = tx.prepare_cached(RELEASE_EDGES).map_err(map_err)?;
+        let rows = st
+            .query_map(params![id], |r| r.get::<_, String>(0))
+            .map_err(map_err)?;
+        rows.collect::<Result<_, _>>().map_err(map_err)?
+    };
+    // One decrement per waiter, however many of its edges name `id` (submission refuses a
+    // duplicate dependency, so there is at most one).
+    waiters.sort_unstable();
+    waiters.dedup();
+    let mut ready = 0;
+    for w in &waiters {
+        let left: Option<i64> = tx
+            .row(RELEASE_ONE, params![w, now], |r| r.get(0))
+            .optional()
+            .map_err(map_err)?;
+        if left == Some(0) {
+            tx.exec(RELEASE_READY, params![w]).map_err(map_err)?;
+            ready += 1;
+        }
+    }
+    Ok(ready)
 }
 
 /// The claim's candidate key: `(Reverse(priority), seq)`, then the id and its pool.
@@ -2322,5 +2369,46 @@ mod busy_tests {
         BUSY_TIMEOUT.with(|t| t.set(Duration::ZERO));
         assert!(!busy_wait(0));
         BUSY_TIMEOUT.with(|t| t.set(Duration::from_secs(5)));
+    }
+}
+
+#[cfg(test)]
+mod connection_tests {
+    use super::*;
+
+    /// Every connection, created or opened, gets the settings of `configure`: the
+    /// `synchronous` level of its options, the 10,000-page checkpoint and the query planner
+    /// stability guarantee (without which the claim's candidate statements are prepared again
+    /// at every bind). Fails when `configure` does nothing (the cargo-mutants survivor).
+    /// (A store *created* with `synchronous_full: false` reads back FULL on its creating
+    /// connection, seen while writing this test and left as it was; the level is checked on
+    /// the connection that `open_with` configures.)
+    #[test]
+    fn every_connection_is_configured() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.lockstep");
+        let normal = SqliteOptions {
+            synchronous_full: false,
+            ..SqliteOptions::default()
+        };
+        let created = SqliteStore::create(&path, 1).unwrap();
+        let opened = SqliteStore::open_with(&path, &normal).unwrap();
+        for (s, synchronous) in [(&created, 2), (&opened, 1)] {
+            let level: i64 = s
+                .conn
+                .pragma_query_value(None, "synchronous", |r| r.get(0))
+                .unwrap();
+            assert_eq!(level, synchronous, "1 is NORMAL, 2 is FULL");
+            let pages: i64 = s
+                .conn
+                .pragma_query_value(None, "wal_autocheckpoint", |r| r.get(0))
+                .unwrap();
+            assert_eq!(pages, 10_000);
+            assert!(
+                s.conn
+                    .db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG)
+                    .unwrap()
+            );
+        }
     }
 }
