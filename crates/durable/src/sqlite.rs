@@ -2379,10 +2379,9 @@ mod connection_tests {
     /// Every connection, created or opened, gets the settings of `configure`: the
     /// `synchronous` level of its options, the 10,000-page checkpoint and the query planner
     /// stability guarantee (without which the claim's candidate statements are prepared again
-    /// at every bind). Fails when `configure` does nothing (the cargo-mutants survivor).
-    /// (A store *created* with `synchronous_full: false` reads back FULL on its creating
-    /// connection, seen while writing this test and left as it was; the level is checked on
-    /// the connection that `open_with` configures.)
+    /// at every bind). Fails when `configure` does nothing (the cargo-mutants survivor). The
+    /// level is checked on a store created with `NORMAL`, on one created with the default
+    /// (`FULL`) and on a connection that `open_with` configures.
     #[test]
     fn every_connection_is_configured() {
         let dir = tempfile::tempdir().unwrap();
@@ -2391,9 +2390,11 @@ mod connection_tests {
             synchronous_full: false,
             ..SqliteOptions::default()
         };
-        let created = SqliteStore::create(&path, 1).unwrap();
+        let created = SqliteStore::create_with(&path, 1, &normal).unwrap();
         let opened = SqliteStore::open_with(&path, &normal).unwrap();
-        for (s, synchronous) in [(&created, 2), (&opened, 1)] {
+        let other = dir.path().join("full.lockstep");
+        let full = SqliteStore::create(&other, 1).unwrap();
+        for (s, synchronous) in [(&created, 1), (&opened, 1), (&full, 2)] {
             let level: i64 = s
                 .conn
                 .pragma_query_value(None, "synchronous", |r| r.get(0))
