@@ -32,32 +32,16 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
-use lockstep_durable::{Lease, LeaseOwner, Millis, NewTask, SqliteOptions, SqliteStore, Store};
+use lockstep_durable::{Lease, LeaseOwner, Millis, SqliteOptions, SqliteStore, Store};
 use rusqlite::{Connection, params};
 
-const TASKS: usize = 100_000;
+#[path = "common/sqlite_graph.rs"]
+mod sqlite_graph;
+use sqlite_graph::{TASKS, graph};
+
 const JOBS_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS jobs (
     id INTEGER PRIMARY KEY, state INTEGER NOT NULL, owner TEXT, expiry INTEGER);
     CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state, id);";
-
-/// The random graph: task `i` depends on up to three distinct earlier tasks.
-fn graph() -> Vec<NewTask> {
-    let mut rng = fastrand::Rng::with_seed(0x5EED);
-    (0..TASKS)
-        .map(|i| {
-            let mut deps: Vec<String> = Vec::new();
-            if i > 0 {
-                for _ in 0..rng.usize(0..=3) {
-                    let d = format!("t{}", rng.usize(0..i));
-                    if !deps.contains(&d) {
-                        deps.push(d);
-                    }
-                }
-            }
-            NewTask::new(format!("t{i}"), deps).with_payload(format!("job {i}").into_bytes())
-        })
-        .collect()
-}
 
 fn options(full: bool) -> SqliteOptions {
     SqliteOptions {

@@ -24,29 +24,12 @@
 use std::path::Path;
 use std::time::Instant;
 
-use lockstep_durable::{Lease, LeaseOwner, Millis, NewTask, SqliteOptions, SqliteStore, Store};
+use lockstep_durable::{Lease, LeaseOwner, Millis, SqliteOptions, SqliteStore, Store};
 use rusqlite::{Connection, params};
 
-const TASKS: usize = 100_000;
-
-/// The bench's random graph: task `i` depends on up to three distinct earlier tasks.
-fn graph() -> Vec<NewTask> {
-    let mut rng = fastrand::Rng::with_seed(0x5EED);
-    (0..TASKS)
-        .map(|i| {
-            let mut deps: Vec<String> = Vec::new();
-            if i > 0 {
-                for _ in 0..rng.usize(0..=3) {
-                    let d = format!("t{}", rng.usize(0..i));
-                    if !deps.contains(&d) {
-                        deps.push(d);
-                    }
-                }
-            }
-            NewTask::new(format!("t{i}"), deps).with_payload(format!("job {i}").into_bytes())
-        })
-        .collect()
-}
+#[path = "../benches/common/sqlite_graph.rs"]
+mod sqlite_graph;
+use sqlite_graph::{TASKS, graph};
 
 fn options() -> SqliteOptions {
     SqliteOptions {
