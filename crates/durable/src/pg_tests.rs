@@ -1313,6 +1313,27 @@ fn postgres_version_2_store_is_migrated_on_open() {
     assert_layout_of_a_new_store(&url, &scratch.schema);
 }
 
+/// How long an idle waiter's [`Store::wait_for_work`] (bound 10 s, on a thread of its own)
+/// took while `act` ran on this thread 300 ms into the wait, and the waiter back. The first,
+/// 1 ms wait only starts listening (and may return at once on an older notification); the
+/// measured one follows. The callers assert a wait well below the bound, so a missing
+/// notification fails them; nothing asserts a duration shorter than that.
+fn wait_while(
+    mut waiter: PostgresStore,
+    act: impl FnOnce(),
+) -> (std::time::Duration, PostgresStore) {
+    use std::time::{Duration, Instant};
+    waiter.wait_for_work(Duration::from_millis(1)).unwrap();
+    let idle = thread::spawn(move || {
+        let start = Instant::now();
+        waiter.wait_for_work(Duration::from_secs(10)).unwrap();
+        (start.elapsed(), waiter)
+    });
+    thread::sleep(Duration::from_millis(300));
+    act();
+    idle.join().unwrap()
+}
+
 /// D.pg-notify with pools (from the review of schema version 3): in a store without a limit,
 /// completing (or failing) a version of a full pool frees the pool's slot, so the version the
 /// claim passed over becomes claimable; an idle worker is woken at once, not left to its poll
@@ -1320,7 +1341,7 @@ fn postgres_version_2_store_is_migrated_on_open() {
 /// and limited stores.
 #[test]
 fn postgres_settling_a_pooled_version_wakes_the_idle_waiter() {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     let Some(url) = pg_url() else { return };
     let scratch = Scratch::new(&url);
     let opts = scratch.options();
@@ -1344,21 +1365,13 @@ fn postgres_settling_a_pooled_version_wakes_the_idle_waiter() {
                 .unwrap()
                 .is_empty()
         );
-        // The first wait only starts listening (and may return at once on an older
-        // notification); the measured one follows.
-        waiter.wait_for_work(Duration::from_millis(1)).unwrap();
-        let idle = thread::spawn(move || {
-            let start = Instant::now();
-            waiter.wait_for_work(Duration::from_secs(10)).unwrap();
-            (start.elapsed(), waiter)
+        let (waited, mut w) = wait_while(waiter, || {
+            if settle {
+                s.complete(&held[0].token(), Millis(2)).unwrap();
+            } else {
+                s.fail(&held[0].token(), Millis(2), "broke").unwrap();
+            }
         });
-        thread::sleep(Duration::from_millis(300));
-        if settle {
-            s.complete(&held[0].token(), Millis(2)).unwrap();
-        } else {
-            s.fail(&held[0].token(), Millis(2), "broke").unwrap();
-        }
-        let (waited, mut w) = idle.join().unwrap();
         assert!(
             waited < Duration::from_secs(5),
             "the idle waiter woke only at its bound ({waited:?}): no notification for the freed pool slot"
@@ -1383,7 +1396,7 @@ fn postgres_settling_a_pooled_version_wakes_the_idle_waiter() {
 /// limit). The waiter then claims the work.
 #[test]
 fn postgres_fused_report_wakes_the_idle_waiter() {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     let Some(url) = pg_url() else { return };
     for case in ["released dependent", "freed slot", "freed pool slot"] {
         let scratch = Scratch::new(&url);
@@ -1417,24 +1430,16 @@ fn postgres_fused_report_wakes_the_idle_waiter() {
                 .is_empty(),
             "{case}: b is not claimable yet"
         );
-        // The first wait only starts listening (and may return at once on an older
-        // notification); the measured one follows.
-        waiter.wait_for_work(Duration::from_millis(1)).unwrap();
-        let idle = thread::spawn(move || {
-            let start = Instant::now();
-            waiter.wait_for_work(Duration::from_secs(10)).unwrap();
-            (start.elapsed(), waiter)
+        let (waited, mut w) = wait_while(waiter, || {
+            let (out, got) = s
+                .report_and_claim(&held[0].token(), Millis(2), None, Millis(600_000), 0)
+                .unwrap();
+            assert!(
+                matches!(out, CallbackOutcome::Applied(_)),
+                "{case}: {out:?}"
+            );
+            assert!(got.is_empty(), "{case}: max 0 claims nothing");
         });
-        thread::sleep(Duration::from_millis(300));
-        let (out, got) = s
-            .report_and_claim(&held[0].token(), Millis(2), None, Millis(600_000), 0)
-            .unwrap();
-        assert!(
-            matches!(out, CallbackOutcome::Applied(_)),
-            "{case}: {out:?}"
-        );
-        assert!(got.is_empty(), "{case}: max 0 claims nothing");
-        let (waited, mut w) = idle.join().unwrap();
         assert!(
             waited < Duration::from_secs(5),
             "{case}: the idle waiter woke only at its bound ({waited:?}): no notification"
