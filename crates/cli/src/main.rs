@@ -164,7 +164,7 @@ enum Cmd {
         /// parameters such as connect_timeout or application_name) and, at the very end,
         /// `#SCHEMA` (the PostgreSQL schema: letters, digits and _; default `lockstep`; one
         /// database may hold several runs). Messages never show the password.
-        #[arg(long, value_name = "URL")]
+        #[arg(long, value_name = "URL", value_parser = StoreArg)]
         store: lockstep_cli::store::StoreSpec,
         /// The directory a task's relative `cwd` is resolved against. `run FILE --store` stores
         /// each `cwd` as FILE wrote it, relative to FILE's directory, so give each worker the
@@ -302,7 +302,7 @@ struct DurableRunArgs {
     /// stays absolute): this process runs it under FILE's directory, as `run` does, and each
     /// worker under its `--root` (default: its current directory) [default: none: the run is
     /// kept in memory only].
-    #[arg(long, value_name = "URL", conflicts_with = "dry_run")]
+    #[arg(long, value_name = "URL", conflicts_with = "dry_run", value_parser = StoreArg)]
     store: Option<lockstep_cli::store::StoreSpec>,
     /// With --store: the lease duration in milliseconds (renewed while a task runs), from
     /// 10 ms to one day (86400000): a longer lease of a killed run would hold its tasks (and
@@ -524,15 +524,20 @@ fn main() -> ExitCode {
             let jobs = jobs.map_or_else(default_jobs, |j| j as usize);
             let store_file = durable.store.as_ref().and_then(sqlite_file);
             let inputs = [graph.input_file(), store_file];
-            for (option, out) in [
+            let outputs = [
                 ("--events", events.as_deref()),
                 ("--trace", picture.trace.as_deref()),
                 ("--graph-out", picture.graph_out.as_deref()),
-            ] {
+            ];
+            for (option, out) in outputs {
                 if let Err(message) = not_an_input(option, out, &inputs) {
                     errln!("error: {message}");
                     return ExitCode::from(2);
                 }
+            }
+            if let Err(message) = distinct_outputs(&outputs) {
+                errln!("error: {message}");
+                return ExitCode::from(2);
             }
             let events = match open_events(events.as_deref()) {
                 Ok(e) => e,
@@ -683,6 +688,32 @@ fn init_logging(verbose: u8, quiet: bool) {
         .try_init();
 }
 
+/// `--store`'s value parser. A value refused through `FromStr` would be reported by clap as
+/// `invalid value 'VALUE' for '--store <URL>': ...`, the value repeated as given, password
+/// included (a PostgreSQL URL given to a build without PostgreSQL, a misspelt scheme); this
+/// one reports [`lockstep_cli::store::BadStoreSpec`] alone, which hides it.
+#[derive(Clone, Copy)]
+struct StoreArg;
+
+impl clap::builder::TypedValueParser for StoreArg {
+    type Value = lockstep_cli::store::StoreSpec;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Self::Value, clap::Error> {
+        let refuse = |message: String| {
+            clap::Error::raw(clap::error::ErrorKind::ValueValidation, message).with_cmd(cmd)
+        };
+        let Some(value) = value.to_str() else {
+            return Err(refuse("--store: not valid UTF-8\n".to_string()));
+        };
+        value.parse().map_err(|e| refuse(format!("{e}\n")))
+    }
+}
+
 /// The SQLite file of a `--store sqlite:PATH`.
 fn sqlite_file(spec: &lockstep_cli::store::StoreSpec) -> Option<&std::path::Path> {
     match spec {
@@ -691,10 +722,30 @@ fn sqlite_file(spec: &lockstep_cli::store::StoreSpec) -> Option<&std::path::Path
     }
 }
 
+/// Whether paths `a` and `b` name one file. Compared as files (device and inode, so another
+/// spelling or a link is caught) when both exist; otherwise by location: the canonical
+/// directory plus the file name, which needs only the directories to exist (an output not
+/// created yet, a store a run is about to create). `false` when neither way can tell (a
+/// directory that does not exist: nothing can be written there).
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+        return (x.dev(), x.ino()) == (y.dev(), y.ino());
+    }
+    let located = |p: &std::path::Path| {
+        let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
+        let dir = std::fs::canonicalize(dir.unwrap_or(std::path::Path::new("."))).ok()?;
+        Some(dir.join(p.file_name()?))
+    };
+    matches!((located(a), located(b)), (Some(x), Some(y)) if x == y)
+}
+
 /// Refuses an output file (`--events`, `--trace`, `--graph-out`) that is one of the run's
-/// inputs (the task file, the SQLite store), compared as files (device and inode, so another
-/// spelling or a link is caught): creating it would truncate the input, before it is read
-/// (`--events` is created first: the run would then find no tasks) or after.
+/// inputs (the task file, the SQLite store), compared with [`same_file`]: creating it would
+/// truncate the input, before it is read (`--events` is created first: the run would then
+/// find no tasks) or after. A store that does not exist yet counts too: the run would create
+/// it, and the events file written over it would destroy it (`file is not a database`
+/// midway through the run, found by a new user's walkthrough).
 ///
 /// An output named like one of SQLite's companion files of an input store (`STORE-wal`,
 /// `STORE-shm`, `STORE-journal`, in the same directory) is refused too, whether or not it
@@ -708,7 +759,6 @@ fn not_an_input(
     out: Option<&std::path::Path>,
     inputs: &[Option<&std::path::Path>],
 ) -> Result<(), String> {
-    use std::os::unix::fs::MetadataExt;
     let Some(out) = out else {
         return Ok(());
     };
@@ -735,20 +785,43 @@ fn not_an_input(
             ));
         }
     }
-    // Not there yet: nothing to lose (and not one of the inputs, which exist).
-    let Ok(o) = std::fs::metadata(out) else {
-        return Ok(());
-    };
     for input in inputs.iter().flatten() {
-        if let Ok(i) = std::fs::metadata(input)
-            && i.is_file()
-            && (i.dev(), i.ino()) == (o.dev(), o.ino())
-        {
+        // An input that exists but is not a regular file (a pipe, `/dev/stdin`) has nothing
+        // an output could truncate.
+        let regular_or_new = std::fs::metadata(input).map_or(true, |m| m.is_file());
+        if regular_or_new && same_file(input, out) {
             return Err(format!(
                 "{option} {}: is {}, an input of this run; writing it would destroy it (name another file)",
                 out.display(),
                 input.display()
             ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses two output options that name one file ([`same_file`]): each would overwrite or
+/// interleave with the other (`--trace F --events F` left the trace followed by an events
+/// line, valid as neither). Outputs that exist and are not regular files (`/dev/stdout`,
+/// `/dev/null`, a pipe) may be shared: nothing is overwritten there.
+///
+/// # Errors
+/// `OPTION1 OUT1 and OPTION2 OUT2 name the same file; ...`.
+fn distinct_outputs(outputs: &[(&str, Option<&std::path::Path>)]) -> Result<(), String> {
+    let named: Vec<(&str, &std::path::Path)> = outputs
+        .iter()
+        .filter_map(|&(option, out)| Some((option, out?)))
+        .filter(|(_, out)| std::fs::metadata(out).map_or(true, |m| m.is_file()))
+        .collect();
+    for (i, &(first, a)) in named.iter().enumerate() {
+        for &(second, b) in &named[i + 1..] {
+            if same_file(a, b) {
+                return Err(format!(
+                    "{first} {} and {second} {} name the same file; each would overwrite the other (name two files)",
+                    a.display(),
+                    b.display()
+                ));
+            }
         }
     }
     Ok(())

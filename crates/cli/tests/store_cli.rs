@@ -9,6 +9,7 @@ use std::time::Instant;
 use assert_cmd::Command;
 use lockstep_cli::store::{StoreSpec, StoredPayload};
 use lockstep_durable::{Generation, NewTask, SqliteStore, Store, TaskState, UNLIMITED};
+use predicates::prelude::PredicateBooleanExt;
 
 fn lockstep() -> Command {
     Command::cargo_bin("lockstep").expect("the lockstep binary")
@@ -110,6 +111,22 @@ fn store_options_are_checked() {
         .stderr(predicates::str::contains(
             "expected sqlite:PATH or postgres://",
         ));
+    // A refused value never shows its password, in `run` and in `worker`: clap's own message
+    // for a refused value repeats it as given (`invalid value 'postgress://u:secret@...'`).
+    for sub in ["run", "worker"] {
+        let mut cmd = lockstep();
+        cmd.arg(sub);
+        if sub == "run" {
+            cmd.arg(&file);
+        }
+        cmd.args(["--store", "postgress://u:secret@db.example/runs?password=x"])
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains(
+                "error: --store \"postgress://...@db.example/runs?...\": expected sqlite:PATH",
+            ))
+            .stderr(predicates::str::contains("secret").not());
+    }
     // A worker needs an existing store: it waits for one (--store-wait), then gives up.
     let missing = format!("sqlite:{}", dir.path().join("none.lockstep").display());
     lockstep()
