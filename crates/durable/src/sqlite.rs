@@ -12,7 +12,7 @@ use lockstep_contract::{
 use lockstep_dag::StateCounts;
 use rusqlite::config::DbConfig;
 use rusqlite::{
-    Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params,
+    Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params,
 };
 
 use crate::rows::{self, generation as to_gen};
@@ -601,13 +601,10 @@ impl SqliteStore {
     /// state row back if `f` changed it) when `f` returns `Ok`, rolls back otherwise.
     fn write<T>(
         &mut self,
-        f: impl FnOnce(&Transaction<'_>, &mut Meta) -> Result<T, DurableError>,
+        f: impl FnOnce(&Connection, &mut Meta) -> Result<T, DurableError>,
     ) -> Result<T, DurableError> {
         BUSY_TIMEOUT.with(|t| t.set(self.busy_timeout));
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(map_err)?;
+        let tx = Txn::begin(&self.conn, "BEGIN IMMEDIATE")?;
         let before = read_meta(&tx)?;
         let mut meta = before;
         let out = f(&tx, &mut meta)?;
@@ -618,24 +615,63 @@ impl SqliteStore {
             )
             .map_err(map_err)?;
         }
-        tx.commit().map_err(map_err)?;
+        tx.commit()?;
         Ok(out)
     }
 
     /// Runs `f` in one read transaction (a consistent snapshot).
     fn read<T>(
         &mut self,
-        f: impl FnOnce(&Transaction<'_>, &Meta) -> Result<T, DurableError>,
+        f: impl FnOnce(&Connection, &Meta) -> Result<T, DurableError>,
     ) -> Result<T, DurableError> {
         BUSY_TIMEOUT.with(|t| t.set(self.busy_timeout));
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Deferred)
-            .map_err(map_err)?;
+        let tx = Txn::begin(&self.conn, "BEGIN DEFERRED")?;
         let meta = read_meta(&tx)?;
         let out = f(&tx, &meta)?;
-        tx.commit().map_err(map_err)?;
+        tx.commit()?;
         Ok(out)
+    }
+}
+
+/// One transaction of [`SqliteStore::write`] or [`SqliteStore::read`] on the store's
+/// connection, begun and committed by cached prepared statements: rusqlite's `Transaction`
+/// runs `BEGIN` and `COMMIT` through `execute_batch`, which parses them again at every call
+/// (about 1% of a fused report-and-claim, `docs/benchmarks.md`). Rolls back when dropped
+/// uncommitted (an error, a panic, or a `COMMIT` that failed), as rusqlite's does.
+struct Txn<'c> {
+    conn: &'c Connection,
+}
+
+impl<'c> Txn<'c> {
+    /// Runs `begin` (`BEGIN IMMEDIATE` or `BEGIN DEFERRED`); nothing to roll back if it fails.
+    fn begin(conn: &'c Connection, begin: &str) -> Result<Self, DurableError> {
+        conn.exec(begin, []).map_err(map_err)?;
+        Ok(Txn { conn })
+    }
+
+    /// `COMMIT`; when it fails, the drop rolls the transaction back.
+    fn commit(self) -> Result<(), DurableError> {
+        self.conn.exec("COMMIT", []).map_err(map_err)?;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for Txn<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+impl Drop for Txn<'_> {
+    fn drop(&mut self) {
+        // Committed (or never begun by SQLite's count): nothing to undo.
+        if !self.conn.is_autocommit() {
+            // A failed rollback leaves nothing better to do: SQLite rolls back by itself
+            // when the connection closes, and the next BEGIN fails loudly meanwhile.
+            let _ = self.conn.exec("ROLLBACK", []);
+        }
     }
 }
 
@@ -730,7 +766,7 @@ fn unavailable(path: &Path, e: rusqlite::Error) -> DurableError {
     }
 }
 
-fn read_meta(tx: &Transaction<'_>) -> Result<Meta, DurableError> {
+fn read_meta(tx: &Connection) -> Result<Meta, DurableError> {
     tx.row(
         "SELECT max_concurrency, started, closed, next_seq, next_epoch, clock FROM lockstep_state",
         [],
@@ -756,7 +792,7 @@ fn tick(meta: &mut Meta, now: Millis) -> i64 {
     meta.clock
 }
 
-fn read_row(tx: &Transaction<'_>, id: &str) -> Result<Option<Row>, DurableError> {
+fn read_row(tx: &Connection, id: &str) -> Result<Option<Row>, DurableError> {
     /// The cause columns as fetched, decoded by [`rows::cause`].
     type CauseColumns = (Option<String>, Option<i64>, Option<String>);
     let fetched = tx
@@ -800,7 +836,7 @@ impl Row {
 }
 
 /// The ids of every current version in submission order.
-fn ids_by_seq(tx: &Transaction<'_>) -> Result<Vec<String>, DurableError> {
+fn ids_by_seq(tx: &Connection) -> Result<Vec<String>, DurableError> {
     let mut st = tx
         .prepare("SELECT id FROM tasks ORDER BY seq")
         .map_err(map_err)?;
@@ -811,7 +847,7 @@ fn ids_by_seq(tx: &Transaction<'_>) -> Result<Vec<String>, DurableError> {
 /// Validates the whole stored graph (model `check`): every current version in submission
 /// order, with `replace` (if any) put in place as the newest version.
 fn stored_report(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     replace: Option<(&str, Vec<String>)>,
 ) -> Result<GraphReport<String>, DurableError> {
     Ok(rows::report(
@@ -823,7 +859,7 @@ fn stored_report(
 
 /// Every current version's dependency lists, from `edges` ([`rows::dependency_lists`]).
 fn dependency_lists(
-    tx: &Transaction<'_>,
+    tx: &Connection,
 ) -> Result<HashMap<String, rows::DependencyLists>, DurableError> {
     let mut st = tx
         .prepare("SELECT dependent, dependency, optional FROM edges ORDER BY dependent, pos")
@@ -843,7 +879,7 @@ fn dependency_lists(
 }
 
 /// Starts scheduling if needed (model `start`).
-fn start_in(tx: &Transaction<'_>, meta: &mut Meta) -> Result<(), DurableError> {
+fn start_in(tx: &Connection, meta: &mut Meta) -> Result<(), DurableError> {
     if meta.started {
         return Ok(());
     }
@@ -869,7 +905,7 @@ fn start_in(tx: &Transaction<'_>, meta: &mut Meta) -> Result<(), DurableError> {
 /// (`docs/semantics.md`, "Optional dependencies"). Returns the effect: how many were blocked
 /// and how many became ready. O(lost versions + their reverse edges).
 fn block_waiters_of(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     id: &str,
     cause: &BlockCause<String>,
     now: i64,
@@ -937,7 +973,7 @@ const MISS: Settle = [
 
 /// Runs the statements of `settle` for `id` at `now`; returns how many waiters became ready.
 fn settle_waiters_of(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     settle: &Settle,
     id: &str,
     now: i64,
@@ -959,7 +995,7 @@ fn settle_waiters_of(
 /// miss and stops waiting on it; those left waiting on nothing become ready. Returns how
 /// many became ready. Visits only `id`'s reverse edges.
 fn record_optional_misses_of(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     id: &str,
     now: i64,
 ) -> Result<usize, DurableError> {
@@ -994,7 +1030,7 @@ const RELEASE_READY: &str = "UPDATE tasks SET state = 'ready' WHERE id = ?1";
 /// always waits on at least one edge (`remaining >= 1`: submission, `add_dependency` and
 /// every settlement keep it), so the waiters made ready are those whose count reaches zero
 /// here. Returns how many became ready.
-fn release_waiters_of(tx: &Transaction<'_>, id: &str, now: i64) -> Result<usize, DurableError> {
+fn release_waiters_of(tx: &Connection, id: &str, now: i64) -> Result<usize, DurableError> {
     let mut waiters: Vec<String> = {
         let mut st = tx.prepare_cached(RELEASE_EDGES).map_err(map_err)?;
         let rows = st
@@ -1044,7 +1080,7 @@ fn candidate(r: &rusqlite::Row<'_>, ignore_priority: bool) -> rusqlite::Result<C
 /// sequence (schema version 2; every priority is 0 in a store migrated from version 1, which
 /// is submission order).
 fn claim_order(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     t: i64,
     take: usize,
     ignore_priority: bool,
@@ -1077,7 +1113,7 @@ fn claim_order(
 /// versions under unexpired leases plus this claim's never exceed its depth, and a full pool
 /// holds back only its own candidates (A8.pool-depth in memory).
 fn claim_order_in_pools(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     t: i64,
     take: usize,
     ignore_priority: bool,
@@ -1122,7 +1158,7 @@ fn claim_order_in_pools(
 }
 
 /// The depth of pool `name`, if the store defines it.
-fn pool_depth(tx: &Transaction<'_>, name: &str) -> Result<Option<usize>, DurableError> {
+fn pool_depth(tx: &Connection, name: &str) -> Result<Option<usize>, DurableError> {
     tx.prepare_cached("SELECT depth FROM pools WHERE name = ?1")
         .and_then(|mut st| {
             st.query_row(params![name], |r| r.get::<_, i64>(0))
@@ -1182,7 +1218,7 @@ const POOL_ROOM_ALL_RUNNING: &str = pool_room_sql!("?1 IS NOT NULL");
 /// The room of every pool at `t`: its depth minus its versions running under unexpired
 /// leases (saturating), by name; empty when the store defines no pool. O(pools + their
 /// running versions) through the index `tasks_pool_state`.
-fn pool_room(tx: &Transaction<'_>, t: i64) -> Result<HashMap<String, usize>, DurableError> {
+fn pool_room(tx: &Connection, t: i64) -> Result<HashMap<String, usize>, DurableError> {
     // INVARIANT (D.pool-depth): only unexpired leases hold a pool's slot, as for the store's
     // limit (D.lease-capacity). Seeded bug `durable_pool_counts_expired`: every running
     // version counts, so the expired lease of a crashed worker keeps its slot and, in a pool
@@ -1219,7 +1255,7 @@ fn pool_room(tx: &Transaction<'_>, t: i64) -> Result<HashMap<String, usize>, Dur
 /// edge names a known id (SPEC A8 graphs that grow), so only its self-dependency is looked
 /// for; a known id costs one recursive statement per dependency over the edges it reaches.
 fn closes_cycle(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     id: &str,
     deps: &[String],
     new: bool,
@@ -1255,7 +1291,7 @@ fn closes_cycle(
 
 /// The body of `submit`: each task in its own savepoint, so a refused one leaves no trace.
 fn submit_batch(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     meta: &mut Meta,
     tasks: &[NewTask],
 ) -> Result<Vec<Result<Generation, DurableError>>, DurableError> {
@@ -1285,7 +1321,7 @@ fn submit_batch(
 }
 
 fn submit_one(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     meta: &mut Meta,
     task: &NewTask,
 ) -> Result<Generation, DurableError> {
@@ -1294,7 +1330,7 @@ fn submit_one(
 
 /// `submit_one`; `cycle_check` is false only for the seeded bug `durable_redefine_unchecked`.
 fn submit_checked(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     meta: &mut Meta,
     task: &NewTask,
     cycle_check: bool,
@@ -1456,7 +1492,7 @@ fn submit_checked(
 
 /// `Err(Leased)` when `id`'s current version runs under a live lease at `t` (`redefine`,
 /// `reset`).
-fn refuse_live_lease(tx: &Transaction<'_>, id: &str, t: i64) -> Result<(), DurableError> {
+fn refuse_live_lease(tx: &Connection, id: &str, t: i64) -> Result<(), DurableError> {
     if let Some(row) = read_row(tx, id)?
         && row.state == TaskState::Running
         && let Some(expiry) = row.lease_expiry.filter(|e| *e > t)
@@ -1476,7 +1512,7 @@ fn refuse_live_lease(tx: &Transaction<'_>, id: &str, t: i64) -> Result<(), Durab
 /// the implicit start, then up to `min(max, free slots)` candidates in claim order, each
 /// given a lease with the next epoch.
 fn claim_in(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     meta: &mut Meta,
     owner: &LeaseOwner,
     now: Millis,
@@ -1549,7 +1585,7 @@ fn claim_in(
 /// failed (waiters blocked, transitively); the same end again is a duplicate; any other
 /// state a conflict.
 fn settle_in(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     meta: &mut Meta,
     token: &FencingToken,
     now: Millis,
@@ -1605,7 +1641,7 @@ fn settle_in(
 /// Ends the running version of `id` (its lease expired: checked before) as failed with
 /// `error`, blocking its waiters, as its latest claim's `fail` would (`redefine`).
 fn fail_running(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     id: &str,
     generation: Generation,
     error: &str,
@@ -1628,7 +1664,7 @@ fn fail_running(
 /// The body of `redefine` after the lease checks: the submissions, removals and recorded
 /// payloads, in that order; any error rolls the whole transaction back.
 fn redefine_in(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     meta: &mut Meta,
     change: &Redefinition,
     t: i64,
@@ -1683,13 +1719,13 @@ fn redefine_in(
 
 /// The checks shared by `complete`, `fail` and `renew`: id known, generation current, token
 /// not fenced. Returns the row.
-fn fenced_target(tx: &Transaction<'_>, token: &FencingToken) -> Result<Row, DurableError> {
+fn fenced_target(tx: &Connection, token: &FencingToken) -> Result<Row, DurableError> {
     target(tx, token, true)
 }
 
 /// [`fenced_target`], with the fence checked only when `fence` is true (false only for a
 /// seeded bug).
-fn target(tx: &Transaction<'_>, token: &FencingToken, fence: bool) -> Result<Row, DurableError> {
+fn target(tx: &Connection, token: &FencingToken, fence: bool) -> Result<Row, DurableError> {
     let row = read_row(tx, &token.id)?.ok_or_else(|| DurableError::UnknownTask {
         id: token.id.clone(),
     })?;
@@ -2294,7 +2330,7 @@ impl Store for SqliteStore {
 /// dependent, each list in position order: the optional-list order. Uses the partial index
 /// `edges_missed`, so it costs O(misses).
 fn misses(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     only: Option<&str>,
 ) -> Result<HashMap<String, Vec<rows::MissColumns>>, DurableError> {
     // Two statements, so that one version's read is a range of the index, not a scan of it.
