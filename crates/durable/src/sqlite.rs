@@ -1002,75 +1002,104 @@ fn record_optional_misses_of(
     settle_waiters_of(tx, &MISS, id, now)
 }
 
-/// The first statement of [`release_waiters_of`]: `?1` succeeded, so each waiting edge on it
-/// whose dependent is pending stops waiting; returns those dependents (one row per edge).
-/// Driven by the reverse-edge index `edges (dependency, waiting)`, one primary-key lookup of
-/// the dependent each.
-const RELEASE_EDGES: &str = "UPDATE edges SET waiting = 0
-      WHERE dependency = ?1 AND waiting = 1
-        AND (SELECT +state FROM tasks WHERE tasks.id = edges.dependent) = 'pending'
-     RETURNING dependent";
+/// The first statement of [`release_waiters_of`]: the waiting edges on `?1` whose dependent
+/// is pending, as `(dependent, pos, remaining)`. Driven by the reverse-edge index `edges
+/// (dependency, waiting)`, which holds the edge's key `(dependent, pos)` too, then one
+/// primary-key lookup of the dependent each. A `SELECT`, not an `UPDATE ... RETURNING`:
+/// SQLite gathers the rows a `RETURNING` clause returns in a temporary b-tree, and an
+/// `UPDATE` that changes a column of the index it is driven by gathers the keys to change in
+/// another, opened, filled and dropped at every call (about 15% of a fused report-and-claim,
+/// `docs/benchmarks.md`).
+const RELEASE_EDGES: &str = "SELECT e.dependent, e.pos, t.remaining FROM edges e
+       JOIN tasks t ON t.id = e.dependent
+      WHERE e.dependency = ?1 AND e.waiting = 1 AND +t.state = 'pending'";
 
-/// The second statement of [`release_waiters_of`], once per released dependent `?1` at time
-/// `?2`: one wait fewer; returns the new count. It leaves `state` alone, so that SQLite does
-/// not rewrite the dependent's entries of the indexes on `state` (it would, even to the same
-/// value).
+/// The second statement of [`release_waiters_of`], once per released edge `(?1, ?2)`: it
+/// stops waiting (by its primary key).
+const RELEASE_EDGE: &str = "UPDATE edges SET waiting = 0 WHERE dependent = ?1 AND pos = ?2";
+
+/// The third statement of [`release_waiters_of`], once per released dependent `?1` at time
+/// `?2` that still waits on another edge: one wait fewer. It leaves `state` alone, so that
+/// SQLite does not rewrite the dependent's entries of the indexes on `state` (it would, even
+/// to the same value).
 const RELEASE_ONE: &str = "UPDATE tasks SET remaining = remaining - 1, updated_at = ?2
-      WHERE id = ?1 AND +state = 'pending'
-     RETURNING remaining";
+      WHERE id = ?1 AND +state = 'pending'";
 
-/// The third statement of [`release_waiters_of`], for a dependent `?1` that waits on nothing
-/// any more.
-const RELEASE_READY: &str = "UPDATE tasks SET state = 'ready' WHERE id = ?1";
+/// The third statement of [`release_waiters_of`] instead of [`RELEASE_ONE`], for a dependent
+/// `?1` whose last wait this was: one wait fewer (none left), and ready.
+const RELEASE_READY: &str = "UPDATE tasks SET remaining = remaining - 1, updated_at = ?2,
+                               state = 'ready'
+      WHERE id = ?1 AND +state = 'pending'";
 
 /// `id` succeeded: each pending waiter stops waiting on it; those left waiting on nothing
-/// become ready. Visits only `id`'s reverse edges: one statement over them, then one row
-/// write per waiter and one more per waiter made ready (the three statements of [`Settle`]
-/// each read the reverse edges again and built a temporary list for `IN`). A pending version
-/// always waits on at least one edge (`remaining >= 1`: submission, `add_dependency` and
-/// every settlement keep it), so the waiters made ready are those whose count reaches zero
-/// here. Returns how many became ready.
+/// become ready. Visits only `id`'s reverse edges: one `SELECT` over them (each edge's key
+/// and its dependent's count of waits), then per edge one write of the edge and per waiter
+/// one write of its row, which makes it ready when the count read was its last wait (the
+/// three statements of [`Settle`] each read the reverse edges again and built a temporary
+/// list for `IN`). No other write of the transaction comes between the read and the writes,
+/// so the count read is the count written. A pending version always waits on at least one
+/// edge (`remaining >= 1`: submission, `add_dependency` and every settlement keep it), so
+/// the waiters made ready are those whose count reaches zero here. Returns how many became
+/// ready.
 fn release_waiters_of(tx: &Connection, id: &str, now: i64) -> Result<usize, DurableError> {
-    let mut waiters: Vec<String> = {
+    let mut edges: Vec<(String, i64, i64)> = {
         let mut st = tx.prepare_cached(RELEASE_EDGES).map_err(map_err)?;
         let rows = st
-            .query_map(params![id], |r| r.get::<_, String>(0))
+            .query_map(params![id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .map_err(map_err)?;
         rows.collect::<Result<_, _>>().map_err(map_err)?
     };
     // One decrement per waiter, however many of its edges name `id` (submission refuses a
-    // duplicate dependency, so there is at most one).
-    waiters.sort_unstable();
-    waiters.dedup();
+    // duplicate dependency, so there is at most one); each of those edges stops waiting.
+    edges.sort_unstable();
     let mut ready = 0;
-    for w in &waiters {
-        let left: Option<i64> = tx
-            .row(RELEASE_ONE, params![w, now], |r| r.get(0))
-            .optional()
+    for (i, (waiter, pos, remaining)) in edges.iter().enumerate() {
+        tx.exec(RELEASE_EDGE, params![waiter, pos])
             .map_err(map_err)?;
-        if left == Some(0) {
-            tx.exec(RELEASE_READY, params![w]).map_err(map_err)?;
+        if edges.get(i + 1).is_some_and(|next| next.0 == *waiter) {
+            continue;
+        }
+        if *remaining == 1 {
+            tx.exec(RELEASE_READY, params![waiter, now])
+                .map_err(map_err)?;
             ready += 1;
+        } else {
+            tx.exec(RELEASE_ONE, params![waiter, now])
+                .map_err(map_err)?;
         }
     }
     Ok(ready)
 }
 
-/// The claim's candidate key: `(Reverse(priority), seq)`, then the id and its pool.
-type Candidate = ((std::cmp::Reverse<i64>, i64), String, Option<String>);
+/// The claim's candidate key: `(Reverse(priority), seq)`, then the id, its pool and what
+/// its lease reports.
+type Candidate = ((std::cmp::Reverse<i64>, i64), String, Option<String>, Picked);
+
+/// What a claim reads of a candidate's row for its lease, before the claim's write:
+/// `generation`, `attempts` (the lease's attempt is one more), `cancel_requested`, `payload`.
+/// The claim's `UPDATE` changes none of them but `attempts`, so they need no `RETURNING`
+/// (which costs a temporary b-tree per call: [`RELEASE_EDGES`]).
+type Picked = (i64, i64, bool, Vec<u8>);
 
 /// The statements of the claim's candidates, each in claim order: the ready versions, and the
 /// running ones whose lease expired at `?1`. `?2` bounds each (no bound: -1).
 const CANDIDATES: [&str; 2] = [
-    "SELECT priority, seq, id, pool FROM tasks WHERE state = 'ready'
+    "SELECT priority, seq, id, pool, generation, attempts, cancel_requested, payload
+       FROM tasks WHERE state = 'ready'
       ORDER BY priority DESC, seq LIMIT ?2",
-    "SELECT priority, seq, id, pool FROM tasks WHERE state = 'running' AND lease_expiry <= ?1
+    "SELECT priority, seq, id, pool, generation, attempts, cancel_requested, payload
+       FROM tasks WHERE state = 'running' AND lease_expiry <= ?1
       ORDER BY priority DESC, seq LIMIT ?2",
 ];
 
 fn candidate(r: &rusqlite::Row<'_>, ignore_priority: bool) -> rusqlite::Result<Candidate> {
     let p: i64 = if ignore_priority { 0 } else { r.get(0)? };
-    Ok(((std::cmp::Reverse(p), r.get(1)?), r.get(2)?, r.get(3)?))
+    Ok((
+        (std::cmp::Reverse(p), r.get(1)?),
+        r.get(2)?,
+        r.get(3)?,
+        (r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?),
+    ))
 }
 
 /// The first `take` candidates of a store without pools, in claim order: at most `take` of
@@ -1084,7 +1113,7 @@ fn claim_order(
     t: i64,
     take: usize,
     ignore_priority: bool,
-) -> Result<Vec<String>, DurableError> {
+) -> Result<Vec<(String, Picked)>, DurableError> {
     let limit = i64::try_from(take).unwrap_or(i64::MAX);
     let mut candidates: Vec<Candidate> = Vec::new();
     for sql in CANDIDATES {
@@ -1100,7 +1129,7 @@ fn claim_order(
     Ok(candidates
         .into_iter()
         .take(take)
-        .map(|(_, id, _)| id)
+        .map(|(_, id, _, picked)| (id, picked))
         .collect())
 }
 
@@ -1118,7 +1147,7 @@ fn claim_order_in_pools(
     take: usize,
     ignore_priority: bool,
     mut room: HashMap<String, usize>,
-) -> Result<Vec<String>, DurableError> {
+) -> Result<Vec<(String, Picked)>, DurableError> {
     let mut ready = tx.prepare_cached(CANDIDATES[0]).map_err(map_err)?;
     let mut expired = tx.prepare_cached(CANDIDATES[1]).map_err(map_err)?;
     let mut a = ready
@@ -1137,7 +1166,7 @@ fn claim_order_in_pools(
             (None, Some(_)) => false,
             (Some(x), Some(y)) => x.0 <= y.0,
         };
-        let (_, id, pool) = if from_a {
+        let (_, id, pool, picked) = if from_a {
             let c = next_a.take().expect("matched above");
             next_a = a.next().transpose().map_err(map_err)?;
             c
@@ -1152,7 +1181,7 @@ fn claim_order_in_pools(
             }
             *r -= 1;
         }
-        chosen.push(id);
+        chosen.push((id, picked));
     }
     Ok(chosen)
 }
@@ -1551,24 +1580,23 @@ fn claim_in(
     let mut st = tx
         .prepare_cached(
             // A4 claim-once: ready (or expired running) -> running with a new lease,
-            // one conditional write per version.
+            // one conditional write per version. The lease's other fields were read with the
+            // candidate ([`Picked`]), in this transaction.
             "UPDATE tasks SET state = 'running', lease_owner = ?2, lease_epoch = ?3,
                                   lease_expiry = ?4, attempts = attempts + 1, updated_at = ?5
-                  WHERE id = ?1
-                 RETURNING generation, attempts, cancel_requested, payload",
+                  WHERE id = ?1",
         )
         .map_err(map_err)?;
-    for id in candidates {
+    for (id, (generation, attempts, cancel_requested, payload)) in candidates {
         let epoch = meta.next_epoch;
         meta.next_epoch += 1;
-        let (generation, attempt, cancel_requested, payload) = st
-            .query_row(params![id, owner.as_str(), epoch, expiry, t], |r| {
-                Ok((to_gen(r.get(0)?), r.get::<_, i64>(1)?, r.get(2)?, r.get(3)?))
-            })
+        st.execute(params![id, owner.as_str(), epoch, expiry, t])
             .map_err(map_err)?;
+        // The attempt this claim starts: the `attempts` the `UPDATE` above wrote.
+        let attempt = attempts.saturating_add(1);
         leases.push(Lease {
             id,
-            generation,
+            generation: to_gen(generation),
             owner: owner.clone(),
             epoch: u64::try_from(epoch).unwrap_or(0),
             expiry: Millis(u64::try_from(expiry).unwrap_or(0)),
