@@ -232,6 +232,11 @@ struct Meta {
 /// The columns of one `tasks` row that the operations need.
 #[derive(Debug, Clone)]
 struct Row {
+    /// The row's SQLite `rowid`, its key in the table: a write through it descends one b-tree
+    /// by an integer instead of the `id` index by text, then the table (valid until the
+    /// transaction ends: the store runs no `VACUUM`, and a version's row is replaced only by
+    /// an upsert, which keeps it).
+    rowid: i64,
     generation: Generation,
     state: TaskState,
     cause: Option<BlockCause<String>>,
@@ -798,13 +803,13 @@ fn read_row(tx: &Connection, id: &str) -> Result<Option<Row>, DurableError> {
     let fetched = tx
         .row(
             "SELECT generation, state, cause_task, cause_generation, cause_state, lease_owner,
-                lease_epoch, lease_expiry, cancel_requested
+                lease_epoch, lease_expiry, cancel_requested, rowid
          FROM tasks WHERE id = ?1",
             params![id],
             |r| {
                 let cause: CauseColumns = (r.get(2)?, r.get(3)?, r.get(4)?);
                 Ok((
-                    r.get::<_, i64>(0)?,
+                    (r.get::<_, i64>(9)?, r.get::<_, i64>(0)?),
                     r.get::<_, String>(1)?,
                     cause,
                     (r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?),
@@ -813,11 +818,13 @@ fn read_row(tx: &Connection, id: &str) -> Result<Option<Row>, DurableError> {
         )
         .optional()
         .map_err(map_err)?;
-    let Some((generation, state, (task, cause_generation, cause_state), lease)) = fetched else {
+    let Some(((rowid, generation), state, (task, cause_generation, cause_state), lease)) = fetched
+    else {
         return Ok(None);
     };
     let (lease_owner, lease_epoch, lease_expiry, cancel_requested) = lease;
     Ok(Some(Row {
+        rowid,
         generation: rows::generation(generation),
         state: rows::state(&state)?,
         cause: rows::cause(task, cause_generation, cause_state.as_deref())?,
@@ -1003,14 +1010,15 @@ fn record_optional_misses_of(
 }
 
 /// The first statement of [`release_waiters_of`]: the waiting edges on `?1` whose dependent
-/// is pending, as `(dependent, pos, remaining)`. Driven by the reverse-edge index `edges
+/// is pending, as `(dependent, pos, rowid, remaining)` (the dependent's `rowid`: see
+/// [`Row`]). Driven by the reverse-edge index `edges
 /// (dependency, waiting)`, which holds the edge's key `(dependent, pos)` too, then one
 /// primary-key lookup of the dependent each. A `SELECT`, not an `UPDATE ... RETURNING`:
 /// SQLite gathers the rows a `RETURNING` clause returns in a temporary b-tree, and an
 /// `UPDATE` that changes a column of the index it is driven by gathers the keys to change in
 /// another, opened, filled and dropped at every call (about 15% of a fused report-and-claim,
 /// `docs/benchmarks.md`).
-const RELEASE_EDGES: &str = "SELECT e.dependent, e.pos, t.remaining FROM edges e
+const RELEASE_EDGES: &str = "SELECT e.dependent, e.pos, t.rowid, t.remaining FROM edges e
        JOIN tasks t ON t.id = e.dependent
       WHERE e.dependency = ?1 AND e.waiting = 1 AND +t.state = 'pending'";
 
@@ -1018,18 +1026,18 @@ const RELEASE_EDGES: &str = "SELECT e.dependent, e.pos, t.remaining FROM edges e
 /// stops waiting (by its primary key).
 const RELEASE_EDGE: &str = "UPDATE edges SET waiting = 0 WHERE dependent = ?1 AND pos = ?2";
 
-/// The third statement of [`release_waiters_of`], once per released dependent `?1` at time
-/// `?2` that still waits on another edge: one wait fewer. It leaves `state` alone, so that
+/// The third statement of [`release_waiters_of`], once per released dependent (`rowid` `?1`)
+/// at time `?2` that still waits on another edge: one wait fewer. It leaves `state` alone, so that
 /// SQLite does not rewrite the dependent's entries of the indexes on `state` (it would, even
 /// to the same value).
 const RELEASE_ONE: &str = "UPDATE tasks SET remaining = remaining - 1, updated_at = ?2
-      WHERE id = ?1 AND +state = 'pending'";
+      WHERE rowid = ?1 AND +state = 'pending'";
 
 /// The third statement of [`release_waiters_of`] instead of [`RELEASE_ONE`], for a dependent
-/// `?1` whose last wait this was: one wait fewer (none left), and ready.
+/// (`rowid` `?1`) whose last wait this was: one wait fewer (none left), and ready.
 const RELEASE_READY: &str = "UPDATE tasks SET remaining = remaining - 1, updated_at = ?2,
                                state = 'ready'
-      WHERE id = ?1 AND +state = 'pending'";
+      WHERE rowid = ?1 AND +state = 'pending'";
 
 /// `id` succeeded: each pending waiter stops waiting on it; those left waiting on nothing
 /// become ready. Visits only `id`'s reverse edges: one `SELECT` over them (each edge's key
@@ -1042,10 +1050,12 @@ const RELEASE_READY: &str = "UPDATE tasks SET remaining = remaining - 1, updated
 /// the waiters made ready are those whose count reaches zero here. Returns how many became
 /// ready.
 fn release_waiters_of(tx: &Connection, id: &str, now: i64) -> Result<usize, DurableError> {
-    let mut edges: Vec<(String, i64, i64)> = {
+    let mut edges: Vec<(String, i64, i64, i64)> = {
         let mut st = tx.prepare_cached(RELEASE_EDGES).map_err(map_err)?;
         let rows = st
-            .query_map(params![id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .query_map(params![id], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })
             .map_err(map_err)?;
         rows.collect::<Result<_, _>>().map_err(map_err)?
     };
@@ -1053,18 +1063,18 @@ fn release_waiters_of(tx: &Connection, id: &str, now: i64) -> Result<usize, Dura
     // duplicate dependency, so there is at most one); each of those edges stops waiting.
     edges.sort_unstable();
     let mut ready = 0;
-    for (i, (waiter, pos, remaining)) in edges.iter().enumerate() {
+    for (i, (waiter, pos, rowid, remaining)) in edges.iter().enumerate() {
         tx.exec(RELEASE_EDGE, params![waiter, pos])
             .map_err(map_err)?;
         if edges.get(i + 1).is_some_and(|next| next.0 == *waiter) {
             continue;
         }
         if *remaining == 1 {
-            tx.exec(RELEASE_READY, params![waiter, now])
+            tx.exec(RELEASE_READY, params![rowid, now])
                 .map_err(map_err)?;
             ready += 1;
         } else {
-            tx.exec(RELEASE_ONE, params![waiter, now])
+            tx.exec(RELEASE_ONE, params![rowid, now])
                 .map_err(map_err)?;
         }
     }
@@ -1076,18 +1086,19 @@ fn release_waiters_of(tx: &Connection, id: &str, now: i64) -> Result<usize, Dura
 type Candidate = ((std::cmp::Reverse<i64>, i64), String, Option<String>, Picked);
 
 /// What a claim reads of a candidate's row for its lease, before the claim's write:
-/// `generation`, `attempts` (the lease's attempt is one more), `cancel_requested`, `payload`.
+/// `generation`, `attempts` (the lease's attempt is one more), `cancel_requested`, `payload`,
+/// and the `rowid` the write goes through (see [`Row`]).
 /// The claim's `UPDATE` changes none of them but `attempts`, so they need no `RETURNING`
 /// (which costs a temporary b-tree per call: [`RELEASE_EDGES`]).
-type Picked = (i64, i64, bool, Vec<u8>);
+type Picked = (i64, i64, bool, Vec<u8>, i64);
 
 /// The statements of the claim's candidates, each in claim order: the ready versions, and the
 /// running ones whose lease expired at `?1`. `?2` bounds each (no bound: -1).
 const CANDIDATES: [&str; 2] = [
-    "SELECT priority, seq, id, pool, generation, attempts, cancel_requested, payload
+    "SELECT priority, seq, id, pool, generation, attempts, cancel_requested, payload, rowid
        FROM tasks WHERE state = 'ready'
       ORDER BY priority DESC, seq LIMIT ?2",
-    "SELECT priority, seq, id, pool, generation, attempts, cancel_requested, payload
+    "SELECT priority, seq, id, pool, generation, attempts, cancel_requested, payload, rowid
        FROM tasks WHERE state = 'running' AND lease_expiry <= ?1
       ORDER BY priority DESC, seq LIMIT ?2",
 ];
@@ -1098,7 +1109,7 @@ fn candidate(r: &rusqlite::Row<'_>, ignore_priority: bool) -> rusqlite::Result<C
         (std::cmp::Reverse(p), r.get(1)?),
         r.get(2)?,
         r.get(3)?,
-        (r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?),
+        (r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?),
     ))
 }
 
@@ -1584,13 +1595,13 @@ fn claim_in(
             // candidate ([`Picked`]), in this transaction.
             "UPDATE tasks SET state = 'running', lease_owner = ?2, lease_epoch = ?3,
                                   lease_expiry = ?4, attempts = attempts + 1, updated_at = ?5
-                  WHERE id = ?1",
+                  WHERE rowid = ?1",
         )
         .map_err(map_err)?;
-    for (id, (generation, attempts, cancel_requested, payload)) in candidates {
+    for (id, (generation, attempts, cancel_requested, payload, rowid)) in candidates {
         let epoch = meta.next_epoch;
         meta.next_epoch += 1;
-        st.execute(params![id, owner.as_str(), epoch, expiry, t])
+        st.execute(params![rowid, owner.as_str(), epoch, expiry, t])
             .map_err(map_err)?;
         // The attempt this claim starts: the `attempts` the `UPDATE` above wrote.
         let attempt = attempts.saturating_add(1);
@@ -1631,8 +1642,8 @@ fn settle_in(
             let effect = match error {
                 None => {
                     tx.exec(
-                        "UPDATE tasks SET state = 'succeeded', updated_at = ?2 WHERE id = ?1",
-                        params![token.id, t],
+                        "UPDATE tasks SET state = 'succeeded', updated_at = ?2 WHERE rowid = ?1",
+                        params![row.rowid, t],
                     )
                     .map_err(map_err)?;
                     let ready = release_waiters_of(tx, &token.id, t)?;
@@ -1640,8 +1651,8 @@ fn settle_in(
                 }
                 Some(error) => {
                     tx.exec(
-                        "UPDATE tasks SET state = 'failed', error = ?2, updated_at = ?3 WHERE id = ?1",
-                        params![token.id, error, t],
+                        "UPDATE tasks SET state = 'failed', error = ?2, updated_at = ?3 WHERE rowid = ?1",
+                        params![row.rowid, error, t],
                     )
                     .map_err(map_err)?;
                     let cause = BlockCause {
