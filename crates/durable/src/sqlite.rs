@@ -11,9 +11,7 @@ use lockstep_contract::{
 };
 use lockstep_dag::StateCounts;
 use rusqlite::config::DbConfig;
-use rusqlite::{
-    Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params,
-};
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
 use crate::rows::{self, generation as to_gen};
 use crate::{
@@ -1001,11 +999,7 @@ fn settle_waiters_of(
 /// `id` is lost: each pending version waiting on it through an optional edge records the
 /// miss and stops waiting on it; those left waiting on nothing become ready. Returns how
 /// many became ready. Visits only `id`'s reverse edges.
-fn record_optional_misses_of(
-    tx: &Connection,
-    id: &str,
-    now: i64,
-) -> Result<usize, DurableError> {
+fn record_optional_misses_of(tx: &Connection, id: &str, now: i64) -> Result<usize, DurableError> {
     settle_waiters_of(tx, &MISS, id, now)
 }
 
@@ -1074,8 +1068,7 @@ fn release_waiters_of(tx: &Connection, id: &str, now: i64) -> Result<usize, Dura
                 .map_err(map_err)?;
             ready += 1;
         } else {
-            tx.exec(RELEASE_ONE, params![rowid, now])
-                .map_err(map_err)?;
+            tx.exec(RELEASE_ONE, params![rowid, now]).map_err(map_err)?;
         }
     }
     Ok(ready)
@@ -1083,7 +1076,12 @@ fn release_waiters_of(tx: &Connection, id: &str, now: i64) -> Result<usize, Dura
 
 /// The claim's candidate key: `(Reverse(priority), seq)`, then the id, its pool and what
 /// its lease reports.
-type Candidate = ((std::cmp::Reverse<i64>, i64), String, Option<String>, Picked);
+type Candidate = (
+    (std::cmp::Reverse<i64>, i64),
+    String,
+    Option<String>,
+    Picked,
+);
 
 /// What a claim reads of a candidate's row for its lease, before the claim's write:
 /// `generation`, `attempts` (the lease's attempt is one more), `cancel_requested`, `payload`,
