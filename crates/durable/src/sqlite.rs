@@ -639,7 +639,7 @@ impl SqliteStore {
 /// One transaction of [`SqliteStore::write`] or [`SqliteStore::read`] on the store's
 /// connection, begun and committed by cached prepared statements: rusqlite's `Transaction`
 /// runs `BEGIN` and `COMMIT` through `execute_batch`, which parses them again at every call
-/// (about 1% of a fused report-and-claim, `docs/benchmarks.md`). Rolls back when dropped
+/// (0.4% of a fused report-and-claim's instructions, `docs/benchmarks.md`). Rolls back when dropped
 /// uncommitted (an error, a panic, or a `COMMIT` that failed), as rusqlite's does.
 struct Txn<'c> {
     conn: &'c Connection,
@@ -1005,13 +1005,12 @@ fn record_optional_misses_of(tx: &Connection, id: &str, now: i64) -> Result<usiz
 
 /// The first statement of [`release_waiters_of`]: the waiting edges on `?1` whose dependent
 /// is pending, as `(dependent, pos, rowid, remaining)` (the dependent's `rowid`: see
-/// [`Row`]). Driven by the reverse-edge index `edges
-/// (dependency, waiting)`, which holds the edge's key `(dependent, pos)` too, then one
-/// primary-key lookup of the dependent each. A `SELECT`, not an `UPDATE ... RETURNING`:
-/// SQLite gathers the rows a `RETURNING` clause returns in a temporary b-tree, and an
-/// `UPDATE` that changes a column of the index it is driven by gathers the keys to change in
-/// another, opened, filled and dropped at every call (about 15% of a fused report-and-claim,
-/// `docs/benchmarks.md`).
+/// [`Row`]). Driven by the reverse-edge index `edges (dependency, waiting)`, which holds the
+/// edge's key `(dependent, pos)` too, then one primary-key lookup of the dependent each. A
+/// `SELECT`, not an `UPDATE ... RETURNING`: SQLite gathers the rows a `RETURNING` clause
+/// returns in a temporary b-tree, and an `UPDATE` that changes a column of the index it is
+/// driven by gathers the keys to change in another, each opened, filled and dropped at every
+/// call (with the claim's, 30% of a fused report-and-claim: `docs/benchmarks.md`).
 const RELEASE_EDGES: &str = "SELECT e.dependent, e.pos, t.rowid, t.remaining FROM edges e
        JOIN tasks t ON t.id = e.dependent
       WHERE e.dependency = ?1 AND e.waiting = 1 AND +t.state = 'pending'";
@@ -1021,9 +1020,9 @@ const RELEASE_EDGES: &str = "SELECT e.dependent, e.pos, t.rowid, t.remaining FRO
 const RELEASE_EDGE: &str = "UPDATE edges SET waiting = 0 WHERE dependent = ?1 AND pos = ?2";
 
 /// The third statement of [`release_waiters_of`], once per released dependent (`rowid` `?1`)
-/// at time `?2` that still waits on another edge: one wait fewer. It leaves `state` alone, so that
-/// SQLite does not rewrite the dependent's entries of the indexes on `state` (it would, even
-/// to the same value).
+/// at time `?2` that still waits on another edge: one wait fewer. It leaves `state` alone,
+/// so that SQLite does not rewrite the dependent's entries of the indexes on `state` (it
+/// would, even to the same value).
 const RELEASE_ONE: &str = "UPDATE tasks SET remaining = remaining - 1, updated_at = ?2
       WHERE rowid = ?1 AND +state = 'pending'";
 
@@ -1085,9 +1084,9 @@ type Candidate = (
 
 /// What a claim reads of a candidate's row for its lease, before the claim's write:
 /// `generation`, `attempts` (the lease's attempt is one more), `cancel_requested`, `payload`,
-/// and the `rowid` the write goes through (see [`Row`]).
-/// The claim's `UPDATE` changes none of them but `attempts`, so they need no `RETURNING`
-/// (which costs a temporary b-tree per call: [`RELEASE_EDGES`]).
+/// and the `rowid` the write goes through (see [`Row`]). The claim's `UPDATE` changes none of
+/// them but `attempts`, so they need no `RETURNING` (which costs a temporary b-tree per call:
+/// [`RELEASE_EDGES`]).
 type Picked = (i64, i64, bool, Vec<u8>, i64);
 
 /// The statements of the claim's candidates, each in claim order: the ready versions, and the
