@@ -11,9 +11,7 @@ use lockstep_contract::{
 };
 use lockstep_dag::StateCounts;
 use rusqlite::config::DbConfig;
-use rusqlite::{
-    Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params,
-};
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
 use crate::rows::{self, generation as to_gen};
 use crate::{
@@ -232,6 +230,11 @@ struct Meta {
 /// The columns of one `tasks` row that the operations need.
 #[derive(Debug, Clone)]
 struct Row {
+    /// The row's SQLite `rowid`, its key in the table: a write through it descends one b-tree
+    /// by an integer instead of the `id` index by text, then the table (valid until the
+    /// transaction ends: the store runs no `VACUUM`, and a version's row is replaced only by
+    /// an upsert, which keeps it).
+    rowid: i64,
     generation: Generation,
     state: TaskState,
     cause: Option<BlockCause<String>>,
@@ -601,13 +604,10 @@ impl SqliteStore {
     /// state row back if `f` changed it) when `f` returns `Ok`, rolls back otherwise.
     fn write<T>(
         &mut self,
-        f: impl FnOnce(&Transaction<'_>, &mut Meta) -> Result<T, DurableError>,
+        f: impl FnOnce(&Connection, &mut Meta) -> Result<T, DurableError>,
     ) -> Result<T, DurableError> {
         BUSY_TIMEOUT.with(|t| t.set(self.busy_timeout));
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(map_err)?;
+        let tx = Txn::begin(&self.conn, "BEGIN IMMEDIATE")?;
         let before = read_meta(&tx)?;
         let mut meta = before;
         let out = f(&tx, &mut meta)?;
@@ -618,24 +618,63 @@ impl SqliteStore {
             )
             .map_err(map_err)?;
         }
-        tx.commit().map_err(map_err)?;
+        tx.commit()?;
         Ok(out)
     }
 
     /// Runs `f` in one read transaction (a consistent snapshot).
     fn read<T>(
         &mut self,
-        f: impl FnOnce(&Transaction<'_>, &Meta) -> Result<T, DurableError>,
+        f: impl FnOnce(&Connection, &Meta) -> Result<T, DurableError>,
     ) -> Result<T, DurableError> {
         BUSY_TIMEOUT.with(|t| t.set(self.busy_timeout));
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Deferred)
-            .map_err(map_err)?;
+        let tx = Txn::begin(&self.conn, "BEGIN DEFERRED")?;
         let meta = read_meta(&tx)?;
         let out = f(&tx, &meta)?;
-        tx.commit().map_err(map_err)?;
+        tx.commit()?;
         Ok(out)
+    }
+}
+
+/// One transaction of [`SqliteStore::write`] or [`SqliteStore::read`] on the store's
+/// connection, begun and committed by cached prepared statements: rusqlite's `Transaction`
+/// runs `BEGIN` and `COMMIT` through `execute_batch`, which parses them again at every call
+/// (0.4% of a fused report-and-claim's instructions, `docs/benchmarks.md`). Rolls back when dropped
+/// uncommitted (an error, a panic, or a `COMMIT` that failed), as rusqlite's does.
+struct Txn<'c> {
+    conn: &'c Connection,
+}
+
+impl<'c> Txn<'c> {
+    /// Runs `begin` (`BEGIN IMMEDIATE` or `BEGIN DEFERRED`); nothing to roll back if it fails.
+    fn begin(conn: &'c Connection, begin: &str) -> Result<Self, DurableError> {
+        conn.exec(begin, []).map_err(map_err)?;
+        Ok(Txn { conn })
+    }
+
+    /// `COMMIT`; when it fails, the drop rolls the transaction back.
+    fn commit(self) -> Result<(), DurableError> {
+        self.conn.exec("COMMIT", []).map_err(map_err)?;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for Txn<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+impl Drop for Txn<'_> {
+    fn drop(&mut self) {
+        // Committed (or never begun by SQLite's count): nothing to undo.
+        if !self.conn.is_autocommit() {
+            // A failed rollback leaves nothing better to do: SQLite rolls back by itself
+            // when the connection closes, and the next BEGIN fails loudly meanwhile.
+            let _ = self.conn.exec("ROLLBACK", []);
+        }
     }
 }
 
@@ -730,7 +769,7 @@ fn unavailable(path: &Path, e: rusqlite::Error) -> DurableError {
     }
 }
 
-fn read_meta(tx: &Transaction<'_>) -> Result<Meta, DurableError> {
+fn read_meta(tx: &Connection) -> Result<Meta, DurableError> {
     tx.row(
         "SELECT max_concurrency, started, closed, next_seq, next_epoch, clock FROM lockstep_state",
         [],
@@ -756,19 +795,19 @@ fn tick(meta: &mut Meta, now: Millis) -> i64 {
     meta.clock
 }
 
-fn read_row(tx: &Transaction<'_>, id: &str) -> Result<Option<Row>, DurableError> {
+fn read_row(tx: &Connection, id: &str) -> Result<Option<Row>, DurableError> {
     /// The cause columns as fetched, decoded by [`rows::cause`].
     type CauseColumns = (Option<String>, Option<i64>, Option<String>);
     let fetched = tx
         .row(
             "SELECT generation, state, cause_task, cause_generation, cause_state, lease_owner,
-                lease_epoch, lease_expiry, cancel_requested
+                lease_epoch, lease_expiry, cancel_requested, rowid
          FROM tasks WHERE id = ?1",
             params![id],
             |r| {
                 let cause: CauseColumns = (r.get(2)?, r.get(3)?, r.get(4)?);
                 Ok((
-                    r.get::<_, i64>(0)?,
+                    (r.get::<_, i64>(9)?, r.get::<_, i64>(0)?),
                     r.get::<_, String>(1)?,
                     cause,
                     (r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?),
@@ -777,11 +816,13 @@ fn read_row(tx: &Transaction<'_>, id: &str) -> Result<Option<Row>, DurableError>
         )
         .optional()
         .map_err(map_err)?;
-    let Some((generation, state, (task, cause_generation, cause_state), lease)) = fetched else {
+    let Some(((rowid, generation), state, (task, cause_generation, cause_state), lease)) = fetched
+    else {
         return Ok(None);
     };
     let (lease_owner, lease_epoch, lease_expiry, cancel_requested) = lease;
     Ok(Some(Row {
+        rowid,
         generation: rows::generation(generation),
         state: rows::state(&state)?,
         cause: rows::cause(task, cause_generation, cause_state.as_deref())?,
@@ -800,7 +841,7 @@ impl Row {
 }
 
 /// The ids of every current version in submission order.
-fn ids_by_seq(tx: &Transaction<'_>) -> Result<Vec<String>, DurableError> {
+fn ids_by_seq(tx: &Connection) -> Result<Vec<String>, DurableError> {
     let mut st = tx
         .prepare("SELECT id FROM tasks ORDER BY seq")
         .map_err(map_err)?;
@@ -811,7 +852,7 @@ fn ids_by_seq(tx: &Transaction<'_>) -> Result<Vec<String>, DurableError> {
 /// Validates the whole stored graph (model `check`): every current version in submission
 /// order, with `replace` (if any) put in place as the newest version.
 fn stored_report(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     replace: Option<(&str, Vec<String>)>,
 ) -> Result<GraphReport<String>, DurableError> {
     Ok(rows::report(
@@ -823,7 +864,7 @@ fn stored_report(
 
 /// Every current version's dependency lists, from `edges` ([`rows::dependency_lists`]).
 fn dependency_lists(
-    tx: &Transaction<'_>,
+    tx: &Connection,
 ) -> Result<HashMap<String, rows::DependencyLists>, DurableError> {
     let mut st = tx
         .prepare("SELECT dependent, dependency, optional FROM edges ORDER BY dependent, pos")
@@ -843,7 +884,7 @@ fn dependency_lists(
 }
 
 /// Starts scheduling if needed (model `start`).
-fn start_in(tx: &Transaction<'_>, meta: &mut Meta) -> Result<(), DurableError> {
+fn start_in(tx: &Connection, meta: &mut Meta) -> Result<(), DurableError> {
     if meta.started {
         return Ok(());
     }
@@ -869,7 +910,7 @@ fn start_in(tx: &Transaction<'_>, meta: &mut Meta) -> Result<(), DurableError> {
 /// (`docs/semantics.md`, "Optional dependencies"). Returns the effect: how many were blocked
 /// and how many became ready. O(lost versions + their reverse edges).
 fn block_waiters_of(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     id: &str,
     cause: &BlockCause<String>,
     now: i64,
@@ -937,7 +978,7 @@ const MISS: Settle = [
 
 /// Runs the statements of `settle` for `id` at `now`; returns how many waiters became ready.
 fn settle_waiters_of(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     settle: &Settle,
     id: &str,
     now: i64,
@@ -958,83 +999,115 @@ fn settle_waiters_of(
 /// `id` is lost: each pending version waiting on it through an optional edge records the
 /// miss and stops waiting on it; those left waiting on nothing become ready. Returns how
 /// many became ready. Visits only `id`'s reverse edges.
-fn record_optional_misses_of(
-    tx: &Transaction<'_>,
-    id: &str,
-    now: i64,
-) -> Result<usize, DurableError> {
+fn record_optional_misses_of(tx: &Connection, id: &str, now: i64) -> Result<usize, DurableError> {
     settle_waiters_of(tx, &MISS, id, now)
 }
 
-/// The first statement of [`release_waiters_of`]: `?1` succeeded, so each waiting edge on it
-/// whose dependent is pending stops waiting; returns those dependents (one row per edge).
-/// Driven by the reverse-edge index `edges (dependency, waiting)`, one primary-key lookup of
-/// the dependent each.
-const RELEASE_EDGES: &str = "UPDATE edges SET waiting = 0
-      WHERE dependency = ?1 AND waiting = 1
-        AND (SELECT +state FROM tasks WHERE tasks.id = edges.dependent) = 'pending'
-     RETURNING dependent";
+/// The first statement of [`release_waiters_of`]: the waiting edges on `?1` whose dependent
+/// is pending, as `(dependent, pos, rowid, remaining)` (the dependent's `rowid`: see
+/// [`Row`]). Driven by the reverse-edge index `edges (dependency, waiting)`, which holds the
+/// edge's key `(dependent, pos)` too, then one primary-key lookup of the dependent each. A
+/// `SELECT`, not an `UPDATE ... RETURNING`: SQLite gathers the rows a `RETURNING` clause
+/// returns in a temporary b-tree, and an `UPDATE` that changes a column of the index it is
+/// driven by gathers the keys to change in another, each opened, filled and dropped at every
+/// call (with the claim's, 30% of a fused report-and-claim: `docs/benchmarks.md`).
+const RELEASE_EDGES: &str = "SELECT e.dependent, e.pos, t.rowid, t.remaining FROM edges e
+       JOIN tasks t ON t.id = e.dependent
+      WHERE e.dependency = ?1 AND e.waiting = 1 AND +t.state = 'pending'";
 
-/// The second statement of [`release_waiters_of`], once per released dependent `?1` at time
-/// `?2`: one wait fewer; returns the new count. It leaves `state` alone, so that SQLite does
-/// not rewrite the dependent's entries of the indexes on `state` (it would, even to the same
-/// value).
+/// The second statement of [`release_waiters_of`], once per released edge `(?1, ?2)`: it
+/// stops waiting (by its primary key).
+const RELEASE_EDGE: &str = "UPDATE edges SET waiting = 0 WHERE dependent = ?1 AND pos = ?2";
+
+/// The third statement of [`release_waiters_of`], once per released dependent (`rowid` `?1`)
+/// at time `?2` that still waits on another edge: one wait fewer. It leaves `state` alone,
+/// so that SQLite does not rewrite the dependent's entries of the indexes on `state` (it
+/// would, even to the same value).
 const RELEASE_ONE: &str = "UPDATE tasks SET remaining = remaining - 1, updated_at = ?2
-      WHERE id = ?1 AND +state = 'pending'
-     RETURNING remaining";
+      WHERE rowid = ?1 AND +state = 'pending'";
 
-/// The third statement of [`release_waiters_of`], for a dependent `?1` that waits on nothing
-/// any more.
-const RELEASE_READY: &str = "UPDATE tasks SET state = 'ready' WHERE id = ?1";
+/// The third statement of [`release_waiters_of`] instead of [`RELEASE_ONE`], for a dependent
+/// (`rowid` `?1`) whose last wait this was: one wait fewer (none left), and ready.
+const RELEASE_READY: &str = "UPDATE tasks SET remaining = remaining - 1, updated_at = ?2,
+                               state = 'ready'
+      WHERE rowid = ?1 AND +state = 'pending'";
 
 /// `id` succeeded: each pending waiter stops waiting on it; those left waiting on nothing
-/// become ready. Visits only `id`'s reverse edges: one statement over them, then one row
-/// write per waiter and one more per waiter made ready (the three statements of [`Settle`]
-/// each read the reverse edges again and built a temporary list for `IN`). A pending version
-/// always waits on at least one edge (`remaining >= 1`: submission, `add_dependency` and
-/// every settlement keep it), so the waiters made ready are those whose count reaches zero
-/// here. Returns how many became ready.
-fn release_waiters_of(tx: &Transaction<'_>, id: &str, now: i64) -> Result<usize, DurableError> {
-    let mut waiters: Vec<String> = {
+/// become ready. Visits only `id`'s reverse edges: one `SELECT` over them (each edge's key
+/// and its dependent's count of waits), then per edge one write of the edge and per waiter
+/// one write of its row, which makes it ready when the count read was its last wait (the
+/// three statements of [`Settle`] each read the reverse edges again and built a temporary
+/// list for `IN`). No other write of the transaction comes between the read and the writes,
+/// so the count read is the count written. A pending version always waits on at least one
+/// edge (`remaining >= 1`: submission, `add_dependency` and every settlement keep it), so
+/// the waiters made ready are those whose count reaches zero here. Returns how many became
+/// ready.
+fn release_waiters_of(tx: &Connection, id: &str, now: i64) -> Result<usize, DurableError> {
+    let mut edges: Vec<(String, i64, i64, i64)> = {
         let mut st = tx.prepare_cached(RELEASE_EDGES).map_err(map_err)?;
         let rows = st
-            .query_map(params![id], |r| r.get::<_, String>(0))
+            .query_map(params![id], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })
             .map_err(map_err)?;
         rows.collect::<Result<_, _>>().map_err(map_err)?
     };
     // One decrement per waiter, however many of its edges name `id` (submission refuses a
-    // duplicate dependency, so there is at most one).
-    waiters.sort_unstable();
-    waiters.dedup();
+    // duplicate dependency, so there is at most one); each of those edges stops waiting.
+    edges.sort_unstable();
     let mut ready = 0;
-    for w in &waiters {
-        let left: Option<i64> = tx
-            .row(RELEASE_ONE, params![w, now], |r| r.get(0))
-            .optional()
+    for (i, (waiter, pos, rowid, remaining)) in edges.iter().enumerate() {
+        tx.exec(RELEASE_EDGE, params![waiter, pos])
             .map_err(map_err)?;
-        if left == Some(0) {
-            tx.exec(RELEASE_READY, params![w]).map_err(map_err)?;
+        if edges.get(i + 1).is_some_and(|next| next.0 == *waiter) {
+            continue;
+        }
+        if *remaining == 1 {
+            tx.exec(RELEASE_READY, params![rowid, now])
+                .map_err(map_err)?;
             ready += 1;
+        } else {
+            tx.exec(RELEASE_ONE, params![rowid, now]).map_err(map_err)?;
         }
     }
     Ok(ready)
 }
 
-/// The claim's candidate key: `(Reverse(priority), seq)`, then the id and its pool.
-type Candidate = ((std::cmp::Reverse<i64>, i64), String, Option<String>);
+/// The claim's candidate key: `(Reverse(priority), seq)`, then the id, its pool and what
+/// its lease reports.
+type Candidate = (
+    (std::cmp::Reverse<i64>, i64),
+    String,
+    Option<String>,
+    Picked,
+);
+
+/// What a claim reads of a candidate's row for its lease, before the claim's write:
+/// `generation`, `attempts` (the lease's attempt is one more), `cancel_requested`, `payload`,
+/// and the `rowid` the write goes through (see [`Row`]). The claim's `UPDATE` changes none of
+/// them but `attempts`, so they need no `RETURNING` (which costs a temporary b-tree per call:
+/// [`RELEASE_EDGES`]).
+type Picked = (i64, i64, bool, Vec<u8>, i64);
 
 /// The statements of the claim's candidates, each in claim order: the ready versions, and the
 /// running ones whose lease expired at `?1`. `?2` bounds each (no bound: -1).
 const CANDIDATES: [&str; 2] = [
-    "SELECT priority, seq, id, pool FROM tasks WHERE state = 'ready'
+    "SELECT priority, seq, id, pool, generation, attempts, cancel_requested, payload, rowid
+       FROM tasks WHERE state = 'ready'
       ORDER BY priority DESC, seq LIMIT ?2",
-    "SELECT priority, seq, id, pool FROM tasks WHERE state = 'running' AND lease_expiry <= ?1
+    "SELECT priority, seq, id, pool, generation, attempts, cancel_requested, payload, rowid
+       FROM tasks WHERE state = 'running' AND lease_expiry <= ?1
       ORDER BY priority DESC, seq LIMIT ?2",
 ];
 
 fn candidate(r: &rusqlite::Row<'_>, ignore_priority: bool) -> rusqlite::Result<Candidate> {
     let p: i64 = if ignore_priority { 0 } else { r.get(0)? };
-    Ok(((std::cmp::Reverse(p), r.get(1)?), r.get(2)?, r.get(3)?))
+    Ok((
+        (std::cmp::Reverse(p), r.get(1)?),
+        r.get(2)?,
+        r.get(3)?,
+        (r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?),
+    ))
 }
 
 /// The first `take` candidates of a store without pools, in claim order: at most `take` of
@@ -1044,11 +1117,11 @@ fn candidate(r: &rusqlite::Row<'_>, ignore_priority: bool) -> rusqlite::Result<C
 /// sequence (schema version 2; every priority is 0 in a store migrated from version 1, which
 /// is submission order).
 fn claim_order(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     t: i64,
     take: usize,
     ignore_priority: bool,
-) -> Result<Vec<String>, DurableError> {
+) -> Result<Vec<(String, Picked)>, DurableError> {
     let limit = i64::try_from(take).unwrap_or(i64::MAX);
     let mut candidates: Vec<Candidate> = Vec::new();
     for sql in CANDIDATES {
@@ -1064,7 +1137,7 @@ fn claim_order(
     Ok(candidates
         .into_iter()
         .take(take)
-        .map(|(_, id, _)| id)
+        .map(|(_, id, _, picked)| (id, picked))
         .collect())
 }
 
@@ -1077,12 +1150,12 @@ fn claim_order(
 /// versions under unexpired leases plus this claim's never exceed its depth, and a full pool
 /// holds back only its own candidates (A8.pool-depth in memory).
 fn claim_order_in_pools(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     t: i64,
     take: usize,
     ignore_priority: bool,
     mut room: HashMap<String, usize>,
-) -> Result<Vec<String>, DurableError> {
+) -> Result<Vec<(String, Picked)>, DurableError> {
     let mut ready = tx.prepare_cached(CANDIDATES[0]).map_err(map_err)?;
     let mut expired = tx.prepare_cached(CANDIDATES[1]).map_err(map_err)?;
     let mut a = ready
@@ -1101,7 +1174,7 @@ fn claim_order_in_pools(
             (None, Some(_)) => false,
             (Some(x), Some(y)) => x.0 <= y.0,
         };
-        let (_, id, pool) = if from_a {
+        let (_, id, pool, picked) = if from_a {
             let c = next_a.take().expect("matched above");
             next_a = a.next().transpose().map_err(map_err)?;
             c
@@ -1116,13 +1189,13 @@ fn claim_order_in_pools(
             }
             *r -= 1;
         }
-        chosen.push(id);
+        chosen.push((id, picked));
     }
     Ok(chosen)
 }
 
 /// The depth of pool `name`, if the store defines it.
-fn pool_depth(tx: &Transaction<'_>, name: &str) -> Result<Option<usize>, DurableError> {
+fn pool_depth(tx: &Connection, name: &str) -> Result<Option<usize>, DurableError> {
     tx.prepare_cached("SELECT depth FROM pools WHERE name = ?1")
         .and_then(|mut st| {
             st.query_row(params![name], |r| r.get::<_, i64>(0))
@@ -1182,7 +1255,7 @@ const POOL_ROOM_ALL_RUNNING: &str = pool_room_sql!("?1 IS NOT NULL");
 /// The room of every pool at `t`: its depth minus its versions running under unexpired
 /// leases (saturating), by name; empty when the store defines no pool. O(pools + their
 /// running versions) through the index `tasks_pool_state`.
-fn pool_room(tx: &Transaction<'_>, t: i64) -> Result<HashMap<String, usize>, DurableError> {
+fn pool_room(tx: &Connection, t: i64) -> Result<HashMap<String, usize>, DurableError> {
     // INVARIANT (D.pool-depth): only unexpired leases hold a pool's slot, as for the store's
     // limit (D.lease-capacity). Seeded bug `durable_pool_counts_expired`: every running
     // version counts, so the expired lease of a crashed worker keeps its slot and, in a pool
@@ -1219,7 +1292,7 @@ fn pool_room(tx: &Transaction<'_>, t: i64) -> Result<HashMap<String, usize>, Dur
 /// edge names a known id (SPEC A8 graphs that grow), so only its self-dependency is looked
 /// for; a known id costs one recursive statement per dependency over the edges it reaches.
 fn closes_cycle(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     id: &str,
     deps: &[String],
     new: bool,
@@ -1255,7 +1328,7 @@ fn closes_cycle(
 
 /// The body of `submit`: each task in its own savepoint, so a refused one leaves no trace.
 fn submit_batch(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     meta: &mut Meta,
     tasks: &[NewTask],
 ) -> Result<Vec<Result<Generation, DurableError>>, DurableError> {
@@ -1285,7 +1358,7 @@ fn submit_batch(
 }
 
 fn submit_one(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     meta: &mut Meta,
     task: &NewTask,
 ) -> Result<Generation, DurableError> {
@@ -1294,7 +1367,7 @@ fn submit_one(
 
 /// `submit_one`; `cycle_check` is false only for the seeded bug `durable_redefine_unchecked`.
 fn submit_checked(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     meta: &mut Meta,
     task: &NewTask,
     cycle_check: bool,
@@ -1456,7 +1529,7 @@ fn submit_checked(
 
 /// `Err(Leased)` when `id`'s current version runs under a live lease at `t` (`redefine`,
 /// `reset`).
-fn refuse_live_lease(tx: &Transaction<'_>, id: &str, t: i64) -> Result<(), DurableError> {
+fn refuse_live_lease(tx: &Connection, id: &str, t: i64) -> Result<(), DurableError> {
     if let Some(row) = read_row(tx, id)?
         && row.state == TaskState::Running
         && let Some(expiry) = row.lease_expiry.filter(|e| *e > t)
@@ -1476,7 +1549,7 @@ fn refuse_live_lease(tx: &Transaction<'_>, id: &str, t: i64) -> Result<(), Durab
 /// the implicit start, then up to `min(max, free slots)` candidates in claim order, each
 /// given a lease with the next epoch.
 fn claim_in(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     meta: &mut Meta,
     owner: &LeaseOwner,
     now: Millis,
@@ -1515,24 +1588,23 @@ fn claim_in(
     let mut st = tx
         .prepare_cached(
             // A4 claim-once: ready (or expired running) -> running with a new lease,
-            // one conditional write per version.
+            // one conditional write per version. The lease's other fields were read with the
+            // candidate ([`Picked`]), in this transaction.
             "UPDATE tasks SET state = 'running', lease_owner = ?2, lease_epoch = ?3,
                                   lease_expiry = ?4, attempts = attempts + 1, updated_at = ?5
-                  WHERE id = ?1
-                 RETURNING generation, attempts, cancel_requested, payload",
+                  WHERE rowid = ?1",
         )
         .map_err(map_err)?;
-    for id in candidates {
+    for (id, (generation, attempts, cancel_requested, payload, rowid)) in candidates {
         let epoch = meta.next_epoch;
         meta.next_epoch += 1;
-        let (generation, attempt, cancel_requested, payload) = st
-            .query_row(params![id, owner.as_str(), epoch, expiry, t], |r| {
-                Ok((to_gen(r.get(0)?), r.get::<_, i64>(1)?, r.get(2)?, r.get(3)?))
-            })
+        st.execute(params![rowid, owner.as_str(), epoch, expiry, t])
             .map_err(map_err)?;
+        // The attempt this claim starts: the `attempts` the `UPDATE` above wrote.
+        let attempt = attempts.saturating_add(1);
         leases.push(Lease {
             id,
-            generation,
+            generation: to_gen(generation),
             owner: owner.clone(),
             epoch: u64::try_from(epoch).unwrap_or(0),
             expiry: Millis(u64::try_from(expiry).unwrap_or(0)),
@@ -1549,7 +1621,7 @@ fn claim_in(
 /// failed (waiters blocked, transitively); the same end again is a duplicate; any other
 /// state a conflict.
 fn settle_in(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     meta: &mut Meta,
     token: &FencingToken,
     now: Millis,
@@ -1567,8 +1639,8 @@ fn settle_in(
             let effect = match error {
                 None => {
                     tx.exec(
-                        "UPDATE tasks SET state = 'succeeded', updated_at = ?2 WHERE id = ?1",
-                        params![token.id, t],
+                        "UPDATE tasks SET state = 'succeeded', updated_at = ?2 WHERE rowid = ?1",
+                        params![row.rowid, t],
                     )
                     .map_err(map_err)?;
                     let ready = release_waiters_of(tx, &token.id, t)?;
@@ -1576,8 +1648,8 @@ fn settle_in(
                 }
                 Some(error) => {
                     tx.exec(
-                        "UPDATE tasks SET state = 'failed', error = ?2, updated_at = ?3 WHERE id = ?1",
-                        params![token.id, error, t],
+                        "UPDATE tasks SET state = 'failed', error = ?2, updated_at = ?3 WHERE rowid = ?1",
+                        params![row.rowid, error, t],
                     )
                     .map_err(map_err)?;
                     let cause = BlockCause {
@@ -1605,7 +1677,7 @@ fn settle_in(
 /// Ends the running version of `id` (its lease expired: checked before) as failed with
 /// `error`, blocking its waiters, as its latest claim's `fail` would (`redefine`).
 fn fail_running(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     id: &str,
     generation: Generation,
     error: &str,
@@ -1628,7 +1700,7 @@ fn fail_running(
 /// The body of `redefine` after the lease checks: the submissions, removals and recorded
 /// payloads, in that order; any error rolls the whole transaction back.
 fn redefine_in(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     meta: &mut Meta,
     change: &Redefinition,
     t: i64,
@@ -1683,13 +1755,13 @@ fn redefine_in(
 
 /// The checks shared by `complete`, `fail` and `renew`: id known, generation current, token
 /// not fenced. Returns the row.
-fn fenced_target(tx: &Transaction<'_>, token: &FencingToken) -> Result<Row, DurableError> {
+fn fenced_target(tx: &Connection, token: &FencingToken) -> Result<Row, DurableError> {
     target(tx, token, true)
 }
 
 /// [`fenced_target`], with the fence checked only when `fence` is true (false only for a
 /// seeded bug).
-fn target(tx: &Transaction<'_>, token: &FencingToken, fence: bool) -> Result<Row, DurableError> {
+fn target(tx: &Connection, token: &FencingToken, fence: bool) -> Result<Row, DurableError> {
     let row = read_row(tx, &token.id)?.ok_or_else(|| DurableError::UnknownTask {
         id: token.id.clone(),
     })?;
@@ -2294,7 +2366,7 @@ impl Store for SqliteStore {
 /// dependent, each list in position order: the optional-list order. Uses the partial index
 /// `edges_missed`, so it costs O(misses).
 fn misses(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     only: Option<&str>,
 ) -> Result<HashMap<String, Vec<rows::MissColumns>>, DurableError> {
     // Two statements, so that one version's read is a range of the index, not a scan of it.
