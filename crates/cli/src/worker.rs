@@ -223,7 +223,9 @@ pub fn default_owner() -> String {
 }
 
 /// Runs the worker's threads until the run is finished or closed, or [`WorkerOptions::stop`] is
-/// requested; each thread opens its own connection with `open`.
+/// requested; each thread has its own connection from `open`. The first is opened here,
+/// before any thread starts, so that a store not there yet (or away) is waited for once,
+/// whatever the number of slots and with or without `--events`; the first slot takes it.
 ///
 /// # Stopping
 /// Once `opts.stop` is requested (Ctrl-C, SIGTERM): no thread claims again; each running
@@ -252,18 +254,40 @@ where
     let counters = Counters::new();
     let dispatch = Dispatch::new(opts.slots.max(1));
     let stop = AtomicBool::new(false);
+    // The first connection, on this thread: a store that is not there yet (or away) is waited
+    // for once, its backoff printed once, not once per slot with a count of its own each (and
+    // then again for the `--events` snapshot). The first slot takes this connection; the
+    // others open theirs once it is there.
+    let mut first = match open() {
+        Ok(store) => Some(store),
+        Err(error) => {
+            let mut stats = counters.stats();
+            stats.stopped_by = opts.stop.get();
+            // A stop during the wait: a stopped worker, as for an outage in a slot below.
+            if opts.stop.is_requested() && error.is_waited_for() {
+                stats.store_unavailable = Some(error.to_string());
+                return Ok(stats);
+            }
+            return Err(Box::new(WorkerFailure { error, stats }));
+        }
+    };
     // A `lockstep worker` with `--events` writes the cancels it learns of: the versions
     // cancelled (and those blocked by a cancel) while it ran, from two snapshots.
     let cancels = (opts.events.is_some() && opts.retries.is_none())
-        .then(|| settled_snapshot(&open))
+        .then(|| settled_snapshot(first.as_deref_mut().map(|s| s as &mut dyn Store)))
         .flatten();
     let results: Vec<Result<(), DurableError>> = thread::scope(|scope| {
         let handles: Vec<_> = (0..opts.slots.max(1))
             .map(|n| {
                 let (open, counters, stop, dispatch) = (&open, &counters, &stop, &dispatch);
                 let owner = format!("{}/{n}", opts.owner);
+                let mine = first.take();
                 scope.spawn(move || {
-                    let r = open().and_then(|mut s| {
+                    let connection = match mine {
+                        Some(store) => Ok(store),
+                        None => open(),
+                    };
+                    let r = connection.and_then(|mut s| {
                         let r = slot_loop(&mut *s, &owner, n, opts, counters, stop, dispatch);
                         // Leases claimed for this worker's slots that no slot started: give
                         // them back, whatever ended the loop (they are claimable at once).
@@ -304,7 +328,13 @@ where
         }
     }
     if let (Some(before), Some(ev)) = (cancels, &opts.events)
-        && let Some(after) = settled_snapshot(&open)
+        && let Some(after) = match open() {
+            Ok(mut store) => settled_snapshot(Some(&mut *store)),
+            Err(e) => {
+                say(&format!("--events: cannot list the cancelled tasks: {e}"));
+                None
+            }
+        }
     {
         cancel_events(&before, &after, ev);
     }
@@ -1104,13 +1134,12 @@ fn blocked_events(store: &mut dyn Store, ev: &crate::events::EventSink, token: &
     }
 }
 
-/// The store's cancelled and blocked versions: `(id, generation)` -> status. `None` (said on
-/// standard error) when the store cannot be read. O(tasks).
-fn settled_snapshot<F>(open: &F) -> Option<HashMap<(String, u64), TaskStatus<String>>>
-where
-    F: Fn() -> Result<Box<dyn Store + Send>, DurableError>,
-{
-    match open().and_then(|mut s| s.snapshot()) {
+/// The cancelled and blocked versions of `store`: `(id, generation)` -> status. `None` (said
+/// on standard error) when the store cannot be read, and when there is none. O(tasks).
+fn settled_snapshot(
+    store: Option<&mut dyn Store>,
+) -> Option<HashMap<(String, u64), TaskStatus<String>>> {
+    match store?.snapshot() {
         Ok(all) => Some(
             all.into_iter()
                 .filter(|(_, st)| matches!(st.state, TaskState::Cancelled | TaskState::Blocked))

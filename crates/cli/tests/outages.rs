@@ -219,6 +219,48 @@ fn worker_stopped_while_it_waits_for_an_sqlite_store_exits_1_with_its_summary() 
     );
 }
 
+/// A worker waits for a store that is not there yet once, whatever its number of slots, and
+/// its `--events` snapshot does not wait a second time (found by a new user's walkthrough:
+/// every slot waited with a backoff and an attempt count of its own, so `--slots 3` printed
+/// three series of retries and three `giving up` lines, and `--events` doubled the whole wait:
+/// ten minutes with the default `--store-wait 5m`). Exit 2 naming the store after one wait.
+#[test]
+fn worker_waits_for_a_missing_store_once_whatever_its_slots_and_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let store = format!("sqlite:{}", d.join("run.lockstep").display());
+    let events = d.join("worker-events.jsonl");
+    for with_events in [false, true] {
+        let mut c = lockstep();
+        c.args([
+            "worker",
+            "--store",
+            &store,
+            "--slots",
+            "3",
+            "--store-wait",
+            "1s",
+        ]);
+        if with_events {
+            c.arg("--events").arg(&events);
+        }
+        let (status, out) = Running::spawn(c).finish_within(DEADLINE);
+        assert_eq!(status.code(), Some(2), "{out}");
+        assert_eq!(out.matches("giving up after").count(), 1, "{out}");
+        assert_eq!(out.matches("(attempt 1)").count(), 1, "{out}");
+        assert!(!out.contains("cannot list the cancelled tasks"), "{out}");
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("error: store ") && l.contains("no store at")),
+            "{out}"
+        );
+        assert!(
+            !d.join("run.lockstep").exists(),
+            "a worker created the store"
+        );
+    }
+}
+
 #[test]
 fn worker_started_before_an_sqlite_store_waits_for_it_then_runs_tasks() {
     let dir = tempfile::tempdir().unwrap();
@@ -234,7 +276,9 @@ fn worker_started_before_an_sqlite_store_waits_for_it_then_runs_tasks() {
     assert_eq!(rs.code(), Some(0), "run:\n{rout}\nworker:\n{wout}");
     assert_eq!(ws.code(), Some(0), "worker:\n{wout}\nrun:\n{rout}");
     assert!(wout.contains("no such file"), "{wout}");
-    assert!(wout.contains("store back after"), "{wout}");
+    // Waited for once, not once per slot (two here).
+    assert_eq!(wout.matches("store back after").count(), 1, "{wout}");
+    assert_eq!(wout.matches("(attempt 1)").count(), 1, "{wout}");
     let t = tally(&d.join("runs.txt"));
     assert_eq!(t.len(), 6, "{t:?}");
     assert!(t.values().all(|&n| n == 1), "{t:?}");
