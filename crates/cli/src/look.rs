@@ -333,10 +333,16 @@ pub struct Summary<'a> {
     pub critical_time: Duration,
     /// The critical path, first task first (empty: none ran).
     pub critical_path: &'a [String],
+    /// A path of more than twice this many tasks is shown by its first and last `max_ids`
+    /// tasks and the count of those between (`usize::MAX`, with `-v`: every task), as the
+    /// report lines cap their ids.
+    pub max_ids: usize,
 }
 
 /// `summary: 3 succeeded, 1 failed, 1 blocked, 0 cancelled; wall time 0.192 s; critical path
-/// 0.016 s (fetch -> flaky -> final)`. O(states + path).
+/// 0.016 s (fetch -> flaky -> final)`; a path longer than `2 * max_ids` tasks reads
+/// `(t0 -> ... -> t4 -> (19990 more) -> t19995 -> ... -> t19999)` (a 20,000-task chain made a
+/// summary line of 189 KB). O(states + path).
 pub fn summary_line(s: &Summary<'_>) -> String {
     let mut counts: Vec<String> = s
         .counts
@@ -355,9 +361,26 @@ pub fn summary_line(s: &Summary<'_>) -> String {
         if s.critical_path.is_empty() {
             String::new()
         } else {
-            format!(" ({})", s.critical_path.join(" -> "))
+            format!(" ({})", shortened_path(s.critical_path, s.max_ids))
         }
     )
+}
+
+/// `path` joined by ` -> `, or, when it has more than `2 * max_ids` tasks, its first and last
+/// `max_ids` with `(N more)` between. O(shown tasks).
+fn shortened_path(path: &[String], max_ids: usize) -> String {
+    let keep = max_ids.max(1);
+    if path.len() <= keep.saturating_mul(2) {
+        return path.join(" -> ");
+    }
+    let hidden = format!("({} more)", path.len() - 2 * keep);
+    path[..keep]
+        .iter()
+        .map(String::as_str)
+        .chain(std::iter::once(hidden.as_str()))
+        .chain(path[path.len() - keep..].iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join(" -> ")
 }
 
 /// The critical path of the attempts in `spans` (any order): each task weighs the wall time of
@@ -396,6 +419,38 @@ pub fn critical_path_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The summary's critical path is capped like the report's ids: a path of more than
+    /// `2 * max_ids` tasks shows its first and last `max_ids` and counts the others; up to
+    /// that many, and with `usize::MAX` (`-v`), every task.
+    #[test]
+    fn long_critical_paths_show_their_ends_and_count_the_rest() {
+        let path: Vec<String> = (0..20).map(|i| format!("t{i}")).collect();
+        let line = |path: &[String], max_ids| {
+            summary_line(&Summary {
+                counts: &[(TaskState::Succeeded, path.len())],
+                interrupted: None,
+                wall: Duration::from_millis(5),
+                critical_time: Duration::from_millis(4),
+                critical_path: path,
+                max_ids,
+            })
+        };
+        assert!(
+            line(&path, 5).ends_with(
+                "(t0 -> t1 -> t2 -> t3 -> t4 -> (10 more) -> t15 -> t16 -> t17 -> t18 -> t19)"
+            ),
+            "{}",
+            line(&path, 5)
+        );
+        assert!(
+            line(&path[..10], 5)
+                .ends_with("(t0 -> t1 -> t2 -> t3 -> t4 -> t5 -> t6 -> t7 -> t8 -> t9)")
+        );
+        assert!(line(&path[..11], 5).contains("t4 -> (1 more) -> t6"));
+        assert!(line(&path, usize::MAX).ends_with(&format!("({})", path.join(" -> "))));
+        assert!(line(&path, 0).ends_with("(t0 -> (18 more) -> t19)"));
+    }
 
     /// The `optional:` line lists at most `max_ids` misses and counts the rest.
     #[test]

@@ -448,6 +448,7 @@ impl RunReport {
             wall: self.wall,
             critical_time: self.critical_time,
             critical_path: &self.critical_path,
+            max_ids,
         }));
         if let Some(id) = &self.fail_fast {
             out.push(format!(

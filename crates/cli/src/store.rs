@@ -567,6 +567,7 @@ impl StoreRunReport {
             wall: self.wall,
             critical_time: self.critical_time,
             critical_path: &self.critical_path,
+            max_ids,
         });
         out.push(format!(
             "{summary}; this process ran {} task(s) ({} succeeded, {} failed, {} result(s) refused by the fence, {} given back)",

@@ -2204,11 +2204,16 @@ fn assert_trace_invariants(
     }
 }
 
-/// The ids of the summary line's critical path (`... critical path T s (a -> b -> c)`).
+/// The ids of the summary line's critical path (`... critical path T s (a -> b -> c)`; a long
+/// one has a `(N more)` item).
 fn summary_critical_path(stdout: &str) -> Vec<String> {
     let line = lines_starting(stdout, "summary: ")[0];
-    let inside = line.rsplit_once(" (").unwrap().1.trim_end_matches(')');
-    inside.split(" -> ").map(str::to_string).collect()
+    let after = line.split_once("; critical path ").unwrap().1;
+    let path = after.split_once(" (").unwrap().1;
+    // A store run's summary goes on after the path (`; this process ran ...`).
+    let path = path.split_once("; ").map_or(path, |(path, _)| path);
+    let path = path.strip_suffix(')').unwrap();
+    path.split(" -> ").map(str::to_string).collect()
 }
 
 #[test]
@@ -3245,4 +3250,54 @@ fn the_pools_example_keeps_its_depths_in_the_trace() {
     assert!(overlap(&["db-tests-1", "db-tests-2", "db-tests-3"]) <= 2);
     let first_link_end = span("link-core").1.min(span("link-cli").1);
     assert!(span("docs").0 < first_link_end);
+}
+
+/// The summary's critical path is capped as the report's ids are: a 30-task chain prints its
+/// first and last five tasks and counts the twenty between; `-v` prints all thirty, and so
+/// does a `--store` run's summary only with `-v` (a 20,000-task chain made a summary line of
+/// 189 KB, found by a new user's walkthrough).
+#[test]
+fn a_long_critical_path_is_shortened_in_the_summary_unless_verbose() {
+    let dir = tempfile::tempdir().unwrap();
+    // `A -> B`: A depends on B, so t0 runs first.
+    let dot: String = (1..30).map(|i| format!("t{i} -> t{};\n", i - 1)).collect();
+    let f = write(dir.path(), "chain.dot", &format!("digraph {{\n{dot}}}\n"));
+    let store = format!("sqlite:{}", dir.path().join("chain.lockstep").display());
+    for (verbose, with_store) in [(false, false), (true, false), (false, true)] {
+        let mut cmd = lockstep();
+        cmd.arg("run")
+            .arg(&f)
+            .args(["--simulate", "0", "--no-progress"]);
+        if verbose {
+            cmd.arg("-v");
+        }
+        if with_store {
+            cmd.args(["--store", &store]);
+        }
+        let out = cmd.assert().success().get_output().stdout.clone();
+        let stdout = String::from_utf8(out).unwrap();
+        let path = summary_critical_path(&stdout);
+        if verbose {
+            let all: Vec<String> = (0..30).map(|i| format!("t{i}")).collect();
+            assert_eq!(path, all, "{stdout}");
+        } else {
+            assert_eq!(
+                path,
+                [
+                    "t0",
+                    "t1",
+                    "t2",
+                    "t3",
+                    "t4",
+                    "(20 more)",
+                    "t25",
+                    "t26",
+                    "t27",
+                    "t28",
+                    "t29"
+                ],
+                "store {with_store}: {stdout}"
+            );
+        }
+    }
 }
