@@ -102,7 +102,7 @@ enum Cmd {
         #[command(flatten)]
         graph: GraphArgs,
         /// Run at most N tasks at once [default: the number of CPUs].
-        #[arg(short = 'j', long = "jobs", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+        #[arg(allow_negative_numbers = true, short = 'j', long = "jobs", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
         jobs: Option<u32>,
         /// Print the order tasks would be claimed in (completions simulated in claim order),
         /// without running anything [default: off: run].
@@ -110,7 +110,7 @@ enum Cmd {
         dry_run: bool,
         /// Run each task as a sleep of about MS milliseconds instead of its command
         /// [default: none: run the commands].
-        #[arg(long, value_name = "MS")]
+        #[arg(allow_negative_numbers = true, long, value_name = "MS")]
         simulate: Option<u64>,
         /// Write each task's output to DIR/NNNN-ID.log instead of printing it; NNNN is the
         /// task's 0-based position in the file (not counting tasks removed by
@@ -175,21 +175,21 @@ enum Cmd {
         #[arg(long, value_name = "DIR")]
         root: Option<PathBuf>,
         /// Run at most N tasks at once in this worker (one store connection each).
-        #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+        #[arg(allow_negative_numbers = true, long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
         slots: u32,
         /// Lease duration in milliseconds; renewed every third of it while a task runs. From
         /// 10 ms to one day (86400000): a longer lease of a killed worker would hold its tasks
         /// (and refuse `run --fresh`) for that long.
-        #[arg(long, value_name = "MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(10..=86_400_000))]
+        #[arg(allow_negative_numbers = true, long, value_name = "MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(10..=86_400_000))]
         lease_ms: u64,
         /// Run each task as a sleep of about MS milliseconds instead of its command
         /// [default: none: run the commands].
-        #[arg(long, value_name = "MS")]
+        #[arg(allow_negative_numbers = true, long, value_name = "MS")]
         simulate: Option<u64>,
         /// Wait at most this long before looking again when nothing can be claimed (on
         /// PostgreSQL an idle worker is woken as soon as work appears; on SQLite it waits all
         /// of it): from 10 ms (less would only spin) to one minute.
-        #[arg(long, value_name = "MS", default_value_t = 200, value_parser = clap::value_parser!(u64).range(10..=60_000))]
+        #[arg(allow_negative_numbers = true, long, value_name = "MS", default_value_t = 200, value_parser = clap::value_parser!(u64).range(10..=60_000))]
         poll_ms: u64,
         /// Write this worker's claims, starts and ends to FILE as JSON lines (with each
         /// claim's `owner` and `epoch`), the tasks its failures blocked, the tasks cancelled
@@ -213,7 +213,7 @@ enum Cmd {
         /// naming the last error. Ctrl-C or SIGTERM ends the wait: the worker stops as
         /// stopped (exit 1), naming the results it could not report. 0s: no waiting (e.g.
         /// "30s", "5m", "1h").
-        #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = lockstep_cli::attempts::parse_duration)]
+        #[arg(allow_hyphen_values = true, long, value_name = "DURATION", default_value = "5m", value_parser = lockstep_cli::attempts::parse_duration)]
         store_wait: Duration,
         #[command(flatten)]
         grace: GraceArg,
@@ -244,7 +244,7 @@ struct GraceArg {
     /// SIGTERM, then SIGKILL if it has not exited after this long: seconds (5, 0.5) or a number
     /// with a unit (500ms, 10s), at most 3600 s. Also how long processes that a finished
     /// command left running (`cmd &`) get between SIGTERM and SIGKILL.
-    #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = lockstep_cli::command::parse_grace)]
+    #[arg(allow_negative_numbers = true, long, value_name = "SECONDS", default_value = "5", value_parser = lockstep_cli::command::parse_grace)]
     grace: Duration,
 }
 
@@ -255,16 +255,16 @@ struct AttemptArgs {
     /// Run a failed task again, at most N more times (0 to 100), each attempt a new
     /// generation, after --retry-delay; for tasks without their own `retries`. An attempt
     /// stopped by Ctrl-C or SIGTERM is never retried.
-    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=i64::from(lockstep_cli::attempts::MAX_RETRIES)))]
+    #[arg(allow_negative_numbers = true, long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=i64::from(lockstep_cli::attempts::MAX_RETRIES)))]
     retries: u32,
     /// Wait this long between a failed attempt and the next (30s, 500ms, 1m 30s); for tasks
     /// without their own `retry_delay`.
-    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = lockstep_cli::attempts::parse_duration)]
+    #[arg(allow_hyphen_values = true, long, value_name = "DURATION", default_value = "0s", value_parser = lockstep_cli::attempts::parse_duration)]
     retry_delay: Duration,
     /// Stop each attempt of a task that runs longer than this (SIGTERM to its process group,
     /// then SIGKILL after --grace); the attempt fails with `timed out after ...` and counts as
     /// a failure for --retries. For tasks without their own `timeout` [default: none].
-    #[arg(long, value_name = "DURATION", value_parser = lockstep_cli::attempts::parse_timeout)]
+    #[arg(allow_hyphen_values = true, long, value_name = "DURATION", value_parser = lockstep_cli::attempts::parse_timeout)]
     timeout: Option<Duration>,
     /// After the first failure with no retries left, start (or claim) no more tasks: the
     /// queued ones are cancelled, naming it; the running ones finish [default: off:
@@ -307,14 +307,14 @@ struct DurableRunArgs {
     /// With --store: the lease duration in milliseconds (renewed while a task runs), from
     /// 10 ms to one day (86400000): a longer lease of a killed run would hold its tasks (and
     /// refuse --fresh) for that long.
-    #[arg(long, value_name = "MS", default_value_t = 30_000, requires = "store", value_parser = clap::value_parser!(u64).range(10..=86_400_000))]
+    #[arg(allow_negative_numbers = true, long, value_name = "MS", default_value_t = 30_000, requires = "store", value_parser = clap::value_parser!(u64).range(10..=86_400_000))]
     lease_ms: u64,
     /// With --store: the concurrency limit of a NEW store, shared by every worker of the run
     /// (this process's -j threads and `lockstep worker` processes together) [default: no
     /// store-wide limit: -j bounds this process and --slots each worker]. An existing store
     /// keeps the limit it was created with. At least 1: a store with limit 0 could never claim
     /// a task, and the run would wait forever.
-    #[arg(long, value_name = "N", requires = "store", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    #[arg(allow_negative_numbers = true, long, value_name = "N", requires = "store", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     store_limit: Option<u32>,
     /// With --store: start the store over before this run: every task, result, lease and pool
     /// in it is deleted (the store itself stays, with --store-limit as its limit) and FILE is
@@ -330,7 +330,7 @@ struct DurableRunArgs {
     /// without an answer: exit 2 naming the last error. Ctrl-C or SIGTERM ends the wait: the
     /// run stops as stopped (exit 1), naming the results it could not report. 0s: no waiting
     /// (e.g. "30s", "5m").
-    #[arg(long, value_name = "DURATION", default_value = "5m", requires = "store", value_parser = lockstep_cli::attempts::parse_duration)]
+    #[arg(allow_hyphen_values = true, long, value_name = "DURATION", default_value = "5m", requires = "store", value_parser = lockstep_cli::attempts::parse_duration)]
     store_wait: Duration,
 }
 

@@ -264,3 +264,46 @@ fn events_to_a_redirected_stdout_do_not_overwrite_the_report() {
     assert!(plain.iter().any(|l| l.starts_with("metrics: ")), "{text}");
     assert_eq!(plain.len(), 5, "{text}");
 }
+
+/// A negative number (or duration) given to a numeric option is that option's invalid value,
+/// exit 2 naming the option: clap used to answer `unexpected argument '-1' found` with the tip
+/// `to pass '-1' as a value, use '-- -1'`, which would make `-1` a task target (found by a new
+/// user's walkthrough).
+#[test]
+fn negative_values_of_numeric_options_are_named_as_their_invalid_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("g.toml");
+    std::fs::write(&file, GRAPH).unwrap();
+    let store = format!("sqlite:{}", dir.path().join("s.lockstep").display());
+    for (option, value, worker) in [
+        ("--grace", "-1", false),
+        ("--jobs", "-1", false),
+        ("--simulate", "-5", false),
+        ("--retries", "-2", false),
+        ("--retry-delay", "-3s", false),
+        ("--timeout", "-2s", false),
+        ("--lease-ms", "-100", false),
+        ("--slots", "-2", true),
+        ("--poll-ms", "-1", true),
+        ("--store-wait", "-1s", true),
+    ] {
+        let mut cmd = cargo_bin_cmd!("lockstep");
+        if worker {
+            cmd.args(["worker", "--store", &store]);
+        } else {
+            cmd.arg("run").arg(&file);
+            if option == "--lease-ms" {
+                cmd.args(["--store", &store]);
+            }
+        }
+        cmd.args([option, value])
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicates::str::contains(format!(
+                "error: invalid value '{value}' for '{option} <"
+            )))
+            .stderr(predicates::str::contains("tip:").not());
+    }
+    assert!(!dir.path().join("s.lockstep").exists(), "nothing ran");
+}
