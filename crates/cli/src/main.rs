@@ -530,7 +530,9 @@ fn main() -> ExitCode {
                 ("--graph-out", picture.graph_out.as_deref()),
             ];
             for (option, out) in outputs {
-                if let Err(message) = not_an_input(option, out, &inputs) {
+                if let Err(message) =
+                    not_dash(option, out).and_then(|()| not_an_input(option, out, &inputs))
+                {
                     errln!("error: {message}");
                     return ExitCode::from(2);
                 }
@@ -607,8 +609,8 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            if let Err(message) =
-                not_an_input("--events", events.as_deref(), &[sqlite_file(&store)])
+            if let Err(message) = not_dash("--events", events.as_deref())
+                .and_then(|()| not_an_input("--events", events.as_deref(), &[sqlite_file(&store)]))
             {
                 errln!("error: {message}");
                 return ExitCode::from(2);
@@ -720,6 +722,21 @@ fn sqlite_file(spec: &lockstep_cli::store::StoreSpec) -> Option<&std::path::Path
         lockstep_cli::store::StoreSpec::Sqlite(path) => Some(path),
         lockstep_cli::store::StoreSpec::Postgres(_) => None,
     }
+}
+
+/// Refuses `-` as an output file (`--events -`, `--trace -`, `--graph-out -`): it would be a
+/// file named `-` in the current directory, where a user means standard output, which is
+/// `/dev/stdout` here (found by a new user's walkthrough: `--events -` made a file `-`).
+///
+/// # Errors
+/// `OPTION -: ...`, naming `/dev/stdout`.
+fn not_dash(option: &str, out: Option<&std::path::Path>) -> Result<(), String> {
+    if out == Some(std::path::Path::new("-")) {
+        return Err(format!(
+            "{option} -: `-` would be a file named -; for standard output give /dev/stdout, for a file named - give ./-"
+        ));
+    }
+    Ok(())
 }
 
 /// Whether paths `a` and `b` name one file. Compared as files (device and inode, so another

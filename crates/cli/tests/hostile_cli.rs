@@ -307,3 +307,44 @@ fn negative_values_of_numeric_options_are_named_as_their_invalid_values() {
     }
     assert!(!dir.path().join("s.lockstep").exists(), "nothing ran");
 }
+
+/// `-` as an output file is refused, exit 2, pointing at `/dev/stdout`: `--events -` used to
+/// make a file named `-` in the current directory (found by a new user's walkthrough); `./-`
+/// still names that file on purpose.
+#[test]
+fn a_dash_as_an_output_file_is_refused_pointing_at_dev_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("g.toml");
+    std::fs::write(&file, GRAPH).unwrap();
+    let store = format!("sqlite:{}", dir.path().join("s.lockstep").display());
+    for (option, worker) in [
+        ("--events", false),
+        ("--trace", false),
+        ("--graph-out", false),
+        ("--events", true),
+    ] {
+        let mut cmd = cargo_bin_cmd!("lockstep");
+        cmd.current_dir(dir.path());
+        if worker {
+            cmd.args(["worker", "--store", &store]);
+        } else {
+            cmd.arg("run").arg(&file);
+        }
+        cmd.args([option, "-"])
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicates::str::contains(format!(
+                "error: {option} -: `-` would be a file named -; for standard output give /dev/stdout"
+            )));
+        assert!(!dir.path().join("-").exists(), "{option}: no file named -");
+    }
+    cargo_bin_cmd!("lockstep")
+        .current_dir(dir.path())
+        .arg("run")
+        .arg(&file)
+        .args(["--events", "./-"])
+        .assert()
+        .success();
+    assert!(dir.path().join("-").exists());
+}
