@@ -137,6 +137,26 @@ fn store_options_are_checked() {
         .stderr(predicates::str::contains(
             "a store is created by `lockstep run FILE --store",
         ));
+    // A store where no file can be made (SQLite's -wal and -journal beside it): exit 2 at
+    // once naming the directory, never a wait (it printed `store unavailable ... retrying`
+    // for the whole --store-wait).
+    if cfg!(target_os = "linux")
+        && std::fs::metadata("/proc/version").map(|m| m.len()).ok() == Some(0)
+    {
+        for sub in ["run", "worker"] {
+            let mut cmd = lockstep();
+            cmd.arg(sub);
+            if sub == "run" {
+                cmd.arg(&file);
+            }
+            cmd.args(["--store", "sqlite:/proc/version", "--store-wait", "10m"])
+                .timeout(std::time::Duration::from_secs(120))
+                .assert()
+                .code(2)
+                .stderr(predicates::str::contains("no file can be created in /proc"))
+                .stderr(predicates::str::contains("retrying").not());
+        }
+    }
     // A store limit of 0 could never claim anything (the run would wait forever): refused.
     lockstep()
         .args(["run"])

@@ -311,7 +311,9 @@ impl SqliteStore {
     /// [`DurableError::NotALockstepStore`] if it holds something that is not a database;
     /// [`DurableError::NotALockstepStore`] if `path` is a directory or not a regular file;
     /// [`DurableError::Database`] if its directory is missing, not a directory or read-only,
-    /// or the file cannot be read and written (permission): waiting cannot cure these;
+    /// or the file cannot be read and written (permission), or no file can be made in its
+    /// directory (where SQLite keeps the `-journal`, `-wal` and `-shm` files: read-only,
+    /// a read-only file system, `/proc`): waiting cannot cure these;
     /// [`DurableError::Unavailable`] if SQLite still cannot open it (a transient fault).
     /// Nothing existing is changed.
     pub fn create(path: impl AsRef<Path>, max_concurrency: usize) -> Result<Self, DurableError> {
@@ -331,6 +333,16 @@ impl SqliteStore {
         if let Some(e) = permanent_fault(&path, true) {
             return Err(e);
         }
+        Self::create_at(path.clone(), max_concurrency, options)
+            .map_err(|e| no_room_beside(&path, e))
+    }
+
+    /// [`SqliteStore::create_with`] once `path` passed [`permanent_fault`].
+    fn create_at(
+        path: PathBuf,
+        max_concurrency: usize,
+        options: &SqliteOptions,
+    ) -> Result<Self, DurableError> {
         let conn = Connection::open_with_flags(
             &path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -393,7 +405,8 @@ impl SqliteStore {
     /// [`DurableError::Unavailable`] if the file does not exist (its directory does) or cannot
     /// be opened for a reason that may pass; [`DurableError::NotALockstepStore`] if `path` is a
     /// directory or not a regular file; [`DurableError::Database`] if its directory is
-    /// missing or the file cannot be read and written (permission);
+    /// missing, the file cannot be read and written (permission), or no file can be made in
+    /// its directory while SQLite needs one (its `-journal`, `-wal` or `-shm`);
     /// [`DurableError::Missing`] if the database is empty (no schema object: an empty file, or
     /// a store another process is creating); [`DurableError::NotALockstepStore`] if it is not
     /// a database, is another application's database, or its metadata is damaged; [`DurableError::NewerSchema`] if a
@@ -416,6 +429,11 @@ impl SqliteStore {
         if let Some(e) = permanent_fault(&path, false) {
             return Err(e);
         }
+        Self::open_at(path.clone(), options).map_err(|e| no_room_beside(&path, e))
+    }
+
+    /// [`SqliteStore::open_with`] once `path` passed [`permanent_fault`].
+    fn open_at(path: PathBuf, options: &SqliteOptions) -> Result<Self, DurableError> {
         let conn = Connection::open_with_flags(
             &path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -761,6 +779,65 @@ fn readable_and_writable(path: &Path) -> Option<std::io::Error> {
 fn readable_and_writable(path: &Path) -> Option<std::io::Error> {
     let read_only = std::fs::metadata(path).ok()?.permissions().readonly();
     read_only.then(|| std::io::Error::from(std::io::ErrorKind::PermissionDenied))
+}
+
+/// `e`, or, when `e` is [`DurableError::Unavailable`] (SQLite's `CANTOPEN`, which it also
+/// reports when it cannot create the store's `-journal`, `-wal` or `-shm` file beside it) or
+/// [`DurableError::Missing`] (no store yet, which no process could create there) and no new file can be made in `path`'s directory for a reason waiting cannot cure (the
+/// directory is read-only, on a read-only file system, or a file system such as `/proc`
+/// that makes no files): [`DurableError::Database`] naming the directory and the operating
+/// system's reason. Probed by creating and removing an empty file named
+/// `.NAME.lockstep-probe-PID` there; nothing else is touched (the store's own file is not
+/// opened: see [`readable_and_writable`]). Only on the error path: O(1) system calls.
+fn no_room_beside(path: &Path, e: DurableError) -> DurableError {
+    if !matches!(
+        e,
+        DurableError::Unavailable { .. } | DurableError::Missing { .. }
+    ) {
+        return e;
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let probe = dir.join(format!(".{name}.lockstep-probe-{}", std::process::id()));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+    {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            e
+        }
+        Err(io) if cannot_make_files(&io) => DurableError::Database {
+            reason: format!(
+                "cannot use {}: SQLite keeps its -journal, -wal and -shm files beside it, and no \
+                 file can be created in {}: {io}",
+                path.display(),
+                dir.display()
+            ),
+        },
+        Err(_) => e,
+    }
+}
+
+/// Whether `e`, from creating a file in an existing directory, is a reason waiting cannot
+/// cure: permission, a read-only file system, or `NotFound`/`NotADirectory` (the directory
+/// is gone or the file system makes no files). A full disk, too many open files or an I/O
+/// error may pass.
+fn cannot_make_files(e: &std::io::Error) -> bool {
+    #[cfg(unix)]
+    if e.raw_os_error() == Some(nix::errno::Errno::EROFS as i32) {
+        return true;
+    }
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::PermissionDenied
+            | std::io::ErrorKind::NotFound
+            | std::io::ErrorKind::NotADirectory
+    )
 }
 
 fn unavailable(path: &Path, e: rusqlite::Error) -> DurableError {

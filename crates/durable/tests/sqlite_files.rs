@@ -61,6 +61,50 @@ fn a_zero_byte_file_and_a_directory_are_refused() {
     }
 }
 
+/// A store file in a directory where no file can be made (`/proc`, as a read-only mount or
+/// an unwritable directory would be): SQLite reports `CANTOPEN` when it cannot create the
+/// store's `-journal` or `-wal` beside it, which is otherwise transient; `create` and `open`
+/// report `Database` naming the directory instead, so that `run --store` and `worker` stop at
+/// once instead of waiting `--store-wait` for what waiting cannot cure. `/proc/version` is an
+/// empty regular file that root may open for writing: without the probe, `create` was
+/// `Unavailable` and `open` `Missing` (a store being created), both waited out.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_store_in_a_directory_that_makes_no_files_is_a_database_error_at_once() {
+    let path = std::path::Path::new("/proc/version");
+    if std::fs::metadata(path).map(|m| m.len()).unwrap_or(1) != 0 {
+        return; // not the procfs this test knows
+    }
+    for r in [
+        SqliteStore::create(path, 1).map(drop),
+        SqliteStore::open(path).map(drop),
+    ] {
+        assert!(
+            matches!(&r, Err(DurableError::Database { reason })
+                if reason.contains("no file can be created in /proc")),
+            "{r:?}"
+        );
+    }
+}
+
+/// The probe behind the error above leaves nothing behind, and a missing store in a
+/// directory where files can be made is still `Missing` (a worker waits for it).
+#[test]
+fn a_missing_store_in_a_writable_directory_is_still_waited_for_and_the_probe_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let zero = dir.path().join("zero");
+    std::fs::write(&zero, b"").unwrap();
+    assert!(matches!(
+        SqliteStore::open(&zero),
+        Err(DurableError::Missing { .. })
+    ));
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, ["zero"]);
+}
+
 /// The child process of [`a_second_connection_keeps_the_store_locked_for_other_processes`]:
 /// opens the store named by `LOCKSTEP_CHILD_STORE` and closes it, as a worker that ends would.
 /// Without that variable (every normal test run) it has nothing to do and returns at once.
