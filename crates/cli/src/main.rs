@@ -312,7 +312,8 @@ struct DurableRunArgs {
     /// With --store: the concurrency limit of a NEW store, shared by every worker of the run
     /// (this process's -j threads and `lockstep worker` processes together) [default: no
     /// store-wide limit: -j bounds this process and --slots each worker]. An existing store
-    /// keeps the limit it was created with. At least 1: a store with limit 0 could never claim
+    /// keeps the limit it was made with: another N is refused (exit 2, nothing changed), and
+    /// --fresh starts the store over with N. At least 1: a store with limit 0 could never claim
     /// a task, and the run would wait forever.
     #[arg(allow_negative_numbers = true, long, value_name = "N", requires = "store", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     store_limit: Option<u32>,

@@ -711,13 +711,24 @@ fn records(
         .collect()
 }
 
+/// How a store's concurrency limit `n` reads in a message: `limit N`, or `no store-wide
+/// limit` for [`lockstep_durable::UNLIMITED`].
+fn limit_words(n: usize) -> String {
+    if n == lockstep_durable::UNLIMITED {
+        "no store-wide limit".into()
+    } else {
+        format!("limit {n}")
+    }
+}
+
 /// `run FILE --store SPEC`: see the module documentation.
 ///
 /// # Errors
 /// [`StoreRunError::Invalid`] for a graph that cannot run; [`StoreRunError::Store`] when the
 /// store fails, and with [`DurableError::InvalidInput`] when a task id, dependency or payload
 /// is one the store refuses (longer than `MAX_ID_BYTES`, a NUL byte; nothing is written then);
-/// [`StoreRunError::Mismatch`] when it holds another graph, is closed, or has no slots.
+/// [`StoreRunError::Mismatch`] when it holds another graph, is closed, has no slots, or
+/// exists with a limit other than `opts.limit` (when that is given; nothing is changed).
 pub fn run(
     graph: &TaskGraph,
     spec: &StoreSpec,
@@ -765,8 +776,31 @@ pub fn run(
     if opts.fresh {
         preamble.push(start_over(&mut *store, spec, limit)?);
     }
-    if store.max_concurrency().map_err(store_err)? == 0 {
+    let has = store.max_concurrency().map_err(store_err)?;
+    if has == 0 {
         return Err(no_slots());
+    }
+    // An existing store keeps the limit it was made with (a store-wide limit is the store's,
+    // shared with every worker): a different --store-limit would be silently ignored, the
+    // wrong answer to what was asked.
+    if let Some(asked) = opts.limit
+        && asked != has
+    {
+        return Err(StoreRunError::Mismatch {
+            store: spec.to_string(),
+            reason: format!(
+                "--store-limit {asked}: the store exists with {}; the limit is set when a store \
+                 is made and is shared by every worker, so it cannot be changed on resume. Drop \
+                 --store-limit (or give {}) to resume, or run with --fresh to start over with \
+                 limit {asked} (every task in the store is deleted); nothing was changed",
+                limit_words(has),
+                if has == lockstep_durable::UNLIMITED {
+                    "none".to_string()
+                } else {
+                    has.to_string()
+                },
+            ),
+        });
     }
     preamble.extend(prepare(
         &mut *store,
