@@ -1223,11 +1223,16 @@ fn prepare_once(
     }
     let snapshot = store.snapshot().map_err(store_err)?;
     let stored: HashMap<String, TaskStatus<String>> = snapshot.iter().cloned().collect();
-    if let Some(t) = graph.tasks.iter().find(|t| !stored.contains_key(&t.id)) {
+    // Tasks of the file the store lacks are added (below); a file that shares no task with
+    // the store is another graph (the wrong store, or the wrong file): adding it would leave
+    // out (cancel) every task the store holds.
+    if !graph.tasks.is_empty() && graph.tasks.iter().all(|t| !stored.contains_key(&t.id)) {
         return Err(mismatch(format!(
-            "the store holds another graph: task {} of the file is not in it; use a new store \
-             (or start this one over with --fresh)",
-            t.id
+            "the store holds another graph: none of the file's {} task(s) is in it (it holds \
+             {}, first: {}); use a new store (or start this one over with --fresh)",
+            graph.tasks.len(),
+            snapshot.len(),
+            snapshot.first().map_or("none", |(id, _)| id.as_str()),
         )));
     }
     let in_file: HashSet<&str> = graph.tasks.iter().map(|t| t.id.as_str()).collect();
@@ -1297,9 +1302,19 @@ fn prepare_once(
     // those with their kept descendants.
     let mut followers: Vec<(usize, Vec<&str>)> = Vec::new();
     let mut follower_descendants: HashSet<usize> = HashSet::new();
+    // Tasks of the file the store lacks (added to it since), submitted as new.
+    let mut added: Vec<&str> = Vec::new();
     for &i in &order {
         let t = &graph.tasks[i];
-        let status = &stored[&t.id];
+        let Some(status) = stored.get(&t.id) else {
+            // Generation 1, after its dependencies (`order`), in the same conditional
+            // `redefine` (a stored task whose dependencies now name it changed its `deps`,
+            // so it runs again after it).
+            added.push(t.id.as_str());
+            resubmitted.insert(i);
+            change.submit.push(new_task(t, plan.payloads[i].clone()));
+            continue;
+        };
         let in_rerun =
             |d: &str, set: &HashSet<usize>| index.get(d).is_some_and(|j| set.contains(j));
         let kept_state = matches!(
@@ -1365,6 +1380,7 @@ fn prepare_once(
     change.seen = snapshot
         .iter()
         .map(|(id, s)| (id.clone(), Some(s.generation)))
+        .chain(added.iter().map(|id| ((*id).to_string(), None)))
         .collect();
     if !change.submit.is_empty() || !change.remove.is_empty() || !change.record.is_empty() {
         match store.redefine(&change, now) {
@@ -1416,11 +1432,27 @@ fn prepare_once(
         parts.push(format!("{} the store lacked", pools_defined(defined)));
     }
     if !plan.changed.is_empty() {
-        let descendants = plan.rerun.len() - plan.changed.len();
+        // The tasks added to the file below a changed one are counted as added, not here.
+        let descendants = plan
+            .rerun
+            .iter()
+            .filter(|&&i| stored.contains_key(&graph.tasks[i].id))
+            .count()
+            - plan.changed.len();
         parts.push(format!(
             "{} changed ({}) run again with {descendants} descendant(s) as new generations",
             plan.changed.len(),
             listed(plan.changed.iter().map(ToString::to_string))
+        ));
+    }
+    if !added.is_empty() {
+        // In file order, as the other lists.
+        let mut ids: Vec<(usize, &str)> = added.iter().map(|id| (index[id], *id)).collect();
+        ids.sort_unstable();
+        parts.push(format!(
+            "{} not in the store submitted as new ({})",
+            added.len(),
+            listed(ids.iter().map(|(_, id)| (*id).to_string()))
         ));
     }
     if !followers.is_empty() {

@@ -326,19 +326,71 @@ fn store_run_with_targets_records_only_them_and_refuses_other_graphs() {
     assert_eq!(ids, vec!["a"]);
     drop(sqlite);
 
-    // `c` needs `b`, which the store does not hold.
-    lockstep()
+    // `c` needs `b`, which the store does not hold: both are submitted as new, after `a`
+    // (kept); `b` fails until `ok` exists, so `c` is blocked. (They were refused as "another
+    // graph" until a new user's walkthrough: a store made for some targets could never run
+    // the rest of its file without --fresh.)
+    let out = lockstep()
         .current_dir(dir.path())
         .args(["run"])
         .arg(&file)
         .args(["--store", &store, "c"])
         .assert()
+        .code(1);
+    let out = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert!(
+        out.starts_with(&format!(
+            "resumed: {store}: 1 succeeded task(s) kept; 2 not in the store submitted as new \
+             (b, c); nothing to resubmit; "
+        )),
+        "{out}"
+    );
+    assert!(out.contains("[b] not yet\n"), "{out}");
+    assert!(
+        out.contains("summary: 1 succeeded, 1 failed, 1 blocked, 0 cancelled; "),
+        "{out}"
+    );
+    {
+        let mut sqlite = StoreSpec::Sqlite(path.clone()).open(None).unwrap();
+        let ids: Vec<(String, TaskState, Generation)> = sqlite
+            .snapshot()
+            .unwrap()
+            .into_iter()
+            .map(|(id, s)| (id, s.state, s.generation))
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                ("a".to_string(), TaskState::Succeeded, Generation(1)),
+                ("b".to_string(), TaskState::Failed, Generation(1)),
+                ("c".to_string(), TaskState::Blocked, Generation(1)),
+            ]
+        );
+    }
+    // A file that shares no task with the store is another graph (the wrong store or the
+    // wrong file): refused, nothing added or left out.
+    let other = dir.path().join("other.toml");
+    std::fs::write(&other, "[[task]]\nid = \"x\"\ncommand = \"true\"\n").unwrap();
+    lockstep()
+        .current_dir(dir.path())
+        .args(["run"])
+        .arg(&other)
+        .args(["--store", &store])
+        .assert()
         .code(2)
         .stdout("")
         .stderr(format!(
-            "note: targets: kept 3 of 4 task(s) (the targets and everything they depend on)\n\
-             error: store {store}: the store holds another graph: task b of the file is not in it; use a new store (or start this one over with --fresh)\n"
+            "error: store {store}: the store holds another graph: none of the file's 1 task(s) is in it (it holds 3, first: a); use a new store (or start this one over with --fresh)\n"
         ));
+    assert_eq!(
+        StoreSpec::Sqlite(path.clone())
+            .open(None)
+            .unwrap()
+            .snapshot()
+            .unwrap()
+            .len(),
+        3
+    );
 
     // A store of the whole file whose tasks have not run yet: `a` alone would leave the
     // workers running b, c and d too.
@@ -1411,4 +1463,83 @@ fn a_store_limit_other_than_the_stores_is_refused_and_fresh_applies_it() {
             "--store-limit 1: the store exists with no store-wide limit;",
         ))
         .stderr(predicates::str::contains("or give none"));
+}
+
+/// A task added to the file is submitted as new on resume (generation 1, after its
+/// dependencies), and a stored task whose `deps` now name it changed: it runs again after it.
+/// Found by a new user's walkthrough (an added task was refused as "another graph", so a file
+/// could only grow with --fresh, which reruns everything).
+#[test]
+fn tasks_added_to_the_file_are_submitted_on_resume_and_a_task_now_depending_on_one_reruns_after_it()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("g.toml");
+    let task = |id: &str, deps: &[&str]| {
+        format!(
+            "[[task]]\nid = \"{id}\"\ncommand = \"echo ran {id}\"\ndeps = [{}]\n\n",
+            deps.iter()
+                .map(|d| format!("\"{d}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    std::fs::write(&file, task("a", &[]) + &task("b", &["a"])).unwrap();
+    let path = dir.path().join("s.lockstep");
+    let store = format!("sqlite:{}", path.display());
+    let run = || {
+        let out = lockstep()
+            .arg("run")
+            .arg(&file)
+            .args(["--store", &store, "-j", "1"])
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    run();
+    std::fs::write(
+        &file,
+        task("a", &[]) + &task("n", &[]) + &task("b", &["a", "n"]) + &task("z", &["b"]),
+    )
+    .unwrap();
+    let out = run();
+    assert!(
+        out.starts_with(&format!(
+            "resumed: {store}: 1 succeeded task(s) kept; 1 changed (b: deps) run again with 0 \
+             descendant(s) as new generations; 2 not in the store submitted as new (n, z); \
+             nothing to resubmit; "
+        )),
+        "{out}"
+    );
+    let at = |what: &str| out.find(what).unwrap_or_else(|| panic!("{what}: {out}"));
+    assert!(at("[n] ran n") < at("[b] ran b") && at("[b] ran b") < at("[z] ran z"));
+    assert!(!out.contains("[a] ran a"), "a is kept: {out}");
+    let mut s = SqliteStore::open(&path).unwrap();
+    let got: Vec<(String, TaskState, Generation)> = s
+        .snapshot()
+        .unwrap()
+        .into_iter()
+        .map(|(id, st)| (id, st.state, st.generation))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("a".to_string(), TaskState::Succeeded, Generation(1)),
+            ("b".to_string(), TaskState::Succeeded, Generation(2)),
+            ("n".to_string(), TaskState::Succeeded, Generation(1)),
+            ("z".to_string(), TaskState::Succeeded, Generation(1)),
+        ]
+    );
+    // Run again: nothing changed, nothing added.
+    let out = run();
+    assert!(
+        out.contains(": 4 succeeded task(s) kept; nothing to resubmit; "),
+        "{out}"
+    );
 }
