@@ -152,11 +152,11 @@ fn pg_schema(name: &str) -> Option<PgScratch> {
     ))
 }
 
-/// A chain `t0 <- t1 <- ... <- t5`, each task appending its id to `log`; `t3` fails while the
-/// file `fail` exists.
-fn logged_chain(log: &std::path::Path, fail: &std::path::Path) -> TaskGraph {
+/// A chain `t0 <- t1 <- ... <- t{n-1}`, each task appending its id to `log`; `t3` fails while
+/// the file `fail` exists.
+fn logged_chain(log: &std::path::Path, fail: &std::path::Path, n: usize) -> TaskGraph {
     graph(
-        (0..6)
+        (0..n)
             .map(|i| {
                 let mut t = TaskSpec::new(
                     format!("t{i}"),
@@ -178,10 +178,10 @@ fn logged_chain(log: &std::path::Path, fail: &std::path::Path) -> TaskGraph {
     )
 }
 
-/// How many times each of `t0`..`t5` appended to `log`.
-fn runs_of(log: &std::path::Path) -> Vec<usize> {
+/// How many times each of `t0`..`t{n-1}` appended to `log`.
+fn runs_of(log: &std::path::Path, n: usize) -> Vec<usize> {
     let runs = std::fs::read_to_string(log).unwrap_or_default();
-    (0..6)
+    (0..n)
         .map(|i| runs.lines().filter(|l| *l == format!("t{i}")).count())
         .collect()
 }
@@ -195,7 +195,7 @@ fn two_runs_at_once(fresh: &dyn Fn(usize) -> (tempfile::TempDir, StoreSpec)) {
         let (dir, spec) = fresh(round);
         let log = dir.path().join("runs.log");
         let fail = dir.path().join("fail");
-        let g = logged_chain(&log, &fail);
+        let g = logged_chain(&log, &fail, 6);
         let both = || -> Vec<Result<bool, String>> {
             std::thread::scope(|s| {
                 let hs: Vec<_> = (0..2)
@@ -220,7 +220,11 @@ fn two_runs_at_once(fresh: &dyn Fn(usize) -> (tempfile::TempDir, StoreSpec)) {
                 "round {round}: submitted once, ran once"
             );
         }
-        assert_eq!(runs_of(&log), [1; 6], "round {round}: each task ran once");
+        assert_eq!(
+            runs_of(&log, 6),
+            [1; 6],
+            "round {round}: each task ran once"
+        );
 
         // Resuming at once: t3 fails in a first run (t4 and t5 blocked), then two runs
         // resume the store together.
@@ -228,7 +232,7 @@ fn two_runs_at_once(fresh: &dyn Fn(usize) -> (tempfile::TempDir, StoreSpec)) {
         let log2 = dir2.path().join("runs.log");
         let fail2 = dir2.path().join("fail");
         std::fs::write(&fail2, "").unwrap();
-        let g2 = logged_chain(&log2, &fail2);
+        let g2 = logged_chain(&log2, &fail2, 6);
         let first = store::run(&g2, &spec2, &opts(2)).unwrap();
         assert!(!first.all_succeeded());
         std::fs::remove_file(&fail2).unwrap();
@@ -263,7 +267,37 @@ fn two_runs_at_once(fresh: &dyn Fn(usize) -> (tempfile::TempDir, StoreSpec)) {
             .collect();
         assert_eq!(gens, want, "round {round}: resubmitted once");
         // t3 failed once (nothing appended), then ran once; t4 and t5 ran once.
-        assert_eq!(runs_of(&log2), [1; 6], "round {round} (resume)");
+        assert_eq!(runs_of(&log2, 6), [1; 6], "round {round} (resume)");
+
+        // Growing at once: two runs resume the first store with a file of two more tasks
+        // (t6 and t7, added to the chain): each is submitted once (generation 1) and runs
+        // once, whichever run adds it (`redefine`'s `seen` names the added ids as never
+        // submitted).
+        let g3 = logged_chain(&log, &fail, 8);
+        let results = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(|| {
+                        store::run(&g3, &spec, &opts(2))
+                            .map(|r| r.all_succeeded())
+                            .map_err(|e| e.to_string())
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().unwrap())
+                .collect::<Vec<_>>()
+        });
+        assert_eq!(results, [Ok(true), Ok(true)], "round {round} (grow)");
+        let mut s = spec.open(None).unwrap();
+        for (id, st) in s.snapshot().unwrap() {
+            assert_eq!(
+                (id.as_str(), st.state, st.generation.0),
+                (id.as_str(), TaskState::Succeeded, 1),
+                "round {round} (grow): added once"
+            );
+        }
+        assert_eq!(runs_of(&log, 8), [1; 8], "round {round} (grow)");
     }
 }
 
