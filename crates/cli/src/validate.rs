@@ -41,6 +41,9 @@ pub struct DuplicateDep {
     pub dep: String,
     /// The task's line, where known.
     pub line: Option<usize>,
+    /// Whether the task lists it both as required (`deps`) and as optional (`after`), rather
+    /// than twice in one list.
+    pub in_deps_and_after: bool,
 }
 
 /// Everything `check` found.
@@ -182,12 +185,28 @@ impl Report {
             out.push(s);
         }
         for d in &self.duplicate_deps {
-            let mut s = format!(
-                "duplicate dependency: {} lists {} more than once",
-                d.task, d.dep
-            );
+            let mut s = if d.in_deps_and_after {
+                format!(
+                    "duplicate dependency: {} lists {} in both deps and after",
+                    d.task, d.dep
+                )
+            } else {
+                format!(
+                    "duplicate dependency: {} lists {} more than once",
+                    d.task, d.dep
+                )
+            };
             if let Some(l) = d.line {
                 let _ = write!(s, " (line {l})");
+            }
+            if d.in_deps_and_after {
+                let _ = write!(
+                    s,
+                    ": a dependency is either required (deps: {t} runs only if {d} succeeded) or \
+                     optional (after: {t} runs once {d} ended, however it ended)",
+                    t = d.task,
+                    d = d.dep
+                );
             }
             out.push(s);
         }
@@ -603,9 +622,27 @@ struct Interned<'a> {
     /// Every task's dependencies, concatenated; task `t`'s are `deps[ends[t-1]..ends[t]]`.
     deps: Vec<u32>,
     ends: Vec<usize>,
+    /// Where each task's count of required dependencies (the start of its `after` part of
+    /// the row) is read, for the message of a repeated dependency.
+    source: Source<'a>,
+}
+
+/// The graph an [`Interned`] was made from.
+enum Source<'a> {
+    Tasks(&'a TaskGraph),
+    Indexed(&'a IndexedGraph),
 }
 
 impl<'a> Interned<'a> {
+    /// How many of task `t`'s dependencies (the first ones of its row) are required; the
+    /// rest are its `after`. O(1).
+    fn required(&self, t: usize) -> usize {
+        match self.source {
+            Source::Tasks(g) => g.tasks[t].deps.len(),
+            Source::Indexed(g) => g.required(t),
+        }
+    }
+
     /// O(V + E) with one hash lookup per id mention.
     fn new(graph: &'a TaskGraph) -> Self {
         let n = graph.tasks.len();
@@ -640,6 +677,7 @@ impl<'a> Interned<'a> {
             first_task,
             deps,
             ends,
+            source: Source::Tasks(graph),
         }
     }
 
@@ -666,6 +704,7 @@ impl<'a> Interned<'a> {
             first_task,
             deps,
             ends,
+            source: Source::Indexed(graph),
         }
     }
 
@@ -733,10 +772,13 @@ fn duplicates(
                 seen[d as usize] = stamp;
             } else if reported[d as usize] != stamp {
                 reported[d as usize] = stamp;
+                // Error path only: O(row) to tell the lists apart.
+                let (row, required) = (g.deps_of(t), g.required(t));
                 duplicate_deps.push(DuplicateDep {
                     task: name(id),
                     dep: name(d),
                     line: line(t),
+                    in_deps_and_after: row[..required].contains(&d) && row[required..].contains(&d),
                 });
             }
             if d == id && !self_seen[id as usize] {
@@ -1038,6 +1080,34 @@ mod tests {
             validate_indexed_timed(&indexed, &mut t).unwrap(),
             validate(&general).unwrap(),
         )
+    }
+
+    /// A dependency listed in both `deps` and `after` is named as such (a new user's
+    /// walkthrough found "lists a more than once", which did not say where), on both of
+    /// `check`'s paths (the TOML reader's index and the general parser); one listed twice in
+    /// one list keeps the short message.
+    #[test]
+    fn a_dependency_in_both_deps_and_after_is_named_as_such() {
+        let text = "[[task]]\nid = \"a\"\n\n[[task]]\nid = \"b\"\ndeps = [\"a\"]\nafter = [\"a\"]\n\n\
+                    [[task]]\nid = \"c\"\nafter = [\"a\", \"a\"]\n";
+        let indexed = crate::graph::toml_file::index(text.to_string()).expect("in the subset");
+        let general =
+            crate::graph::toml_file::parse_general(text, std::path::Path::new("g.toml")).unwrap();
+        let mut t = Timings::new();
+        for r in [
+            validate_indexed_timed(&indexed, &mut t).unwrap(),
+            validate(&general).unwrap(),
+        ] {
+            assert_eq!(
+                r.problem_lines(),
+                [
+                    "duplicate dependency: b lists a in both deps and after (line 5): a \
+                     dependency is either required (deps: b runs only if a succeeded) or \
+                     optional (after: b runs once a ended, however it ended)",
+                    "duplicate dependency: c lists a more than once (line 10)",
+                ]
+            );
+        }
     }
 
     #[test]

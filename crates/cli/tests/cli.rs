@@ -3017,7 +3017,9 @@ fn optional_edges_are_checked_like_any_other_and_run_by_stores() {
         .assert()
         .code(1)
         .stdout(predicate::str::contains(
-            "duplicate dependency: b lists a more than once",
+            "duplicate dependency: b lists a in both deps and after (line 4): a dependency is \
+             either required (deps: b runs only if a succeeded) or optional (after: b runs once \
+             a ended, however it ended)",
         ));
     let cyc = write(
         dir.path(),
