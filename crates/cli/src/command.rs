@@ -167,9 +167,18 @@ pub fn describe(status: ExitStatus) -> String {
 /// Why a command could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum CommandError {
-    /// `sh` could not be started in the task's working directory (a missing `cwd` also fails
-    /// the start with "No such file or directory": the directory is named so that it is not
-    /// read as `sh` missing).
+    /// The task's working directory is missing or not a directory, found before `sh` is
+    /// started (the start would fail with "No such file or directory", read as `sh`
+    /// missing). The same words as a worker's (`cannot run in DIR: no such directory`).
+    #[error("cannot run in {}: {what}", dir.display())]
+    NoDirectory {
+        /// The working directory, made absolute against the current directory.
+        dir: PathBuf,
+        /// `no such directory` or `not a directory`.
+        what: &'static str,
+    },
+    /// `sh` could not be started in the task's working directory (permission, or a directory
+    /// removed since it was checked: named so that it is not read as `sh` missing).
     #[error("cannot start sh in {}: {source}", cwd.display())]
     StartIn {
         /// The working directory.
@@ -198,6 +207,16 @@ pub fn run(spec: CommandSpec<'_>, stop: &dyn Fn() -> bool) -> Result<Finished, C
     // INVARIANT (C.task-ends-at-exit): the task ends when this `sh` exits; its leftovers
     // are swept, not waited for. INVARIANT (C.no-orphans): the command gets a process group
     // of its own, which the guard kills if lockstep dies.
+    if let Some(dir) = spec.cwd.filter(|d| !d.is_dir()) {
+        return Err(CommandError::NoDirectory {
+            dir: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
+            what: if dir.exists() {
+                "not a directory"
+            } else {
+                "no such directory"
+            },
+        });
+    }
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(spec.command)
@@ -660,10 +679,33 @@ mod tests {
         let mut s = spec("true", &env);
         s.cwd = Some(Path::new("/no/such/dir/lockstep"));
         let e = run(s, &|| false).unwrap_err();
-        assert!(
-            e.to_string()
-                .starts_with("cannot start sh in /no/such/dir/lockstep: "),
-            "{e}"
+        assert_eq!(
+            e.to_string(),
+            "cannot run in /no/such/dir/lockstep: no such directory"
+        );
+        // A file is not a directory; a relative path is shown absolute.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, "").unwrap();
+        let mut s = spec("true", &env);
+        s.cwd = Some(&file);
+        let e = run(s, &|| false).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("cannot run in {}: not a directory", file.display())
+        );
+        let mut s = spec("true", &env);
+        s.cwd = Some(Path::new("no-such-relative-dir"));
+        let e = run(s, &|| false).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "cannot run in {}: no such directory",
+                std::env::current_dir()
+                    .unwrap()
+                    .join("no-such-relative-dir")
+                    .display()
+            )
         );
     }
 

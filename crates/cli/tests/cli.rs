@@ -727,7 +727,7 @@ fn run_with_a_missing_cwd_names_the_directory_not_sh() {
         .assert()
         .code(1)
         .stdout(predicate::str::contains(format!(
-            "failed: a: cannot start sh in {}: No such file or directory",
+            "failed: a: cannot run in {}: no such directory\n",
             missing.display()
         )));
 }
