@@ -592,7 +592,8 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
     /// by the task's submission sequence, then list order), else [`SchedulerError::Cycles`]
     /// with one canonical cycle per strongly connected component that has one. On error the
     /// scheduler stays in the building phase, unchanged, so the graph can be fixed by
-    /// resubmitting.
+    /// resubmitting. Unknown dependencies are reported alone, before any cycle;
+    /// [`TaskScheduler::check`] reports both kinds at once without starting.
     ///
     /// # Panics
     /// Never.
