@@ -1021,7 +1021,9 @@ fn worker_run(
     show_metrics: bool,
     store_wait: Duration,
 ) -> ExitCode {
-    let open = || spec.open_patient(None, store_wait, Some(opts.stop.clone()));
+    // One outage state for every connection of this process (`lockstep_cli::patient`).
+    let outage = lockstep_cli::patient::Outage::default();
+    let open = || spec.open_patient(None, store_wait, Some(opts.stop.clone()), &outage);
     match lockstep_cli::worker::run(open, opts) {
         Ok(stats) => {
             let metrics = stats.metrics();

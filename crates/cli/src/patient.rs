@@ -23,6 +23,15 @@
 //! after 2.1 s (Ctrl-C)`); the process then stops as it would with the store up, printing what
 //! it could not report (`crate::worker::run`, "Outages at the stop") and exiting 1.
 //!
+//! # One outage per process
+//! The connections of one process (each slot's, each running command's heartbeat) share one
+//! [`Outage`]: the first to fail prints the retry lines and sets the next try, the others wait
+//! for that try without a word, and the first answer prints the one `store back` line; so a
+//! worker with `--slots 8` prints one series per outage, not eight, and `--store-wait` bounds
+//! the outage from the process's first failure. A connection that fails while no outage is
+//! under way (one left idle through an outage another connection already saw end) is opened
+//! again at once, once, before it counts as a new outage.
+//!
 //! [`DurableError::Busy`] (transient too) is not retried here: the callers already retry it
 //! after their poll interval, as before (SQLite's busy handler has waited first).
 //!
@@ -42,6 +51,7 @@
 //! Blog, 2015), cut so that the last try falls at the deadline. Many workers that lost the
 //! same server thus come back spread out instead of all at once.
 
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use lockstep_durable::{
@@ -88,6 +98,147 @@ fn reason(e: &DurableError) -> String {
     }
 }
 
+/// The outage the connections of one process share (module documentation, "One outage per
+/// process"). Cheap to clone: clones share the state. [`Outage::default`] prints with
+/// [`crate::look::say`].
+#[derive(Clone)]
+pub struct Outage {
+    state: Arc<Mutex<OutageState>>,
+    say: Arc<dyn Fn(&str) + Send + Sync>,
+}
+
+#[derive(Debug, Default)]
+struct OutageState {
+    /// When the current outage began (the process's first failure without an answer since).
+    down_since: Option<Instant>,
+    /// Retries scheduled in the current outage (each printed).
+    attempt: u32,
+    /// When the connections waiting in the current outage try again.
+    next_try: Option<Instant>,
+    /// Whether the current outage's end of waiting (`giving up`, `stopped waiting`) was
+    /// printed.
+    said_end: bool,
+}
+
+impl Default for Outage {
+    fn default() -> Self {
+        Outage::with_printer(crate::look::say)
+    }
+}
+
+impl std::fmt::Debug for Outage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outage")
+            .field("state", &*self.lock())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Outage {
+    /// An outage state whose lines go to `say` instead of standard output (tests).
+    pub fn with_printer(say: impl Fn(&str) + Send + Sync + 'static) -> Outage {
+        Outage {
+            state: Arc::default(),
+            say: Arc::new(say),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, OutageState> {
+        // The state is a few plain fields, each write complete: a panic elsewhere leaves it
+        // usable.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether an outage is under way (a failure without an answer since).
+    fn is_down(&self) -> bool {
+        self.lock().down_since.is_some()
+    }
+
+    /// An answer arrived: ends the outage, printing `store back after ...` once.
+    fn back(&self) {
+        let mut st = self.lock();
+        if let Some(since) = st.down_since.take() {
+            let tries = st.attempt + 1;
+            (self.say)(&format!(
+                "store back after {} ({tries} attempt{})",
+                seconds(since.elapsed()),
+                if tries == 1 { "" } else { "s" }
+            ));
+        }
+        st.attempt = 0;
+        st.next_try = None;
+        st.said_end = false;
+    }
+
+    /// One failed try: waits until the outage's next try (scheduling and printing it if no
+    /// other connection has), or returns `e` once the outage has lasted `wait` or `stop` was
+    /// requested (printed once per outage).
+    fn pause(
+        &self,
+        e: DurableError,
+        wait: Duration,
+        stop: Option<&StopRequest>,
+    ) -> Result<(), DurableError> {
+        let now = Instant::now();
+        let mut st = self.lock();
+        let since = *st.down_since.get_or_insert(now);
+        let elapsed = now.saturating_duration_since(since);
+        if let Some(signal) = stop.and_then(StopRequest::get) {
+            // A stop ends the wait: the caller stops like any stopped process (it reports
+            // what it could not hand to the store: `crate::worker::run`).
+            if !st.said_end {
+                st.said_end = true;
+                (self.say)(&format!(
+                    "store unavailable ({}): stopped waiting after {} ({})",
+                    reason(&e),
+                    seconds(elapsed),
+                    signal.name()
+                ));
+            }
+            return Err(e);
+        }
+        if elapsed >= wait {
+            if !st.said_end && !wait.is_zero() {
+                st.said_end = true;
+                (self.say)(&format!(
+                    "store unavailable ({}): giving up after {} (attempt {}, --store-wait {})",
+                    reason(&e),
+                    seconds(elapsed),
+                    st.attempt + 1,
+                    humantime::format_duration(wait)
+                ));
+            }
+            return Err(e);
+        }
+        let until = match st.next_try {
+            // Another connection of this process scheduled the next try: wait for it.
+            Some(t) if t > now => t,
+            _ => {
+                st.attempt += 1;
+                let step = backoff_step(st.attempt);
+                let jittered = step / 2 + step.mul_f64(fastrand::f64() / 2.0);
+                let delay = jittered.min(wait - elapsed);
+                (self.say)(&format!(
+                    "store unavailable ({}): retrying in {} (attempt {})",
+                    reason(&e),
+                    seconds(delay),
+                    st.attempt
+                ));
+                st.next_try = Some(now + delay);
+                now + delay
+            }
+        };
+        drop(st);
+        while Instant::now() < until {
+            if stop.is_some_and(StopRequest::is_requested) {
+                break;
+            }
+            std::thread::sleep((until - Instant::now()).min(Duration::from_millis(50)));
+        }
+        Ok(())
+    }
+}
+
 /// A way to open a new connection to the same store.
 pub type Opener = Box<dyn Fn() -> Result<BoxStore, DurableError> + Send>;
 
@@ -104,10 +255,8 @@ pub struct PatientStore {
     open: Opener,
     wait: Duration,
     stop: Option<StopRequest>,
-    /// When the current outage began (the first failure without an answer since).
-    down_since: Option<Instant>,
-    /// Failed tries in the current outage.
-    attempt: u32,
+    /// The outage shared with the process's other connections.
+    outage: Outage,
 }
 
 impl std::fmt::Debug for PatientStore {
@@ -115,7 +264,7 @@ impl std::fmt::Debug for PatientStore {
         f.debug_struct("PatientStore")
             .field("connected", &self.inner.is_some())
             .field("wait", &self.wait)
-            .field("attempt", &self.attempt)
+            .field("outage", &self.outage)
             .finish_non_exhaustive()
     }
 }
@@ -123,7 +272,8 @@ impl std::fmt::Debug for PatientStore {
 impl PatientStore {
     /// Opens a connection with `open`, waiting out an outage or a store that does not exist
     /// yet ([`DurableError::is_waited_for`]) for up to `wait`; `stop` (Ctrl-C) ends a wait
-    /// early with the last error.
+    /// early with the last error. `outage` is shared by the process's connections (module
+    /// documentation, "One outage per process").
     ///
     /// # Errors
     /// The last error of `open` once `wait` has passed (or at once for errors that waiting
@@ -132,14 +282,14 @@ impl PatientStore {
         open: Opener,
         wait: Duration,
         stop: Option<StopRequest>,
+        outage: Outage,
     ) -> Result<PatientStore, DurableError> {
         let mut s = PatientStore {
             inner: None,
             open,
             wait,
             stop,
-            down_since: None,
-            attempt: 0,
+            outage,
         };
         s.call(|_| Ok(()))?;
         Ok(s)
@@ -150,12 +300,19 @@ impl PatientStore {
         &mut self,
         mut f: impl FnMut(&mut dyn Store) -> Result<T, DurableError>,
     ) -> Result<T, DurableError> {
+        // A connection that dies while no outage is under way is opened again at once, once
+        // (it may have been idle through an outage another connection saw end).
+        let mut reopened = false;
         loop {
             let result = match self.inner.as_mut() {
                 Some(s) => match f(&mut **s) {
                     // The connection is dead: drop it; the next try opens a new one.
                     Err(e @ DurableError::Unavailable { .. }) => {
                         self.inner = None;
+                        if !reopened && !self.outage.is_down() {
+                            reopened = true;
+                            continue;
+                        }
                         Err(e)
                     }
                     other => other,
@@ -174,78 +331,14 @@ impl PatientStore {
             };
             match result {
                 Err(e @ (DurableError::Unavailable { .. } | DurableError::Missing { .. })) => {
-                    self.pause(e)?;
+                    self.outage.pause(e, self.wait, self.stop.as_ref())?;
                 }
                 other => {
-                    if let Some(since) = self.down_since.take() {
-                        crate::look::say(&format!(
-                            "store back after {} ({} attempt{})",
-                            seconds(since.elapsed()),
-                            self.attempt + 1,
-                            if self.attempt == 0 { "" } else { "s" }
-                        ));
-                    }
-                    self.attempt = 0;
+                    self.outage.back();
                     return other;
                 }
             }
         }
-    }
-
-    /// One failed try of the current outage: waits the backoff, or returns `e` once the
-    /// outage has lasted `wait` (or a stop was requested).
-    fn pause(&mut self, e: DurableError) -> Result<(), DurableError> {
-        let since = *self.down_since.get_or_insert_with(Instant::now);
-        self.attempt += 1;
-        let elapsed = since.elapsed();
-        if let Some(signal) = self.stop.as_ref().and_then(StopRequest::get) {
-            // A stop ends the wait: the caller stops like any stopped process (it reports
-            // what it could not hand to the store: `crate::worker::run`).
-            crate::look::say(&format!(
-                "store unavailable ({}): stopped waiting after {} ({})",
-                reason(&e),
-                seconds(elapsed),
-                signal.name()
-            ));
-            self.down_since = None;
-            self.attempt = 0;
-            return Err(e);
-        }
-        if elapsed >= self.wait {
-            if !self.wait.is_zero() {
-                crate::look::say(&format!(
-                    "store unavailable ({}): giving up after {} (attempt {}, --store-wait {})",
-                    reason(&e),
-                    seconds(elapsed),
-                    self.attempt,
-                    humantime::format_duration(self.wait)
-                ));
-            }
-            self.down_since = None;
-            self.attempt = 0;
-            return Err(e);
-        }
-        let step = backoff_step(self.attempt);
-        let jittered = step / 2 + step.mul_f64(fastrand::f64() / 2.0);
-        let delay = jittered.min(self.wait - elapsed);
-        crate::look::say(&format!(
-            "store unavailable ({}): retrying in {} (attempt {})",
-            reason(&e),
-            seconds(delay),
-            self.attempt
-        ));
-        let until = Instant::now() + delay;
-        while Instant::now() < until {
-            if self.stopping() {
-                break;
-            }
-            std::thread::sleep((until - Instant::now()).min(Duration::from_millis(50)));
-        }
-        Ok(())
-    }
-
-    fn stopping(&self) -> bool {
-        self.stop.as_ref().is_some_and(StopRequest::is_requested)
     }
 }
 
@@ -415,6 +508,116 @@ fn now_after(now: Millis) -> Millis {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// An opener of the SQLite store at `path` that fails with `Unavailable` while `down`.
+    fn flaky(path: std::path::PathBuf, down: Arc<AtomicBool>) -> Opener {
+        Box::new(move || {
+            if down.load(Ordering::SeqCst) {
+                return Err(DurableError::Unavailable {
+                    reason: "test outage".into(),
+                });
+            }
+            Ok(Box::new(lockstep_durable::SqliteStore::open(&path)?) as BoxStore)
+        })
+    }
+
+    /// A printer that keeps the lines, and the lines it kept.
+    fn kept() -> (Outage, Arc<Mutex<Vec<String>>>) {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let l = Arc::clone(&lines);
+        (
+            Outage::with_printer(move |s| l.lock().unwrap().push(s.to_string())),
+            lines,
+        )
+    }
+
+    /// Three connections of one process waiting for one store print one series of retries
+    /// (attempts 1, 2, ... in order) and one `store back` line counting them, instead of a
+    /// series each (found by a new user's walkthrough: a worker's slots each printed their
+    /// own, interleaved).
+    #[test]
+    fn connections_of_one_process_share_one_outage_and_print_one_series() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.lockstep");
+        drop(lockstep_durable::SqliteStore::create(&path, 1).unwrap());
+        let down = Arc::new(AtomicBool::new(true));
+        let (outage, lines) = kept();
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..3)
+                .map(|_| {
+                    let (path, down, outage) = (path.clone(), Arc::clone(&down), outage.clone());
+                    s.spawn(move || {
+                        PatientStore::open(flaky(path, down), Duration::from_secs(60), None, outage)
+                            .map(drop)
+                    })
+                })
+                .collect();
+            // Long enough for at least two retries (0.25-0.5 s, then 0.5-1 s).
+            std::thread::sleep(Duration::from_millis(1600));
+            down.store(false, Ordering::SeqCst);
+            for h in hs {
+                h.join().unwrap().unwrap();
+            }
+        });
+        let lines = lines.lock().unwrap().clone();
+        let (last, retries) = lines.split_last().unwrap();
+        assert!(retries.len() >= 2, "{lines:?}");
+        for (n, l) in retries.iter().enumerate() {
+            assert!(
+                l.starts_with("store unavailable (test outage): retrying in ")
+                    && l.ends_with(&format!(" (attempt {})", n + 1)),
+                "{lines:?}"
+            );
+        }
+        assert!(
+            last.starts_with("store back after ")
+                && last.ends_with(&format!(" ({} attempts)", retries.len() + 1)),
+            "{lines:?}"
+        );
+    }
+
+    /// An outage longer than the wait: every connection gets the error, and the process
+    /// prints `giving up` once.
+    #[test]
+    fn an_outage_longer_than_the_wait_gives_up_once_for_every_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.lockstep");
+        let down = Arc::new(AtomicBool::new(true));
+        let (outage, lines) = kept();
+        let results: Vec<_> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..3)
+                .map(|_| {
+                    let (path, down, outage) = (path.clone(), Arc::clone(&down), outage.clone());
+                    s.spawn(move || {
+                        PatientStore::open(
+                            flaky(path, down),
+                            Duration::from_millis(700),
+                            None,
+                            outage,
+                        )
+                        .map(drop)
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(
+            results
+                .iter()
+                .all(|r| matches!(r, Err(DurableError::Unavailable { .. }))),
+            "{results:?}"
+        );
+        let lines = lines.lock().unwrap().clone();
+        let giving_up: Vec<&String> = lines.iter().filter(|l| l.contains("giving up")).collect();
+        assert_eq!(giving_up.len(), 1, "{lines:?}");
+        assert!(giving_up[0].contains("--store-wait 700ms"), "{lines:?}");
+        assert!(
+            lines.iter().filter(|l| l.contains("(attempt 1)")).count() == 1,
+            "{lines:?}"
+        );
+    }
 
     #[test]
     fn backoff_doubles_from_half_a_second_to_ten_seconds() {

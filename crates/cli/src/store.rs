@@ -202,6 +202,8 @@ impl StoreSpec {
     /// [`StoreSpec::open`] behind a [`crate::patient::PatientStore`]: an outage (or, opening, a
     /// store not created yet) is waited out for up to `wait` with a printed backoff, and every
     /// later operation reconnects and tries again the same way. `stop` (Ctrl-C) ends a wait.
+    /// The connections of one process share `outage` (one series of retry lines per outage,
+    /// `--store-wait` counted from the process's first failure: [`crate::patient`]).
     ///
     /// # Errors
     /// As [`StoreSpec::open`], once `wait` has passed for the waited-for ones
@@ -211,10 +213,15 @@ impl StoreSpec {
         create: Option<usize>,
         wait: Duration,
         stop: Option<StopRequest>,
+        outage: &crate::patient::Outage,
     ) -> Result<BoxStore, DurableError> {
         let spec = self.clone();
-        let store =
-            crate::patient::PatientStore::open(Box::new(move || spec.open(create)), wait, stop)?;
+        let store = crate::patient::PatientStore::open(
+            Box::new(move || spec.open(create)),
+            wait,
+            stop,
+            outage.clone(),
+        )?;
         Ok(Box::new(store))
     }
 }
@@ -770,7 +777,10 @@ pub fn run(
         return Err(no_slots());
     }
     let limit = opts.limit.unwrap_or(lockstep_durable::UNLIMITED);
-    let patient = |create| spec.open_patient(create, opts.store_wait, Some(opts.stop.clone()));
+    // One outage state for every connection of this process (`crate::patient`).
+    let outage = crate::patient::Outage::default();
+    let patient =
+        |create| spec.open_patient(create, opts.store_wait, Some(opts.stop.clone()), &outage);
     let mut store = patient(Some(limit)).map_err(store_err)?;
     let mut preamble = Vec::new();
     if opts.fresh {
