@@ -751,12 +751,21 @@ fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
     if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
         return (x.dev(), x.ino()) == (y.dev(), y.ino());
     }
-    let located = |p: &std::path::Path| {
-        let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
-        let dir = std::fs::canonicalize(dir.unwrap_or(std::path::Path::new("."))).ok()?;
-        Some(dir.join(p.file_name()?))
-    };
+    let located = |p: &std::path::Path| Some(canonical_dir(p)?.join(p.file_name()?));
     matches!((located(a), located(b)), (Some(x), Some(y)) if x == y)
+}
+
+/// The canonical form of the directory `p` names its file in (`.` for a bare name); `None`
+/// when that directory does not exist.
+fn canonical_dir(p: &std::path::Path) -> Option<std::path::PathBuf> {
+    let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
+    std::fs::canonicalize(dir.unwrap_or(std::path::Path::new("."))).ok()
+}
+
+/// Whether `p` is a regular file or does not exist yet: what writing an output there would
+/// truncate or create (a pipe, `/dev/stdout` or `/dev/null` has nothing to lose).
+fn regular_or_new(p: &std::path::Path) -> bool {
+    std::fs::metadata(p).map_or(true, |m| m.is_file())
 }
 
 /// Refuses an output file (`--events`, `--trace`, `--graph-out`) that is one of the run's
@@ -783,10 +792,6 @@ fn not_an_input(
     };
     // SQLite's companions of an input (`-wal`, `-shm`, `-journal`, which may not exist yet):
     // SQLite would truncate or delete the output, and the output would damage the store.
-    let dir = |p: &std::path::Path| {
-        let d = p.parent().filter(|d| !d.as_os_str().is_empty());
-        std::fs::canonicalize(d.unwrap_or(std::path::Path::new("."))).ok()
-    };
     for input in inputs.iter().flatten() {
         let (Some(name), Some(out_name)) = (input.file_name(), out.file_name()) else {
             continue;
@@ -796,7 +801,8 @@ fn not_an_input(
             c.push(suffix);
             c == out_name
         });
-        if companion && dir(input).is_some() && dir(input) == dir(out) {
+        if companion && canonical_dir(input).is_some() && canonical_dir(input) == canonical_dir(out)
+        {
             return Err(format!(
                 "{option} {}: is a file SQLite keeps beside the store {}; writing it would damage the store (name another file)",
                 out.display(),
@@ -807,8 +813,7 @@ fn not_an_input(
     for input in inputs.iter().flatten() {
         // An input that exists but is not a regular file (a pipe, `/dev/stdin`) has nothing
         // an output could truncate.
-        let regular_or_new = std::fs::metadata(input).map_or(true, |m| m.is_file());
-        if regular_or_new && same_file(input, out) {
+        if regular_or_new(input) && same_file(input, out) {
             return Err(format!(
                 "{option} {}: is {}, an input of this run; writing it would destroy it (name another file)",
                 out.display(),
@@ -830,7 +835,7 @@ fn distinct_outputs(outputs: &[(&str, Option<&std::path::Path>)]) -> Result<(), 
     let named: Vec<(&str, &std::path::Path)> = outputs
         .iter()
         .filter_map(|&(option, out)| Some((option, out?)))
-        .filter(|(_, out)| std::fs::metadata(out).map_or(true, |m| m.is_file()))
+        .filter(|(_, out)| regular_or_new(out))
         .collect();
     for (i, &(first, a)) in named.iter().enumerate() {
         for &(second, b) in &named[i + 1..] {

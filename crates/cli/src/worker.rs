@@ -274,7 +274,7 @@ where
     // A `lockstep worker` with `--events` writes the cancels it learns of: the versions
     // cancelled (and those blocked by a cancel) while it ran, from two snapshots.
     let cancels = (opts.events.is_some() && opts.retries.is_none())
-        .then(|| settled_snapshot(first.as_deref_mut().map(|s| s as &mut dyn Store)))
+        .then(|| first.as_deref_mut().and_then(|s| settled(s.snapshot())))
         .flatten();
     let results: Vec<Result<(), DurableError>> = thread::scope(|scope| {
         let handles: Vec<_> = (0..opts.slots.max(1))
@@ -328,13 +328,7 @@ where
         }
     }
     if let (Some(before), Some(ev)) = (cancels, &opts.events)
-        && let Some(after) = match open() {
-            Ok(mut store) => settled_snapshot(Some(&mut *store)),
-            Err(e) => {
-                say(&format!("--events: cannot list the cancelled tasks: {e}"));
-                None
-            }
-        }
+        && let Some(after) = settled(open().and_then(|mut store| store.snapshot()))
     {
         cancel_events(&before, &after, ev);
     }
@@ -1134,12 +1128,12 @@ fn blocked_events(store: &mut dyn Store, ev: &crate::events::EventSink, token: &
     }
 }
 
-/// The cancelled and blocked versions of `store`: `(id, generation)` -> status. `None` (said
-/// on standard error) when the store cannot be read, and when there is none. O(tasks).
-fn settled_snapshot(
-    store: Option<&mut dyn Store>,
+/// The cancelled and blocked versions of a store's `snapshot`: `(id, generation)` -> status.
+/// `None` (said on standard error) when the store could not be opened or read. O(tasks).
+fn settled(
+    snapshot: Result<Vec<(String, TaskStatus<String>)>, DurableError>,
 ) -> Option<HashMap<(String, u64), TaskStatus<String>>> {
-    match store?.snapshot() {
+    match snapshot {
         Ok(all) => Some(
             all.into_iter()
                 .filter(|(_, st)| matches!(st.state, TaskState::Cancelled | TaskState::Blocked))
