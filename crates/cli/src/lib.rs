@@ -42,6 +42,7 @@ pub mod look;
 pub mod patient;
 pub mod picture;
 pub mod run;
+pub mod status;
 pub mod store;
 pub mod timings;
 pub mod validate;

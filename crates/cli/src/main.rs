@@ -6,6 +6,7 @@
 //! lockstep run FILE [TASK...] --store sqlite:PATH|postgres://...[#SCHEMA] [-j N] [--store-limit N] [--lease-ms MS] [--store-wait D] [--log-dir DIR] [--grace S] [ATTEMPTS]
 //!   ATTEMPTS: [--retries N] [--retry-delay DURATION] [--timeout DURATION] [--fail-fast]
 //! lockstep worker --store sqlite:PATH|postgres://...[#SCHEMA] [--root DIR] [--slots N] [--lease-ms MS] [--store-wait D] [--log-dir DIR] [--grace S]
+//! lockstep status --store sqlite:PATH|postgres://...[#SCHEMA] [-v]
 //! ```
 //!
 //! Exit status: 0 the graph can run / every task succeeded / the run finished and every task
@@ -13,7 +14,7 @@
 //! there is nothing to do); 1 the graph cannot run (`check`) / some task failed, was blocked,
 //! cancelled or interrupted (`run`) / a task the worker ran failed (`worker`), and after Ctrl-C
 //! or SIGTERM (`run`, `run --store`, `worker`; a second one exits at once with 130, or 143 for
-//! SIGTERM); 2 unreadable input (missing file, parse error), bad options, a store that cannot
+//! SIGTERM) / some task of the store has not succeeded (`status`); 2 unreadable input (missing file, parse error), bad options, a store that cannot
 //! be opened or fails, and,
 //! for `run`, a graph that cannot run.
 
@@ -217,6 +218,19 @@ enum Cmd {
         store_wait: Duration,
         #[command(flatten)]
         grace: GraceArg,
+    },
+    /// Show what a store holds, without running anything: failed tasks with their errors,
+    /// blocked and cancelled ones grouped by cause, running ones with their lease's owner and
+    /// time left (or how long ago it expired), what is still ready or pending, and a
+    /// `summary:` line counting each state. Reads one consistent snapshot and changes nothing.
+    /// Each line lists at most 5 ids (all with -v). Exit 0 when every task of the store
+    /// succeeded (an empty store too), 1 when some has not (failed, blocked, cancelled, or
+    /// still to run), 2 when the store cannot be read (it is not waited for).
+    Status {
+        /// The store: sqlite:PATH or postgres://...[#SCHEMA], as for `worker`. Messages never
+        /// show the password.
+        #[arg(long, value_name = "URL", value_parser = StoreArg)]
+        store: lockstep_cli::store::StoreSpec,
     },
 }
 
@@ -585,6 +599,29 @@ fn main() -> ExitCode {
                 events,
             };
             run_cmd(&graph, &opts, dry_run, show)
+        }
+        Cmd::Status { store } => {
+            use lockstep_durable::Clock as _;
+            let read = store.open(None).and_then(|mut s| {
+                lockstep_cli::status::status(
+                    &mut *s,
+                    &store.to_string(),
+                    lockstep_durable::SystemClock.now(),
+                    report_ids(verbose),
+                )
+            });
+            match read {
+                Ok(st) => {
+                    for line in &st.lines {
+                        emit(&format!("{line}\n"));
+                    }
+                    ExitCode::from(u8::from(!st.all_succeeded))
+                }
+                Err(e) => {
+                    errln!("error: store {store}: {e}");
+                    ExitCode::from(2)
+                }
+            }
         }
         Cmd::Worker {
             store,

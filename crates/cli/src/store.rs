@@ -524,7 +524,7 @@ pub struct StoreRunReport {
 /// Why a task of the store was cancelled, as the end report and the `cancelled` event say it:
 /// `--fail-fast after X failed` (a cancel by this run's `--fail-fast`, `fail_fast` naming the
 /// failure), `the store was closed`, else `cancelled in the store`.
-fn cancel_cause(by: Option<CancelReason>, fail_fast: Option<&str>) -> String {
+pub(crate) fn cancel_cause(by: Option<CancelReason>, fail_fast: Option<&str>) -> String {
     match (by, fail_fast) {
         (Some(CancelReason::User), Some(f)) => format!("--fail-fast after {f} failed"),
         (Some(CancelReason::Closed), _) => "the store was closed".to_string(),

@@ -1,0 +1,285 @@
+//! `lockstep status --store URL`: what a store holds, read without running anything.
+//!
+//! A durable run is shared by processes on many machines (`run --store`, `lockstep worker`);
+//! this is the one look at it from outside: which tasks failed and why, which are blocked
+//! and by what, which are running where and until when their leases last, and what is still
+//! to run. It reads the store with one consistent snapshot and one lease lookup per running
+//! task, and changes nothing (not even the high-water clock).
+//!
+//! The lines, in this order (each kind only when some task is in it):
+//!
+//! ```text
+//! store sqlite:run.lockstep: 6 task(s); limit 2; started
+//! running: d g2 (attempt 2): host:4711/1, lease ends in 12.3 s
+//! failed: b: exit status 3 (generation 1)
+//! cancelled: 1 task(s) (cause: cancelled in the store): e
+//! blocked: 1 task(s) (cause: b failed): c
+//! ready: 1 task(s): f
+//! summary: 1 ready, 1 running, 1 succeeded, 1 failed, 1 blocked, 1 cancelled
+//! ```
+//!
+//! A running task whose lease has expired says `lease expired 3.1 s ago: claimed again by the
+//! next worker that looks` (its worker died, or gave its claim back on Ctrl-C). The blocked
+//! and cancelled lines group tasks by cause as the end report of `run` does; every list names
+//! at most [`crate::run::BLOCKED_IDS_SHOWN`] ids per line unless `-v`.
+
+use std::time::Duration;
+
+use lockstep_contract::TaskState;
+use lockstep_durable::{DurableError, Millis, Store, UNLIMITED};
+
+/// What [`status`] found: the lines to print and whether every task succeeded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// The lines, in the order of the module documentation.
+    pub lines: Vec<String>,
+    /// True when every task the store holds succeeded (an empty store too).
+    pub all_succeeded: bool,
+}
+
+/// Reads `store` (named `shown` in the first line) at time `now` (for the leases' remaining
+/// time), listing at most `max_ids` ids per line (`usize::MAX`: all).
+///
+/// # Errors
+/// The store's [`DurableError`] from `snapshot`, `lease`, `max_concurrency`, `is_started`,
+/// `is_closed` or `pools`; nothing is changed either way.
+///
+/// # Complexity
+/// O(tasks) for the snapshot and the lines, plus one lease lookup per running task.
+pub fn status(
+    store: &mut dyn Store,
+    shown: &str,
+    now: Millis,
+    max_ids: usize,
+) -> Result<Status, DurableError> {
+    let tasks = store.snapshot()?;
+    let limit = store.max_concurrency()?;
+    let started = store.is_started()?;
+    let closed = store.is_closed()?;
+    let pools = store.pools()?;
+
+    let mut head = format!("store {shown}: {} task(s); ", tasks.len());
+    if limit == UNLIMITED {
+        head.push_str("no store-wide limit");
+    } else {
+        head.push_str(&format!("limit {limit}"));
+    }
+    if !pools.is_empty() {
+        let listed: Vec<String> = pools.iter().map(|(n, d)| format!("{n} = {d}")).collect();
+        head.push_str(&format!("; pools {}", listed.join(", ")));
+    }
+    head.push_str(if started {
+        "; started"
+    } else {
+        "; not started"
+    });
+    if closed {
+        head.push_str("; closed");
+    }
+    let mut lines = vec![head];
+
+    let mut running = Vec::new();
+    let mut failed = Vec::new();
+    let mut cancelled = Vec::new();
+    let mut blocked = Vec::new();
+    let mut ready = Vec::new();
+    let mut pending = Vec::new();
+    for (id, s) in &tasks {
+        match s.state {
+            TaskState::Succeeded => {}
+            TaskState::Running => running.push((id.as_str(), s.generation)),
+            TaskState::Failed => failed.push(format!(
+                "failed: {id}: {} ({})",
+                s.error.as_deref().unwrap_or("failed"),
+                s.generation
+            )),
+            TaskState::Cancelled => cancelled.push((
+                id.as_str(),
+                Some(crate::store::cancel_cause(s.cancelled_by, None)),
+            )),
+            TaskState::Blocked => blocked.push((id.as_str(), s.blocked_by.as_ref())),
+            TaskState::Ready => ready.push(id.as_str()),
+            TaskState::Pending => pending.push(id.as_str()),
+        }
+    }
+    for (id, generation) in running.iter().take(max_ids) {
+        let lease = match store.lease(id)? {
+            Some(l) => {
+                let how = if l.expiry > now {
+                    format!("lease ends in {}", seconds(l.expiry.0 - now.0))
+                } else {
+                    format!(
+                        "lease expired {} ago: claimed again by the next worker that looks",
+                        seconds(now.0 - l.expiry.0)
+                    )
+                };
+                format!(" (attempt {}): {}, {how}", l.attempt, l.owner)
+            }
+            None => String::new(),
+        };
+        lines.push(format!("running: {id} {generation}{lease}"));
+    }
+    if running.len() > max_ids {
+        lines.push(format!(
+            "running: ... ({} more; --verbose lists them all)",
+            running.len() - max_ids
+        ));
+    }
+    lines.append(&mut failed);
+    lines.append(&mut crate::run::grouped_lines(
+        "cancelled",
+        cancelled,
+        max_ids,
+    ));
+    lines.append(&mut crate::run::blocked_lines(blocked, max_ids));
+    for (kind, ids) in [("ready", &ready), ("pending", &pending)] {
+        if !ids.is_empty() {
+            lines.push(listed(kind, ids, max_ids));
+        }
+    }
+
+    let mut counts = [0usize; TaskState::ALL.len()];
+    for (_, s) in &tasks {
+        counts[TaskState::ALL
+            .iter()
+            .position(|x| *x == s.state)
+            .unwrap_or(0)] += 1;
+    }
+    let parts: Vec<String> = TaskState::ALL
+        .iter()
+        .zip(counts)
+        // In `TaskState::ALL` order, the terminal states always, the others when some task
+        // is in them (as `run`'s summary).
+        .filter(|(s, n)| s.is_terminal() || *n > 0)
+        .map(|(s, n)| format!("{n} {s}"))
+        .collect();
+    lines.push(format!("summary: {}", parts.join(", ")));
+    Ok(Status {
+        lines,
+        all_succeeded: tasks.iter().all(|(_, s)| s.state == TaskState::Succeeded),
+    })
+}
+
+/// `KIND: N task(s): A, B, C`, at most `max_ids` of them, then `, ... (M more; --verbose
+/// lists them all)`.
+fn listed(kind: &str, ids: &[&str], max_ids: usize) -> String {
+    let shown = ids.len().min(max_ids);
+    let mut line = format!("{kind}: {} task(s): {}", ids.len(), ids[..shown].join(", "));
+    if ids.len() > shown {
+        line.push_str(&format!(
+            ", ... ({} more; --verbose lists them all)",
+            ids.len() - shown
+        ));
+    }
+    line
+}
+
+/// `ms` milliseconds as seconds with one decimal (`12.3 s`).
+fn seconds(ms: u64) -> String {
+    format!("{:.1} s", Duration::from_millis(ms).as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lockstep_durable::{FencingToken, LeaseOwner, NewTask, SqliteStore};
+
+    fn task(id: &str, deps: &[&str]) -> NewTask {
+        NewTask::new(id, deps.iter().copied())
+    }
+
+    /// Every kind of line, from a store driven through the API: a success, a failure and the
+    /// task it blocked, a cancel, a running task under a live lease and one under an expired
+    /// lease, a ready and a pending one; ids capped per line.
+    #[test]
+    fn every_state_has_its_line_and_the_summary_counts_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SqliteStore::create(dir.path().join("s.lockstep"), 3).unwrap();
+        let batch = [
+            task("ok", &[]),
+            task("bad", &[]),
+            task("child", &["bad"]),
+            task("gone", &[]),
+            task("live", &[]),
+            task("dead", &[]),
+            task("after_ok", &["ok"]),
+            task("later", &["live"]),
+        ];
+        assert!(s.submit(&batch).unwrap().iter().all(Result::is_ok));
+        s.start().unwrap();
+        let owner = LeaseOwner::new("host:1/1").unwrap();
+        let t0 = Millis(1_000_000);
+        s.cancel("gone", t0).unwrap();
+        let claims = s.claim(&owner, t0, Millis(60_000), 3).unwrap();
+        let token =
+            |id: &str| -> FencingToken { claims.iter().find(|l| l.id == id).unwrap().token() };
+        assert_eq!(
+            claims.iter().map(|l| l.id.as_str()).collect::<Vec<_>>(),
+            ["ok", "bad", "live"]
+        );
+        s.complete(&token("ok"), t0).unwrap();
+        s.fail(&token("bad"), t0, "exit status 3").unwrap();
+        // `dead` claimed, then given back (its lease ends at once) and left.
+        let more = s.claim(&owner, t0, Millis(60_000), 1).unwrap();
+        assert_eq!(more[0].id, "dead");
+        s.abandon(&more[0].token(), Millis(1_010_000)).unwrap();
+        let now = Millis(1_030_000);
+        let st = status(&mut s, "sqlite:s.lockstep", now, 1).unwrap();
+        assert!(!st.all_succeeded);
+        let running_live = "running: live g1 (attempt 1): host:1/1, lease ends in 30.0 s";
+        assert_eq!(
+            st.lines,
+            [
+                "store sqlite:s.lockstep: 8 task(s); limit 3; started",
+                running_live,
+                "running: ... (1 more; --verbose lists them all)",
+                "failed: bad: exit status 3 (g1)",
+                "cancelled: 1 task(s) (cause: cancelled in the store): gone",
+                "blocked: 1 task(s) (cause: bad failed): child",
+                "ready: 1 task(s): after_ok",
+                "pending: 1 task(s): later",
+                "summary: 1 pending, 1 ready, 2 running, 1 succeeded, 1 failed, 1 blocked, 1 cancelled",
+            ]
+        );
+        let all = status(&mut s, "sqlite:s.lockstep", now, usize::MAX).unwrap();
+        assert_eq!(all.lines[1], running_live);
+        assert_eq!(
+            all.lines[2],
+            "running: dead g1 (attempt 1): host:1/1, lease expired 20.0 s ago: claimed again by \
+             the next worker that looks"
+        );
+    }
+
+    /// A store whose every task succeeded, and an empty one, are all succeeded; the header
+    /// names no limit and the pools.
+    #[test]
+    fn a_finished_store_and_an_empty_one_have_all_succeeded() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SqliteStore::create(dir.path().join("s.lockstep"), UNLIMITED).unwrap();
+        let st = status(&mut s, "S", Millis(0), 5).unwrap();
+        assert!(st.all_succeeded);
+        assert_eq!(
+            st.lines,
+            [
+                "store S: 0 task(s); no store-wide limit; not started",
+                "summary: 0 succeeded, 0 failed, 0 blocked, 0 cancelled",
+            ]
+        );
+        s.define_pool("link", 1).unwrap();
+        assert!(s.submit(&[task("a", &[])]).unwrap()[0].is_ok());
+        s.start().unwrap();
+        let owner = LeaseOwner::new("w").unwrap();
+        let l = s.claim(&owner, Millis(5), Millis(100), 1).unwrap();
+        s.complete(&l[0].token(), Millis(6)).unwrap();
+        s.close(Millis(7)).unwrap();
+        let st = status(&mut s, "S", Millis(8), 5).unwrap();
+        assert!(st.all_succeeded);
+        assert_eq!(
+            st.lines,
+            [
+                "store S: 1 task(s); no store-wide limit; pools link = 1; started; closed",
+                "summary: 1 succeeded, 0 failed, 0 blocked, 0 cancelled",
+            ]
+        );
+    }
+}

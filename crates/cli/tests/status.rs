@@ -1,0 +1,118 @@
+//! `lockstep status --store URL`: what a store holds, on SQLite and PostgreSQL, read without
+//! changing anything.
+
+mod common;
+
+use std::path::Path;
+
+use lockstep_cli::store::StoreSpec;
+use lockstep_tests::durable_driver::{PgScratch, pg_url};
+
+/// `a`, `b` (fails until the file says otherwise), `c` after `b`, `d` after `a`.
+fn write_graph(dir: &Path, b: &str) -> std::path::PathBuf {
+    let file = dir.join("g.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[task]]\nid = \"a\"\ncommand = \"true\"\n\n[[task]]\nid = \"b\"\ncommand = \"{b}\"\n\n\
+             [[task]]\nid = \"c\"\ncommand = \"true\"\ndeps = [\"b\"]\n\n\
+             [[task]]\nid = \"d\"\ncommand = \"true\"\ndeps = [\"a\"]\n"
+        ),
+    )
+    .unwrap();
+    file
+}
+
+/// `lockstep status --store store`: its exit code and standard output.
+fn status(store: &str) -> (Option<i32>, String) {
+    let out = common::lockstep()
+        .args(["status", "--store", store])
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+    )
+}
+
+/// A run with a failure, its status (exit 1, the failure and what it blocked), the store
+/// unchanged by the look (tasks and clock), then the run fixed and its status (exit 0).
+fn status_after_runs(store: &str, dir: &Path) {
+    let file = write_graph(dir, "exit 3");
+    let run = |file: &Path| {
+        common::lockstep()
+            .arg("run")
+            .arg(file)
+            .args(["--store", store, "-j", "2"])
+            .output()
+            .unwrap()
+            .status
+            .code()
+    };
+    assert_eq!(run(&file), Some(1));
+    let spec: StoreSpec = store.parse().unwrap();
+    let before = {
+        let mut s = spec.open(None).unwrap();
+        (s.snapshot().unwrap(), s.clock().unwrap())
+    };
+    let (code, out) = status(store);
+    assert_eq!(code, Some(1), "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[0].starts_with("store ")
+            && lines[0].ends_with(": 4 task(s); no store-wide limit; started"),
+        "{out}"
+    );
+    assert_eq!(
+        lines[1..],
+        [
+            "failed: b: exit status 3 (g1)",
+            "blocked: 1 task(s) (cause: b failed): c",
+            "summary: 2 succeeded, 1 failed, 1 blocked, 0 cancelled",
+        ],
+        "{out}"
+    );
+    let after = {
+        let mut s = spec.open(None).unwrap();
+        (s.snapshot().unwrap(), s.clock().unwrap())
+    };
+    assert_eq!(before, after, "status changed the store");
+    let file = write_graph(dir, "true");
+    assert_eq!(run(&file), Some(0));
+    let (code, out) = status(store);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.ends_with("\nsummary: 4 succeeded, 0 failed, 0 blocked, 0 cancelled\n"),
+        "{out}"
+    );
+}
+
+#[test]
+fn status_of_an_sqlite_store_names_failures_and_causes_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("s.lockstep").display());
+    status_after_runs(&store, dir.path());
+    // A store that does not exist is exit 2, and is not created (nor waited for).
+    let missing = dir.path().join("none.lockstep");
+    let out = common::lockstep()
+        .args(["status", "--store"])
+        .arg(format!("sqlite:{}", missing.display()))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no store at"),
+        "{out:?}"
+    );
+    assert!(!missing.exists());
+}
+
+#[test]
+fn status_of_a_postgres_store_names_failures_and_causes_and_changes_nothing() {
+    let Some(url) = pg_url() else {
+        return;
+    };
+    let pg = PgScratch::new(&url, format!("t_status_{}", std::process::id()));
+    let dir = tempfile::tempdir().unwrap();
+    status_after_runs(&pg.store_arg(), dir.path());
+}
