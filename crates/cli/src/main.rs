@@ -7,6 +7,7 @@
 //!   ATTEMPTS: [--retries N] [--retry-delay DURATION] [--timeout DURATION] [--fail-fast]
 //! lockstep worker --store sqlite:PATH|postgres://...[#SCHEMA] [--root DIR] [--slots N] [--lease-ms MS] [--store-wait D] [--log-dir DIR] [--grace S]
 //! lockstep status --store sqlite:PATH|postgres://...[#SCHEMA] [-v]
+//! lockstep cancel --store sqlite:PATH|postgres://...[#SCHEMA] ID...
 //! ```
 //!
 //! Exit status: 0 the graph can run / every task succeeded / the run finished and every task
@@ -231,6 +232,23 @@ enum Cmd {
         /// show the password.
         #[arg(long, value_name = "URL", value_parser = StoreArg)]
         store: lockstep_cli::store::StoreSpec,
+    },
+    /// Cancel tasks of a store from outside, one line per ID: a pending or ready task is
+    /// cancelled and every task that requires it becomes blocked (`cancelled: ID g1 (2
+    /// dependent(s) blocked)`); a running one is asked to stop: its worker stops the command at
+    /// its next lease renewal (every third of the lease) and reports it failed, `cancelled
+    /// while it ran`, which `run --store` does not retry; a settled one is left as it is
+    /// (`unchanged: ID g1 already succeeded`). Every ID is looked up first: an unknown one is
+    /// exit 2 and nothing is cancelled. A later `run --store` of the file resubmits cancelled
+    /// and blocked tasks as new generations, as any lost task. Exit 0 when every ID was
+    /// handled, 2 when the store fails (the lines printed say which were cancelled).
+    Cancel {
+        /// The store: sqlite:PATH or postgres://...[#SCHEMA], as for `worker`.
+        #[arg(long, value_name = "URL", value_parser = StoreArg)]
+        store: lockstep_cli::store::StoreSpec,
+        /// The tasks to cancel, by id.
+        #[arg(value_name = "ID", required = true)]
+        ids: Vec<String>,
     },
 }
 
@@ -619,6 +637,40 @@ fn main() -> ExitCode {
                 }
                 Err(e) => {
                     errln!("error: store {store}: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Cmd::Cancel { store, ids } => {
+            use lockstep_durable::Clock as _;
+            let mut opened = match store.open(None) {
+                Ok(s) => s,
+                Err(e) => {
+                    errln!("error: store {store}: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            match lockstep_cli::status::cancel(
+                &mut *opened,
+                &ids,
+                lockstep_durable::SystemClock.now(),
+            ) {
+                Ok(lines) => {
+                    for line in &lines {
+                        emit(&format!("{line}\n"));
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err((e, lines)) => {
+                    for line in &lines {
+                        emit(&format!("{line}\n"));
+                    }
+                    let nothing = if lines.is_empty() {
+                        "; nothing was cancelled"
+                    } else {
+                        ""
+                    };
+                    errln!("error: store {store}: {e}{nothing}");
                     ExitCode::from(2)
                 }
             }

@@ -1,4 +1,5 @@
-//! `lockstep status --store URL`: what a store holds, read without running anything.
+//! `lockstep status --store URL`: what a store holds, read without running anything; and
+//! `lockstep cancel --store URL ID...`: cancel tasks of a store from outside ([`cancel`]).
 //!
 //! A durable run is shared by processes on many machines (`run --store`, `lockstep worker`);
 //! this is the one look at it from outside: which tasks failed and why, which are blocked
@@ -25,7 +26,7 @@
 
 use std::time::Duration;
 
-use lockstep_contract::TaskState;
+use lockstep_contract::{CancelOutcome, TaskState};
 use lockstep_durable::{DurableError, Millis, Store, UNLIMITED};
 
 /// What [`status`] found: the lines to print and whether every task succeeded.
@@ -160,6 +161,65 @@ pub fn status(
     })
 }
 
+/// Cancels the current version of each of `ids` in `store` at time `now` ([`Store::cancel`],
+/// SPEC A8: "cancelling a shared dependency changes only its own state; every dependent that
+/// requires it becomes blocked"), returning one line per id, in order:
+///
+/// * `cancelled: ID gG (N dependent(s) blocked)`: it was pending or ready;
+/// * `cancel requested: ID gG is running: its worker stops the command at its next lease
+///   renewal and reports it failed (cancelled while it ran); a retry of run --store does not
+///   run it again`: it was running (only the worker ends a running version, SPEC A6);
+/// * `unchanged: ID gG already STATE`: it had settled.
+///
+/// Every id is looked up before any is cancelled, so an unknown one changes nothing; each
+/// cancel is then its own transaction (a store error midway leaves the earlier ones done, and
+/// the lines say which).
+///
+/// # Errors
+/// [`DurableError::UnknownTask`] naming the first id the store does not hold (nothing
+/// cancelled); the store's errors, with the lines of the ids already cancelled.
+///
+/// # Complexity
+/// One status read and one cancel per id; a cancel blocks the version's descendants
+/// (O(descendants) in the store).
+pub fn cancel(
+    store: &mut dyn Store,
+    ids: &[String],
+    now: Millis,
+) -> Result<Vec<String>, (DurableError, Vec<String>)> {
+    let mut generations = Vec::with_capacity(ids.len());
+    for id in ids {
+        match store.status(id) {
+            Ok(Some(s)) => generations.push(s.generation),
+            Ok(None) => {
+                return Err((DurableError::UnknownTask { id: id.clone() }, Vec::new()));
+            }
+            Err(e) => return Err((e, Vec::new())),
+        }
+    }
+    let mut lines = Vec::with_capacity(ids.len());
+    for (id, generation) in ids.iter().zip(generations) {
+        let line = match store.cancel(id, now) {
+            Ok(CancelOutcome::Cancelled(effect)) => format!(
+                "cancelled: {id} {generation} ({} dependent(s) blocked)",
+                effect.blocked
+            ),
+            Ok(CancelOutcome::Requested) => format!(
+                "cancel requested: {id} {generation} is running: its worker stops the command \
+                 at its next lease renewal and reports it failed ({}); a retry of run --store \
+                 does not run it again",
+                crate::worker::CANCELLED_WHILE_RUNNING
+            ),
+            Ok(CancelOutcome::AlreadyTerminal(state)) => {
+                format!("unchanged: {id} {generation} already {state}")
+            }
+            Err(e) => return Err((e, lines)),
+        };
+        lines.push(line);
+    }
+    Ok(lines)
+}
+
 /// `KIND: N task(s): A, B, C`, at most `max_ids` of them, then `, ... (M more; --verbose
 /// lists them all)`.
 fn listed(kind: &str, ids: &[&str], max_ids: usize) -> String {
@@ -248,6 +308,48 @@ mod tests {
             "running: dead g1 (attempt 1): host:1/1, lease expired 20.0 s ago: claimed again by \
              the next worker that looks"
         );
+    }
+
+    /// Each outcome of a cancel has its line; an unknown id cancels nothing.
+    #[test]
+    fn cancel_says_what_it_did_to_each_id_and_an_unknown_one_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SqliteStore::create(dir.path().join("s.lockstep"), 1).unwrap();
+        let batch = [
+            task("run", &[]),
+            task("wait", &[]),
+            task("child", &["wait"]),
+            task("grandchild", &["child"]),
+        ];
+        assert!(s.submit(&batch).unwrap().iter().all(Result::is_ok));
+        s.start().unwrap();
+        let owner = LeaseOwner::new("w").unwrap();
+        let l = s.claim(&owner, Millis(1), Millis(1000), 1).unwrap();
+        assert_eq!(l[0].id, "run");
+        let ids = |v: &[&str]| v.iter().map(|x| (*x).to_string()).collect::<Vec<_>>();
+        let (e, done) = cancel(&mut s, &ids(&["wait", "nope"]), Millis(2)).unwrap_err();
+        assert!(
+            matches!(e, DurableError::UnknownTask { ref id } if id == "nope"),
+            "{e:?}"
+        );
+        assert!(done.is_empty());
+        assert_eq!(s.status("wait").unwrap().unwrap().state, TaskState::Ready);
+        let lines = cancel(&mut s, &ids(&["wait", "run", "wait"]), Millis(3)).unwrap();
+        assert_eq!(
+            lines,
+            [
+                "cancelled: wait g1 (2 dependent(s) blocked)",
+                "cancel requested: run g1 is running: its worker stops the command at its next \
+                 lease renewal and reports it failed (cancelled while it ran); a retry of run \
+                 --store does not run it again",
+                "unchanged: wait g1 already cancelled",
+            ]
+        );
+        assert_eq!(
+            s.status("grandchild").unwrap().unwrap().state,
+            TaskState::Blocked
+        );
+        assert_eq!(s.status("run").unwrap().unwrap().state, TaskState::Running);
     }
 
     /// A store whose every task succeeded, and an empty one, are all succeeded; the header

@@ -734,6 +734,12 @@ fn run_chain(
 }
 
 /// How a task's execution ended.
+/// The start of the error a worker reports for a version whose command it stopped because the
+/// version's cancel was requested while it ran (`lockstep cancel`, [`Store::cancel`] of a
+/// running version): `cancelled while it ran (killed by signal 15)`. `run --store` does not
+/// retry such a failure ([`crate::store::Retries`]).
+pub const CANCELLED_WHILE_RUNNING: &str = "cancelled while it ran";
+
 struct Outcome {
     ok: bool,
     reason: String,
@@ -815,6 +821,9 @@ fn run_one(
     let root = opts.root.clone();
     // Set when the command must stop: the user cancelled the task, or the lease moved on.
     let cancelled = Arc::new(AtomicBool::new(lease.cancel_requested));
+    // The user asked the store to cancel this version (`lockstep cancel`, `Store::cancel`):
+    // seen with the claim or a renewal.
+    let mut user_cancel = lease.cancel_requested;
     let runner = {
         let cancelled = Arc::clone(&cancelled);
         thread::spawn(move || {
@@ -850,6 +859,7 @@ fn run_one(
                 match store.renew(&token, SystemClock.now(), Millis::from(opts.lease)) {
                     Ok(r) => {
                         if r.cancel_requested {
+                            user_cancel = true;
                             cancelled.store(true, Ordering::SeqCst);
                         }
                     }
@@ -931,6 +941,12 @@ fn run_one(
         s.add(took);
     }
     let interrupted = !outcome.ok && !fenced && opts.stop.is_requested();
+    let mut outcome = outcome;
+    if user_cancel && !outcome.ok && !fenced && !interrupted {
+        // Stopped because its cancel was requested: the version fails (only the function
+        // ends a running version, SPEC A6), saying so, and `run --store` does not retry it.
+        outcome.reason = format!("{CANCELLED_WHILE_RUNNING} ({})", outcome.reason);
+    }
     // A command this worker stopped because a renewal showed that another claim took the
     // version did not fail (and its result will be refused): `fenced`, not `failed`.
     let outcome_name = match (outcome.ok, interrupted, fenced) {

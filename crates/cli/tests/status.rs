@@ -116,3 +116,89 @@ fn status_of_a_postgres_store_names_failures_and_causes_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     status_after_runs(&pg.store_arg(), dir.path());
 }
+
+/// `lockstep cancel` against a live `run --store` (real processes): a ready task is cancelled
+/// at once; a running one is stopped by its worker at the next renewal and fails as
+/// `cancelled while it ran`, its dependent blocked, and is **not** retried although the run
+/// allows retries (before, the worker reported `killed by signal 15` and `run --store`
+/// retried it as a new generation, undoing the cancel).
+#[test]
+fn cancel_from_outside_stops_a_running_task_for_good_and_cancels_a_queued_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("g.toml");
+    std::fs::write(
+        &file,
+        "[[task]]\nid = \"a\"\ncommand = \"sleep 30\"\n\n\
+         [[task]]\nid = \"b\"\ncommand = \"true\"\ndeps = [\"a\"]\n\n\
+         [[task]]\nid = \"c\"\ncommand = \"true\"\n",
+    )
+    .unwrap();
+    let path = dir.path().join("s.lockstep");
+    let store = format!("sqlite:{}", path.display());
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_lockstep"));
+    cmd.arg("run").arg(&file).args([
+        "--store",
+        &store,
+        "-j",
+        "1",
+        "--lease-ms",
+        "600",
+        "--retries",
+        "2",
+        "--grace",
+        "1",
+    ]);
+    let mut run = common::Running::spawn(cmd);
+    let spec: StoreSpec = store.parse().unwrap();
+    run.wait_while_running("a to run", || {
+        spec.open(None)
+            .and_then(|mut s| s.status("a"))
+            .is_ok_and(|s| s.is_some_and(|s| s.state == lockstep_durable::TaskState::Running))
+    });
+    let out = common::lockstep()
+        .args(["cancel", "--store", &store, "c", "a"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        text.starts_with(
+            "cancelled: c g1 (0 dependent(s) blocked)\ncancel requested: a g1 is running: "
+        ),
+        "{text}"
+    );
+    let (st, printed) = run.finish();
+    assert_eq!(st.code(), Some(1), "{printed}");
+    assert!(!printed.contains("retrying"), "{printed}");
+    let mut s = spec.open(None).unwrap();
+    let a = s.status("a").unwrap().unwrap();
+    assert_eq!(
+        (a.state, a.generation.0),
+        (lockstep_durable::TaskState::Failed, 1),
+        "{printed}"
+    );
+    assert!(
+        a.error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("cancelled while it ran (")),
+        "{a:?}"
+    );
+    assert_eq!(
+        s.status("b").unwrap().unwrap().state,
+        lockstep_durable::TaskState::Blocked
+    );
+    assert_eq!(
+        s.status("c").unwrap().unwrap().state,
+        lockstep_durable::TaskState::Cancelled
+    );
+    // An unknown id: exit 2, nothing cancelled.
+    let out = common::lockstep()
+        .args(["cancel", "--store", &store, "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("nothing was cancelled"),
+        "{out:?}"
+    );
+}
