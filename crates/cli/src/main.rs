@@ -220,8 +220,9 @@ enum Cmd {
         #[command(flatten)]
         grace: GraceArg,
     },
-    /// Show what a store holds, without running anything: failed tasks with their errors,
-    /// blocked and cancelled ones grouped by cause, running ones with their lease's owner and
+    /// Show what a store holds (failures, blocked, running, to run), changing nothing.
+    ///
+    /// Failed tasks with their errors, blocked and cancelled ones grouped by cause, running ones with their lease's owner and
     /// time left (or how long ago it expired), what is still ready or pending, and a
     /// `summary:` line counting each state. Reads one consistent snapshot and changes nothing.
     /// Each line lists at most 5 ids (all with -v). Exit 0 when every task of the store
@@ -233,8 +234,9 @@ enum Cmd {
         #[arg(long, value_name = "URL", value_parser = StoreArg)]
         store: lockstep_cli::store::StoreSpec,
     },
-    /// Cancel tasks of a store from outside, one line per ID: a pending or ready task is
-    /// cancelled and every task that requires it becomes blocked (`cancelled: ID g1 (2
+    /// Cancel tasks of a store from outside (queued at once, running at its next renewal).
+    ///
+    /// One line per ID: a pending or ready task is cancelled and every task that requires it becomes blocked (`cancelled: ID g1 (2
     /// dependent(s) blocked)`); a running one is asked to stop: its worker stops the command at
     /// its next lease renewal (every third of the lease) and reports it failed, `cancelled
     /// while it ran`, which `run --store` does not retry; a settled one is left as it is
