@@ -6,7 +6,7 @@
 //! lockstep run FILE [TASK...] --store sqlite:PATH|postgres://...[#SCHEMA] [-j N] [--store-limit N] [--lease-ms MS] [--store-wait D] [--log-dir DIR] [--grace S] [ATTEMPTS]
 //!   ATTEMPTS: [--retries N] [--retry-delay DURATION] [--timeout DURATION] [--fail-fast]
 //! lockstep worker --store sqlite:PATH|postgres://...[#SCHEMA] [--root DIR] [--slots N] [--lease-ms MS] [--store-wait D] [--log-dir DIR] [--grace S]
-//! lockstep status --store sqlite:PATH|postgres://...[#SCHEMA] [-v]
+//! lockstep status --store sqlite:PATH|postgres://...[#SCHEMA] [-v] [--json]
 //! lockstep cancel --store sqlite:PATH|postgres://...[#SCHEMA] ID...
 //! ```
 //!
@@ -233,6 +233,13 @@ enum Cmd {
         /// show the password.
         #[arg(long, value_name = "URL", value_parser = StoreArg)]
         store: lockstep_cli::store::StoreSpec,
+        /// Print one JSON document instead of the lines, for scripts: `store`, `limit` (null:
+        /// none), `started`, `closed`, `pools`, `counts` (every state), `all_succeeded`, and
+        /// `tasks`, every task with `id`, `generation`, `state` and, when they apply, `error`,
+        /// `blocked_by`, `cancelled_by`, `optional_misses` and `lease` (`owner`, `epoch`,
+        /// `attempt`, `expiry_ms`, `remaining_ms`, negative once expired). Same exit status.
+        #[arg(long)]
+        json: bool,
     },
     /// Cancel tasks of a store from outside (queued at once, running at its next renewal).
     ///
@@ -620,18 +627,27 @@ fn main() -> ExitCode {
             };
             run_cmd(&graph, &opts, dry_run, show)
         }
-        Cmd::Status { store } => {
+        Cmd::Status { store, json } => {
+            use lockstep_cli::status;
             use lockstep_durable::Clock as _;
-            let read = store.open(None).and_then(|mut s| {
-                lockstep_cli::status::status(
-                    &mut *s,
-                    &store.to_string(),
-                    lockstep_durable::SystemClock.now(),
-                    report_ids(verbose),
-                )
-            });
+            let ids = if json {
+                usize::MAX
+            } else {
+                report_ids(verbose)
+            };
+            let read = store
+                .open(None)
+                .and_then(|mut s| status::read(&mut *s, ids));
+            let now = lockstep_durable::SystemClock.now();
+            let shown = store.to_string();
             match read {
-                Ok(st) => {
+                Ok(view) if json => {
+                    let doc = status::json(&view, &shown, now);
+                    emit(&format!("{doc}\n"));
+                    ExitCode::from(u8::from(doc["all_succeeded"] != true))
+                }
+                Ok(view) => {
+                    let st = status::lines(&view, &shown, now, ids);
                     for line in &st.lines {
                         emit(&format!("{line}\n"));
                     }

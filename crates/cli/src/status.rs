@@ -24,10 +24,141 @@
 //! and cancelled lines group tasks by cause as the end report of `run` does; every list names
 //! at most [`crate::run::BLOCKED_IDS_SHOWN`] ids per line unless `-v`.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
-use lockstep_contract::{CancelOutcome, TaskState};
-use lockstep_durable::{DurableError, Millis, Store, UNLIMITED};
+use lockstep_contract::{CancelOutcome, CancelReason, TaskState, TaskStatus};
+use lockstep_durable::{DurableError, LeaseInfo, Millis, Store, UNLIMITED};
+use serde_json::{Value, json};
+
+/// What [`read`] took from a store: its tasks, the leases of running ones, its limit, phase
+/// flags and pools.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreView {
+    /// Every task's current version, in first-submission order.
+    pub tasks: Vec<(String, TaskStatus<String>)>,
+    /// The lease of each running task looked up (the first `leases_for` of them).
+    pub leases: HashMap<String, LeaseInfo>,
+    /// The store-wide limit ([`UNLIMITED`]: none).
+    pub limit: usize,
+    /// Whether scheduling started.
+    pub started: bool,
+    /// Whether the store was closed.
+    pub closed: bool,
+    /// Every pool as `(name, depth)`, in name order.
+    pub pools: Vec<(String, usize)>,
+}
+
+/// Reads `store` without changing it: one `snapshot`, the limit, the phase flags, the pools,
+/// and the lease of each of the first `leases_for` running tasks (`usize::MAX`: all).
+///
+/// # Errors
+/// The store's [`DurableError`]; nothing is changed either way.
+///
+/// # Complexity
+/// O(tasks) plus one lease lookup per running task looked up.
+pub fn read(store: &mut dyn Store, leases_for: usize) -> Result<StoreView, DurableError> {
+    let tasks = store.snapshot()?;
+    let mut leases = HashMap::new();
+    for (id, _) in tasks
+        .iter()
+        .filter(|(_, s)| s.state == TaskState::Running)
+        .take(leases_for)
+    {
+        if let Some(l) = store.lease(id)? {
+            leases.insert(id.clone(), l);
+        }
+    }
+    Ok(StoreView {
+        tasks,
+        leases,
+        limit: store.max_concurrency()?,
+        started: store.is_started()?,
+        closed: store.is_closed()?,
+        pools: store.pools()?,
+    })
+}
+
+/// `view` as one JSON document for scripts (`lockstep status --json`): `store` (as `shown`),
+/// `limit` (`null`: none), `started`, `closed`, `pools` (name to depth), `counts` (every
+/// state, in [`TaskState::ALL`] order), `all_succeeded`, and `tasks`, every task in
+/// first-submission order with `id`, `generation`, `state`, and when they apply `error`,
+/// `blocked_by` (`task`, `generation`, `state`), `cancelled_by` (`user` or `closed`),
+/// `optional_misses` (`dependency`, `generation`, `state`) and `lease` (`owner`, `epoch`,
+/// `attempt`, `expiry_ms` since the Unix epoch, `remaining_ms`: negative once expired).
+/// O(tasks).
+pub fn json(view: &StoreView, shown: &str, now: Millis) -> Value {
+    let mut counts = serde_json::Map::new();
+    for state in TaskState::ALL {
+        let n = view.tasks.iter().filter(|(_, s)| s.state == state).count();
+        counts.insert(state.name().into(), json!(n));
+    }
+    let tasks: Vec<Value> = view
+        .tasks
+        .iter()
+        .map(|(id, s)| {
+            let mut t = serde_json::Map::new();
+            t.insert("id".into(), json!(id));
+            t.insert("generation".into(), json!(s.generation.0));
+            t.insert("state".into(), json!(s.state.name()));
+            if let Some(e) = &s.error {
+                t.insert("error".into(), json!(e));
+            }
+            if let Some(c) = &s.blocked_by {
+                t.insert(
+                    "blocked_by".into(),
+                    json!({"task": c.task, "generation": c.generation.0, "state": c.state.name()}),
+                );
+            }
+            if let Some(c) = s.cancelled_by {
+                let by = match c {
+                    CancelReason::User => "user",
+                    CancelReason::Closed => "closed",
+                };
+                t.insert("cancelled_by".into(), json!(by));
+            }
+            if !s.optional_misses.is_empty() {
+                let misses: Vec<Value> = s
+                    .optional_misses
+                    .iter()
+                    .map(|m| {
+                        json!({"dependency": m.dependency, "generation": m.generation.0, "state": m.state.name()})
+                    })
+                    .collect();
+                t.insert("optional_misses".into(), Value::Array(misses));
+            }
+            if let Some(l) = view.leases.get(id) {
+                let remaining = i128::from(l.expiry.0) - i128::from(now.0);
+                t.insert(
+                    "lease".into(),
+                    json!({
+                        "owner": l.owner.to_string(),
+                        "epoch": l.epoch,
+                        "attempt": l.attempt,
+                        "expiry_ms": l.expiry.0,
+                        "remaining_ms": i64::try_from(remaining).unwrap_or(i64::MIN),
+                    }),
+                );
+            }
+            Value::Object(t)
+        })
+        .collect();
+    let pools: serde_json::Map<String, Value> = view
+        .pools
+        .iter()
+        .map(|(n, d)| (n.clone(), json!(d)))
+        .collect();
+    json!({
+        "store": shown,
+        "limit": (view.limit != UNLIMITED).then_some(view.limit),
+        "started": view.started,
+        "closed": view.closed,
+        "pools": pools,
+        "counts": counts,
+        "all_succeeded": view.tasks.iter().all(|(_, s)| s.state == TaskState::Succeeded),
+        "tasks": tasks,
+    })
+}
 
 /// What [`status`] found: the lines to print and whether every task succeeded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,11 +184,20 @@ pub fn status(
     now: Millis,
     max_ids: usize,
 ) -> Result<Status, DurableError> {
-    let tasks = store.snapshot()?;
-    let limit = store.max_concurrency()?;
-    let started = store.is_started()?;
-    let closed = store.is_closed()?;
-    let pools = store.pools()?;
+    Ok(lines(&read(store, max_ids)?, shown, now, max_ids))
+}
+
+/// The lines of [`status`] from a [`read`] of the store. O(tasks).
+pub fn lines(view: &StoreView, shown: &str, now: Millis, max_ids: usize) -> Status {
+    let StoreView {
+        tasks,
+        leases,
+        limit,
+        started,
+        closed,
+        pools,
+    } = view;
+    let (limit, started, closed) = (*limit, *started, *closed);
 
     let mut head = format!("store {shown}: {} task(s); ", tasks.len());
     if limit == UNLIMITED {
@@ -85,7 +225,7 @@ pub fn status(
     let mut blocked = Vec::new();
     let mut ready = Vec::new();
     let mut pending = Vec::new();
-    for (id, s) in &tasks {
+    for (id, s) in tasks {
         match s.state {
             TaskState::Succeeded => {}
             TaskState::Running => running.push((id.as_str(), s.generation)),
@@ -104,7 +244,7 @@ pub fn status(
         }
     }
     for (id, generation) in running.iter().take(max_ids) {
-        let lease = match store.lease(id)? {
+        let lease = match leases.get(*id) {
             Some(l) => {
                 let how = if l.expiry > now {
                     format!("lease ends in {}", seconds(l.expiry.0 - now.0))
@@ -140,7 +280,7 @@ pub fn status(
     }
 
     let mut counts = [0usize; TaskState::ALL.len()];
-    for (_, s) in &tasks {
+    for (_, s) in tasks {
         counts[TaskState::ALL
             .iter()
             .position(|x| *x == s.state)
@@ -155,10 +295,10 @@ pub fn status(
         .map(|(s, n)| format!("{n} {s}"))
         .collect();
     lines.push(format!("summary: {}", parts.join(", ")));
-    Ok(Status {
+    Status {
         lines,
         all_succeeded: tasks.iter().all(|(_, s)| s.state == TaskState::Succeeded),
-    })
+    }
 }
 
 /// Cancels the current version of each of `ids` in `store` at time `now` ([`Store::cancel`],
@@ -300,6 +440,39 @@ mod tests {
                 "pending: 1 task(s): later",
                 "summary: 1 pending, 1 ready, 2 running, 1 succeeded, 1 failed, 1 blocked, 1 cancelled",
             ]
+        );
+        // The JSON form: every task, every lease, the counts.
+        let doc = json(&read(&mut s, usize::MAX).unwrap(), "S", now);
+        assert_eq!(doc["store"], "S");
+        assert_eq!(doc["limit"], 3);
+        assert_eq!(doc["all_succeeded"], false);
+        assert_eq!(
+            doc["counts"],
+            serde_json::json!({"pending": 1, "ready": 1, "running": 2, "succeeded": 1,
+                "failed": 1, "blocked": 1, "cancelled": 1})
+        );
+        let by_id = |id: &str| {
+            doc["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["id"] == id)
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(doc["tasks"].as_array().unwrap().len(), 8);
+        assert_eq!(by_id("bad")["error"], "exit status 3");
+        assert_eq!(
+            by_id("child")["blocked_by"],
+            serde_json::json!({"task": "bad", "generation": 1, "state": "failed"})
+        );
+        assert_eq!(by_id("gone")["cancelled_by"], "user");
+        assert_eq!(by_id("live")["lease"]["remaining_ms"], 30_000);
+        assert_eq!(by_id("live")["lease"]["owner"], "host:1/1");
+        assert_eq!(by_id("dead")["lease"]["remaining_ms"], -20_000);
+        assert_eq!(
+            by_id("ok"),
+            serde_json::json!({"id": "ok", "generation": 1, "state": "succeeded"})
         );
         let all = status(&mut s, "sqlite:s.lockstep", now, usize::MAX).unwrap();
         assert_eq!(all.lines[1], running_live);

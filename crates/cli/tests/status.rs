@@ -77,6 +77,33 @@ fn status_after_runs(store: &str, dir: &Path) {
         (s.snapshot().unwrap(), s.clock().unwrap())
     };
     assert_eq!(before, after, "status changed the store");
+    // The JSON form: the same exit status, every task.
+    let out = common::lockstep()
+        .args(["status", "--json", "--store", store])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc["counts"],
+        serde_json::json!({"pending": 0, "ready": 0, "running": 0, "succeeded": 2,
+            "failed": 1, "blocked": 1, "cancelled": 0})
+    );
+    let states: Vec<(&str, &str)> = doc["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["id"].as_str().unwrap(), t["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("a", "succeeded"),
+            ("b", "failed"),
+            ("c", "blocked"),
+            ("d", "succeeded")
+        ]
+    );
     let file = write_graph(dir, "true");
     assert_eq!(run(&file), Some(0));
     let (code, out) = status(store);
