@@ -186,6 +186,22 @@ fn runs_of(log: &std::path::Path, n: usize) -> Vec<usize> {
         .collect()
 }
 
+/// Two `store::run` of `g` on `spec` at once: whether each succeeded, or its error.
+fn two_at_once(g: &TaskGraph, spec: &StoreSpec) -> Vec<Result<bool, String>> {
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    store::run(g, spec, &opts(2))
+                        .map(|r| r.all_succeeded())
+                        .map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
 /// Two `run --store` of one graph at once on `spec` (a new store each round, made by `fresh`):
 /// exactly one submits the graph; each task has generation 1 and ran once, whichever process
 /// won, and both runs report success. Then both resume at once after a failure: the failed
@@ -196,21 +212,7 @@ fn two_runs_at_once(fresh: &dyn Fn(usize) -> (tempfile::TempDir, StoreSpec)) {
         let log = dir.path().join("runs.log");
         let fail = dir.path().join("fail");
         let g = logged_chain(&log, &fail, 6);
-        let both = || -> Vec<Result<bool, String>> {
-            std::thread::scope(|s| {
-                let hs: Vec<_> = (0..2)
-                    .map(|_| {
-                        s.spawn(|| {
-                            store::run(&g, &spec, &opts(2))
-                                .map(|r| r.all_succeeded())
-                                .map_err(|e| e.to_string())
-                        })
-                    })
-                    .collect();
-                hs.into_iter().map(|h| h.join().unwrap()).collect()
-            })
-        };
-        let results = both();
+        let results = two_at_once(&g, &spec);
         assert_eq!(results, [Ok(true), Ok(true)], "round {round}");
         let mut s = spec.open(None).unwrap();
         for (id, st) in s.snapshot().unwrap() {
@@ -236,18 +238,7 @@ fn two_runs_at_once(fresh: &dyn Fn(usize) -> (tempfile::TempDir, StoreSpec)) {
         let first = store::run(&g2, &spec2, &opts(2)).unwrap();
         assert!(!first.all_succeeded());
         std::fs::remove_file(&fail2).unwrap();
-        let results: Vec<Result<bool, String>> = std::thread::scope(|s| {
-            let hs: Vec<_> = (0..2)
-                .map(|_| {
-                    s.spawn(|| {
-                        store::run(&g2, &spec2, &opts(2))
-                            .map(|r| r.all_succeeded())
-                            .map_err(|e| e.to_string())
-                    })
-                })
-                .collect();
-            hs.into_iter().map(|h| h.join().unwrap()).collect()
-        });
+        let results = two_at_once(&g2, &spec2);
         assert_eq!(results, [Ok(true), Ok(true)], "round {round} (resume)");
         let mut s = spec2.open(None).unwrap();
         let gens: Vec<(String, TaskState, u64)> = s
@@ -274,20 +265,7 @@ fn two_runs_at_once(fresh: &dyn Fn(usize) -> (tempfile::TempDir, StoreSpec)) {
         // once, whichever run adds it (`redefine`'s `seen` names the added ids as never
         // submitted).
         let g3 = logged_chain(&log, &fail, 8);
-        let results = std::thread::scope(|s| {
-            let hs: Vec<_> = (0..2)
-                .map(|_| {
-                    s.spawn(|| {
-                        store::run(&g3, &spec, &opts(2))
-                            .map(|r| r.all_succeeded())
-                            .map_err(|e| e.to_string())
-                    })
-                })
-                .collect();
-            hs.into_iter()
-                .map(|h| h.join().unwrap())
-                .collect::<Vec<_>>()
-        });
+        let results = two_at_once(&g3, &spec);
         assert_eq!(results, [Ok(true), Ok(true)], "round {round} (grow)");
         let mut s = spec.open(None).unwrap();
         for (id, st) in s.snapshot().unwrap() {
