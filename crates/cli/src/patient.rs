@@ -26,11 +26,16 @@
 //! # One outage per process
 //! The connections of one process (each slot's, each running command's heartbeat) share one
 //! [`Outage`]: the first to fail prints the retry lines and sets the next try, the others wait
-//! for that try without a word, and the first answer prints the one `store back` line; so a
-//! worker with `--slots 8` prints one series per outage, not eight, and `--store-wait` bounds
-//! the outage from the process's first failure. A connection that fails while no outage is
+//! for that try without a word, and the first answer of a connection that was waiting prints
+//! the one `store back` line; so a worker with `--slots 8` prints one series per outage, not
+//! eight. Answers on connections that never failed do not end an outage (they say nothing
+//! about the connections that cannot reach the store: a connection limit, a partition), and
+//! `--store-wait` bounds each connection's own wait, from its first failure, so that whether
+//! it gives up does not depend on when other connections reach the store; `giving up` is
+//! printed once, and no `store back` after it. A connection that fails while no outage is
 //! under way (one left idle through an outage another connection already saw end) is opened
-//! again at once, once, before it counts as a new outage.
+//! again at once, once, before it counts as a new outage (never with `--store-wait 0s`,
+//! which does not retry).
 //!
 //! [`DurableError::Busy`] (transient too) is not retried here: the callers already retry it
 //! after their poll interval, as before (SQLite's busy handler has waited first).
@@ -154,10 +159,15 @@ impl Outage {
         self.lock().down_since.is_some()
     }
 
-    /// An answer arrived: ends the outage, printing `store back after ...` once.
+    /// An answer arrived on a connection that was waiting in the outage: ends the outage,
+    /// printing `store back after ...` once (not after `giving up` or `stopped waiting`, which
+    /// end the process). Connections that never failed do not call this: their answers say
+    /// nothing about the ones that cannot reach the store (a connection limit, a partition).
     fn back(&self) {
         let mut st = self.lock();
-        if let Some(since) = st.down_since.take() {
+        if let Some(since) = st.down_since.take()
+            && !st.said_end
+        {
             let tries = st.attempt + 1;
             (self.say)(&format!(
                 "store back after {} ({tries} attempt{})",
@@ -170,18 +180,20 @@ impl Outage {
         st.said_end = false;
     }
 
-    /// One failed try: waits until the outage's next try (scheduling and printing it if no
-    /// other connection has), or returns `e` once the outage has lasted `wait` or `stop` was
-    /// requested (printed once per outage).
+    /// One failed try of a connection that has been waiting since `since`: waits until the
+    /// outage's next try (scheduling and printing it if no other connection has), or returns
+    /// `e` once this connection has waited `wait` or `stop` was requested (printed once per
+    /// outage).
     fn pause(
         &self,
         e: DurableError,
+        since: Instant,
         wait: Duration,
         stop: Option<&StopRequest>,
     ) -> Result<(), DurableError> {
         let now = Instant::now();
         let mut st = self.lock();
-        let since = *st.down_since.get_or_insert(now);
+        st.down_since.get_or_insert(since);
         let elapsed = now.saturating_duration_since(since);
         if let Some(signal) = stop.and_then(StopRequest::get) {
             // A stop ends the wait: the caller stops like any stopped process (it reports
@@ -257,6 +269,17 @@ pub struct PatientStore {
     stop: Option<StopRequest>,
     /// The outage shared with the process's other connections.
     outage: Outage,
+    /// When this connection's current wait began (its first failure without an answer
+    /// since): `--store-wait` bounds each connection's own wait, so that whether it gives up
+    /// does not depend on when other connections happen to reach the store. `Some` also
+    /// marks a connection that failed in the current outage: only such a connection's answer
+    /// ends it.
+    since: Option<Instant>,
+    /// With `--store-wait 0s`, the outage that ended this connection: every later call
+    /// answers it at once, so that a process told not to wait stops at its first outage
+    /// instead of reconnecting on its next call (a caller that ignores one error, such as the
+    /// progress read, would otherwise never see the outage).
+    gone: Option<DurableError>,
 }
 
 impl std::fmt::Debug for PatientStore {
@@ -290,6 +313,8 @@ impl PatientStore {
             wait,
             stop,
             outage,
+            since: None,
+            gone: None,
         };
         s.call(|_| Ok(()))?;
         Ok(s)
@@ -303,13 +328,17 @@ impl PatientStore {
         // A connection that dies while no outage is under way is opened again at once, once
         // (it may have been idle through an outage another connection saw end).
         let mut reopened = false;
+        if let Some(e) = &self.gone {
+            return Err(e.clone());
+        }
         loop {
             let result = match self.inner.as_mut() {
                 Some(s) => match f(&mut **s) {
                     // The connection is dead: drop it; the next try opens a new one.
                     Err(e @ DurableError::Unavailable { .. }) => {
                         self.inner = None;
-                        if !reopened && !self.outage.is_down() {
+                        // Not with `--store-wait 0s`: no retry at all.
+                        if !reopened && !self.wait.is_zero() && !self.outage.is_down() {
                             reopened = true;
                             continue;
                         }
@@ -331,10 +360,19 @@ impl PatientStore {
             };
             match result {
                 Err(e @ (DurableError::Unavailable { .. } | DurableError::Missing { .. })) => {
-                    self.outage.pause(e, self.wait, self.stop.as_ref())?;
+                    let since = *self.since.get_or_insert_with(Instant::now);
+                    if let Err(e) = self.outage.pause(e, since, self.wait, self.stop.as_ref()) {
+                        self.since = None;
+                        if self.wait.is_zero() {
+                            self.gone = Some(e.clone());
+                        }
+                        return Err(e);
+                    }
                 }
                 other => {
-                    self.outage.back();
+                    if self.since.take().is_some() {
+                        self.outage.back();
+                    }
                     return other;
                 }
             }
@@ -576,6 +614,57 @@ mod tests {
                 && last.ends_with(&format!(" ({} attempts)", retries.len() + 1)),
             "{lines:?}"
         );
+    }
+
+    /// A connection that cannot reach the store while another one can (a connection limit,
+    /// a partition): the healthy connection's answers do not end the outage, so the failing
+    /// one gives up after its own wait, with no `store back` line (found by an adversarial
+    /// review: the healthy slots' answers reset the shared outage, and the failing slots
+    /// never gave up).
+    #[test]
+    fn answers_of_a_connection_that_never_failed_do_not_end_another_ones_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.lockstep");
+        drop(lockstep_durable::SqliteStore::create(&path, 1).unwrap());
+        let (outage, lines) = kept();
+        let healthy = Arc::new(AtomicBool::new(false));
+        let mut good = PatientStore::open(
+            flaky(path.clone(), Arc::clone(&healthy)),
+            Duration::from_secs(60),
+            None,
+            outage.clone(),
+        )
+        .unwrap();
+        let done = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let d = Arc::clone(&done);
+        std::thread::spawn(move || {
+            let r = PatientStore::open(
+                flaky(path, Arc::new(AtomicBool::new(true))),
+                Duration::from_millis(700),
+                None,
+                outage,
+            )
+            .map(drop);
+            d.store(true, Ordering::SeqCst);
+            let _ = tx.send(r);
+        });
+        while !done.load(Ordering::SeqCst) {
+            good.counts().unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // A hang guard, not a timing claim: the failing connection must give up at all.
+        let r = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("it gave up");
+        assert!(matches!(r, Err(DurableError::Unavailable { .. })), "{r:?}");
+        let lines = lines.lock().unwrap().clone();
+        assert_eq!(
+            lines.iter().filter(|l| l.contains("giving up")).count(),
+            1,
+            "{lines:?}"
+        );
+        assert!(!lines.iter().any(|l| l.contains("store back")), "{lines:?}");
     }
 
     /// An outage longer than the wait: every connection gets the error, and the process

@@ -610,3 +610,40 @@ fn postgres_result_kept_through_a_partition_is_fenced_when_the_lease_moved_on() 
     assert!(wout.contains("1 result(s) refused by the fence"), "{wout}");
     assert_eq!(lines(&runs).len(), 1, "the worker ran it once");
 }
+
+/// `--store-wait 0s` does not retry: a session the server terminates mid-run ends the run
+/// with exit 2 naming the error (found by an adversarial review: the silent reopen of a
+/// connection that dies while no outage is under way applied at `0s` too, and the run went
+/// on). On the shared server, only this run's sessions are terminated (by
+/// `application_name`).
+#[test]
+fn postgres_store_wait_zero_does_not_retry_a_terminated_session() {
+    let Some(url) = pg_url() else {
+        return;
+    };
+    let pg = PgScratch::new(&url, format!("t_wait0_{}", std::process::id()));
+    let app = format!("lockstep_wait0_{}", std::process::id());
+    let arg = pg.store_arg();
+    let (base, schema) = arg.rsplit_once('#').unwrap();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let store = format!("{base}{sep}application_name={app}#{schema}");
+    let dir = tempfile::tempdir().unwrap();
+    let file = tasks(dir.path(), 4, "1");
+    let mut r = Running::spawn(store_run(&file, &store, &["--store-wait", "0s"]));
+    let runs = dir.path().join("runs.txt");
+    r.wait_while_running("a command to run", || !lines(&runs).is_empty());
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let killed: i64 = admin
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE application_name = $1",
+            &[&app],
+        )
+        .unwrap()
+        .get(0);
+    assert!(killed > 0, "no session of the run to terminate");
+    let (st, out) = r.finish();
+    assert_eq!(st.code(), Some(2), "{out}");
+    assert!(!out.contains("retrying"), "{out}");
+    assert!(out.contains("the store is unavailable"), "{out}");
+}
