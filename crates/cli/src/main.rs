@@ -335,8 +335,9 @@ struct DurableRunArgs {
     /// several runs). Succeeded tasks are kept; failed, blocked and cancelled ones run again as
     /// new generations, and so does a task whose command, cwd, env, deps or after changed in
     /// FILE, with every task that depends on it (a task gone from FILE is left out: cancelled
-    /// if it had not run; a task new in FILE is submitted as new; a FILE sharing no task with
-    /// the store is refused: another graph); see --fresh to start
+    /// if it had not run; a task new in FILE is submitted as new; a FILE that adds tasks and
+    /// would leave out more of the store than it shares is refused: another graph); see
+    /// --fresh to start
     /// over. FILE's [pools] are defined in the store and bound every process's claims (a pool
     /// whose depth differs from the store's is refused: pools cannot be resized, use --fresh).
     /// `lockstep worker --store` processes may join (docs/durable.md). A

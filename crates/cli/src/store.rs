@@ -1233,19 +1233,37 @@ fn prepare_once(
     }
     let snapshot = store.snapshot().map_err(store_err)?;
     let stored: HashMap<String, TaskStatus<String>> = snapshot.iter().cloned().collect();
-    // Tasks of the file the store lacks are added (below); a file that shares no task with
-    // the store is another graph (the wrong store, or the wrong file): adding it would leave
-    // out (cancel) every task the store holds.
-    if !graph.tasks.is_empty() && graph.tasks.iter().all(|t| !stored.contains_key(&t.id)) {
-        return Err(mismatch(format!(
-            "the store holds another graph: none of the file's {} task(s) is in it (it holds \
-             {}, first: {}); use a new store (or start this one over with --fresh)",
-            graph.tasks.len(),
-            snapshot.len(),
-            snapshot.first().map_or("none", |(id, _)| id.as_str()),
-        )));
-    }
     let in_file: HashSet<&str> = graph.tasks.iter().map(|t| t.id.as_str()).collect();
+    // Tasks of the file the store lacks are added (below). Without targets, a file that adds
+    // tasks and would leave out more of the store's tasks than it shares with it is another
+    // graph (the wrong store, or the wrong file: ids such as `setup` or `test` are common to
+    // many files), and resuming would cancel most of the store: refused, nothing changed.
+    // (A file that only leaves tasks out, or only adds, is an edit; so is a rename of a few.
+    // With targets nothing is left out, so nothing is at stake.)
+    if !targets {
+        let shared = graph
+            .tasks
+            .iter()
+            .filter(|t| stored.contains_key(&t.id))
+            .count();
+        let added = graph.tasks.len() - shared;
+        let left_out: Vec<&str> = snapshot
+            .iter()
+            .map(|(id, _)| id.as_str())
+            .filter(|id| !in_file.contains(id))
+            .collect();
+        if added > 0 && left_out.len() > shared {
+            return Err(mismatch(format!(
+                "the store holds another graph: the file shares {shared} task(s) with it, would \
+                 add {added} and leave out {} of its {} (first: {}); use a new store (or start \
+                 this one over with --fresh; to change the graph this much on purpose, first \
+                 run a file without the new tasks, then one with them)",
+                left_out.len(),
+                snapshot.len(),
+                left_out[0],
+            )));
+        }
+    }
     if targets {
         // The workers run every task of the store: a pending, ready or running task that the
         // targets leave out would run too. Settled ones stay as they are, so they may stay.

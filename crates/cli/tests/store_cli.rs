@@ -380,7 +380,7 @@ fn store_run_with_targets_records_only_them_and_refuses_other_graphs() {
         .code(2)
         .stdout("")
         .stderr(format!(
-            "error: store {store}: the store holds another graph: none of the file's 1 task(s) is in it (it holds 3, first: a); use a new store (or start this one over with --fresh)\n"
+            "error: store {store}: the store holds another graph: the file shares 0 task(s) with it, would add 1 and leave out 3 of its 3 (first: a); use a new store (or start this one over with --fresh; to change the graph this much on purpose, first run a file without the new tasks, then one with them)\n"
         ));
     assert_eq!(
         StoreSpec::Sqlite(path.clone())
@@ -1541,5 +1541,69 @@ fn tasks_added_to_the_file_are_submitted_on_resume_and_a_task_now_depending_on_o
     assert!(
         out.contains(": 4 succeeded task(s) kept; nothing to resubmit; "),
         "{out}"
+    );
+}
+
+/// The guard against the wrong file: a file that adds tasks and would leave out more of the
+/// store than it shares with it is refused, even when a common id (`setup`) is shared (found
+/// by an adversarial review: one shared id let another project's file cancel the store's
+/// tasks). A rename of one task of three is an edit and resumes. With targets nothing is left
+/// out: a target that is new to the store is added and runs (it was refused as "another
+/// graph", the selection sharing no task with the store).
+#[test]
+fn another_projects_file_is_refused_a_rename_resumes_and_a_new_target_is_added() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("g.toml");
+    let write = |ids: &[&str]| {
+        let text: String = ids
+            .iter()
+            .map(|id| format!("[[task]]\nid = \"{id}\"\ncommand = \"echo {id}\"\n\n"))
+            .collect();
+        std::fs::write(&file, text).unwrap();
+    };
+    let store = format!("sqlite:{}", dir.path().join("s.lockstep").display());
+    let run = |targets: &[&str]| {
+        lockstep()
+            .arg("run")
+            .arg(&file)
+            .args(["--store", &store])
+            .args(targets)
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap()
+    };
+    write(&["setup", "compile", "test", "deploy"]);
+    assert_eq!(run(&[]).status.code(), Some(0));
+    // Another project's file: `setup` shared, `lint` added, three left out.
+    write(&["setup", "lint"]);
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "the store holds another graph: the file shares 1 task(s) with it, would add 1 and \
+             leave out 3 of its 4 (first: compile)"
+        ),
+        "{err}"
+    );
+    // A rename of one task (deploy -> ship): shares 3, adds 1, leaves out 1: resumed.
+    write(&["setup", "compile", "test", "ship"]);
+    let out = run(&[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("1 not in the store submitted as new (ship); ")
+            && text.contains("1 no longer in the file left out (deploy: succeeded)"),
+        "{text}"
+    );
+    // A task added to the file and run alone as a target.
+    write(&["setup", "compile", "test", "ship", "lint"]);
+    let out = run(&["lint"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("1 not in the store submitted as new (lint); ")
+            && text.contains("[lint] lint"),
+        "{text}"
     );
 }
