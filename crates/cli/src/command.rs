@@ -164,6 +164,18 @@ pub fn describe(status: ExitStatus) -> String {
     status.to_string()
 }
 
+/// Why `dir` cannot be a command's working directory, if it cannot: `no such directory`, `not
+/// a directory`, or the operating system's reason for not reaching it (`Permission denied (os
+/// error 13)` for a directory under one that may not be searched). One `stat`.
+pub fn dir_problem(dir: &Path) -> Option<String> {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => None,
+        Ok(_) => Some("not a directory".into()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Some("no such directory".into()),
+        Err(e) => Some(e.to_string()),
+    }
+}
+
 /// Why a command could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum CommandError {
@@ -174,8 +186,8 @@ pub enum CommandError {
     NoDirectory {
         /// The working directory, made absolute against the current directory.
         dir: PathBuf,
-        /// `no such directory` or `not a directory`.
-        what: &'static str,
+        /// What is wrong with it ([`dir_problem`]).
+        what: String,
     },
     /// `sh` could not be started in the task's working directory (permission, or a directory
     /// removed since it was checked: named so that it is not read as `sh` missing).
@@ -207,14 +219,12 @@ pub fn run(spec: CommandSpec<'_>, stop: &dyn Fn() -> bool) -> Result<Finished, C
     // INVARIANT (C.task-ends-at-exit): the task ends when this `sh` exits; its leftovers
     // are swept, not waited for. INVARIANT (C.no-orphans): the command gets a process group
     // of its own, which the guard kills if lockstep dies.
-    if let Some(dir) = spec.cwd.filter(|d| !d.is_dir()) {
+    if let Some(dir) = spec.cwd
+        && let Some(what) = dir_problem(dir)
+    {
         return Err(CommandError::NoDirectory {
             dir: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
-            what: if dir.exists() {
-                "not a directory"
-            } else {
-                "no such directory"
-            },
+            what,
         });
     }
     let mut cmd = Command::new("sh");
@@ -693,6 +703,20 @@ mod tests {
         assert_eq!(
             e.to_string(),
             format!("cannot run in {}: not a directory", file.display())
+        );
+        // A path through a file cannot be reached at all: the operating system's reason, not
+        // "no such directory" (as for a directory under one that may not be searched, which
+        // the adversarial review found reported as missing).
+        let through = file.join("inner");
+        let mut s = spec("true", &env);
+        s.cwd = Some(&through);
+        let e = run(s, &|| false).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "cannot run in {}: Not a directory (os error 20)",
+                through.display()
+            )
         );
         let mut s = spec("true", &env);
         s.cwd = Some(Path::new("no-such-relative-dir"));

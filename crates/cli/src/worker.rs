@@ -1415,9 +1415,9 @@ fn execute(
     let timeout = p.timeout_ms.map(Duration::from_millis);
     let cwd = p.working_dir(root);
     if let (Some(dir), Some(stored)) = (&cwd, &p.cwd)
-        && !dir.is_dir()
+        && let Some(what) = command::dir_problem(dir)
     {
-        return done(false, missing_dir(dir, stored, root), Vec::new());
+        return done(false, missing_dir(dir, stored, root, &what), Vec::new());
     }
     let spec = CommandSpec {
         command: text,
@@ -1446,15 +1446,10 @@ fn execute(
     outcome
 }
 
-/// Why an attempt whose working directory is missing failed: the resolved path, and for a
-/// relative stored `cwd` the root it was resolved against (`--root`, else the worker's
-/// current directory).
-fn missing_dir(dir: &Path, stored: &Path, root: &Path) -> String {
-    let what = if dir.exists() {
-        "not a directory"
-    } else {
-        "no such directory"
-    };
+/// Why an attempt whose working directory cannot be used failed (`what`,
+/// [`command::dir_problem`]): the resolved path, and for a relative stored `cwd` the root it
+/// was resolved against (`--root`, else the worker's current directory).
+fn missing_dir(dir: &Path, stored: &Path, root: &Path, what: &str) -> String {
     if stored.is_absolute() {
         format!("cannot run in {}: {what}", dir.display())
     } else {
