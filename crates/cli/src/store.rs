@@ -253,6 +253,12 @@ fn open_sqlite(path: &std::path::Path, create: Option<usize>) -> Result<BoxStore
         if !dir.is_dir() {
             return Ok(Box::new(SqliteStore::open(path)?));
         }
+        // Nor will one appear where no file can be made (a read-only directory, `/proc`):
+        // `SqliteStore::open` of the missing file says so (`Database`, from its probe); any
+        // other answer leaves the wait below.
+        if let Err(e @ DurableError::Database { .. }) = SqliteStore::open(path) {
+            return Err(e);
+        }
         // `lockstep worker` joins a run; it never creates one (it waits for it: `--store-wait`).
         return Err(DurableError::Missing {
             location: path.display().to_string(),

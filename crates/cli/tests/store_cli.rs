@@ -228,14 +228,20 @@ fn a_store_path_that_can_never_work_is_refused_at_once_not_waited_out() {
     ];
     // A store where no file can be made (SQLite's -wal and -journal beside it; found by a new
     // user's walkthrough: `sqlite:/proc/version` was retried for the whole --store-wait).
-    let no_files = (cfg!(target_os = "linux")
-        && std::fs::metadata("/proc/version").map(|m| m.len()).ok() == Some(0))
-    .then(|| {
-        (
-            "sqlite:/proc/version".to_string(),
-            "no file can be created in /proc",
-        )
-    });
+    // And a store not made yet there (a worker waited for it: no process could make it).
+    let no_files: Vec<(String, &str)> = if cfg!(target_os = "linux")
+        && std::fs::metadata("/proc/version").map(|m| m.len()).ok() == Some(0)
+    {
+        vec![
+            (
+                "sqlite:/proc/version".to_string(),
+                "no file can be created in /proc",
+            ),
+            ("sqlite:/proc/no-such-store.lockstep".to_string(), "/proc"),
+        ]
+    } else {
+        Vec::new()
+    };
     for (store, says) in cases.iter().chain(no_files.iter()) {
         for worker in [true, false] {
             let mut cmd = lockstep();
