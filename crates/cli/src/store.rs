@@ -807,13 +807,13 @@ pub fn run(
             reason: format!(
                 "--store-limit {asked}: the store exists with {}; the limit is set when a store \
                  is made and is shared by every worker, so it cannot be changed on resume. Drop \
-                 --store-limit (or give {}) to resume, or run with --fresh to start over with \
-                 limit {asked} (every task in the store is deleted); nothing was changed",
+                 --store-limit{} to resume, or run with --fresh to start over with limit {asked} \
+                 (every task in the store is deleted); nothing was changed",
                 limit_words(has),
                 if has == lockstep_durable::UNLIMITED {
-                    "none".to_string()
+                    String::new()
                 } else {
-                    has.to_string()
+                    format!(" (or give {has})")
                 },
             ),
         });

@@ -1468,7 +1468,7 @@ fn a_store_limit_other_than_the_stores_is_refused_and_fresh_applies_it() {
         .stderr(predicates::str::contains(
             "--store-limit 1: the store exists with no store-wide limit;",
         ))
-        .stderr(predicates::str::contains("or give none"));
+        .stderr(predicates::str::contains("Drop --store-limit to resume"));
 }
 
 /// A task added to the file is submitted as new on resume (generation 1, after its
