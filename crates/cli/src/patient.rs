@@ -601,7 +601,9 @@ mod tests {
         });
         let lines = lines.lock().unwrap().clone();
         let (last, retries) = lines.split_last().unwrap();
-        assert!(retries.len() >= 2, "{lines:?}");
+        // One schedule for all three: the waits (at least 0.25 s, 0.5 s, 1 s) leave room for
+        // at most three retries in 1.6 s; a schedule per connection prints about three each.
+        assert!((2..=4).contains(&retries.len()), "{lines:?}");
         for (n, l) in retries.iter().enumerate() {
             assert!(
                 l.starts_with("store unavailable (test outage): retrying in ")
