@@ -58,6 +58,8 @@ pub struct StoreView {
 /// # Complexity
 /// O(tasks) plus one lease lookup per running task looked up.
 pub fn read(store: &mut dyn Store, leases_for: usize) -> Result<StoreView, DurableError> {
+    // INVARIANT (C.status-read-only): only reads (snapshot, lease, max_concurrency,
+    // is_started, is_closed, pools): no write, not even the high-water clock.
     let tasks = store.snapshot()?;
     let mut leases = HashMap::new();
     for (id, _) in tasks

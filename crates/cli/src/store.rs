@@ -1850,8 +1850,8 @@ impl Retries {
             let base = self.base.get(&t.id).copied().unwrap_or(g);
             let attempt = u32::try_from(g.saturating_sub(base) + 1).unwrap_or(u32::MAX);
             let n = t.limits.attempts();
-            // A version cancelled while it ran failed because the user asked: not retried,
-            // and not a failure that trips --fail-fast.
+            // INVARIANT (C.cancel-while-running-final): a version cancelled while it ran failed
+            // because the user asked: not retried, and not a failure that trips --fail-fast.
             if s.error
                 .as_deref()
                 .is_some_and(|e| e.starts_with(crate::worker::CANCELLED_WHILE_RUNNING))

@@ -942,6 +942,8 @@ fn run_one(
     }
     let interrupted = !outcome.ok && !fenced && opts.stop.is_requested();
     let mut outcome = outcome;
+    // INVARIANT (C.cancel-while-running-final): a version stopped for its requested cancel
+    // fails saying so, and `Retries::tend` never retries that failure.
     if user_cancel && !outcome.ok && !fenced && !interrupted {
         // Stopped because its cancel was requested: the version fails (only the function
         // ends a running version, SPEC A6), saying so, and `run --store` does not retry it.
