@@ -108,6 +108,37 @@ ALTER TABLE tasks ADD COLUMN pool TEXT;
 CREATE INDEX tasks_pool_state ON tasks (pool, state) WHERE pool IS NOT NULL;
 ";
 
+/// What schema version 4 changes in version 3 (the stored layout only: fewer pages written per
+/// completion, `docs/durable.md`, "Performance"): `edges` is keyed by `(dependency, dependent,
+/// pos)` instead of `(dependent, pos)`, so the reverse edges of one dependency lie side by
+/// side in the table itself and `waiting` is in no index. A release then writes each of its
+/// edges' `waiting` on the one page (or few) that holds the dependency's edges, where version
+/// 3 wrote each edge's row on the page of its dependent plus its entry of the reverse-edge
+/// index `(dependency, waiting)`. The dependent's edges are found through the unique index
+/// `edges_dependent (dependent, pos)` (which keeps a version's positions unique, as the
+/// primary key did), the misses through `edges_missed` as before. The table is rebuilt with
+/// every row as it was (same columns, same values). Run by [`SqliteStore::create`] after
+/// [`SCHEMA_V3_UPGRADE`], and by [`SqliteStore::open`] on an older store, in the transaction
+/// that records version 4.
+pub const SCHEMA_V4_UPGRADE: &str = "
+CREATE TABLE edges_v4 (
+    dependency      TEXT NOT NULL,
+    dependent       TEXT NOT NULL,
+    pos             INTEGER NOT NULL,
+    waiting         INTEGER NOT NULL,
+    optional        INTEGER NOT NULL DEFAULT 0,
+    miss_generation INTEGER,
+    miss_state      TEXT,
+    PRIMARY KEY (dependency, dependent, pos)
+) WITHOUT ROWID;
+INSERT INTO edges_v4 (dependency, dependent, pos, waiting, optional, miss_generation, miss_state)
+     SELECT dependency, dependent, pos, waiting, optional, miss_generation, miss_state FROM edges;
+DROP TABLE edges;
+ALTER TABLE edges_v4 RENAME TO edges;
+CREATE UNIQUE INDEX edges_dependent ON edges (dependent, pos);
+CREATE INDEX edges_missed ON edges (dependent, pos) WHERE miss_state IS NOT NULL;
+";
+
 /// Connection settings of a [`SqliteStore`].
 #[derive(Debug, Clone)]
 pub struct SqliteOptions {
@@ -369,6 +400,7 @@ impl SqliteStore {
         tx.execute_batch(SCHEMA_V1).map_err(map_err)?;
         tx.execute_batch(SCHEMA_V2_UPGRADE).map_err(map_err)?;
         tx.execute_batch(SCHEMA_V3_UPGRADE).map_err(map_err)?;
+        tx.execute_batch(SCHEMA_V4_UPGRADE).map_err(map_err)?;
         tx.exec(
             "INSERT INTO lockstep_meta (key, value) VALUES ('application_id', ?1), ('schema_version', ?2)",
             params![APPLICATION_ID, SCHEMA_VERSION],
@@ -486,12 +518,14 @@ impl SqliteStore {
     /// transaction: reads the version again under the write lock (another process may have
     /// migrated it meanwhile: then nothing is done), runs each upgrade in order and records
     /// the new version (`lockstep_meta` and `PRAGMA user_version`). A failure rolls back and
-    /// leaves the store at its old version. O(tasks) (the new index).
+    /// leaves the store at its old version. O(tasks + edges) (the new index, the edges
+    /// rebuilt).
     ///
     /// INVARIANT (D.schema-migration): a store is read and written only at the version this
     /// build understands; version 1 becomes 2 with every task's priority 0, so its claim
     /// order is unchanged; version 2 becomes 3 with every edge required and no miss, so every
-    /// state and count is unchanged.
+    /// state and count is unchanged; version 3 becomes 4 with every edge row copied as it was
+    /// into the table keyed by dependency.
     fn migrate(&mut self) -> Result<(), DurableError> {
         let tx = self
             .conn
@@ -509,6 +543,9 @@ impl SqliteStore {
         }
         if found <= 2 {
             tx.execute_batch(SCHEMA_V3_UPGRADE).map_err(map_err)?;
+        }
+        if found <= 3 {
+            tx.execute_batch(SCHEMA_V4_UPGRADE).map_err(map_err)?;
         }
         if found < i64::from(SCHEMA_VERSION) {
             tx.exec(
@@ -904,7 +941,7 @@ fn start_in(tx: &Connection, meta: &mut Meta) -> Result<(), DurableError> {
 }
 
 /// `id` is lost: blocks, with `cause`, every pending version waiting on it through a required
-/// edge and, transitively, theirs (one recursive statement over the reverse-edge index); then
+/// edge and, transitively, theirs (one recursive statement over the reverse edges); then
 /// every pending version waiting on `id` or on one of those through an **optional** edge
 /// records the miss and stops waiting on it, becoming ready if that was its last wait
 /// (`docs/semantics.md`, "Optional dependencies"). Returns the effect: how many were blocked
@@ -954,7 +991,8 @@ fn block_waiters_of(
 /// The three statements that settle `?1`'s pending waiters (`?2` is the time): decrement
 /// the `remaining` of those still waiting on it, stop their waiting, make those at zero ready.
 /// `+state` keeps SQLite from scanning the (state, seq) index: every statement is driven by
-/// the reverse-edge index `edges (dependency, waiting)` and primary-key lookups, so a
+/// the reverse edges (the prefix `dependency` of the `edges` key, schema version 4; the index
+/// `edges (dependency, waiting)` before) and primary-key lookups, so a
 /// settlement costs O(its waiters), never O(tasks). A success takes the shorter road of
 /// [`release_waiters_of`].
 type Settle = [&'static str; 3];
@@ -1005,19 +1043,22 @@ fn record_optional_misses_of(tx: &Connection, id: &str, now: i64) -> Result<usiz
 
 /// The first statement of [`release_waiters_of`]: the waiting edges on `?1` whose dependent
 /// is pending, as `(dependent, pos, rowid, remaining)` (the dependent's `rowid`: see
-/// [`Row`]). Driven by the reverse-edge index `edges (dependency, waiting)`, which holds the
-/// edge's key `(dependent, pos)` too, then one primary-key lookup of the dependent each. A
-/// `SELECT`, not an `UPDATE ... RETURNING`: SQLite gathers the rows a `RETURNING` clause
-/// returns in a temporary b-tree, and an `UPDATE` that changes a column of the index it is
-/// driven by gathers the keys to change in another, each opened, filled and dropped at every
-/// call (with the claim's, 30% of a fused report-and-claim: `docs/benchmarks.md`).
+/// [`Row`]). Driven by the `edges` key `(dependency, dependent, pos)` (schema version 4: the
+/// reverse edges of `?1` side by side in the table), then one primary-key lookup of the
+/// dependent each. A `SELECT`, not an `UPDATE ... RETURNING`: SQLite gathers the rows a
+/// `RETURNING` clause returns in a temporary b-tree, and an `UPDATE` that changes a column of
+/// the index it is driven by gathers the keys to change in another, each opened, filled and
+/// dropped at every call (with the claim's, 30% of a fused report-and-claim:
+/// `docs/benchmarks.md`).
 const RELEASE_EDGES: &str = "SELECT e.dependent, e.pos, t.rowid, t.remaining FROM edges e
        JOIN tasks t ON t.id = e.dependent
       WHERE e.dependency = ?1 AND e.waiting = 1 AND +t.state = 'pending'";
 
-/// The second statement of [`release_waiters_of`], once per released edge `(?1, ?2)`: it
-/// stops waiting (by its primary key).
-const RELEASE_EDGE: &str = "UPDATE edges SET waiting = 0 WHERE dependent = ?1 AND pos = ?2";
+/// The second statement of [`release_waiters_of`], once per released edge `(?1, ?2, ?3)`: it
+/// stops waiting (by its primary key, on the page of `?1`'s reverse edges; `waiting` is in no
+/// index).
+const RELEASE_EDGE: &str =
+    "UPDATE edges SET waiting = 0 WHERE dependency = ?1 AND dependent = ?2 AND pos = ?3";
 
 /// The third statement of [`release_waiters_of`], once per released dependent (`rowid` `?1`)
 /// at time `?2` that still waits on another edge: one wait fewer. It leaves `state` alone,
@@ -1057,7 +1098,7 @@ fn release_waiters_of(tx: &Connection, id: &str, now: i64) -> Result<usize, Dura
     edges.sort_unstable();
     let mut ready = 0;
     for (i, (waiter, pos, rowid, remaining)) in edges.iter().enumerate() {
-        tx.exec(RELEASE_EDGE, params![waiter, pos])
+        tx.exec(RELEASE_EDGE, params![id, waiter, pos])
             .map_err(map_err)?;
         if edges.get(i + 1).is_some_and(|next| next.0 == *waiter) {
             continue;
