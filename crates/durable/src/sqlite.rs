@@ -109,17 +109,33 @@ CREATE INDEX tasks_pool_state ON tasks (pool, state) WHERE pool IS NOT NULL;
 ";
 
 /// What schema version 4 changes in version 3 (the stored layout only: fewer pages written per
-/// completion, `docs/durable.md`, "Performance"): `edges` is keyed by `(dependency, dependent,
-/// pos)` instead of `(dependent, pos)`, so the reverse edges of one dependency lie side by
-/// side in the table itself and `waiting` is in no index. A release then writes each of its
-/// edges' `waiting` on the one page (or few) that holds the dependency's edges, where version
-/// 3 wrote each edge's row on the page of its dependent plus its entry of the reverse-edge
-/// index `(dependency, waiting)`. The dependent's edges are found through the unique index
-/// `edges_dependent (dependent, pos)` (which keeps a version's positions unique, as the
-/// primary key did), the misses through `edges_missed` as before. The table is rebuilt with
-/// every row as it was (same columns, same values). Run by [`SqliteStore::create`] after
-/// [`SCHEMA_V3_UPGRADE`], and by [`SqliteStore::open`] on an older store, in the transaction
-/// that records version 4.
+/// completion, `docs/durable.md`, "Performance"; every row kept as it was):
+///
+/// * `edges` is keyed by `(dependency, dependent, pos)` instead of `(dependent, pos)`, so the
+///   reverse edges of one dependency lie side by side in the table itself and `waiting` is in
+///   no index. A release then writes its edges' `waiting` on the one page (or few) that holds
+///   the dependency's edges, where version 3 wrote each edge's row on the page of its
+///   dependent plus its entry of the reverse-edge index `(dependency, waiting)`. A version's
+///   edges are found through the index `edges_dependent (dependent, pos)`, the misses through
+///   `edges_missed` as before. That index is not `UNIQUE`: SQLite would then prefer it to the
+///   primary key for the release's write of one edge by its whole key (two descents instead
+///   of one: 6% of a fused report-and-claim); positions stay unique because every write of
+///   `pos` keeps them so (submission numbers them from 0, `add_dependency` moves them in two
+///   steps).
+/// * The claim index `(state, priority DESC, seq)` over every version is replaced by partial
+///   indexes: `tasks_ready` and `tasks_running` `(priority DESC, seq, state)` (the claim's
+///   two candidate scans, the live-lease counts; `state`, the same in every entry, so that
+///   `counts` reads the index alone), and `tasks_settled (state)` over every other
+///   state but pending, the terminal ones (for `counts`, with the two above and the number of
+///   rows; a state no Lockstep writes lands there too, so `counts` still refuses it). Pending
+///   versions are in no state index, so a release that makes one ready inserts one entry and
+///   deletes none, and a success deletes its running entry and inserts a settled one. The
+///   condition is written with `<>`, not `NOT IN`: SQLite evaluates an `IN` list through a
+///   temporary b-tree at every write of `state`, the cost that version 3's statements had
+///   shed (`docs/benchmarks.md`).
+///
+/// Run by [`SqliteStore::create`] after [`SCHEMA_V3_UPGRADE`], and by [`SqliteStore::open`] on
+/// an older store, in the transaction that records version 4.
 pub const SCHEMA_V4_UPGRADE: &str = "
 CREATE TABLE edges_v4 (
     dependency      TEXT NOT NULL,
@@ -135,8 +151,13 @@ INSERT INTO edges_v4 (dependency, dependent, pos, waiting, optional, miss_genera
      SELECT dependency, dependent, pos, waiting, optional, miss_generation, miss_state FROM edges;
 DROP TABLE edges;
 ALTER TABLE edges_v4 RENAME TO edges;
-CREATE UNIQUE INDEX edges_dependent ON edges (dependent, pos);
+CREATE INDEX edges_dependent ON edges (dependent, pos);
 CREATE INDEX edges_missed ON edges (dependent, pos) WHERE miss_state IS NOT NULL;
+DROP INDEX tasks_state_priority_seq;
+CREATE INDEX tasks_ready ON tasks (priority DESC, seq, state) WHERE state = 'ready';
+CREATE INDEX tasks_running ON tasks (priority DESC, seq, state) WHERE state = 'running';
+CREATE INDEX tasks_settled ON tasks (state)
+ WHERE state <> 'pending' AND state <> 'ready' AND state <> 'running';
 ";
 
 /// Connection settings of a [`SqliteStore`].
@@ -990,7 +1011,7 @@ fn block_waiters_of(
 
 /// The three statements that settle `?1`'s pending waiters (`?2` is the time): decrement
 /// the `remaining` of those still waiting on it, stop their waiting, make those at zero ready.
-/// `+state` keeps SQLite from scanning the (state, seq) index: every statement is driven by
+/// `+state` keeps SQLite off the state indexes: every statement is driven by
 /// the reverse edges (the prefix `dependency` of the `edges` key, schema version 4; the index
 /// `edges (dependency, waiting)` before) and primary-key lookups, so a
 /// settlement costs O(its waiters), never O(tasks). A success takes the shorter road of
@@ -2374,15 +2395,21 @@ impl Store for SqliteStore {
 
     fn counts(&mut self) -> Result<StateCounts, DurableError> {
         self.read(|tx, _| {
-            let mut st = tx
-                .prepare("SELECT state, count(*) FROM tasks GROUP BY state")
-                .map_err(map_err)?;
-            let found = st
+            let mut st = tx.prepare_cached(COUNTS).map_err(map_err)?;
+            let mut total = 0;
+            let mut found = Vec::new();
+            for row in st
                 .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
                 .map_err(map_err)?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(map_err)?;
-            rows::counts(found)
+            {
+                match row.map_err(map_err)? {
+                    (name, n) if name == "total" => total = n,
+                    other => found.push(other),
+                }
+            }
+            let mut counts = rows::counts(found)?;
+            counts.pending = rows::count(total).saturating_sub(counts.total());
+            Ok(counts)
         })
     }
 
@@ -2402,6 +2429,19 @@ impl Store for SqliteStore {
         self.read(|_, m| Ok(rows::millis(m.clock)))
     }
 }
+
+/// The statement of `counts` (schema version 4): each state but `pending` counted through its
+/// partial index (`tasks_ready`, `tasks_running`, `tasks_settled`, which also holds any state
+/// no Lockstep writes, refused by [`rows::counts`]), and every version (`total`, through the
+/// narrowest index); `pending` is the rest, so that no index holds the pending versions,
+/// whose entries each release would delete. O(tasks), as a count by state over one index
+/// was.
+const COUNTS: &str = "SELECT 'ready', count(*) FROM tasks WHERE state = 'ready'
+     UNION ALL SELECT 'running', count(*) FROM tasks WHERE state = 'running'
+     UNION ALL SELECT state, count(*) FROM tasks
+                WHERE state <> 'pending' AND state <> 'ready' AND state <> 'running'
+                GROUP BY state
+     UNION ALL SELECT 'total', count(*) FROM tasks";
 
 /// The recorded optional misses (schema version 3) of `only` (or of every version), by
 /// dependent, each list in position order: the optional-list order. Uses the partial index

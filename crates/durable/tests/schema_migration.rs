@@ -279,7 +279,7 @@ fn layout(path: &std::path::Path) -> Vec<String> {
 
 /// Asserts that the store at `migrated` has the layout of a store this build creates: the
 /// upgrades left nothing of an older version behind (version 4: `edges` keyed by dependency,
-/// no index `edges_dependency`).
+/// no index `edges_dependency`, partial state indexes instead of `tasks_state_priority_seq`).
 fn assert_layout_of_a_new_store(migrated: &std::path::Path) {
     let dir = tempfile::tempdir().unwrap();
     let fresh = dir.path().join("fresh.lockstep");
@@ -290,8 +290,20 @@ fn assert_layout_of_a_new_store(migrated: &std::path::Path) {
             .any(|l| l.contains("PRIMARY KEY (dependency, dependent, pos)")),
         "{want:#?}"
     );
-    assert!(want.iter().any(|l| l.starts_with("index edges_dependent ")));
+    for index in [
+        "edges_dependent",
+        "tasks_ready",
+        "tasks_running",
+        "tasks_settled",
+    ] {
+        assert!(
+            want.iter()
+                .any(|l| l.starts_with(&format!("index {index} "))),
+            "{index}: {want:#?}"
+        );
+    }
     assert!(!want.iter().any(|l| l.contains("edges_dependency")));
+    assert!(!want.iter().any(|l| l.contains("tasks_state_priority_seq")));
     assert_eq!(layout(migrated), want);
 }
 
@@ -363,8 +375,20 @@ fn a_version_3_store_is_migrated_on_open_and_keeps_everything() {
     let lease = s.lease("h").unwrap().expect("h's lease is kept");
     assert_eq!((lease.epoch, lease.expiry), (1, Millis(61_000)));
     assert_eq!(s.clock().unwrap(), Millis(2_500));
-    let counts = s.counts().unwrap();
-    assert_eq!((counts.pending, counts.ready, counts.running), (3, 3, 1));
+    let c = s.counts().unwrap();
+    assert_eq!(
+        [
+            c.pending,
+            c.ready,
+            c.running,
+            c.succeeded,
+            c.failed,
+            c.blocked,
+            c.cancelled
+        ],
+        [3, 3, 1, 1, 1, 2, 0],
+        "counted through the new partial indexes"
+    );
     // Priorities kept: c (3) before e and j (0).
     let w = LeaseOwner::new("after-migration").unwrap();
     let got = s.claim(&w, Millis(3_000), Millis(1_000), 1).unwrap();
