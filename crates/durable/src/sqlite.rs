@@ -546,7 +546,8 @@ impl SqliteStore {
     /// build understands; version 1 becomes 2 with every task's priority 0, so its claim
     /// order is unchanged; version 2 becomes 3 with every edge required and no miss, so every
     /// state and count is unchanged; version 3 becomes 4 with every edge row copied as it was
-    /// into the table keyed by dependency.
+    /// into the table keyed by dependency and the state index replaced by partial ones (every
+    /// row in the index of its state), so every answer is unchanged.
     fn migrate(&mut self) -> Result<(), DurableError> {
         let tx = self
             .conn
