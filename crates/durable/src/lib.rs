@@ -108,7 +108,13 @@ pub use crate::sqlite::{SqliteOptions, SqliteStore};
 /// optional and records, per optional edge, the dependency version that was lost
 /// ([`TaskStatus::optional_misses`]); a new id is accepted after start. `open` migrates a
 /// version-1 or version-2 store in place (every stored edge required, no miss).
-pub const SCHEMA_VERSION: u32 = 3;
+///
+/// Version 4 changes only SQLite's stored layout (`edges` keyed by dependency, partial state
+/// indexes instead of one over every version, so that a completion writes fewer pages;
+/// `docs/durable.md`, "The schema"); PostgreSQL's tables are unchanged and its version 4 is
+/// recorded with nothing to run. `open` migrates a store of
+/// versions 1 to 3 in place, every row kept.
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The magic value recorded in every store (`lockstep_meta.application_id`; on SQLite also
 /// `PRAGMA application_id`): the ASCII bytes `LKST`. A database without it is not ours.

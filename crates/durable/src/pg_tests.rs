@@ -731,7 +731,7 @@ fn assert_layout_of_a_new_store(url: &str, migrated: &str) {
 
 /// `D.schema-migration` on PostgreSQL: a store that schema version 1 wrote
 /// (`tests/fixtures/v1-store.pg.sql`, dumped from the last build of version 1; loaded here
-/// into a scratch schema) is migrated by `open` to version 3 in one step: the version and the
+/// into a scratch schema) is migrated by `open` to version 4 in one step: the version and the
 /// functions revision are recorded, the layout is a new store's, every task, state, cause,
 /// error and lease is kept (the running version's own token settles it), every edge is
 /// required, the claim counter continues, and the claim honours priorities given to new
@@ -747,8 +747,8 @@ fn postgres_version_1_store_is_migrated_on_open() {
     assert_eq!((meta("schema_version"), meta("functions")), (1, 2));
     let opts = scratch.options();
     let mut s = PostgresStore::open_with(&url, &opts).unwrap();
-    assert_eq!((SCHEMA_VERSION, FUNCTIONS_REVISION), (3, 6));
-    assert_eq!((meta("schema_version"), meta("functions")), (3, 6));
+    assert_eq!((SCHEMA_VERSION, FUNCTIONS_REVISION), (4, 6));
+    assert_eq!((meta("schema_version"), meta("functions")), (4, 6));
     assert_layout_of_a_new_store(&url, &scratch.schema);
     let defs = s.definitions().unwrap();
     let g = defs.iter().find(|d| d.id == "g").unwrap();
@@ -809,7 +809,7 @@ fn postgres_version_1_store_is_migrated_on_open() {
     let mut s = PostgresStore::open_with(&url, &opts).unwrap();
     assert_eq!(s.snapshot().unwrap(), after);
     drop(s);
-    assert_eq!((meta("schema_version"), meta("functions")), (3, 6));
+    assert_eq!((meta("schema_version"), meta("functions")), (4, 6));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1169,7 +1169,7 @@ fn postgres_idle_waiter_wakes_when_a_loss_readies_an_optional_waiter() {
 /// `D.schema-migration` from version 2 on PostgreSQL: a store that the last build of schema
 /// version 2 wrote (`tests/fixtures/v2-store.pg.sql`: a succeeded; h, priority 9, running
 /// under `fixture-worker`'s lease; b failed; d and g blocked by b; e and c, priority 3, ready;
-/// f pending on e; limit 3) is migrated by `open`: version 3 and functions revision 6
+/// f pending on e; limit 3) is migrated by `open`: version 4 and functions revision 6
 /// recorded, a new store's layout, and every task, state, cause, error, payload, dependency
 /// list and lease kept (h's own token completes it). Then version 3 is at work on it: a new id
 /// after start with a required dependency on `a` and an optional one on the failed `b` is
@@ -1187,7 +1187,7 @@ fn postgres_version_2_store_is_migrated_on_open() {
     assert_eq!((meta("schema_version"), meta("functions")), (2, 3));
     let opts = scratch.options();
     let mut s = PostgresStore::open_with(&url, &opts).unwrap();
-    assert_eq!((meta("schema_version"), meta("functions")), (3, 6));
+    assert_eq!((meta("schema_version"), meta("functions")), (4, 6));
     assert_layout_of_a_new_store(&url, &scratch.schema);
 
     // Everything kept.
@@ -1309,8 +1309,61 @@ fn postgres_version_2_store_is_migrated_on_open() {
     drop(s);
     let mut s = PostgresStore::open_with(&url, &opts).unwrap();
     assert_eq!(s.snapshot().unwrap(), after);
+    assert_eq!((meta("schema_version"), meta("functions")), (4, 6));
+    assert_layout_of_a_new_store(&url, &scratch.schema);
+}
+
+/// `D.schema-migration` from version 3 on PostgreSQL: version 4 changes only SQLite's stored
+/// layout, so a version-3 store (made here: a store of this build whose metadata says 3, which
+/// is what the last build of version 3 wrote, `assert_layout_of_a_new_store` showing that its
+/// tables, indexes and functions are a new store's) is migrated by `open` to version 4 with
+/// nothing changed but the recorded version: every task, state, cause, lease and miss kept,
+/// the old lease's token settles its version, and a second open changes nothing.
+#[test]
+fn postgres_version_3_store_is_migrated_on_open() {
+    let Some(url) = pg_url() else { return };
+    let scratch = Scratch::new(&url);
+    let opts = scratch.options();
+    let mut s = PostgresStore::create_with(&url, 3, &opts).unwrap();
+    let r = s
+        .submit(&[
+            NewTask::without_deps("a"),
+            NewTask::without_deps("b"),
+            NewTask::new("c", ["a"]).with_optional(["b"]),
+            NewTask::new("d", ["b"]),
+        ])
+        .unwrap();
+    assert!(r.iter().all(Result::is_ok), "{r:?}");
+    let w = owner("fixture-worker");
+    let got = s.claim(&w, Millis(1_000), Millis(60_000), 2).unwrap();
+    s.fail(&got[1].token(), Millis(2_000), "b broke").unwrap();
+    drop(s);
+    scratch.sql(&format!(
+        "UPDATE {}.lockstep_meta SET value = 3 WHERE key = 'schema_version'",
+        scratch.schema
+    ));
+    let meta = |key: &str| meta_value(&url, &scratch.schema, key);
     assert_eq!((meta("schema_version"), meta("functions")), (3, 6));
     assert_layout_of_a_new_store(&url, &scratch.schema);
+    let mut s = PostgresStore::open_with(&url, &opts).unwrap();
+    assert_eq!((meta("schema_version"), meta("functions")), (4, 6));
+    assert_layout_of_a_new_store(&url, &scratch.schema);
+    let c = s.status("c").unwrap().unwrap();
+    assert_eq!(c.state, TaskState::Pending);
+    assert_eq!(c.optional_misses[0].to_string(), "b g1 failed");
+    assert_eq!(s.status("d").unwrap().unwrap().state, TaskState::Blocked);
+    assert_eq!(
+        s.complete(&got[0].token(), Millis(3_000)).unwrap(),
+        CallbackOutcome::Applied(Effect {
+            ready: 1,
+            blocked: 0
+        })
+    );
+    let after = s.snapshot().unwrap();
+    drop(s);
+    let mut s = PostgresStore::open_with(&url, &opts).unwrap();
+    assert_eq!(s.snapshot().unwrap(), after);
+    assert_eq!((meta("schema_version"), meta("functions")), (4, 6));
 }
 
 /// How long an idle waiter's [`Store::wait_for_work`] (bound 10 s, on a thread of its own)

@@ -692,21 +692,22 @@ impl PostgresStore {
         tx.commit().map_err(map_err)
     }
 
-    /// Brings a version-1 or version-2 store to [`SCHEMA_VERSION`] in one transaction under
+    /// Brings a store of version 1, 2 or 3 to [`SCHEMA_VERSION`] in one transaction under
     /// the store's advisory lock (as `install`): reads the version again (another process may
     /// have migrated it meanwhile: then nothing is done), runs each upgrade its version lacks
     /// in order (version 1: the priority column and the claim index, [`SCHEMA_V2_UPGRADE`];
     /// versions 1 and 2: the optional-edge columns and the misses' index,
-    /// [`SCHEMA_V3_UPGRADE`]), installs this build's functions and records both. A failure
+    /// [`SCHEMA_V3_UPGRADE`]; version 4 changes only SQLite's layout, so nothing more),
+    /// installs this build's functions and records both. A failure
     /// rolls back and leaves the store at its old version; a user who may not alter the tables
     /// (not their owner) gets the database's refusal, and the owner must open the store once
     /// with this build. O(tasks + edges) (the new indexes).
     fn migrate(&mut self) -> Result<(), DurableError> {
         // INVARIANT (D.schema-migration): a store is read and written only at the version this
         // build understands; version 1 becomes 2 with every task's priority 0 (its claim order
-        // unchanged), and version 2 becomes 3 with every edge required and no miss (every
-        // state and count unchanged), with the functions of this build, in the same
-        // transaction.
+        // unchanged), version 2 becomes 3 with every edge required and no miss (every
+        // state and count unchanged), and version 3 becomes 4 with nothing to change (its
+        // tables are version 4's), with the functions of this build, in the same transaction.
         let name = self.channel.clone();
         let s = self.schema.clone();
         let functions = self.schema_sql(true);

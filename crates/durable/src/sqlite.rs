@@ -108,6 +108,58 @@ ALTER TABLE tasks ADD COLUMN pool TEXT;
 CREATE INDEX tasks_pool_state ON tasks (pool, state) WHERE pool IS NOT NULL;
 ";
 
+/// What schema version 4 changes in version 3 (the stored layout only: fewer pages written per
+/// completion, `docs/durable.md`, "Performance"; every row kept as it was):
+///
+/// * `edges` is keyed by `(dependency, dependent, pos)` instead of `(dependent, pos)`, so the
+///   reverse edges of one dependency lie side by side in the table itself and `waiting` is in
+///   no index. A release then writes its edges' `waiting` on the one page (or few) that holds
+///   the dependency's edges, where version 3 wrote each edge's row on the page of its
+///   dependent plus its entry of the reverse-edge index `(dependency, waiting)`. A version's
+///   edges are found through the index `edges_dependent (dependent, pos)`, the misses through
+///   `edges_missed` as before. That index is not `UNIQUE`: SQLite would then prefer it to the
+///   primary key for the release's write of one edge by its whole key (two descents instead
+///   of one: 6% of a fused report-and-claim); positions stay unique because every write of
+///   `pos` keeps them so (submission numbers them from 0, `add_dependency` moves them in two
+///   steps).
+/// * The claim index `(state, priority DESC, seq)` over every version is replaced by partial
+///   indexes: `tasks_ready` and `tasks_running` `(priority DESC, seq, state)` (the claim's
+///   two candidate scans, the live-lease counts; `state`, the same in every entry, so that
+///   `counts` reads the index alone), and `tasks_settled (state)` over every other
+///   state but pending, the terminal ones (for `counts`, with the two above and the number of
+///   rows; a state no Lockstep writes lands there too, so `counts` still refuses it). Pending
+///   versions are in no state index, so a release that makes one ready inserts one entry and
+///   deletes none, and a success deletes its running entry and inserts a settled one. The
+///   condition is written with `<>`, not `NOT IN`: SQLite evaluates an `IN` list through a
+///   temporary b-tree at every write of `state`, the cost that version 3's statements had
+///   shed (`docs/benchmarks.md`).
+///
+/// Run by [`SqliteStore::create`] after [`SCHEMA_V3_UPGRADE`], and by [`SqliteStore::open`] on
+/// an older store, in the transaction that records version 4.
+pub const SCHEMA_V4_UPGRADE: &str = "
+CREATE TABLE edges_v4 (
+    dependency      TEXT NOT NULL,
+    dependent       TEXT NOT NULL,
+    pos             INTEGER NOT NULL,
+    waiting         INTEGER NOT NULL,
+    optional        INTEGER NOT NULL DEFAULT 0,
+    miss_generation INTEGER,
+    miss_state      TEXT,
+    PRIMARY KEY (dependency, dependent, pos)
+) WITHOUT ROWID;
+INSERT INTO edges_v4 (dependency, dependent, pos, waiting, optional, miss_generation, miss_state)
+     SELECT dependency, dependent, pos, waiting, optional, miss_generation, miss_state FROM edges;
+DROP TABLE edges;
+ALTER TABLE edges_v4 RENAME TO edges;
+CREATE INDEX edges_dependent ON edges (dependent, pos);
+CREATE INDEX edges_missed ON edges (dependent, pos) WHERE miss_state IS NOT NULL;
+DROP INDEX tasks_state_priority_seq;
+CREATE INDEX tasks_ready ON tasks (priority DESC, seq, state) WHERE state = 'ready';
+CREATE INDEX tasks_running ON tasks (priority DESC, seq, state) WHERE state = 'running';
+CREATE INDEX tasks_settled ON tasks (state)
+ WHERE state <> 'pending' AND state <> 'ready' AND state <> 'running';
+";
+
 /// Connection settings of a [`SqliteStore`].
 #[derive(Debug, Clone)]
 pub struct SqliteOptions {
@@ -381,6 +433,7 @@ impl SqliteStore {
         tx.execute_batch(SCHEMA_V1).map_err(map_err)?;
         tx.execute_batch(SCHEMA_V2_UPGRADE).map_err(map_err)?;
         tx.execute_batch(SCHEMA_V3_UPGRADE).map_err(map_err)?;
+        tx.execute_batch(SCHEMA_V4_UPGRADE).map_err(map_err)?;
         tx.exec(
             "INSERT INTO lockstep_meta (key, value) VALUES ('application_id', ?1), ('schema_version', ?2)",
             params![APPLICATION_ID, SCHEMA_VERSION],
@@ -504,12 +557,15 @@ impl SqliteStore {
     /// transaction: reads the version again under the write lock (another process may have
     /// migrated it meanwhile: then nothing is done), runs each upgrade in order and records
     /// the new version (`lockstep_meta` and `PRAGMA user_version`). A failure rolls back and
-    /// leaves the store at its old version. O(tasks) (the new index).
+    /// leaves the store at its old version. O(tasks + edges) (the new index, the edges
+    /// rebuilt).
     ///
     /// INVARIANT (D.schema-migration): a store is read and written only at the version this
     /// build understands; version 1 becomes 2 with every task's priority 0, so its claim
     /// order is unchanged; version 2 becomes 3 with every edge required and no miss, so every
-    /// state and count is unchanged.
+    /// state and count is unchanged; version 3 becomes 4 with every edge row copied as it was
+    /// into the table keyed by dependency and the state index replaced by partial ones (every
+    /// row in the index of its state), so every answer is unchanged.
     fn migrate(&mut self) -> Result<(), DurableError> {
         let tx = self
             .conn
@@ -527,6 +583,9 @@ impl SqliteStore {
         }
         if found <= 2 {
             tx.execute_batch(SCHEMA_V3_UPGRADE).map_err(map_err)?;
+        }
+        if found <= 3 {
+            tx.execute_batch(SCHEMA_V4_UPGRADE).map_err(map_err)?;
         }
         if found < i64::from(SCHEMA_VERSION) {
             tx.exec(
@@ -981,7 +1040,7 @@ fn start_in(tx: &Connection, meta: &mut Meta) -> Result<(), DurableError> {
 }
 
 /// `id` is lost: blocks, with `cause`, every pending version waiting on it through a required
-/// edge and, transitively, theirs (one recursive statement over the reverse-edge index); then
+/// edge and, transitively, theirs (one recursive statement over the reverse edges); then
 /// every pending version waiting on `id` or on one of those through an **optional** edge
 /// records the miss and stops waiting on it, becoming ready if that was its last wait
 /// (`docs/semantics.md`, "Optional dependencies"). Returns the effect: how many were blocked
@@ -1030,8 +1089,9 @@ fn block_waiters_of(
 
 /// The three statements that settle `?1`'s pending waiters (`?2` is the time): decrement
 /// the `remaining` of those still waiting on it, stop their waiting, make those at zero ready.
-/// `+state` keeps SQLite from scanning the (state, seq) index: every statement is driven by
-/// the reverse-edge index `edges (dependency, waiting)` and primary-key lookups, so a
+/// `+state` keeps SQLite off the state indexes: every statement is driven by
+/// the reverse edges (the prefix `dependency` of the `edges` key, schema version 4; the index
+/// `edges (dependency, waiting)` before) and primary-key lookups, so a
 /// settlement costs O(its waiters), never O(tasks). A success takes the shorter road of
 /// [`release_waiters_of`].
 type Settle = [&'static str; 3];
@@ -1082,19 +1142,22 @@ fn record_optional_misses_of(tx: &Connection, id: &str, now: i64) -> Result<usiz
 
 /// The first statement of [`release_waiters_of`]: the waiting edges on `?1` whose dependent
 /// is pending, as `(dependent, pos, rowid, remaining)` (the dependent's `rowid`: see
-/// [`Row`]). Driven by the reverse-edge index `edges (dependency, waiting)`, which holds the
-/// edge's key `(dependent, pos)` too, then one primary-key lookup of the dependent each. A
-/// `SELECT`, not an `UPDATE ... RETURNING`: SQLite gathers the rows a `RETURNING` clause
-/// returns in a temporary b-tree, and an `UPDATE` that changes a column of the index it is
-/// driven by gathers the keys to change in another, each opened, filled and dropped at every
-/// call (with the claim's, 30% of a fused report-and-claim: `docs/benchmarks.md`).
+/// [`Row`]). Driven by the `edges` key `(dependency, dependent, pos)` (schema version 4: the
+/// reverse edges of `?1` side by side in the table), then one primary-key lookup of the
+/// dependent each. A `SELECT`, not an `UPDATE ... RETURNING`: SQLite gathers the rows a
+/// `RETURNING` clause returns in a temporary b-tree, and an `UPDATE` that changes a column of
+/// the index it is driven by gathers the keys to change in another, each opened, filled and
+/// dropped at every call (with the claim's, 30% of a fused report-and-claim:
+/// `docs/benchmarks.md`).
 const RELEASE_EDGES: &str = "SELECT e.dependent, e.pos, t.rowid, t.remaining FROM edges e
        JOIN tasks t ON t.id = e.dependent
       WHERE e.dependency = ?1 AND e.waiting = 1 AND +t.state = 'pending'";
 
-/// The second statement of [`release_waiters_of`], once per released edge `(?1, ?2)`: it
-/// stops waiting (by its primary key).
-const RELEASE_EDGE: &str = "UPDATE edges SET waiting = 0 WHERE dependent = ?1 AND pos = ?2";
+/// The second statement of [`release_waiters_of`], once per released edge `(?1, ?2, ?3)`: it
+/// stops waiting (by its primary key, on the page of `?1`'s reverse edges; `waiting` is in no
+/// index).
+const RELEASE_EDGE: &str =
+    "UPDATE edges SET waiting = 0 WHERE dependency = ?1 AND dependent = ?2 AND pos = ?3";
 
 /// The third statement of [`release_waiters_of`], once per released dependent (`rowid` `?1`)
 /// at time `?2` that still waits on another edge: one wait fewer. It leaves `state` alone,
@@ -1134,7 +1197,7 @@ fn release_waiters_of(tx: &Connection, id: &str, now: i64) -> Result<usize, Dura
     edges.sort_unstable();
     let mut ready = 0;
     for (i, (waiter, pos, rowid, remaining)) in edges.iter().enumerate() {
-        tx.exec(RELEASE_EDGE, params![waiter, pos])
+        tx.exec(RELEASE_EDGE, params![id, waiter, pos])
             .map_err(map_err)?;
         if edges.get(i + 1).is_some_and(|next| next.0 == *waiter) {
             continue;
@@ -2410,15 +2473,21 @@ impl Store for SqliteStore {
 
     fn counts(&mut self) -> Result<StateCounts, DurableError> {
         self.read(|tx, _| {
-            let mut st = tx
-                .prepare("SELECT state, count(*) FROM tasks GROUP BY state")
-                .map_err(map_err)?;
-            let found = st
+            let mut st = tx.prepare_cached(COUNTS).map_err(map_err)?;
+            let mut total = 0;
+            let mut found = Vec::new();
+            for row in st
                 .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
                 .map_err(map_err)?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(map_err)?;
-            rows::counts(found)
+            {
+                match row.map_err(map_err)? {
+                    (name, n) if name == "total" => total = n,
+                    other => found.push(other),
+                }
+            }
+            let mut counts = rows::counts(found)?;
+            counts.pending = rows::count(total).saturating_sub(counts.total());
+            Ok(counts)
         })
     }
 
@@ -2438,6 +2507,19 @@ impl Store for SqliteStore {
         self.read(|_, m| Ok(rows::millis(m.clock)))
     }
 }
+
+/// The statement of `counts` (schema version 4): each state but `pending` counted through its
+/// partial index (`tasks_ready`, `tasks_running`, `tasks_settled`, which also holds any state
+/// no Lockstep writes, refused by [`rows::counts`]), and every version (`total`, through the
+/// narrowest index); `pending` is the rest, so that no index holds the pending versions,
+/// whose entries each release would delete. O(tasks), as a count by state over one index
+/// was.
+const COUNTS: &str = "SELECT 'ready', count(*) FROM tasks WHERE state = 'ready'
+     UNION ALL SELECT 'running', count(*) FROM tasks WHERE state = 'running'
+     UNION ALL SELECT state, count(*) FROM tasks
+                WHERE state <> 'pending' AND state <> 'ready' AND state <> 'running'
+                GROUP BY state
+     UNION ALL SELECT 'total', count(*) FROM tasks";
 
 /// The recorded optional misses (schema version 3) of `only` (or of every version), by
 /// dependent, each list in position order: the optional-list order. Uses the partial index

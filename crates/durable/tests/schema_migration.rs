@@ -1,5 +1,6 @@
-//! Schema version 3 (SPEC A8 optional dependencies and graphs that grow; version 2 added
-//! priorities) opened on stores that older builds wrote (`D.schema-migration`), so the tests
+//! Schema version 4 (the stored layout of `edges`, keyed by dependency; version 3 added SPEC
+//! A8 optional dependencies, pools and graphs that grow, version 2 priorities) opened on
+//! stores that older builds wrote (`D.schema-migration`), so the tests
 //! open what users have on disk:
 //!
 //! `tests/fixtures/v1-store.lockstep`, by the last build of version 1 (commit 67f571b):
@@ -13,6 +14,15 @@
 //!
 //! ```text
 //! create(path, 3); submit a, b, e, c <- a (priority 3), d <- b, f <- e, g <- c d, h (priority 9)
+//!   (payload "payload of ID")
+//! claim("fixture-worker", 1000, lease 60000, 3) -> h, a, b; complete(a, 2000); fail(b, 2500, "b broke")
+//! ```
+//!
+//! `tests/fixtures/v3-store.lockstep`, by the last build of version 3 (commit ce24301):
+//!
+//! ```text
+//! create(path, 3); define_pool("solo", 1); submit a, b, e, c <- a (priority 3), d <- b,
+//!   f <- e, g <- c d, h (priority 9), i <- a optional b e, j (pool solo), k optional h
 //!   (payload "payload of ID")
 //! claim("fixture-worker", 1000, lease 60000, 3) -> h, a, b; complete(a, 2000); fail(b, 2500, "b broke")
 //! ```
@@ -56,7 +66,7 @@ fn user_version(path: &std::path::Path) -> i64 {
         .unwrap()
 }
 
-/// Opening a version-1 store migrates it in place to version 3 and keeps every task, state,
+/// Opening a version-1 store migrates it in place to version 4 and keeps every task, state,
 /// cause, error, payload and lease: the running version's own token still completes it, and
 /// the claim order of the old tasks (all priority 0) is their submission order. New versions
 /// then carry priorities, which the claim honours. A second open changes nothing.
@@ -66,8 +76,9 @@ fn a_version_1_store_is_migrated_on_open_and_keeps_everything() {
     let path = v1_copy(&dir);
     assert_eq!(user_version(&path), 1);
     let mut s = SqliteStore::open(&path).unwrap();
-    assert_eq!(SCHEMA_VERSION, 3);
-    assert_eq!(user_version(&path), 3);
+    assert_eq!(SCHEMA_VERSION, 4);
+    assert_eq!(user_version(&path), 4);
+    assert_layout_of_a_new_store(&path);
     let states = states(&mut s);
     use TaskState::*;
     let want = [
@@ -120,15 +131,15 @@ fn a_version_1_store_is_migrated_on_open_and_keeps_everything() {
     assert!(s.complete(&token, Millis(3_100)).is_ok());
     assert_eq!(s.status("d").unwrap().map(|st| st.state), Some(Ready));
     drop(s);
-    // Opening again: already version 3, nothing to do.
+    // Opening again: already version 4, nothing to do.
     let before = std::fs::read(&path).unwrap();
     let s = SqliteStore::open(&path).unwrap();
     drop(s);
-    assert_eq!(user_version(&path), 3);
+    assert_eq!(user_version(&path), 4);
     assert_eq!(std::fs::read(&path).unwrap().len(), before.len());
 }
 
-/// Opening a version-2 store migrates it in place to version 3: every task, state, cause,
+/// Opening a version-2 store migrates it in place to version 4: every task, state, cause,
 /// error, payload, priority and lease is kept (every stored edge becomes required, so nothing
 /// is released or blocked by the migration), the old token still settles its version, and
 /// claims keep the priority order. Then version 3 at work: new ids after start, with optional
@@ -140,7 +151,8 @@ fn a_version_2_store_is_migrated_on_open_and_keeps_everything() {
     let path = fixture_copy(&dir, 2);
     assert_eq!(user_version(&path), 2);
     let mut s = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 3);
+    assert_eq!(user_version(&path), 4);
+    assert_layout_of_a_new_store(&path);
     use TaskState::*;
     let states = states(&mut s);
     let want = [
@@ -240,7 +252,183 @@ fn a_version_2_store_is_migrated_on_open_and_keeps_everything() {
     drop(s);
     let before = std::fs::read(&path).unwrap();
     drop(SqliteStore::open(&path).unwrap());
+    assert_eq!(user_version(&path), 4);
+    assert_eq!(std::fs::read(&path).unwrap().len(), before.len());
+}
+
+/// The schema objects of the store at `path` (`type name table sql`, by name): what a store's
+/// layout is, without the pages they start at.
+fn layout(path: &std::path::Path) -> Vec<String> {
+    let c = rusqlite::Connection::open(path).unwrap();
+    let mut st = c
+        .prepare("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name")
+        .unwrap();
+    st.query_map([], |r| {
+        Ok(format!(
+            "{} {} {} {}",
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, Option<String>>(3)?.unwrap_or_default()
+        ))
+    })
+    .unwrap()
+    .collect::<Result<_, _>>()
+    .unwrap()
+}
+
+/// Asserts that the store at `migrated` has the layout of a store this build creates: the
+/// upgrades left nothing of an older version behind (version 4: `edges` keyed by dependency,
+/// no index `edges_dependency`, partial state indexes instead of `tasks_state_priority_seq`).
+fn assert_layout_of_a_new_store(migrated: &std::path::Path) {
+    let dir = tempfile::tempdir().unwrap();
+    let fresh = dir.path().join("fresh.lockstep");
+    drop(SqliteStore::create(&fresh, 1).unwrap());
+    let want = layout(&fresh);
+    assert!(
+        want.iter()
+            .any(|l| l.contains("PRIMARY KEY (dependency, dependent, pos)")),
+        "{want:#?}"
+    );
+    for index in [
+        "edges_dependent",
+        "tasks_ready",
+        "tasks_running",
+        "tasks_settled",
+    ] {
+        assert!(
+            want.iter()
+                .any(|l| l.starts_with(&format!("index {index} "))),
+            "{index}: {want:#?}"
+        );
+    }
+    assert!(!want.iter().any(|l| l.contains("edges_dependency")));
+    assert!(!want.iter().any(|l| l.contains("tasks_state_priority_seq")));
+    assert_eq!(layout(migrated), want);
+}
+
+/// Opening a version-3 store (`tests/fixtures/v3-store.lockstep`) migrates it in place to
+/// version 4, the layout of a new store (`edges` rebuilt, keyed by dependency): every task,
+/// state, cause, error, payload, priority, pool, dependency list (required and optional, in
+/// order), recorded miss and lease is kept, and every edge's `waiting` with it, which the
+/// releases after the migration show: h's own old token completes it and k (optional on h)
+/// becomes ready; e's completion makes f (required) and i (optional, its miss of b kept)
+/// ready. Claims keep the priority order and the pool's depth. A second open changes nothing.
+#[test]
+fn a_version_3_store_is_migrated_on_open_and_keeps_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = fixture_copy(&dir, 3);
     assert_eq!(user_version(&path), 3);
+    let mut s = SqliteStore::open(&path).unwrap();
+    assert_eq!(user_version(&path), 4);
+    assert_layout_of_a_new_store(&path);
+    use TaskState::*;
+    let want = [
+        ("a", Succeeded),
+        ("b", Failed),
+        ("e", Ready),
+        ("c", Ready),
+        ("d", Blocked),
+        ("f", Pending),
+        ("g", Blocked),
+        ("h", Running),
+        ("i", Pending),
+        ("j", Ready),
+        ("k", Pending),
+    ];
+    assert_eq!(
+        states(&mut s),
+        want.map(|(id, st)| (id.to_string(), st)).to_vec(),
+        "every task kept, in first-submission order"
+    );
+    for blocked in ["d", "g"] {
+        let st = s.status(blocked).unwrap().unwrap();
+        assert_eq!(st.blocked_by.map(|c| c.task), Some("b".to_string()));
+    }
+    assert_eq!(
+        s.status("b").unwrap().unwrap().error.as_deref(),
+        Some("b broke")
+    );
+    let misses: Vec<String> = s
+        .status("i")
+        .unwrap()
+        .unwrap()
+        .optional_misses
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(misses, ["b g1 failed"]);
+    let defs = s.definitions().unwrap();
+    let def = |id: &str| defs.iter().find(|d| d.id == id).unwrap().clone();
+    assert_eq!(def("g").deps, ["c", "d"]);
+    assert_eq!(
+        (def("i").deps, def("i").optional),
+        (
+            vec!["a".to_string()],
+            vec!["b".to_string(), "e".to_string()]
+        )
+    );
+    assert_eq!(def("k").optional, ["h"]);
+    assert_eq!(def("j").pool.as_deref(), Some("solo"));
+    assert_eq!(def("i").payload, b"payload of i");
+    assert_eq!(s.pools().unwrap(), [("solo".to_string(), 1)]);
+    let lease = s.lease("h").unwrap().expect("h's lease is kept");
+    assert_eq!((lease.epoch, lease.expiry), (1, Millis(61_000)));
+    assert_eq!(s.clock().unwrap(), Millis(2_500));
+    let c = s.counts().unwrap();
+    assert_eq!(
+        [
+            c.pending,
+            c.ready,
+            c.running,
+            c.succeeded,
+            c.failed,
+            c.blocked,
+            c.cancelled
+        ],
+        [3, 3, 1, 1, 1, 2, 0],
+        "counted through the new partial indexes"
+    );
+    // Priorities kept: c (3) before e and j (0).
+    let w = LeaseOwner::new("after-migration").unwrap();
+    let got = s.claim(&w, Millis(3_000), Millis(1_000), 1).unwrap();
+    assert_eq!(got[0].id, "c");
+    assert_eq!(got[0].epoch, 4, "the claim counter continues");
+    // The old lease's token still settles h, and k's optional edge on h still waits.
+    let token = FencingToken {
+        id: "h".into(),
+        generation: Generation(1),
+        owner: LeaseOwner::new("fixture-worker").unwrap(),
+        epoch: 1,
+    };
+    let out = s.complete(&token, Millis(3_100)).unwrap();
+    assert_eq!(
+        out,
+        lockstep_durable::CallbackOutcome::Applied(lockstep_durable::Effect {
+            ready: 1,
+            blocked: 0
+        })
+    );
+    assert_eq!(s.status("k").unwrap().unwrap().state, Ready);
+    // e (0, before j) then j (its pool now has room); e's completion releases f and i.
+    let got = s.claim(&w, Millis(3_200), Millis(1_000), 2).unwrap();
+    let ids: Vec<&str> = got.iter().map(|l| l.id.as_str()).collect();
+    assert_eq!(ids, ["e", "j"]);
+    let out = s.complete(&got[0].token(), Millis(3_300)).unwrap();
+    assert_eq!(
+        out,
+        lockstep_durable::CallbackOutcome::Applied(lockstep_durable::Effect {
+            ready: 2,
+            blocked: 0
+        })
+    );
+    assert_eq!(s.status("f").unwrap().unwrap().state, Ready);
+    let i = s.status("i").unwrap().unwrap();
+    assert_eq!((i.state, i.optional_misses.len()), (Ready, 1));
+    drop(s);
+    let before = std::fs::read(&path).unwrap();
+    drop(SqliteStore::open(&path).unwrap());
+    assert_eq!(user_version(&path), 4);
     assert_eq!(std::fs::read(&path).unwrap().len(), before.len());
 }
 
