@@ -710,6 +710,17 @@ mod tests {
         );
     }
 
+    /// The outage state shows in `Debug` (a `PatientStore`'s too), for a look in a debugger or
+    /// a log.
+    #[test]
+    fn the_outage_state_shows_in_debug() {
+        let (outage, _) = kept();
+        assert!(
+            format!("{outage:?}").starts_with("Outage { state: OutageState { down_since: None"),
+            "{outage:?}"
+        );
+    }
+
     #[test]
     fn backoff_doubles_from_half_a_second_to_ten_seconds() {
         let steps: Vec<u128> = (1..=8).map(|n| backoff_step(n).as_millis()).collect();
