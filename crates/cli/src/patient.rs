@@ -710,6 +710,48 @@ mod tests {
         );
     }
 
+    /// Ctrl-C during an outage ends every connection's wait, and the process prints
+    /// `stopped waiting` once.
+    #[test]
+    fn a_stop_ends_every_wait_and_says_so_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.lockstep");
+        let (outage, lines) = kept();
+        let stop = StopRequest::new();
+        let results: Vec<_> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..3)
+                .map(|_| {
+                    let (path, outage, stop) = (path.clone(), outage.clone(), stop.clone());
+                    s.spawn(move || {
+                        PatientStore::open(
+                            flaky(path, Arc::new(AtomicBool::new(true))),
+                            Duration::from_secs(600),
+                            Some(stop),
+                            outage,
+                        )
+                        .map(drop)
+                    })
+                })
+                .collect();
+            std::thread::sleep(Duration::from_millis(300));
+            stop.request(crate::interrupt::StopSignal::Interrupt);
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(
+            results
+                .iter()
+                .all(|r| matches!(r, Err(DurableError::Unavailable { .. }))),
+            "{results:?}"
+        );
+        let lines = lines.lock().unwrap().clone();
+        let stopped: Vec<&String> = lines
+            .iter()
+            .filter(|l| l.contains("stopped waiting"))
+            .collect();
+        assert_eq!(stopped.len(), 1, "{lines:?}");
+        assert!(stopped[0].ends_with("(Ctrl-C)"), "{lines:?}");
+    }
+
     /// The outage state shows in `Debug` (a `PatientStore`'s too), for a look in a debugger or
     /// a log.
     #[test]
