@@ -571,6 +571,33 @@ mod tests {
         )
     }
 
+    /// Three connections of one process opening the store at `path` through [`flaky`] while
+    /// `down`, with `wait` and `stop`, sharing `outage`; `meanwhile` runs on this thread while
+    /// they try. Their results, in order.
+    fn three_opens(
+        path: &std::path::Path,
+        down: &Arc<AtomicBool>,
+        wait: Duration,
+        stop: Option<&StopRequest>,
+        outage: &Outage,
+        meanwhile: impl FnOnce(),
+    ) -> Vec<Result<(), DurableError>> {
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..3)
+                .map(|_| {
+                    let (path, down, outage) =
+                        (path.to_path_buf(), Arc::clone(down), outage.clone());
+                    let stop = stop.cloned();
+                    s.spawn(move || {
+                        PatientStore::open(flaky(path, down), wait, stop, outage).map(drop)
+                    })
+                })
+                .collect();
+            meanwhile();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
     /// Three connections of one process waiting for one store print one series of retries
     /// (attempts 1, 2, ... in order) and one `store back` line counting them, instead of a
     /// series each (found by a new user's walkthrough: a worker's slots each printed their
@@ -582,23 +609,12 @@ mod tests {
         drop(lockstep_durable::SqliteStore::create(&path, 1).unwrap());
         let down = Arc::new(AtomicBool::new(true));
         let (outage, lines) = kept();
-        std::thread::scope(|s| {
-            let hs: Vec<_> = (0..3)
-                .map(|_| {
-                    let (path, down, outage) = (path.clone(), Arc::clone(&down), outage.clone());
-                    s.spawn(move || {
-                        PatientStore::open(flaky(path, down), Duration::from_secs(60), None, outage)
-                            .map(drop)
-                    })
-                })
-                .collect();
+        let results = three_opens(&path, &down, Duration::from_secs(60), None, &outage, || {
             // Long enough for at least two retries (0.25-0.5 s, then 0.5-1 s).
             std::thread::sleep(Duration::from_millis(1600));
             down.store(false, Ordering::SeqCst);
-            for h in hs {
-                h.join().unwrap().unwrap();
-            }
         });
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
         let lines = lines.lock().unwrap().clone();
         let (last, retries) = lines.split_last().unwrap();
         // One schedule for all three: the waits (at least 0.25 s, 0.5 s, 1 s) leave room for
@@ -677,23 +693,14 @@ mod tests {
         let path = dir.path().join("s.lockstep");
         let down = Arc::new(AtomicBool::new(true));
         let (outage, lines) = kept();
-        let results: Vec<_> = std::thread::scope(|s| {
-            let hs: Vec<_> = (0..3)
-                .map(|_| {
-                    let (path, down, outage) = (path.clone(), Arc::clone(&down), outage.clone());
-                    s.spawn(move || {
-                        PatientStore::open(
-                            flaky(path, down),
-                            Duration::from_millis(700),
-                            None,
-                            outage,
-                        )
-                        .map(drop)
-                    })
-                })
-                .collect();
-            hs.into_iter().map(|h| h.join().unwrap()).collect()
-        });
+        let results = three_opens(
+            &path,
+            &down,
+            Duration::from_millis(700),
+            None,
+            &outage,
+            || {},
+        );
         assert!(
             results
                 .iter()
@@ -718,24 +725,11 @@ mod tests {
         let path = dir.path().join("s.lockstep");
         let (outage, lines) = kept();
         let stop = StopRequest::new();
-        let results: Vec<_> = std::thread::scope(|s| {
-            let hs: Vec<_> = (0..3)
-                .map(|_| {
-                    let (path, outage, stop) = (path.clone(), outage.clone(), stop.clone());
-                    s.spawn(move || {
-                        PatientStore::open(
-                            flaky(path, Arc::new(AtomicBool::new(true))),
-                            Duration::from_secs(600),
-                            Some(stop),
-                            outage,
-                        )
-                        .map(drop)
-                    })
-                })
-                .collect();
+        let down = Arc::new(AtomicBool::new(true));
+        let wait = Duration::from_secs(600);
+        let results = three_opens(&path, &down, wait, Some(&stop), &outage, || {
             std::thread::sleep(Duration::from_millis(300));
             stop.request(crate::interrupt::StopSignal::Interrupt);
-            hs.into_iter().map(|h| h.join().unwrap()).collect()
         });
         assert!(
             results
