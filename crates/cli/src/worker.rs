@@ -1080,7 +1080,9 @@ fn run_one(
     }
     // A failure that `run --store` retries prints its output here and its retry line there
     // ([`crate::store::Retries::tend`]), as a retried attempt does in memory.
+    // A version stopped for its requested cancel is never retried: its `FAILED` line is here.
     let retried = !outcome.ok
+        && !user_cancel
         && budget.is_some_and(|(a, n)| a < n)
         && opts
             .retries

@@ -197,6 +197,11 @@ fn cancel_from_outside_stops_a_running_task_for_good_and_cancels_a_queued_one() 
     let (st, printed) = run.finish();
     assert_eq!(st.code(), Some(1), "{printed}");
     assert!(!printed.contains("retrying"), "{printed}");
+    // Its task line, as without retries (it was left to a retry line that never came).
+    assert!(
+        printed.contains("FAILED  a: cancelled while it ran ("),
+        "{printed}"
+    );
     let mut s = spec.open(None).unwrap();
     let a = s.status("a").unwrap().unwrap();
     assert_eq!(
