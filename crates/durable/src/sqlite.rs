@@ -396,7 +396,7 @@ impl SqliteStore {
         options: &SqliteOptions,
     ) -> Result<Self, DurableError> {
         let conn = Connection::open_with_flags(
-            &path,
+            not_a_uri(&path),
             OpenFlags::SQLITE_OPEN_READ_WRITE
                 | OpenFlags::SQLITE_OPEN_CREATE
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -488,7 +488,7 @@ impl SqliteStore {
     /// [`SqliteStore::open_with`] once `path` passed [`permanent_fault`].
     fn open_at(path: PathBuf, options: &SqliteOptions) -> Result<Self, DurableError> {
         let conn = Connection::open_with_flags(
-            &path,
+            not_a_uri(&path),
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| unavailable(&path, e))?;
@@ -838,6 +838,17 @@ fn readable_and_writable(path: &Path) -> Option<std::io::Error> {
 fn readable_and_writable(path: &Path) -> Option<std::io::Error> {
     let read_only = std::fs::metadata(path).ok()?.permissions().readonly();
     read_only.then(|| std::io::Error::from(std::io::ErrorKind::PermissionDenied))
+}
+
+/// `path` as SQLite must be given it to open that file: a relative path that starts with
+/// `file:` would be read as a URI (`file:u.lockstep` opens `u.lockstep`, and `?mode=ro` would
+/// be an option), so it gets a `./` in front. Other paths are unchanged. O(1).
+fn not_a_uri(path: &Path) -> std::borrow::Cow<'_, Path> {
+    if path.to_str().is_some_and(|p| p.starts_with("file:")) {
+        std::borrow::Cow::Owned(Path::new(".").join(path))
+    } else {
+        std::borrow::Cow::Borrowed(path)
+    }
 }
 
 /// `e`, or, when `e` is [`DurableError::Unavailable`] (SQLite's `CANTOPEN`, which it also

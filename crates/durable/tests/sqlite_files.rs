@@ -161,3 +161,22 @@ fn a_second_connection_keeps_the_store_locked_for_other_processes() {
         "one database, both writes in it"
     );
 }
+
+/// A relative path that starts with `file:` names that file, not an SQLite URI (found by a new
+/// user's walkthrough: `--store sqlite:file:u.lockstep` made `u.lockstep`, then waited for a
+/// `file:u.lockstep` that never appeared; `?mode=ro` would have been an option).
+#[test]
+fn a_path_that_starts_with_file_colon_is_a_file_not_a_uri() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = std::env::current_dir().unwrap();
+    // Relative, as a user writes it: from inside the directory (this test's own process;
+    // the other tests use absolute paths).
+    std::env::set_current_dir(dir.path()).unwrap();
+    let made = SqliteStore::create("file:u.lockstep", 1).map(drop);
+    let opened = SqliteStore::open("file:u.lockstep").map(drop);
+    std::env::set_current_dir(cwd).unwrap();
+    made.unwrap();
+    opened.unwrap();
+    assert!(dir.path().join("file:u.lockstep").exists());
+    assert!(!dir.path().join("u.lockstep").exists());
+}
