@@ -227,7 +227,9 @@ enum Cmd {
     /// `summary:` line counting each state. Reads one consistent snapshot and changes nothing.
     /// Each line lists at most 5 ids (all with -v). Exit 0 when every task of the store
     /// succeeded (an empty store too), 1 when some has not (failed, blocked, cancelled, or
-    /// still to run), 2 when the store cannot be read (it is not waited for).
+    /// still to run), 2 when the store cannot be read (it is not waited for). The store's
+    /// tasks are counted, not a file's: a task left out of the file on a resume stays in the
+    /// store as it was (a failed one keeps this at 1; --fresh starts the store over).
     Status {
         /// The store: sqlite:PATH or postgres://...[#SCHEMA], as for `worker`. Messages never
         /// show the password.

@@ -12,7 +12,7 @@
 //! ```text
 //! store sqlite:run.lockstep: 6 task(s); limit 2; started
 //! running: d g2 (attempt 2): host:4711/1, lease ends in 12.3 s
-//! failed: b: exit status 3 (generation 1)
+//! failed: b: exit status 3 (g1)
 //! cancelled: 1 task(s) (cause: cancelled in the store): e
 //! blocked: 1 task(s) (cause: b failed): c
 //! ready: 1 task(s): f

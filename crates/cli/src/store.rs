@@ -1505,11 +1505,28 @@ fn prepare_once(
         parts.push(format!(
             "{} no longer in the file left out ({})",
             removed.len(),
-            listed(removed.iter().map(|id| {
-                match stored[id.as_str()].state {
-                    TaskState::Pending | TaskState::Ready => format!("{id}: cancelled"),
-                    TaskState::Running => format!("{id}: its expired claim ended"),
-                    s => format!("{id}: {s}"),
+            // What the store holds for it now (the first `LISTED` are read again): a pending
+            // task may have been blocked by the supersession of a changed running dependency
+            // in the same `redefine` before it was left out, and the line says so (it
+            // predicted `cancelled` from the state read before).
+            listed(removed.iter().enumerate().map(|(i, id)| {
+                let now = (i < LISTED)
+                    .then(|| store.status(id).ok().flatten())
+                    .flatten();
+                match now {
+                    Some(n)
+                        if n.state == TaskState::Failed
+                            && n.error.as_deref() == Some(lockstep_durable::REMOVED) =>
+                    {
+                        format!("{id}: its expired claim ended")
+                    }
+                    Some(n) => format!("{id}: {}", n.state),
+                    // Not read again: what `redefine` does to the state read before.
+                    None => match stored[id.as_str()].state {
+                        TaskState::Pending | TaskState::Ready => format!("{id}: cancelled"),
+                        TaskState::Running => format!("{id}: its expired claim ended"),
+                        s => format!("{id}: {s}"),
+                    },
                 }
             }))
         ));

@@ -234,3 +234,54 @@ fn cancel_from_outside_stops_a_running_task_for_good_and_cancels_a_queued_one() 
         "{out:?}"
     );
 }
+
+/// The `resumed:` line names what a left-out task *is* after the resume: after Ctrl-C gave
+/// `a`'s claim back, a file that changes `a` and drops `b` supersedes `a`'s old version
+/// (failed, so `b`, still waiting on it, is blocked) before `b` is left out; the line said `b:
+/// cancelled` from the state read before, while the store held `b` blocked (found by a new
+/// user's walkthrough).
+#[test]
+fn a_left_out_task_is_named_by_its_state_after_the_resume() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("g.toml");
+    std::fs::write(
+        &file,
+        "[[task]]\nid = \"a\"\ncommand = \"sleep 30\"\n\n\
+         [[task]]\nid = \"b\"\ncommand = \"true\"\ndeps = [\"a\"]\n",
+    )
+    .unwrap();
+    let store = format!("sqlite:{}", dir.path().join("s.lockstep").display());
+    let spec: StoreSpec = store.parse().unwrap();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_lockstep"));
+    cmd.arg("run")
+        .arg(&file)
+        .args(["--store", &store, "--grace", "1"]);
+    let mut run = common::Running::spawn(cmd);
+    run.wait_while_running("a to run", || {
+        spec.open(None)
+            .and_then(|mut s| s.status("a"))
+            .is_ok_and(|s| s.is_some_and(|s| s.state == lockstep_durable::TaskState::Running))
+    });
+    kill(Pid::from_raw(run.pid() as i32), Signal::SIGINT).unwrap();
+    let (st, printed) = run.finish();
+    assert_eq!(st.code(), Some(1), "{printed}");
+    std::fs::write(&file, "[[task]]\nid = \"a\"\ncommand = \"true\"\n").unwrap();
+    let out = common::lockstep()
+        .arg("run")
+        .arg(&file)
+        .args(["--store", &store])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("1 no longer in the file left out (b: blocked)"),
+        "{text}"
+    );
+    assert_eq!(
+        spec.open(None).unwrap().status("b").unwrap().unwrap().state,
+        lockstep_durable::TaskState::Blocked
+    );
+}
