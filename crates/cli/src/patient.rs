@@ -89,6 +89,14 @@ pub fn backoff_step(attempt: u32) -> Duration {
     doubled.min(MAX_STEP)
 }
 
+/// The wait before retry `attempt` (from 1), given `r` uniform in `[0, 1)` and `left` until
+/// the deadline: `b/2 + r * b/2` with `b = backoff_step(attempt)` ("equal jitter"), at most
+/// `left` (the last try falls at the deadline). O(1).
+fn retry_delay(attempt: u32, r: f64, left: Duration) -> Duration {
+    let step = backoff_step(attempt);
+    (step / 2 + step.mul_f64(r / 2.0)).min(left)
+}
+
 /// `d` seconds with one decimal (`2.0 s`), for the retry lines.
 fn seconds(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
@@ -227,9 +235,7 @@ impl Outage {
             Some(t) if t > now => t,
             _ => {
                 st.attempt += 1;
-                let step = backoff_step(st.attempt);
-                let jittered = step / 2 + step.mul_f64(fastrand::f64() / 2.0);
-                let delay = jittered.min(wait - elapsed);
+                let delay = retry_delay(st.attempt, fastrand::f64(), wait - elapsed);
                 (self.say)(&format!(
                     "store unavailable ({}): retrying in {} (attempt {})",
                     reason(&e),
@@ -754,6 +760,22 @@ mod tests {
         assert!(
             format!("{outage:?}").starts_with("Outage { state: OutageState { down_since: None"),
             "{outage:?}"
+        );
+    }
+
+    /// Equal jitter: each wait lies in `[step/2, step]`, `r` places it, and the deadline cuts
+    /// it.
+    #[test]
+    fn a_retry_waits_between_half_its_step_and_its_step_cut_at_the_deadline() {
+        let long = Duration::from_secs(3600);
+        assert_eq!(retry_delay(1, 0.0, long), Duration::from_millis(250));
+        assert_eq!(retry_delay(1, 0.5, long), Duration::from_millis(375));
+        assert_eq!(retry_delay(3, 0.5, long), Duration::from_millis(1500));
+        assert_eq!(retry_delay(9, 0.0, long), Duration::from_secs(5));
+        assert!(retry_delay(9, 0.999_999, long) <= Duration::from_secs(10));
+        assert_eq!(
+            retry_delay(3, 0.5, Duration::from_millis(40)),
+            Duration::from_millis(40)
         );
     }
 
