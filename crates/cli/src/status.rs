@@ -329,6 +329,14 @@ pub fn cancel(
     ids: &[String],
     now: Millis,
 ) -> Result<Vec<String>, (DurableError, Vec<String>)> {
+    if ids.iter().any(String::is_empty) {
+        return Err((
+            DurableError::InvalidInput {
+                what: "an empty task id".into(),
+            },
+            Vec::new(),
+        ));
+    }
     let mut generations = Vec::with_capacity(ids.len());
     for id in ids {
         match store.status(id) {
@@ -346,12 +354,21 @@ pub fn cancel(
                 "cancelled: {id} {generation} ({} dependent(s) blocked)",
                 effect.blocked
             ),
-            Ok(CancelOutcome::Requested) => format!(
-                "cancel requested: {id} {generation} is running: its worker stops the command \
-                 at its next lease renewal and reports it failed ({}); a retry of run --store \
-                 does not run it again",
-                crate::worker::CANCELLED_WHILE_RUNNING
-            ),
+            Ok(CancelOutcome::Requested) => match store.lease(id) {
+                // Nobody holds it (its worker died or gave it back): no renewal will come.
+                Ok(Some(l)) if l.expiry <= now => format!(
+                    "cancel requested: {id} {generation} is running under an expired lease (its \
+                     worker is gone or gave it back): the next worker that claims it reports it \
+                     failed ({}) without starting the command",
+                    crate::worker::CANCELLED_WHILE_RUNNING
+                ),
+                _ => format!(
+                    "cancel requested: {id} {generation} is running: its worker stops the \
+                     command at its next lease renewal and reports it failed ({}); a retry of \
+                     run --store does not run it again",
+                    crate::worker::CANCELLED_WHILE_RUNNING
+                ),
+            },
             Ok(CancelOutcome::AlreadyTerminal(state)) => {
                 format!("unchanged: {id} {generation} already {state}")
             }
@@ -525,6 +542,20 @@ mod tests {
             TaskState::Blocked
         );
         assert_eq!(s.status("run").unwrap().unwrap().state, TaskState::Running);
+        // Once its lease has expired, nobody will renew it: the line says who acts.
+        let later = cancel(&mut s, &ids(&["run"]), Millis(5_000)).unwrap();
+        assert_eq!(
+            later,
+            [
+                "cancel requested: run g1 is running under an expired lease (its worker is gone \
+              or gave it back): the next worker that claims it reports it failed (cancelled \
+              while it ran) without starting the command"
+            ]
+        );
+        // An empty id is bad input: nothing cancelled.
+        let (e, done) = cancel(&mut s, &ids(&["wait", ""]), Millis(6)).unwrap_err();
+        assert!(matches!(e, DurableError::InvalidInput { .. }), "{e:?}");
+        assert!(done.is_empty());
     }
 
     /// A store whose every task succeeded, and an empty one, are all succeeded; the header

@@ -824,10 +824,16 @@ fn run_one(
     // The user asked the store to cancel this version (`lockstep cancel`, `Store::cancel`):
     // seen with the claim or a renewal.
     let mut user_cancel = lease.cancel_requested;
+    // Its cancel was requested before this claim (while an earlier claim held it, or after
+    // that claim's lease expired): the command is not started at all.
+    let cancelled_before = lease.cancel_requested;
     let runner = {
         let cancelled = Arc::clone(&cancelled);
         thread::spawn(move || {
             let out = match (payload, output) {
+                _ if cancelled_before => Outcome::failed(
+                    "the command was not started: its cancel was requested before this claim",
+                ),
                 (Err(e), _) => Outcome::failed(format!("unreadable payload: {e}")),
                 (Ok(_), Err(reason)) => Outcome::failed(reason),
                 (Ok(p), Ok(output)) => execute(&p, &root, simulate, grace, output, &|| {

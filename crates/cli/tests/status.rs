@@ -285,3 +285,61 @@ fn a_left_out_task_is_named_by_its_state_after_the_resume() {
         lockstep_durable::TaskState::Blocked
     );
 }
+
+/// A running version whose worker is gone (lease expired) and whose cancel was then requested:
+/// the next worker that claims it fails it without starting its command (found by a new
+/// user's walkthrough: the command started, and was stopped 20 ms later).
+#[test]
+fn a_cancel_of_an_abandoned_running_task_never_starts_its_command_again() {
+    use lockstep_cli::store::StoredPayload;
+    use lockstep_durable::{Clock, LeaseOwner, Millis, NewTask, SqliteStore, Store, SystemClock};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.lockstep");
+    let marker = dir.path().join("started");
+    {
+        let mut s = SqliteStore::create(&path, lockstep_durable::UNLIMITED).unwrap();
+        let payload = StoredPayload {
+            index: 0,
+            command: Some(format!("touch '{}'", marker.display())),
+            ..StoredPayload::default()
+        };
+        let task = NewTask::new("a", Vec::<String>::new()).with_payload(payload.encode());
+        assert!(s.submit(&[task]).unwrap()[0].is_ok());
+        s.start().unwrap();
+        // A worker that claimed it and died: its lease of 10 ms runs out at once.
+        let owner = LeaseOwner::new("gone:1/1").unwrap();
+        let claimed = s.claim(&owner, SystemClock.now(), Millis(10), 1).unwrap();
+        assert_eq!(claimed.len(), 1);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let store = format!("sqlite:{}", path.display());
+    let out = common::lockstep()
+        .args(["cancel", "--store", &store, "a"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("a g1 is running under an expired lease"),
+        "{text}"
+    );
+    let out = common::lockstep()
+        .args(["worker", "--store", &store, "--poll-ms", "20"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(!marker.exists(), "the command started: {text}");
+    let a = SqliteStore::open(&path)
+        .unwrap()
+        .status("a")
+        .unwrap()
+        .unwrap();
+    assert_eq!(a.state, lockstep_durable::TaskState::Failed, "{text}");
+    assert_eq!(
+        a.error.as_deref(),
+        Some(
+            "cancelled while it ran (the command was not started: its cancel was requested \
+             before this claim)"
+        )
+    );
+}
