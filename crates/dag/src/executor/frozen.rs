@@ -428,6 +428,12 @@ impl<K> FrozenGraph<K> {
         &self.dependencies(t)[self.required_len(t)..]
     }
 
+    /// Every task's number of dependencies, in index order (what
+    /// `dependencies(t).len()` is for each `t`, read off the offsets in one pass). O(V).
+    pub(crate) fn indegrees(&self) -> impl Iterator<Item = u32> + '_ {
+        self.dep_offsets.windows(2).map(|w| w[1] - w[0])
+    }
+
     /// The tasks that depend on task `t` (its reverse edges), in ascending index. O(1).
     ///
     /// # Panics

@@ -324,7 +324,7 @@ impl<K: TaskKey> TaskContext<'_, K> {
     /// closed: the function may stop early (it is never stopped by force, SPEC A1). O(1).
     pub fn is_cancel_requested(&self) -> bool {
         self.run.closed.load(Ordering::Acquire)
-            || self.run.state[self.index as usize].load(Ordering::Acquire) & REQUESTED != 0
+            || self.run.cells.state[self.index as usize].load(Ordering::Acquire) & REQUESTED != 0
     }
 
     /// Closes the whole run, as [`GraphRun::close`] does (for a task that learns the user
@@ -779,13 +779,22 @@ struct Growth<K> {
 
 type TaskFn<K> = dyn Fn(&TaskContext<'_, K>) -> Result<(), String> + Send + Sync;
 
+/// A run's per-task final answers, shared by the run and every [`RunOutcome`] of it: once
+/// the run is done nothing writes them again (every task is settled, and `cancel` leaves a
+/// settled task alone), so an outcome reads them in place instead of copying them out.
+struct Cells {
+    /// The task's state (`PENDING`, ..., with the `REQUESTED` and `SETTLED` flags).
+    state: Box<[AtomicU8]>,
+    /// The root cause of a blocked task (an index; `u32::MAX` for none).
+    cause: Box<[AtomicU32]>,
+}
+
 /// The state every worker of one run shares.
 struct Shared<K> {
     graph: StdArc<FrozenGraph<K>>,
     f: Box<TaskFn<K>>,
     count: Box<[AtomicU32]>,
-    state: Box<[AtomicU8]>,
-    cause: Box<[AtomicU32]>,
+    cells: StdArc<Cells>,
     errors: Mutex<Vec<(u32, String)>>,
     history: Option<Mutex<Vec<ExecEvent>>>,
     /// SPEC A8 named concurrency limits, when the run has any ([`GraphRun::with_pools`]).
@@ -913,10 +922,12 @@ impl<K: TaskKey> GraphRun<K> {
                     .collect(),
             }
         });
-        let count = (0..n as u32)
-            .map(|t| AtomicU32::new(graph.dependencies(t).len() as u32))
-            .chain((0..room).map(|_| AtomicU32::new(0)))
-            .collect();
+        // Each task's count starts at its number of dependencies (the differences of the
+        // offsets: one pass over one array, without a slice built per task).
+        let mut count = Vec::with_capacity(n + room);
+        count.extend(graph.indegrees().map(AtomicU32::new));
+        count.extend((0..room).map(|_| AtomicU32::new(0)));
+        let count = count.into_boxed_slice();
         let state = (0..n + room).map(|_| AtomicU8::new(PENDING)).collect();
         let cause = (0..n + room).map(|_| AtomicU32::new(u32::MAX)).collect();
         let growth = (room > 0).then(|| Growth {
@@ -933,8 +944,7 @@ impl<K: TaskKey> GraphRun<K> {
                 graph,
                 f,
                 count,
-                state,
-                cause,
+                cells: StdArc::new(Cells { state, cause }),
                 errors: Mutex::new(Vec::new()),
                 history: history.then(|| Mutex::new(Vec::new())),
                 gates,
@@ -992,7 +1002,7 @@ impl<K: TaskKey> GraphRun<K> {
                 "task index {t} out of range"
             );
         }
-        let cell = &sh.state[t as usize];
+        let cell = &sh.cells.state[t as usize];
         let mut cur = cell.load(Ordering::Acquire);
         loop {
             let (next, answer) = match cur & MASK {
@@ -1061,10 +1071,13 @@ impl<K: TaskKey> GraphRun<K> {
     /// one of the run's own tasks deadlocks that worker.
     ///
     /// Every call (on any clone of the run) returns the whole outcome: the errors and the
-    /// history are copied out, not moved.
+    /// history are copied out, not moved; the tasks' final states and causes are not copied
+    /// at all: every outcome shares the run's (final once the run is done), so they stay
+    /// allocated while any outcome lives, even after the run is dropped.
     ///
     /// # Complexity
-    /// O(V + failures + history) to copy the outcome out, plus the wait.
+    /// O(failures + history + tasks added while it ran) to copy the outcome out, plus the
+    /// wait; O(1) for a run without failures, history or growth.
     pub fn wait(&self) -> RunOutcome<K> {
         let sh = &*self.shared;
         let mut done = sh.done.lock();
@@ -1085,17 +1098,13 @@ impl<K: TaskKey> GraphRun<K> {
             }
             None => Vec::new(),
         };
-        let len = sh.graph.len() + grown.len();
         RunOutcome {
             graph: StdArc::clone(&sh.graph),
-            state: sh.state[..len]
-                .iter()
-                .map(|s| s.load(Ordering::Acquire) & MASK)
-                .collect(),
-            cause: sh.cause[..len]
-                .iter()
-                .map(|c| c.load(Ordering::Acquire))
-                .collect(),
+            // INVARIANT (EXECUTOR.outcome-final): shared, not copied: the cells are final
+            // now (`Cells`), and the waits above (the done flag's lock) order every task's
+            // last store before this call's reads.
+            cells: StdArc::clone(&sh.cells),
+            len: sh.graph.len() + grown.len(),
             grown,
             errors,
             history: sh.history.as_ref().map(|h| h.lock().clone()),
@@ -1242,7 +1251,7 @@ impl<K: TaskKey> Shared<K> {
         for &d in &list {
             // Acquire: a dependency found ended has its writes (and cause) visible here, and
             // through this worker's later release, to the new task's decider.
-            let raw = self.state[d as usize].load(Ordering::Acquire);
+            let raw = self.cells.state[d as usize].load(Ordering::Acquire);
             if is_terminal(raw) {
                 lost |= is_lost(raw);
             } else {
@@ -1333,13 +1342,13 @@ impl<K: TaskKey> Shared<K> {
         handed: &RefCell<Vec<u32>>,
     ) -> Option<bool> {
         let worker = ctx.worker_index();
-        let cell = &self.state[t as usize];
+        let cell = &self.cells.state[t as usize];
         let decided = if self.closed.load(Ordering::SeqCst) {
             CANCELLED_CLOSED
         } else if self.lost_any.load(Ordering::Acquire)
             && let Some(cause) = self.first_lost_cause(t)
         {
-            self.cause[t as usize].store(cause, Ordering::Relaxed);
+            self.cells.cause[t as usize].store(cause, Ordering::Relaxed);
             BLOCKED
         } else {
             RUNNING
@@ -1504,12 +1513,12 @@ impl<K: TaskKey> Shared<K> {
         };
         for &d in deps {
             // Relaxed: ordered by the acquire decrement that made this worker the decider.
-            let s = self.state[d as usize].load(Ordering::Relaxed);
+            let s = self.cells.state[d as usize].load(Ordering::Relaxed);
             if !is_lost(s) {
                 continue;
             }
             return Some(if s & MASK == BLOCKED {
-                self.cause[d as usize].load(Ordering::Relaxed)
+                self.cells.cause[d as usize].load(Ordering::Relaxed)
             } else {
                 d
             });
@@ -1729,8 +1738,9 @@ where
 /// recorded.
 pub struct RunOutcome<K> {
     graph: StdArc<FrozenGraph<K>>,
-    state: Box<[u8]>,
-    cause: Box<[u32]>,
+    /// The run's cells, final (indices `0..len`; the run's room for growth beyond).
+    cells: StdArc<Cells>,
+    len: usize,
     /// The tasks added while the run ran, index `graph.len() + i`.
     grown: Vec<Grown<K>>,
     errors: Vec<(u32, String)>,
@@ -1741,7 +1751,24 @@ impl<K: TaskKey> RunOutcome<K> {
     /// The number of tasks: the graph's, then those added while the run ran
     /// ([`TaskContext::add_successor`]), in the order they were added.
     pub fn len(&self) -> usize {
-        self.state.len()
+        self.len
+    }
+
+    /// The final state code of task `t` (its flags masked off).
+    ///
+    /// # Panics
+    /// If `t >= len()`.
+    fn raw(&self, t: u32) -> u8 {
+        assert!((t as usize) < self.len, "task index {t} out of range");
+        // Acquire, as `wait` read them before they were shared: nothing writes them now.
+        self.cells.state[t as usize].load(Ordering::Acquire) & MASK
+    }
+
+    /// The final state codes of every task, in index order.
+    fn raws(&self) -> impl Iterator<Item = u8> + '_ {
+        self.cells.state[..self.len]
+            .iter()
+            .map(|s| s.load(Ordering::Acquire) & MASK)
     }
 
     /// How many tasks were added while the run ran (indices `graph().len()..len()`).
@@ -1808,7 +1835,7 @@ impl<K: TaskKey> RunOutcome<K> {
 
     /// True for the run of an empty graph.
     pub fn is_empty(&self) -> bool {
-        self.state.is_empty()
+        self.len == 0
     }
 
     /// The final state of task `t`: `Succeeded`, `Failed`, `Blocked` or `Cancelled`.
@@ -1816,7 +1843,7 @@ impl<K: TaskKey> RunOutcome<K> {
     /// # Panics
     /// If `t >= len()`.
     pub fn state(&self, t: u32) -> TaskState {
-        task_state(self.state[t as usize])
+        task_state(self.raw(t))
     }
 
     /// Why task `t` is blocked: the failed or cancelled task that is the root cause carried
@@ -1825,10 +1852,10 @@ impl<K: TaskKey> RunOutcome<K> {
     /// # Panics
     /// If `t >= len()`.
     pub fn blocked_by(&self, t: u32) -> Option<BlockCause<K>> {
-        if self.state[t as usize] != BLOCKED {
+        if self.raw(t) != BLOCKED {
             return None;
         }
-        let c = self.cause[t as usize];
+        let c = self.cells.cause[t as usize].load(Ordering::Acquire);
         Some(BlockCause {
             task: self.id(c).clone(),
             generation: Generation::FIRST,
@@ -1841,7 +1868,7 @@ impl<K: TaskKey> RunOutcome<K> {
     /// # Panics
     /// If `t >= len()`.
     pub fn cause_index(&self, t: u32) -> Option<u32> {
-        (self.state[t as usize] == BLOCKED).then(|| self.cause[t as usize])
+        (self.raw(t) == BLOCKED).then(|| self.cells.cause[t as usize].load(Ordering::Acquire))
     }
 
     /// Who cancelled task `t`: `Some` exactly when it is cancelled.
@@ -1849,7 +1876,7 @@ impl<K: TaskKey> RunOutcome<K> {
     /// # Panics
     /// If `t >= len()`.
     pub fn cancelled_by(&self, t: u32) -> Option<CancelReason> {
-        match self.state[t as usize] {
+        match self.raw(t) {
             CANCELLED_USER => Some(CancelReason::User),
             CANCELLED_CLOSED => Some(CancelReason::Closed),
             _ => None,
@@ -1893,7 +1920,7 @@ impl<K: TaskKey> RunOutcome<K> {
         }
         self.optional_dependencies(t)
             .iter()
-            .filter(|&&d| is_lost(self.state[d as usize]))
+            .filter(|&&d| is_lost(self.raw(d)))
             .map(|&d| OptionalMiss {
                 dependency: self.id(d).clone(),
                 generation: Generation::FIRST,
@@ -1905,7 +1932,7 @@ impl<K: TaskKey> RunOutcome<K> {
     /// How many tasks ended in each state. O(V).
     pub fn counts(&self) -> StateCounts {
         let mut c = StateCounts::default();
-        for &s in &*self.state {
+        for s in self.raws() {
             match task_state(s) {
                 TaskState::Pending => c.pending += 1,
                 TaskState::Ready => c.ready += 1,
@@ -1921,7 +1948,7 @@ impl<K: TaskKey> RunOutcome<K> {
 
     /// True when every task succeeded.
     pub fn all_succeeded(&self) -> bool {
-        self.state.iter().all(|&s| s == SUCCEEDED)
+        self.raws().all(|s| s == SUCCEEDED)
     }
 
     /// The recorded history, if the run was made with [`GraphRun::record_history`].

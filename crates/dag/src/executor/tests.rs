@@ -1432,7 +1432,10 @@ fn room_for_growth_costs_what_the_docs_say_and_is_capped() {
     );
     let room = run.shared.growth.as_ref().expect("room").capacity;
     assert_eq!(room, RunConfig::MAX_GROWTH);
-    assert_eq!(run.shared.state.len(), 1 + RunConfig::MAX_GROWTH as usize);
+    assert_eq!(
+        run.shared.cells.state.len(),
+        1 + RunConfig::MAX_GROWTH as usize
+    );
 }
 
 /// An added task's `TaskContext::index` is the index `RunOutcome` reports it under, and a
@@ -1498,4 +1501,79 @@ fn a_cancel_request_is_seen_only_once_made() {
         ]
     );
     assert!(out.all_succeeded(), "a request never stops a task by force");
+}
+
+/// An outcome reads the run's final cells in place (`Cells`), so nothing done to the run
+/// after it is done may change one: cancelling every task and closing the run leave an
+/// outcome taken before exactly as it was (states, causes, who cancelled), a later `wait`
+/// agrees with it, it outlives the run, and its length is the tasks' (not the room for
+/// growth behind them), with `t == len()` out of range.
+#[test]
+fn an_outcome_is_final_shares_nothing_that_changes_and_outlives_its_run() {
+    let pool = Pool::new(2).expect("pool");
+    let graph = frozen(&[
+        ("a", &[]),
+        ("b", &["a"]),
+        ("c", &["b"]),
+        ("d", &[]),
+        ("e", &["d"]),
+        ("f", &[]),
+    ]);
+    let run = GraphRun::with_config(graph, RunConfig::new().growth(8), |ctx| {
+        if *ctx.id() == "a" {
+            Err("no".to_string())
+        } else {
+            Ok(())
+        }
+    });
+    assert_eq!(run.cancel(&"d"), Ok(RunCancel::Cancelled));
+    run.start(&pool).expect("start");
+    let out = run.wait();
+    let snapshot = |o: &RunOutcome<&'static str>| -> Vec<_> {
+        (0..o.len() as u32)
+            .map(|t| (o.state(t), o.cause_index(t), o.cancelled_by(t)))
+            .collect()
+    };
+    let before = snapshot(&out);
+    assert_eq!(
+        before,
+        vec![
+            (TaskState::Failed, None, None),
+            (TaskState::Blocked, Some(0), None),
+            (TaskState::Blocked, Some(0), None),
+            (TaskState::Cancelled, None, Some(CancelReason::User)),
+            (TaskState::Blocked, Some(3), None),
+            (TaskState::Succeeded, None, None),
+        ]
+    );
+    for t in 0..out.len() as u32 {
+        assert!(
+            matches!(run.cancel_index(t), RunCancel::AlreadyTerminal(_)),
+            "task {t} is settled"
+        );
+    }
+    run.close();
+    assert_eq!(
+        snapshot(&out),
+        before,
+        "nothing written after the run is done"
+    );
+    assert_eq!(
+        snapshot(&run.wait()),
+        before,
+        "every wait gives the same outcome"
+    );
+    drop(run);
+    assert_eq!(snapshot(&out), before, "the outcome outlives its run");
+    assert_eq!(
+        (out.len(), out.is_empty(), out.all_succeeded()),
+        (6, false, false)
+    );
+    let c = out.counts();
+    assert_eq!(
+        (c.failed, c.blocked, c.cancelled, c.succeeded),
+        (1, 3, 1, 1)
+    );
+    let beyond = std::panic::catch_unwind(|| out.state(6));
+    assert!(beyond.is_err(), "index len() is out of range, room or not");
 }
