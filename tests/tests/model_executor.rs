@@ -6,7 +6,9 @@
 //! 3 workers with a recorded history, and `lockstep_tests::executor_check::check` replays the
 //! history into `SchedulerModel`: every task started or skipped exactly once, never started
 //! before all its dependencies succeeded, the model's final states, reasons and errors, and
-//! the documented cause rule (`docs/executor.md`).
+//! the documented cause rule (`docs/executor.md`). Each case also runs without its
+//! successors as a plain run (no history, pools or growth: the executor's specialised
+//! loop), whose outcome must equal that of the same case checked with a history.
 //!
 //! Run: `cargo test -p lockstep-tests --test model_executor` (`PROPTEST_CASES` to change the
 //! 256 cases).
@@ -213,8 +215,57 @@ fn run(case: &Case, workers: usize, pools: &PoolDraw) -> Result<(), String> {
     }
 }
 
+/// The same case without its successors, run twice: with a history, checked against the
+/// model as [`run`] checks, and as a plain run (`GraphRun::new`: no history, no pools, no room
+/// for growth), whose loop is compiled without their checks (`drive::<_, true>`). The plain
+/// run has no history to replay, so its outcome must equal the checked one task by task:
+/// state, cause, cancel reason, error and optional misses (all deterministic for a case).
+fn run_plain(case: &Case, workers: usize) -> Result<(), String> {
+    let mut flat = case.clone();
+    flat.grows.clear();
+    let graph = Arc::new(FrozenGraph::with_optional(flat.tasks()).map_err(|e| e.to_string())?);
+    let pool = Pool::new(workers).map_err(|e| e.to_string())?;
+    let outcome = |run: GraphRun<u32>| -> Result<RunOutcome<u32>, String> {
+        for &c in &flat.cancelled {
+            if run.cancel_index(c) != RunCancel::Cancelled {
+                return Err(format!(
+                    "cancel of {c} before the start was not `Cancelled`"
+                ));
+            }
+        }
+        run.start(&pool).map_err(|e| e.to_string())?;
+        Ok(run.wait())
+    };
+    let config = RunConfig::new().record_history();
+    let recorded = outcome(GraphRun::with_config(
+        Arc::clone(&graph),
+        config,
+        task_fn(&flat, false),
+    ))?;
+    check(&flat, &recorded)?;
+    let plain = outcome(GraphRun::new(graph, task_fn(&flat, false)))?;
+    if plain.history().is_some() || plain.len() != recorded.len() {
+        return Err("the plain run is not plain, or has another length".into());
+    }
+    for t in 0..plain.len() as u32 {
+        let (p, r) = (plain.status(t), recorded.status(t));
+        if p != r {
+            return Err(format!("task {t}: plain run {p:?}, checked run {r:?}"));
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn plain_runs_match_the_checked_runs(case in case(), workers in 1usize..=3) {
+        std::panic::set_hook(Box::new(|_| {}));
+        let result = run_plain(&case, workers);
+        let _ = std::panic::take_hook();
+        prop_assert!(result.is_ok(), "{}", result.err().unwrap_or_default());
+    }
 
     #[test]
     fn executor_runs_match_the_model(case in case(), workers in 1usize..=3, pools in pools()) {

@@ -1,6 +1,6 @@
 //! Shuttle: randomised and PCT schedules of the graph executor on the production pool, on
-//! small graphs (a diamond, a chain, a fork with a failure, a cancel racing the run,
-//! successors added while their dependencies end),
+//! small graphs (a diamond, a chain, a fork with a failure, a cancel racing the run (also on
+//! a plain run), successors added while their dependencies end),
 //! 10,000 random and 10,000 PCT schedules each (about 10 s in all in release).
 //!
 //! Run:
@@ -37,6 +37,13 @@ static ANSWERS: [StdAtomicUsize; 3] = [
     StdAtomicUsize::new(0),
 ];
 
+/// The same for the race against a plain run ([`shuttle_plain_cancel_races_the_run`]).
+static PLAIN_ANSWERS: [StdAtomicUsize; 3] = [
+    StdAtomicUsize::new(0),
+    StdAtomicUsize::new(0),
+    StdAtomicUsize::new(0),
+];
+
 /// Random and PCT schedules of each test.
 const PLAN: Plan = Plan::both(10_000, 10_000, 3);
 
@@ -52,11 +59,31 @@ fn case(deps: &[&[u32]], bodies: &[Body]) -> Case {
 
 /// Runs `case` on a pool of `workers` with a recorded history and checks it; if `race` is
 /// given, another thread cancels that task while the run goes on.
-fn run_checked(mut case: Case, workers: usize, race: Option<u32>) {
+fn run_checked(case: Case, workers: usize, race: Option<u32>) {
+    run_racing(case, workers, race, false, &ANSWERS);
+}
+
+/// [`run_checked`], or (`plain`) the same as a plain run (`GraphRun::new`: no history, no
+/// pools, no room for growth; the executor's specialised loop), which has no history to
+/// replay: its outcome must then equal, task by task, that of the same case (with the raced
+/// task cancelled before the start if the race answered `Cancelled`) run with a history
+/// and checked against the model. `answers` counts the race's answers.
+fn run_racing(
+    mut case: Case,
+    workers: usize,
+    race: Option<u32>,
+    plain: bool,
+    answers: &'static [StdAtomicUsize; 3],
+) {
     let graph = StdArc::new(FrozenGraph::with_optional(case.tasks()).expect("valid graph"));
     let pool = Pool::new(workers).expect("pool");
-    let config = RunConfig::new().record_history().growth(growth_room(&case));
-    let run = GraphRun::with_config(graph, config, task_fn(&case, false));
+    let run = if plain {
+        assert!(case.grows.is_empty(), "a plain run has no room for growth");
+        GraphRun::new(StdArc::clone(&graph), task_fn(&case, false))
+    } else {
+        let config = RunConfig::new().record_history().growth(growth_room(&case));
+        GraphRun::with_config(StdArc::clone(&graph), config, task_fn(&case, false))
+    };
     run.start(&pool).expect("start");
     let canceller = race.map(|t| {
         let r = run.clone();
@@ -69,19 +96,44 @@ fn run_checked(mut case: Case, workers: usize, race: Option<u32>) {
         match answer {
             // Cancelled while pending: the same as a cancel before the start, for the model.
             RunCancel::Cancelled => {
-                ANSWERS[0].fetch_add(1, StdRelaxed);
+                answers[0].fetch_add(1, StdRelaxed);
                 assert_eq!(state, TaskState::Cancelled);
                 case.cancelled.push(t);
             }
             RunCancel::Requested => {
-                ANSWERS[1].fetch_add(1, StdRelaxed);
+                answers[1].fetch_add(1, StdRelaxed);
                 assert!(matches!(state, TaskState::Succeeded | TaskState::Failed));
             }
             RunCancel::AlreadyTerminal(s) => {
-                ANSWERS[2].fetch_add(1, StdRelaxed);
+                answers[2].fetch_add(1, StdRelaxed);
                 assert_eq!(s, state);
             }
         }
+    }
+    if plain {
+        assert!(out.history().is_none(), "a plain run records nothing");
+        let checked = GraphRun::with_config(
+            graph,
+            RunConfig::new().record_history(),
+            task_fn(&case, false),
+        );
+        for &c in &case.cancelled {
+            assert_eq!(checked.cancel_index(c), RunCancel::Cancelled);
+        }
+        checked.start(&pool).expect("start");
+        let reference = checked.wait();
+        if let Err(e) = check(&case, &reference) {
+            panic!("{e}");
+        }
+        for t in 0..out.len() as u32 {
+            assert_eq!(
+                out.status(t),
+                reference.status(t),
+                "task {t}: plain against checked"
+            );
+        }
+        drop(pool);
+        return;
     }
     drop(pool);
     if let Err(e) = check(&case, &out) {
@@ -139,6 +191,37 @@ fn shuttle_cancel_races_the_run() {
     shuttle_check!(PLAN, cancel_races_the_run);
     let answers: Vec<usize> = ANSWERS.iter().map(|a| a.load(StdRelaxed)).collect();
     eprintln!("cancel answers (cancelled, requested, already terminal): {answers:?}");
+    assert!(
+        answers.iter().all(|&n| n > 0),
+        "every answer of the race was reached: {answers:?}"
+    );
+}
+
+/// [`cancel_races_the_run`] on a plain run, and the fork with a failure: the executor's
+/// specialised loop for runs without history, pools or growth meets the same races.
+fn plain_cancel_races_the_run() {
+    use Body::{Fail as F, Succeed as S};
+    run_racing(
+        case(&[&[], &[0], &[0], &[1, 2]], &[S, S, S, S]),
+        2,
+        Some(1),
+        true,
+        &PLAIN_ANSWERS,
+    );
+    run_racing(
+        case(&[&[], &[0], &[0], &[1], &[2, 3]], &[S, F, S, S, S]),
+        2,
+        None,
+        true,
+        &PLAIN_ANSWERS,
+    );
+}
+
+#[test]
+fn shuttle_plain_cancel_races_the_run() {
+    shuttle_check!(PLAN, plain_cancel_races_the_run);
+    let answers: Vec<usize> = PLAIN_ANSWERS.iter().map(|a| a.load(StdRelaxed)).collect();
+    eprintln!("plain cancel answers (cancelled, requested, already terminal): {answers:?}");
     assert!(
         answers.iter().all(|&n| n > 0),
         "every answer of the race was reached: {answers:?}"

@@ -795,6 +795,8 @@ struct Shared<K> {
     f: Box<TaskFn<K>>,
     count: Box<[AtomicU32]>,
     cells: StdArc<Cells>,
+    /// No pools, no history and no room for growth: `drive`'s loop without their checks.
+    plain: bool,
     errors: Mutex<Vec<(u32, String)>>,
     history: Option<Mutex<Vec<ExecEvent>>>,
     /// SPEC A8 named concurrency limits, when the run has any ([`GraphRun::with_pools`]).
@@ -945,6 +947,7 @@ impl<K: TaskKey> GraphRun<K> {
                 f,
                 count,
                 cells: StdArc::new(Cells { state, cause }),
+                plain: !history && gates.is_none() && growth.is_none(),
                 errors: Mutex::new(Vec::new()),
                 history: history.then(|| Mutex::new(Vec::new())),
                 gates,
@@ -1334,7 +1337,7 @@ impl<K: TaskKey> Shared<K> {
     /// (only with a seeded bug: a second decision of one task).
     ///
     /// `lend` hands this worker's kept work to the pool (see [`TaskContext::block_in_place`]).
-    fn settle(
+    fn settle<const PLAIN: bool>(
         &self,
         t: u32,
         ctx: &WorkerContext<'_>,
@@ -1356,7 +1359,7 @@ impl<K: TaskKey> Shared<K> {
         // SPEC A8 named concurrency limits: a task about to run takes a slot of its pool
         // first, or waits in the pool's queue (still pending, undecided, settled later by
         // whoever takes it out).
-        let gate = self.gate(t);
+        let gate = if PLAIN { None } else { self.gate(t) };
         let mut slot = false;
         if let Some(gate) = gate {
             if decided == RUNNING {
@@ -1378,7 +1381,7 @@ impl<K: TaskKey> Shared<K> {
             }
         }
         // LINEARIZATION POINT (EXECUTOR.decide-once): pending -> decided, against `cancel`.
-        if let Err(now) = self.decide(cell, t, worker, decided) {
+        if let Err(now) = self.decide::<PLAIN>(cell, t, worker, decided) {
             if let Some(gate) = gate.filter(|_| slot) {
                 Self::leave(gate, true, handed);
             }
@@ -1410,11 +1413,13 @@ impl<K: TaskKey> Shared<K> {
         };
         // Recorded before the final state is stored: a successor added by a task that finds
         // this one ended is recorded after this finish.
-        self.record(ExecEvent::Finish {
-            task: t,
-            worker,
-            state: task_state(fin),
-        });
+        if !PLAIN {
+            self.record(ExecEvent::Finish {
+                task: t,
+                worker,
+                state: task_state(fin),
+            });
+        }
         cell.store(fin, Ordering::Release);
         if let Some(gate) = gate {
             Self::leave(gate, true, handed);
@@ -1428,8 +1433,14 @@ impl<K: TaskKey> Shared<K> {
     /// skipped): from now on a successor added to the run need not wait for it. Returns the
     /// state found on failure.
     #[inline]
-    fn decide(&self, cell: &AtomicU8, t: u32, worker: usize, decided: u8) -> Result<u8, u8> {
-        if let Some(history) = &self.history {
+    fn decide<const PLAIN: bool>(
+        &self,
+        cell: &AtomicU8,
+        t: u32,
+        worker: usize,
+        decided: u8,
+    ) -> Result<u8, u8> {
+        if !PLAIN && let Some(history) = &self.history {
             return self.decide_recorded(history, cell, t, worker, decided);
         }
         let result = cell.compare_exchange(PENDING, decided, Ordering::AcqRel, Ordering::Acquire);
@@ -1535,7 +1546,7 @@ fn root_runner<K: TaskKey>(sh: &Arc<Shared<K>>, ctx: &WorkerContext<'_>) {
     loop {
         let r = sh.next_root.fetch_add(1, Ordering::Relaxed);
         let Some(&t) = roots.get(r) else { break };
-        settled += drive(sh, t, ctx);
+        settled += drive_any(sh, t, ctx);
     }
     sh.finish(settled);
 }
@@ -1548,14 +1559,14 @@ fn lent_runner<K: TaskKey>(sh: &Arc<Shared<K>>, active: &AtomicBool, ctx: &Worke
     while active.load(Ordering::Acquire) {
         let r = sh.next_root.fetch_add(1, Ordering::Relaxed);
         let Some(&t) = roots.get(r) else { break };
-        settled += drive(sh, t, ctx);
+        settled += drive_any(sh, t, ctx);
     }
     sh.finish(settled);
 }
 
 /// The pool task of one spawned ready task.
 fn spawned<K: TaskKey>(sh: &Arc<Shared<K>>, t: u32, ctx: &WorkerContext<'_>) {
-    let settled = drive(sh, t, ctx);
+    let settled = drive_any(sh, t, ctx);
     sh.finish(settled);
 }
 
@@ -1570,7 +1581,24 @@ fn spawned<K: TaskKey>(sh: &Arc<Shared<K>>, t: u32, ctx: &WorkerContext<'_>) {
 /// spawns that the idle workers steal. So a run touches the pool only to share work, and no released task
 /// costs an allocation unless it is shared (the local queue grows by doubling, once per
 /// call).
-fn drive<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_>) -> usize {
+fn drive_any<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_>) -> usize {
+    // INVARIANT (EXECUTOR.plain-loop): a run without pools, history or room for growth
+    // runs the loop compiled without their checks, which are all false for it; every other
+    // line is the same code.
+    if sh.plain {
+        drive::<K, true>(sh, first, ctx)
+    } else {
+        drive::<K, false>(sh, first, ctx)
+    }
+}
+
+/// [`drive_any`] for a run that is plain (`PLAIN`: no pools, no history, no room for
+/// growth; [`Shared::plain`]) or not: a plain run's loop has none of their checks.
+fn drive<K: TaskKey, const PLAIN: bool>(
+    sh: &Arc<Shared<K>>,
+    first: u32,
+    ctx: &WorkerContext<'_>,
+) -> usize {
     let mut settled = 0;
     let mut next = Some(first);
     // INVARIANT (EXECUTOR.share-when-idle): released tasks are kept on this worker (no
@@ -1596,9 +1624,9 @@ fn drive<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_>) -
     loop {
         let popped = next.take().or_else(|| kept.borrow_mut().pop_back());
         let Some(t) = popped else { break };
-        let outcome = sh.settle(t, ctx, &lend, &handed);
+        let outcome = sh.settle::<PLAIN>(t, ctx, &lend, &handed);
         // Only a gate hands tasks over (`Shared::leave`): a run without pools skips the look.
-        if sh.gates.is_some() {
+        if !PLAIN && sh.gates.is_some() {
             for d in handed.borrow_mut().drain(..) {
                 let sh = Arc::clone(sh);
                 ctx.spawn_detached(move |ctx| spawned(&sh, d, ctx));
@@ -1618,7 +1646,7 @@ fn drive<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_>) -
         } else {
             Ordering::AcqRel
         };
-        if sh.growth.is_none() {
+        if PLAIN || sh.growth.is_none() {
             for &d in sh.graph.dependents(t) {
                 // INVARIANT (EXECUTOR.count-release): release (this task's writes and final
                 // state) and acquire (every earlier decrement's): the decrement reading 1
