@@ -198,7 +198,11 @@ fn is_lost(raw: u8) -> bool {
 
 /// What a task function sees while it runs.
 pub struct TaskContext<'a, K> {
-    index: u32,
+    /// The running task. One context serves every task a worker's `drive` call runs (the
+    /// other fields do not change between them), so only this is written per task; a std
+    /// atomic (not a synchronization point: written by its worker between calls of the task
+    /// function, read during them) keeps the context `Sync`.
+    index: std::sync::atomic::AtomicU32,
     worker: usize,
     pool: &'a WorkerContext<'a>,
     lend: &'a dyn Fn() -> Option<Arc<AtomicBool>>,
@@ -298,21 +302,21 @@ impl<K: TaskKey> TaskContext<'_, K> {
         let deps: SmallVec<[K; 8]> = deps.into_iter().collect();
         let optional: SmallVec<[K; 8]> = optional.into_iter().collect();
         self.run
-            .grow(self.index, self.worker, id, &deps, &optional, pool)
+            .grow(self.index(), self.worker, id, &deps, &optional, pool)
     }
 }
 
 impl<K: TaskKey> TaskContext<'_, K> {
     /// The task's id.
     pub fn id(&self) -> &K {
-        self.run.id(self.index)
+        self.run.id(self.index())
     }
 
     /// The task's index: its index in the [`FrozenGraph`], or for a task added while the run
     /// runs ([`TaskContext::add_successor`]) the index it got (`graph.len()` and up), the one
     /// [`RunOutcome`] reports it under.
     pub fn index(&self) -> u32 {
-        self.index
+        self.index.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The index of the pool worker running it.
@@ -324,7 +328,7 @@ impl<K: TaskKey> TaskContext<'_, K> {
     /// closed: the function may stop early (it is never stopped by force, SPEC A1). O(1).
     pub fn is_cancel_requested(&self) -> bool {
         self.run.closed.load(Ordering::Acquire)
-            || self.run.cells.state[self.index as usize].load(Ordering::Acquire) & REQUESTED != 0
+            || self.run.cells.state[self.index() as usize].load(Ordering::Acquire) & REQUESTED != 0
     }
 
     /// Closes the whole run, as [`GraphRun::close`] does (for a task that learns the user
@@ -410,7 +414,7 @@ impl<K: TaskKey> TaskContext<'_, K> {
 impl<K: TaskKey> fmt::Debug for TaskContext<'_, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TaskContext")
-            .field("index", &self.index)
+            .field("index", &self.index())
             .field("id", self.id())
             .field("worker", &self.worker)
             .finish()
@@ -1340,11 +1344,10 @@ impl<K: TaskKey> Shared<K> {
     fn settle<const PLAIN: bool>(
         &self,
         t: u32,
-        ctx: &WorkerContext<'_>,
-        lend: &dyn Fn() -> Option<Arc<AtomicBool>>,
+        ctx: &TaskContext<'_, K>,
         handed: &RefCell<Vec<u32>>,
     ) -> Option<bool> {
-        let worker = ctx.worker_index();
+        let worker = ctx.worker;
         let cell = &self.cells.state[t as usize];
         let decided = if self.closed.load(Ordering::SeqCst) {
             CANCELLED_CLOSED
@@ -1390,13 +1393,7 @@ impl<K: TaskKey> Shared<K> {
         if decided != RUNNING {
             return Some(true);
         }
-        let ctx = TaskContext {
-            index: t,
-            worker,
-            pool: ctx,
-            lend,
-            run: self,
-        };
+        ctx.index.store(t, std::sync::atomic::Ordering::Relaxed);
         // The function's `Result` is read where it was written (inside the closure), and
         // only a small final state leaves it: copying the whole `Result` out cost a stalled
         // 16-byte load per task (the callee writes an `Ok` as one 8-byte word).
@@ -1404,7 +1401,7 @@ impl<K: TaskKey> Shared<K> {
             self.errors.lock().push((t, e));
             FAILED
         };
-        let fin = match catch_unwind(AssertUnwindSafe(|| match (self.f)(&ctx) {
+        let fin = match catch_unwind(AssertUnwindSafe(|| match (self.f)(ctx) {
             Ok(()) => SUCCEEDED,
             Err(e) => fail(e),
         })) {
@@ -1621,10 +1618,18 @@ fn drive<K: TaskKey, const PLAIN: bool>(
         ctx.spawn_detached(move |ctx| lent_runner(&sh, &a, ctx));
         Some(active)
     };
+    // One context for every task this call runs: `settle` sets its index.
+    let task_ctx = TaskContext {
+        index: std::sync::atomic::AtomicU32::new(first),
+        worker: ctx.worker_index(),
+        pool: ctx,
+        lend: &lend,
+        run: sh,
+    };
     loop {
         let popped = next.take().or_else(|| kept.borrow_mut().pop_back());
         let Some(t) = popped else { break };
-        let outcome = sh.settle::<PLAIN>(t, ctx, &lend, &handed);
+        let outcome = sh.settle::<PLAIN>(t, &task_ctx, &handed);
         // Only a gate hands tasks over (`Shared::leave`): a run without pools skips the look.
         if !PLAIN && sh.gates.is_some() {
             for d in handed.borrow_mut().drain(..) {
