@@ -231,7 +231,9 @@ impl Outage {
             return Err(e);
         }
         let until = match st.next_try {
-            // Another connection of this process scheduled the next try: wait for it.
+            // Another connection of this process scheduled the next try: wait for it. (`t >=
+            // now` would differ only when the clock reads the scheduled instant to the
+            // nanosecond, by one more try at that instant: an equivalent mutant.)
             Some(t) if t > now => t,
             _ => {
                 st.attempt += 1;
@@ -247,6 +249,8 @@ impl Outage {
             }
         };
         drop(st);
+        // (`<=` would differ only at the scheduled instant to the nanosecond, by one more
+        // sleep of zero: an equivalent mutant.)
         while Instant::now() < until {
             if stop.is_some_and(StopRequest::is_requested) {
                 break;
@@ -752,6 +756,153 @@ mod tests {
         assert!(stopped[0].ends_with("(Ctrl-C)"), "{lines:?}");
     }
 
+    /// An opener of the SQLite store at `path` (up) that records when it is called.
+    fn timed(path: std::path::PathBuf) -> (Opener, Arc<Mutex<Vec<Instant>>>) {
+        let opens = Arc::new(Mutex::new(Vec::new()));
+        let o = Arc::clone(&opens);
+        let open: Opener = Box::new(move || {
+            o.lock().unwrap().push(Instant::now());
+            Ok(Box::new(lockstep_durable::SqliteStore::open(&path)?) as BoxStore)
+        });
+        (open, opens)
+    }
+
+    /// An operation whose first `n` tries find the connection dead (`Unavailable`, as after a
+    /// server restart), then answers the store's limit.
+    fn dies_first(mut n: u32) -> impl FnMut(&mut dyn Store) -> Result<usize, DurableError> {
+        move |s| {
+            if n > 0 {
+                n -= 1;
+                return Err(DurableError::Unavailable {
+                    reason: "connection reset".into(),
+                });
+            }
+            s.max_concurrency()
+        }
+    }
+
+    /// A connection that dies while no outage is under way (left idle through one that
+    /// another connection saw end) is opened again at once, without a word; it is not an
+    /// outage until the reopened connection fails too, and then the outage is announced
+    /// from its first attempt. (cargo-mutants: `is_down` answering `true` passed every test.)
+    #[test]
+    fn a_connection_dead_while_the_store_is_up_is_reopened_at_once_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.lockstep");
+        drop(lockstep_durable::SqliteStore::create(&path, 3).unwrap());
+        let (outage, lines) = kept();
+        let (open, opens) = timed(path);
+        let mut s =
+            PatientStore::open(open, Duration::from_secs(60), None, outage.clone()).unwrap();
+        assert_eq!(s.call(dies_first(1)).unwrap(), 3);
+        assert_eq!(
+            opens.lock().unwrap().len(),
+            2,
+            "the first open and the reopen"
+        );
+        let said = lines.lock().unwrap().clone();
+        assert!(said.is_empty(), "{said:?}");
+        assert!(!outage.is_down());
+        // Dead again at once after the reopen: an outage, with its retry and its end.
+        assert_eq!(s.call(dies_first(2)).unwrap(), 3);
+        let lines = lines.lock().unwrap().clone();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines[0].starts_with("store unavailable (connection reset): retrying in ")
+                && lines[0].ends_with(" (attempt 1)"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[1].starts_with("store back after ") && lines[1].ends_with(" (2 attempts)"),
+            "{lines:?}"
+        );
+        assert!(!outage.is_down());
+    }
+
+    /// A connection that dies while another connection of the process waits out an outage
+    /// joins that outage: it opens a new connection at the outage's next try, not at once
+    /// (the backoff spreads the reconnections to a server coming back), silently, and its
+    /// answer then ends the outage. (cargo-mutants: `is_down` answering `false` passed every
+    /// test.)
+    #[test]
+    fn a_connection_dead_during_an_outage_reconnects_at_the_outages_next_try() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.lockstep");
+        drop(lockstep_durable::SqliteStore::create(&path, 3).unwrap());
+        let (outage, lines) = kept();
+        let (open, opens) = timed(path);
+        let mut s =
+            PatientStore::open(open, Duration::from_secs(60), None, outage.clone()).unwrap();
+        // Another connection failed and scheduled the outage's first retry, 300 ms ahead.
+        let next = Instant::now() + Duration::from_millis(300);
+        {
+            let mut st = outage.lock();
+            st.down_since = Some(Instant::now());
+            st.attempt = 1;
+            st.next_try = Some(next);
+        }
+        assert_eq!(s.call(dies_first(1)).unwrap(), 3);
+        let opens = opens.lock().unwrap().clone();
+        assert_eq!(opens.len(), 2, "the first open and one at the next try");
+        assert!(
+            opens[1] >= next,
+            "reopened {:?} before the next try",
+            next - opens[1]
+        );
+        let lines = lines.lock().unwrap().clone();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with("store back after ") && lines[0].ends_with(" (2 attempts)"),
+            "{lines:?}"
+        );
+        assert!(!outage.is_down());
+    }
+
+    /// The connection that schedules the outage's next try waits until it (the time it
+    /// printed, which the process's other connections wait for too: the schedule is `now +
+    /// delay`), and never schedules it after the deadline: a connection with 40 ms of its
+    /// `--store-wait` left tries again at the deadline. (cargo-mutants: `now + delay` as
+    /// the wait's end turned into `now - delay`, which made the scheduling connection retry
+    /// at once, passed every test; so did `wait - elapsed` turned into `wait + elapsed`.)
+    #[test]
+    fn a_pause_waits_for_the_try_it_schedules_and_schedules_none_after_the_deadline() {
+        let unavailable = || DurableError::Unavailable {
+            reason: "test outage".into(),
+        };
+        let (outage, lines) = kept();
+        let since = Instant::now();
+        outage
+            .pause(unavailable(), since, Duration::from_secs(60), None)
+            .unwrap();
+        let next = outage.lock().next_try.expect("a next try is scheduled");
+        // Attempt 1 waits between 0.25 s and 0.5 s.
+        assert!(
+            next.saturating_duration_since(since) >= Duration::from_millis(250),
+            "scheduled {:?} after the failure",
+            next.saturating_duration_since(since)
+        );
+        assert!(Instant::now() >= next, "returned before the scheduled try");
+        let lines = lines.lock().unwrap().clone();
+        assert!(
+            lines.len() == 1 && lines[0].ends_with(" (attempt 1)"),
+            "{lines:?}"
+        );
+
+        let (outage, _) = kept();
+        let wait = Duration::from_secs(10);
+        let since = Instant::now()
+            .checked_sub(wait - Duration::from_millis(40))
+            .expect("the clock has run 10 s");
+        outage.pause(unavailable(), since, wait, None).unwrap();
+        let next = outage.lock().next_try.expect("a next try is scheduled");
+        assert!(
+            next <= since + wait,
+            "scheduled {:?} after the deadline",
+            next - (since + wait)
+        );
+        assert!(Instant::now() >= next, "returned before the scheduled try");
+    }
+
     /// The outage state shows in `Debug` (a `PatientStore`'s too), for a look in a debugger or
     /// a log.
     #[test]
@@ -760,6 +911,81 @@ mod tests {
         assert!(
             format!("{outage:?}").starts_with("Outage { state: OutageState { down_since: None"),
             "{outage:?}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.lockstep");
+        drop(lockstep_durable::SqliteStore::create(&path, 1).unwrap());
+        let s = PatientStore::open(timed(path).0, Duration::from_secs(60), None, outage).unwrap();
+        assert!(
+            format!("{s:?}").starts_with(
+                "PatientStore { connected: true, wait: 60s, outage: Outage { state: OutageState"
+            ),
+            "{s:?}"
+        );
+    }
+
+    /// The retry line says the wait in seconds with one decimal, and the `store back` line the
+    /// outage's length the same way.
+    #[test]
+    fn waits_are_said_in_seconds_with_one_decimal() {
+        assert_eq!(seconds(Duration::from_millis(7_340)), "7.3 s");
+        assert_eq!(seconds(Duration::from_secs(2)), "2.0 s");
+        assert_eq!(seconds(Duration::ZERO), "0.0 s");
+    }
+
+    /// An error that waiting cannot cure, met when a connection waiting out an outage opens a
+    /// new one (a refused login, a file that is not a store), ends the wait with that error at
+    /// once; the store did not come back, so no `store back` line is printed.
+    /// (cargo-mutants: letting every open error through to the outage's bookkeeping passed
+    /// every test.)
+    #[test]
+    fn an_incurable_error_on_reopening_ends_the_wait_without_a_store_back_line() {
+        let (outage, lines) = kept();
+        let tries = std::sync::atomic::AtomicU32::new(0);
+        let open: Opener = Box::new(move || {
+            Err(if tries.fetch_add(1, Ordering::SeqCst) == 0 {
+                DurableError::Unavailable {
+                    reason: "test outage".into(),
+                }
+            } else {
+                DurableError::Database {
+                    reason: "password authentication failed".into(),
+                }
+            })
+        });
+        let r = PatientStore::open(open, Duration::from_secs(60), None, outage).map(drop);
+        assert!(matches!(r, Err(DurableError::Database { .. })), "{r:?}");
+        let lines = lines.lock().unwrap().clone();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].ends_with(" (attempt 1)"), "{lines:?}");
+    }
+
+    /// An operation that takes `now` is given the wall clock when the caller's time is older
+    /// (a claim tried again after a wait of minutes must not start its lease in the past).
+    #[test]
+    fn an_operation_is_given_the_wall_clock_when_the_callers_time_is_older() {
+        use lockstep_durable::Clock;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.lockstep");
+        drop(lockstep_durable::SqliteStore::create(&path, 1).unwrap());
+        let (outage, _) = kept();
+        let mut s =
+            PatientStore::open(timed(path).0, Duration::from_secs(60), None, outage).unwrap();
+        for r in s
+            .submit(&[NewTask::new("a", Vec::<String>::new())])
+            .unwrap()
+        {
+            r.unwrap();
+        }
+        s.start().unwrap();
+        let before = lockstep_durable::SystemClock.now();
+        let owner = LeaseOwner::new("w").unwrap();
+        let leases = s.claim(&owner, Millis(1), Millis(60_000), 1).unwrap();
+        assert_eq!(leases.len(), 1, "{leases:?}");
+        assert!(
+            leases[0].expiry >= Millis(before.0 + 60_000),
+            "{:?} ends before {before:?} + 60 s",
+            leases[0].expiry
         );
     }
 
