@@ -1488,6 +1488,60 @@ fn a_batch_that_unwinds_midway_still_queues_what_it_released() {
     assert_eq!(claimed[0].id, PanickyId("b"));
 }
 
+/// A submission of a graph loaded in order (`Core::submit_in_order`) that unwinds midway,
+/// here from the id type's `Hash` on its second dependency, leaves the scheduler consistent
+/// (the entry already appended to the dependency arena is counted as garbage,
+/// A2.edge-arena-bounds) and the id unsubmitted; the same id is then accepted, and a batch
+/// that unwinds midway keeps the items before the panicking one. (The path before the fast
+/// path left the arena entry uncounted: `assert_invariants` failed here.)
+#[test]
+fn a_submission_that_unwinds_midway_changes_no_answer() {
+    let s: TaskScheduler<PanickyId> = TaskScheduler::new(2);
+    s.submit(PanickyId("a"), [], ()).unwrap();
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = s.submit(PanickyId("x"), [PanickyId("a"), PanickyId("bomb")], ());
+    }));
+    assert!(unwound.is_err(), "the id's Hash panicked");
+    s.lock().assert_invariants();
+    assert_eq!(s.state(&PanickyId("x")), None);
+    assert_eq!(s.state(&PanickyId("a")), Some(TaskState::Ready));
+    assert_eq!(s.counts().ready, 1);
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut generations = Vec::new();
+        let _ = s.submit_batch(
+            [
+                (PanickyId("b"), vec![PanickyId("a")], ()),
+                (PanickyId("y"), vec![PanickyId("b"), PanickyId("bomb")], ()),
+                (PanickyId("c"), vec![], ()),
+            ],
+            &mut generations,
+        );
+    }));
+    assert!(unwound.is_err(), "the id's Hash panicked");
+    s.lock().assert_invariants();
+    assert_eq!(s.state(&PanickyId("b")), Some(TaskState::Pending));
+    assert_eq!(s.state(&PanickyId("y")), None);
+    assert_eq!(s.state(&PanickyId("c")), None);
+    assert_eq!(
+        s.submit(PanickyId("x"), [PanickyId("a"), PanickyId("b")], ()),
+        Ok(g(1))
+    );
+    s.lock().assert_invariants();
+    let mut order = Vec::new();
+    loop {
+        let claims = s.ready().unwrap();
+        if claims.is_empty() {
+            break;
+        }
+        for c in claims {
+            order.push(c.id.0);
+            s.complete(&c.id, c.generation).unwrap();
+        }
+    }
+    assert_eq!(order, ["a", "b", "x"]);
+    s.lock().assert_invariants();
+}
+
 /// The identity prefix answers exactly as the hash table would: a `Core` over an integer id
 /// type (direct array, identity prefix) and a `Core` over a newtype of it (always hashed) are
 /// driven with the same random operations (submissions in order and out of order, ids first
