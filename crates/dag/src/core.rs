@@ -356,6 +356,13 @@ pub(crate) struct Core<K, P> {
     /// one's sequence (when it is not its node) in a loop of its own lets the processor
     /// overlap the cache misses of a batch.
     ready_later: Vec<u32>,
+    /// Tests only: [`Core::submit_in_order`] is never taken, so that a test can compare it
+    /// with the general path ([`Core::forget_in_order_path`]).
+    #[cfg(test)]
+    in_order_off: bool,
+    /// Tests only: how many submissions [`Core::submit_in_order`] applied.
+    #[cfg(test)]
+    pub(crate) in_order_taken: usize,
 }
 
 /// Returns the first dependency that repeats an earlier one, scanning in list order. Short
@@ -550,6 +557,10 @@ impl<K: TaskKey, P> Core<K, P> {
             scratch_waits: Vec::new(),
             scratch_work: Vec::new(),
             ready_later: Vec::new(),
+            #[cfg(test)]
+            in_order_off: false,
+            #[cfg(test)]
+            in_order_taken: 0,
         }
     }
 
@@ -598,6 +609,13 @@ impl<K: TaskKey, P> Core<K, P> {
         if self.seq_is_node {
             self.sequences_stop_being_nodes();
         }
+    }
+
+    /// Turns [`Core::submit_in_order`] off for good, so that every submission takes
+    /// [`Core::submit_with`]: tests compare a core that takes the path with one that does not.
+    #[cfg(test)]
+    pub(crate) fn forget_in_order_path(&mut self) {
+        self.in_order_off = true;
     }
 
     /// The node of `key`, if it has one. An integer id of the identity prefix, or one beyond
@@ -1342,9 +1360,10 @@ impl<K: TaskKey, P> Core<K, P> {
     ///
     /// Returns the id, with nothing changed, when the submission is not of that kind. The
     /// id type's code that runs here is `Eq` and `Hash` (the duplicate check, the lookups,
-    /// the hash table's insert), never `Clone`; if it panics, the entries already appended
-    /// to the arena are counted as garbage and no node was created, so the scheduler stays
-    /// consistent and the id unsubmitted (`tests::a_submission_that_unwinds_midway_changes_no_answer`).
+    /// the hash table's insert), never `Clone`; for any id type but the integers (whose
+    /// code cannot panic) it all runs before the arena or any record changes, so a panic
+    /// leaves the scheduler as it was, the id unsubmitted
+    /// (`tests::a_submission_that_unwinds_midway_changes_no_answer`).
     #[inline(always)]
     fn submit_in_order(
         &mut self,
@@ -1355,33 +1374,52 @@ impl<K: TaskKey, P> Core<K, P> {
         if self.closed || self.started || self.rev_built || !self.order_in_seq {
             return Err(id);
         }
+        #[cfg(test)]
+        if self.in_order_off {
+            return Err(id);
+        }
         if first_duplicate(deps).is_some() || self.find(&id).is_some() {
             return Err(id);
         }
-        // `submit_new_while_building`'s compaction check, made after its `insert_node`:
-        // the node about to be created counts.
-        self.maybe_compact_fwd_for(deps.len(), self.span.len() + 1);
-        let start = self.fwd.len();
-        let start32 = u32::try_from(start).expect("at most 2^32 dependency entries");
-        // Integer ids' `Hash` and `Eq` cannot panic; other ids' entries count as garbage
-        // until the node that owns them exists (A2.edge-arena-bounds also on unwind).
-        let may_unwind = !is_integer_type::<K>();
-        for d in deps {
-            let Some(dn) = self.find(d) else {
-                // A forward reference (or the id itself): the general path interns it.
-                if may_unwind {
-                    self.fwd_garbage -= self.fwd.len() - start;
-                }
-                self.fwd.truncate(start);
-                return Err(id);
-            };
-            self.fwd.push(dn);
-            if may_unwind {
-                self.fwd_garbage += 1;
+        let len = deps.len() as u32;
+        // Integer ids' `Eq` and `Hash` cannot panic: their dependencies go straight to the
+        // arena. Other ids' may: theirs are looked up into the scratch list, and the arena
+        // changes only once nothing can unwind (A2.edge-arena-bounds also on unwind).
+        let direct = is_integer_type::<K>();
+        let mut start = 0;
+        if direct {
+            // `submit_new_while_building`'s compaction check, made after its `insert_node`:
+            // the node about to be created counts.
+            self.maybe_compact_fwd_for(deps.len(), self.span.len() + 1);
+            start = self.fwd.len();
+            for d in deps {
+                let Some(dn) = self.find(d) else {
+                    // A forward reference (or the id itself): the general path interns it.
+                    self.fwd.truncate(start);
+                    return Err(id);
+                };
+                self.fwd.push(dn);
             }
+        } else {
+            let mut nodes = std::mem::take(&mut self.scratch_deps);
+            nodes.clear();
+            for d in deps {
+                let Some(dn) = self.find(d) else {
+                    self.scratch_deps = nodes;
+                    return Err(id);
+                };
+                nodes.push(dn);
+            }
+            self.scratch_deps = nodes;
         }
         let n = self.intern_next(&id);
-        let len = deps.len() as u32;
+        if !direct {
+            // Nothing unwinds from here on.
+            self.maybe_compact_fwd_for(deps.len(), self.span.len() + 1);
+            start = self.fwd.len();
+            self.fwd.extend_from_slice(&self.scratch_deps);
+        }
+        let start32 = u32::try_from(start).expect("at most 2^32 dependency entries");
         let mut state = TaskState::Pending;
         let mut remaining = len;
         // SEEDED BUG (static_order): queued in submission order, whatever it waits on.
@@ -1406,15 +1444,16 @@ impl<K: TaskKey, P> Core<K, P> {
         if !self.seq_is_node {
             self.seqs.push(u64::MAX);
         }
-        if may_unwind {
-            self.fwd_garbage -= deps.len();
-        }
         // No renumbering is due: `order_in_seq`, every sequence so far is a first submission.
         let seq = self.take_sequence(n);
         if state == TaskState::Ready {
             self.push_ready(n, seq);
         }
         self.counts[state as usize] += 1;
+        #[cfg(test)]
+        {
+            self.in_order_taken += 1;
+        }
         Ok(Generation(1))
     }
 
