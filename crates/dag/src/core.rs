@@ -356,15 +356,31 @@ pub(crate) struct Core<K, P> {
     /// one's sequence (when it is not its node) in a loop of its own lets the processor
     /// overlap the cache misses of a batch.
     ready_later: Vec<u32>,
+    /// Tests only: [`Core::submit_in_order`] is never taken, so that a test can compare it
+    /// with the general path ([`Core::forget_in_order_path`]).
+    #[cfg(test)]
+    in_order_off: bool,
+    /// Tests only: how many submissions [`Core::submit_in_order`] applied.
+    #[cfg(test)]
+    pub(crate) in_order_taken: usize,
 }
 
-/// Returns the first dependency that repeats an earlier one, scanning in list order.
+/// Returns the first dependency that repeats an earlier one, scanning in list order. Short
+/// lists (the usual one to four dependencies) are scanned inline, long ones hashed out of
+/// line.
+#[inline(always)]
 fn first_duplicate<K: TaskKey>(deps: &[K]) -> Option<&K> {
     if deps.len() <= 16 {
         return (1..deps.len())
             .find(|&i| deps[..i].contains(&deps[i]))
             .map(|i| &deps[i]);
     }
+    first_duplicate_hashed(deps)
+}
+
+/// [`first_duplicate`] of a list longer than 16.
+#[inline(never)]
+fn first_duplicate_hashed<K: TaskKey>(deps: &[K]) -> Option<&K> {
     let mut seen: std::collections::HashSet<&K, Hasher> =
         std::collections::HashSet::with_capacity_and_hasher(deps.len(), Default::default());
     deps.iter().find(|d| !seen.insert(*d))
@@ -541,6 +557,10 @@ impl<K: TaskKey, P> Core<K, P> {
             scratch_waits: Vec::new(),
             scratch_work: Vec::new(),
             ready_later: Vec::new(),
+            #[cfg(test)]
+            in_order_off: false,
+            #[cfg(test)]
+            in_order_taken: 0,
         }
     }
 
@@ -591,6 +611,13 @@ impl<K: TaskKey, P> Core<K, P> {
         }
     }
 
+    /// Turns [`Core::submit_in_order`] off for good, so that every submission takes
+    /// [`Core::submit_with`]: tests compare a core that takes the path with one that does not.
+    #[cfg(test)]
+    pub(crate) fn forget_in_order_path(&mut self) {
+        self.in_order_off = true;
+    }
+
     /// The node of `key`, if it has one. An integer id of the identity prefix, or one beyond
     /// the direct array while nothing is hashed, is answered inline (every dependency and
     /// callback, and every new id, of a graph loaded in order takes this path); the rest
@@ -638,41 +665,7 @@ impl<K: TaskKey, P> Core<K, P> {
 
     /// Creates the node of `key`, which has none (`find` returned `None`), without a version.
     fn insert_node(&mut self, key: K) -> u32 {
-        debug_assert!(self.find(&key).is_none());
-        // Node indices are u32 below u32::MAX (`direct` stores the node plus one): 2^32 - 1
-        // ids would need hundreds of GiB first.
-        let n = u32::try_from(self.keys.len())
-            .ok()
-            .filter(|&n| n < u32::MAX)
-            .expect("at most 2^32 - 1 task ids");
-        match integer_id(&key) {
-            Some(v) if v < 2 * self.keys.len() + DIRECT_SLACK => {
-                // INVARIANT (A2.identity-prefix): the prefix grows only by the id that is
-                // the next node, which then needs no entry in `direct` (`find` answers it
-                // first). SEEDED BUG (identity_prefix_unchecked): grows by the next id
-                // whatever its node.
-                if v == self.identity
-                    && (n as usize == v || seeded_bug!("identity_prefix_unchecked"))
-                {
-                    self.identity += 1;
-                } else {
-                    if v >= self.direct.len() {
-                        let want = (v + 1)
-                            .max(2 * self.direct.len())
-                            .min(2 * self.keys.len() + DIRECT_SLACK);
-                        self.direct.resize(want, 0);
-                    }
-                    self.direct[v] = n + 1;
-                }
-            }
-            _ => {
-                let h = self.hasher.hash_one(&key);
-                let hasher = &self.hasher;
-                let keys = &self.keys;
-                self.index
-                    .insert_unique(h, n, |&m| hasher.hash_one(&keys[idx(m)]));
-            }
-        }
+        let n = self.intern_next(&key);
         self.keys.push(key);
         self.hot.push(Hot::ABSENT);
         self.wait.push(Wait::ABSENT);
@@ -682,6 +675,61 @@ impl<K: TaskKey, P> Core<K, P> {
             self.seqs.push(u64::MAX);
         }
         n
+    }
+
+    /// Makes `key`, which has no node (`find` returned `None`), findable as the next node
+    /// (the identity prefix, the direct array or the hash table) and returns that node; the
+    /// caller pushes the node's records (`keys` first) before anything else can run. The
+    /// next integer id of the identity prefix (every new id of a graph loaded in order) is
+    /// handled inline, the rest out of line ([`Core::intern_elsewhere`]).
+    #[inline(always)]
+    fn intern_next(&mut self, key: &K) -> u32 {
+        debug_assert!(self.find(key).is_none());
+        // Node indices are u32 below u32::MAX (`direct` stores the node plus one): 2^32 - 1
+        // ids would need hundreds of GiB first.
+        let n = u32::try_from(self.keys.len())
+            .ok()
+            .filter(|&n| n < u32::MAX)
+            .expect("at most 2^32 - 1 task ids");
+        // INVARIANT (A2.identity-prefix): the prefix grows only by the id that is the next
+        // node, which then needs no entry in `direct` (`find` answers it first). (`v` is
+        // below the direct array's bound: `identity` is at most the node count.)
+        // SEEDED BUG (identity_prefix_unchecked): grows by the next id whatever its node.
+        if let Some(v) = integer_id(key)
+            && v == self.identity
+            && (n as usize == v || seeded_bug!("identity_prefix_unchecked"))
+        {
+            debug_assert!(v < 2 * self.keys.len() + DIRECT_SLACK);
+            self.identity += 1;
+        } else {
+            self.intern_elsewhere(key, n);
+        }
+        n
+    }
+
+    /// [`Core::intern_next`] of an id that does not extend the identity prefix: the direct
+    /// array for integer ids that are not sparse, else the hash table (whose rehash runs
+    /// the id type's `Hash` on other keys).
+    #[inline(never)]
+    fn intern_elsewhere(&mut self, key: &K, n: u32) {
+        match integer_id(key) {
+            Some(v) if v < 2 * self.keys.len() + DIRECT_SLACK => {
+                if v >= self.direct.len() {
+                    let want = (v + 1)
+                        .max(2 * self.direct.len())
+                        .min(2 * self.keys.len() + DIRECT_SLACK);
+                    self.direct.resize(want, 0);
+                }
+                self.direct[v] = n + 1;
+            }
+            _ => {
+                let h = self.hasher.hash_one(key);
+                let hasher = &self.hasher;
+                let keys = &self.keys;
+                self.index
+                    .insert_unique(h, n, |&m| hasher.hash_one(&keys[idx(m)]));
+            }
+        }
     }
 
     /// Number of submitted ids: the length of the order of first submissions, which is the
@@ -1154,9 +1202,16 @@ impl<K: TaskKey, P> Core<K, P> {
     /// this makes it amortised O(1) per garbage entry, whatever the unrelated nodes.
     #[inline(always)]
     fn maybe_compact_fwd(&mut self, extra: usize) {
+        self.maybe_compact_fwd_for(extra, self.span.len());
+    }
+
+    /// [`Core::maybe_compact_fwd`] as if there were `nodes` nodes (one more than now when
+    /// called just before a node is created).
+    #[inline(always)]
+    fn maybe_compact_fwd_for(&mut self, extra: usize, nodes: usize) {
         let live = self.fwd.len() - self.fwd_garbage;
-        if self.fwd_garbage > COMPACT_FLOOR && self.fwd_garbage > self.span.len() + live {
-            self.compaction_visits += (self.span.len() + live) as u64;
+        if self.fwd_garbage > COMPACT_FLOOR && self.fwd_garbage > nodes + live {
+            self.compaction_visits += (nodes + live) as u64;
             self.compact_fwd(extra);
         }
     }
@@ -1170,6 +1225,15 @@ impl<K: TaskKey, P> Core<K, P> {
         if self.next_seq as usize > 2 * self.order_len() + COMPACT_FLOOR {
             self.renumber();
         }
+        self.take_sequence(n)
+    }
+
+    /// [`Core::next_sequence`] without the renumbering check, for a submission that knows
+    /// no renumbering is due (while `order_in_seq`, the sequences `0..next_seq` are all
+    /// first submissions: none was replaced).
+    #[inline(always)]
+    fn take_sequence(&mut self, n: u32) -> u64 {
+        debug_assert!(self.next_seq as usize <= 2 * self.order_len() + COMPACT_FLOOR);
         let seq = self.next_seq;
         // INVARIANT (A4.sequence-is-node): the first sequence that is not its node clears
         // the flag for good (a resubmission's sequence is past every node's first one), and
@@ -1258,6 +1322,11 @@ impl<K: TaskKey, P> Core<K, P> {
     /// of `payload` only if the submission is accepted (a refused one leaves it for the caller
     /// to drop outside the lock). Payloads that can no longer run (the replaced version's, or
     /// this one's if it is blocked at once) go to `garbage`, to be dropped outside the lock.
+    ///
+    /// Inline: a submission of a graph loaded in order ([`Core::submit_in_order`]) is
+    /// applied here, in the caller's loop (`submit_batch`); every other goes to
+    /// [`Core::submit_with`], out of line.
+    #[inline(always)]
     pub(crate) fn submit(
         &mut self,
         id: K,
@@ -1265,14 +1334,127 @@ impl<K: TaskKey, P> Core<K, P> {
         payload: &mut Option<P>,
         garbage: &mut Vec<P>,
     ) -> Result<Generation, SchedulerError<K>> {
-        self.submit_with(
-            id,
-            deps,
-            deps.len(),
-            SubmitOptions::default(),
-            payload,
-            garbage,
-        )
+        match self.submit_in_order(id, deps, payload) {
+            Ok(generation) => Ok(generation),
+            Err(id) => self.submit_with(
+                id,
+                deps,
+                deps.len(),
+                SubmitOptions::default(),
+                payload,
+                garbage,
+            ),
+        }
+    }
+
+    /// The submission of a graph loaded in order: a new id (never named before), every
+    /// dependency already known, no dependency named twice, default options, while
+    /// building (not closed, not started, no reverse edges) and before any resubmission
+    /// (`order_in_seq`). Its effect is exactly [`Core::submit_with`]'s (which takes
+    /// [`Core::submit_new_while_building`] for it): refusals 1 to 4 cannot apply, every
+    /// dependency is waited on (A5.snapshot: nothing is settled while building), and no
+    /// cycle can form (`maybe_cyclic` unchanged, A3.cycle-search-skip: the id was not named
+    /// before and does not name itself). The difference is the order of the work: the
+    /// dependencies are looked up first, into the arena, and the node is then created with
+    /// its final records (one push each, no record written twice).
+    ///
+    /// Returns the id, with nothing changed, when the submission is not of that kind. The
+    /// id type's code that runs here is `Eq` and `Hash` (the duplicate check, the lookups,
+    /// the hash table's insert), never `Clone`; for any id type but the integers (whose
+    /// code cannot panic) it all runs before the arena or any record changes, so a panic
+    /// leaves the scheduler as it was, the id unsubmitted
+    /// (`tests::a_submission_that_unwinds_midway_changes_no_answer`).
+    #[inline(always)]
+    fn submit_in_order(
+        &mut self,
+        id: K,
+        deps: &[K],
+        payload: &mut Option<P>,
+    ) -> Result<Generation, K> {
+        if self.closed || self.started || self.rev_built || !self.order_in_seq {
+            return Err(id);
+        }
+        #[cfg(test)]
+        if self.in_order_off {
+            return Err(id);
+        }
+        if first_duplicate(deps).is_some() || self.find(&id).is_some() {
+            return Err(id);
+        }
+        let len = deps.len() as u32;
+        // Integer ids' `Eq` and `Hash` cannot panic: their dependencies go straight to the
+        // arena. Other ids' may: theirs are looked up into the scratch list, and the arena
+        // changes only once nothing can unwind (A2.edge-arena-bounds also on unwind).
+        let direct = is_integer_type::<K>();
+        let mut start = 0;
+        if direct {
+            // `submit_new_while_building`'s compaction check, made after its `insert_node`:
+            // the node about to be created counts.
+            self.maybe_compact_fwd_for(deps.len(), self.span.len() + 1);
+            start = self.fwd.len();
+            for d in deps {
+                let Some(dn) = self.find(d) else {
+                    // A forward reference (or the id itself): the general path interns it.
+                    self.fwd.truncate(start);
+                    return Err(id);
+                };
+                self.fwd.push(dn);
+            }
+        } else {
+            let mut nodes = std::mem::take(&mut self.scratch_deps);
+            nodes.clear();
+            for d in deps {
+                let Some(dn) = self.find(d) else {
+                    self.scratch_deps = nodes;
+                    return Err(id);
+                };
+                nodes.push(dn);
+            }
+            self.scratch_deps = nodes;
+        }
+        let n = self.intern_next(&id);
+        if !direct {
+            // Nothing unwinds from here on.
+            self.maybe_compact_fwd_for(deps.len(), self.span.len() + 1);
+            start = self.fwd.len();
+            self.fwd.extend_from_slice(&self.scratch_deps);
+        }
+        let start32 = u32::try_from(start).expect("at most 2^32 dependency entries");
+        let mut state = TaskState::Pending;
+        let mut remaining = len;
+        // SEEDED BUG (static_order): queued in submission order, whatever it waits on.
+        if remaining == 0 || seeded_bug!("static_order") {
+            remaining = 0;
+            state = TaskState::Ready;
+        }
+        self.keys.push(id);
+        self.hot.push(Hot {
+            generation: 1,
+            chunk: 0,
+            state: state as u8,
+            flags: 0,
+            tok: 0,
+        });
+        self.wait.push(Wait::new(1, remaining, false));
+        self.span.push(Span {
+            start: start32,
+            len,
+        });
+        self.payload.push(payload.take());
+        if !self.seq_is_node {
+            self.seqs.push(u64::MAX);
+        }
+        // No renumbering is due: `order_in_seq`, every sequence so far is a first submission.
+        let seq = self.take_sequence(n);
+        if state == TaskState::Ready {
+            self.push_ready(n, seq);
+        }
+        self.counts[state as usize] += 1;
+        #[cfg(test)]
+        {
+            self.in_order_taken += 1;
+        }
+        Ok(Generation(1))
     }
 
     /// `submit_with`: `submit` of a version with claim priority `options.priority`, in pool
@@ -1280,6 +1462,7 @@ impl<K: TaskKey, P> Core<K, P> {
     /// (SPEC A8). The refusals are `submit`'s over the whole list, plus `UnknownPool` right
     /// after `Closed`; a priority or an optional edge is never refused.
     /// `optional_from <= deps.len()`.
+    #[inline(never)]
     pub(crate) fn submit_with(
         &mut self,
         id: K,

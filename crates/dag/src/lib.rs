@@ -435,9 +435,15 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
     ) -> Result<Generation, SchedulerError<K>> {
         let mut payload = Some(payload);
         let mut garbage = Vec::new();
-        let result =
-            self.lock()
-                .submit_with(id, deps, optional_from, options, &mut payload, &mut garbage);
+        let mut core = self.lock();
+        // `Core::submit` is `submit_with` of the default options, with the fast path of a
+        // graph loaded in order inline.
+        let result = if optional_from == deps.len() && options == SubmitOptions::default() {
+            core.submit(id, deps, &mut payload, &mut garbage)
+        } else {
+            core.submit_with(id, deps, optional_from, options, &mut payload, &mut garbage)
+        };
+        drop(core);
         drop(payload);
         drop(garbage);
         result

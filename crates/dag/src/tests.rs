@@ -1488,6 +1488,240 @@ fn a_batch_that_unwinds_midway_still_queues_what_it_released() {
     assert_eq!(claimed[0].id, PanickyId("b"));
 }
 
+/// A submission of a graph loaded in order (`Core::submit_in_order`) that unwinds midway,
+/// here from the id type's `Hash` on its second dependency, leaves the scheduler as it was
+/// (nothing appended to the dependency arena, A2.edge-arena-bounds; no node) and the id
+/// unsubmitted; the same id is then accepted, and a batch that unwinds midway keeps the
+/// items before the panicking one. (The path before the in-order path appended the first
+/// dependency and left it counted nowhere: `assert_invariants` failed here.)
+#[test]
+fn a_submission_that_unwinds_midway_changes_no_answer() {
+    let s: TaskScheduler<PanickyId> = TaskScheduler::new(2);
+    s.submit(PanickyId("a"), [], ()).unwrap();
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = s.submit(PanickyId("x"), [PanickyId("a"), PanickyId("bomb")], ());
+    }));
+    assert!(unwound.is_err(), "the id's Hash panicked");
+    s.lock().assert_invariants();
+    assert_eq!(s.state(&PanickyId("x")), None);
+    assert_eq!(s.state(&PanickyId("a")), Some(TaskState::Ready));
+    assert_eq!(s.counts().ready, 1);
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut generations = Vec::new();
+        let _ = s.submit_batch(
+            [
+                (PanickyId("b"), vec![PanickyId("a")], ()),
+                (PanickyId("y"), vec![PanickyId("b"), PanickyId("bomb")], ()),
+                (PanickyId("c"), vec![], ()),
+            ],
+            &mut generations,
+        );
+    }));
+    assert!(unwound.is_err(), "the id's Hash panicked");
+    s.lock().assert_invariants();
+    assert_eq!(s.state(&PanickyId("b")), Some(TaskState::Pending));
+    assert_eq!(s.state(&PanickyId("y")), None);
+    assert_eq!(s.state(&PanickyId("c")), None);
+    assert_eq!(
+        s.submit(PanickyId("x"), [PanickyId("a"), PanickyId("b")], ()),
+        Ok(g(1))
+    );
+    s.lock().assert_invariants();
+    let mut order = Vec::new();
+    loop {
+        let claims = s.ready().unwrap();
+        if claims.is_empty() {
+            break;
+        }
+        for c in claims {
+            order.push(c.id.0);
+            s.complete(&c.id, c.generation).unwrap();
+        }
+    }
+    assert_eq!(order, ["a", "b", "x"]);
+    s.lock().assert_invariants();
+
+    // Unwinding submissions leave nothing behind, however many: no arena garbage piles up
+    // (the space bound of `assert_invariants` holds: above the unit tests' floor of 4 it
+    // would not) and no compaction runs.
+    let s: TaskScheduler<PanickyId> = TaskScheduler::new(1);
+    s.submit(PanickyId("a"), [], ()).unwrap();
+    for attempt in 1..=8 {
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = s.submit(PanickyId("x"), [PanickyId("a"), PanickyId("bomb")], ());
+        }));
+        assert!(unwound.is_err(), "the id's Hash panicked");
+        s.lock().assert_invariants();
+        assert_eq!(s.stats().compaction_visits, 0, "attempt {attempt}");
+    }
+    assert_eq!(s.submit(PanickyId("x"), [PanickyId("a")], ()), Ok(g(1)));
+    s.lock().assert_invariants();
+}
+
+/// The in-order submission path (`Core::submit_in_order`) answers exactly as the general
+/// path: a core that takes it and one with it turned off (`Core::forget_in_order_path`) are
+/// driven with the same random operations (mostly new ids naming known ids, in order, and
+/// also forward references, duplicates, self-dependencies, resubmissions, `add_dependency`
+/// before start, which leaves arena garbage for the compaction check, claims, completions,
+/// cancellations, `start`, `close`), over integer ids (identity prefix) and hashed ids
+/// (whose arena entries are counted as garbage until their node exists); every answer,
+/// state, snapshot, count and work counter (`compaction_visits` included) must agree, and
+/// both cores keep their invariants.
+#[test]
+fn in_order_path_answers_as_the_general_path() {
+    #[derive(Clone, PartialEq, Eq, Hash)]
+    struct Hashed(u32);
+    impl std::fmt::Debug for Hashed {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            self.0.fmt(f)
+        }
+    }
+    impl std::fmt::Display for Hashed {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            self.0.fmt(f)
+        }
+    }
+    fn run<T: TaskKey>(make: impl Fn(u32) -> T, seeds: u64) {
+        let mut taken = 0usize;
+        for seed in 1..=seeds {
+            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            let capacity = 1 + rng.below(3);
+            let mut a: Core<T, ()> = Core::new(capacity);
+            let mut b: Core<T, ()> = Core::new(capacity);
+            b.forget_in_order_path();
+            let (mut ga, mut gb) = (Vec::new(), Vec::new());
+            let mut next = 0u32;
+            let mut claimed: Vec<(u32, Generation)> = Vec::new();
+            for step in 0..120 {
+                let known = |rng: &mut Rng, next: u32| rng.below(next.max(1) as usize) as u32;
+                // A loading phase first (submissions and `add_dependency` only, seldom a
+                // resubmission), then every operation.
+                let loading = step < 50;
+                let op = rng.below(if loading { 14 } else { 20 });
+                let (x, y) = match op {
+                    // A new id naming known ids (the in-order path), sometimes a forward
+                    // reference, a duplicate or itself among them.
+                    0..=10 => {
+                        let id = if rng.below(if loading { 40 } else { 8 }) == 0 {
+                            known(&mut rng, next)
+                        } else {
+                            next
+                        };
+                        let mut deps = Vec::new();
+                        for _ in 0..rng.below(5) {
+                            let d = match rng.below(12) {
+                                0 => next + 1 + rng.below(3) as u32,
+                                1 => id,
+                                _ => known(&mut rng, next),
+                            };
+                            if rng.below(10) > 0 && deps.contains(&d) {
+                                continue;
+                            }
+                            deps.push(d);
+                        }
+                        if id == next {
+                            next += 1;
+                        }
+                        let dk: Vec<T> = deps.iter().map(|&d| make(d)).collect();
+                        let x = a.submit(make(id), &dk, &mut Some(()), &mut ga);
+                        let y = b.submit(make(id), &dk, &mut Some(()), &mut gb);
+                        (format!("{x:?}"), format!("{y:?}"))
+                    }
+                    11..=13 => {
+                        let id = make(known(&mut rng, next));
+                        let d = make(if rng.below(6) == 0 {
+                            next
+                        } else {
+                            known(&mut rng, next)
+                        });
+                        (
+                            format!("{:?}", a.add_dependency(&id, &d, &mut ga)),
+                            format!("{:?}", b.add_dependency(&id, &d, &mut gb)),
+                        )
+                    }
+                    14 if rng.below(4) == 0 => {
+                        (format!("{:?}", a.start()), format!("{:?}", b.start()))
+                    }
+                    15 | 16 => {
+                        let ca = a.claim(2).map(|c| {
+                            c.iter()
+                                .map(|c| (c.id.clone(), c.generation))
+                                .collect::<Vec<_>>()
+                        });
+                        let cb = b.claim(2).map(|c| {
+                            c.iter()
+                                .map(|c| (c.id.clone(), c.generation))
+                                .collect::<Vec<_>>()
+                        });
+                        if let Ok(c) = &ca {
+                            for (k, g) in c {
+                                let v = (0..next + 4).find(|&v| make(v) == *k).unwrap();
+                                claimed.push((v, *g));
+                            }
+                        }
+                        (format!("{ca:?}"), format!("{cb:?}"))
+                    }
+                    17 if !claimed.is_empty() => {
+                        let (k, g) = claimed.swap_remove(rng.below(claimed.len()));
+                        (
+                            format!("{:?}", a.complete(&make(k), g)),
+                            format!("{:?}", b.complete(&make(k), g)),
+                        )
+                    }
+                    18 => {
+                        let id = make(known(&mut rng, next));
+                        (
+                            format!("{:?}", a.cancel(&id, &mut ga)),
+                            format!("{:?}", b.cancel(&id, &mut gb)),
+                        )
+                    }
+                    19 if rng.below(40) == 0 => {
+                        let (mut pa, mut pb) = (Vec::new(), Vec::new());
+                        (
+                            format!("{:?}", a.close(&mut pa)),
+                            format!("{:?}", b.close(&mut pb)),
+                        )
+                    }
+                    _ => continue,
+                };
+                assert_eq!(x, y, "seed {seed} step {step}");
+                a.assert_invariants();
+                b.assert_invariants();
+                assert_eq!(
+                    format!("{:?}", a.snapshot()),
+                    format!("{:?}", b.snapshot()),
+                    "seed {seed} step {step}"
+                );
+                assert_eq!(
+                    format!("{:?}", a.counts()),
+                    format!("{:?}", b.counts()),
+                    "seed {seed} step {step}"
+                );
+                assert_eq!(a.visits(), b.visits(), "seed {seed} step {step}");
+                assert_eq!(
+                    a.compaction_visits(),
+                    b.compaction_visits(),
+                    "seed {seed} step {step}"
+                );
+                assert_eq!(
+                    a.sequences_are_nodes(),
+                    b.sequences_are_nodes(),
+                    "seed {seed} step {step}"
+                );
+                assert_eq!(format!("{:?}", a.check()), format!("{:?}", b.check()));
+            }
+            assert_eq!(b.in_order_taken, 0);
+            taken += a.in_order_taken;
+        }
+        assert!(
+            taken > 10 * seeds as usize,
+            "the in-order path was taken {taken} times"
+        );
+    }
+    run(|v| v, 200);
+    run(Hashed, 200);
+}
+
 /// The identity prefix answers exactly as the hash table would: a `Core` over an integer id
 /// type (direct array, identity prefix) and a `Core` over a newtype of it (always hashed) are
 /// driven with the same random operations (submissions in order and out of order, ids first
