@@ -359,7 +359,13 @@ impl PatientStore {
                 None => match (self.open)() {
                     Ok(s) => {
                         let s = self.inner.insert(s);
-                        f(&mut **s)
+                        let result = f(&mut **s);
+                        if matches!(result, Err(DurableError::Unavailable { .. })) {
+                            // Opened, then dead at once: the next try opens another instead
+                            // of spending a backoff step on this one.
+                            self.inner = None;
+                        }
+                        result
                     }
                     // Opening waits for a store that is not there yet, too.
                     Err(e) if e.is_waited_for() && !matches!(e, DurableError::Busy { .. }) => {
@@ -856,6 +862,45 @@ mod tests {
             "{lines:?}"
         );
         assert!(!outage.is_down());
+    }
+
+    /// A connection opened during an outage that is dead at once (its first operation says
+    /// `Unavailable`) is dropped like any dead one: the next try opens another, so the
+    /// outage ends at its second attempt. (Found by reading: it was kept, the next try
+    /// reused it, failed again and cost one more backoff step.)
+    #[test]
+    fn a_connection_dead_as_soon_as_opened_is_not_tried_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.lockstep");
+        drop(lockstep_durable::SqliteStore::create(&path, 3).unwrap());
+        let (outage, lines) = kept();
+        let (open, opens) = timed(path);
+        let counted = Arc::clone(&opens);
+        let mut s =
+            PatientStore::open(open, Duration::from_secs(60), None, outage.clone()).unwrap();
+        // The first two connections are dead: every operation on them fails. The first is
+        // reopened at once (no outage yet), the second fails as soon as it is opened.
+        let answer = s.call(move |st| {
+            if counted.lock().unwrap().len() <= 2 {
+                return Err(DurableError::Unavailable {
+                    reason: "connection reset".into(),
+                });
+            }
+            st.max_concurrency()
+        });
+        assert_eq!(answer.unwrap(), 3);
+        assert_eq!(
+            opens.lock().unwrap().len(),
+            3,
+            "a third connection, no reuse"
+        );
+        let lines = lines.lock().unwrap().clone();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].ends_with(" (attempt 1)"), "{lines:?}");
+        assert!(
+            lines[1].starts_with("store back after ") && lines[1].ends_with(" (2 attempts)"),
+            "{lines:?}"
+        );
     }
 
     /// The connection that schedules the outage's next try waits until it (the time it
