@@ -99,8 +99,9 @@
 //!
 //! *The outcome is complete.* The settle counts are subtracted from `unsettled` with
 //! `AcqRel` after the tasks' states were stored; the subtraction reaching zero happens-after
-//! all of them, and [`GraphRun::wait`] reads the states after taking the mutex that the
-//! finishing worker released.
+//! all of them, and [`GraphRun::wait`] returns after taking the mutex that the finishing
+//! worker released, so every read of the outcome (which reads the run's states in place,
+//! `EXECUTOR.outcome-final`) comes after them.
 //!
 //! # How this differs from the pull API
 //!
@@ -199,9 +200,10 @@ fn is_lost(raw: u8) -> bool {
 /// What a task function sees while it runs.
 pub struct TaskContext<'a, K> {
     /// The running task. One context serves every task a worker's `drive` call runs (the
-    /// other fields do not change between them), so only this is written per task; a std
-    /// atomic (not a synchronization point: written by its worker between calls of the task
-    /// function, read during them) keeps the context `Sync`.
+    /// other fields do not change between them), so only this is written per task. The
+    /// context is not `Sync` (`lend` and `pool` are not), so only its worker's thread reads
+    /// this, between the writes; the `Relaxed` std atomic is not a synchronization point
+    /// (a `Cell` would do as well).
     index: std::sync::atomic::AtomicU32,
     worker: usize,
     pool: &'a WorkerContext<'a>,
@@ -631,8 +633,11 @@ impl RunConfig {
     /// pointer to its description, which is allocated when a task is added). Cut down to
     /// [`RunConfig::MAX_GROWTH`] (at most 420 MB reserved), and to the indices left below
     /// `u32::MAX` after the graph's tasks; [`GrowError::Full`] reports the room a run got.
+    /// 5 of the 25 bytes per slot (its state and cause) are shared with the run's outcomes
+    /// and stay allocated while one lives ([`GraphRun::wait`]).
     /// A run made with room for growth takes one lock at each task's end (the growth lock:
-    /// see [`TaskContext::add_successor_with`]); a run without room pays one untaken branch.
+    /// see [`TaskContext::add_successor_with`]); a run without room, history or pools pays
+    /// nothing for them (its workers run a loop without their checks, `EXECUTOR.plain-loop`).
     pub fn growth(self, capacity: u32) -> Self {
         RunConfig {
             growth: capacity,
@@ -1080,7 +1085,8 @@ impl<K: TaskKey> GraphRun<K> {
     /// Every call (on any clone of the run) returns the whole outcome: the errors and the
     /// history are copied out, not moved; the tasks' final states and causes are not copied
     /// at all: every outcome shares the run's (final once the run is done), so they stay
-    /// allocated while any outcome lives, even after the run is dropped.
+    /// allocated while any outcome lives, even after the run is dropped: 5 bytes per task and
+    /// per slot of the run's room for growth ([`RunConfig::growth`]).
     ///
     /// # Complexity
     /// O(failures + history + tasks added while it ran) to copy the outcome out, plus the

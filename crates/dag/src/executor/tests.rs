@@ -409,24 +409,34 @@ fn cancel_outcomes_running_and_terminal() {
 
 #[test]
 fn close_cancels_what_has_not_started() {
-    let pool = Pool::new(1).expect("pool");
-    let run = GraphRun::record_history(
-        frozen(&[("a", &[]), ("b", &["a"]), ("c", &[]), ("d", &["c"])]),
-        |ctx| {
+    // With a history (the general loop) and as a plain run (`EXECUTOR.plain-loop`).
+    for plain in [false, true] {
+        let pool = Pool::new(1).expect("pool");
+        let graph = frozen(&[("a", &[]), ("b", &["a"]), ("c", &[]), ("d", &["c"])]);
+        let f = |ctx: &TaskContext<'_, &'static str>| {
             if *ctx.id() == "a" {
+                assert!(!ctx.is_cancel_requested());
                 ctx.close_run();
                 assert!(ctx.is_cancel_requested());
             }
             Ok(())
-        },
-    );
-    run.start(&pool).expect("start");
-    let out = run.wait();
-    check_history(&out);
-    assert_eq!(out.state(0), TaskState::Succeeded);
-    for t in 1..4 {
-        assert_eq!(out.state(t), TaskState::Cancelled);
-        assert_eq!(out.cancelled_by(t), Some(CancelReason::Closed));
+        };
+        let run = if plain {
+            GraphRun::new(graph, f)
+        } else {
+            GraphRun::record_history(graph, f)
+        };
+        run.start(&pool).expect("start");
+        let out = run.wait();
+        assert_eq!(out.history().is_none(), plain);
+        if !plain {
+            check_history(&out);
+        }
+        assert_eq!(out.state(0), TaskState::Succeeded, "plain: {plain}");
+        for t in 1..4 {
+            assert_eq!(out.state(t), TaskState::Cancelled, "plain: {plain}");
+            assert_eq!(out.cancelled_by(t), Some(CancelReason::Closed));
+        }
     }
 }
 
