@@ -163,6 +163,9 @@
 //! `Eq`, `Clone` and `Drop` do run under the lock (the id lookups need them): keep them
 //! cheap, and never call back into the scheduler from them.
 
+// The crate's one `unsafe` block is the executor's prefetch hint (`executor/prefetch.rs`).
+#![deny(unsafe_code)]
+
 mod claim;
 mod core;
 pub mod executor;

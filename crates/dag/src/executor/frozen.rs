@@ -443,6 +443,22 @@ impl<K> FrozenGraph<K> {
         &self.rev[self.rev_offsets[t] as usize..self.rev_offsets[t + 1] as usize]
     }
 
+    /// Asks for the cache line of task `t`'s reverse-edge offsets (a hint for the
+    /// executor: [`super::prefetch`]). O(1); nothing happens if `t >= len()`.
+    #[inline(always)]
+    pub(crate) fn prefetch_dependents_offsets(&self, t: u32) {
+        super::prefetch::prefetch(&self.rev_offsets, t as usize);
+    }
+
+    /// Asks for the cache line where task `t`'s dependents' list starts (a hint for the
+    /// executor; reads `t`'s offset). O(1); nothing happens if `t >= len()`.
+    #[inline(always)]
+    pub(crate) fn prefetch_dependents(&self, t: u32) {
+        if let Some(&start) = self.rev_offsets.get(t as usize) {
+            super::prefetch::prefetch(&self.rev, start as usize);
+        }
+    }
+
     /// The tasks with no dependencies, in ascending index. O(1).
     pub fn roots(&self) -> &[u32] {
         &self.roots

@@ -130,11 +130,14 @@
 //! # Costs
 //! Per task: one compare-and-swap, one decrement per edge, one spawn per ready dependent
 //! beyond the first; no lock on the common path (a run with room for growth takes the
-//! growth lock once per task end). A whole run is O(V + E); space is 9 bytes per task, and
+//! growth lock once per task end); a task kept behind a wide frontier gets two prefetch hints
+//! (`prefetch.rs`). A whole run is O(V + E); space is 9 bytes per task, and
 //! 25 per slot of room for growth, on top of the [`FrozenGraph`] (plus the optional
 //! history).
 
 mod frozen;
+#[allow(unsafe_code)] // a hint with no effect on memory; the module states its protocol
+mod prefetch;
 
 use std::cell::RefCell;
 use std::cmp::Reverse;
@@ -1541,6 +1544,16 @@ impl<K: TaskKey> Shared<K> {
     }
 }
 
+/// The length of `drive`'s local queue from which kept tasks are prefetched
+/// ([`prefetch`]'s module): a queue this long means a wide frontier, whose tasks' lines have
+/// left the cache by the time they run (the random graph); a shorter one is a narrow
+/// frontier, such as a binary tree's (at most its depth, 20 for 2^20 - 1 tasks), whose
+/// lines are still there, and where the hints only cost instructions. Measured on the
+/// benches' four shapes ("Issue 9: prefetching kept tasks (stop 38)" in
+/// `docs/benchmarks.md`): from 16 on, the tree and the wavefront are unchanged and the
+/// random graph gains; from 64 on, the random graph's gain is gone.
+const PREFETCH_FRONTIER: usize = 16;
+
 /// A root runner: takes roots in input order until none is left. (Free functions, not
 /// `self: &Arc<Self>` methods: under loom `Arc` is loom's, which cannot be a receiver.)
 fn root_runner<K: TaskKey>(sh: &Arc<Shared<K>>, ctx: &WorkerContext<'_>) {
@@ -1633,7 +1646,18 @@ fn drive<K: TaskKey, const PLAIN: bool>(
         run: sh,
     };
     loop {
-        let popped = next.take().or_else(|| kept.borrow_mut().pop_back());
+        let popped = next.take().or_else(|| {
+            let mut kept = kept.borrow_mut();
+            let t = kept.pop_back();
+            // The task next in line after this one (unless this one releases some): ask
+            // for its dependents' list, whose offsets were asked for when it was kept.
+            if kept.len() >= PREFETCH_FRONTIER
+                && let Some(&after) = kept.back()
+            {
+                sh.graph.prefetch_dependents(after);
+            }
+            t
+        });
         let Some(t) = popped else { break };
         let outcome = sh.settle::<PLAIN>(t, &task_ctx, &handed);
         // Only a gate hands tasks over (`Shared::leave`): a run without pools skips the look.
@@ -1671,7 +1695,13 @@ fn drive<K: TaskKey, const PLAIN: bool>(
                 if next.is_none() {
                     next = Some(d); // the continuation: decided next on this worker
                 } else {
-                    kept.borrow_mut().push_back(d);
+                    let mut kept = kept.borrow_mut();
+                    // Kept behind a wide frontier: ask for its reverse-edge offsets now, so
+                    // that the hint below finds them (a hint: it changes no answer).
+                    if kept.len() >= PREFETCH_FRONTIER {
+                        sh.graph.prefetch_dependents_offsets(d);
+                    }
+                    kept.push_back(d);
                 }
             }
         } else if let Some(first) = release_growing(sh, t, order, next.is_none(), &kept) {

@@ -1587,3 +1587,51 @@ fn an_outcome_is_final_shares_nothing_that_changes_and_outlives_its_run() {
     let beyond = std::panic::catch_unwind(|| out.state(6));
     assert!(beyond.is_err(), "index len() is out of range, room or not");
 }
+
+/// `drive`'s prefetch hints (kept tasks behind a frontier of `PREFETCH_FRONTIER` or more)
+/// change no answer: on one worker, a root releasing 300 tasks at once (its worker's local
+/// queue far deeper than the threshold), each of which releases a task of a second layer
+/// with two dependencies, runs every task once, after its dependencies, in a plain run
+/// (the loop the benches run). The wait has a deadline, so that a queue that loses a task
+/// fails the test instead of hanging it.
+#[test]
+fn a_wide_frontier_on_one_worker_runs_each_task_once_after_its_dependencies() {
+    const WIDE: u32 = 300;
+    let tasks: Vec<(u32, Vec<u32>)> = (0..=2 * WIDE)
+        .map(|i| match i {
+            0 => (0, vec![]),
+            k if k <= WIDE => (k, vec![0]),
+            k => (k, vec![k - WIDE, (k - WIDE) % WIDE + 1]),
+        })
+        .collect();
+    let g = StdArc::new(FrozenGraph::new(tasks).expect("valid"));
+    let pool = Pool::new(1).expect("pool");
+    let order = StdArc::new(std::sync::Mutex::new(Vec::new()));
+    let o = StdArc::clone(&order);
+    let run = GraphRun::new(StdArc::clone(&g), move |ctx| {
+        o.lock().expect("not poisoned").push(ctx.index());
+        Ok(())
+    });
+    run.start(&pool).expect("pool accepting");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(run.wait()));
+    let out = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the run ends");
+    assert!(out.all_succeeded());
+    let order = order.lock().expect("not poisoned").clone();
+    assert_eq!(order.len(), g.len(), "every task ran once: {order:?}");
+    let mut at = vec![usize::MAX; g.len()];
+    for (position, &t) in order.iter().enumerate() {
+        assert_eq!(at[t as usize], usize::MAX, "task {t} ran twice");
+        at[t as usize] = position;
+    }
+    for t in 0..g.len() as u32 {
+        for &d in g.dependencies(t) {
+            assert!(
+                at[d as usize] < at[t as usize],
+                "{t} ran before its dependency {d}"
+            );
+        }
+    }
+}
