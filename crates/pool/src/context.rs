@@ -4,6 +4,7 @@ use crate::engine::Compensation;
 use crate::handle::{JoinHandle, TaskId, new_detached, new_task};
 use crate::task::Task;
 use lockstep_contract::PoolError;
+use lockstep_sync::atomic::{AtomicUsize, Ordering};
 use std::fmt;
 
 /// The worker side of the pool, as a running task sees it. Lent to each task for the time it
@@ -30,6 +31,9 @@ pub struct WorkerContext<'a> {
     index: usize,
     workers: usize,
     sink: &'a dyn ChildSink,
+    /// The pool's count of parked workers, when the context was built by a worker (read by
+    /// [`WorkerContext::idle_workers`] with one load); `None` asks the sink.
+    idle: Option<&'a AtomicUsize>,
 }
 
 /// Where a worker puts the children its running task spawns.
@@ -76,7 +80,15 @@ impl<'a> WorkerContext<'a> {
             index,
             workers,
             sink,
+            idle: None,
         }
+    }
+
+    /// This context with `idle` as the count [`WorkerContext::idle_workers`] reads: the
+    /// worker's pool's parked-worker count, the value its sink would return.
+    pub(crate) fn with_idle_counter(mut self, idle: &'a AtomicUsize) -> Self {
+        self.idle = Some(idle);
+        self
     }
 
     /// The child sink: the queues of the worker running this task.
@@ -102,8 +114,12 @@ impl<'a> WorkerContext<'a> {
     /// correctness or liveness.
     ///
     /// O(1): one atomic load. Never panics.
+    #[inline]
     pub fn idle_workers(&self) -> usize {
-        self.sink.idle_workers()
+        match self.idle {
+            Some(idle) => idle.load(Ordering::Relaxed),
+            None => self.sink.idle_workers(),
+        }
     }
 
     /// Spawns a child task onto the bottom of this worker's own deque and returns its

@@ -723,7 +723,8 @@ impl<D: DequeFamily> Local<D> {
             shared,
             arc: Some(arc),
         };
-        let ctx = WorkerContext::new(self.index, shared.workers(), &sink);
+        let ctx = WorkerContext::new(self.index, shared.workers(), &sink)
+            .with_idle_counter(shared.sleep.sleepers_counter());
         // LINEARIZATION POINT (B2.remove-once): inside the deque's `pop`.
         while let Some(t) = self.owner.pop() {
             any = true;
@@ -770,7 +771,8 @@ impl<D: DequeFamily> Local<D> {
             shared,
             arc,
         };
-        let ctx = WorkerContext::new(self.index, shared.workers(), &sink);
+        let ctx = WorkerContext::new(self.index, shared.workers(), &sink)
+            .with_idle_counter(shared.sleep.sleepers_counter());
         self.run_with(shared, &ctx, task)
     }
 
@@ -805,7 +807,8 @@ impl<D: DequeFamily> Local<D> {
             shared,
             arc: None,
         };
-        f(&WorkerContext::new(self.index, shared.workers(), &sink))
+        f(&WorkerContext::new(self.index, shared.workers(), &sink)
+            .with_idle_counter(shared.sleep.sleepers_counter()))
     }
 
     /// True if this worker's own deque is empty (the drain check when a worker stops).

@@ -126,6 +126,14 @@ impl Sleep {
         self.sleepers.load(Relaxed)
     }
 
+    /// The counter [`Sleep::sleepers`] reads, for a [`WorkerContext`] to read it directly
+    /// (one load instead of a call through its sink).
+    ///
+    /// [`WorkerContext`]: crate::WorkerContext
+    pub(crate) fn sleepers_counter(&self) -> &AtomicUsize {
+        &self.sleepers
+    }
+
     /// Adds a parking slot and returns its number (for a spare thread when every slot
     /// already belongs to a live spare). O(1) amortised.
     pub(crate) fn add_slot(&self) -> usize {
