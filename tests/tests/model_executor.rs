@@ -16,7 +16,7 @@
 use std::sync::Arc;
 
 use lockstep_dag::executor::{
-    ExecEvent, FrozenGraph, GraphRun, RunCancel, RunConfig, RunOutcome, RunPools,
+    ExecEvent, FrozenGraph, GraphRun, ReleaseOrder, RunCancel, RunConfig, RunOutcome, RunPools,
 };
 use lockstep_pool::Pool;
 use lockstep_tests::executor_check::{Body, Case, Grow, check, growth_room, task_fn};
@@ -225,33 +225,141 @@ fn run_plain(case: &Case, workers: usize) -> Result<(), String> {
     flat.grows.clear();
     let graph = Arc::new(FrozenGraph::with_optional(flat.tasks()).map_err(|e| e.to_string())?);
     let pool = Pool::new(workers).map_err(|e| e.to_string())?;
-    let outcome = |run: GraphRun<u32>| -> Result<RunOutcome<u32>, String> {
-        for &c in &flat.cancelled {
-            if run.cancel_index(c) != RunCancel::Cancelled {
-                return Err(format!(
-                    "cancel of {c} before the start was not `Cancelled`"
-                ));
-            }
-        }
-        run.start(&pool).map_err(|e| e.to_string())?;
-        Ok(run.wait())
-    };
     let config = RunConfig::new().record_history();
-    let recorded = outcome(GraphRun::with_config(
-        Arc::clone(&graph),
-        config,
-        task_fn(&flat, false),
-    ))?;
+    let recorded = finish(
+        GraphRun::with_config(Arc::clone(&graph), config, task_fn(&flat, false)),
+        &flat,
+        &pool,
+    )?;
     check(&flat, &recorded)?;
-    let plain = outcome(GraphRun::new(graph, task_fn(&flat, false)))?;
-    if plain.history().is_some() || plain.len() != recorded.len() {
-        return Err("the plain run is not plain, or has another length".into());
+    let plain = finish(GraphRun::new(graph, task_fn(&flat, false)), &flat, &pool)?;
+    if plain.history().is_some() {
+        return Err("the plain run is not plain".into());
     }
-    for t in 0..plain.len() as u32 {
-        let (p, r) = (plain.status(t), recorded.status(t));
-        if p != r {
-            return Err(format!("task {t}: plain run {p:?}, checked run {r:?}"));
+    same_outcomes(&plain, &recorded, "plain run", "checked run")
+}
+
+/// Cancels the case's cancelled tasks, starts `run` on `pool` and waits for its outcome.
+fn finish(run: GraphRun<u32>, case: &Case, pool: &Pool) -> Result<RunOutcome<u32>, String> {
+    for &c in &case.cancelled {
+        if run.cancel_index(c) != RunCancel::Cancelled {
+            return Err(format!(
+                "cancel of {c} before the start was not `Cancelled`"
+            ));
         }
+    }
+    run.start(pool).map_err(|e| e.to_string())?;
+    // With a deadline, so that a run that loses a task fails the test instead of hanging it
+    // (the waiting thread is left behind then).
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(run.wait()));
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .map_err(|_| "the run did not end within 60 s: a task was never decided".to_string())
+}
+
+/// The two outcomes agree task by task: state, cause, cancel reason, error and optional
+/// misses (all deterministic for a case).
+fn same_outcomes(
+    a: &RunOutcome<u32>,
+    b: &RunOutcome<u32>,
+    a_name: &str,
+    b_name: &str,
+) -> Result<(), String> {
+    if a.len() != b.len() {
+        return Err(format!(
+            "{a_name} has {} tasks, {b_name} {}",
+            a.len(),
+            b.len()
+        ));
+    }
+    for t in 0..a.len() as u32 {
+        let (x, y) = (a.status(t), b.status(t));
+        if x != y {
+            return Err(format!("task {t}: {a_name} {x:?}, {b_name} {y:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// A wide case for the release orders (`ReleaseOrder`): 20 to 64 tasks, half of them
+/// depending on task 0 alone (which releases them all at once, so that a worker keeps 16 or
+/// more: there the breadth-first order stops taking a continuation and prefetches ahead),
+/// the others on one to three distinct tasks of lower index; bodies as in [`case`], a
+/// cancellation in one task of 16, no optional edge, no successor.
+fn wide_case() -> impl Strategy<Value = Case> {
+    (20usize..=64)
+        .prop_flat_map(|n| {
+            let tasks: Vec<_> = (0..n)
+                .map(|t| {
+                    let deps = if t == 0 {
+                        Just(Vec::new()).boxed()
+                    } else {
+                        prop_oneof![Just(vec![0]), proptest::collection::vec(0..t as u32, 1..=3),]
+                            .boxed()
+                    };
+                    (deps, body(), proptest::bool::weighted(0.0625))
+                })
+                .collect();
+            tasks
+        })
+        .prop_map(|tasks| {
+            let mut case = Case {
+                deps: Vec::new(),
+                optional: Vec::new(),
+                bodies: Vec::new(),
+                cancelled: Vec::new(),
+                grows: Vec::new(),
+            };
+            for (t, (mut deps, body, cancel)) in tasks.into_iter().enumerate() {
+                let mut seen = Vec::new();
+                deps.retain(|d| {
+                    let fresh = !seen.contains(d);
+                    seen.push(*d);
+                    fresh
+                });
+                case.optional.push(0);
+                case.deps.push(deps);
+                case.bodies.push(body);
+                case.grows.push(Vec::new());
+                if cancel {
+                    case.cancelled.push(t as u32);
+                }
+            }
+            case
+        })
+}
+
+/// A case in both release orders (`EXECUTOR.release-order`): each run with a history,
+/// checked against the model as [`run`] checks, and as a plain run; all four outcomes must
+/// equal the checked depth-first one task by task.
+fn run_orders(case: &Case, workers: usize) -> Result<(), String> {
+    let graph = Arc::new(FrozenGraph::with_optional(case.tasks()).map_err(|e| e.to_string())?);
+    let pool = Pool::new(workers).map_err(|e| e.to_string())?;
+    let mut reference: Option<RunOutcome<u32>> = None;
+    for order in [ReleaseOrder::DepthFirst, ReleaseOrder::BreadthFirst] {
+        let config = RunConfig::new().release_order(order);
+        let checked = finish(
+            GraphRun::with_config(
+                Arc::clone(&graph),
+                config.clone().record_history(),
+                task_fn(case, false),
+            ),
+            case,
+            &pool,
+        )?;
+        check(case, &checked).map_err(|e| format!("{order:?}, checked: {e}"))?;
+        let plain = finish(
+            GraphRun::with_config(Arc::clone(&graph), config, task_fn(case, false)),
+            case,
+            &pool,
+        )?;
+        let reference = reference.get_or_insert(checked);
+        same_outcomes(
+            &plain,
+            reference,
+            &format!("{order:?} plain"),
+            "depth-first",
+        )?;
     }
     Ok(())
 }
@@ -263,6 +371,14 @@ proptest! {
     fn plain_runs_match_the_checked_runs(case in case(), workers in 1usize..=3) {
         std::panic::set_hook(Box::new(|_| {}));
         let result = run_plain(&case, workers);
+        let _ = std::panic::take_hook();
+        prop_assert!(result.is_ok(), "{}", result.err().unwrap_or_default());
+    }
+
+    #[test]
+    fn release_orders_match_the_model(case in wide_case(), workers in 1usize..=3) {
+        std::panic::set_hook(Box::new(|_| {}));
+        let result = run_orders(&case, workers);
         let _ = std::panic::take_hook();
         prop_assert!(result.is_ok(), "{}", result.err().unwrap_or_default());
     }
@@ -315,4 +431,24 @@ fn generated_cases_cover_every_outcome() {
         "lockstep-stats: cases=200 fail={fail} panic={panic} cancelled={cancelled} two_lost={two_lost} optional_lost={optional_lost}"
     );
     assert!(fail > 0 && panic > 0 && cancelled > 0 && two_lost > 0 && optional_lost > 0);
+}
+
+/// The wide cases reach what they are for: a task released together with 16 or more others
+/// (all depending on task 0 alone, so that they become ready at the same moment), in most
+/// cases.
+#[test]
+fn wide_cases_release_sixteen_tasks_at_once() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let mut wide = 0;
+    for _ in 0..100 {
+        let c = wide_case().new_tree(&mut runner).expect("tree").current();
+        let only_on_root = c.deps.iter().filter(|d| d.as_slice() == [0]).count();
+        wide += usize::from(only_on_root > 16);
+    }
+    println!(
+        "lockstep-stats: wide cases with more than 16 tasks released by task 0 alone: {wide}/100"
+    );
+    assert!(wide >= 50, "{wide} of 100");
 }

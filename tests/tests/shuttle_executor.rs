@@ -22,7 +22,7 @@ use std::sync::Arc as StdArc;
 use std::sync::atomic::{AtomicUsize as StdAtomicUsize, Ordering::Relaxed as StdRelaxed};
 
 use lockstep_dag::TaskState;
-use lockstep_dag::executor::{FrozenGraph, GraphRun, RunCancel, RunConfig};
+use lockstep_dag::executor::{FrozenGraph, GraphRun, ReleaseOrder, RunCancel, RunConfig};
 use lockstep_pool::Pool;
 use lockstep_sync::thread;
 use lockstep_tests::executor_check::{Body, Case, Grow, check, growth_room, task_fn};
@@ -60,28 +60,34 @@ fn case(deps: &[&[u32]], bodies: &[Body]) -> Case {
 /// Runs `case` on a pool of `workers` with a recorded history and checks it; if `race` is
 /// given, another thread cancels that task while the run goes on.
 fn run_checked(case: Case, workers: usize, race: Option<u32>) {
-    run_racing(case, workers, race, false, &ANSWERS);
+    run_racing(case, workers, race, false, ReleaseOrder::Auto, &ANSWERS);
 }
 
 /// [`run_checked`], or (`plain`) the same as a plain run (`GraphRun::new`: no history, no
 /// pools, no room for growth; the executor's specialised loop), which has no history to
 /// replay: its outcome must then equal, task by task, that of the same case (with the raced
 /// task cancelled before the start if the race answered `Cancelled`) run with a history
-/// and checked against the model. `answers` counts the race's answers.
+/// and checked against the model. `order` is the run's release order (the reference run's
+/// is the default). `answers` counts the race's answers.
 fn run_racing(
     mut case: Case,
     workers: usize,
     race: Option<u32>,
     plain: bool,
+    order: ReleaseOrder,
     answers: &'static [StdAtomicUsize; 3],
 ) {
     let graph = StdArc::new(FrozenGraph::with_optional(case.tasks()).expect("valid graph"));
     let pool = Pool::new(workers).expect("pool");
     let run = if plain {
         assert!(case.grows.is_empty(), "a plain run has no room for growth");
-        GraphRun::new(StdArc::clone(&graph), task_fn(&case, false))
+        let config = RunConfig::new().release_order(order);
+        GraphRun::with_config(StdArc::clone(&graph), config, task_fn(&case, false))
     } else {
-        let config = RunConfig::new().record_history().growth(growth_room(&case));
+        let config = RunConfig::new()
+            .record_history()
+            .growth(growth_room(&case))
+            .release_order(order);
         GraphRun::with_config(StdArc::clone(&graph), config, task_fn(&case, false))
     };
     run.start(&pool).expect("start");
@@ -206,6 +212,7 @@ fn plain_cancel_races_the_run() {
         2,
         Some(1),
         true,
+        ReleaseOrder::Auto,
         &PLAIN_ANSWERS,
     );
     run_racing(
@@ -213,6 +220,7 @@ fn plain_cancel_races_the_run() {
         2,
         None,
         true,
+        ReleaseOrder::Auto,
         &PLAIN_ANSWERS,
     );
 }
@@ -222,6 +230,60 @@ fn shuttle_plain_cancel_races_the_run() {
     shuttle_check!(PLAN, plain_cancel_races_the_run);
     let answers: Vec<usize> = PLAIN_ANSWERS.iter().map(|a| a.load(StdRelaxed)).collect();
     eprintln!("plain cancel answers (cancelled, requested, already terminal): {answers:?}");
+    assert!(
+        answers.iter().all(|&n| n > 0),
+        "every answer of the race was reached: {answers:?}"
+    );
+}
+
+static BREADTH_ANSWERS: [StdAtomicUsize; 3] = [
+    StdAtomicUsize::new(0),
+    StdAtomicUsize::new(0),
+    StdAtomicUsize::new(0),
+];
+
+/// `EXECUTOR.release-order`: the breadth-first order meets the same races, with a history
+/// (checked against the model) and as a plain run: the diamond with a cancel racing the run,
+/// and a root releasing 20 tasks at once (more than the 16 from which a worker queues every
+/// released task and prefetches ahead), one of which fails, with a cancel racing one of them
+/// and a task waiting for all of them.
+fn breadth_first_races_the_run() {
+    use Body::{Fail as F, Succeed as S};
+    let diamond = || case(&[&[], &[0], &[0], &[1, 2]], &[S, S, S, S]);
+    for plain in [false, true] {
+        run_racing(
+            diamond(),
+            2,
+            Some(1),
+            plain,
+            ReleaseOrder::BreadthFirst,
+            &BREADTH_ANSWERS,
+        );
+    }
+    let root: &[u32] = &[0];
+    let all: Vec<u32> = (1..=20).collect();
+    let mut deps: Vec<&[u32]> = vec![&[]];
+    deps.extend(std::iter::repeat_n(root, 20));
+    deps.push(&all);
+    let mut bodies = vec![S; 22];
+    bodies[7] = F;
+    for plain in [false, true] {
+        run_racing(
+            case(&deps, &bodies),
+            2,
+            Some(12),
+            plain,
+            ReleaseOrder::BreadthFirst,
+            &BREADTH_ANSWERS,
+        );
+    }
+}
+
+#[test]
+fn shuttle_breadth_first_races_the_run() {
+    shuttle_check!(PLAN, breadth_first_races_the_run);
+    let answers: Vec<usize> = BREADTH_ANSWERS.iter().map(|a| a.load(StdRelaxed)).collect();
+    eprintln!("breadth-first cancel answers (cancelled, requested, already terminal): {answers:?}");
     assert!(
         answers.iter().all(|&n| n > 0),
         "every answer of the race was reached: {answers:?}"

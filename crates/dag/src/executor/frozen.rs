@@ -102,6 +102,8 @@ pub struct FrozenGraph<K> {
     rev_offsets: Box<[u32]>,
     rev: Box<[u32]>,
     roots: Box<[u32]>,
+    /// Whether consecutive tasks' dependents lie far apart ([`FrozenGraph::is_scattered`]).
+    scattered: bool,
     /// SPEC A8 optional edges: `required[t]` is how many of task `t`'s dependencies (the
     /// head of its list) are required; the rest are optional. `None` when every edge is
     /// required (graphs built with [`FrozenGraph::new`]).
@@ -127,6 +129,39 @@ impl DepGraph for Csr<'_> {
     fn seq(&self, v: usize) -> u64 {
         v as u64
     }
+}
+
+/// The fewest tasks of a graph [`FrozenGraph::is_scattered`] calls scattered: below this, a
+/// run's per-task arrays (9 bytes a task, plus the graph's 8 a task and 8 an edge) fit in the
+/// caches of current processors, whatever its order.
+const SCATTERED_MIN_TASKS: usize = 1 << 16;
+
+/// The distance, in task indices, between the first dependents of two consecutive tasks from
+/// which [`FrozenGraph::is_scattered`] counts them as far apart: 4,096 tasks are 16 KiB of a
+/// run's counts, many cache lines away from each other.
+const SCATTERED_GAP: u32 = 4096;
+
+/// [`FrozenGraph::is_scattered`] from the reverse CSR: O(V).
+fn scattered(rev_offsets: &[u32], rev: &[u32]) -> bool {
+    let n = rev_offsets.len().saturating_sub(1);
+    if n < SCATTERED_MIN_TASKS {
+        return false;
+    }
+    let first =
+        |t: usize| (rev_offsets[t] < rev_offsets[t + 1]).then(|| rev[rev_offsets[t] as usize]);
+    let (mut pairs, mut far) = (0usize, 0usize);
+    let mut previous = first(0);
+    for t in 1..n {
+        let here = first(t);
+        if let (Some(a), Some(b)) = (previous, here) {
+            pairs += 1;
+            if a.abs_diff(b) > SCATTERED_GAP {
+                far += 1;
+            }
+        }
+        previous = here;
+    }
+    far * 2 > pairs
 }
 
 impl<K: TaskKey> FrozenGraph<K> {
@@ -265,6 +300,7 @@ impl<K: TaskKey> FrozenGraph<K> {
             }
         }
         drop(cursor);
+        let scattered = scattered(&rev_offsets, &rev);
 
         // INVARIANT (EXECUTOR.frozen-checked): nothing runs before the frozen graph is known
         // to have no duplicate, no unknown dependency and no cycle.
@@ -310,6 +346,7 @@ impl<K: TaskKey> FrozenGraph<K> {
             rev_offsets: rev_offsets.into_boxed_slice(),
             rev: rev.into_boxed_slice(),
             roots,
+            scattered,
             required: None,
         })
     }
@@ -394,6 +431,21 @@ impl<K> FrozenGraph<K> {
         &self.ids[t as usize]
     }
 
+    /// True when the graph is large and consecutive tasks' dependents lie far apart in index
+    /// order, so that running it touches memory no cache holds at almost every task: at
+    /// least 65,536 tasks, and for more than half of the pairs of consecutive tasks `t`,
+    /// `t + 1` that both have dependents, their first dependents are more than 4,096 indices
+    /// apart (16 KiB of a run's counts). A random graph is
+    /// scattered; a chain, a wavefront listed row by row and a binary tree listed level by
+    /// level are not, whatever their size. Computed once when the graph is built (O(V)).
+    ///
+    /// A run's default [`ReleaseOrder::Auto`](crate::executor::ReleaseOrder::Auto) takes
+    /// the breadth-first order with prefetching for a scattered graph, the depth-first order
+    /// otherwise (`docs/executor.md`, "7. Cost").
+    pub fn is_scattered(&self) -> bool {
+        self.scattered
+    }
+
     /// Every id, by task index (input order). O(1).
     pub fn ids(&self) -> &[K] {
         &self.ids
@@ -441,6 +493,17 @@ impl<K> FrozenGraph<K> {
     pub fn dependents(&self, t: u32) -> &[u32] {
         let t = t as usize;
         &self.rev[self.rev_offsets[t] as usize..self.rev_offsets[t + 1] as usize]
+    }
+
+    /// [`dependents`](Self::dependents) of `t`, or nothing for `t >= len()` (a task added to
+    /// a run). O(1).
+    #[inline(always)]
+    pub(crate) fn dependents_or_none(&self, t: u32) -> &[u32] {
+        let t = t as usize;
+        match (self.rev_offsets.get(t), self.rev_offsets.get(t + 1)) {
+            (Some(&a), Some(&b)) => self.rev.get(a as usize..b as usize).unwrap_or(&[]),
+            _ => &[],
+        }
     }
 
     /// Asks for the cache line of task `t`'s reverse-edge offsets (a hint for the

@@ -57,7 +57,11 @@
 //!    (`fetch_sub(1, AcqRel)`, `EXECUTOR.count-release` in the source). Of the dependents
 //!    that reach zero, the first is decided next on the same worker (the *continuation*: a
 //!    chain runs without touching a deque), the others are kept on a worker-local queue and
-//!    decided by the same worker, newest first. Only while another worker is parked
+//!    decided by the same worker, newest first (the *depth-first* order; in the
+//!    *breadth-first* order, [`ReleaseOrder`], which a run takes by default for a
+//!    [scattered](FrozenGraph::is_scattered) graph, they are decided oldest first and, while
+//!    the worker keeps 16 or more, without a continuation, each asked from memory a few
+//!    turns ahead). Only while another worker is parked
 //!    ([`WorkerContext::idle_workers`], a hint) are the oldest kept tasks (one per parked
 //!    worker, and at least the older half) spawned onto the worker's own deque, for the
 //!    idle workers to steal: work is
@@ -604,6 +608,43 @@ pub struct RunConfig {
     pools: Option<RunPools>,
     history: bool,
     growth: u32,
+    order: ReleaseOrder,
+}
+
+/// In which order a worker decides the ready tasks it keeps (those it released and did not
+/// hand to a parked worker). Every order respects the dependencies and gives the same
+/// outcome; the order only changes how fast a run goes (`docs/executor.md`, "7. Cost").
+///
+/// ```
+/// use std::sync::Arc;
+/// use lockstep_dag::executor::{FrozenGraph, GraphRun, ReleaseOrder, RunConfig};
+/// use lockstep_pool::Pool;
+///
+/// let graph = Arc::new(FrozenGraph::new((0..100u32).map(|t| (t, t.checked_sub(1))))?);
+/// let config = RunConfig::new().release_order(ReleaseOrder::BreadthFirst);
+/// let run = GraphRun::with_config(graph, config, |_| Ok(()));
+/// run.start(&Pool::new(1)?)?;
+/// assert!(run.wait().all_succeeded());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReleaseOrder {
+    /// Breadth first for a graph whose dependents lie far apart
+    /// ([`FrozenGraph::is_scattered`]: a large random graph), depth first otherwise. The
+    /// default.
+    #[default]
+    Auto,
+    /// The first task a task releases is decided next on the same worker (the
+    /// *continuation*: a chain never touches a queue), the others are kept and decided
+    /// newest first. Each task's memory is used again soon after it was touched, which
+    /// suits graphs whose dependents lie close to each other (a chain, a wavefront, a tree).
+    DepthFirst,
+    /// Kept tasks are decided oldest first, and while the worker keeps 16 or more, every
+    /// task it releases joins the back of its queue (no continuation) and is asked from
+    /// memory a few turns before its own (prefetch hints for its offsets, its dependents'
+    /// list and their counts, `prefetch.rs`): on a graph whose dependents lie far apart the
+    /// cache misses of the next tasks then overlap with the work of this one.
+    BreadthFirst,
 }
 
 impl RunConfig {
@@ -646,6 +687,12 @@ impl RunConfig {
             growth: capacity,
             ..self
         }
+    }
+
+    /// The order in which workers decide the tasks they keep ([`ReleaseOrder`]; default
+    /// [`ReleaseOrder::Auto`]). Changes no outcome, only speed.
+    pub fn release_order(self, order: ReleaseOrder) -> Self {
+        RunConfig { order, ..self }
     }
 }
 
@@ -809,6 +856,9 @@ struct Shared<K> {
     cells: StdArc<Cells>,
     /// No pools, no history and no room for growth: `drive`'s loop without their checks.
     plain: bool,
+    /// Kept tasks are decided oldest first, with prefetching ([`ReleaseOrder::BreadthFirst`],
+    /// or `Auto` on a scattered graph).
+    breadth: bool,
     errors: Mutex<Vec<(u32, String)>>,
     history: Option<Mutex<Vec<ExecEvent>>>,
     /// SPEC A8 named concurrency limits, when the run has any ([`GraphRun::with_pools`]).
@@ -913,7 +963,13 @@ impl<K: TaskKey> GraphRun<K> {
             pools,
             history,
             growth,
+            order,
         } = config;
+        let breadth = match order {
+            ReleaseOrder::Auto => graph.is_scattered(),
+            ReleaseOrder::DepthFirst => false,
+            ReleaseOrder::BreadthFirst => true,
+        };
         let n = graph.len();
         // Indices stay below u32::MAX (the "none" of causes and pools).
         let room = (growth.min(RunConfig::MAX_GROWTH) as usize)
@@ -960,6 +1016,7 @@ impl<K: TaskKey> GraphRun<K> {
                 count,
                 cells: StdArc::new(Cells { state, cause }),
                 plain: !history && gates.is_none() && growth.is_none(),
+                breadth,
                 errors: Mutex::new(Vec::new()),
                 history: history.then(|| Mutex::new(Vec::new())),
                 gates,
@@ -1350,6 +1407,9 @@ impl<K: TaskKey> Shared<K> {
     /// (only with a seeded bug: a second decision of one task).
     ///
     /// `lend` hands this worker's kept work to the pool (see [`TaskContext::block_in_place`]).
+    /// Inlined into each of `drive`'s four loops: called, it costs a plain run about 30
+    /// instructions a task (the loop's state leaves its registers).
+    #[inline(always)]
     fn settle<const PLAIN: bool>(
         &self,
         t: u32,
@@ -1514,6 +1574,28 @@ impl<K: TaskKey> Shared<K> {
         }
     }
 
+    /// The breadth-first order's hints (`drive`, [`ReleaseOrder::BreadthFirst`]): the
+    /// queue's order is the order its tasks will be decided in (unless parked workers take
+    /// some), so each task is asked from memory in three steps as its turn nears: its state
+    /// and reverse-edge offsets eight turns ahead, its dependents' list four turns ahead
+    /// (reading the offsets asked for then), its dependents' counts one turn ahead (reading
+    /// the list). Hints only: they change no answer (`prefetch.rs`).
+    #[inline(always)]
+    fn prefetch_ahead(&self, kept: &VecDeque<u32>) {
+        if let Some(&a) = kept.get(8) {
+            self.graph.prefetch_dependents_offsets(a);
+            prefetch::prefetch(&self.cells.state, a as usize);
+        }
+        if let Some(&b) = kept.get(4) {
+            self.graph.prefetch_dependents(b);
+        }
+        if let Some(&c) = kept.get(1) {
+            for &d in self.graph.dependents_or_none(c) {
+                prefetch::prefetch(&self.count, d as usize);
+            }
+        }
+    }
+
     /// The root cause carried by `t`'s first lost dependency in list order, if any: the
     /// dependency itself when it failed or was cancelled, its own cause when it is blocked.
     fn first_lost_cause(&self, t: u32) -> Option<u32> {
@@ -1591,7 +1673,10 @@ fn spawned<K: TaskKey>(sh: &Arc<Shared<K>>, t: u32, ctx: &WorkerContext<'_>) {
 ///
 /// Released tasks stay on this worker: the first one released by a task is decided next
 /// (the *continuation*), the others go onto a worker-local double-ended queue and are
-/// decided newest first (depth first, like a deque's owner end). Only while another worker
+/// decided newest first (depth first, like a deque's owner end); in the breadth-first order
+/// ([`Shared::breadth`]) they are decided oldest first, and while the queue holds
+/// [`PREFETCH_FRONTIER`] or more every released task joins its back and is prefetched a
+/// few turns ahead ([`Shared::prefetch_ahead`]). Only while another worker
 /// of the pool is parked (`WorkerContext::idle_workers`, a hint) are the oldest kept tasks
 /// handed to the pool (one per parked worker, and at least the older half), as detached
 /// spawns that the idle workers steal. So a run touches the pool only to share work, and no released task
@@ -1601,16 +1686,22 @@ fn drive_any<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_
     // INVARIANT (EXECUTOR.plain-loop): a run without pools, history or room for growth
     // runs the loop compiled without their checks, which are all false for it; every other
     // line is the same code.
-    if sh.plain {
-        drive::<K, true>(sh, first, ctx)
-    } else {
-        drive::<K, false>(sh, first, ctx)
+    // INVARIANT (EXECUTOR.release-order): the order only picks which kept task is decided
+    // next; every one is decided once, after its dependencies, whatever the order.
+    match (sh.plain, sh.breadth) {
+        (true, false) => drive::<K, true, false>(sh, first, ctx),
+        (true, true) => drive::<K, true, true>(sh, first, ctx),
+        (false, false) => drive::<K, false, false>(sh, first, ctx),
+        (false, true) => drive::<K, false, true>(sh, first, ctx),
     }
 }
 
 /// [`drive_any`] for a run that is plain (`PLAIN`: no pools, no history, no room for
-/// growth; [`Shared::plain`]) or not: a plain run's loop has none of their checks.
-fn drive<K: TaskKey, const PLAIN: bool>(
+/// growth; [`Shared::plain`]) or not: a plain run's loop has none of their checks; and whose
+/// kept tasks are decided oldest first with prefetching (`BREADTH`, [`Shared::breadth`]) or
+/// newest first.
+#[inline(never)]
+fn drive<K: TaskKey, const PLAIN: bool, const BREADTH: bool>(
     sh: &Arc<Shared<K>>,
     first: u32,
     ctx: &WorkerContext<'_>,
@@ -1648,15 +1739,24 @@ fn drive<K: TaskKey, const PLAIN: bool>(
     loop {
         let popped = next.take().or_else(|| {
             let mut kept = kept.borrow_mut();
-            let t = kept.pop_back();
-            // The task next in line after this one (unless this one releases some): ask
-            // for its dependents' list, whose offsets were asked for when it was kept.
-            if kept.len() >= PREFETCH_FRONTIER
-                && let Some(&after) = kept.back()
-            {
-                sh.graph.prefetch_dependents(after);
+            if BREADTH {
+                // Oldest first: the queue's front is its future, asked for ahead of time.
+                let t = kept.pop_front();
+                if kept.len() >= PREFETCH_FRONTIER {
+                    sh.prefetch_ahead(&kept);
+                }
+                t
+            } else {
+                let t = kept.pop_back();
+                // The task next in line after this one (unless this one releases some): ask
+                // for its dependents' list, whose offsets were asked for when it was kept.
+                if kept.len() >= PREFETCH_FRONTIER
+                    && let Some(&after) = kept.back()
+                {
+                    sh.graph.prefetch_dependents(after);
+                }
+                t
             }
-            t
         });
         let Some(t) = popped else { break };
         let outcome = sh.settle::<PLAIN>(t, &task_ctx, &handed);
@@ -1692,19 +1792,26 @@ fn drive<K: TaskKey, const PLAIN: bool>(
                 if !ready {
                     continue;
                 }
-                if next.is_none() {
+                if next.is_none() && continuation::<BREADTH>(&kept) {
                     next = Some(d); // the continuation: decided next on this worker
                 } else {
                     let mut kept = kept.borrow_mut();
-                    // Kept behind a wide frontier: ask for its reverse-edge offsets now, so
-                    // that the hint below finds them (a hint: it changes no answer).
-                    if kept.len() >= PREFETCH_FRONTIER {
+                    // Kept behind a wide frontier, newest first: ask for its reverse-edge
+                    // offsets now, so that the hint above finds them (a hint: it changes no
+                    // answer).
+                    if !BREADTH && kept.len() >= PREFETCH_FRONTIER {
                         sh.graph.prefetch_dependents_offsets(d);
                     }
                     kept.push_back(d);
                 }
             }
-        } else if let Some(first) = release_growing(sh, t, order, next.is_none(), &kept) {
+        } else if let Some(first) = release_growing(
+            sh,
+            t,
+            order,
+            next.is_none() && continuation::<BREADTH>(&kept),
+            &kept,
+        ) {
             // SPEC A8 graphs that grow: out of line, so that a run without room keeps the
             // loop above as it was.
             next = Some(first);
@@ -1732,6 +1839,15 @@ fn drive<K: TaskKey, const PLAIN: bool>(
         }
     }
     settled
+}
+
+/// Whether a released task may be the continuation (decided next on this worker, before the
+/// kept ones): always in the depth-first order; in the breadth-first order only while the
+/// worker keeps fewer than [`PREFETCH_FRONTIER`] tasks (a narrow frontier, such as a
+/// chain's), since a continuation is decided without the hints its turn in the queue gets.
+#[inline(always)]
+fn continuation<const BREADTH: bool>(kept: &RefCell<VecDeque<u32>>) -> bool {
+    !BREADTH || kept.borrow().len() < PREFETCH_FRONTIER
 }
 
 /// `drive`'s release in a run with room for growth: the graph's dependents of `t` (an added

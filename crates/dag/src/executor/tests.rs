@@ -1588,12 +1588,13 @@ fn an_outcome_is_final_shares_nothing_that_changes_and_outlives_its_run() {
     assert!(beyond.is_err(), "index len() is out of range, room or not");
 }
 
-/// `drive`'s prefetch hints (kept tasks behind a frontier of `PREFETCH_FRONTIER` or more)
-/// change no answer: on one worker, a root releasing 300 tasks at once (its worker's local
-/// queue far deeper than the threshold), each of which releases a task of a second layer
-/// with two dependencies, runs every task once, after its dependencies, in a plain run
-/// (the loop the benches run). The wait has a deadline, so that a queue that loses a task
-/// fails the test instead of hanging it.
+/// `drive`'s two release orders and their prefetch hints (kept tasks behind a frontier of
+/// `PREFETCH_FRONTIER` or more) change no answer: on one worker, a root releasing 300 tasks
+/// at once (its worker's local queue far deeper than the threshold), each of which releases
+/// a task of a second layer with two dependencies, runs every task once, after its
+/// dependencies, in a plain run (the loop the benches run), depth first, breadth first and
+/// as `Auto` chooses (depth first: the graph is small). The wait has a deadline, so that a
+/// queue that loses a task fails the test instead of hanging it.
 #[test]
 fn a_wide_frontier_on_one_worker_runs_each_task_once_after_its_dependencies() {
     const WIDE: u32 = 300;
@@ -1605,33 +1606,101 @@ fn a_wide_frontier_on_one_worker_runs_each_task_once_after_its_dependencies() {
         })
         .collect();
     let g = StdArc::new(FrozenGraph::new(tasks).expect("valid"));
+    assert!(!g.is_scattered(), "too small to be scattered");
     let pool = Pool::new(1).expect("pool");
-    let order = StdArc::new(std::sync::Mutex::new(Vec::new()));
-    let o = StdArc::clone(&order);
-    let run = GraphRun::new(StdArc::clone(&g), move |ctx| {
-        o.lock().expect("not poisoned").push(ctx.index());
-        Ok(())
-    });
-    run.start(&pool).expect("pool accepting");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || tx.send(run.wait()));
-    let out = rx
-        .recv_timeout(std::time::Duration::from_secs(60))
-        .expect("the run ends");
-    assert!(out.all_succeeded());
-    let order = order.lock().expect("not poisoned").clone();
-    assert_eq!(order.len(), g.len(), "every task ran once: {order:?}");
-    let mut at = vec![usize::MAX; g.len()];
-    for (position, &t) in order.iter().enumerate() {
-        assert_eq!(at[t as usize], usize::MAX, "task {t} ran twice");
-        at[t as usize] = position;
-    }
-    for t in 0..g.len() as u32 {
-        for &d in g.dependencies(t) {
-            assert!(
-                at[d as usize] < at[t as usize],
-                "{t} ran before its dependency {d}"
-            );
+    for order in [
+        ReleaseOrder::DepthFirst,
+        ReleaseOrder::BreadthFirst,
+        ReleaseOrder::Auto,
+    ] {
+        let order_seen = StdArc::new(std::sync::Mutex::new(Vec::new()));
+        let o = StdArc::clone(&order_seen);
+        let config = RunConfig::new().release_order(order);
+        let run = GraphRun::with_config(StdArc::clone(&g), config, move |ctx| {
+            o.lock().expect("not poisoned").push(ctx.index());
+            Ok(())
+        });
+        run.start(&pool).expect("pool accepting");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(run.wait()));
+        let out = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("{order:?}: the run ends"));
+        assert!(out.all_succeeded(), "{order:?}");
+        let ran = order_seen.lock().expect("not poisoned").clone();
+        assert_eq!(
+            ran.len(),
+            g.len(),
+            "{order:?}: every task ran once: {ran:?}"
+        );
+        let mut at = vec![usize::MAX; g.len()];
+        for (position, &t) in ran.iter().enumerate() {
+            assert_eq!(at[t as usize], usize::MAX, "{order:?}: task {t} ran twice");
+            at[t as usize] = position;
+        }
+        for t in 0..g.len() as u32 {
+            for &d in g.dependencies(t) {
+                assert!(
+                    at[d as usize] < at[t as usize],
+                    "{order:?}: {t} ran before its dependency {d}"
+                );
+            }
+        }
+        // The orders differ where they should: breadth first runs the first layer in
+        // index order before any of the second; depth first starts the second layer
+        // before the first is done.
+        let first_of_second = ran.iter().position(|&t| t > WIDE).expect("ran");
+        match order {
+            ReleaseOrder::BreadthFirst => {
+                assert_eq!(&ran[..=WIDE as usize], (0..=WIDE).collect::<Vec<_>>());
+            }
+            _ => assert!(first_of_second < WIDE as usize, "{order:?}: {ran:?}"),
         }
     }
+}
+
+/// `FrozenGraph::is_scattered`: true for a large graph whose consecutive tasks' first
+/// dependents lie far apart (dependencies drawn at random), false for the benches' regular
+/// shapes at any size (a chain, a wavefront listed row by row, a binary tree listed level by
+/// level) and for any graph below 65,536 tasks.
+#[test]
+fn scattered_graphs_are_told_from_regular_ones() {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move |n: u64| {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        (state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) % n
+    };
+    let mut random = |n: u32| -> FrozenGraph<u32> {
+        FrozenGraph::new((0..n).map(|t| {
+            let mut deps: Vec<u32> = (0..t.min(4)).map(|_| next(u64::from(t)) as u32).collect();
+            deps.sort_unstable();
+            deps.dedup();
+            (t, deps)
+        }))
+        .expect("acyclic")
+    };
+    assert!(random(100_000).is_scattered());
+    assert!(!random(60_000).is_scattered(), "below the size");
+    let chain = FrozenGraph::new((0..100_000u32).map(|t| (t, t.checked_sub(1)))).expect("ok");
+    assert!(!chain.is_scattered());
+    let side = 400u32;
+    let wavefront = FrozenGraph::new((0..side * side).map(|t| {
+        let (i, j) = (t / side, t % side);
+        let mut deps = Vec::new();
+        if i > 0 {
+            deps.push(t - side);
+        }
+        if j > 0 {
+            deps.push(t - 1);
+        }
+        (t, deps)
+    }))
+    .expect("ok");
+    assert!(!wavefront.is_scattered());
+    let tree =
+        FrozenGraph::new((0..(1u32 << 17) - 1).map(|t| (t, t.checked_sub(1).map(|p| p / 2))))
+            .expect("ok");
+    assert!(!tree.is_scattered());
 }
