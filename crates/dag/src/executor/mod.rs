@@ -1668,6 +1668,17 @@ fn spawned<K: TaskKey>(sh: &Arc<Shared<K>>, t: u32, ctx: &WorkerContext<'_>) {
     sh.finish(settled);
 }
 
+/// The pool task of a batch of kept tasks handed over together (the breadth-first order's
+/// sharing, in `drive`): the worker that takes it keeps them as its own, in their order.
+fn spawned_batch<K: TaskKey>(sh: &Arc<Shared<K>>, batch: Vec<u32>, ctx: &WorkerContext<'_>) {
+    let mut rest = VecDeque::from(batch);
+    let Some(first) = rest.pop_front() else {
+        return;
+    };
+    let settled = drive_any_with(sh, first, rest, ctx);
+    sh.finish(settled);
+}
+
 /// Decides, runs and releases `first`, then everything it releases that this worker keeps;
 /// returns how many tasks this settled.
 ///
@@ -1683,16 +1694,27 @@ fn spawned<K: TaskKey>(sh: &Arc<Shared<K>>, t: u32, ctx: &WorkerContext<'_>) {
 /// costs an allocation unless it is shared (the local queue grows by doubling, once per
 /// call).
 fn drive_any<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_>) -> usize {
+    drive_any_with(sh, first, VecDeque::new(), ctx)
+}
+
+/// [`drive_any`] with `rest` already kept (a batch handed over, [`spawned_batch`]): they are
+/// decided after `first` and what it releases, as this worker's own kept tasks.
+fn drive_any_with<K: TaskKey>(
+    sh: &Arc<Shared<K>>,
+    first: u32,
+    rest: VecDeque<u32>,
+    ctx: &WorkerContext<'_>,
+) -> usize {
     // INVARIANT (EXECUTOR.plain-loop): a run without pools, history or room for growth
     // runs the loop compiled without their checks, which are all false for it; every other
     // line is the same code.
     // INVARIANT (EXECUTOR.release-order): the order only picks which kept task is decided
     // next; every one is decided once, after its dependencies, whatever the order.
     match (sh.plain, sh.breadth) {
-        (true, false) => drive::<K, true, false>(sh, first, ctx),
-        (true, true) => drive::<K, true, true>(sh, first, ctx),
-        (false, false) => drive::<K, false, false>(sh, first, ctx),
-        (false, true) => drive::<K, false, true>(sh, first, ctx),
+        (true, false) => drive::<K, true, false>(sh, first, rest, ctx),
+        (true, true) => drive::<K, true, true>(sh, first, rest, ctx),
+        (false, false) => drive::<K, false, false>(sh, first, rest, ctx),
+        (false, true) => drive::<K, false, true>(sh, first, rest, ctx),
     }
 }
 
@@ -1704,13 +1726,14 @@ fn drive_any<K: TaskKey>(sh: &Arc<Shared<K>>, first: u32, ctx: &WorkerContext<'_
 fn drive<K: TaskKey, const PLAIN: bool, const BREADTH: bool>(
     sh: &Arc<Shared<K>>,
     first: u32,
+    rest: VecDeque<u32>,
     ctx: &WorkerContext<'_>,
 ) -> usize {
     let mut settled = 0;
     let mut next = Some(first);
     // INVARIANT (EXECUTOR.share-when-idle): released tasks are kept on this worker (no
     // deque traffic on a chain) only while no worker is parked; see the sharing below.
-    let kept: RefCell<VecDeque<u32>> = RefCell::new(VecDeque::new());
+    let kept: RefCell<VecDeque<u32>> = RefCell::new(rest);
     // Tasks a pool's gate handed a free slot to (SPEC A8): spawned after each decision.
     let handed: RefCell<Vec<u32>> = RefCell::new(Vec::new());
     // A task function that blocks (`TaskContext::block_in_place`) lends this worker's work
@@ -1832,10 +1855,27 @@ fn drive<K: TaskKey, const PLAIN: bool, const BREADTH: bool>(
         } else {
             idle.max(kept.len().div_ceil(2))
         };
-        for _ in 0..share {
-            let Some(d) = kept.pop_front() else { break };
-            let sh = Arc::clone(sh);
-            ctx.spawn_detached(move |ctx| spawned(&sh, d, ctx));
+        if BREADTH && share > idle {
+            // Breadth first: one batch per parked worker, each the next `share / idle`
+            // tasks in order (one pool task and one allocation for each, instead of one per
+            // task: the queue is long on the graphs this order is for, and its tasks alike).
+            let per = share.div_ceil(idle);
+            let mut left = share.min(kept.len());
+            while left > 0 {
+                let batch: Vec<u32> = kept.drain(..per.min(left)).collect();
+                left -= batch.len();
+                let sh = Arc::clone(sh);
+                ctx.spawn_detached(move |ctx| spawned_batch(&sh, batch, ctx));
+            }
+        } else {
+            // Depth first, one pool task each: the oldest kept tasks are the largest parts
+            // of the graph left (a tree's highest subtrees), which a batch would hand to one
+            // thief together.
+            for _ in 0..share {
+                let Some(d) = kept.pop_front() else { break };
+                let sh = Arc::clone(sh);
+                ctx.spawn_detached(move |ctx| spawned(&sh, d, ctx));
+            }
         }
     }
     settled

@@ -1704,3 +1704,44 @@ fn scattered_graphs_are_told_from_regular_ones() {
             .expect("ok");
     assert!(!tree.is_scattered());
 }
+
+/// EXECUTOR.share-when-idle in the breadth-first order: a root releasing 64 slow tasks while
+/// the other worker of the pool is parked hands it the older half as one batch (one pool
+/// task), and both workers run tasks, each task once. The wait has a deadline, so that a
+/// batch that loses a task fails the test instead of hanging it.
+#[test]
+fn breadth_first_shares_a_batch_with_a_parked_worker() {
+    let tasks: Vec<(u32, Vec<u32>)> = (0..65u32)
+        .map(|i| (i, if i == 0 { vec![] } else { vec![0] }))
+        .collect();
+    let g = StdArc::new(FrozenGraph::new(tasks).expect("valid"));
+    let pool = Pool::new(2).expect("pool");
+    let ran = StdArc::new(std::sync::Mutex::new(vec![Vec::new(); 2]));
+    let r = StdArc::clone(&ran);
+    let config = RunConfig::new().release_order(ReleaseOrder::BreadthFirst);
+    let run = GraphRun::with_config(g, config, move |ctx| {
+        if ctx.index() == 0 {
+            // Long enough for the other worker to park before anything is released.
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        } else {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        r.lock().expect("not poisoned")[ctx.worker_index()].push(ctx.index());
+        Ok(())
+    });
+    run.start(&pool).expect("pool accepting");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(run.wait()));
+    let out = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the run ends");
+    assert!(out.all_succeeded());
+    let ran = ran.lock().expect("not poisoned").clone();
+    let mut all: Vec<u32> = ran.concat();
+    all.sort_unstable();
+    assert_eq!(all, (0..65).collect::<Vec<u32>>(), "every task ran once");
+    assert!(
+        ran.iter().all(|w| !w.is_empty()),
+        "both workers ran tasks: {ran:?}"
+    );
+}
