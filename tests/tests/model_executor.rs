@@ -100,30 +100,51 @@ fn case() -> impl Strategy<Value = Case> {
         })
         .prop_map(|tasks| {
             let n = tasks.len() as u32;
-            let mut case = Case {
-                deps: Vec::new(),
-                optional: Vec::new(),
-                bodies: Vec::new(),
-                cancelled: Vec::new(),
-                grows: Vec::new(),
-            };
-            for (t, (mut deps, body, cancel, optional, draws)) in tasks.into_iter().enumerate() {
-                let mut seen = Vec::new();
-                deps.retain(|d| {
-                    let fresh = !seen.contains(d);
-                    seen.push(*d);
-                    fresh
-                });
-                case.optional.push(optional.min(deps.len()));
-                case.deps.push(deps);
-                case.bodies.push(body);
-                case.grows.push(grows(t as u32, n, draws));
-                if cancel {
-                    case.cancelled.push(t as u32);
-                }
+            let mut case = empty_case();
+            for (t, (deps, body, cancel, optional, draws)) in tasks.into_iter().enumerate() {
+                let grown = grows(t as u32, n, draws);
+                add_task(&mut case, deps, optional, body, cancel, grown);
             }
             case
         })
+}
+
+/// A case of no task.
+fn empty_case() -> Case {
+    Case {
+        deps: Vec::new(),
+        optional: Vec::new(),
+        bodies: Vec::new(),
+        cancelled: Vec::new(),
+        grows: Vec::new(),
+    }
+}
+
+/// Appends the next task to `case`: its dependencies without repeats (first occurrence
+/// kept), the optional tail cut to their number, its body, its cancel before the start and
+/// its successors.
+fn add_task(
+    case: &mut Case,
+    mut deps: Vec<u32>,
+    optional: usize,
+    body: Body,
+    cancel: bool,
+    grown: Vec<Grow>,
+) {
+    let t = case.deps.len() as u32;
+    let mut seen = Vec::new();
+    deps.retain(|d| {
+        let fresh = !seen.contains(d);
+        seen.push(*d);
+        fresh
+    });
+    case.optional.push(optional.min(deps.len()));
+    case.deps.push(deps);
+    case.bodies.push(body);
+    case.grows.push(grown);
+    if cancel {
+        case.cancelled.push(t);
+    }
 }
 
 /// SPEC A8 named concurrency limits for a run: the depths of two pools (1 or 2) and, per
@@ -303,27 +324,9 @@ fn wide_case() -> impl Strategy<Value = Case> {
             tasks
         })
         .prop_map(|tasks| {
-            let mut case = Case {
-                deps: Vec::new(),
-                optional: Vec::new(),
-                bodies: Vec::new(),
-                cancelled: Vec::new(),
-                grows: Vec::new(),
-            };
-            for (t, (mut deps, body, cancel)) in tasks.into_iter().enumerate() {
-                let mut seen = Vec::new();
-                deps.retain(|d| {
-                    let fresh = !seen.contains(d);
-                    seen.push(*d);
-                    fresh
-                });
-                case.optional.push(0);
-                case.deps.push(deps);
-                case.bodies.push(body);
-                case.grows.push(Vec::new());
-                if cancel {
-                    case.cancelled.push(t as u32);
-                }
+            let mut case = empty_case();
+            for (deps, body, cancel) in tasks {
+                add_task(&mut case, deps, 0, body, cancel, Vec::new());
             }
             case
         })

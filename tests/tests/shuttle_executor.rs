@@ -195,12 +195,7 @@ fn cancel_races_the_run() {
 #[test]
 fn shuttle_cancel_races_the_run() {
     shuttle_check!(PLAN, cancel_races_the_run);
-    let answers: Vec<usize> = ANSWERS.iter().map(|a| a.load(StdRelaxed)).collect();
-    eprintln!("cancel answers (cancelled, requested, already terminal): {answers:?}");
-    assert!(
-        answers.iter().all(|&n| n > 0),
-        "every answer of the race was reached: {answers:?}"
-    );
+    assert_every_answer(&ANSWERS, "cancel answers");
 }
 
 /// [`cancel_races_the_run`] on a plain run, and the fork with a failure: the executor's
@@ -228,12 +223,7 @@ fn plain_cancel_races_the_run() {
 #[test]
 fn shuttle_plain_cancel_races_the_run() {
     shuttle_check!(PLAN, plain_cancel_races_the_run);
-    let answers: Vec<usize> = PLAIN_ANSWERS.iter().map(|a| a.load(StdRelaxed)).collect();
-    eprintln!("plain cancel answers (cancelled, requested, already terminal): {answers:?}");
-    assert!(
-        answers.iter().all(|&n| n > 0),
-        "every answer of the race was reached: {answers:?}"
-    );
+    assert_every_answer(&PLAIN_ANSWERS, "plain cancel answers");
 }
 
 static BREADTH_ANSWERS: [StdAtomicUsize; 3] = [
@@ -282,12 +272,7 @@ fn breadth_first_races_the_run() {
 #[test]
 fn shuttle_breadth_first_races_the_run() {
     shuttle_check!(PLAN, breadth_first_races_the_run);
-    let answers: Vec<usize> = BREADTH_ANSWERS.iter().map(|a| a.load(StdRelaxed)).collect();
-    eprintln!("breadth-first cancel answers (cancelled, requested, already terminal): {answers:?}");
-    assert!(
-        answers.iter().all(|&n| n > 0),
-        "every answer of the race was reached: {answers:?}"
-    );
+    assert_every_answer(&BREADTH_ANSWERS, "breadth-first cancel answers");
 }
 
 /// SPEC A8 graphs that grow: roots a, b (fails), c; a adds s1 after c (which may be pending,
@@ -337,4 +322,15 @@ fn successors_race_a_cancel() {
 #[test]
 fn shuttle_successors_race_a_cancel() {
     shuttle_check!(PLAN, successors_race_a_cancel);
+}
+
+/// Prints how often the racing cancel gave each answer (`Cancelled`, `Requested`,
+/// `AlreadyTerminal`) over every schedule, and checks that each was reached.
+fn assert_every_answer(answers: &[StdAtomicUsize; 3], what: &str) {
+    let answers: Vec<usize> = answers.iter().map(|a| a.load(StdRelaxed)).collect();
+    eprintln!("{what} (cancelled, requested, already terminal): {answers:?}");
+    assert!(
+        answers.iter().all(|&n| n > 0),
+        "every answer of the race was reached: {answers:?}"
+    );
 }

@@ -1620,12 +1620,7 @@ fn a_wide_frontier_on_one_worker_runs_each_task_once_after_its_dependencies() {
             o.lock().expect("not poisoned").push(ctx.index());
             Ok(())
         });
-        run.start(&pool).expect("pool accepting");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || tx.send(run.wait()));
-        let out = rx
-            .recv_timeout(std::time::Duration::from_secs(60))
-            .unwrap_or_else(|_| panic!("{order:?}: the run ends"));
+        let out = start_and_wait_a_minute(run, &pool);
         assert!(out.all_succeeded(), "{order:?}");
         let ran = order_seen.lock().expect("not poisoned").clone();
         assert_eq!(
@@ -1665,16 +1660,11 @@ fn a_wide_frontier_on_one_worker_runs_each_task_once_after_its_dependencies() {
 /// level) and for any graph below 65,536 tasks.
 #[test]
 fn scattered_graphs_are_told_from_regular_ones() {
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = move |n: u64| {
-        state ^= state >> 12;
-        state ^= state << 25;
-        state ^= state >> 27;
-        (state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) % n
-    };
-    let mut random = |n: u32| -> FrozenGraph<u32> {
+    let random = |n: u32| -> FrozenGraph<u32> {
         FrozenGraph::new((0..n).map(|t| {
-            let mut deps: Vec<u32> = (0..t.min(4)).map(|_| next(u64::from(t)) as u32).collect();
+            let mut deps: Vec<u32> = (0..t.min(4))
+                .map(|_| (lockstep_sync::rng_u64() % u64::from(t)) as u32)
+                .collect();
             deps.sort_unstable();
             deps.dedup();
             (t, deps)
@@ -1729,12 +1719,7 @@ fn breadth_first_shares_a_batch_with_a_parked_worker() {
         r.lock().expect("not poisoned")[ctx.worker_index()].push(ctx.index());
         Ok(())
     });
-    run.start(&pool).expect("pool accepting");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || tx.send(run.wait()));
-    let out = rx
-        .recv_timeout(std::time::Duration::from_secs(60))
-        .expect("the run ends");
+    let out = start_and_wait_a_minute(run, &pool);
     assert!(out.all_succeeded());
     let ran = ran.lock().expect("not poisoned").clone();
     let mut all: Vec<u32> = ran.concat();
@@ -1744,4 +1729,17 @@ fn breadth_first_shares_a_batch_with_a_parked_worker() {
         ran.iter().all(|w| !w.is_empty()),
         "both workers ran tasks: {ran:?}"
     );
+}
+
+/// Starts `run` on `pool` and waits for its outcome for at most a minute, so that a run that
+/// loses a task fails its test instead of hanging it (the waiting thread is left behind).
+///
+/// # Panics
+/// If the run does not end within a minute.
+fn start_and_wait_a_minute(run: GraphRun<u32>, pool: &Pool) -> RunOutcome<u32> {
+    run.start(pool).expect("pool accepting");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(run.wait()));
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the run ends within a minute: no task was lost")
 }
