@@ -1743,3 +1743,173 @@ fn start_and_wait_a_minute(run: GraphRun<u32>, pool: &Pool) -> RunOutcome<u32> {
     rx.recv_timeout(std::time::Duration::from_secs(60))
         .expect("the run ends within a minute: no task was lost")
 }
+
+/// `EXECUTOR.release-order` beyond plain runs: a wide graph (a root releasing 200 tasks at
+/// once, so that a worker keeps far more than `PREFETCH_FRONTIER`) run in each order with
+/// room for growth (half of the first layer adds a successor: indices beyond the graph's
+/// tasks reach the breadth-first queue and its hints), with and without pools, with
+/// failures and with tasks that call `block_in_place` (which lends the kept queue), on 1 to
+/// 3 workers. Every run keeps the executor's rules (`check_history`), ends within its
+/// deadline, and every run's outcome, task by task and by id, is the depth-first one-worker
+/// run's.
+#[test]
+fn both_orders_agree_with_growth_pools_failures_and_lending() {
+    const WIDE: u32 = 200;
+    let tasks: Vec<(String, Vec<String>)> = (0..=2 * WIDE)
+        .map(|i| match i {
+            0 => ("t0".to_string(), vec![]),
+            k if k <= WIDE => (format!("t{k}"), vec!["t0".to_string()]),
+            k => (
+                format!("t{k}"),
+                vec![
+                    format!("t{}", k - WIDE),
+                    format!("t{}", (k - WIDE) % WIDE + 1),
+                ],
+            ),
+        })
+        .collect();
+    let graph = StdArc::new(FrozenGraph::new(tasks).expect("valid"));
+    let n = graph.len() as u32;
+    let mut reference: Option<std::collections::BTreeMap<String, TaskState>> = None;
+    for pools in [false, true] {
+        for order in [ReleaseOrder::DepthFirst, ReleaseOrder::BreadthFirst] {
+            for workers in [1, 2, 3] {
+                let mut config = RunConfig::new()
+                    .record_history()
+                    .growth(WIDE)
+                    .release_order(order);
+                if pools {
+                    let pool_of = (0..n).map(|t| (t % 3 != 0).then_some(t % 2)).collect();
+                    config =
+                        config.pools(RunPools::new(&graph, vec![1, 2], pool_of).expect("pools"));
+                }
+                let run = GraphRun::with_config(StdArc::clone(&graph), config, move |task| {
+                    let t = task.index();
+                    if t < n && t % 2 == 1 && t <= WIDE {
+                        // After a task of the second layer (pending now) and a sibling.
+                        let other = format!("t{}", WIDE + 1 + (t * 7919) % WIDE);
+                        let sibling = format!("t{}", (t * 31) % WIDE + 1);
+                        let deps: Vec<String> = [other, sibling]
+                            .into_iter()
+                            .filter(|d| d != task.id())
+                            .collect();
+                        task.add_successor(format!("g{t}"), deps)
+                            .map_err(|e| e.to_string())?;
+                    }
+                    if t % 50 == 7 {
+                        task.block_in_place(|| ());
+                    }
+                    if t < n && t % 41 == 5 {
+                        return Err("planned".into());
+                    }
+                    Ok(())
+                });
+                run.start(&Pool::new(workers).expect("pool"))
+                    .expect("start");
+                let (tx, rx) = std::sync::mpsc::channel();
+                std::thread::spawn(move || tx.send(run.wait()));
+                let out = rx
+                    .recv_timeout(std::time::Duration::from_secs(60))
+                    .unwrap_or_else(|_| panic!("{order:?} {workers} {pools}: the run ends"));
+                check_history(&out);
+                assert!(out.len() > n as usize + 50, "successors were added");
+                let states: std::collections::BTreeMap<String, TaskState> = (0..out.len() as u32)
+                    .map(|t| (out.id(t).clone(), out.state(t)))
+                    .collect();
+                let reference = reference.get_or_insert_with(|| states.clone());
+                assert_eq!(
+                    &states, reference,
+                    "{order:?} workers {workers} pools {pools}"
+                );
+            }
+        }
+    }
+}
+
+/// `ReleaseOrder::Auto` on a scattered graph (100,000 tasks, each on up to four random
+/// earlier ones: breadth first) in every kind of run: plain, with a history, with room for
+/// growth and added successors, with pools, on 1 and 2 workers, with late failures. Each ends,
+/// keeps the executor's rules, and gives, by id, the outcome of the depth-first run.
+#[test]
+fn auto_on_a_scattered_graph_agrees_with_depth_first_in_every_kind_of_run() {
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = move |n: u64| {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        (state.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 33) % n
+    };
+    let n = 100_000u32;
+    let graph = StdArc::new(
+        FrozenGraph::new((0..n).map(|t| {
+            let mut deps: Vec<u32> = (0..t.min(4)).map(|_| next(u64::from(t)) as u32).collect();
+            deps.sort_unstable();
+            deps.dedup();
+            (t, deps)
+        }))
+        .expect("acyclic"),
+    );
+    assert!(graph.is_scattered());
+    let body = move |task: &TaskContext<'_, u32>| -> Result<(), String> {
+        let t = *task.id();
+        if t < n && t % 997 == 11 {
+            // Refused in a run without room: nothing is added then.
+            let _ = task.add_successor(n + t, [t / 2]);
+        }
+        // Late, so that most of the graph (every task descends from the first ones) runs.
+        if t > 90_000 && t % 499 == 3 {
+            return Err("planned".into());
+        }
+        Ok(())
+    };
+    let mut reference: Option<std::collections::BTreeMap<u32, TaskState>> = None;
+    let mut reference_graph: Option<Vec<TaskState>> = None;
+    for kind in 0..4 {
+        for order in [ReleaseOrder::DepthFirst, ReleaseOrder::Auto] {
+            for workers in [1, 2] {
+                let mut config = RunConfig::new().release_order(order);
+                match kind {
+                    0 => {}
+                    1 => config = config.record_history(),
+                    2 => config = config.record_history().growth(n),
+                    _ => {
+                        let pool_of = (0..n).map(|t| (t % 5 == 0).then_some(t % 2)).collect();
+                        config = config
+                            .growth(n)
+                            .pools(RunPools::new(&graph, vec![1, 3], pool_of).expect("pools"));
+                    }
+                }
+                let run = GraphRun::with_config(StdArc::clone(&graph), config, body);
+                run.start(&Pool::new(workers).expect("pool"))
+                    .expect("start");
+                let (tx, rx) = std::sync::mpsc::channel();
+                std::thread::spawn(move || tx.send(run.wait()));
+                let out = rx
+                    .recv_timeout(std::time::Duration::from_secs(120))
+                    .unwrap_or_else(|_| panic!("kind {kind} {order:?} {workers}: the run ends"));
+                if out.history().is_some() {
+                    check_history(&out);
+                }
+                let states: std::collections::BTreeMap<u32, TaskState> = (0..out.len() as u32)
+                    .map(|t| (*out.id(t), out.state(t)))
+                    .collect();
+                assert!(states.values().any(|s| *s == TaskState::Blocked));
+                // The graph's tasks, whatever was added.
+                let graph_part: Vec<TaskState> = (0..n).map(|t| out.state(t)).collect();
+                let reference_graph = reference_graph.get_or_insert_with(|| graph_part.clone());
+                assert!(
+                    graph_part == *reference_graph,
+                    "kind {kind} {order:?} {workers}: the graph's tasks differ"
+                );
+                if kind >= 2 {
+                    assert!(states.len() > n as usize, "successors were added");
+                    let reference = reference.get_or_insert_with(|| states.clone());
+                    assert!(
+                        states == *reference,
+                        "kind {kind} {order:?} {workers}: the added tasks differ"
+                    );
+                }
+            }
+        }
+    }
+}
