@@ -233,10 +233,11 @@ static BREADTH_ANSWERS: [StdAtomicUsize; 3] = [
 ];
 
 /// `EXECUTOR.release-order`: the breadth-first order meets the same races, with a history
-/// (checked against the model) and as a plain run: the diamond with a cancel racing the run,
-/// and a root releasing 20 tasks at once (more than the 16 from which a worker queues every
-/// released task and prefetches ahead), one of which fails, with a cancel racing one of them
-/// and a task waiting for all of them.
+/// (checked against the model) and as a plain run: the diamond with a cancel racing the run;
+/// and a root releasing 20 tasks at once, each of which releases one more (so that, on one
+/// worker, tasks are released while 16 or more are kept: queued without a continuation and
+/// prefetched ahead; on two, the older half is handed over as one batch), one of the 20
+/// failing, a cancel racing another, and a task waiting for the second layer.
 fn breadth_first_races_the_run() {
     use Body::{Fail as F, Succeed as S};
     let diamond = || case(&[&[], &[0], &[0], &[1, 2]], &[S, S, S, S]);
@@ -250,22 +251,25 @@ fn breadth_first_races_the_run() {
             &BREADTH_ANSWERS,
         );
     }
-    let root: &[u32] = &[0];
-    let all: Vec<u32> = (1..=20).collect();
+    let firsts: Vec<[u32; 1]> = (1..=20).map(|k| [k]).collect();
+    let second: Vec<u32> = (21..=40).collect();
     let mut deps: Vec<&[u32]> = vec![&[]];
-    deps.extend(std::iter::repeat_n(root, 20));
-    deps.push(&all);
-    let mut bodies = vec![S; 22];
+    deps.extend(std::iter::repeat_n(&[0u32][..], 20));
+    deps.extend(firsts.iter().map(|d| &d[..]));
+    deps.push(&second);
+    let mut bodies = vec![S; 42];
     bodies[7] = F;
-    for plain in [false, true] {
-        run_racing(
-            case(&deps, &bodies),
-            2,
-            Some(12),
-            plain,
-            ReleaseOrder::BreadthFirst,
-            &BREADTH_ANSWERS,
-        );
+    for workers in [1, 2] {
+        for plain in [false, true] {
+            run_racing(
+                case(&deps, &bodies),
+                workers,
+                Some(12),
+                plain,
+                ReleaseOrder::BreadthFirst,
+                &BREADTH_ANSWERS,
+            );
+        }
     }
 }
 

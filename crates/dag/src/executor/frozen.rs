@@ -435,9 +435,11 @@ impl<K> FrozenGraph<K> {
     /// order, so that running it touches memory no cache holds at almost every task: at
     /// least 65,536 tasks, and for more than half of the pairs of consecutive tasks `t`,
     /// `t + 1` that both have dependents, their first dependents are more than 4,096 indices
-    /// apart (16 KiB of a run's counts). A random graph is
-    /// scattered; a chain, a wavefront listed row by row and a binary tree listed level by
-    /// level are not, whatever their size. Computed once when the graph is built (O(V)).
+    /// apart (16 KiB of a run's counts). A graph whose
+    /// dependencies are drawn at random (the benches' random graph) is scattered; a chain, a
+    /// wavefront listed row by row and a binary tree listed level by level are not, whatever
+    /// their size, and neither is a random graph whose tasks each also depend on the one
+    /// before (their first dependent is the next task). Computed once when the graph is built (O(V)).
     ///
     /// A run's default [`ReleaseOrder::Auto`](crate::executor::ReleaseOrder::Auto) takes
     /// the breadth-first order with prefetching for a scattered graph, the depth-first order

@@ -134,8 +134,8 @@
 //! # Costs
 //! Per task: one compare-and-swap, one decrement per edge, one spawn per ready dependent
 //! beyond the first; no lock on the common path (a run with room for growth takes the
-//! growth lock once per task end); a task kept behind a wide frontier gets two prefetch hints
-//! (`prefetch.rs`). A whole run is O(V + E); space is 9 bytes per task, and
+//! growth lock once per task end); behind a wide frontier, tasks get prefetch hints
+//! (`prefetch.rs`: two per kept task depth first, one per line a task reads breadth first). A whole run is O(V + E); space is 9 bytes per task, and
 //! 25 per slot of room for growth, on top of the [`FrozenGraph`] (plus the optional
 //! history).
 
@@ -590,7 +590,8 @@ pub enum GrowError<K: TaskKey> {
 }
 
 /// How a [`GraphRun`] is made ([`GraphRun::with_config`]): its named concurrency limits,
-/// whether it records its history, and how many tasks its running tasks may add.
+/// whether it records its history, how many tasks its running tasks may add, and the order
+/// in which its workers decide the tasks they keep ([`ReleaseOrder`]).
 ///
 /// ```
 /// use std::sync::Arc;
@@ -1577,8 +1578,8 @@ impl<K: TaskKey> Shared<K> {
     /// The breadth-first order's hints (`drive`, [`ReleaseOrder::BreadthFirst`]): the
     /// queue's order is the order its tasks will be decided in (unless parked workers take
     /// some), so each task is asked from memory in three steps as its turn nears: its state
-    /// and reverse-edge offsets eight turns ahead, its dependents' list four turns ahead
-    /// (reading the offsets asked for then), its dependents' counts one turn ahead (reading
+    /// and reverse-edge offsets nine turns ahead, its dependents' list five turns ahead
+    /// (reading the offsets asked for then), its dependents' counts two turns ahead (reading
     /// the list). Hints only: they change no answer (`prefetch.rs`).
     #[inline(always)]
     fn prefetch_ahead(&self, kept: &VecDeque<u32>) {
