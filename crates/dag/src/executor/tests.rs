@@ -1657,7 +1657,7 @@ fn a_wide_frontier_on_one_worker_runs_each_task_once_after_its_dependencies() {
 /// `FrozenGraph::is_scattered`: true for a large graph whose consecutive tasks' first
 /// dependents lie far apart (dependencies drawn at random), false for the benches' regular
 /// shapes at any size (a chain, a wavefront listed row by row, a binary tree listed level by
-/// level) and for any graph below 65,536 tasks.
+/// level), for one whose far pairs are a minority, and for any graph below 65,536 tasks.
 #[test]
 fn scattered_graphs_are_told_from_regular_ones() {
     let random = |n: u32| -> FrozenGraph<u32> {
@@ -1672,7 +1672,47 @@ fn scattered_graphs_are_told_from_regular_ones() {
         .expect("acyclic")
     };
     assert!(random(100_000).is_scattered());
-    assert!(!random(60_000).is_scattered(), "below the size");
+    // At the size and just below it: roots `0..h` whose one dependent each is
+    // `h + (i * step mod h)`, so that two consecutive roots' dependents lie `step` apart
+    // (or `h - step`, where the product wraps).
+    let spread = |n: u32, step: u64| -> FrozenGraph<u32> {
+        let h = n / 2;
+        let mut dep_of = vec![0u32; h as usize];
+        for i in 0..h {
+            dep_of[((u64::from(i) * step) % u64::from(h)) as usize] = i;
+        }
+        FrozenGraph::new((0..n).map(|t| {
+            let deps = if t < h {
+                vec![]
+            } else {
+                vec![dep_of[(t - h) as usize]]
+            };
+            (t, deps)
+        }))
+        .expect("acyclic")
+    };
+    assert!(spread(65_536, 10_007).is_scattered(), "at the size");
+    assert!(!spread(65_534, 10_007).is_scattered(), "below the size");
+    // A gap of exactly 4,096 is not far; one more is.
+    assert!(!spread(65_536, 4_096).is_scattered(), "gaps of 4,096");
+    assert!(spread(65_536, 4_097).is_scattered(), "gaps of 4,097");
+    // Far pairs, but a minority: three quarters a chain (each task's first dependent the
+    // next one), the last quarter random.
+    let mixed = FrozenGraph::new((0..100_000u32).map(|t| {
+        let deps: Vec<u32> = if t < 75_000 {
+            t.checked_sub(1).into_iter().collect()
+        } else {
+            let mut d: Vec<u32> = (0..4)
+                .map(|_| (lockstep_sync::rng_u64() % u64::from(t)) as u32)
+                .collect();
+            d.sort_unstable();
+            d.dedup();
+            d
+        };
+        (t, deps)
+    }))
+    .expect("acyclic");
+    assert!(!mixed.is_scattered(), "a quarter of far pairs");
     let chain = FrozenGraph::new((0..100_000u32).map(|t| (t, t.checked_sub(1)))).expect("ok");
     assert!(!chain.is_scattered());
     let side = 400u32;
