@@ -1696,6 +1696,21 @@ fn scattered_graphs_are_told_from_regular_ones() {
     // A gap of exactly 4,096 is not far; one more is.
     assert!(!spread(65_536, 4_096).is_scattered(), "gaps of 4,096");
     assert!(spread(65_536, 4_097).is_scattered(), "gaps of 4,097");
+    // Exactly half of the pairs far (scattered needs more than half): 32,769 roots whose one
+    // dependent is task h or task h + 5,000 in the pattern near, far, near, far.
+    let h = 32_769u32;
+    let half = FrozenGraph::new((0..2 * h).map(|t| {
+        let deps: Vec<u32> = if t == h {
+            (0..h).filter(|i| i % 4 < 2).collect()
+        } else if t == h + 5_000 {
+            (0..h).filter(|i| i % 4 >= 2).collect()
+        } else {
+            vec![]
+        };
+        (t, deps)
+    }))
+    .expect("acyclic");
+    assert!(!half.is_scattered(), "exactly half of the pairs far");
     // Far pairs, but a minority: three quarters a chain (each task's first dependent the
     // next one), the last quarter random.
     let mixed = FrozenGraph::new((0..100_000u32).map(|t| {
