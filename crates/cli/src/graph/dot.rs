@@ -291,7 +291,8 @@ fn simple_notes(opts: &DotOptions) -> Vec<String> {
 /// the same text and options. `lockstep check` validates it without building a
 /// [`TaskGraph`] (`crate::validate::validate_indexed_timed`).
 ///
-/// Cost: O(bytes + V + E) with one hash lookup per id mention.
+/// Cost: O(bytes + V + E) expected: the id mentions are interned together after the scan
+/// (`crate::graph::intern::intern_all`: about 22 bytes of scratch per mention).
 ///
 /// # Errors
 /// The text itself, unchanged, when it is not in the fast path's subset (the caller then

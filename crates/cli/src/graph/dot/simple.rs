@@ -23,12 +23,13 @@
 //! of `a` on `b`, repeated edges merged, quotes removed): `dot::tests` compares the two
 //! paths on generated inputs of the subset (`the_fast_path_equals_graphviz_rust_on_its_subset`).
 //!
-//! Cost: O(bytes + V + E) with one hash lookup per id mention ([`Interner`]).
+//! Cost: O(bytes + V + E): the ids are interned together once the text is scanned
+//! ([`intern_all`]).
 
 use foldhash::fast::RandomState;
 use smallvec::SmallVec;
 
-use crate::graph::intern::Interner;
+use crate::graph::intern::intern_all;
 
 /// A node's dependencies; up to four without an allocation (the random bench graph's
 /// tasks have at most four, and most hand-written ones few).
@@ -48,53 +49,95 @@ pub(super) struct Simple<'a> {
 /// lists use a set of edges.
 const SCAN_LIMIT: usize = 16;
 
+/// What the scan keeps: every id mention in text order, and each statement as the mention
+/// that begins it and the number of `-> id` that follow (those are the next mentions). The ids
+/// are interned once the whole text is scanned ([`intern_all`]), and [`Builder::finish`]
+/// replays the statements on their indices.
+#[derive(Default)]
 struct Builder<'a> {
-    g: Simple<'a>,
-    index: Interner<'a>,
-    /// Edges of nodes whose dependency lists outgrew [`SCAN_LIMIT`].
-    big: std::collections::HashSet<(u32, u32), RandomState>,
-    /// The id that began the last statement, with its index.
+    mentions: Vec<&'a str>,
+    /// `(mention that begins the statement, how many heads follow)`.
+    statements: Vec<(u32, u32)>,
+    /// The id that began the last statement, with its mention.
     last_start: Option<(&'a str, u32)>,
 }
 
 impl<'a> Builder<'a> {
-    /// [`Builder::node`] for the id that begins a statement. Generated files group a node's
-    /// edges (`b -> x; b -> y; ...`, as Graphviz and our bench scripts write them), so it
-    /// is often the previous statement's: a comparison of two short strings then replaces
-    /// a hash lookup (3 of the 8 million lookups of the million-task bench file).
-    fn start_node(&mut self, id: &'a str) -> Option<u32> {
-        if let Some((last, i)) = self.last_start
-            && last == id
-        {
-            return Some(i);
-        }
-        let i = self.node(id)?;
-        self.last_start = Some((id, i));
-        Some(i)
+    /// A mention of `id`, numbered. `None` past `u32::MAX` mentions.
+    fn mention(&mut self, id: &'a str) -> Option<u32> {
+        let m = u32::try_from(self.mentions.len()).ok()?;
+        self.mentions.push(id);
+        Some(m)
     }
 
-    fn node(&mut self, id: &'a str) -> Option<u32> {
-        let i = self.index.intern(id)?;
-        if i as usize == self.g.deps.len() {
-            self.g.deps.push(DepList::new());
-        }
-        Some(i)
-    }
-
-    fn edge(&mut self, tail: u32, head: u32) {
-        let deps = &mut self.g.deps[tail as usize];
-        if deps.len() < SCAN_LIMIT {
-            if !deps.contains(&head) {
-                deps.push(head);
+    /// Begins a statement with `id`. Generated files group a node's edges (`b -> x; b ->
+    /// y; ...`, as Graphviz and our bench scripts write them), so it is often the previous
+    /// statement's id: its mention is then reused, a comparison of two short strings instead
+    /// of a mention to intern (3 of the 8 million of the million-task bench file).
+    fn start(&mut self, id: &'a str) -> Option<()> {
+        let m = match self.last_start {
+            Some((last, m)) if last == id => m,
+            _ => {
+                let m = self.mention(id)?;
+                self.last_start = Some((id, m));
+                m
             }
-            return;
+        };
+        self.statements.push((m, 0));
+        Some(())
+    }
+
+    /// `-> id` in the statement being read.
+    fn head(&mut self, id: &'a str) -> Option<()> {
+        self.mention(id)?;
+        if let Some(last) = self.statements.last_mut() {
+            last.1 += 1;
         }
-        if deps.len() == SCAN_LIMIT && !self.big.contains(&(tail, deps[0])) {
-            self.big.extend(deps.iter().map(|&h| (tail, h)));
+        Some(())
+    }
+
+    /// Interns the mentions and replays the statements: each node gets a dependency list (in
+    /// order of first mention), and each `a -> b` adds `b` to `a`'s list unless it is there.
+    fn finish(self) -> Option<Simple<'a>> {
+        let (ids, index) = intern_all(&self.mentions)?;
+        let mut deps = vec![DepList::new(); ids.len()];
+        let mut big = std::collections::HashSet::<(u32, u32), RandomState>::default();
+        let mut next = 0usize;
+        for (start, heads) in self.statements {
+            if start as usize == next {
+                next += 1;
+            }
+            let mut tail = index[start as usize];
+            for &head in &index[next..next + heads as usize] {
+                edge(&mut deps, &mut big, tail, head);
+                tail = head;
+            }
+            next += heads as usize;
         }
-        if self.big.insert((tail, head)) {
+        Some(Simple { ids, deps })
+    }
+}
+
+/// Adds `head` to `tail`'s dependencies unless it is there: a scan of the list while it is at
+/// most [`SCAN_LIMIT`] long, the set `big` of edges after.
+fn edge(
+    deps: &mut [DepList],
+    big: &mut std::collections::HashSet<(u32, u32), RandomState>,
+    tail: u32,
+    head: u32,
+) {
+    let deps = &mut deps[tail as usize];
+    if deps.len() < SCAN_LIMIT {
+        if !deps.contains(&head) {
             deps.push(head);
         }
+        return;
+    }
+    if deps.len() == SCAN_LIMIT && !big.contains(&(tail, deps[0])) {
+        big.extend(deps.iter().map(|&h| (tail, h)));
+    }
+    if big.insert((tail, head)) {
+        deps.push(head);
     }
 }
 
@@ -221,15 +264,10 @@ pub(super) fn parse(text: &str) -> Option<Simple<'_>> {
         return None;
     }
     i += 1;
-    // A line per edge is the common shape; 64 bytes per task is a low guess.
-    let guess = text.len() / 64;
+    // A line per edge is the common shape, about 10 bytes per mention and 12 per statement.
     let mut builder = Builder {
-        g: Simple {
-            ids: Vec::new(),
-            deps: Vec::with_capacity(guess),
-        },
-        index: Interner::with_capacity(guess),
-        big: Default::default(),
+        mentions: Vec::with_capacity(text.len() / 16),
+        statements: Vec::with_capacity(text.len() / 16),
         last_start: None,
     };
     loop {
@@ -240,7 +278,7 @@ pub(super) fn parse(text: &str) -> Option<Simple<'_>> {
                 break;
             }
             _ => {
-                let mut tail = builder.start_node(id(text, &mut i)?)?;
+                builder.start(id(text, &mut i)?)?;
                 loop {
                     skip_ws(b, &mut i)?;
                     if !arrow(b, i) {
@@ -248,9 +286,7 @@ pub(super) fn parse(text: &str) -> Option<Simple<'_>> {
                     }
                     i += 2;
                     skip_ws(b, &mut i)?;
-                    let head = builder.node(id(text, &mut i)?)?;
-                    builder.edge(tail, head);
-                    tail = head;
+                    builder.head(id(text, &mut i)?)?;
                 }
                 if b.get(i) == Some(&b';') {
                     i += 1;
@@ -259,7 +295,8 @@ pub(super) fn parse(text: &str) -> Option<Simple<'_>> {
         }
     }
     skip_ws(b, &mut i)?;
-    let mut g = builder.g;
-    g.ids = builder.index.names;
-    (i == b.len()).then_some(g)
+    if i != b.len() {
+        return None;
+    }
+    builder.finish()
 }

@@ -2,7 +2,7 @@
 //! `after` and nothing else, the shape generated task files have. The `toml` crate reads a
 //! million-task file at about 190 instructions per input byte (it builds the document, then
 //! the serde structs with spans: `docs/benchmarks.md`, "Reading input"); this scanner reads
-//! the same files in one pass over the bytes, interning every id as it goes.
+//! the same files in one pass over the bytes, then interns every id mention at once.
 //!
 //! It accepts exactly this subset of TOML 1.0, where `_` is a space or a tab, `NL` is `\n` or
 //! `\r\n`, and a comment is `#` followed by characters other than control characters (a tab
@@ -28,10 +28,11 @@
 //! generated files of the subset and on near misses, and the `graph_files` fuzz target on
 //! every input.
 //!
-//! Cost: O(bytes + V + E) with one hash lookup per id mention ([`Interner`]).
+//! Cost: O(bytes + V + E): the ids are interned together once the text is scanned
+//! ([`intern_all`]).
 
 use crate::graph::indexed::{Parts, spans_in};
-use crate::graph::intern::Interner;
+use crate::graph::intern::intern_all;
 
 /// The scanner's position in the text.
 struct Scan<'a> {
@@ -190,10 +191,22 @@ struct Table<'a> {
     after: Option<Vec<&'a str>>,
 }
 
-/// Ends the table being read: its id, then its `deps`, then its `after` are interned in that
-/// order, as the general reader's validation interns them. `None` for a table without an
-/// `id` or with an empty one (the general reader reports both).
-fn close<'a>(table: Option<Table<'a>>, index: &mut Interner<'a>, parts: &mut Parts) -> Option<()> {
+/// Numbers a mention of `id` (its place in `mentions`). `None` past `u32::MAX` mentions.
+fn mention<'a>(mentions: &mut Vec<&'a str>, id: &'a str) -> Option<u32> {
+    let m = u32::try_from(mentions.len()).ok()?;
+    mentions.push(id);
+    Some(m)
+}
+
+/// Ends the table being read: its id, then its `deps`, then its `after` are mentioned in that
+/// order, as the general reader's validation interns them (`parts.ids` and `parts.deps` hold
+/// mention numbers until [`parse`] interns them). `None` for a table without an `id` or with
+/// an empty one (the general reader reports both).
+fn close<'a>(
+    table: Option<Table<'a>>,
+    mentions: &mut Vec<&'a str>,
+    parts: &mut Parts,
+) -> Option<()> {
     let Some(t) = table else {
         return Some(());
     };
@@ -201,14 +214,14 @@ fn close<'a>(table: Option<Table<'a>>, index: &mut Interner<'a>, parts: &mut Par
     if id.is_empty() {
         return None;
     }
-    parts.ids.push(index.intern(id)?);
+    parts.ids.push(mention(mentions, id)?);
     parts.lines.push(u32::try_from(line).ok()?);
     let deps = t.deps.unwrap_or_default();
     for d in &deps {
-        parts.deps.push(index.intern(d)?);
+        parts.deps.push(mention(mentions, d)?);
     }
     for d in t.after.iter().flatten() {
-        parts.deps.push(index.intern(d)?);
+        parts.deps.push(mention(mentions, d)?);
     }
     parts.ends.push(parts.deps.len());
     parts.required.push(u32::try_from(deps.len()).ok()?);
@@ -223,9 +236,9 @@ pub(in crate::graph) fn parse(text: &str) -> Option<Parts> {
         i: 0,
         line: 1,
     };
-    // A generated file has a table of about 40 bytes per task and 8 per dependency.
-    let guess = text.len() / 48;
-    let mut index = Interner::with_capacity(guess);
+    // A generated file has a table of about 40 bytes per task and 8 per dependency: about
+    // 12 bytes a mention, a low guess.
+    let mut mentions = Vec::with_capacity(text.len() / 12);
     let mut parts = Parts::default();
     let mut table: Option<Table<'_>> = None;
     loop {
@@ -240,7 +253,7 @@ pub(in crate::graph) fn parse(text: &str) -> Option<Parts> {
                 }
                 s.i += "[[task]]".len();
                 s.rest_of_line()?;
-                close(table.take(), &mut index, &mut parts)?;
+                close(table.take(), &mut mentions, &mut parts)?;
                 table = Some(Table::default());
             }
             Some(_) => {
@@ -273,7 +286,13 @@ pub(in crate::graph) fn parse(text: &str) -> Option<Parts> {
             }
         }
     }
-    close(table.take(), &mut index, &mut parts)?;
-    parts.spans = spans_in(text, &index.names)?;
+    close(table.take(), &mut mentions, &mut parts)?;
+    // Mention numbers become indices in order of first mention.
+    let (names, index) = intern_all(&mentions)?;
+    drop(mentions);
+    for m in parts.ids.iter_mut().chain(parts.deps.iter_mut()) {
+        *m = index[*m as usize];
+    }
+    parts.spans = spans_in(text, &names)?;
     Some(parts)
 }
