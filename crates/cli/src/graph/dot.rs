@@ -292,7 +292,7 @@ fn simple_notes(opts: &DotOptions) -> Vec<String> {
 /// [`TaskGraph`] (`crate::validate::validate_indexed_timed`).
 ///
 /// Cost: O(bytes + V + E) expected: the id mentions are interned together after the scan
-/// (`crate::graph::intern::intern_all`: about 22 bytes of scratch per mention).
+/// (`crate::graph::intern::intern_all`: about 36 bytes per mention at the peak).
 ///
 /// # Errors
 /// The text itself, unchanged, when it is not in the fast path's subset (the caller then

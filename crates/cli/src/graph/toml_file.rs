@@ -238,7 +238,7 @@ pub fn parse(text: &str, path: &Path) -> Result<TaskGraph, ReadError> {
 /// (`crate::validate::validate_indexed_timed`).
 ///
 /// Cost: O(bytes + V + E) expected: the id mentions are interned together after the scan
-/// (`crate::graph::intern::intern_all`: about 22 bytes of scratch per mention).
+/// (`crate::graph::intern::intern_all`: about 36 bytes per mention at the peak).
 ///
 /// # Errors
 /// The text itself, unchanged, when it is not in the fast path's subset (the caller then
