@@ -1654,24 +1654,28 @@ fn a_wide_frontier_on_one_worker_runs_each_task_once_after_its_dependencies() {
     }
 }
 
+/// The benches' random graph in small: task `t` depends on up to `min(4, t)` distinct earlier
+/// tasks drawn at random (the generator seeded by `seed`).
+fn random_graph(n: u32, seed: u64) -> FrozenGraph<u32> {
+    let mut rng = Rng(mix(seed, 5));
+    FrozenGraph::new((0..n).map(|t| {
+        let mut deps: Vec<u32> = (0..t.min(4))
+            .map(|_| rng.below(u64::from(t)) as u32)
+            .collect();
+        deps.sort_unstable();
+        deps.dedup();
+        (t, deps)
+    }))
+    .expect("acyclic")
+}
+
 /// `FrozenGraph::is_scattered`: true for a large graph whose consecutive tasks' first
 /// dependents lie far apart (dependencies drawn at random), false for the benches' regular
 /// shapes at any size (a chain, a wavefront listed row by row, a binary tree listed level by
 /// level), for one whose far pairs are a minority, and for any graph below 65,536 tasks.
 #[test]
 fn scattered_graphs_are_told_from_regular_ones() {
-    let random = |n: u32| -> FrozenGraph<u32> {
-        FrozenGraph::new((0..n).map(|t| {
-            let mut deps: Vec<u32> = (0..t.min(4))
-                .map(|_| (lockstep_sync::rng_u64() % u64::from(t)) as u32)
-                .collect();
-            deps.sort_unstable();
-            deps.dedup();
-            (t, deps)
-        }))
-        .expect("acyclic")
-    };
-    assert!(random(100_000).is_scattered());
+    assert!(random_graph(100_000, lockstep_sync::rng_u64()).is_scattered());
     // At the size and just below it: roots `0..h` whose one dependent each is
     // `h + (i * step mod h)`, so that two consecutive roots' dependents lie `step` apart
     // (or `h - step`, where the product wraps).
@@ -1887,23 +1891,8 @@ fn both_orders_agree_with_growth_pools_failures_and_lending() {
 /// keeps the executor's rules, and gives, by id, the outcome of the depth-first run.
 #[test]
 fn auto_on_a_scattered_graph_agrees_with_depth_first_in_every_kind_of_run() {
-    let mut state = 0x2545_F491_4F6C_DD1Du64;
-    let mut next = move |n: u64| {
-        state ^= state >> 12;
-        state ^= state << 25;
-        state ^= state >> 27;
-        (state.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 33) % n
-    };
     let n = 100_000u32;
-    let graph = StdArc::new(
-        FrozenGraph::new((0..n).map(|t| {
-            let mut deps: Vec<u32> = (0..t.min(4)).map(|_| next(u64::from(t)) as u32).collect();
-            deps.sort_unstable();
-            deps.dedup();
-            (t, deps)
-        }))
-        .expect("acyclic"),
-    );
+    let graph = StdArc::new(random_graph(n, 0x2545_F491_4F6C_DD1D));
     assert!(graph.is_scattered());
     let body = move |task: &TaskContext<'_, u32>| -> Result<(), String> {
         let t = *task.id();
