@@ -17,7 +17,10 @@
 //! 5. **Leftovers.** When the command exits, whatever it left running in its process group
 //!    (`sleep 1000 &`) is sent SIGTERM at once, and SIGKILL after the grace period if it is still
 //!    there (in the background: the task's result is not held up). A task leaves nothing
-//!    running. A process meant to outlive its task must leave the group (`setsid`).
+//!    running. A process meant to outlive its task must leave the group (`setsid`). The grace
+//!    period holds for the leftovers of a run's last tasks too: before lockstep exits, it waits
+//!    for the groups still in their grace period to empty or be killed
+//!    ([`wait_for_leftovers`]; without that wait the guard of rule 7 would kill them at once).
 //! 6. **Stopping** ([`run`]'s `stop` returns true: Ctrl-C or SIGTERM to lockstep, a lost lease,
 //!    a cancel request; or the timeout passes): SIGTERM to the whole group, then SIGKILL to the
 //!    group once [`CommandSpec::grace`] has passed and the command has not exited.
@@ -55,7 +58,7 @@ use std::os::fd::AsFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Condvar, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -322,6 +325,11 @@ pub fn run(spec: CommandSpec<'_>, stop: &dyn Fn() -> bool) -> Result<Finished, C
             Some(_) => {}
         }
     }
+    // Leftovers (rule 5), looked for while the pipe is still open (a leftover that writes to
+    // it dies of SIGPIPE once it is closed) and before any SIGTERM: an empty group answers
+    // ESRCH at once; a group of zombies alone (reparented to a pid 1 that does not reap them)
+    // has nothing left to stop.
+    let leftovers = group_running(pgid);
     // What the command wrote before it exited is in the pipe: read it, without waiting for
     // leftovers that still hold the write end.
     if let Some(r) = &mut reader {
@@ -343,9 +351,8 @@ pub fn run(spec: CommandSpec<'_>, stop: &dyn Fn() -> bool) -> Result<Finished, C
             )));
         }
     };
-    // Leftovers (rule 5): a signal to an empty group fails with ESRCH.
-    let leftovers = killpg(pgid, Signal::SIGTERM).is_ok();
     if leftovers {
+        let _ = killpg(pgid, Signal::SIGTERM);
         sweep(pgid, spec.grace);
     } else {
         guard.forget(pgid);
@@ -431,26 +438,146 @@ fn drain(reader: &mut io::PipeReader, out: &mut Vec<u8>, limit: usize) -> bool {
     true
 }
 
+/// Is a process of group `pgid` still running? `killpg(pgid, 0)` also counts zombies: a
+/// leftover that ended on SIGTERM stays one while nobody reaps it (its parent, the task's `sh`,
+/// is gone, and the pid 1 of a container may not reap orphans), so on Linux the group's
+/// members are looked up in `/proc` (a process whose state is `Z` or `X` does not count).
+/// Elsewhere, or when `/proc` cannot be read, a group that `killpg` finds counts as running.
+///
+/// O(processes on the machine) on Linux when the group is not empty: called only for groups
+/// that a task left behind, never for a task that left nothing.
+fn group_running(pgid: Pid) -> bool {
+    if killpg(pgid, None).is_err() {
+        return false;
+    }
+    #[cfg(target_os = "linux")]
+    if let Some(running) = running_in_proc(pgid) {
+        return running;
+    }
+    true
+}
+
+/// Whether `/proc` lists a process of group `pgid` that is not a zombie; `None` when `/proc`
+/// cannot be read.
+#[cfg(target_os = "linux")]
+fn running_in_proc(pgid: Pid) -> Option<bool> {
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        // `PID (COMM) STATE PPID PGRP ...`; COMM may hold spaces and parentheses, so the
+        // fields are counted from the last `)`.
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next();
+        let group = fields.nth(1).and_then(|g| g.parse::<i32>().ok());
+        if group == Some(pgid.as_raw()) && !matches!(state, Some("Z" | "X")) {
+            return Some(true);
+        }
+    }
+    Some(false)
+}
+
+/// The groups of leftovers in their grace period ([`sweep`]), with the latest of their
+/// deadlines, so that lockstep can wait for them before it exits ([`wait_for_leftovers`]).
+struct Sweeps {
+    state: Mutex<(usize, Option<Instant>)>,
+    done: Condvar,
+}
+
+fn sweeps() -> &'static Sweeps {
+    static SWEEPS: Sweeps = Sweeps {
+        state: Mutex::new((0, None)),
+        done: Condvar::new(),
+    };
+    &SWEEPS
+}
+
 /// Watches a group of leftovers in the background: done when the group is empty; SIGKILL once
 /// `grace` has passed.
 fn sweep(pgid: Pid, grace: Duration) {
+    let deadline = Instant::now() + grace;
+    if let Ok(mut st) = sweeps().state.lock() {
+        st.0 += 1;
+        st.1 = Some(st.1.map_or(deadline, |d| d.max(deadline)));
+    }
+    let ended = move || {
+        guard().forget(pgid);
+        if let Ok(mut st) = sweeps().state.lock() {
+            st.0 -= 1;
+            if st.0 == 0 {
+                st.1 = None;
+            }
+            sweeps().done.notify_all();
+        }
+    };
     let spawned = thread::Builder::new()
         .name("lockstep-sweep".into())
         .spawn(move || {
-            let deadline = Instant::now() + grace;
-            while killpg(pgid, None).is_ok() {
+            while group_running(pgid) {
                 if Instant::now() >= deadline {
                     let _ = killpg(pgid, Signal::SIGKILL);
                     break;
                 }
                 thread::sleep(SWEEP_EVERY);
             }
-            guard().forget(pgid);
+            ended();
         });
     if spawned.is_err() {
         // No thread for the grace period: end them now.
         let _ = killpg(pgid, Signal::SIGKILL);
-        guard().forget(pgid);
+        ended();
+    }
+}
+
+/// How long [`wait_for_leftovers`] waits before it says why lockstep has not exited: most
+/// leftovers end at once on SIGTERM, and a run should not print a line for each of those.
+const ANNOUNCE_AFTER: Duration = Duration::from_millis(200);
+
+/// Waits until every group of leftovers that got SIGTERM when its task's command exited (rule
+/// 5) is empty or was sent SIGKILL at the end of its grace period. `lockstep run`, `run
+/// --store` and `worker` call it before they exit, so that the last tasks' leftovers get their
+/// grace period too (the guard would otherwise kill them as lockstep exits). Returns at once
+/// when there are none. If some are still there after 200 ms, it calls `announce(groups,
+/// longest wait left)` once, so that the caller can say why it has not exited yet.
+///
+/// Blocks for at most the longest grace period still running plus one sweep interval (50 ms).
+/// A second Ctrl-C or SIGTERM while it waits ends lockstep at once (the signal handler's
+/// rule), and the guard then sends SIGKILL to the groups left.
+pub fn wait_for_leftovers(announce: impl FnOnce(usize, Duration)) {
+    let Ok(mut st) = sweeps().state.lock() else {
+        return;
+    };
+    let quiet_until = Instant::now() + ANNOUNCE_AFTER;
+    let mut announce = Some(announce);
+    // INVARIANT (C.leftover-grace): lockstep does not exit (and its guard does not kill)
+    // while a group of leftovers is in its grace period.
+    while st.0 > 0 {
+        let now = Instant::now();
+        let wait = if now < quiet_until {
+            quiet_until - now
+        } else {
+            if let Some(say) = announce.take() {
+                let left =
+                    st.1.map_or(Duration::ZERO, |d| d.saturating_duration_since(now));
+                say(st.0, left);
+            }
+            // Woken by each group that ends; the deadline only bounds a lost wake-up.
+            SWEEP_EVERY * 4
+        };
+        st = match sweeps().done.wait_timeout(st, wait) {
+            Ok((st, _)) => st,
+            Err(_) => return,
+        };
     }
 }
 

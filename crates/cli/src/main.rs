@@ -548,6 +548,22 @@ fn print_notes(notes: &[String]) {
 }
 
 fn main() -> ExitCode {
+    let code = main_command();
+    // The last tasks' leftover processes got SIGTERM when their commands exited; their grace
+    // period runs before lockstep exits (`command` rule 5), not cut short by the guard.
+    lockstep_cli::command::wait_for_leftovers(|groups, left| {
+        if !QUIET.load(std::sync::atomic::Ordering::Relaxed) {
+            errln!(
+                "waiting up to {:.1} s for the leftover processes of {groups} task(s) to end (SIGTERM sent; SIGKILL after the grace period)",
+                left.as_secs_f64()
+            );
+        }
+    });
+    code
+}
+
+/// The command line's command, run.
+fn main_command() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose, cli.quiet);
     let verbose = cli.verbose > 0;
