@@ -321,6 +321,16 @@ pub const PLANS: &[BugPlan] = &[
         Part::Scheduler,
         "loom_executor",
     ),
+    plan(
+        "executor_breadth_drops_task",
+        Part::Scheduler,
+        "shuttle_executor",
+    ),
+    plan(
+        "executor_batch_share_lost",
+        Part::Scheduler,
+        "shuttle_executor",
+    ),
     plan("global_queue", Part::Pool, "unit_pool"),
     plan("check_then_pop", Part::Pool, "loom_pool"),
     plan("chase_lev_pop_without_fence", Part::Pool, "loom_deque"),
