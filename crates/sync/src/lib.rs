@@ -391,6 +391,14 @@ pub const BUGS: &[(&str, &str)] = &[
         "executor_grow_lost_unseen",
         "executor: a successor added by a running task counts a dependency it finds already lost as done without raising the run's loss flag, so its decider skips the scan and runs it instead of blocking it",
     ),
+    (
+        "executor_breadth_drops_task",
+        "executor: in the breadth-first order, the oldest-first pop at a frontier of 16 or more kept tasks removes two entries, so the task behind the popped one is never decided and the run never ends",
+    ),
+    (
+        "executor_batch_share_lost",
+        "executor: a batch of kept tasks handed to a parked worker (breadth-first sharing) loses its second task, which is never decided, so the run never ends",
+    ),
     // The pool and its deque (SPEC Part B).
     (
         "global_queue",

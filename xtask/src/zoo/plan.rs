@@ -283,8 +283,10 @@ pub struct BugPlan {
     pub part: Part,
     /// In `--first` mode, the suite to try before the others (which follow cheapest first):
     /// the cheapest suite that caught it in the last full run (`docs/bug-zoo.md`), or for a
-    /// race, the checker that catches the race itself deterministically. It only saves time;
-    /// the full matrix (`cargo xtask zoo`) ignores it and runs every suite.
+    /// race, the checker that catches the race itself deterministically, or for a lost task,
+    /// the checker that reports the deadlock at once where the cheapest suite waits out a
+    /// deadline (`executor_breadth_drops_task`, `executor_batch_share_lost`). It only saves
+    /// time; the full matrix (`cargo xtask zoo`) ignores it and runs every suite.
     pub first_try: &'static str,
 }
 
@@ -320,6 +322,16 @@ pub const PLANS: &[BugPlan] = &[
         "executor_grow_lost_unseen",
         Part::Scheduler,
         "loom_executor",
+    ),
+    plan(
+        "executor_breadth_drops_task",
+        Part::Scheduler,
+        "shuttle_executor",
+    ),
+    plan(
+        "executor_batch_share_lost",
+        Part::Scheduler,
+        "shuttle_executor",
     ),
     plan("global_queue", Part::Pool, "unit_pool"),
     plan("check_then_pop", Part::Pool, "loom_pool"),

@@ -1676,6 +1676,12 @@ fn spawned_batch<K: TaskKey>(sh: &Arc<Shared<K>>, batch: Vec<u32>, ctx: &WorkerC
     let Some(first) = rest.pop_front() else {
         return;
     };
+    // SEEDED BUG (executor_batch_share_lost): the rest is taken from index 1 of what is
+    // left after `first` was popped (`batch[1..]` applied twice): the batch's second task
+    // is dropped and never decided.
+    if seeded_bug!("executor_batch_share_lost") {
+        rest.pop_front();
+    }
     let settled = drive_any_with(sh, first, rest, ctx);
     sh.finish(settled);
 }
@@ -1767,6 +1773,12 @@ fn drive<K: TaskKey, const PLAIN: bool, const BREADTH: bool>(
                 // Oldest first: the queue's front is its future, asked for ahead of time.
                 let t = kept.pop_front();
                 if kept.len() >= PREFETCH_FRONTIER {
+                    // SEEDED BUG (executor_breadth_drops_task): at the frontier the pop moves
+                    // on by two, off by one (as if the hints' window had to be stepped past
+                    // `t` too): the task behind `t` is dropped and never decided.
+                    if seeded_bug!("executor_breadth_drops_task") {
+                        kept.pop_front();
+                    }
                     sh.prefetch_ahead(&kept);
                 }
                 t
