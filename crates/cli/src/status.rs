@@ -309,8 +309,10 @@ pub fn lines(view: &StoreView, shown: &str, now: Millis, max_ids: usize) -> Stat
 ///
 /// * `cancelled: ID gG (N dependent(s) blocked)`: it was pending or ready;
 /// * `cancel requested: ID gG is running: its worker stops the command at its next lease
-///   renewal and reports it failed (cancelled while it ran); a retry of run --store does not
-///   run it again`: it was running (only the worker ends a running version, SPEC A6);
+///   renewal (within S s) and reports it failed (cancelled while it ran); a command that ends
+///   before that ends the task as it ended; a retry of run --store does not run it again`: it
+///   was running (only the worker ends a running version, SPEC A6; S is the time left on its
+///   lease, before which the worker renews it and so sees the request);
 /// * `unchanged: ID gG already STATE`: it had settled.
 ///
 /// Every id is looked up before any is cancelled, so an unknown one changes nothing; each
@@ -362,10 +364,20 @@ pub fn cancel(
                      failed ({}) without starting the command",
                     crate::worker::CANCELLED_WHILE_RUNNING
                 ),
+                // The worker renews before the expiry: that bounds when it sees the request.
+                Ok(Some(l)) => format!(
+                    "cancel requested: {id} {generation} is running: its worker stops the \
+                     command at its next lease renewal (within {:.1} s) and reports it failed \
+                     ({}); a command that ends before that ends the task as it ended; a retry \
+                     of run --store does not run it again",
+                    l.expiry.0.saturating_sub(now.0) as f64 / 1000.0,
+                    crate::worker::CANCELLED_WHILE_RUNNING
+                ),
                 _ => format!(
                     "cancel requested: {id} {generation} is running: its worker stops the \
-                     command at its next lease renewal and reports it failed ({}); a retry of \
-                     run --store does not run it again",
+                     command at its next lease renewal and reports it failed ({}); a command \
+                     that ends before that ends the task as it ended; a retry of run --store \
+                     does not run it again",
                     crate::worker::CANCELLED_WHILE_RUNNING
                 ),
             },
@@ -532,7 +544,8 @@ mod tests {
             [
                 "cancelled: wait g1 (2 dependent(s) blocked)",
                 "cancel requested: run g1 is running: its worker stops the command at its next \
-                 lease renewal and reports it failed (cancelled while it ran); a retry of run \
+                 lease renewal (within 1.0 s) and reports it failed (cancelled while it ran); a \
+                 command that ends before that ends the task as it ended; a retry of run \
                  --store does not run it again",
                 "unchanged: wait g1 already cancelled",
             ]
