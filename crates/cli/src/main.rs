@@ -46,9 +46,9 @@ struct Cli {
     #[command(subcommand)]
     command: Cmd,
     /// More diagnostics on standard error (repeatable: -v info, -vv debug: each task's claim,
-    /// start and end, -vvv trace). `run` also lists every blocked task in its end report (by
-    /// default each cause's line lists the first 5 and counts the rest) and prints a
-    /// `metrics:` line. RUST_LOG, when set, chooses the diagnostics instead (e.g.
+    /// start and end, -vvv trace). With `run` (and `run --store`), it also lists every blocked
+    /// task in the end report (by default each cause's line lists the first 5 and counts the
+    /// rest) and prints a `metrics:` line; other commands only add diagnostics. RUST_LOG, when set, chooses the diagnostics instead (e.g.
     /// RUST_LOG=lockstep_cli=debug) [default: warnings and errors only].
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true)]
     verbose: u8,
@@ -94,12 +94,12 @@ enum Cmd {
     /// processes it left running (`cmd &`) get SIGTERM, then SIGKILL after --grace. If lockstep
     /// dies, even by SIGKILL, its commands are killed too.
     ///
-    /// Ctrl-C or SIGTERM: queued tasks are cancelled (with --store: nothing more is claimed)
-    /// and each running command gets SIGTERM, then SIGKILL after --grace; those that were
-    /// running and did not succeed are reported `interrupted` (their own line and count;
+    /// Ctrl-C, SIGTERM or SIGHUP: queued tasks are cancelled (with --store: nothing more is
+    /// claimed) and each running command gets SIGTERM, then SIGKILL after --grace; those that
+    /// were running and did not succeed are reported `interrupted` (their own line and count;
     /// with --store they are given back to the store, so the next run claims them at once).
     /// After Ctrl-C the exit status is 1; a second Ctrl-C exits at once with 130 (143 for a
-    /// second SIGTERM).
+    /// second SIGTERM, 129 for a second SIGHUP).
     Run {
         #[command(flatten)]
         graph: GraphArgs,
