@@ -439,28 +439,63 @@ fn drain(reader: &mut io::PipeReader, out: &mut Vec<u8>, limit: usize) -> bool {
 }
 
 /// Is a process of group `pgid` still running? `killpg(pgid, 0)` also counts zombies: a
-/// leftover that ended on SIGTERM stays one while nobody reaps it (its parent, the task's `sh`,
-/// is gone, and the pid 1 of a container may not reap orphans), so on Linux the group's
-/// members are looked up in `/proc` (a process whose state is `Z` or `X` does not count).
-/// Elsewhere, or when `/proc` cannot be read, a group that `killpg` finds counts as running.
-///
-/// O(processes on the machine) on Linux when the group is not empty: called only for groups
-/// that a task left behind, never for a task that left nothing.
+/// leftover that ended stays one while nobody reaps it (its parent, the task's `sh`, is gone,
+/// and the pid 1 of a container may reap orphans late), so on Linux the group's members are
+/// looked up in `/proc` ([`group_in_proc`]): a group all of whose members there are zombies
+/// has ended. A group that `killpg` finds but `/proc` does not list (a `/proc` of another pid
+/// namespace, or `hidepid`), or any group where `/proc` cannot be read or is not lockstep's
+/// own, counts as running: then only `killpg` decides, as on other systems.
 fn group_running(pgid: Pid) -> bool {
     if killpg(pgid, None).is_err() {
         return false;
     }
     #[cfg(target_os = "linux")]
-    if let Some(running) = running_in_proc(pgid) {
+    if let Some(running) = group_in_proc(pgid) {
         return running;
     }
     true
 }
 
-/// Whether `/proc` lists a process of group `pgid` that is not a zombie; `None` when `/proc`
-/// cannot be read.
+/// One reading of `/proc`: for each process group listed, whether a member is not a zombie.
 #[cfg(target_os = "linux")]
-fn running_in_proc(pgid: Pid) -> Option<bool> {
+struct ProcScan {
+    at: Instant,
+    running: std::collections::HashMap<i32, bool>,
+}
+
+/// Whether `/proc` lists a running member of group `pgid` (`Some(true)`), only zombies
+/// (`Some(false)`), or nothing (`None`, also when `/proc` cannot be read or belongs to another
+/// pid namespace).
+///
+/// A reading of `/proc` costs O(processes on the machine) (a file read each), so the readings
+/// are shared: one at most every [`SWEEP_EVERY`] for all the groups in their grace period
+/// together, whatever their number (found by review: with one reading per group every 50 ms,
+/// a run of 100 tasks that each left a leftover spent 7 s of system time). A reading up to
+/// 50 ms old errs only towards "running": a group seen with a running member then may have
+/// ended since (the next reading says so), and a group formed since is not listed.
+#[cfg(target_os = "linux")]
+fn group_in_proc(pgid: Pid) -> Option<bool> {
+    static SCAN: Mutex<Option<ProcScan>> = Mutex::new(None);
+    let mut scan = SCAN.lock().ok()?;
+    let fresh = scan.as_ref().is_some_and(|s| s.at.elapsed() < SWEEP_EVERY);
+    if !fresh {
+        *scan = read_proc().map(|running| ProcScan {
+            at: Instant::now(),
+            running,
+        });
+    }
+    scan.as_ref()?.running.get(&pgid.as_raw()).copied()
+}
+
+/// Reads every `/proc/PID/stat`: each process group's "has a running member". `None` when
+/// `/proc` cannot be read or is not this process's pid namespace (its `self` is not our pid).
+#[cfg(target_os = "linux")]
+fn read_proc() -> Option<std::collections::HashMap<i32, bool>> {
+    let own = std::fs::read_to_string("/proc/self/stat").ok()?;
+    if own.split_whitespace().next()? != std::process::id().to_string() {
+        return None;
+    }
+    let mut running = std::collections::HashMap::new();
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
         let name = entry.file_name();
         let Some(pid) = name
@@ -469,53 +504,86 @@ fn running_in_proc(pgid: Pid) -> Option<bool> {
         else {
             continue;
         };
-        // `PID (COMM) STATE PPID PGRP ...`; COMM may hold spaces and parentheses, so the
-        // fields are counted from the last `)`.
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        let Some((state, group)) = stat_state_and_group(&format!("/proc/{pid}/stat")) else {
             continue;
         };
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let mut fields = rest.split_whitespace();
-        let state = fields.next();
-        let group = fields.nth(1).and_then(|g| g.parse::<i32>().ok());
-        if group == Some(pgid.as_raw()) && !matches!(state, Some("Z" | "X")) {
-            return Some(true);
-        }
+        // A process whose main thread ended (`pthread_exit`) shows `Z` while its other
+        // threads run: it is running if one of its threads is not a zombie.
+        let alive = !is_zombie(&state) || live_thread(pid);
+        *running.entry(group).or_insert(false) |= alive;
     }
-    Some(false)
+    Some(running)
+}
+
+/// The state and the process group of a `stat` file: `PID (COMM) STATE PPID PGRP ...`, COMM
+/// may hold spaces and parentheses, so the fields are counted from the last `)`.
+#[cfg(target_os = "linux")]
+fn stat_state_and_group(path: &str) -> Option<(String, i32)> {
+    let stat = std::fs::read_to_string(path).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.to_string();
+    let group = fields.nth(1)?.parse().ok()?;
+    Some((state, group))
+}
+
+#[cfg(target_os = "linux")]
+fn is_zombie(state: &str) -> bool {
+    matches!(state, "Z" | "X")
+}
+
+/// Whether a thread of process `pid` (`/proc/PID/task/TID/stat`) is not a zombie.
+#[cfg(target_os = "linux")]
+fn live_thread(pid: &str) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|t| {
+        stat_state_and_group(&format!(
+            "/proc/{pid}/task/{}/stat",
+            t.file_name().to_string_lossy()
+        ))
+        .is_some_and(|(state, _)| !is_zombie(&state))
+    })
 }
 
 /// The groups of leftovers in their grace period ([`sweep`]), with the latest of their
 /// deadlines, so that lockstep can wait for them before it exits ([`wait_for_leftovers`]).
 struct Sweeps {
-    state: Mutex<(usize, Option<Instant>)>,
+    state: Mutex<SweepState>,
     done: Condvar,
+}
+
+struct SweepState {
+    groups: BTreeSet<i32>,
+    until: Option<Instant>,
 }
 
 fn sweeps() -> &'static Sweeps {
     static SWEEPS: Sweeps = Sweeps {
-        state: Mutex::new((0, None)),
+        state: Mutex::new(SweepState {
+            groups: BTreeSet::new(),
+            until: None,
+        }),
         done: Condvar::new(),
     };
     &SWEEPS
 }
 
-/// Watches a group of leftovers in the background: done when the group is empty; SIGKILL once
-/// `grace` has passed.
+/// Watches a group of leftovers in the background: done when the group is empty (or holds
+/// only zombies, [`group_running`]); SIGKILL once `grace` has passed.
 fn sweep(pgid: Pid, grace: Duration) {
     let deadline = Instant::now() + grace;
     if let Ok(mut st) = sweeps().state.lock() {
-        st.0 += 1;
-        st.1 = Some(st.1.map_or(deadline, |d| d.max(deadline)));
+        st.groups.insert(pgid.as_raw());
+        st.until = Some(st.until.map_or(deadline, |d| d.max(deadline)));
     }
     let ended = move || {
         guard().forget(pgid);
         if let Ok(mut st) = sweeps().state.lock() {
-            st.0 -= 1;
-            if st.0 == 0 {
-                st.1 = None;
+            st.groups.remove(&pgid.as_raw());
+            if st.groups.is_empty() {
+                st.until = None;
             }
             sweeps().done.notify_all();
         }
@@ -543,42 +611,59 @@ fn sweep(pgid: Pid, grace: Duration) {
 /// leftovers end at once on SIGTERM, and a run should not print a line for each of those.
 const ANNOUNCE_AFTER: Duration = Duration::from_millis(200);
 
+/// How [`wait_for_leftovers`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeftoverWait {
+    /// There were none, or every group ended or was killed at the end of its grace period.
+    Ended,
+    /// `stop` asked to stop waiting: every group still in its grace period was sent SIGKILL.
+    Killed,
+}
+
 /// Waits until every group of leftovers that got SIGTERM when its task's command exited (rule
 /// 5) is empty or was sent SIGKILL at the end of its grace period. `lockstep run`, `run
 /// --store` and `worker` call it before they exit, so that the last tasks' leftovers get their
 /// grace period too (the guard would otherwise kill them as lockstep exits). Returns at once
 /// when there are none. If some are still there after 200 ms, it calls `announce(groups,
-/// longest wait left)` once, so that the caller can say why it has not exited yet.
+/// longest wait left)` once, so that the caller can say why it has not exited yet. `stop` is
+/// asked every 50 ms: once it answers true (a Ctrl-C during the wait), every group still in
+/// its grace period gets SIGKILL at once and the wait ends ([`LeftoverWait::Killed`]).
 ///
 /// Blocks for at most the longest grace period still running plus one sweep interval (50 ms).
-/// A second Ctrl-C or SIGTERM while it waits ends lockstep at once (the signal handler's
-/// rule), and the guard then sends SIGKILL to the groups left.
-pub fn wait_for_leftovers(announce: impl FnOnce(usize, Duration)) {
+pub fn wait_for_leftovers(
+    stop: impl Fn() -> bool,
+    announce: impl FnOnce(usize, Duration),
+) -> LeftoverWait {
     let Ok(mut st) = sweeps().state.lock() else {
-        return;
+        return LeftoverWait::Ended;
     };
     let quiet_until = Instant::now() + ANNOUNCE_AFTER;
     let mut announce = Some(announce);
     // INVARIANT (C.leftover-grace): lockstep does not exit (and its guard does not kill)
-    // while a group of leftovers is in its grace period.
-    while st.0 > 0 {
-        let now = Instant::now();
-        let wait = if now < quiet_until {
-            quiet_until - now
-        } else {
-            if let Some(say) = announce.take() {
-                let left =
-                    st.1.map_or(Duration::ZERO, |d| d.saturating_duration_since(now));
-                say(st.0, left);
+    // while a group of leftovers is in its grace period, unless asked to stop waiting.
+    while !st.groups.is_empty() {
+        if stop() {
+            for &g in &st.groups {
+                let _ = killpg(Pid::from_raw(g), Signal::SIGKILL);
             }
-            // Woken by each group that ends; the deadline only bounds a lost wake-up.
-            SWEEP_EVERY * 4
-        };
-        st = match sweeps().done.wait_timeout(st, wait) {
+            return LeftoverWait::Killed;
+        }
+        let now = Instant::now();
+        if now >= quiet_until
+            && let Some(say) = announce.take()
+        {
+            let left = st
+                .until
+                .map_or(Duration::ZERO, |d| d.saturating_duration_since(now));
+            say(st.groups.len(), left);
+        }
+        // Woken by each group that ends; the timeout is how often `stop` is asked.
+        st = match sweeps().done.wait_timeout(st, SWEEP_EVERY) {
             Ok((st, _)) => st,
-            Err(_) => return,
+            Err(_) => return LeftoverWait::Ended,
         };
     }
+    LeftoverWait::Ended
 }
 
 /// The guard's script: `+PGID` lines add a group, `-PGID` lines remove one; at the end of its

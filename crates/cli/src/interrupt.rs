@@ -13,6 +13,7 @@
 //! Handling is done on a thread of [`signal_hook`]'s iterator, not in the signal handler, so
 //! the callback may lock, allocate and print.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -75,6 +76,16 @@ impl StopRequest {
     }
 }
 
+/// How many of SIGINT, SIGTERM and SIGHUP the handler has received so far (0 before
+/// [`install`]).
+static SEEN: AtomicU32 = AtomicU32::new(0);
+
+/// How many stop signals (SIGINT, SIGTERM, SIGHUP) lockstep has received so far: a caller that
+/// notes it can tell whether one came since (`command::wait_for_leftovers`'s `stop`). O(1).
+pub fn signals_seen() -> u32 {
+    SEEN.load(Ordering::SeqCst)
+}
+
 /// Installs the process's handler for SIGINT, SIGTERM and SIGHUP: the first one calls `on_first` (on
 /// the handler's thread), a second one exits the process at once with
 /// [`StopSignal::exit_status`] after a line on standard error. Call it once per process (the
@@ -97,6 +108,7 @@ pub fn install(on_first: impl Fn(StopSignal) + Send + 'static) -> std::io::Resul
                     _ => StopSignal::Interrupt,
                 };
                 seen += 1;
+                SEEN.store(seen, Ordering::SeqCst);
                 if seen > 1 {
                     let _ = std::io::Write::write_fmt(
                         &mut std::io::stderr().lock(),

@@ -550,15 +550,23 @@ fn print_notes(notes: &[String]) {
 fn main() -> ExitCode {
     let code = main_command();
     // The last tasks' leftover processes got SIGTERM when their commands exited; their grace
-    // period runs before lockstep exits (`command` rule 5), not cut short by the guard.
-    lockstep_cli::command::wait_for_leftovers(|groups, left| {
-        if !QUIET.load(std::sync::atomic::Ordering::Relaxed) {
-            errln!(
-                "waiting up to {:.1} s for the leftover processes of {groups} task(s) to end (SIGTERM sent; SIGKILL after the grace period)",
-                left.as_secs_f64()
-            );
-        }
-    });
+    // period runs before lockstep exits (`command` rule 5), not cut short by the guard. A
+    // signal during that wait (the first since the run ended) kills them at once.
+    let seen = lockstep_cli::interrupt::signals_seen();
+    let wait = lockstep_cli::command::wait_for_leftovers(
+        || lockstep_cli::interrupt::signals_seen() > seen,
+        |groups, left| {
+            if !QUIET.load(std::sync::atomic::Ordering::Relaxed) {
+                errln!(
+                    "waiting up to {:.1} s for the leftover processes of {groups} task(s) to end (SIGTERM sent; SIGKILL after the grace period, or now on Ctrl-C)",
+                    left.as_secs_f64()
+                );
+            }
+        },
+    );
+    if wait == lockstep_cli::command::LeftoverWait::Killed {
+        errln!("stopped waiting: the leftover processes were sent SIGKILL");
+    }
     code
 }
 

@@ -313,6 +313,38 @@ fn run_does_not_wait_for_a_leftover_that_ended() {
     assert_gone(pid_in(&bg), "the background sleep");
 }
 
+/// A Ctrl-C while lockstep waits for leftovers (the run's tasks all ended) sends them SIGKILL
+/// at once and ends the wait, with the run's exit status: a user who presses Ctrl-C once does
+/// not wait out `--grace` (before, the first one did nothing visible: found by review; this
+/// test then fails by the hang guard).
+#[test]
+fn run_ctrl_c_while_waiting_for_leftovers_kills_them_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let bg = d.join("bg.pid");
+    let f = write_file(
+        d,
+        "stubborn.toml",
+        &format!(
+            "[[task]]\nid = \"t\"\ncommand = '''(trap '' TERM; sh -c 'echo $PPID' > \"{}\"; \
+             while :; do sleep 0.1; done) > /dev/null 2>&1 & \
+             while [ ! -s \"{}\" ]; do sleep 0.01; done; echo started'''\n",
+            bg.display(),
+            bg.display()
+        ),
+    );
+    let r = Running::spawn(run_cmd(&f, &["--grace", "3600"]));
+    r.wait_for_line("waiting up to");
+    signal("-INT", r.pid());
+    let (status, out) = r.finish();
+    assert_eq!(status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("stopped waiting: the leftover processes were sent SIGKILL"),
+        "{out}"
+    );
+    assert_gone(pid_in(&bg), "the leftover");
+}
+
 #[test]
 fn run_killed_by_sigkill_leaves_no_process_of_its_tasks() {
     let dir = tempfile::tempdir().unwrap();
