@@ -193,9 +193,12 @@ fn partitioned<'a>(mentions: &[&'a str], bits: u32) -> (Vec<&'a str>, Vec<u32>) 
     // Pass 3: per partition, each mention's first mention (the smallest number with the same
     // id: the group is in mention order).
     let mut first = vec![0u32; m];
-    let largest = starts.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+    // Sized for a typical partition, not the largest: a partition holds few distinct ids
+    // however often one of them is mentioned, and `clear` costs the table's capacity (sized
+    // by the largest partition, an id mentioned 25 million times made every partition's
+    // `clear` sweep a table of 25 million: found by review).
     let mut short: HashMap<[u32; 3], u32, RandomState> =
-        HashMap::with_capacity_and_hasher(largest, RandomState::default());
+        HashMap::with_capacity_and_hasher(m >> bits, RandomState::default());
     let mut long: HashMap<&'a str, u32, RandomState> = HashMap::default();
     for w in starts.windows(2) {
         short.clear();
