@@ -321,18 +321,7 @@ fn run_does_not_wait_for_a_leftover_that_ended() {
 fn run_ctrl_c_while_waiting_for_leftovers_kills_them_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let bg = d.join("bg.pid");
-    let f = write_file(
-        d,
-        "stubborn.toml",
-        &format!(
-            "[[task]]\nid = \"t\"\ncommand = '''(trap '' TERM; sh -c 'echo $PPID' > \"{}\"; \
-             while :; do sleep 0.1; done) > /dev/null 2>&1 & \
-             while [ ! -s \"{}\" ]; do sleep 0.01; done; echo started'''\n",
-            bg.display(),
-            bg.display()
-        ),
-    );
+    let f = leaves_a_cleaner(d, "sleep 1000");
     let r = Running::spawn(run_cmd(&f, &["--grace", "3600"]));
     r.wait_for_line("waiting up to");
     signal("-INT", r.pid());
@@ -342,7 +331,11 @@ fn run_ctrl_c_while_waiting_for_leftovers_kills_them_at_once() {
         out.contains("stopped waiting: the leftover processes were sent SIGKILL"),
         "{out}"
     );
-    assert_gone(pid_in(&bg), "the leftover");
+    assert_gone(pid_in(&d.join("bg.pid")), "the leftover");
+    assert!(
+        !d.join("cleaned").exists(),
+        "the cleanup ran to its end:\n{out}"
+    );
 }
 
 #[test]
