@@ -1051,7 +1051,8 @@ impl<K: TaskKey> SchedulerModel<K> {
     /// Complexity O(V * blocked).
     ///
     /// Rules of `docs/invariants.md` stated here: RULE (A1.forward-only),
-    /// RULE (A1.cancel-is-a-request), RULE (EXECUTOR.decide-once).
+    /// RULE (A1.cancel-is-a-request), RULE (EXECUTOR.decide-once),
+    /// RULE (EXECUTOR.cancel-blocked) (a version blocked by a loss is terminal at once).
     pub fn cancel(&mut self, id: &K) -> Result<CancelOutcome, SchedulerError<K>> {
         let v = self
             .tasks
@@ -1089,7 +1090,8 @@ impl<K: TaskKey> SchedulerModel<K> {
     /// Idempotent: a second call cancels nothing and reports the versions still running.
     /// Complexity O(V).
     ///
-    /// Rules of `docs/invariants.md` stated here: RULE (A6.close).
+    /// Rules of `docs/invariants.md` stated here: RULE (A6.close),
+    /// RULE (EXECUTOR.cancel-blocked) (a blocked version is not cancelled by the close).
     pub fn close(&mut self) -> CloseReport {
         let mut cancelled = 0;
         if !self.closed {
@@ -1153,7 +1155,8 @@ impl<K: TaskKey> SchedulerModel<K> {
     /// waits on nothing else. Returns how many versions became blocked and how many ready.
     ///
     /// Rules of `docs/invariants.md` stated here: RULE (A5.block-with-first-cause),
-    /// RULE (EXECUTOR.block-with-cause), RULE (A8.optional-never-blocks).
+    /// RULE (EXECUTOR.block-with-cause), RULE (A8.optional-never-blocks),
+    /// RULE (EXECUTOR.cancel-blocked).
     fn block_waiters_of(&mut self, id: &K, cause: &BlockCause<K>) -> (usize, usize) {
         let mut blocked = 0;
         let mut ready = 0;

@@ -4,10 +4,15 @@
 //! A [`Case`] is a small graph (task `t` is id `t`, its dependencies listed in an order of
 //! the case's choosing), what each task's function does ([`Body`]) and which tasks are
 //! cancelled before the run starts. [`check`] replays the executor's history into the model
-//! with unlimited capacity, submitting the tasks in index order and applying the same
-//! cancellations first (highest index first, so that each finds its task pending):
+//! with unlimited capacity, submitting the tasks in index order:
 //!
-//! * `Start(t)`: the model claims everything ready; `t` must now be running in the model,
+//! * `Cancel(t, answer)` (the cancellations before the start, [`Case::cancelled`], and those
+//!   the running tasks make, [`Case::cancels`]): the model's `cancel` of `t` at that point
+//!   must answer the same (`Cancelled`, `Requested`, or `AlreadyTerminal` with the same
+//!   state: a task whose required dependency is lost is blocked already, whether or not
+//!   the executor has decided it);
+//! * `Start(t)`: the model claims `t` (`run_ready`, only it: a task ready in the model but
+//!   not started by the executor stays ready for a cancel replayed later); `t` must be ready,
 //!   which holds exactly when every dependency of `t` already succeeded in the replay (the
 //!   history's order extends happens-before, so "never before its dependencies succeeded");
 //! * `Finish(t, state)`: `complete` or `fail` in the model must be `Applied`, and `state`
@@ -22,8 +27,8 @@
 //!   lost dependency in list order), computed here independently, and names a task the
 //!   model holds as failed or cancelled.
 
-use lockstep_contract::{CallbackOutcome, Generation, SubmitOptions, TaskState};
-use lockstep_dag::executor::{ExecEvent, RunOutcome, TaskContext};
+use lockstep_contract::{CallbackOutcome, CancelOutcome, Generation, SubmitOptions, TaskState};
+use lockstep_dag::executor::{ExecEvent, GraphRun, RunCancel, RunOutcome, TaskContext};
 use lockstep_models::dag::SchedulerModel;
 
 /// What a task's function does when it runs.
@@ -73,8 +78,12 @@ pub struct Case {
     pub optional: Vec<usize>,
     /// `bodies[t]`: what task `t` does.
     pub bodies: Vec<Body>,
-    /// Tasks cancelled before the run starts.
+    /// Tasks cancelled before the run starts, in this order.
     pub cancelled: Vec<u32>,
+    /// `cancels[t]`: the tasks of the graph that task `t` of the graph cancels when it runs
+    /// (before it adds its successors and does its body), in order; shorter than `deps`
+    /// means none for the rest. Only in runs made by [`task_fn_cancelling`].
+    pub cancels: Vec<Vec<u32>>,
     /// `grows[t]`: the successors task `t` of the graph adds when it runs (SPEC A8, graphs
     /// that grow), in order, before its body's outcome; shorter than `deps` means none for
     /// the rest. Successor `k` of `t` has id [`Case::grown_id`]`(t, k)`.
@@ -155,10 +164,60 @@ impl Case {
 pub fn task_fn(
     case: &Case,
     with_pools: bool,
-) -> impl Fn(&TaskContext<'_, u32>) -> Result<(), String> + Send + Sync + 'static {
+) -> impl Fn(&TaskContext<'_, u32>) -> Result<(), String> + Send + Sync + 'static + use<> {
+    task_fn_cancelling(case, with_pools, &Cancels::default())
+}
+
+/// The run a task function cancels in (set once the run is made), and the answers of those
+/// cancels: `(canceller, target, answer)`, in the order they were made.
+#[derive(Clone, Default)]
+pub struct Cancels {
+    /// The run, set after it is made (the task function holds it: the run's function then
+    /// holds the run, a cycle that [`Cancels::clear`] breaks).
+    pub run: std::sync::Arc<std::sync::Mutex<Option<GraphRun<u32>>>>,
+    /// Every cancel made by a running task, with its answer.
+    pub answers: std::sync::Arc<std::sync::Mutex<Vec<(u32, u32, RunCancel)>>>,
+}
+
+impl Cancels {
+    /// Sets the run the tasks cancel in.
+    ///
+    /// # Panics
+    /// If the lock is poisoned.
+    pub fn set(&self, run: &GraphRun<u32>) {
+        *self.run.lock().expect("lock") = Some(run.clone());
+    }
+
+    /// Drops the run (after its end), and returns the answers.
+    ///
+    /// # Panics
+    /// If the lock is poisoned.
+    pub fn clear(&self) -> Vec<(u32, u32, RunCancel)> {
+        self.run.lock().expect("lock").take();
+        self.answers.lock().expect("lock").clone()
+    }
+}
+
+/// [`task_fn`] where task `t` of the graph first cancels the tasks of [`Case::cancels`] in
+/// the run set in `cancels`, recording the answers there.
+pub fn task_fn_cancelling(
+    case: &Case,
+    with_pools: bool,
+    cancels: &Cancels,
+) -> impl Fn(&TaskContext<'_, u32>) -> Result<(), String> + Send + Sync + 'static + use<> {
     let case = case.clone();
+    let cancels = cancels.clone();
     move |ctx| {
         let id = *ctx.id();
+        let targets = case.cancels.get(id as usize).filter(|_| id < GROWN_BASE);
+        if let Some(targets) = targets.filter(|t| !t.is_empty()) {
+            let run = cancels.run.lock().expect("lock").clone();
+            let run = run.ok_or("the run was not set")?;
+            for &x in targets {
+                let answer = run.cancel_index(x);
+                cancels.answers.lock().expect("lock").push((id, x, answer));
+            }
+        }
         for (g, spec) in case.grows_of(id) {
             let split = spec.deps.len() - spec.optional.min(spec.deps.len());
             let pool = (with_pools && spec.pool > 0).then(|| u32::from(spec.pool) - 1);
@@ -221,12 +280,16 @@ pub fn check(case: &Case, out: &RunOutcome<u32>) -> Result<(), String> {
             .map_err(|e| format!("model submit {t}: {e}"))?;
     }
     m.start().map_err(|e| format!("model start: {e}"))?;
-    // Descendants first: each is cancelled while still pending, as `GraphRun::cancel` before
-    // the start finds every task pending (an ancestor cancelled first would block it).
-    let mut cancels = case.cancelled.clone();
-    cancels.sort_unstable_by(|a, b| b.cmp(a));
-    for c in cancels {
-        m.cancel(&c).map_err(|e| format!("model cancel {c}: {e}"))?;
+    // The cancellations before the start are in the history, as every other.
+    for &c in &case.cancelled {
+        if !history
+            .iter()
+            .any(|e| matches!(*e, ExecEvent::Cancel { task, .. } if task == c))
+        {
+            return Err(format!(
+                "the cancel of {c} before the start is not in the history"
+            ));
+        }
     }
     let g1 = Generation::FIRST;
     let total = out.len();
@@ -274,10 +337,12 @@ pub fn check(case: &Case, out: &RunOutcome<u32>) -> Result<(), String> {
             }
             ExecEvent::Start { task, .. } => {
                 decided[task as usize] += 1;
-                m.ready().map_err(|e| format!("model ready: {e}"))?;
                 let id = *out.id(task);
+                // Exactly this task is claimed (not every ready one, as `ready` would: a
+                // cancel replayed later must find a ready task not yet started ready).
+                let claimed = m.run_ready(&[id]);
                 let s = m.state(&id);
-                if s != Some(TaskState::Running) {
+                if claimed.is_err() || s != Some(TaskState::Running) {
                     return Err(format!(
                         "event {i}: task {id} started while the model holds it {s:?} (a dependency had not succeeded)"
                     ));
@@ -304,6 +369,23 @@ pub fn check(case: &Case, out: &RunOutcome<u32>) -> Result<(), String> {
                 if !matches!(r, Ok(CallbackOutcome::Applied(_))) {
                     return Err(format!(
                         "event {i}: the model refused the finish of {id}: {r:?}"
+                    ));
+                }
+            }
+            ExecEvent::Cancel { task, answer } => {
+                let id = *out.id(task);
+                let model = m
+                    .cancel(&id)
+                    .map_err(|e| format!("event {i}: model cancel {id}: {e}"))?;
+                let same = match (model, answer) {
+                    (CancelOutcome::Cancelled(_), RunCancel::Cancelled)
+                    | (CancelOutcome::Requested, RunCancel::Requested) => true,
+                    (CancelOutcome::AlreadyTerminal(a), RunCancel::AlreadyTerminal(b)) => a == b,
+                    _ => false,
+                };
+                if !same {
+                    return Err(format!(
+                        "event {i}: cancel of {id} answered {answer:?}, the model {model:?}"
                     ));
                 }
             }

@@ -280,3 +280,55 @@ fn loom_a_successor_of_a_cancelled_task_waits_for_its_decision() {
         },
     );
 }
+
+/// A cancel racing a failure (EXECUTOR.cancel-blocked) on one worker (two made the state
+/// space too large for the suite's time with the canceller's thread): roots a (fails) and
+/// b, c after a and b; another thread cancels c. The cancel either comes before a's failure
+/// (answers `Cancelled`: c ends cancelled) or after it (finds c blocked, decided or not:
+/// answers `AlreadyTerminal(Blocked)`, and c ends blocked by a); never `Cancelled` with c
+/// blocked, nor blocked with c cancelled, whatever the interleaving and the orderings. Both
+/// answers are reached.
+#[test]
+fn loom_a_cancel_races_a_failure() {
+    use lockstep_dag::executor::RunCancel;
+    use std::sync::atomic::{AtomicUsize as StdAtomicUsize, Ordering::Relaxed as StdRelaxed};
+    static SEEN: [StdAtomicUsize; 2] = [StdAtomicUsize::new(0), StdAtomicUsize::new(0)];
+    model("loom_a_cancel_races_a_failure", || {
+        let graph = StdArc::new(
+            FrozenGraph::new([(0u32, vec![]), (1, vec![]), (2, vec![0, 1])]).expect("valid"),
+        );
+        let pool = Pool::new(1).expect("pool");
+        let run = GraphRun::new(graph, |ctx| {
+            if ctx.index() == 0 {
+                Err("a failed".into())
+            } else {
+                Ok(())
+            }
+        });
+        run.start(&pool).expect("start");
+        let r = run.clone();
+        let canceller = lockstep_sync::thread::spawn(move || r.cancel_index(2));
+        let out = run.wait();
+        let answer = canceller.join().expect("canceller");
+        drop(run);
+        drop(pool);
+        use TaskState::*;
+        match answer {
+            RunCancel::Cancelled => {
+                SEEN[0].fetch_add(1, StdRelaxed);
+                assert_eq!(states(&out), [Failed, Succeeded, Cancelled]);
+            }
+            RunCancel::AlreadyTerminal(Blocked) => {
+                SEEN[1].fetch_add(1, StdRelaxed);
+                assert_eq!(states(&out), [Failed, Succeeded, Blocked]);
+                assert_eq!(out.cause_index(2), Some(0));
+            }
+            other => panic!("the cancel of c answered {other:?}"),
+        }
+    });
+    let seen: Vec<usize> = SEEN.iter().map(|a| a.load(StdRelaxed)).collect();
+    assert!(
+        seen.iter().all(|&n| n > 0),
+        "both answers reached: {seen:?}"
+    );
+}

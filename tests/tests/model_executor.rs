@@ -2,13 +2,19 @@
 //!
 //! Each case is a random acyclic graph of 1 to 12 tasks (task `t` depends on up to four
 //! distinct tasks of lower index, listed in random order), a random body per task (succeed,
-//! fail, or panic) and random cancellations before the start; it runs on a real pool of 1 to
-//! 3 workers with a recorded history, and `lockstep_tests::executor_check::check` replays the
-//! history into `SchedulerModel`: every task started or skipped exactly once, never started
-//! before all its dependencies succeeded, the model's final states, reasons and errors, and
-//! the documented cause rule (`docs/executor.md`). Each case also runs without its
+//! fail, or panic), random cancellations before the start and by running tasks (a quarter
+//! of the tasks cancel one or two tasks of the graph when they run: a dependent that still
+//! waits, perhaps on a task that already failed, one decided, one running); it runs on a
+//! real pool of 1 to 3 workers with a recorded history, and
+//! `lockstep_tests::executor_check::check` replays the history into `SchedulerModel`: every
+//! task started or skipped exactly once, never started before all its dependencies
+//! succeeded, the model's final states, reasons and errors, the documented cause rule
+//! (`docs/executor.md`), and every cancel's answer equal to the model's `cancel` at its
+//! place in the history (EXECUTOR.cancel-blocked). Each case also runs without its
 //! successors as a plain run (no history, pools or growth: the executor's specialised
-//! loop), whose outcome must equal that of the same case checked with a history.
+//! loop), whose outcome must equal that of the same case checked with a history when no
+//! running task cancels (a cancel may race a dependency's end); the running tasks' cancels
+//! are checked in both runs without the history (`check_answers`).
 //!
 //! Run: `cargo test -p lockstep-tests --test model_executor` (`PROPTEST_CASES` to change the
 //! 256 cases).
@@ -19,7 +25,9 @@ use lockstep_dag::executor::{
     ExecEvent, FrozenGraph, GraphRun, ReleaseOrder, RunCancel, RunConfig, RunOutcome, RunPools,
 };
 use lockstep_pool::Pool;
-use lockstep_tests::executor_check::{Body, Case, Grow, check, growth_room, task_fn};
+use lockstep_tests::executor_check::{
+    Body, Cancels, Case, Grow, check, growth_room, task_fn, task_fn_cancelling,
+};
 use proptest::prelude::*;
 
 fn body() -> impl Strategy<Value = Body> {
@@ -87,12 +95,18 @@ fn case() -> impl Strategy<Value = Case> {
                     };
                     // SPEC A8: a quarter of the tasks make a tail of their list optional.
                     let optional = prop_oneof![3 => Just(0usize), 1 => 1usize..=4];
+                    // A quarter of the tasks cancel one or two tasks of the graph when they run
+                    // (a dependent still waiting, one decided, one running, themselves).
+                    let cancels = prop_oneof![
+                        3 => Just(Vec::new()),
+                        1 => proptest::collection::vec(0..n as u32, 1..=2)
+                    ];
                     (
                         deps,
                         body(),
                         proptest::bool::weighted(0.125),
                         optional,
-                        grow_draws(n),
+                        (grow_draws(n), cancels),
                     )
                 })
                 .collect();
@@ -101,9 +115,12 @@ fn case() -> impl Strategy<Value = Case> {
         .prop_map(|tasks| {
             let n = tasks.len() as u32;
             let mut case = empty_case();
-            for (t, (deps, body, cancel, optional, draws)) in tasks.into_iter().enumerate() {
+            for (t, (deps, body, cancel, optional, (draws, cancels))) in
+                tasks.into_iter().enumerate()
+            {
                 let grown = grows(t as u32, n, draws);
                 add_task(&mut case, deps, optional, body, cancel, grown);
+                case.cancels.push(cancels);
             }
             case
         })
@@ -116,6 +133,7 @@ fn empty_case() -> Case {
         optional: Vec::new(),
         bodies: Vec::new(),
         cancelled: Vec::new(),
+        cancels: Vec::new(),
         grows: Vec::new(),
     }
 }
@@ -170,7 +188,7 @@ fn check_pool_depths(
         let (task, delta) = match *e {
             ExecEvent::Start { task, .. } => (task, 1isize),
             ExecEvent::Finish { task, .. } => (task, -1),
-            ExecEvent::Skip { .. } | ExecEvent::Grow { .. } => continue,
+            ExecEvent::Skip { .. } | ExecEvent::Grow { .. } | ExecEvent::Cancel { .. } => continue,
         };
         if let Some(p) = pool_of[task as usize] {
             let r = &mut running[p as usize];
@@ -191,7 +209,8 @@ fn check_pool_depths(
 fn run(case: &Case, workers: usize, pools: &PoolDraw) -> Result<(), String> {
     let graph = Arc::new(FrozenGraph::with_optional(case.tasks()).map_err(|e| e.to_string())?);
     let pool = Pool::new(workers).map_err(|e| e.to_string())?;
-    let body = task_fn(case, pools.is_some());
+    let cancels = Cancels::default();
+    let body = task_fn_cancelling(case, pools.is_some(), &cancels);
     let config = RunConfig::new().record_history().growth(growth_room(case));
     let limits = pools.as_ref().map(|(depths, draw)| {
         let pool_of: Vec<Option<u32>> = (0..case.deps.len())
@@ -210,16 +229,16 @@ fn run(case: &Case, workers: usize, pools: &PoolDraw) -> Result<(), String> {
             GraphRun::with_config(graph, config.pools(p), body)
         }
     };
+    cancels.set(&run);
+    // Their answers are checked against the model's with the history.
     for &c in &case.cancelled {
-        if run.cancel_index(c) != RunCancel::Cancelled {
-            return Err(format!(
-                "cancel of {c} before the start was not `Cancelled`"
-            ));
-        }
+        run.cancel_index(c);
     }
     run.start(&pool).map_err(|e| e.to_string())?;
     let out = run.wait();
+    let answers = cancels.clear();
     check(case, &out)?;
+    check_answers(case, &out, &answers)?;
     match &limits {
         Some((depths, pool_of)) => {
             // The added tasks' pools, by index, from the case.
@@ -247,27 +266,119 @@ fn run_plain(case: &Case, workers: usize) -> Result<(), String> {
     let graph = Arc::new(FrozenGraph::with_optional(flat.tasks()).map_err(|e| e.to_string())?);
     let pool = Pool::new(workers).map_err(|e| e.to_string())?;
     let config = RunConfig::new().record_history();
+    let cancels = Cancels::default();
     let recorded = finish(
-        GraphRun::with_config(Arc::clone(&graph), config, task_fn(&flat, false)),
+        GraphRun::with_config(
+            Arc::clone(&graph),
+            config,
+            task_fn_cancelling(&flat, false, &cancels),
+        ),
         &flat,
         &pool,
+        &cancels,
     )?;
     check(&flat, &recorded)?;
-    let plain = finish(GraphRun::new(graph, task_fn(&flat, false)), &flat, &pool)?;
+    check_answers(&flat, &recorded, &cancels.clear())?;
+    let cancels = Cancels::default();
+    let plain = finish(
+        GraphRun::new(graph, task_fn_cancelling(&flat, false, &cancels)),
+        &flat,
+        &pool,
+        &cancels,
+    )?;
     if plain.history().is_some() {
         return Err("the plain run is not plain".into());
     }
-    same_outcomes(&plain, &recorded, "plain run", "checked run")
+    let answers = cancels.clear();
+    check_answers(&flat, &plain, &answers)?;
+    // A cancel made while the run goes on may race a dependency's end (on 2 or 3 workers):
+    // then the two runs may differ; without one they must not.
+    if answers.is_empty() {
+        same_outcomes(&plain, &recorded, "plain run", "checked run")?;
+    }
+    Ok(())
 }
 
-/// Cancels the case's cancelled tasks, starts `run` on `pool` and waits for its outcome.
-fn finish(run: GraphRun<u32>, case: &Case, pool: &Pool) -> Result<RunOutcome<u32>, String> {
-    for &c in &case.cancelled {
-        if run.cancel_index(c) != RunCancel::Cancelled {
+/// The cancels made by running tasks (`(canceller, target, answer)`), checked without a
+/// history (so also in plain runs): each answer agrees with the target's end (`Cancelled`:
+/// cancelled by the user; `Requested`: it ran; `AlreadyTerminal(s)`: it ended `s`), and a
+/// target that requires, directly or through tasks it requires, a task that had ended lost
+/// before the canceller started (one of its ancestors) was blocked for the model at the
+/// cancel (or ended before it): never `Cancelled`.
+fn check_answers(
+    case: &Case,
+    out: &RunOutcome<u32>,
+    answers: &[(u32, u32, RunCancel)],
+) -> Result<(), String> {
+    use lockstep_dag::TaskState;
+    let n = case.deps.len();
+    let tasks: Vec<(u32, Vec<u32>, Vec<u32>)> = case.tasks().collect();
+    // Ancestors by any edge, and by required edges, of each task (index order is topological).
+    let mut anc = vec![vec![false; n]; n];
+    let mut req = vec![vec![false; n]; n];
+    for (t, required, optional) in &tasks {
+        let t = *t as usize;
+        for &d in required.iter().chain(optional) {
+            let d = d as usize;
+            anc[t][d] = true;
+            let row = anc[d].clone();
+            for (x, y) in anc[t].iter_mut().zip(row) {
+                *x |= y;
+            }
+        }
+        for &d in required {
+            let d = d as usize;
+            req[t][d] = true;
+            let row = req[d].clone();
+            for (x, y) in req[t].iter_mut().zip(row) {
+                *x |= y;
+            }
+        }
+    }
+    for &(t, x, answer) in answers {
+        let state = out.state(x);
+        let agrees = match answer {
+            RunCancel::Cancelled => {
+                state == TaskState::Cancelled
+                    && out.cancelled_by(x) == Some(lockstep_dag::CancelReason::User)
+            }
+            RunCancel::Requested => matches!(state, TaskState::Succeeded | TaskState::Failed),
+            RunCancel::AlreadyTerminal(s) => s == state,
+        };
+        if !agrees {
             return Err(format!(
-                "cancel of {c} before the start was not `Cancelled`"
+                "task {t} cancelled {x}: answered {answer:?}, {x} ended {state:?}"
             ));
         }
+        let lost_before = (0..n).find(|&d| {
+            req[x as usize][d]
+                && anc[t as usize][d]
+                && matches!(
+                    out.state(d as u32),
+                    TaskState::Failed | TaskState::Blocked | TaskState::Cancelled
+                )
+        });
+        if let (Some(d), RunCancel::Cancelled) = (lost_before, answer) {
+            return Err(format!(
+                "task {t} cancelled {x}, which requires {d}, lost before {t} started: answered Cancelled, the model says blocked"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Cancels the case's cancelled tasks (their answers are checked with the history, or
+/// equal between the runs through their outcomes), sets the run the tasks cancel in, starts
+/// `run` on `pool` and waits for its outcome.
+fn finish(
+    run: GraphRun<u32>,
+    case: &Case,
+    pool: &Pool,
+    cancels: &Cancels,
+) -> Result<RunOutcome<u32>, String> {
+    cancels.set(&run);
+    for &c in &case.cancelled {
+        run.cancel_index(c);
     }
     run.start(pool).map_err(|e| e.to_string())?;
     // With a deadline, so that a run that loses a task fails the test instead of hanging it
@@ -349,12 +460,14 @@ fn run_orders(case: &Case, workers: usize) -> Result<(), String> {
             ),
             case,
             &pool,
+            &Cancels::default(),
         )?;
         check(case, &checked).map_err(|e| format!("{order:?}, checked: {e}"))?;
         let plain = finish(
             GraphRun::with_config(Arc::clone(&graph), config, task_fn(case, false)),
             case,
             &pool,
+            &Cancels::default(),
         )?;
         let reference = reference.get_or_insert(checked);
         same_outcomes(
@@ -446,6 +559,51 @@ fn generated_cases_cover_every_outcome() {
         "lockstep-stats: cases=200 fail={fail} panic={panic} cancelled={cancelled} two_lost={two_lost} optional_lost={optional_lost}"
     );
     assert!(fail > 0 && panic > 0 && cancelled > 0 && two_lost > 0 && optional_lost > 0);
+}
+
+/// The generated cancels made by running tasks reach a task that waits (not an ancestor of
+/// the canceller) while a task it requires had already ended lost: the cancel must answer
+/// `AlreadyTerminal(Blocked)` (the executor decides the task later; before, it answered
+/// `Cancelled`), with a history and in plain runs.
+#[test]
+fn generated_cancels_reach_tasks_blocked_before_their_decision() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let mut reached = 0;
+    std::panic::set_hook(Box::new(|_| {}));
+    for _ in 0..150 {
+        let mut c = case().new_tree(&mut runner).expect("tree").current();
+        c.grows.clear();
+        let graph = Arc::new(FrozenGraph::with_optional(c.tasks()).expect("graph"));
+        let pool = Pool::new(2).expect("pool");
+        for plain in [false, true] {
+            let cancels = Cancels::default();
+            let f = task_fn_cancelling(&c, false, &cancels);
+            let run = if plain {
+                GraphRun::new(Arc::clone(&graph), f)
+            } else {
+                GraphRun::with_config(Arc::clone(&graph), RunConfig::new().record_history(), f)
+            };
+            let out = finish(run, &c, &pool, &cancels).expect("run");
+            let answers = cancels.clear();
+            if !plain {
+                check(&c, &out).expect("checked");
+            }
+            check_answers(&c, &out, &answers).expect("answers");
+            reached += answers
+                .iter()
+                .filter(|&&(t, x, a)| {
+                    x > t
+                        && a == RunCancel::AlreadyTerminal(lockstep_dag::TaskState::Blocked)
+                        && c.deps[x as usize].contains(&t)
+                })
+                .count();
+        }
+    }
+    let _ = std::panic::take_hook();
+    println!("lockstep-stats: cancels of a waiting task blocked before its decision: {reached}");
+    assert!(reached > 0, "{reached}");
 }
 
 /// The wide cases reach what they are for: a task released together with 16 or more others

@@ -44,6 +44,13 @@ static PLAIN_ANSWERS: [StdAtomicUsize; 3] = [
     StdAtomicUsize::new(0),
 ];
 
+/// The same for the cancel racing a failure ([`shuttle_cancel_races_a_failure`]).
+static FAILURE_ANSWERS: [StdAtomicUsize; 3] = [
+    StdAtomicUsize::new(0),
+    StdAtomicUsize::new(0),
+    StdAtomicUsize::new(0),
+];
+
 /// Random and PCT schedules of each test.
 const PLAN: Plan = Plan::both(10_000, 10_000, 3);
 
@@ -53,6 +60,7 @@ fn case(deps: &[&[u32]], bodies: &[Body]) -> Case {
         optional: Vec::new(),
         bodies: bodies.to_vec(),
         cancelled: Vec::new(),
+        cancels: Vec::new(),
         grows: Vec::new(),
     }
 }
@@ -336,5 +344,38 @@ fn assert_every_answer(answers: &[StdAtomicUsize; 3], what: &str) {
     assert!(
         answers.iter().all(|&n| n > 0),
         "every answer of the race was reached: {answers:?}"
+    );
+}
+
+/// Roots a (fails) and b; c requires a and b; another thread cancels c while a fails
+/// (EXECUTOR.cancel-blocked). A cancel before a's failure answers `Cancelled` and c ends
+/// cancelled; one after it finds c blocked for the model (a lost, c undecided or decided),
+/// answers `AlreadyTerminal(Blocked)` and c ends blocked by a: never cancelled after a
+/// failed. With a history (the answer replayed into the model at its place) and plain
+/// (the outcome equal to the checked run's), on two workers and on one.
+fn cancel_races_a_failure() {
+    use Body::{Fail as F, Succeed as S};
+    for plain in [false, true] {
+        for workers in [1, 2] {
+            run_racing(
+                case(&[&[], &[], &[0, 1]], &[F, S, S]),
+                workers,
+                Some(2),
+                plain,
+                ReleaseOrder::Auto,
+                &FAILURE_ANSWERS,
+            );
+        }
+    }
+}
+
+#[test]
+fn shuttle_cancel_races_a_failure() {
+    shuttle_check!(PLAN, cancel_races_a_failure);
+    let answers: Vec<usize> = FAILURE_ANSWERS.iter().map(|a| a.load(StdRelaxed)).collect();
+    eprintln!("cancel racing a failure (cancelled, requested, already terminal): {answers:?}");
+    assert!(
+        answers[0] > 0 && answers[2] > 0 && answers[1] == 0,
+        "both answers of the race were reached, and c never ran: {answers:?}"
     );
 }

@@ -143,6 +143,50 @@ fn run_ctrl_c_kills_a_command_that_ignores_sigterm_after_the_grace_period() {
     assert!(!alive(sh), "the command's sh {sh} outlived the run");
 }
 
+/// The new user's case (EXECUTOR.cancel-blocked): `final` requires `bad` (exits 3) and
+/// `slow` (sleeps); Ctrl-C after `bad` failed, while `slow` runs. The model blocked `final`
+/// when `bad` failed, and so does `run --store`: the in-memory run must say blocked (cause:
+/// bad failed), not cancelled by Ctrl-C (it did before, deciding `final` only when `slow`
+/// ended). `seen` follows `bad` through an optional edge: it runs only after `bad`'s failure
+/// was recorded, so the Ctrl-C comes after it.
+#[test]
+fn run_ctrl_c_after_a_failure_leaves_its_waiting_dependent_blocked() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let seen = d.join("seen.ran");
+    let f = write_file(
+        d,
+        "g.toml",
+        &format!(
+            "[[task]]\nid = \"bad\"\ncommand = \"exit 3\"\n\n\
+             [[task]]\nid = \"slow\"\ncommand = '''{}'''\n\n\
+             [[task]]\nid = \"seen\"\nafter = [\"bad\"]\ncommand = \"touch '{}'\"\n\n\
+             [[task]]\nid = \"final\"\ndeps = [\"bad\", \"slow\"]\ncommand = \"true\"\n",
+            with_pid(d, "exec sleep 1000"),
+            seen.display()
+        ),
+    );
+    let mut c = lockstep();
+    c.args(["run", "-j", "2", "--no-progress"]).arg(&f);
+    let r = Running::spawn(c);
+    let sh = pid_in(&d.join("sh.pid"));
+    wait_for("seen ran after bad failed", || seen.exists());
+    signal("-INT", r.pid());
+    let (status, out) = r.finish();
+    assert_eq!(status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("\nblocked: 1 task(s) (cause: bad failed): final\n"),
+        "{out}"
+    );
+    assert!(!out.contains("cancelled: "), "{out}");
+    assert_eq!(
+        lines_starting(&out, "interrupted: "),
+        ["interrupted: slow (killed by signal 15)"],
+        "{out}"
+    );
+    assert!(!alive(sh));
+}
+
 #[test]
 fn run_sigterm_is_handled_like_ctrl_c() {
     let dir = tempfile::tempdir().unwrap();

@@ -44,13 +44,13 @@
 //!    most one per root). Root runners take roots from a shared cursor (`fetch_add`), so
 //!    roots start in input order.
 //! 2. **Decide.** The worker that brings a task's count to zero (or takes it as a root) is
-//!    its only decider. Every dependency has settled by then. In this order: if the run was
-//!    closed, the task is cancelled (reason `Closed`); else if some dependency was lost
-//!    (failed, cancelled, blocked), the task is blocked, its cause being the root cause of
-//!    its **first lost dependency in dependency-list order**; else it moves pending ->
-//!    running by a compare-and-swap. A [`GraphRun::cancel`] that won its own
-//!    compare-and-swap (pending -> cancelled) before any of these is kept: the task is
-//!    cancelled (reason `User`).
+//!    its only decider. Every dependency has settled by then. In this order: if some
+//!    required dependency was lost (failed, cancelled, blocked) before the run was closed,
+//!    the task is blocked, its cause being the root cause of its **first such dependency in
+//!    dependency-list order**; else if the run was closed, the task is cancelled (reason
+//!    `Closed`); else it moves pending -> running by a compare-and-swap. A
+//!    [`GraphRun::cancel`] that won its own compare-and-swap (pending -> cancelled) before
+//!    any of these is kept: the task is cancelled (reason `User`).
 //! 3. **Run.** The task function runs (panics are caught and become failures), and the
 //!    final state is stored.
 //! 4. **Release.** The worker decrements each dependent's count
@@ -101,6 +101,15 @@
 //! cancelled by close) by a compare-and-swap on the same word. Exactly one of them wins
 //! (`EXECUTOR.decide-once`).
 //!
+//! *A cancel sees the losses before it.* Every `cancel`, the close and the end of every
+//! failed task take the run's *stop lock*; a failure stores its final state inside it, with
+//! `BEFORE_CLOSE` if the run is not closed. A cancel of a pending task looks, under the lock,
+//! through the tasks it requires (and through pending ones the tasks they require) for a
+//! loss before the close: if there is one the task is blocked for the model already, and
+//! the cancel answers `AlreadyTerminal(Blocked)` and changes nothing; after the close it
+//! answers `AlreadyTerminal(Cancelled)` (the close cancels it) and changes nothing
+//! (`EXECUTOR.cancel-blocked`, `docs/executor.md` section 5).
+//!
 //! *The outcome is complete.* The settle counts are subtracted from `unsettled` with
 //! `AcqRel` after the tasks' states were stored; the subtraction reaching zero happens-after
 //! all of them, and [`GraphRun::wait`] returns after taking the mutex that the finishing
@@ -113,9 +122,10 @@
 //! time**. A concurrent executor has no useful "first in time", so it decides a task when
 //! its last dependency settles and takes the first lost dependency **in list order**: the
 //! same blocked set and states as the sequential model (the tests compare them), and a
-//! cause that does not depend on the schedule. A `cancel` of a task whose dependency already
-//! failed but which is still waiting on another one therefore answers `Cancelled`, where the
-//! scheduler would answer `AlreadyTerminal(Blocked)`.
+//! cause that does not depend on the schedule. A task whose dependency already failed but
+//! which still waits on another one is pending here and blocked in the model: a `cancel` or
+//! the close leaves it to be blocked, and the cancel answers `AlreadyTerminal(Blocked)`, as
+//! the scheduler does (`EXECUTOR.cancel-blocked`).
 //!
 //! # Graphs that grow
 //!
@@ -176,7 +186,12 @@ const REQUESTED: u8 = 0x80;
 /// it is ended for a successor added to the run ([`TaskContext::add_successor`]), which
 /// otherwise waits for that decision like any other dependent.
 const SETTLED: u8 = 0x40;
-const MASK: u8 = 0x3f;
+/// Set on a failed task whose failure was stored before the run was closed (under the run's
+/// stop lock, `Shared::stop`): only such a failure blocks a dependent decided after the close
+/// (one stored after the close came after the close cancelled the dependents, as the
+/// model's close does).
+const BEFORE_CLOSE: u8 = 0x20;
+const MASK: u8 = 0x1f;
 
 fn task_state(raw: u8) -> TaskState {
     match raw & MASK {
@@ -202,6 +217,20 @@ fn is_lost(raw: u8) -> bool {
         raw & MASK,
         FAILED | BLOCKED | CANCELLED_USER | CANCELLED_CLOSED
     )
+}
+
+/// True for a lost task that blocks a dependent that requires it: one lost before the run was
+/// closed. A failure stored before the close (`BEFORE_CLOSE`), any blocked task (blocked by
+/// such a loss: after the close nothing is newly blocked), any task cancelled by `cancel`
+/// (which cancels nothing after the close); never a task cancelled by the close, nor one
+/// that failed after it (the close had cancelled its waiting dependents, as the model's
+/// close does). While the run is open every lost task is lost before the close.
+fn blocks(raw: u8) -> bool {
+    match raw & MASK {
+        BLOCKED | CANCELLED_USER => true,
+        FAILED => raw & BEFORE_CLOSE != 0,
+        _ => false,
+    }
 }
 
 /// What a task function sees while it runs.
@@ -343,7 +372,7 @@ impl<K: TaskKey> TaskContext<'_, K> {
     /// Closes the whole run, as [`GraphRun::close`] does (for a task that learns the user
     /// wants to stop, e.g. from its command's exit signal).
     pub fn close_run(&self) {
-        self.run.closed.store(true, Ordering::SeqCst);
+        self.run.close();
     }
 
     /// Runs `f`, which blocks this task's thread for a while (a sleep, a wait on a lock or a
@@ -461,6 +490,15 @@ pub enum ExecEvent {
         parent: u32,
         /// The pool worker running `parent`.
         worker: usize,
+    },
+    /// [`GraphRun::cancel`] of the task answered `answer`: recorded with the cancel's
+    /// decision as one step under the history's lock, so that the history orders it with
+    /// every start, end and decision, as the model would see it.
+    Cancel {
+        /// The task index.
+        task: u32,
+        /// What the cancel answered.
+        answer: RunCancel,
     },
     /// The task settled without running (`Blocked` or `Cancelled`), before any dependent was
     /// released.
@@ -870,6 +908,12 @@ struct Shared<K> {
     unsettled: AtomicUsize,
     lost_any: AtomicBool,
     closed: AtomicBool,
+    /// The stop lock: held by every `cancel`, by the close, and by the end of every failed
+    /// task (its final state stored with `BEFORE_CLOSE` while the run is open). While it is
+    /// held nothing becomes lost except by a decision that follows from earlier losses, so a
+    /// cancel sees whether its task is blocked already and the close is ordered with every
+    /// failure (`EXECUTOR.cancel-blocked`). Never taken on a task that succeeds.
+    stop: Mutex<()>,
     started: AtomicBool,
     done: Mutex<bool>,
     done_cv: Condvar,
@@ -1026,6 +1070,7 @@ impl<K: TaskKey> GraphRun<K> {
                 unsettled: AtomicUsize::new(n),
                 lost_any: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
+                stop: Mutex::new(()),
                 started: AtomicBool::new(false),
                 done: Mutex::new(n == 0),
                 done_cv: Condvar::new(),
@@ -1061,8 +1106,16 @@ impl<K: TaskKey> GraphRun<K> {
     /// Cancels task `t`: a task not yet decided will never run (`Cancelled`, reason `User`;
     /// its descendants that require it are blocked with it as the cause, optional followers
     /// still run); a running one gets its
-    /// cancel-requested flag (`Requested`); a terminal one is left alone. O(1); lock-free for
-    /// the graph's tasks (an added task's index is checked under the growth lock).
+    /// cancel-requested flag (`Requested`); a terminal one is left alone. A task not yet
+    /// decided that is blocked already, as the model sees it (a dependency it requires, or
+    /// one required by a pending task it requires, failed, was cancelled or is blocked: the
+    /// executor decides it only when its last dependency settles), answers
+    /// `AlreadyTerminal(Blocked)` and is left to be blocked; after [`GraphRun::close`], a task
+    /// not yet decided answers `AlreadyTerminal(Cancelled)` (it is cancelled by the close,
+    /// reason `Closed`) or `AlreadyTerminal(Blocked)`. Takes the run's stop lock (and the
+    /// history's in a recorded run); O(1) while no task was lost, else O(the pending tasks
+    /// it requires, directly or through pending tasks). An added task's index is checked
+    /// under the growth lock.
     ///
     /// # Panics
     /// If `t` is not a task of the run: `t >= graph().len()` plus the tasks added so far.
@@ -1075,29 +1128,27 @@ impl<K: TaskKey> GraphRun<K> {
                 "task index {t} out of range"
             );
         }
-        let cell = &sh.cells.state[t as usize];
-        let mut cur = cell.load(Ordering::Acquire);
-        loop {
-            let (next, answer) = match cur & MASK {
-                PENDING => (CANCELLED_USER, RunCancel::Cancelled),
-                RUNNING if cur & REQUESTED != 0 => return RunCancel::Requested,
-                RUNNING => (cur | REQUESTED, RunCancel::Requested),
-                _ => return RunCancel::AlreadyTerminal(task_state(cur)),
-            };
-            // LINEARIZATION POINT (EXECUTOR.decide-once): this CAS and the decider's are on
-            // the same word; exactly one moves the task out of pending.
-            match cell.compare_exchange(cur, next, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return answer,
-                Err(now) => cur = now,
+        // Under the stop lock: no failure ends and the run is not closed meanwhile.
+        let _stop = sh.stop.lock();
+        match &sh.history {
+            Some(history) => {
+                // With its record, as one step: the history orders it with every start, end
+                // and decision it saw or did not see.
+                let mut h = history.lock();
+                let answer = sh.cancel_locked(t);
+                h.push(ExecEvent::Cancel { task: t, answer });
+                answer
             }
+            None => sh.cancel_locked(t),
         }
     }
 
     /// Closes the run: every task not yet decided is cancelled (reason `Closed`) when its
-    /// turn comes, instead of running; running tasks see
-    /// [`TaskContext::is_cancel_requested`]. Idempotent; O(1).
+    /// turn comes, instead of running, unless a dependency it requires was lost before the
+    /// close (it is blocked then, as the model blocked it at that loss); running tasks see
+    /// [`TaskContext::is_cancel_requested`]. Idempotent; O(1) (takes the run's stop lock).
     pub fn close(&self) {
-        self.shared.closed.store(true, Ordering::SeqCst);
+        self.shared.close();
     }
 
     /// Starts the run on `pool`: submits one task that spawns the root runners. Returns at
@@ -1248,6 +1299,77 @@ impl<K: TaskKey> Shared<K> {
             let g = self.growth.as_ref()?;
             g.book.lock().ids.get(id).copied()
         })
+    }
+
+    /// [`GraphRun::close`]: under the stop lock, so that every failure's end is before or
+    /// after it (`BEFORE_CLOSE`).
+    fn close(&self) {
+        let _stop = self.stop.lock();
+        self.closed.store(true, Ordering::SeqCst);
+    }
+
+    /// [`GraphRun::cancel_index`] under the stop lock (and the history's lock in a recorded
+    /// run). While it is held no task becomes lost by a failure or a cancel and the run is not
+    /// closed, so what `blocked_while_pending` finds and the `closed` flag stay true until
+    /// the compare-and-swap below: the answer is the model's at that point.
+    fn cancel_locked(&self, t: u32) -> RunCancel {
+        let cell = &self.cells.state[t as usize];
+        let mut cur = cell.load(Ordering::Acquire);
+        loop {
+            let (next, answer) = match cur & MASK {
+                // LINEARIZATION POINT (EXECUTOR.cancel-blocked): the task is blocked for the
+                // model already (its decider will block it: every loss found here stays, and
+                // blocks after a close too); nothing changes.
+                PENDING
+                    if self.lost_any.load(Ordering::Acquire) && self.blocked_while_pending(t) =>
+                {
+                    return RunCancel::AlreadyTerminal(TaskState::Blocked);
+                }
+                // Closed: the model's close cancelled it (reason `Closed`), as its decider will.
+                PENDING if self.closed.load(Ordering::SeqCst) => {
+                    return RunCancel::AlreadyTerminal(TaskState::Cancelled);
+                }
+                PENDING => (CANCELLED_USER, RunCancel::Cancelled),
+                RUNNING if cur & REQUESTED != 0 => return RunCancel::Requested,
+                RUNNING => (cur | REQUESTED, RunCancel::Requested),
+                _ => return RunCancel::AlreadyTerminal(task_state(cur)),
+            };
+            if next == CANCELLED_USER {
+                // Before the loss it may make: a later cancel under this lock scans for it.
+                self.lost_any.store(true, Ordering::Release);
+            }
+            // LINEARIZATION POINT (EXECUTOR.decide-once): this CAS and the decider's are on
+            // the same word; exactly one moves the task out of pending. It fails if the
+            // decider decided meanwhile (then the loop reads what it decided).
+            match cell.compare_exchange(cur, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return answer,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Whether pending task `t` is blocked for the model already: a dependency it requires is
+    /// lost in a way that blocks ([`blocks`]), or is pending and blocked the same way (the
+    /// model blocks every pending descendant at a loss; the executor decides each when its
+    /// last dependency settles). Called under the stop lock, where the losses that block
+    /// (failures stored, cancels) do not change; a task blocked or decided meanwhile by a
+    /// worker changes no answer (blocked only by losses found here too).
+    fn blocked_while_pending(&self, t: u32) -> bool {
+        let mut stack: SmallVec<[u32; 8]> = SmallVec::new();
+        let mut seen: std::collections::HashSet<u32> = std::collections::HashSet::new();
+        stack.push(t);
+        while let Some(u) = stack.pop() {
+            for &d in self.blocking_list(u) {
+                let s = self.cells.state[d as usize].load(Ordering::Acquire);
+                if blocks(s) {
+                    return true;
+                }
+                if s & MASK == PENDING && seen.insert(d) {
+                    stack.push(d);
+                }
+            }
+        }
+        false
     }
 
     /// [`TaskContext::add_successor_with`] for running task `parent` on `worker`.
@@ -1419,13 +1541,15 @@ impl<K: TaskKey> Shared<K> {
     ) -> Option<bool> {
         let worker = ctx.worker;
         let cell = &self.cells.state[t as usize];
-        let decided = if self.closed.load(Ordering::SeqCst) {
-            CANCELLED_CLOSED
-        } else if self.lost_any.load(Ordering::Acquire)
+        // Blocked first: a loss before the close blocks the task, whenever it is decided
+        // (`first_lost_cause` counts only such losses: see `blocks`).
+        let decided = if self.lost_any.load(Ordering::Acquire)
             && let Some(cause) = self.first_lost_cause(t)
         {
             self.cells.cause[t as usize].store(cause, Ordering::Relaxed);
             BLOCKED
+        } else if self.closed.load(Ordering::SeqCst) {
+            CANCELLED_CLOSED
         } else {
             RUNNING
         };
@@ -1478,20 +1602,62 @@ impl<K: TaskKey> Shared<K> {
             Ok(fin) => fin,
             Err(payload) => fail(format!("panicked: {}", panic_message(payload.as_ref()))),
         };
-        // Recorded before the final state is stored: a successor added by a task that finds
-        // this one ended is recorded after this finish.
-        if !PLAIN {
-            self.record(ExecEvent::Finish {
-                task: t,
-                worker,
-                state: task_state(fin),
-            });
-        }
-        cell.store(fin, Ordering::Release);
+        self.end::<PLAIN>(cell, t, worker, fin);
         if let Some(gate) = gate {
             Self::leave(gate, true, handed);
         }
         Some(fin != SUCCEEDED)
+    }
+
+    /// Stores task `t`'s final state `fin` (succeeded or failed) after its run, with its
+    /// `Finish` record in a recorded run: the record and the store are one step under the
+    /// history's lock, so that a cancel recorded after the finish finds the task ended, and a
+    /// successor added by a task that finds this one ended is recorded after this finish. A
+    /// failure is stored under the stop lock (`Shared::stop`), with `BEFORE_CLOSE` if the run
+    /// is not closed.
+    #[inline]
+    fn end<const PLAIN: bool>(&self, cell: &AtomicU8, t: u32, worker: usize, fin: u8) {
+        if fin != SUCCEEDED {
+            return self.end_failed::<PLAIN>(cell, t, worker);
+        }
+        if !PLAIN && let Some(history) = &self.history {
+            let mut h = history.lock();
+            h.push(ExecEvent::Finish {
+                task: t,
+                worker,
+                state: TaskState::Succeeded,
+            });
+            cell.store(fin, Ordering::Release);
+            return;
+        }
+        cell.store(fin, Ordering::Release);
+    }
+
+    /// [`Shared::end`] of a failed task.
+    #[cold]
+    #[inline(never)]
+    fn end_failed<const PLAIN: bool>(&self, cell: &AtomicU8, t: u32, worker: usize) {
+        let _stop = self.stop.lock();
+        // LINEARIZATION POINT (EXECUTOR.cancel-blocked): the failure, before or after the
+        // close (which takes the same lock), and before or after every cancel.
+        let fin = if self.closed.load(Ordering::SeqCst) {
+            FAILED
+        } else {
+            FAILED | BEFORE_CLOSE
+        };
+        // Before the store: a cancel that finds the failure also finds the flag set.
+        self.lost_any.store(true, Ordering::Release);
+        if !PLAIN && let Some(history) = &self.history {
+            let mut h = history.lock();
+            h.push(ExecEvent::Finish {
+                task: t,
+                worker,
+                state: TaskState::Failed,
+            });
+            cell.store(fin, Ordering::Release);
+            return;
+        }
+        cell.store(fin, Ordering::Release);
     }
 
     /// The decision's compare-and-swap (`EXECUTOR.decide-once`) of task `t` from pending to
@@ -1597,24 +1763,30 @@ impl<K: TaskKey> Shared<K> {
         }
     }
 
-    /// The root cause carried by `t`'s first lost dependency in list order, if any: the
-    /// dependency itself when it failed or was cancelled, its own cause when it is blocked.
-    fn first_lost_cause(&self, t: u32) -> Option<u32> {
-        // INVARIANT (EXECUTOR.block-with-cause): a task with a lost dependency is blocked
-        // with the cause of the first lost one in list order, as the model's.
+    /// The dependencies of `t` that can block it: the required head of its list.
+    fn blocking_list(&self, t: u32) -> &[u32] {
         // INVARIANT (A8.optional-never-blocks): only the required head of the list can
         // block; an optional dependency counted down the same way whatever its end.
         // SEEDED BUG (optional_blocks): optional edges block like required ones.
         let (deps, required) = self.dependencies(t);
-        let deps = if seeded_bug!("optional_blocks") {
+        if seeded_bug!("optional_blocks") {
             deps
         } else {
             &deps[..required]
-        };
-        for &d in deps {
+        }
+    }
+
+    /// The root cause carried by `t`'s first dependency in list order that was lost before
+    /// the close (any lost one while the run is open: [`blocks`]), if any: the dependency
+    /// itself when it failed or was cancelled, its own cause when it is blocked.
+    fn first_lost_cause(&self, t: u32) -> Option<u32> {
+        // INVARIANT (EXECUTOR.block-with-cause): a task with a lost dependency is blocked
+        // with the cause of the first lost one in list order, as the model's; after the
+        // close, only a loss before it blocks (EXECUTOR.cancel-blocked).
+        for &d in self.blocking_list(t) {
             // Relaxed: ordered by the acquire decrement that made this worker the decider.
             let s = self.cells.state[d as usize].load(Ordering::Relaxed);
-            if !is_lost(s) {
+            if !blocks(s) {
                 continue;
             }
             return Some(if s & MASK == BLOCKED {

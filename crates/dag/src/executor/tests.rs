@@ -65,6 +65,36 @@ fn check_history<K: TaskKey>(out: &RunOutcome<K>) {
                 assert!(started[task as usize]);
                 finished[task as usize] = Some(state);
             }
+            ExecEvent::Cancel { task, answer } => {
+                // The answer is what the history shows at that point: a task not yet decided
+                // is cancelled, or blocked or cancelled for good (EXECUTOR.cancel-blocked: it
+                // ends so); a running one is asked; an ended one names its end.
+                let t = task as usize;
+                let want = match answer {
+                    RunCancel::Cancelled => {
+                        assert_eq!(
+                            decided[t],
+                            0,
+                            "{} cancelled after its decision",
+                            out.id(task)
+                        );
+                        TaskState::Cancelled
+                    }
+                    RunCancel::Requested => {
+                        assert!(started[t] && finished[t].is_none(), "{}", out.id(task));
+                        continue;
+                    }
+                    RunCancel::AlreadyTerminal(s) => {
+                        if decided[t] == 0 {
+                            assert!(matches!(s, TaskState::Blocked | TaskState::Cancelled));
+                        } else {
+                            assert_eq!(finished[t], Some(s), "{}", out.id(task));
+                        }
+                        s
+                    }
+                };
+                assert_eq!(out.state(task), want, "{} after its cancel", out.id(task));
+            }
             ExecEvent::Skip { task, state, .. } => {
                 assert!(added[task as usize]);
                 decided[task as usize] += 1;
@@ -436,6 +466,177 @@ fn close_cancels_what_has_not_started() {
         for t in 1..4 {
             assert_eq!(out.state(t), TaskState::Cancelled, "plain: {plain}");
             assert_eq!(out.cancelled_by(t), Some(CancelReason::Closed));
+        }
+    }
+}
+
+/// The graph of the cancel-after-a-failure tests: `bad` fails at once, `slow` waits for the
+/// test's `go` (then fails if `slow_fails`); `final` requires `final_deps` (`bad` and
+/// `slow`), `top` requires `final`, `other` requires `slow` only, `opt` requires `slow` and
+/// follows `bad` through an optional edge (SPEC A8). Returns the pool (dropped last:
+/// dropping it waits for `slow`), the run (plain or with a history) and the sender of `go`,
+/// once `bad` has failed (its final state stored: a cancel of it, running, only sets its
+/// request flag, and once ended answers `AlreadyTerminal(Failed)`) while `slow` still runs.
+fn failed_and_running(
+    plain: bool,
+    slow_fails: bool,
+    final_deps: Vec<&'static str>,
+) -> (Pool, GraphRun<&'static str>, std::sync::mpsc::Sender<()>) {
+    let pool = Pool::new(2).expect("pool");
+    let graph = StdArc::new(
+        FrozenGraph::with_optional([
+            ("bad", vec![], vec![]),
+            ("slow", vec![], vec![]),
+            ("final", final_deps, vec![]),
+            ("top", vec!["final"], vec![]),
+            ("other", vec!["slow"], vec![]),
+            ("opt", vec!["slow"], vec!["bad"]),
+        ])
+        .expect("valid graph"),
+    );
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let go_rx = std::sync::Mutex::new(go_rx);
+    let (ran_tx, ran_rx) = std::sync::mpsc::channel::<()>();
+    let ran_tx = std::sync::Mutex::new(ran_tx);
+    let f = move |ctx: &TaskContext<'_, &'static str>| match *ctx.id() {
+        "bad" => {
+            ran_tx.lock().expect("lock").send(()).expect("ran");
+            Err("exit 3".to_owned())
+        }
+        "slow" => {
+            go_rx.lock().expect("lock").recv().expect("go");
+            if slow_fails {
+                Err("killed".to_owned())
+            } else {
+                Ok(())
+            }
+        }
+        _ => Ok(()),
+    };
+    let run = if plain {
+        GraphRun::new(graph, f)
+    } else {
+        GraphRun::record_history(graph, f)
+    };
+    run.start(&pool).expect("start");
+    ran_rx.recv().expect("bad runs");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while run.cancel(&"bad") != Ok(RunCancel::AlreadyTerminal(TaskState::Failed)) {
+        assert!(std::time::Instant::now() < deadline, "bad never failed");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    (pool, run, go_tx)
+}
+
+/// The cause `bad` (failed) as the outcome reports it.
+fn bad_failed() -> Option<BlockCause<&'static str>> {
+    Some(BlockCause {
+        task: "bad",
+        generation: Generation::FIRST,
+        state: TaskState::Failed,
+    })
+}
+
+/// A cancel of a task whose required dependency already failed but which still waits on a
+/// running one (found by a new user: `lockstep run`, then Ctrl-C): the task is blocked, as
+/// the model blocks it when the failure is reported, so the cancel answers
+/// `AlreadyTerminal(Blocked)` and changes nothing; the task ends blocked with the failed
+/// dependency as its cause, and so does its own dependent (the cancel looks through pending
+/// tasks). A task that waits on the running task only, or follows the failed one through an
+/// optional edge (SPEC A8), is cancelled. Plain and with a history.
+#[test]
+fn a_cancel_of_a_task_whose_dependency_failed_leaves_it_blocked() {
+    for plain in [false, true] {
+        let (_pool, run, go) = failed_and_running(plain, false, vec!["bad", "slow"]);
+        let blocked = Ok(RunCancel::AlreadyTerminal(TaskState::Blocked));
+        assert_eq!(run.cancel(&"final"), blocked, "plain: {plain}");
+        assert_eq!(
+            run.cancel(&"final"),
+            blocked,
+            "a second cancel answers the same"
+        );
+        assert_eq!(run.cancel(&"top"), blocked, "blocked through final");
+        assert_eq!(run.cancel(&"other"), Ok(RunCancel::Cancelled));
+        assert_eq!(
+            run.cancel(&"opt"),
+            Ok(RunCancel::Cancelled),
+            "optional never blocks"
+        );
+        go.send(()).expect("go");
+        let out = run.wait();
+        if !plain {
+            check_history(&out);
+        }
+        assert_eq!(out.state(1), TaskState::Succeeded);
+        for t in [2, 3] {
+            assert_eq!(
+                out.state(t),
+                TaskState::Blocked,
+                "{} plain: {plain}",
+                out.id(t)
+            );
+            assert_eq!(out.blocked_by(t), bad_failed(), "{}", out.id(t));
+            assert_eq!(out.cancelled_by(t), None);
+        }
+        for t in [4, 5] {
+            assert_eq!(
+                out.cancelled_by(t),
+                Some(CancelReason::User),
+                "{}",
+                out.id(t)
+            );
+        }
+    }
+}
+
+/// The same with the run closed (Ctrl-C in `lockstep run`) instead of a cancel: a task whose
+/// required dependency failed before the close is blocked (its cause the first dependency
+/// in list order lost before the close: `bad`, although `slow`, listed first, fails after
+/// the close); one that was only waiting is cancelled (reason `Closed`). A cancel after the
+/// close answers as the model does: `AlreadyTerminal(Blocked)` or
+/// `AlreadyTerminal(Cancelled)`, and changes nothing.
+#[test]
+fn closing_the_run_leaves_a_task_whose_dependency_failed_blocked() {
+    for plain in [false, true] {
+        let (_pool, run, go) = failed_and_running(plain, true, vec!["slow", "bad"]);
+        run.close();
+        assert_eq!(
+            run.cancel(&"final"),
+            Ok(RunCancel::AlreadyTerminal(TaskState::Blocked)),
+            "plain: {plain}"
+        );
+        assert_eq!(
+            run.cancel(&"other"),
+            Ok(RunCancel::AlreadyTerminal(TaskState::Cancelled)),
+            "plain: {plain}"
+        );
+        go.send(()).expect("go");
+        let out = run.wait();
+        if !plain {
+            check_history(&out);
+        }
+        assert_eq!(
+            out.state(1),
+            TaskState::Failed,
+            "slow failed after the close"
+        );
+        for t in [2, 3] {
+            assert_eq!(
+                out.state(t),
+                TaskState::Blocked,
+                "{} plain: {plain}",
+                out.id(t)
+            );
+            assert_eq!(out.blocked_by(t), bad_failed(), "{}", out.id(t));
+        }
+        for t in [4, 5] {
+            assert_eq!(out.state(t), TaskState::Cancelled, "{}", out.id(t));
+            assert_eq!(
+                out.cancelled_by(t),
+                Some(CancelReason::Closed),
+                "{}",
+                out.id(t)
+            );
         }
     }
 }
