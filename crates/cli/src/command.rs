@@ -957,6 +957,72 @@ mod tests {
         }
     }
 
+    /// A process whose main thread ended (`pthread_exit`) while another of its threads runs
+    /// shows `Z` in `/proc/PID/stat`, as a zombie does, but it is running: its group must
+    /// not count as ended, or its leftover would never be stopped (found by review in stop
+    /// 39 with a C program; `read_proc` then reads the process's threads).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_process_whose_main_thread_ended_still_runs() {
+        use nix::libc;
+        use nix::sys::wait::waitpid;
+        use nix::unistd::{ForkResult, fork, setpgid};
+
+        extern "C" fn sleep_forever(_: *mut libc::c_void) -> *mut libc::c_void {
+            loop {
+                // SAFETY: `pause` has no preconditions; it returns only on a signal.
+                unsafe { libc::pause() };
+            }
+        }
+
+        // SAFETY: the child calls only `setpgid`, `pthread_create`, the `exit` system call
+        // (which ends the calling thread only) and `_exit`: no lock of this process's other threads is taken (glibc resets its own
+        // stack cache lock and malloc's in the child of a fork), and it never returns into
+        // the test harness.
+        let child = match unsafe { fork() }.expect("fork") {
+            // SAFETY: as above; the thread's start function never returns, and `thread` is
+            // a valid place for its handle.
+            ForkResult::Child => unsafe {
+                libc::setpgid(0, 0);
+                let mut thread: libc::pthread_t = std::mem::zeroed();
+                if libc::pthread_create(
+                    &mut thread,
+                    std::ptr::null(),
+                    sleep_forever,
+                    std::ptr::null_mut(),
+                ) != 0
+                {
+                    libc::_exit(1);
+                }
+                // The main thread ends alone, as `pthread_exit` ends it, but without its
+                // forced unwinding, which would abort at the harness's frames.
+                libc::syscall(libc::SYS_exit, 0);
+                libc::_exit(2);
+            },
+            ForkResult::Parent { child } => child,
+        };
+        // Both sides set the group, so it is set whichever runs first.
+        let _ = setpgid(child, child);
+        let pid = child.as_raw();
+        let state = |path: String| stat_state_and_group(&path).map(|(s, _)| s);
+        let main_ended = eventually(|| {
+            state(format!("/proc/{pid}/stat")).as_deref() == Some("Z")
+                && std::fs::read_dir(format!("/proc/{pid}/task"))
+                    .is_ok_and(|tasks| tasks.count() >= 2)
+        });
+        let seen = read_proc().map(|groups| groups.get(&pid).copied());
+        killpg(child, Signal::SIGKILL).expect("the group exists");
+        waitpid(child, None).expect("reaped");
+        assert!(main_ended, "the child's main thread did not end");
+        assert_eq!(
+            seen,
+            Some(Some(true)),
+            "a process whose other thread runs is running"
+        );
+        let after = read_proc().map(|groups| groups.get(&pid).copied());
+        assert_ne!(after, Some(Some(true)), "a reaped group is not running");
+    }
+
     #[test]
     fn simulate_stops_early_on_request() {
         assert!(simulate(Duration::from_millis(10), &|| false));
