@@ -19,8 +19,10 @@
 //! summary: 1 ready, 1 running, 1 succeeded, 1 failed, 1 blocked, 1 cancelled
 //! ```
 //!
-//! A running task whose lease has expired says `lease expired 3.1 s ago: claimed again by the
-//! next worker that looks` (its worker died, or gave its claim back on Ctrl-C). The blocked
+//! A running task whose lease has expired says `lease expired 3.1 s ago (given back, or its
+//! worker stopped renewing it): the next worker that looks claims it again` (its worker gave
+//! its claim back on Ctrl-C, or died; the store does not tell the two apart, and the task
+//! stays `running` in it until the next claim, SPEC A4 and `Store::abandon`). The blocked
 //! and cancelled lines group tasks by cause as the end report of `run` does; every list names
 //! at most [`crate::run::BLOCKED_IDS_SHOWN`] ids per line unless `-v`.
 
@@ -252,7 +254,8 @@ pub fn lines(view: &StoreView, shown: &str, now: Millis, max_ids: usize) -> Stat
                     format!("lease ends in {}", seconds(l.expiry.0 - now.0))
                 } else {
                     format!(
-                        "lease expired {} ago: claimed again by the next worker that looks",
+                        "lease expired {} ago (given back, or its worker stopped renewing \
+                         it): the next worker that looks claims it again",
                         seconds(now.0 - l.expiry.0)
                     )
                 };
@@ -509,8 +512,8 @@ mod tests {
         assert_eq!(all.lines[1], running_live);
         assert_eq!(
             all.lines[2],
-            "running: dead g1 (attempt 1): host:1/1, lease expired 20.0 s ago: claimed again by \
-             the next worker that looks"
+            "running: dead g1 (attempt 1): host:1/1, lease expired 20.0 s ago (given back, or \
+             its worker stopped renewing it): the next worker that looks claims it again"
         );
     }
 

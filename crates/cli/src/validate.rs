@@ -111,8 +111,10 @@ impl CycleHint {
     /// The line printed under the cycle:
     /// * `hint: --exclude-task X would break this cycle` (`(so would --exclude-task Y, Z)`
     ///   when others would too, at most 5 named, then `and N more`);
-    /// * `hint: no single --exclude-task would break this cycle: its strongly connected
-    ///   component (N tasks) keeps a cycle without any one of them`;
+    /// * `hint: no single --exclude-task would let these tasks run: without any one task of
+    ///   this cycle, its strongly connected component (N tasks) still holds another cycle`
+    ///   (the cycle printed is one short cycle of the component; a user who excludes one of
+    ///   its tasks would only meet the next);
     /// * with bounded work, `...; tried T of the cycle's C tasks` is added to either.
     pub fn line(&self) -> String {
         let mut s = match self.breakers.split_first() {
@@ -141,8 +143,9 @@ impl CycleHint {
                 self.component
             ),
             None => format!(
-                "hint: no single --exclude-task would break this cycle: its strongly \
-                 connected component ({} tasks) keeps a cycle without any one of them",
+                "hint: no single --exclude-task would let these tasks run: without any one \
+                 task of this cycle, its strongly connected component ({} tasks) still holds \
+                 another cycle",
                 self.component
             ),
         };
@@ -953,8 +956,9 @@ mod tests {
         assert_eq!(
             r.hint_lines(),
             vec![
-                "hint: no single --exclude-task would break this cycle: its strongly \
-                 connected component (3 tasks) keeps a cycle without any one of them"
+                "hint: no single --exclude-task would let these tasks run: without any one \
+                 task of this cycle, its strongly connected component (3 tasks) still holds \
+                 another cycle"
             ]
         );
     }

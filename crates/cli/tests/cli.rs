@@ -220,7 +220,7 @@ fn a_cycle_no_single_exclusion_breaks_is_said_so_and_no_combined_hint_is_given()
         vec![
             "hint: --exclude-task ruby would break this cycle (so would --exclude-task ruby-rubygems)",
             "hint: --exclude-task libruby3.1 would break this cycle (so would --exclude-task ruby-sdbm)",
-            "hint: no single --exclude-task would break this cycle: its strongly connected component (17 tasks) keeps a cycle without any one of them",
+            "hint: no single --exclude-task would let these tasks run: without any one task of this cycle, its strongly connected component (17 tasks) still holds another cycle",
         ]
     );
     // Honest: neither task of the reported cycle is enough.
