@@ -18,8 +18,9 @@
 //!   subgraphs opened after them, as in Graphviz;
 //! * a node's `command` attribute is its shell command and `cwd` its working directory
 //!   (relative to the file's directory), and a NUL byte in either is refused (no process
-//!   can be given one); other attributes (`label`, `shape`, ...) are ignored, and a `pool`
-//!   or `priority` attribute (which only TOML task files have) is named in a note;
+//!   can be given one); Graphviz's own attributes (`label`, `shape`, ...) are ignored, a
+//!   `pool` or `priority` attribute (which only TOML task files have) is named in a note, and
+//!   so is any other node attribute, with a guess (`comand`: did you mean `command`?);
 //! * quoted ids lose their quotes, `\"` becomes `"` and a backslash-newline is removed;
 //!   HTML ids (`<...>`) are kept verbatim;
 //! * an edge with `optional=true` (or under `edge [optional=true]`) is an **optional**
@@ -234,6 +235,7 @@ pub fn parse_general(text: &str, path: &Path, opts: &DotOptions) -> Result<TaskG
             ));
         }
     }
+    notes.extend(unknown_attribute_notes(&b.nodes));
     let tasks = b
         .nodes
         .into_iter()
@@ -253,6 +255,243 @@ pub fn parse_general(text: &str, path: &Path, opts: &DotOptions) -> Result<TaskG
         notes,
         pools: BTreeMap::new(),
     })
+}
+
+/// The node attributes lockstep reads (`command`, `cwd`); `pool` and `priority` get a note of
+/// their own.
+const READ_ATTRIBUTES: [&str; 2] = ["command", "cwd"];
+
+/// Every attribute name Graphviz defines, for any kind of element (graph, node, edge,
+/// cluster), as listed in its reference, <https://graphviz.org/doc/info/attrs.html>. A node
+/// attribute among them is part of a drawing and is ignored without a word; one that is
+/// neither these nor [`READ_ATTRIBUTES`] is most likely a typo of ours (`comand=`) and gets a
+/// note. Sorted, for the binary search.
+const GRAPHVIZ_ATTRIBUTES: &[&str] = &[
+    "Damping",
+    "K",
+    "TBbalance",
+    "URL",
+    "_background",
+    "area",
+    "arrowhead",
+    "arrowsize",
+    "arrowtail",
+    "bb",
+    "beautify",
+    "bgcolor",
+    "center",
+    "charset",
+    "class",
+    "cluster",
+    "clusterrank",
+    "color",
+    "colorscheme",
+    "comment",
+    "compound",
+    "concentrate",
+    "constraint",
+    "decorate",
+    "defaultdist",
+    "dim",
+    "dimen",
+    "dir",
+    "diredgeconstraints",
+    "distortion",
+    "dpi",
+    "edgeURL",
+    "edgehref",
+    "edgetarget",
+    "edgetooltip",
+    "epsilon",
+    "esep",
+    "fillcolor",
+    "fixedsize",
+    "fontcolor",
+    "fontname",
+    "fontnames",
+    "fontpath",
+    "fontsize",
+    "forcelabels",
+    "gradientangle",
+    "group",
+    "headURL",
+    "head_lp",
+    "headclip",
+    "headhref",
+    "headlabel",
+    "headport",
+    "headtarget",
+    "headtooltip",
+    "height",
+    "href",
+    "id",
+    "image",
+    "imagepath",
+    "imagepos",
+    "imagescale",
+    "inputscale",
+    "label",
+    "labelURL",
+    "label_scheme",
+    "labelangle",
+    "labeldistance",
+    "labelfloat",
+    "labelfontcolor",
+    "labelfontname",
+    "labelfontsize",
+    "labelhref",
+    "labeljust",
+    "labelloc",
+    "labeltarget",
+    "labeltooltip",
+    "landscape",
+    "layer",
+    "layerlistsep",
+    "layers",
+    "layerselect",
+    "layersep",
+    "layout",
+    "len",
+    "levels",
+    "levelsgap",
+    "lhead",
+    "lheight",
+    "linelength",
+    "lp",
+    "ltail",
+    "lwidth",
+    "margin",
+    "maxiter",
+    "mclimit",
+    "mindist",
+    "minlen",
+    "mode",
+    "model",
+    "newrank",
+    "nodesep",
+    "nojustify",
+    "normalize",
+    "notranslate",
+    "nslimit",
+    "nslimit1",
+    "oneblock",
+    "ordering",
+    "orientation",
+    "outputorder",
+    "overlap",
+    "overlap_scaling",
+    "overlap_shrink",
+    "pack",
+    "packmode",
+    "pad",
+    "page",
+    "pagedir",
+    "pencolor",
+    "penwidth",
+    "peripheries",
+    "pin",
+    "pos",
+    "quadtree",
+    "quantum",
+    "radius",
+    "rank",
+    "rankdir",
+    "ranksep",
+    "ratio",
+    "rects",
+    "regular",
+    "remincross",
+    "repulsiveforce",
+    "resolution",
+    "root",
+    "rotate",
+    "rotation",
+    "samehead",
+    "sametail",
+    "samplepoints",
+    "scale",
+    "searchsize",
+    "sep",
+    "shape",
+    "shapefile",
+    "showboxes",
+    "sides",
+    "size",
+    "skew",
+    "smoothing",
+    "sortv",
+    "splines",
+    "start",
+    "style",
+    "stylesheet",
+    "tailURL",
+    "tail_lp",
+    "tailclip",
+    "tailhref",
+    "taillabel",
+    "tailport",
+    "tailtarget",
+    "tailtooltip",
+    "target",
+    "tooltip",
+    "truecolor",
+    "vertices",
+    "viewport",
+    "voro_margin",
+    "weight",
+    "width",
+    "xdotversion",
+    "xlabel",
+    "xlp",
+    "z",
+];
+
+/// A note for each node attribute that lockstep does not read and Graphviz does not define
+/// (a typo such as `comand=` would otherwise leave the task without its command, silently):
+/// `the `comand` attribute of N node(s) (first: "a") is not read: lockstep reads `command`
+/// and `cwd` (did you mean `command`?), and Graphviz defines no such attribute`. In the order
+/// of the first node that has each; O(nodes × attributes × log(Graphviz's attributes)).
+fn unknown_attribute_notes(nodes: &[NodeInfo]) -> Vec<String> {
+    let mut unknown: Vec<(&str, usize, &str)> = Vec::new();
+    for n in nodes {
+        for key in n.attrs.keys() {
+            let key = key.as_str();
+            if READ_ATTRIBUTES.contains(&key)
+                || matches!(key, "pool" | "priority")
+                || GRAPHVIZ_ATTRIBUTES.binary_search(&key).is_ok()
+            {
+                continue;
+            }
+            match unknown.iter_mut().find(|(k, ..)| *k == key) {
+                Some((_, count, _)) => *count += 1,
+                None => unknown.push((key, 1, n.id.as_str())),
+            }
+        }
+    }
+    unknown
+        .into_iter()
+        .map(|(key, count, first)| {
+            // An abbreviation (`cmd`: its letters in order) first, the nearest of those by
+            // edit distance; else the nearest within `closest_ids`' limit.
+            let abbreviates = |full: &&&str| {
+                let mut rest = full.chars();
+                key.chars().count() >= 2 && key.chars().all(|c| rest.any(|f| f == c))
+            };
+            let guess = READ_ATTRIBUTES
+                .iter()
+                .filter(abbreviates)
+                .min_by_key(|full| strsim::osa_distance(key, full))
+                .map(|g| (*g).to_string())
+                .or_else(|| super::closest_ids(key, READ_ATTRIBUTES).into_iter().next())
+                .map(|g| format!(" (did you mean `{g}`?)"))
+                .unwrap_or_default();
+            format!(
+                "the `{key}` attribute of {count} node(s) (first: {first:?}) is not read: \
+                 lockstep reads `command` and `cwd`{guess}, and Graphviz defines no such \
+                 attribute"
+            )
+        })
+        .collect()
 }
 
 /// The graph of the fast path ([`simple`]): no attributes, so no command, no `cwd`, no
@@ -1121,6 +1360,46 @@ size="30,40";
         )
         .unwrap();
         assert_eq!(g.tasks[0].cwd.as_deref(), Some(Path::new("dir/sub")));
+    }
+
+    /// A node attribute that lockstep does not read and Graphviz does not define (a typo of
+    /// `command`, found by a new user: the task ran with no command, silently) gets a note
+    /// with a guess; Graphviz's own attributes (`label`, `comment`, `URL`, ...) stay quiet,
+    /// and so do edge attributes (any of them can be an `--exclude-edges` key).
+    #[test]
+    fn unknown_node_attributes_are_named_in_a_note() {
+        let g = read(
+            "digraph { node [shape=box, comand=\"x\"]; a [label=\"A\", comment=\"c\", URL=\"u\"]; \
+             b [cmd=\"make\", flavour=\"y\", cd=\"d\"]; a -> b [weight=2, kind=\"test\"]; }",
+        );
+        assert_eq!(g.tasks[0].command, None);
+        assert_eq!(
+            g.notes,
+            [
+                "the `comand` attribute of 2 node(s) (first: \"a\") is not read: lockstep reads \
+                 `command` and `cwd` (did you mean `command`?), and Graphviz defines no such \
+                 attribute",
+                "the `cd` attribute of 1 node(s) (first: \"b\") is not read: lockstep reads \
+                 `command` and `cwd` (did you mean `cwd`?), and Graphviz defines no such \
+                 attribute",
+                "the `cmd` attribute of 1 node(s) (first: \"b\") is not read: lockstep reads \
+                 `command` and `cwd` (did you mean `command`?), and Graphviz defines no such \
+                 attribute",
+                "the `flavour` attribute of 1 node(s) (first: \"b\") is not read: lockstep \
+                 reads `command` and `cwd`, and Graphviz defines no such attribute",
+            ]
+        );
+        let quiet = read(
+            "digraph { a [command=\"true\", cwd=\".\", label=\"A\", xlabel=\"x\", \
+             _background=\"b\", Damping=1, TBbalance=min]; }",
+        );
+        assert!(quiet.notes.is_empty(), "{:?}", quiet.notes);
+    }
+
+    /// The binary search in `unknown_attribute_notes` needs the list sorted, without repeats.
+    #[test]
+    fn graphviz_attributes_are_sorted() {
+        assert!(GRAPHVIZ_ATTRIBUTES.windows(2).all(|w| w[0] < w[1]));
     }
 
     /// A DOT `pool` or `priority` attribute (SPEC A8: task files only) is not read, and a
