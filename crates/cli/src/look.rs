@@ -43,6 +43,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::Path;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -53,10 +54,26 @@ use crate::run::{AttemptSpan, TaskRecord};
 /// The progress bar drawn by this process, if any: [`say`] prints above it.
 static BAR: Mutex<Option<ProgressBar>> = Mutex::new(None);
 
+/// [`say`] writes nothing while set ([`set_silent`]).
+static SILENT: AtomicBool = AtomicBool::new(false);
+
+/// Turns every line of [`say`] (and so of [`Out::line`]) off, or back on, for the whole
+/// process. For programs that run graphs in-process through this library and do not want its
+/// per-task lines on their standard output: this crate's integration tests, whose lines went
+/// past the test harness's capture (it catches `print!`, not writes to the stream) and filled
+/// a passing `cargo test` with about a thousand `ok` and `FAILED` lines. The `lockstep`
+/// command never calls it. O(1); never panics.
+pub fn set_silent(silent: bool) {
+    SILENT.store(silent, Ordering::Relaxed);
+}
+
 /// Prints `line` (and a newline) to standard output at once, above the process's progress bar
-/// when one is drawn. Write errors (a closed pipe, as in `| head`) are ignored. Thread-safe: a
-/// line is written whole under the standard output lock.
+/// when one is drawn; nothing after [`set_silent`]`(true)`. Write errors (a closed pipe, as in
+/// `| head`) are ignored. Thread-safe: a line is written whole under the standard output lock.
 pub fn say(line: &str) {
+    if SILENT.load(Ordering::Relaxed) {
+        return;
+    }
     let print = || {
         let stdout = std::io::stdout();
         let mut lock = stdout.lock();

@@ -13,6 +13,8 @@ use lockstep_durable::{DurableError, MAX_ID_BYTES, SqliteStore, Store, TaskState
 use lockstep_tests::durable_driver::{PgScratch, pg_url};
 
 fn opts(limit: usize) -> StoreRunOptions {
+    // The runs' per-task lines would pass the harness's capture (`look::set_silent`).
+    lockstep_cli::look::set_silent(true);
     StoreRunOptions {
         jobs: 2,
         limit: Some(limit),
@@ -354,6 +356,8 @@ fn a_worker_waits_out_a_busy_store() {
     let locker = rusqlite::Connection::open(&path).unwrap();
     locker.execute_batch("BEGIN IMMEDIATE").unwrap();
     let spec = StoreSpec::Sqlite(path.clone());
+    // The runs' per-task lines would pass the harness's capture (`look::set_silent`).
+    lockstep_cli::look::set_silent(true);
     let wopts = WorkerOptions {
         owner: "busy-test".into(),
         slots: 1,
