@@ -2158,3 +2158,52 @@ fn auto_on_a_scattered_graph_agrees_with_depth_first_in_every_kind_of_run() {
         }
     }
 }
+
+/// Review of EXECUTOR.cancel-blocked: a cancel after the close answers
+/// `AlreadyTerminal(Cancelled)` and changes nothing, trusting the decider to cancel the task
+/// (reason `Closed`). But a decider that read `closed` as false just before the close goes on
+/// to its compare-and-swap pending -> running, and the task runs: the cancel said it was
+/// cancelled for good, the outcome says it succeeded. The window between the decider's read
+/// of `closed` and its compare-and-swap is held open here by holding the task's pool gate
+/// (taken between the two in `settle`); in a plain run the window is a few instructions
+/// wide, but it is the same race.
+#[test]
+fn a_cancel_after_the_close_answers_cancelled_only_if_the_task_ends_cancelled() {
+    let graph = StdArc::new(FrozenGraph::new([("a", vec![]), ("t", vec!["a"])]).unwrap());
+    let pools = RunPools::new(&graph, vec![1], vec![None, Some(0)]).unwrap();
+    let (ran_tx, ran_rx) = std::sync::mpsc::channel::<()>();
+    let ran_tx = std::sync::Mutex::new(ran_tx);
+    let run = GraphRun::with_pools(graph, pools, move |ctx| {
+        if *ctx.id() == "a" {
+            ran_tx.lock().expect("lock").send(()).expect("ran");
+        }
+        Ok(())
+    });
+    let pool = Pool::new(1).unwrap();
+    let answer = {
+        // Held by the test: `t`'s decider (the worker that ends `a`) reads `closed` (false),
+        // decides to run `t`, and waits here for the gate before its compare-and-swap.
+        let gates = run.shared.gates.as_ref().expect("pools");
+        let gate = gates.gates[0].lock();
+        run.start(&pool).unwrap();
+        ran_rx.recv().expect("a runs");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        run.close();
+        let answer = run.cancel(&"t");
+        drop(gate);
+        answer
+    };
+    let out = run.wait();
+    assert_eq!(out.state(0), TaskState::Succeeded);
+    match answer {
+        Ok(RunCancel::AlreadyTerminal(s)) => assert_eq!(
+            out.state(1),
+            s,
+            "the cancel after the close answered AlreadyTerminal({s:?}), but t ended {:?}",
+            out.state(1)
+        ),
+        Ok(RunCancel::Requested) => assert_eq!(out.state(1), TaskState::Succeeded),
+        Ok(RunCancel::Cancelled) => assert_eq!(out.state(1), TaskState::Cancelled),
+        other => panic!("cancel after close answered {other:?}"),
+    }
+}
