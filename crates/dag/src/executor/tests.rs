@@ -2207,3 +2207,37 @@ fn a_cancel_after_the_close_answers_cancelled_only_if_the_task_ends_cancelled() 
         other => panic!("cancel after close answered {other:?}"),
     }
 }
+
+/// Review of EXECUTOR.cancel-blocked, cost: once any task was lost (`lost_any`), every
+/// cancel of a pending task walks all its pending required ancestors (with a fresh
+/// `HashSet`), under the stop lock and, in a recorded run, the history's lock. Cancelling
+/// the tasks of a pending chain from its tail is then quadratic: `n` cancels of O(n) each
+/// (SPEC A7 asks O(V + E) for a whole run). Prints the time for `n` and `2n`: the second is
+/// about four times the first. Ignored: a measurement (`--ignored --nocapture`, release).
+#[test]
+#[ignore = "a measurement"]
+fn cancelling_a_pending_chain_from_its_tail_is_quadratic() {
+    let mut last = None;
+    for n in [5_000u32, 10_000, 20_000] {
+        let graph = StdArc::new(
+            FrozenGraph::new(
+                std::iter::once((u32::MAX, vec![]))
+                    .chain((0..n).map(|i| (i, if i == 0 { vec![] } else { vec![i - 1] }))),
+            )
+            .unwrap(),
+        );
+        let run = GraphRun::new(graph, |_| Ok(()));
+        // Any loss raises `lost_any`: from now on every cancel searches.
+        assert_eq!(run.cancel(&u32::MAX), Ok(RunCancel::Cancelled));
+        let t0 = std::time::Instant::now();
+        for i in (0..n).rev() {
+            assert_eq!(run.cancel(&i), Ok(RunCancel::Cancelled));
+        }
+        let took = t0.elapsed();
+        eprintln!("n = {n}: {took:?} for {n} cancels");
+        if let Some(prev) = last {
+            eprintln!("  ratio to n/2: {:.1}", took.as_secs_f64() / prev);
+        }
+        last = Some(took.as_secs_f64());
+    }
+}
