@@ -206,9 +206,10 @@ fn task_state(raw: u8) -> TaskState {
 }
 
 /// True once the task was decided and reached its final state, so that a successor added
-/// now need not wait for it: succeeded, failed, blocked, cancelled by close, or cancelled
-/// by `cancel` and seen by its decider (`SETTLED`). A task cancelled but not yet decided is
-/// waited for, so that every task is still decided after each of its dependencies.
+/// now need not wait for it: succeeded, failed, blocked, or cancelled (by `cancel`, or by the
+/// close: by its decider or by a `cancel` after the close) and seen by its decider
+/// (`SETTLED`). A task cancelled but not yet decided is waited for, so that every task is
+/// still decided after each of its dependencies.
 fn is_terminal(raw: u8) -> bool {
     raw & MASK >= SUCCEEDED && raw != CANCELLED_USER && raw != CANCELLED_CLOSED
 }
