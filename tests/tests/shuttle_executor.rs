@@ -379,3 +379,129 @@ fn shuttle_cancel_races_a_failure() {
         "both answers of the race were reached, and c never ran: {answers:?}"
     );
 }
+
+/// How often the cancel after the close ([`shuttle_cancel_after_the_close_races_the_decision`])
+/// answered `AlreadyTerminal(Cancelled)`, and anything else (`Requested` or another
+/// `AlreadyTerminal`: t was decided to run before the close).
+static CLOSE_ANSWERS: [StdAtomicUsize; 2] = [StdAtomicUsize::new(0), StdAtomicUsize::new(0)];
+
+/// Review of EXECUTOR.cancel-blocked: a, then t after a; another thread closes the run and
+/// then cancels t. The cancel's answer must be t's end: `AlreadyTerminal(Cancelled)` only if
+/// t ends cancelled (reason `Closed`); if t's decider read `closed` false before the close and
+/// runs t, the answer is `Requested` (or t's end). Plain and with a history (not replayed
+/// into the model: the history has no close), on one worker and two.
+fn cancel_after_the_close_races_the_decision() {
+    use lockstep_contract::CancelReason;
+    for plain in [false, true] {
+        for workers in [1, 2] {
+            let graph = StdArc::new(FrozenGraph::new([(0u32, vec![]), (1, vec![0])]).unwrap());
+            let pool = Pool::new(workers).expect("pool");
+            let config = if plain {
+                RunConfig::new()
+            } else {
+                RunConfig::new().record_history()
+            };
+            let run = GraphRun::with_config(graph, config, |_| Ok(()));
+            run.start(&pool).expect("start");
+            let r = run.clone();
+            let closer = thread::spawn(move || {
+                r.close();
+                r.cancel_index(1)
+            });
+            let out = run.wait();
+            let answer = closer.join().expect("closer");
+            match answer {
+                RunCancel::AlreadyTerminal(TaskState::Cancelled) => {
+                    CLOSE_ANSWERS[0].fetch_add(1, StdRelaxed);
+                    assert_eq!(
+                        out.state(1),
+                        TaskState::Cancelled,
+                        "the cancel after the close answered AlreadyTerminal(Cancelled)"
+                    );
+                    assert_eq!(out.cancelled_by(1), Some(CancelReason::Closed));
+                }
+                RunCancel::Requested | RunCancel::AlreadyTerminal(TaskState::Succeeded) => {
+                    CLOSE_ANSWERS[1].fetch_add(1, StdRelaxed);
+                    assert_eq!(out.state(1), TaskState::Succeeded);
+                }
+                other => panic!("the cancel after the close answered {other:?}"),
+            }
+            drop(run);
+            drop(pool);
+        }
+    }
+}
+
+#[test]
+fn shuttle_cancel_after_the_close_races_the_decision() {
+    shuttle_check!(PLAN, cancel_after_the_close_races_the_decision);
+    let answers: Vec<usize> = CLOSE_ANSWERS.iter().map(|a| a.load(StdRelaxed)).collect();
+    eprintln!("cancel after the close (already cancelled, t ran): {answers:?}");
+    assert!(answers.iter().all(|&n| n > 0), "both reached: {answers:?}");
+}
+
+/// How often the close racing a failure ([`shuttle_close_races_a_failure`]) left `final`
+/// blocked, and cancelled.
+static CLOSE_FAILURE_ENDS: [StdAtomicUsize; 2] = [StdAtomicUsize::new(0), StdAtomicUsize::new(0)];
+
+/// Review of EXECUTOR.cancel-blocked: roots slow and bad (fails); final requires slow and
+/// bad (slow listed first); another thread closes the run and then cancels final, racing
+/// bad's failure. A failure before the close blocks final (cause bad), one after it leaves
+/// final to the close (cancelled, reason `Closed`); the cancel's answer is final's end
+/// either way, and final never runs. Plain and with a history, on one worker and two.
+fn close_races_a_failure() {
+    use lockstep_contract::CancelReason;
+    for plain in [false, true] {
+        for workers in [1, 2] {
+            let graph = StdArc::new(
+                FrozenGraph::new([(0u32, vec![]), (1, vec![]), (2, vec![0, 1])]).unwrap(),
+            );
+            let pool = Pool::new(workers).expect("pool");
+            let config = if plain {
+                RunConfig::new()
+            } else {
+                RunConfig::new().record_history()
+            };
+            let run = GraphRun::with_config(graph, config, |ctx| {
+                if ctx.index() == 1 {
+                    Err("bad".to_string())
+                } else {
+                    Ok(())
+                }
+            });
+            run.start(&pool).expect("start");
+            let r = run.clone();
+            let closer = thread::spawn(move || {
+                r.close();
+                r.cancel_index(2)
+            });
+            let out = run.wait();
+            let answer = closer.join().expect("closer");
+            assert_eq!(answer, RunCancel::AlreadyTerminal(out.state(2)));
+            match out.state(2) {
+                TaskState::Blocked => {
+                    CLOSE_FAILURE_ENDS[0].fetch_add(1, StdRelaxed);
+                    assert_eq!(out.cause_index(2), Some(1));
+                }
+                TaskState::Cancelled => {
+                    CLOSE_FAILURE_ENDS[1].fetch_add(1, StdRelaxed);
+                    assert_eq!(out.cancelled_by(2), Some(CancelReason::Closed));
+                }
+                other => panic!("final ended {other:?}"),
+            }
+            drop(run);
+            drop(pool);
+        }
+    }
+}
+
+#[test]
+fn shuttle_close_races_a_failure() {
+    shuttle_check!(PLAN, close_races_a_failure);
+    let ends: Vec<usize> = CLOSE_FAILURE_ENDS
+        .iter()
+        .map(|a| a.load(StdRelaxed))
+        .collect();
+    eprintln!("close racing a failure (final blocked, cancelled): {ends:?}");
+    assert!(ends.iter().all(|&n| n > 0), "both reached: {ends:?}");
+}

@@ -107,8 +107,9 @@
 //! through the tasks it requires (and through pending ones the tasks they require) for a
 //! loss before the close: if there is one the task is blocked for the model already, and
 //! the cancel answers `AlreadyTerminal(Blocked)` and changes nothing; after the close it
-//! answers `AlreadyTerminal(Cancelled)` (the close cancels it) and changes nothing
-//! (`EXECUTOR.cancel-blocked`, `docs/executor.md` section 5).
+//! cancels it (reason `Closed`, by its own compare-and-swap against the decider's) and
+//! answers `AlreadyTerminal(Cancelled)` (`EXECUTOR.cancel-blocked`, `docs/executor.md`
+//! section 5).
 //!
 //! *The outcome is complete.* The settle counts are subtracted from `unsettled` with
 //! `AcqRel` after the tasks' states were stored; the subtraction reaching zero happens-after
@@ -205,11 +206,12 @@ fn task_state(raw: u8) -> TaskState {
 }
 
 /// True once the task was decided and reached its final state, so that a successor added
-/// now need not wait for it: succeeded, failed, blocked, cancelled by close, or cancelled
-/// by `cancel` and seen by its decider (`SETTLED`). A task cancelled but not yet decided is
-/// waited for, so that every task is still decided after each of its dependencies.
+/// now need not wait for it: succeeded, failed, blocked, or cancelled (by `cancel`, or by the
+/// close: by its decider or by a `cancel` after the close) and seen by its decider
+/// (`SETTLED`). A task cancelled but not yet decided is waited for, so that every task is
+/// still decided after each of its dependencies.
 fn is_terminal(raw: u8) -> bool {
-    raw & MASK >= SUCCEEDED && raw != CANCELLED_USER
+    raw & MASK >= SUCCEEDED && raw != CANCELLED_USER && raw != CANCELLED_CLOSED
 }
 
 fn is_lost(raw: u8) -> bool {
@@ -1325,10 +1327,14 @@ impl<K: TaskKey> Shared<K> {
                 {
                     return RunCancel::AlreadyTerminal(TaskState::Blocked);
                 }
-                // Closed: the model's close cancelled it (reason `Closed`), as its decider will.
-                PENDING if self.closed.load(Ordering::SeqCst) => {
-                    return RunCancel::AlreadyTerminal(TaskState::Cancelled);
-                }
+                // Closed: the model's close cancelled it (reason `Closed`). Applied here by
+                // the compare-and-swap below, not left to the decider: a decider that read
+                // `closed` false before the close would run it. If that decider's
+                // compare-and-swap came first, the loop answers `Requested`.
+                PENDING if self.closed.load(Ordering::SeqCst) => (
+                    CANCELLED_CLOSED,
+                    RunCancel::AlreadyTerminal(TaskState::Cancelled),
+                ),
                 PENDING => (CANCELLED_USER, RunCancel::Cancelled),
                 RUNNING if cur & REQUESTED != 0 => return RunCancel::Requested,
                 RUNNING => (cur | REQUESTED, RunCancel::Requested),
@@ -1549,7 +1555,9 @@ impl<K: TaskKey> Shared<K> {
             self.cells.cause[t as usize].store(cause, Ordering::Relaxed);
             BLOCKED
         } else if self.closed.load(Ordering::SeqCst) {
-            CANCELLED_CLOSED
+            // SETTLED: decided here (one without the flag was cancelled by a cancel after the
+            // close and waits for this decision, as `CANCELLED_USER` does).
+            CANCELLED_CLOSED | SETTLED
         } else {
             RUNNING
         };
@@ -1582,7 +1590,7 @@ impl<K: TaskKey> Shared<K> {
             if let Some(gate) = gate.filter(|_| slot) {
                 Self::leave(gate, true, handed);
             }
-            return (now == CANCELLED_USER).then_some(true);
+            return (now == CANCELLED_USER || now == CANCELLED_CLOSED).then_some(true);
         }
         if decided != RUNNING {
             return Some(true);
@@ -1677,8 +1685,8 @@ impl<K: TaskKey> Shared<K> {
             return self.decide_recorded(history, cell, t, worker, decided);
         }
         let result = cell.compare_exchange(PENDING, decided, Ordering::AcqRel, Ordering::Acquire);
-        if result == Err(CANCELLED_USER) {
-            cell.store(CANCELLED_USER | SETTLED, Ordering::Release);
+        if let Err(now @ (CANCELLED_USER | CANCELLED_CLOSED)) = result {
+            cell.store(now | SETTLED, Ordering::Release);
         }
         result
     }
@@ -1705,13 +1713,13 @@ impl<K: TaskKey> Shared<K> {
                 worker,
                 state: task_state(decided),
             }),
-            Err(CANCELLED_USER) => {
+            Err(now @ (CANCELLED_USER | CANCELLED_CLOSED)) => {
                 h.push(ExecEvent::Skip {
                     task: t,
                     worker,
                     state: TaskState::Cancelled,
                 });
-                cell.store(CANCELLED_USER | SETTLED, Ordering::Release);
+                cell.store(now | SETTLED, Ordering::Release);
             }
             Err(_) => {}
         }
