@@ -474,6 +474,12 @@ impl<K> FrozenGraph<K> {
             .map_or(all, |r| (r[t as usize] as usize).min(all))
     }
 
+    /// Whether every dependency of every task is required (a graph built with
+    /// [`FrozenGraph::new`], or with no optional dependency). O(1).
+    pub(crate) fn every_edge_required(&self) -> bool {
+        self.required.is_none()
+    }
+
     /// The optional dependencies of task `t` (the tail of its list), in list order. O(1).
     ///
     /// # Panics

@@ -103,10 +103,10 @@
 //!
 //! *A cancel sees the losses before it.* Every `cancel`, the close and the end of every
 //! failed task take the run's *stop lock*; a failure stores its final state inside it, with
-//! `BEFORE_CLOSE` if the run is not closed. A cancel of a pending task looks, under the lock,
-//! through the tasks it requires (and through pending ones the tasks they require) for a
-//! loss before the close: if there is one the task is blocked for the model already, and
-//! the cancel answers `AlreadyTerminal(Blocked)` and changes nothing; after the close it
+//! `BEFORE_CLOSE` if the run is not closed, and marks every task that requires it,
+//! transitively, as doomed (as does a cancel: `Shared::doom_dependents`, each task at most
+//! once). A cancel of a doomed pending task (blocked for the model already) answers
+//! `AlreadyTerminal(Blocked)` and changes nothing; after the close it
 //! cancels it (reason `Closed`, by its own compare-and-swap against the decider's) and
 //! answers `AlreadyTerminal(Cancelled)` (`EXECUTOR.cancel-blocked`, `docs/executor.md`
 //! section 5).
@@ -148,7 +148,7 @@
 //! growth lock once per task end); behind a wide frontier, tasks get prefetch hints
 //! (`prefetch.rs`: two per kept task depth first, one per line a task reads breadth first). A whole run is O(V + E); space is 9 bytes per task, and
 //! 25 per slot of room for growth, on top of the [`FrozenGraph`] (plus the optional
-//! history).
+//! history, and a bit per task and slot once a loss that blocks marks what it dooms).
 
 mod frozen;
 #[allow(unsafe_code)] // a hint with no effect on memory; the module states its protocol
@@ -844,6 +844,42 @@ struct Grown<K> {
 /// The added tasks waiting for one task.
 type Waiting = SmallVec<[u32; 2]>;
 
+/// What the stop lock guards (`Shared::stop`, `EXECUTOR.cancel-blocked`): the tasks that are
+/// blocked for the model while still pending here.
+#[derive(Default)]
+struct Stop {
+    /// Bit `t`: task `t` requires, directly or through tasks it requires, a task lost in a
+    /// way that blocks ([`blocks`]), so its decider will block it. Set at each such loss for
+    /// every task that requires the lost one, transitively ([`Shared::doom_dependents`], the
+    /// model's propagation made eagerly), and for an added task that requires such a task;
+    /// read by `cancel`. Empty until the first loss that blocks.
+    doomed: Vec<u64>,
+    /// Tasks looked at by [`Shared::doom_dependents`] (dependents read), for the tests of its
+    /// bound: each task is doomed at most once, so a run visits at most V + E.
+    visits: u64,
+}
+
+impl Stop {
+    fn is_doomed(&self, t: u32) -> bool {
+        self.doomed
+            .get(t as usize / 64)
+            .is_some_and(|w| w >> (t % 64) & 1 != 0)
+    }
+
+    /// Marks `t` doomed; `tasks` is the run's largest task count (the graph's plus its room
+    /// for growth). Returns whether it was not doomed before. O(1), plus O(tasks / 64) once.
+    fn doom(&mut self, t: u32, tasks: usize) -> bool {
+        if self.doomed.is_empty() {
+            self.doomed = vec![0; tasks.div_ceil(64)];
+        }
+        let w = &mut self.doomed[t as usize / 64];
+        let bit = 1u64 << (t % 64);
+        let fresh = *w & bit == 0;
+        *w |= bit;
+        fresh
+    }
+}
+
 /// The first element of `list` that repeats an earlier one: a scan for short lists, a hash
 /// set beyond. O(d) expected.
 fn first_repeat<'k, K: TaskKey>(list: &[&'k K]) -> Option<&'k K> {
@@ -914,8 +950,10 @@ struct Shared<K> {
     /// task (its final state stored with `BEFORE_CLOSE` while the run is open). While it is
     /// held nothing becomes lost except by a decision that follows from earlier losses, so a
     /// cancel sees whether its task is blocked already and the close is ordered with every
-    /// failure (`EXECUTOR.cancel-blocked`). Never taken on a task that succeeds.
-    stop: Mutex<()>,
+    /// failure (`EXECUTOR.cancel-blocked`). Never taken on a task that succeeds. It guards
+    /// the doomed tasks ([`Stop`]), marked at each loss that blocks; `grow` takes it too,
+    /// before the growth lock (the order is stop, then growth, then history).
+    stop: Mutex<Stop>,
     started: AtomicBool,
     done: Mutex<bool>,
     done_cv: Condvar,
@@ -1072,7 +1110,7 @@ impl<K: TaskKey> GraphRun<K> {
                 unsettled: AtomicUsize::new(n),
                 lost_any: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
-                stop: Mutex::new(()),
+                stop: Mutex::new(Stop::default()),
                 started: AtomicBool::new(false),
                 done: Mutex::new(n == 0),
                 done_cv: Condvar::new(),
@@ -1115,9 +1153,10 @@ impl<K: TaskKey> GraphRun<K> {
     /// `AlreadyTerminal(Blocked)` and is left to be blocked; after [`GraphRun::close`], a task
     /// not yet decided answers `AlreadyTerminal(Cancelled)` (it is cancelled by the close,
     /// reason `Closed`) or `AlreadyTerminal(Blocked)`. Takes the run's stop lock (and the
-    /// history's in a recorded run); O(1) while no task was lost, else O(the pending tasks
-    /// it requires, directly or through pending tasks). An added task's index is checked
-    /// under the growth lock.
+    /// history's in a recorded run); O(1), plus, when it cancels, the marking of the tasks
+    /// that require `t`, transitively, not marked before (each task at most once per run:
+    /// O(V + E) for all the cancels and failures of a run together). An added task's index
+    /// is checked under the growth lock.
     ///
     /// # Panics
     /// If `t` is not a task of the run: `t >= graph().len()` plus the tasks added so far.
@@ -1131,18 +1170,24 @@ impl<K: TaskKey> GraphRun<K> {
             );
         }
         // Under the stop lock: no failure ends and the run is not closed meanwhile.
-        let _stop = sh.stop.lock();
-        match &sh.history {
+        let mut stop = sh.stop.lock();
+        let answer = match &sh.history {
             Some(history) => {
                 // With its record, as one step: the history orders it with every start, end
                 // and decision it saw or did not see.
                 let mut h = history.lock();
-                let answer = sh.cancel_locked(t);
+                let answer = sh.cancel_locked(&stop, t);
                 h.push(ExecEvent::Cancel { task: t, answer });
                 answer
             }
-            None => sh.cancel_locked(t),
+            None => sh.cancel_locked(&stop, t),
+        };
+        if answer == RunCancel::Cancelled {
+            // A cancel before the close is a loss that blocks: what requires `t` is doomed,
+            // in this same critical section (after the history's lock: stop, then growth).
+            sh.doom_dependents(&mut stop, t);
         }
+        answer
     }
 
     /// Closes the run: every task not yet decided is cancelled (reason `Closed`) when its
@@ -1312,19 +1357,17 @@ impl<K: TaskKey> Shared<K> {
 
     /// [`GraphRun::cancel_index`] under the stop lock (and the history's lock in a recorded
     /// run). While it is held no task becomes lost by a failure or a cancel and the run is not
-    /// closed, so what `blocked_while_pending` finds and the `closed` flag stay true until
+    /// closed, so the doomed marks in `stop` and the `closed` flag stay true until
     /// the compare-and-swap below: the answer is the model's at that point.
-    fn cancel_locked(&self, t: u32) -> RunCancel {
+    fn cancel_locked(&self, stop: &Stop, t: u32) -> RunCancel {
         let cell = &self.cells.state[t as usize];
         let mut cur = cell.load(Ordering::Acquire);
         loop {
             let (next, answer) = match cur & MASK {
                 // LINEARIZATION POINT (EXECUTOR.cancel-blocked): the task is blocked for the
-                // model already (its decider will block it: every loss found here stays, and
-                // blocks after a close too); nothing changes.
-                PENDING
-                    if self.lost_any.load(Ordering::Acquire) && self.blocked_while_pending(t) =>
-                {
+                // model already (its decider will block it: every loss that doomed it stays,
+                // and blocks after a close too); nothing changes.
+                PENDING if stop.is_doomed(t) => {
                     return RunCancel::AlreadyTerminal(TaskState::Blocked);
                 }
                 // Closed: the model's close cancelled it (reason `Closed`). Applied here by
@@ -1354,28 +1397,48 @@ impl<K: TaskKey> Shared<K> {
         }
     }
 
-    /// Whether pending task `t` is blocked for the model already: a dependency it requires is
-    /// lost in a way that blocks ([`blocks`]), or is pending and blocked the same way (the
-    /// model blocks every pending descendant at a loss; the executor decides each when its
-    /// last dependency settles). Called under the stop lock, where the losses that block
-    /// (failures stored, cancels) do not change; a task blocked or decided meanwhile by a
-    /// worker changes no answer (blocked only by losses found here too).
-    fn blocked_while_pending(&self, t: u32) -> bool {
-        let mut stack: SmallVec<[u32; 8]> = SmallVec::new();
-        let mut seen: std::collections::HashSet<u32> = std::collections::HashSet::new();
-        stack.push(t);
-        while let Some(u) = stack.pop() {
-            for &d in self.blocking_list(u) {
-                let s = self.cells.state[d as usize].load(Ordering::Acquire);
-                if blocks(s) {
-                    return true;
+    /// Marks doomed ([`Stop`]) every task that requires `x` (through the required head of
+    /// its list), and every task that requires one of those, and so on: the tasks the model
+    /// blocks at the loss of `x`. Called under the stop lock at each loss that blocks (a
+    /// failure before the close, a cancel), so that a `cancel` answers from one bit what a
+    /// search through its task's dependencies would find. The tasks it marks are pending:
+    /// each requires `x` or a task marked here, none of which has settled, so none was
+    /// decided (a task cancelled meanwhile is a loss of its own, and was marked with what it
+    /// dooms). Added tasks are found on the waiting lists (under the growth lock, taken
+    /// after the stop lock), and one added later looks at its dependencies itself (`grow`).
+    ///
+    /// O(tasks newly doomed + their dependents) per call; a task is doomed at most once, so
+    /// O(V + E) over a whole run (with optional dependencies, plus a scan of a dependent's
+    /// required dependencies per edge it is reached by).
+    fn doom_dependents(&self, stop: &mut Stop, x: u32) {
+        let tasks = self.graph.len() + self.growth.as_ref().map_or(0, |g| g.capacity as usize);
+        let book = self.growth.as_ref().map(|g| g.book.lock());
+        let every_edge_required =
+            self.graph.every_edge_required() && !seeded_bug!("optional_blocks");
+        let mut work: Vec<u32> = vec![x];
+        while let Some(u) = work.pop() {
+            let fixed: &[u32] = if (u as usize) < self.graph.len() {
+                self.graph.dependents(u)
+            } else {
+                &[]
+            };
+            let added: &[u32] = book
+                .as_ref()
+                .and_then(|b| b.waiting.get(&u))
+                .map_or(&[], |w| &w[..]);
+            for &s in fixed.iter().chain(added) {
+                stop.visits += 1;
+                if stop.is_doomed(s) {
+                    continue;
                 }
-                if s & MASK == PENDING && seen.insert(d) {
-                    stack.push(d);
+                // A dependent through an optional edge is not blocked by `u`.
+                let required = ((s as usize) < self.graph.len() && every_edge_required)
+                    || self.blocking_list(s).contains(&u);
+                if required && stop.doom(s, tasks) {
+                    work.push(s);
                 }
             }
         }
-        false
     }
 
     /// [`TaskContext::add_successor_with`] for running task `parent` on `worker`.
@@ -1389,6 +1452,10 @@ impl<K: TaskKey> Shared<K> {
         pool: Option<u32>,
     ) -> Result<u32, GrowError<K>> {
         let growth = self.growth.as_ref().ok_or(GrowError::NotGrowable)?;
+        // The stop lock first (its order: stop, growth, history): a loss that blocks marks
+        // what it dooms under it, waiting lists included, so the new task either is on a
+        // list it reads or reads its dependencies' marks below.
+        let mut stop = self.stop.lock();
         let mut book = growth.book.lock();
         if self.closed.load(Ordering::SeqCst) {
             return Err(GrowError::Closed);
@@ -1450,10 +1517,15 @@ impl<K: TaskKey> Shared<K> {
         // dependency may end between two reads (its final store is not under this lock).
         let mut wait_for: SmallVec<[u32; 8]> = SmallVec::new();
         let mut lost = false;
-        for &d in &list {
+        let mut doomed = false;
+        for (i, &d) in list.iter().enumerate() {
             // Acquire: a dependency found ended has its writes (and cause) visible here, and
             // through this worker's later release, to the new task's decider.
             let raw = self.cells.state[d as usize].load(Ordering::Acquire);
+            // A required dependency lost in a way that blocks, or doomed: so is the new task
+            // (read under the stop lock, where neither changes).
+            doomed |= (i < required || seeded_bug!("optional_blocks"))
+                && (blocks(raw) || stop.is_doomed(d));
             if is_terminal(raw) {
                 lost |= is_lost(raw);
             } else {
@@ -1489,6 +1561,10 @@ impl<K: TaskKey> Shared<K> {
         }
         book.ids.insert(id, g);
         book.len += 1;
+        if doomed {
+            let tasks = self.graph.len() + growth.capacity as usize;
+            stop.doom(g, tasks);
+        }
         self.record(ExecEvent::Grow {
             task: g,
             parent,
@@ -1645,7 +1721,7 @@ impl<K: TaskKey> Shared<K> {
     #[cold]
     #[inline(never)]
     fn end_failed<const PLAIN: bool>(&self, cell: &AtomicU8, t: u32, worker: usize) {
-        let _stop = self.stop.lock();
+        let mut stop = self.stop.lock();
         // LINEARIZATION POINT (EXECUTOR.cancel-blocked): the failure, before or after the
         // close (which takes the same lock), and before or after every cancel.
         let fin = if self.closed.load(Ordering::SeqCst) {
@@ -1663,9 +1739,13 @@ impl<K: TaskKey> Shared<K> {
                 state: TaskState::Failed,
             });
             cell.store(fin, Ordering::Release);
-            return;
+        } else {
+            cell.store(fin, Ordering::Release);
         }
-        cell.store(fin, Ordering::Release);
+        if fin & BEFORE_CLOSE != 0 {
+            // A loss that blocks: what requires `t` is doomed, in this critical section.
+            self.doom_dependents(&mut stop, t);
+        }
     }
 
     /// The decision's compare-and-swap (`EXECUTOR.decide-once`) of task `t` from pending to
