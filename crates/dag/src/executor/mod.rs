@@ -1384,7 +1384,11 @@ impl<K: TaskKey> Shared<K> {
                 _ => return RunCancel::AlreadyTerminal(task_state(cur)),
             };
             if next == CANCELLED_USER {
-                // Before the loss it may make: a later cancel under this lock scans for it.
+                // Before the loss it may make, so that the compare-and-swap's release carries
+                // it to the task's decider and through its decrements to every decider after
+                // it (which then scans for the loss). Raised even if the decider wins the race
+                // below and nothing is lost: then deciders scan their lists for nothing,
+                // O(E) over the run at worst (found by review, kept for this ordering).
                 self.lost_any.store(true, Ordering::Release);
             }
             // LINEARIZATION POINT (EXECUTOR.decide-once): this CAS and the decider's are on
