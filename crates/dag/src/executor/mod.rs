@@ -1171,6 +1171,11 @@ impl<K: TaskKey> GraphRun<K> {
         }
         // Under the stop lock: no failure ends and the run is not closed meanwhile.
         let mut stop = sh.stop.lock();
+        // And the growth lock, from before the compare-and-swap to the end of the marking
+        // (order: stop, growth, history): once the cancel wins, `t`'s decider may settle it
+        // and take its waiting list (and its dependents' theirs) at once; under this lock
+        // they wait until `doom_dependents` has read every list.
+        let book = sh.growth.as_ref().map(|g| g.book.lock());
         let answer = match &sh.history {
             Some(history) => {
                 // With its record, as one step: the history orders it with every start, end
@@ -1184,8 +1189,8 @@ impl<K: TaskKey> GraphRun<K> {
         };
         if answer == RunCancel::Cancelled {
             // A cancel before the close is a loss that blocks: what requires `t` is doomed,
-            // in this same critical section (after the history's lock: stop, then growth).
-            sh.doom_dependents(&mut stop, t);
+            // in this same critical section (under the growth lock taken above).
+            sh.doom_dependents(&mut stop, book.as_deref(), t);
         }
         answer
     }
@@ -1404,15 +1409,16 @@ impl<K: TaskKey> Shared<K> {
     /// search through its task's dependencies would find. The tasks it marks are pending:
     /// each requires `x` or a task marked here, none of which has settled, so none was
     /// decided (a task cancelled meanwhile is a loss of its own, and was marked with what it
-    /// dooms). Added tasks are found on the waiting lists (under the growth lock, taken
-    /// after the stop lock), and one added later looks at its dependencies itself (`grow`).
+    /// dooms). Added tasks are found on the waiting lists in `book` (the growth lock, taken
+    /// after the stop lock; a cancel takes it before its compare-and-swap, else the decider
+    /// of the task it cancelled could take a waiting list before it is read), and one added
+    /// later looks at its dependencies itself (`grow`).
     ///
     /// O(tasks newly doomed + their dependents) per call; a task is doomed at most once, so
     /// O(V + E) over a whole run (with optional dependencies, plus a scan of a dependent's
     /// required dependencies per edge it is reached by).
-    fn doom_dependents(&self, stop: &mut Stop, x: u32) {
+    fn doom_dependents(&self, stop: &mut Stop, book: Option<&Book<K>>, x: u32) {
         let tasks = self.graph.len() + self.growth.as_ref().map_or(0, |g| g.capacity as usize);
-        let book = self.growth.as_ref().map(|g| g.book.lock());
         let every_edge_required =
             self.graph.every_edge_required() && !seeded_bug!("optional_blocks");
         let mut work: Vec<u32> = vec![x];
@@ -1422,10 +1428,7 @@ impl<K: TaskKey> Shared<K> {
             } else {
                 &[]
             };
-            let added: &[u32] = book
-                .as_ref()
-                .and_then(|b| b.waiting.get(&u))
-                .map_or(&[], |w| &w[..]);
+            let added: &[u32] = book.and_then(|b| b.waiting.get(&u)).map_or(&[], |w| &w[..]);
             for &s in fixed.iter().chain(added) {
                 stop.visits += 1;
                 if stop.is_doomed(s) {
@@ -1744,7 +1747,8 @@ impl<K: TaskKey> Shared<K> {
         }
         if fin & BEFORE_CLOSE != 0 {
             // A loss that blocks: what requires `t` is doomed, in this critical section.
-            self.doom_dependents(&mut stop, t);
+            let book = self.growth.as_ref().map(|g| g.book.lock());
+            self.doom_dependents(&mut stop, book.as_deref(), t);
         }
     }
 
