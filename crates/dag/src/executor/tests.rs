@@ -2268,3 +2268,32 @@ fn cancels_after_a_loss_cost_v_plus_e_in_all() {
         "the unrelated task runs"
     );
 }
+
+/// Review of bcb4cd0's bound: a task cancelled while pending has its dependents walked by
+/// its own cancel, and again when a later loss upstream reaches it (it was not doomed: the
+/// cancel marks what it dooms, not itself). a; m0..m9 after a; b0..b9 after every m. The ten
+/// cancels of the m walk the b (100 visits); the cancel of a then reaches each m, dooms it
+/// and walks the b again (110 visits): 210 > V + E = 21 + 110.
+#[test]
+fn a_cancelled_task_is_walked_once() {
+    let k = 10u32;
+    let mut tasks: Vec<(u32, Vec<u32>)> = vec![(0, vec![])];
+    tasks.extend((1..=k).map(|m| (m, vec![0])));
+    tasks.extend((k + 1..=2 * k).map(|b| (b, (1..=k).collect())));
+    let edges = u64::from(k + k * k);
+    let bound = u64::from(2 * k + 1) + edges;
+    let run = GraphRun::new(StdArc::new(FrozenGraph::new(tasks).unwrap()), |_| Ok(()));
+    for m in 1..=k {
+        assert_eq!(run.cancel(&m), Ok(RunCancel::Cancelled), "m{m}");
+    }
+    assert_eq!(run.cancel(&0), Ok(RunCancel::Cancelled));
+    for b in k + 1..=2 * k {
+        assert_eq!(
+            run.cancel(&b),
+            Ok(RunCancel::AlreadyTerminal(TaskState::Blocked)),
+            "b{b}"
+        );
+    }
+    let visits = run.shared.stop.lock().visits;
+    assert!(visits <= bound, "{visits} visits > V + E = {bound}");
+}
