@@ -852,7 +852,9 @@ struct Stop {
     /// way that blocks ([`blocks`]), so its decider will block it. Set at each such loss for
     /// every task that requires the lost one, transitively ([`Shared::doom_dependents`], the
     /// model's propagation made eagerly), and for an added task that requires such a task;
-    /// read by `cancel`. Empty until the first loss that blocks.
+    /// read by `cancel`. Also set for each lost task whose loss marked what it dooms (lost,
+    /// it is not pending, so no answer reads the bit; it stops a second walk from it). Empty
+    /// until the first loss that blocks.
     doomed: Vec<u64>,
     /// Tasks looked at by [`Shared::doom_dependents`] (dependents read), for the tests of its
     /// bound: each task is doomed at most once, so a run visits at most V + E.
@@ -1421,6 +1423,10 @@ impl<K: TaskKey> Shared<K> {
         let tasks = self.graph.len() + self.growth.as_ref().map_or(0, |g| g.capacity as usize);
         let every_edge_required =
             self.graph.every_edge_required() && !seeded_bug!("optional_blocks");
+        // `x` itself too (lost, never pending again: no cancel or `grow` reads it otherwise),
+        // so that a later loss upstream that reaches a cancelled `x` does not walk what it
+        // dooms a second time.
+        stop.doom(x, tasks);
         let mut work: Vec<u32> = vec![x];
         while let Some(u) = work.pop() {
             let fixed: &[u32] = if (u as usize) < self.graph.len() {
