@@ -856,8 +856,9 @@ struct Stop {
     /// it is not pending, so no answer reads the bit; it stops a second walk from it). Empty
     /// until the first loss that blocks.
     doomed: Vec<u64>,
-    /// Tasks looked at by [`Shared::doom_dependents`] (dependents read), for the tests of its
-    /// bound: each task is doomed at most once, so a run visits at most V + E.
+    /// Tasks looked at by [`Shared::doom_dependents`] (dependents read, and the entries of
+    /// the required lists it scans), for the tests of its bound: each task is doomed at
+    /// most once, so a run visits at most V + E.
     visits: u64,
 }
 
@@ -1441,8 +1442,12 @@ impl<K: TaskKey> Shared<K> {
                     continue;
                 }
                 // A dependent through an optional edge is not blocked by `u`.
-                let required = ((s as usize) < self.graph.len() && every_edge_required)
-                    || self.blocking_list(s).contains(&u);
+                let required = ((s as usize) < self.graph.len() && every_edge_required) || {
+                    let list = self.blocking_list(s);
+                    // The scan is counted too (the tests of the bound).
+                    stop.visits += list.len() as u64;
+                    list.contains(&u)
+                };
                 if required && stop.doom(s, tasks) {
                     work.push(s);
                 }
