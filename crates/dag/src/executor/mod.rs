@@ -1418,12 +1418,12 @@ impl<K: TaskKey> Shared<K> {
     /// later looks at its dependencies itself (`grow`).
     ///
     /// O(tasks newly doomed + their dependents) per call; a task is doomed at most once, so
-    /// O(V + E) over a whole run (with optional dependencies, plus a scan of a dependent's
-    /// required dependencies per edge it is reached by).
+    /// O(V + E) over a whole run (whether a graph's edge is required is one bit; for an
+    /// added task reached through an edge, plus a scan of its required dependencies).
     fn doom_dependents(&self, stop: &mut Stop, book: Option<&Book<K>>, x: u32) {
         let tasks = self.graph.len() + self.growth.as_ref().map_or(0, |g| g.capacity as usize);
-        let every_edge_required =
-            self.graph.every_edge_required() && !seeded_bug!("optional_blocks");
+        // SEEDED BUG (optional_blocks): optional edges block like required ones.
+        let optional_blocks = seeded_bug!("optional_blocks");
         // `x` itself too (lost, never pending again: no cancel or `grow` reads it otherwise),
         // so that a later loss upstream that reaches a cancelled `x` does not walk what it
         // dooms a second time.
@@ -1436,18 +1436,23 @@ impl<K: TaskKey> Shared<K> {
                 &[]
             };
             let added: &[u32] = book.and_then(|b| b.waiting.get(&u)).map_or(&[], |w| &w[..]);
-            for &s in fixed.iter().chain(added) {
+            for (k, &s) in fixed.iter().chain(added).enumerate() {
                 stop.visits += 1;
                 if stop.is_doomed(s) {
                     continue;
                 }
-                // A dependent through an optional edge is not blocked by `u`.
-                let required = ((s as usize) < self.graph.len() && every_edge_required) || {
-                    let list = self.blocking_list(s);
-                    // The scan is counted too (the tests of the bound).
-                    stop.visits += list.len() as u64;
-                    list.contains(&u)
-                };
+                // A dependent through an optional edge is not blocked by `u`: O(1) for the
+                // graph's (`FrozenGraph::dependent_requires`), a scan of an added task's
+                // required list.
+                let required = optional_blocks
+                    || if k < fixed.len() {
+                        self.graph.dependent_requires(u, k)
+                    } else {
+                        let list = self.blocking_list(s);
+                        // The scan is counted too (the tests of the bound).
+                        stop.visits += list.len() as u64;
+                        list.contains(&u)
+                    };
                 if required && stop.doom(s, tasks) {
                     work.push(s);
                 }
