@@ -2323,3 +2323,31 @@ fn cancels_of_optional_dependencies_cost_v_plus_e() {
     let visits = run.shared.stop.lock().visits;
     assert!(visits <= bound, "{visits} visits > V + E = {bound}");
 }
+
+/// `FrozenGraph::dependent_requires` agrees with each dependent's list: a required edge is
+/// one in the head of `required_len` entries. Lists in mixed orders, a task that is a
+/// required dependency of some and an optional one of others.
+#[test]
+fn dependent_requires_matches_the_lists() {
+    let n = 40u32;
+    let tasks: Vec<(u32, Vec<u32>, Vec<u32>)> = (0..n)
+        .map(|t| {
+            let earlier: Vec<u32> = (0..t).rev().filter(|d| (d * 7 + t) % 3 != 0).collect();
+            let (req, opt): (Vec<u32>, Vec<u32>) = earlier.iter().partition(|&&d| (d + t) % 2 == 0);
+            (t, req, opt)
+        })
+        .collect();
+    let g = FrozenGraph::with_optional(tasks).unwrap();
+    let mut optional_edges = 0;
+    for t in 0..n {
+        for (k, &s) in g.dependents(t).iter().enumerate() {
+            let at = g.dependencies(s).iter().position(|&d| d == t).unwrap();
+            let required = at < g.required_len(s);
+            optional_edges += usize::from(!required);
+            assert_eq!(g.dependent_requires(t, k), required, "{t} -> {s}");
+        }
+    }
+    assert!(optional_edges > 0);
+    let plain = FrozenGraph::new([(0u32, vec![]), (1, vec![0])]).unwrap();
+    assert!(plain.dependent_requires(0, 0));
+}
