@@ -505,3 +505,97 @@ fn shuttle_close_races_a_failure() {
     eprintln!("close racing a failure (final blocked, cancelled): {ends:?}");
     assert!(ends.iter().all(|&n| n > 0), "both reached: {ends:?}");
 }
+
+/// How often the cancel of t ([`shuttle_successor_of_a_cancelled_task_is_doomed`]) answered
+/// `Cancelled` (the case the test is about), and anything else.
+static DOOM_ANSWERS: [StdAtomicUsize; 2] = [StdAtomicUsize::new(0), StdAtomicUsize::new(0)];
+
+/// Review of the doomed marks (bcb4cd0): roots p and q, t after q; p adds g after t (g's
+/// list `[p, t]`) and then waits until told; q waits until g was added. Another thread then
+/// cancels t, racing t's decider (q has just ended), and then cancels g, which is pending
+/// (p still runs). The model blocks g at t's cancel, so a cancel of t that answered
+/// `Cancelled` must leave the cancel of g `AlreadyTerminal(Blocked)`, and g ends blocked.
+/// Fails when t's decider takes t's waiting list (`take_waiting`, not under the stop lock)
+/// between the cancel's compare-and-swap and `doom_dependents`' growth lock: g is then not
+/// doomed, the cancel of g answers `Cancelled` and g ends cancelled.
+fn successor_of_a_cancelled_task_is_doomed() {
+    use Body::Succeed as S;
+    use lockstep_dag::executor::TaskContext;
+    use lockstep_sync::atomic::{AtomicBool, Ordering::SeqCst};
+    let mut c = case(&[&[], &[], &[1]], &[S, S, S]);
+    c.grows = vec![vec![Grow {
+        deps: vec![2],
+        optional: 0,
+        body: S,
+        pool: 0,
+    }]];
+    let added = StdArc::new(AtomicBool::new(false));
+    let done = StdArc::new(AtomicBool::new(false));
+    let inner = task_fn(&c, false);
+    let (a2, d2) = (StdArc::clone(&added), StdArc::clone(&done));
+    let f = move |ctx: &TaskContext<'_, u32>| {
+        let id = *ctx.id();
+        if id == 1 {
+            while !a2.load(SeqCst) {
+                thread::yield_now();
+            }
+        }
+        let r = inner(ctx);
+        if id == 0 {
+            a2.store(true, SeqCst);
+            while !d2.load(SeqCst) {
+                thread::yield_now();
+            }
+        }
+        r
+    };
+    let graph = StdArc::new(FrozenGraph::with_optional(c.tasks()).expect("valid graph"));
+    let pool = Pool::new(2).expect("pool");
+    let config = RunConfig::new().record_history().growth(growth_room(&c));
+    let run = GraphRun::with_config(graph, config, f);
+    run.start(&pool).expect("start");
+    let r = run.clone();
+    let canceller = thread::spawn(move || {
+        while !added.load(SeqCst) {
+            thread::yield_now();
+        }
+        let t = r.cancel_index(2);
+        let g = r.cancel_index(3);
+        done.store(true, SeqCst);
+        (t, g)
+    });
+    let out = run.wait();
+    let (t, g) = canceller.join().expect("canceller");
+    if t == RunCancel::Cancelled {
+        DOOM_ANSWERS[0].fetch_add(1, StdRelaxed);
+        assert_eq!(
+            (g, out.state(3)),
+            (
+                RunCancel::AlreadyTerminal(TaskState::Blocked),
+                TaskState::Blocked
+            ),
+            "t was cancelled before g's cancel, which found g pending"
+        );
+    } else {
+        DOOM_ANSWERS[1].fetch_add(1, StdRelaxed);
+    }
+    drop(run);
+    drop(pool);
+    if let Err(e) = check(&c, &out) {
+        panic!("{e}");
+    }
+}
+
+#[test]
+fn shuttle_successor_of_a_cancelled_task_is_doomed() {
+    shuttle_check!(
+        Plan::random(20_000),
+        successor_of_a_cancelled_task_is_doomed
+    );
+    let answers: Vec<usize> = DOOM_ANSWERS.iter().map(|a| a.load(StdRelaxed)).collect();
+    eprintln!("cancel of t (cancelled, other): {answers:?}");
+    assert!(
+        answers[0] > 0,
+        "t was cancelled in some schedule: {answers:?}"
+    );
+}

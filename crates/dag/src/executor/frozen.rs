@@ -108,6 +108,10 @@ pub struct FrozenGraph<K> {
     /// head of its list) are required; the rest are optional. `None` when every edge is
     /// required (graphs built with [`FrozenGraph::new`]).
     required: Option<Box<[u32]>>,
+    /// With `required`: bit `i` is set when the reverse edge `rev[i]` (a dependent of a task)
+    /// is a required edge, so that whether a dependent requires a task is O(1)
+    /// ([`FrozenGraph::dependent_requires`]).
+    rev_required: Option<Box<[u64]>>,
 }
 
 /// The forward CSR as the cycle search sees it; the submission sequence is the position.
@@ -348,6 +352,7 @@ impl<K: TaskKey> FrozenGraph<K> {
             roots,
             scattered,
             required: None,
+            rev_required: None,
         })
     }
 
@@ -401,6 +406,22 @@ impl<K: TaskKey> FrozenGraph<K> {
             (id, deps.into_iter().chain(optional))
         }))?;
         if any {
+            // The reverse edges in the order `new` filled them (tasks in index order, each
+            // list in order): a required edge sets its bit.
+            let n = graph.len();
+            let mut cursor: Vec<u32> = graph.rev_offsets[..n].to_vec();
+            let mut bits = vec![0u64; graph.rev.len().div_ceil(64)];
+            for (t, &r) in required.iter().enumerate() {
+                let range = graph.dep_offsets[t] as usize..graph.dep_offsets[t + 1] as usize;
+                for (i, &d) in graph.deps[range].iter().enumerate() {
+                    let c = &mut cursor[d as usize];
+                    if i < r as usize {
+                        bits[*c as usize / 64] |= 1u64 << (*c % 64);
+                    }
+                    *c += 1;
+                }
+            }
+            graph.rev_required = Some(bits.into_boxed_slice());
             graph.required = Some(required.into_boxed_slice());
         }
         Ok(graph)
@@ -474,10 +495,17 @@ impl<K> FrozenGraph<K> {
             .map_or(all, |r| (r[t as usize] as usize).min(all))
     }
 
-    /// Whether every dependency of every task is required (a graph built with
-    /// [`FrozenGraph::new`], or with no optional dependency). O(1).
-    pub(crate) fn every_edge_required(&self) -> bool {
-        self.required.is_none()
+    /// Whether `dependents(t)[k]` requires `t` (`t` is in the required head of its list).
+    /// O(1).
+    ///
+    /// # Panics
+    /// If `t >= len()` or `k` is not below `dependents(t).len()` (checked in debug builds).
+    pub(crate) fn dependent_requires(&self, t: u32, k: usize) -> bool {
+        debug_assert!(k < self.dependents(t).len());
+        let i = self.rev_offsets[t as usize] as usize + k;
+        self.rev_required
+            .as_ref()
+            .is_none_or(|b| b[i / 64] >> (i % 64) & 1 != 0)
     }
 
     /// The optional dependencies of task `t` (the tail of its list), in list order. O(1).

@@ -852,10 +852,13 @@ struct Stop {
     /// way that blocks ([`blocks`]), so its decider will block it. Set at each such loss for
     /// every task that requires the lost one, transitively ([`Shared::doom_dependents`], the
     /// model's propagation made eagerly), and for an added task that requires such a task;
-    /// read by `cancel`. Empty until the first loss that blocks.
+    /// read by `cancel`. Also set for each lost task whose loss marked what it dooms (lost,
+    /// it is not pending, so no answer reads the bit; it stops a second walk from it). Empty
+    /// until the first loss that blocks.
     doomed: Vec<u64>,
-    /// Tasks looked at by [`Shared::doom_dependents`] (dependents read), for the tests of its
-    /// bound: each task is doomed at most once, so a run visits at most V + E.
+    /// Tasks looked at by [`Shared::doom_dependents`] (dependents read, and the entries of
+    /// the required lists it scans), for the tests of its bound: each task is doomed at
+    /// most once, so a run visits at most V + E.
     visits: u64,
 }
 
@@ -1171,6 +1174,11 @@ impl<K: TaskKey> GraphRun<K> {
         }
         // Under the stop lock: no failure ends and the run is not closed meanwhile.
         let mut stop = sh.stop.lock();
+        // And the growth lock, from before the compare-and-swap to the end of the marking
+        // (order: stop, growth, history): once the cancel wins, `t`'s decider may settle it
+        // and take its waiting list (and its dependents' theirs) at once; under this lock
+        // they wait until `doom_dependents` has read every list.
+        let book = sh.growth.as_ref().map(|g| g.book.lock());
         let answer = match &sh.history {
             Some(history) => {
                 // With its record, as one step: the history orders it with every start, end
@@ -1184,8 +1192,8 @@ impl<K: TaskKey> GraphRun<K> {
         };
         if answer == RunCancel::Cancelled {
             // A cancel before the close is a loss that blocks: what requires `t` is doomed,
-            // in this same critical section (after the history's lock: stop, then growth).
-            sh.doom_dependents(&mut stop, t);
+            // in this same critical section (under the growth lock taken above).
+            sh.doom_dependents(&mut stop, book.as_deref(), t);
         }
         answer
     }
@@ -1408,17 +1416,22 @@ impl<K: TaskKey> Shared<K> {
     /// search through its task's dependencies would find. The tasks it marks are pending:
     /// each requires `x` or a task marked here, none of which has settled, so none was
     /// decided (a task cancelled meanwhile is a loss of its own, and was marked with what it
-    /// dooms). Added tasks are found on the waiting lists (under the growth lock, taken
-    /// after the stop lock), and one added later looks at its dependencies itself (`grow`).
+    /// dooms). Added tasks are found on the waiting lists in `book` (the growth lock, taken
+    /// after the stop lock; a cancel takes it before its compare-and-swap, else the decider
+    /// of the task it cancelled could take a waiting list before it is read), and one added
+    /// later looks at its dependencies itself (`grow`).
     ///
     /// O(tasks newly doomed + their dependents) per call; a task is doomed at most once, so
-    /// O(V + E) over a whole run (with optional dependencies, plus a scan of a dependent's
-    /// required dependencies per edge it is reached by).
-    fn doom_dependents(&self, stop: &mut Stop, x: u32) {
+    /// O(V + E) over a whole run (whether a graph's edge is required is one bit; for an
+    /// added task reached through an edge, plus a scan of its required dependencies).
+    fn doom_dependents(&self, stop: &mut Stop, book: Option<&Book<K>>, x: u32) {
         let tasks = self.graph.len() + self.growth.as_ref().map_or(0, |g| g.capacity as usize);
-        let book = self.growth.as_ref().map(|g| g.book.lock());
-        let every_edge_required =
-            self.graph.every_edge_required() && !seeded_bug!("optional_blocks");
+        // SEEDED BUG (optional_blocks): optional edges block like required ones.
+        let optional_blocks = seeded_bug!("optional_blocks");
+        // `x` itself too (lost, never pending again: no cancel or `grow` reads it otherwise),
+        // so that a later loss upstream that reaches a cancelled `x` does not walk what it
+        // dooms a second time.
+        stop.doom(x, tasks);
         let mut work: Vec<u32> = vec![x];
         while let Some(u) = work.pop() {
             let fixed: &[u32] = if (u as usize) < self.graph.len() {
@@ -1426,18 +1439,24 @@ impl<K: TaskKey> Shared<K> {
             } else {
                 &[]
             };
-            let added: &[u32] = book
-                .as_ref()
-                .and_then(|b| b.waiting.get(&u))
-                .map_or(&[], |w| &w[..]);
-            for &s in fixed.iter().chain(added) {
+            let added: &[u32] = book.and_then(|b| b.waiting.get(&u)).map_or(&[], |w| &w[..]);
+            for (k, &s) in fixed.iter().chain(added).enumerate() {
                 stop.visits += 1;
                 if stop.is_doomed(s) {
                     continue;
                 }
-                // A dependent through an optional edge is not blocked by `u`.
-                let required = ((s as usize) < self.graph.len() && every_edge_required)
-                    || self.blocking_list(s).contains(&u);
+                // A dependent through an optional edge is not blocked by `u`: O(1) for the
+                // graph's (`FrozenGraph::dependent_requires`), a scan of an added task's
+                // required list.
+                let required = optional_blocks
+                    || if k < fixed.len() {
+                        self.graph.dependent_requires(u, k)
+                    } else {
+                        let list = self.blocking_list(s);
+                        // The scan is counted too (the tests of the bound).
+                        stop.visits += list.len() as u64;
+                        list.contains(&u)
+                    };
                 if required && stop.doom(s, tasks) {
                     work.push(s);
                 }
@@ -1748,7 +1767,8 @@ impl<K: TaskKey> Shared<K> {
         }
         if fin & BEFORE_CLOSE != 0 {
             // A loss that blocks: what requires `t` is doomed, in this critical section.
-            self.doom_dependents(&mut stop, t);
+            let book = self.growth.as_ref().map(|g| g.book.lock());
+            self.doom_dependents(&mut stop, book.as_deref(), t);
         }
     }
 
