@@ -48,7 +48,9 @@ struct Cli {
     /// More diagnostics on standard error (repeatable: -v info, -vv debug: each task's claim,
     /// start and end, -vvv trace). With `run` (and `run --store`), it also lists every blocked
     /// task in the end report (by default each cause's line lists the first 5 and counts the
-    /// rest) and prints a `metrics:` line; other commands only add diagnostics. RUST_LOG, when set, chooses the diagnostics instead (e.g.
+    /// rest) and prints a `metrics:` line; with `status`, it lists every id of each line (by
+    /// default the first 5); other commands only add diagnostics. RUST_LOG, when set, chooses
+    /// the diagnostics instead (e.g.
     /// RUST_LOG=lockstep_cli=debug) [default: warnings and errors only].
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true)]
     verbose: u8,

@@ -451,8 +451,15 @@ impl RunReport {
             max_ids,
         }));
         if let Some(id) = &self.fail_fast {
+            // A signal after the failure stopped the running ones (their `interrupted:`
+            // lines say so); "finished" would contradict them (found by a new user).
+            let running = if self.interrupted_tasks > 0 {
+                "running ones were stopped (below)"
+            } else {
+                "running ones finished"
+            };
             out.push(format!(
-                "stopped by --fail-fast: {id} failed; queued tasks were cancelled, running ones finished"
+                "stopped by --fail-fast: {id} failed; queued tasks were cancelled, {running}"
             ));
         }
         if let Some(signal) = self.interrupted {

@@ -596,25 +596,48 @@ impl StoreRunReport {
         if let Some(id) = &self.fail_fast {
             // This process's workers have ended, so a task still running in the store runs
             // in another process (a `lockstep worker`), which reports it itself.
+            // A task this process gave back (a signal after the failure) is `running` in the
+            // store until it is claimed again, and no other process runs it (found by a new
+            // user: it was counted as running elsewhere).
+            let given_back: HashSet<&str> = self
+                .workers
+                .given_back
+                .iter()
+                .map(|g| g.id.as_str())
+                .collect();
             let elsewhere = self
                 .tasks
                 .iter()
-                .filter(|(_, s)| s.state == TaskState::Running)
+                .filter(|(id, s)| {
+                    s.state == TaskState::Running && !given_back.contains(id.as_str())
+                })
                 .count();
-            let running = if elsewhere == 0 {
-                "running ones finished".to_string()
+            let here = if self.workers.stopped_by.is_some() {
+                "running ones here were stopped (below)"
             } else {
-                format!(
-                    "running ones here finished; {elsewhere} still running in other processes (their workers report them)"
-                )
+                "running ones here finished"
+            };
+            let running = match (elsewhere, self.workers.stopped_by) {
+                (0, None) => "running ones finished".to_string(),
+                (0, Some(_)) => here.to_string(),
+                _ => format!(
+                    "{here}; {elsewhere} still running in other processes (their workers report them)"
+                ),
             };
             out.push(format!(
                 "stopped by --fail-fast: {id} failed; queued tasks were cancelled in the store, {running}"
             ));
         }
         if let Some(signal) = self.workers.stopped_by {
+            let interrupted = if n_interrupted == 0 {
+                "no task was interrupted".to_string()
+            } else {
+                format!(
+                    "{n_interrupted} interrupted task(s) given back to the store, claimed at once by the next run or worker"
+                )
+            };
             out.push(format!(
-                "stopped by {}: no task was claimed after it; {n_interrupted} interrupted task(s) given back to the store, claimed at once by the next run or worker",
+                "stopped by {}: no task was claimed after it; {interrupted}",
                 signal.name()
             ));
             if !self.workers.unreported.is_empty() {
@@ -638,10 +661,12 @@ impl StoreRunReport {
             crate::look::secs(self.wall),
         )];
         let how = w.stopped_by.map_or("the stop", |s| s.name());
-        out.push(format!(
-            "stopped by {how}: no task was claimed after it; {} interrupted task(s) given back to the store",
-            w.given_back.len()
-        ));
+        out.push(match w.given_back.len() {
+            0 => format!("stopped by {how}: no task was claimed after it; none was given back to the store"),
+            n => format!(
+                "stopped by {how}: no task was claimed after it; {n} interrupted task(s) given back to the store"
+            ),
+        });
         if !w.unreported.is_empty() {
             out.push(self.unreported_line());
         }

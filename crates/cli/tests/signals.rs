@@ -187,6 +187,48 @@ fn run_ctrl_c_after_a_failure_leaves_its_waiting_dependent_blocked() {
     assert!(!alive(sh));
 }
 
+/// In memory, `--fail-fast` then Ctrl-C while the task that was running when `bad` failed
+/// still runs: the `--fail-fast` line says the running ones were stopped, as the
+/// `interrupted:` line does, not that they finished (found by a new user). Real processes.
+#[test]
+fn run_ctrl_c_after_fail_fast_says_the_running_ones_were_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let f = write_file(
+        d,
+        "ff.toml",
+        &format!(
+            "[[task]]\nid = \"slow\"\ncommand = '''{}'''\n\n\
+             [[task]]\nid = \"bad\"\ncommand = \"exit 3\"\n\n\
+             [[task]]\nid = \"final\"\ndeps = [\"bad\", \"slow\"]\ncommand = \"true\"\n",
+            with_pid(d, "exec sleep 1000")
+        ),
+    );
+    let mut c = lockstep();
+    c.args(["run", "-j", "2", "--fail-fast", "--no-progress"])
+        .arg(&f);
+    let r = Running::spawn(c);
+    let sh = pid_in(&d.join("sh.pid"));
+    // The failure closed the run before its line was printed.
+    r.wait_for_line("FAILED  bad");
+    signal("-INT", r.pid());
+    let (status, out) = r.finish();
+    assert_eq!(status.code(), Some(1), "{out}");
+    assert_eq!(
+        lines_starting(&out, "interrupted: "),
+        ["interrupted: slow (killed by signal 15)"],
+        "{out}"
+    );
+    assert_eq!(
+        lines_starting(&out, "stopped by --fail-fast: "),
+        [
+            "stopped by --fail-fast: bad failed; queued tasks were cancelled, running ones were stopped (below)"
+        ],
+        "{out}"
+    );
+    assert!(!alive(sh));
+}
+
 #[test]
 fn run_sigterm_is_handled_like_ctrl_c() {
     let dir = tempfile::tempdir().unwrap();
@@ -711,6 +753,63 @@ fn run_store_sighup_stops_like_ctrl_c_and_gives_the_claim_back() {
     assert!(out.contains("\nstopped by SIGHUP: "), "{out}");
     assert!(!alive(sh));
     assert_given_back(&place);
+}
+
+/// `run --store --fail-fast`, then Ctrl-C while the task that was already running when `bad`
+/// failed still runs: the `--fail-fast` line says the running ones here were stopped, and
+/// does not count the task this process gave back as running in another process (found by a
+/// new user: `1 still running in other processes`, with no other process). Real processes.
+#[test]
+fn run_store_ctrl_c_after_fail_fast_counts_no_other_process() {
+    let place = Place::new();
+    let d = place.dir();
+    let f = write_file(
+        d,
+        "ff.toml",
+        &format!(
+            "[[task]]\nid = \"slow\"\ncommand = '''{}'''\n\n\
+             [[task]]\nid = \"bad\"\ncommand = \"exit 3\"\n\n\
+             [[task]]\nid = \"final\"\ndeps = [\"bad\", \"slow\"]\ncommand = \"true\"\n\n\
+             [[task]]\nid = \"queued\"\ndeps = [\"slow\"]\ncommand = \"true\"\n",
+            with_pid(d, "exec sleep 1000")
+        ),
+    );
+    let mut c = lockstep();
+    c.arg("run").arg(&f).args([
+        "--store",
+        &place.arg(),
+        "-j",
+        "2",
+        "--lease-ms",
+        "30000",
+        "--fail-fast",
+        "--grace",
+        "0.3",
+    ]);
+    let r = Running::spawn(c);
+    let sh = pid_in(&d.join("sh.pid"));
+    // `--fail-fast` has tripped once `queued` is cancelled in the store.
+    let mut s = place.open();
+    wait_for("--fail-fast to cancel the queued task", || {
+        s.status("queued")
+            .ok()
+            .flatten()
+            .is_some_and(|t| t.state == TaskState::Cancelled)
+    });
+    signal("-INT", r.pid());
+    let (status, out) = r.finish();
+    assert_eq!(status.code(), Some(1), "{out}");
+    assert!(out.contains("\ngiven back: slow g1 ("), "{out}");
+    assert_eq!(
+        lines_starting(&out, "stopped by --fail-fast: "),
+        [
+            "stopped by --fail-fast: bad failed; queued tasks were cancelled in the store, \
+             running ones here were stopped (below)"
+        ],
+        "{out}"
+    );
+    assert!(!out.contains("other processes"), "{out}");
+    assert!(!alive(sh));
 }
 
 #[test]

@@ -20,7 +20,8 @@
 //!   (relative to the file's directory), and a NUL byte in either is refused (no process
 //!   can be given one); Graphviz's own attributes (`label`, `shape`, ...) are ignored, a
 //!   `pool` or `priority` attribute (which only TOML task files have) is named in a note, and
-//!   so is any other node attribute, with a guess (`comand`: did you mean `command`?);
+//!   so is any other node attribute, with a guess (`comand`: did you mean `command`?), and
+//!   an edge attribute that looks like a misspelled `optional`;
 //! * quoted ids lose their quotes, `\"` becomes `"` and a backslash-newline is removed;
 //!   HTML ids (`<...>`) are kept verbatim;
 //! * an edge with `optional=true` (or under `edge [optional=true]`) is an **optional**
@@ -189,6 +190,7 @@ pub fn parse_general(text: &str, path: &Path, opts: &DotOptions) -> Result<TaskG
         seen_edges: HashMap::new(),
         demoted: false,
         bad_optional: None,
+        optional_typos: Vec::new(),
     };
     let root = Scope::default();
     b.body(&stmts, &root);
@@ -236,6 +238,12 @@ pub fn parse_general(text: &str, path: &Path, opts: &DotOptions) -> Result<TaskG
         }
     }
     notes.extend(unknown_attribute_notes(&b.nodes));
+    for (key, edges, (tail, head)) in &b.optional_typos {
+        notes.push(format!(
+            "the `{key}` attribute of {edges} edge(s) (first: {tail:?} -> {head:?}) is not read: \
+             did you mean `optional`? (without it the edge is a required dependency)"
+        ));
+    }
     let tasks = b
         .nodes
         .into_iter()
@@ -941,6 +949,10 @@ struct Builder {
     /// The first edge whose `optional` attribute is neither `true` nor `false`: (tail, head,
     /// value).
     bad_optional: Option<(String, String, String)>,
+    /// Edge attributes that look like a misspelled `optional` (not Graphviz's, not
+    /// `optional`, within the edit distance of `closest_ids`): (key, edges, the first edge's
+    /// tail and head), in order of first use.
+    optional_typos: Vec<(String, usize, (String, String))>,
 }
 
 impl Builder {
@@ -1048,6 +1060,30 @@ impl Builder {
             Some("true") => Some(true),
             Some(_) => None,
         };
+        // A misspelled `optional` (`optinal=true`) would make the edge required, silently:
+        // noted. Other edge attributes may be a drawing's or an `--exclude-edges` key.
+        for key in attrs.keys() {
+            if key == "optional"
+                || GRAPHVIZ_ATTRIBUTES.binary_search(&key.as_str()).is_ok()
+                || key.chars().count() < 3
+                || super::closest_ids(key, ["optional"]).is_empty()
+            {
+                continue;
+            }
+            let edges: usize = ends.windows(2).map(|p| p[0].len() * p[1].len()).sum();
+            let first = ends
+                .windows(2)
+                .find_map(|p| Some((*p[0].first()?, *p[1].first()?)))
+                .map(|(t, h)| (self.nodes[t].id.clone(), self.nodes[h].id.clone()));
+            match self.optional_typos.iter_mut().find(|(k, ..)| k == key) {
+                Some((_, n, _)) => *n += edges,
+                None => {
+                    if let Some(first) = first {
+                        self.optional_typos.push((key.clone(), edges, first));
+                    }
+                }
+            }
+        }
         for pair in ends.windows(2) {
             let (tails, heads) = (&pair[0], &pair[1]);
             if let Some(f) = excluded_by {
@@ -1393,6 +1429,30 @@ size="30,40";
             "digraph { a [command=\"true\", cwd=\".\", label=\"A\", xlabel=\"x\", \
              _background=\"b\", Damping=1, TBbalance=min]; }",
         );
+        assert!(quiet.notes.is_empty(), "{:?}", quiet.notes);
+    }
+
+    /// An edge attribute that looks like a misspelled `optional` (found by a new user:
+    /// `optinal=true` made the edge required, silently) gets a note; Graphviz's edge
+    /// attributes and other names (possible `--exclude-edges` keys) stay quiet.
+    #[test]
+    fn a_misspelled_optional_edge_attribute_is_named_in_a_note() {
+        let g = read(
+            "digraph { a -> b [optinal=true, weight=2, kind=x]; edge [opt=true]; b -> c; \
+             c -> {d e}; }",
+        );
+        assert_eq!(g.tasks[0].deps, ["b"], "the misspelled edge is required");
+        assert!(g.tasks[0].after.is_empty());
+        assert_eq!(
+            g.notes,
+            [
+                "the `optinal` attribute of 1 edge(s) (first: \"a\" -> \"b\") is not read: did \
+                 you mean `optional`? (without it the edge is a required dependency)",
+                "the `opt` attribute of 3 edge(s) (first: \"b\" -> \"c\") is not read: did you \
+                 mean `optional`? (without it the edge is a required dependency)",
+            ]
+        );
+        let quiet = read("digraph { a -> b [optional=true, color=red, on=1, kind=x]; }");
         assert!(quiet.notes.is_empty(), "{:?}", quiet.notes);
     }
 
