@@ -363,6 +363,9 @@ pub(crate) struct Core<K, P> {
     /// Tests only: how many submissions [`Core::submit_in_order`] applied.
     #[cfg(test)]
     pub(crate) in_order_taken: usize,
+    /// Tests only: how many of those [`Core::submit_dense_prefix`] applied (a run at once).
+    #[cfg(test)]
+    pub(crate) dense_taken: usize,
 }
 
 /// Returns the first dependency that repeats an earlier one, scanning in list order. Short
@@ -561,6 +564,8 @@ impl<K: TaskKey, P> Core<K, P> {
             in_order_off: false,
             #[cfg(test)]
             in_order_taken: 0,
+            #[cfg(test)]
+            dense_taken: 0,
         }
     }
 
@@ -1455,6 +1460,150 @@ impl<K: TaskKey, P> Core<K, P> {
             self.in_order_taken += 1;
         }
         Ok(Generation(1))
+    }
+
+    /// Applies the longest prefix of a batch whose every item is a *dense* in-order
+    /// submission, all at once, and returns how many items and dependency entries it used.
+    /// `items[i]` is `(id, number of dependencies, payload)` and its dependencies are the
+    /// next entries of `deps` (the layout of [`crate::TaskScheduler::submit_batch`]); the
+    /// payload of every applied item is taken, one `Generation::FIRST` per applied item is
+    /// appended to `generations`.
+    ///
+    /// An item is dense when [`Core::submit_in_order`] would take it *and* the graph so far
+    /// is the identity prefix of an integer id type with a version per node: the id is the
+    /// next node (`v == identity == keys.len()`, so it extends the prefix, A2.identity-prefix),
+    /// every dependency is an earlier id (so it has a node, and a version: every node has
+    /// one), and no dependency is named twice. Its effect is then exactly
+    /// `submit_in_order`'s, item by item, in order: the same records, the same sequence
+    /// (its node, A4.sequence-is-node), the same ready queue and counts, and nothing that
+    /// `submit_in_order` skips (no cycle is possible, nothing is refused). What changes is
+    /// the order of the work: the checks that hold for the whole prefix (building, not
+    /// closed, sequences are nodes, no arena compaction due) are made once, each array is
+    /// appended to in a loop of its own, and the ready set grows once
+    /// [INVARIANT (A4.batch-forms): the batch applies each item exactly as its single
+    /// operation would]. Integer ids run no caller code, so nothing here can unwind.
+    ///
+    /// Returns `(0, 0)` with nothing changed when the first item is not dense (the caller
+    /// applies it one at a time and may call again). O(items + dependencies applied).
+    pub(crate) fn submit_dense_prefix(
+        &mut self,
+        items: &mut [(K, u32, Option<P>)],
+        deps: &[K],
+        generations: &mut Vec<Generation>,
+    ) -> (usize, usize) {
+        let base = self.keys.len();
+        // (`started` implies `rev_built`: `start_now` builds the reverse edges; a cleared
+        // `order_in_seq` implies a cleared `seq_is_node`: a resubmission's sequence is past
+        // its node's first one.)
+        if !is_integer_type::<K>()
+            || self.closed
+            || self.rev_built
+            || !self.seq_is_node
+            || self.identity != base
+            || self.next_seq != base as u64
+        {
+            return (0, 0);
+        }
+        #[cfg(test)]
+        if self.in_order_off {
+            return (0, 0);
+        }
+        // `submit_in_order` checks the arena's compaction before each item; the garbage is
+        // fixed here and the live entries and nodes only grow, so a check that is false for
+        // the first item is false for every later one. If it is due, the first item goes
+        // the single way, which compacts. (It cannot be due today: while sequences are
+        // nodes, the only garbage is `add_dependency`'s, which compacts under a bound at
+        // least as tight; the check keeps a new source of garbage from making the two ways
+        // differ.)
+        let live = self.fwd.len() - self.fwd_garbage;
+        if self.fwd_garbage > COMPACT_FLOOR && self.fwd_garbage > base + 1 + live {
+            return (0, 0);
+        }
+        // Node indices stay below u32::MAX (`intern_next`) and arena offsets fit in a u32
+        // (`submit_in_order`'s `start32`): an item past either bound goes the single way,
+        // which refuses it with the same panic.
+        let room = (u32::MAX as usize - 1).saturating_sub(base);
+        let arena_room = (u32::MAX as usize).saturating_sub(self.fwd.len());
+        // 1. How many items are dense, reading only the input.
+        let mut m = 0;
+        let mut edges = 0;
+        for (id, count, _) in items.iter() {
+            let next = base + m;
+            let ds = &deps[edges..edges + *count as usize];
+            if m >= room
+                || edges + ds.len() > arena_room
+                || integer_id(id) != Some(next)
+                || !ds.iter().all(|d| integer_id(d).is_some_and(|v| v < next))
+                || first_duplicate(ds).is_some()
+            {
+                break;
+            }
+            m += 1;
+            edges += ds.len();
+        }
+        if m == 0 {
+            return (0, 0);
+        }
+        // 2. Every array grows by its part of the prefix, one loop each.
+        let start = self.fwd.len();
+        self.fwd.extend(
+            deps[..edges]
+                .iter()
+                .map(|d| integer_id(d).map_or(0, |v| v as u32)),
+        );
+        self.keys.extend(items[..m].iter().map(|it| it.0.clone()));
+        // Within `arena_room`: every offset fits.
+        let mut at = start as u32;
+        self.span.extend(items[..m].iter().map(|it| {
+            let s = Span {
+                start: at,
+                len: it.1,
+            };
+            at += it.1;
+            s
+        }));
+        // SEEDED BUG (static_order): queued in submission order, whatever it waits on.
+        let all_ready = seeded_bug!("static_order");
+        let remaining = |it: &(K, u32, Option<P>)| if all_ready { 0 } else { it.1 };
+        self.wait.extend(
+            items[..m]
+                .iter()
+                .map(|it| Wait::new(1, remaining(it), false)),
+        );
+        self.hot.extend(items[..m].iter().map(|it| Hot {
+            generation: 1,
+            chunk: 0,
+            state: if remaining(it) == 0 {
+                TaskState::Ready
+            } else {
+                TaskState::Pending
+            } as u8,
+            flags: 0,
+            tok: 0,
+        }));
+        self.payload
+            .extend(items[..m].iter_mut().map(|it| it.2.take()));
+        self.identity += m;
+        self.next_seq += m as u64;
+        self.ready.grow_to(self.next_seq);
+        // 3. The roots join the ready queue in submission order (A4.submission-order).
+        let mut ready = 0;
+        for (i, it) in items[..m].iter().enumerate() {
+            if remaining(it) == 0 {
+                let n = (base + i) as u32;
+                self.push_ready(n, u64::from(n));
+                ready += 1;
+            }
+        }
+        self.counts[TaskState::Ready as usize] += ready;
+        self.counts[TaskState::Pending as usize] += m - ready;
+        generations.extend(std::iter::repeat_n(Generation(1), m));
+        #[cfg(test)]
+        {
+            self.in_order_taken += m;
+            self.dense_taken += m;
+        }
+        (m, edges)
     }
 
     /// `submit_with`: `submit` of a version with claim priority `options.priority`, in pool

@@ -1722,6 +1722,164 @@ fn in_order_path_answers_as_the_general_path() {
     run(Hashed, 200);
 }
 
+/// `submit_batch` applies each run of dense in-order items (`Core::submit_dense_prefix`: the
+/// next integer id, earlier ids as dependencies, none twice, while building) at once and
+/// every other item one at a time: it must answer exactly as single `submit`s in order,
+/// stopping at the first refusal (A4.batch-forms). Random batches, mostly dense, with
+/// forward references, duplicates, self-dependencies, resubmissions, ids that skip ahead
+/// or come back, and empty batches; after each, the answers (generations, the refused
+/// position and error), snapshots, counts, work counters and invariants of a scheduler fed
+/// the batches and of one fed single submissions must agree, and then the two runs must
+/// claim the same versions in the same order. The dense path must be taken often.
+#[test]
+fn dense_batches_answer_as_single_submissions() {
+    let (mut dense, mut started_batches) = (0usize, 0usize);
+    for seed in 1..=300u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let capacity = 1 + rng.below(3);
+        let a: TaskScheduler<u32> = TaskScheduler::new(capacity);
+        let b: TaskScheduler<u32> = TaskScheduler::new(capacity);
+        // Every id named so far (submitted or as a dependency) is below `next`.
+        let mut next = 0u32;
+        if seed % 5 == 0 {
+            // Ids named ahead and submitted out of order: the identity prefix is whole and
+            // every node has a version, but sequences are not nodes any more.
+            for (id, d) in [(0u32, vec![1u32, 2]), (2, vec![]), (1, vec![])] {
+                assert_eq!(a.submit(id, d.clone(), ()), b.submit(id, d, ()));
+            }
+            next = 3;
+        }
+        for round in 0..10 {
+            // A cancel before the start builds the reverse edges; a close refuses the rest.
+            match rng.below(40) {
+                0 => {
+                    let id = rng.below(next as usize + 1) as u32;
+                    assert_eq!(a.cancel(&id), b.cancel(&id));
+                }
+                1 => assert_eq!(a.close(), b.close()),
+                _ => {}
+            }
+            // Arena garbage for the compaction check: `add_dependency` while building
+            // replaces a pending version's list.
+            let adds = if seed % 7 == 0 { 30 } else { rng.below(8) };
+            for _ in 0..adds {
+                let id = rng.below(next as usize + 1) as u32;
+                let d = if seed % 2 == 0 {
+                    rng.below(next as usize + 1) as u32
+                } else {
+                    rng.below(id.max(1) as usize) as u32
+                };
+                assert_eq!(a.add_dependency(&id, d), b.add_dependency(&id, d));
+            }
+            // Later rounds may start the run: batches after the start go one at a time.
+            if round > 5 && rng.below(3) == 0 {
+                let (ca, cb) = (a.ready_at_most(1), b.ready_at_most(1));
+                assert_eq!(ca.is_ok(), cb.is_ok(), "seed {seed}");
+                for (x, y) in ca.into_iter().flatten().zip(cb.into_iter().flatten()) {
+                    assert_eq!((x.id, x.generation), (y.id, y.generation), "seed {seed}");
+                    assert_eq!(
+                        a.complete(&x.id, x.generation),
+                        b.complete(&y.id, y.generation)
+                    );
+                }
+            }
+            let mut items: Vec<(u32, Vec<u32>)> = Vec::new();
+            let mut cursor = next;
+            for _ in 0..rng.below(9) {
+                let id = match rng.below(20) {
+                    0 => rng.below(cursor.max(1) as usize) as u32,
+                    // Skipping ids leaves holes that dependencies may name (missing).
+                    1 if seed % 2 == 0 => cursor + 1 + rng.below(2) as u32,
+                    _ => cursor,
+                };
+                cursor = cursor.max(id + 1);
+                let mut deps = Vec::new();
+                for _ in 0..rng.below(4) {
+                    // Odd seeds keep the graph valid, so that the run often starts.
+                    let d = match rng.below(if seed % 2 == 0 { 25 } else { 1000 }) {
+                        0 => cursor + rng.below(3) as u32,
+                        1 => id,
+                        _ if id == 0 => continue,
+                        _ => rng.below(id as usize) as u32,
+                    };
+                    if rng.below(12) > 0 && deps.contains(&d) {
+                        continue;
+                    }
+                    deps.push(d);
+                }
+                items.push((id, deps));
+            }
+            let before_dense = a.lock().dense_taken;
+            let mut ga = Vec::new();
+            let ra = a
+                .submit_batch(items.iter().map(|(id, d)| (*id, d.clone(), ())), &mut ga)
+                .map_err(|e| (e.index, e.error));
+            let mut gb = Vec::new();
+            let mut rb = Ok(());
+            for (i, (id, d)) in items.iter().enumerate() {
+                match b.submit(*id, d.iter().copied(), ()) {
+                    Ok(g) => gb.push(g),
+                    Err(e) => {
+                        rb = Err((i, e));
+                        break;
+                    }
+                }
+            }
+            let at = format!("seed {seed} round {round}: {items:?}");
+            assert_eq!(ra, rb, "{at}");
+            assert_eq!(ga, gb, "{at}");
+            let applied = ga.len();
+            if a.is_started() {
+                started_batches += 1;
+                assert_eq!(a.lock().dense_taken, before_dense, "none after the start");
+            }
+            for (id, d) in &items[..applied] {
+                next = next
+                    .max(id + 1)
+                    .max(d.iter().map(|&x| x + 1).max().unwrap_or(0));
+            }
+            assert_eq!(
+                format!("{:?}", a.snapshot()),
+                format!("{:?}", b.snapshot()),
+                "{at}"
+            );
+            assert_eq!(a.counts(), b.counts(), "{at}");
+            assert_eq!(a.stats(), b.stats(), "{at}");
+            a.lock().assert_invariants();
+            b.lock().assert_invariants();
+            assert_eq!(b.lock().dense_taken, 0);
+        }
+        dense += a.lock().dense_taken;
+        // Both run to the end alike (A3: a cyclic graph is refused alike).
+        loop {
+            let (ca, cb) = (a.ready_at_most(2), b.ready_at_most(2));
+            let ids = |c: &Result<Vec<Claim<u32, ()>>, SchedulerError<u32>>| {
+                c.as_ref()
+                    .map(|c| c.iter().map(|c| (c.id, c.generation)).collect::<Vec<_>>())
+                    .map_err(Clone::clone)
+            };
+            assert_eq!(ids(&ca), ids(&cb), "seed {seed}");
+            let Ok(claims) = ca else { break };
+            if claims.is_empty() {
+                break;
+            }
+            for c in claims {
+                assert_eq!(
+                    a.complete(&c.id, c.generation),
+                    b.complete(&c.id, c.generation)
+                );
+            }
+        }
+        assert_eq!(a.counts(), b.counts(), "seed {seed}");
+        assert_eq!(a.stats(), b.stats(), "seed {seed}");
+    }
+    assert!(dense > 1000, "the dense path applied {dense} submissions");
+    assert!(
+        started_batches > 100,
+        "{started_batches} batches after the start"
+    );
+}
+
 /// The identity prefix answers exactly as the hash table would: a `Core` over an integer id
 /// type (direct array, identity prefix) and a `Core` over a newtype of it (always hashed) are
 /// driven with the same random operations (submissions in order and out of order, ids first
