@@ -116,6 +116,9 @@ const CSR_STALE: u32 = 1 << 31;
 // A tag never reaches the `CSR_STALE` bit, so `Wait::tag` holds both without ambiguity.
 const _: () = assert!((TAG_MASK as u32) & CSR_STALE == 0 && TAG_MASK <= u32::MAX as u64);
 
+/// The most ready versions a claim takes from the ready queue at once (`Core::claim_into`).
+const CLAIM_CHUNK: usize = 256;
+
 /// How far beyond twice the node count an integer id may lie and still be interned through
 /// the direct array.
 const DIRECT_SLACK: usize = 1 << 16;
@@ -350,6 +353,9 @@ pub(crate) struct Core<K, P> {
     scratch_deps: Vec<u32>,
     scratch_waits: Vec<u32>,
     scratch_work: Vec<u32>,
+    /// Reused buffer of a claim: the sequences it took from the ready queue at once (at most
+    /// [`CLAIM_CHUNK`]).
+    scratch_seqs: Vec<u64>,
     /// Nodes a completion moved to ready (count 0, per-state counts changed) whose
     /// sequences are not in the ready queue yet: [`Core::flush_ready`] inserts them, before
     /// the operation that released them returns (empty between operations). Reading each
@@ -559,6 +565,7 @@ impl<K: TaskKey, P> Core<K, P> {
             scratch_deps: Vec::new(),
             scratch_waits: Vec::new(),
             scratch_work: Vec::new(),
+            scratch_seqs: Vec::new(),
             ready_later: Vec::new(),
             #[cfg(test)]
             in_order_off: false,
@@ -2352,6 +2359,32 @@ impl<K: TaskKey, P> Core<K, P> {
             out.reserve(take);
         }
         let mut claimed = 0;
+        if take > 1 && self.pool_of.is_empty() {
+            // More than one to take, no pools, every ready version of priority 0 (the
+            // all-default path; a claim of one, as on a chain, pops it below): the queue's
+            // first versions are taken many at a time (`ReadySet::pop_many`, in chunks of at
+            // most `CLAIM_CHUNK`, so that the scratch list stays small), then claimed in that
+            // order: the same versions, in the same order, as one `pop_first` each.
+            let mut seqs = std::mem::take(&mut self.scratch_seqs);
+            while claimed < take {
+                seqs.clear();
+                // LINEARIZATION POINT (A4.claim-once): as below, for each version taken here.
+                let Some(k) = self
+                    .ready
+                    .pop_many_default((take - claimed).min(CLAIM_CHUNK), &mut seqs)
+                else {
+                    break;
+                };
+                if k == 0 {
+                    break;
+                }
+                for &seq in &seqs {
+                    claimed += usize::from(self.claim_seq(seq, out));
+                }
+            }
+            seqs.clear();
+            self.scratch_seqs = seqs;
+        }
         while claimed < take {
             // LINEARIZATION POINT (A4.claim-once): the version leaves the ready queue and
             // becomes running in the same critical section that computed the free slots; no
@@ -2367,27 +2400,35 @@ impl<K: TaskKey, P> Core<K, P> {
             let Some(seq) = next else {
                 break;
             };
-            let n = self.node_of_seq(seq);
-            let Some(payload) = self.payload[idx(n)].take() else {
-                continue;
-            };
-            // Ready: it was in the ready queue (its record may still say pending,
-            // A5.pending-count), so the record is written without being read.
-            self.transition_from(n, TaskState::Ready as u8, TaskState::Running);
-            let (token, at) = self.tokens.fresh();
-            let h = &mut self.hot[idx(n)];
-            h.chunk = at.chunk;
-            h.tok = at.slot;
-            let generation = Generation(h.generation);
-            out.push(Claim {
-                id: self.keys[idx(n)].clone(),
-                generation,
-                payload,
-                token,
-            });
-            claimed += 1;
+            claimed += usize::from(self.claim_seq(seq, out));
         }
         Ok(claimed)
+    }
+
+    /// Claims the ready version of sequence `seq`, just taken out of its ready queue: it
+    /// becomes running with a fresh cancel token, and its claim is appended to `out`.
+    /// Returns false (nothing changed) if it has no payload (never, for a ready version).
+    #[inline(always)]
+    fn claim_seq(&mut self, seq: u64, out: &mut Vec<Claim<K, P>>) -> bool {
+        let n = self.node_of_seq(seq);
+        let Some(payload) = self.payload[idx(n)].take() else {
+            return false;
+        };
+        // Ready: it was in the ready queue (its record may still say pending,
+        // A5.pending-count), so the record is written without being read.
+        self.transition_from(n, TaskState::Ready as u8, TaskState::Running);
+        let (token, at) = self.tokens.fresh();
+        let h = &mut self.hot[idx(n)];
+        h.chunk = at.chunk;
+        h.tok = at.slot;
+        let generation = Generation(h.generation);
+        out.push(Claim {
+            id: self.keys[idx(n)].clone(),
+            generation,
+            payload,
+            token,
+        });
+        true
     }
 
     /// Claims up to `limit` ready versions within the free slots, in submission order.
