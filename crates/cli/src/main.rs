@@ -64,12 +64,14 @@ struct Cli {
 enum Cmd {
     /// Validate a graph: duplicate ids, unknown dependencies, self-dependencies, cycles.
     ///
-    /// Prints a summary (tasks, edges, roots), then one line per problem; each cycle as
-    /// `cycle: A -> B -> C -> A` (one per strongly connected component, the scheduler's
-    /// canonical form), each followed by a `hint:` line naming the tasks whose
-    /// --exclude-task alone would break it (or saying that none would), and, when one per
-    /// cycle suffices (and there are several cycles, or no other problem), a last `hint:` line
-    /// with the options that break every cycle. Exit 0 when the graph can run, 1 when it
+    /// Prints a summary (tasks, edges, roots), then one line per problem; each task that
+    /// depends on itself as `self-dependency: A`, followed by a `hint:` line (remove the
+    /// dependency, or --exclude-task A); each longer cycle as `cycle: A -> B -> C -> A` (one
+    /// per strongly connected component, the scheduler's canonical form), each followed by a
+    /// `hint:` line naming the tasks whose --exclude-task alone would break it (or saying
+    /// that none would), and, when one per cycle suffices (and there are several cycles,
+    /// a self-dependency counting as one, or no other problem), a last `hint:` line with the
+    /// options that break every cycle. Exit 0 when the graph can run, 1 when it
     /// cannot, 2 when the file cannot be read or parsed. A graph with no tasks (an empty
     /// file, or none left after --exclude-task) prints `warning: FILE has no tasks; nothing
     /// to do` and exits 0.

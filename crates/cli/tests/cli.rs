@@ -355,8 +355,10 @@ id = "a"
             "duplicate dependency: a lists b more than once (line 3)",
             "unknown dependency: a needs unknown ghost",
             "self-dependency: me",
+            "hint: me depends on itself (me -> me), so it can never start: remove that dependency, or leave me out with --exclude-task me",
             "cycle: a -> b -> a",
             "hint: --exclude-task a would break this cycle (so would --exclude-task b)",
+            "hint: --exclude-task me --exclude-task a would break every cycle (other problems remain)",
             "error: the graph cannot run (5 problem(s))",
         ]
     );
@@ -1492,11 +1494,13 @@ fn a_self_dependency_is_one_problem() {
     lockstep().arg("check").arg(&f).assert().code(1).stdout(
         "1 task(s), 1 edge(s), 0 root(s) (tasks with no dependencies)\n\
              self-dependency: a\n\
+             hint: a depends on itself (a -> a), so it can never start: remove that dependency, or leave a out with --exclude-task a\n\
              error: the graph cannot run (1 problem(s))\n",
     );
     lockstep().args(["run"]).arg(&f).assert().code(2).stdout(
         "1 task(s), 1 edge(s), 0 root(s) (tasks with no dependencies)\n\
              self-dependency: a\n\
+             hint: a depends on itself (a -> a), so it can never start: remove that dependency, or leave a out with --exclude-task a\n\
              error: the graph cannot run (1 problem(s)); nothing was run\n",
     );
     // A self-dependency on a longer cycle: two problems, the longer cycle named.
@@ -1508,9 +1512,64 @@ fn a_self_dependency_is_one_problem() {
     lockstep().arg("check").arg(&f).assert().code(1).stdout(
         "2 task(s), 3 edge(s), 0 root(s) (tasks with no dependencies)\n\
              self-dependency: a\n\
+             hint: a depends on itself (a -> a), so it can never start: remove that dependency, or leave a out with --exclude-task a\n\
              cycle: a -> b -> a\n\
              hint: --exclude-task a would break this cycle (so would --exclude-task b)\n\
+             hint: --exclude-task a would break every cycle and let the graph run\n\
              error: the graph cannot run (2 problem(s))\n",
+    );
+}
+
+/// A self-dependency (`a -> a`) gets a hint of its own, as a cycle does (found by a new
+/// user: a longer cycle named the `--exclude-task` that would break it, a self-loop nothing),
+/// and counts as a cycle of one task in the combined hint, which then lets the graph run.
+#[test]
+fn a_self_dependency_gets_a_hint_of_its_own_and_joins_the_combined_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "loops.dot",
+        "digraph { \"x y\" -> \"x y\"; b -> c; c -> b; d -> \"x y\"; d -> b; }\n",
+    );
+    let out = lockstep()
+        .arg("check")
+        .arg(&f)
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let stdout = stdout_of(&out);
+    assert_eq!(
+        stdout.lines().skip(1).collect::<Vec<_>>(),
+        vec![
+            "self-dependency: x y",
+            "hint: x y depends on itself (x y -> x y), so it can never start: remove that dependency, or leave x y out with --exclude-task 'x y'",
+            "cycle: b -> c -> b",
+            "hint: --exclude-task b would break this cycle (so would --exclude-task c)",
+            "hint: --exclude-task 'x y' --exclude-task b would break every cycle and let the graph run",
+            "error: the graph cannot run (2 problem(s))",
+        ]
+    );
+    // The combined hint, pasted as printed, lets the graph run.
+    lockstep()
+        .arg("check")
+        .arg(&f)
+        .args(combined_hint_args(&stdout))
+        .assert()
+        .code(0);
+    // The graph_error event carries the hint too.
+    let events = dir.path().join("ev.jsonl");
+    lockstep()
+        .arg("run")
+        .arg(&f)
+        .arg("--events")
+        .arg(&events)
+        .assert()
+        .code(2);
+    let text = std::fs::read_to_string(&events).unwrap();
+    assert!(
+        text.contains("hint: x y depends on itself (x y -> x y)"),
+        "{text}"
     );
 }
 
