@@ -54,8 +54,10 @@ struct Cli {
     /// RUST_LOG=lockstep_cli=debug) [default: warnings and errors only].
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true)]
     verbose: u8,
-    /// Fewer diagnostics: errors only (no warnings, no `note:` lines); RUST_LOG, when set,
-    /// still chooses. Task lines and the end report are printed as without it [default: off].
+    /// Fewer diagnostics: no `note:` lines, and of the diagnostics only errors (RUST_LOG,
+    /// when set, still chooses). `warning:` lines stay: each says the graph is not what the
+    /// file seems to ask for (a likely typo such as DOT `comand=` or `optinal=true`, a file
+    /// with no tasks). Task lines and the end report are printed as without it [default: off].
     #[arg(short = 'q', long = "quiet", global = true, conflicts_with = "verbose")]
     quiet: bool,
 }
@@ -467,6 +469,7 @@ impl GraphArgs {
             );
         }
         print_notes(&g.notes);
+        print_warnings(&g.warnings);
         Ok(g)
     }
 
@@ -487,6 +490,10 @@ impl GraphArgs {
             CheckInput::Indexed(g) => g.notes(),
             CheckInput::Graph(g) => &g.notes,
         });
+        // The fast path reads no attributes, so it has no warnings.
+        if let CheckInput::Graph(g) = &input {
+            print_warnings(&g.warnings);
+        }
         Ok(input)
     }
 
@@ -548,6 +555,15 @@ fn print_notes(notes: &[String]) {
         for n in notes {
             errln!("note: {n}");
         }
+    }
+}
+
+/// Prints the reader's warnings on standard error (`warning: ...`), also with `--quiet`: like
+/// `warning: FILE has no tasks`, each says that the graph is not what the file seems to ask
+/// for (a likely typo changed it), which `-q` must not hide.
+fn print_warnings(warnings: &[String]) {
+    for w in warnings {
+        errln!("warning: {w}");
     }
 }
 
@@ -804,7 +820,7 @@ fn worker_root(root: Option<PathBuf>) -> Result<PathBuf, String> {
     }
 }
 
-/// `-q`: no `note:` lines.
+/// `-q`: no `note:` lines (`warning:` lines stay).
 static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Sends `tracing` diagnostics to standard error: RUST_LOG's filter when it is set, else

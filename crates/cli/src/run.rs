@@ -1723,6 +1723,7 @@ mod tests {
                 .map(|(id, deps)| TaskSpec::new(*id, deps.iter().copied()))
                 .collect(),
             notes: vec![],
+            warnings: vec![],
             pools: Default::default(),
         }
     }

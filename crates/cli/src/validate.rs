@@ -844,6 +844,7 @@ mod tests {
                 .map(|(id, deps)| TaskSpec::new(*id, deps.iter().copied()))
                 .collect(),
             notes: vec![],
+            warnings: vec![],
             pools: Default::default(),
         }
     }
@@ -1060,6 +1061,7 @@ mod tests {
                 .map(|(id, deps)| TaskSpec::new(id.clone(), deps.clone()))
                 .collect(),
             notes: vec![],
+            warnings: vec![],
             pools: Default::default(),
         };
         let r = validate(&g).unwrap();
@@ -1117,6 +1119,7 @@ mod tests {
                 })
                 .collect(),
             notes: vec![],
+            warnings: vec![],
             pools: Default::default(),
         };
         let r = validate(&g).unwrap();

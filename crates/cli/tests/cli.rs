@@ -653,6 +653,43 @@ fn options_that_do_not_apply_to_the_format_get_a_note() {
         .stderr(predicate::str::contains("no effect").not());
 }
 
+/// A likely typo in a DOT file (`optinal=true` left the edge required, `comand=` the task
+/// without its command) is a `warning:`, which `-q` keeps as it keeps `warning: FILE has no
+/// tasks` (found by a new user: `-q` dropped it with the notes, so the typo changed the run
+/// silently); an attribute that looks like no typo stays a `note:`, which `-q` drops.
+#[test]
+fn a_likely_typo_is_a_warning_that_quiet_keeps() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "typo.dot",
+        "digraph { a [command=\"true\"]; b [command=\"true\", flavour=x]; \
+         a -> b [optinal=true]; c [comand=\"echo hi\"]; }\n",
+    );
+    let optional = "warning: the `optinal` attribute of 1 edge(s) (first: \"a\" -> \"b\") is not read: did you mean `optional`? (without it the edge is a required dependency)\n";
+    let command = "warning: the `comand` attribute of 1 node(s) (first: \"c\") is not read: lockstep reads `command` and `cwd` (did you mean `command`?), and Graphviz defines no such attribute\n";
+    let note = "note: the `flavour` attribute";
+    for args in [
+        &["check"][..],
+        &["check", "-q"],
+        &["-q", "run", "--no-progress"],
+        &["run", "--dry-run", "--quiet"],
+    ] {
+        let quiet = args.contains(&"-q") || args.contains(&"--quiet");
+        let out = lockstep()
+            .args(args)
+            .arg(&f)
+            .assert()
+            .code(0)
+            .get_output()
+            .clone();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(stderr.contains(optional), "{args:?}: {stderr}");
+        assert!(stderr.contains(command), "{args:?}: {stderr}");
+        assert_eq!(stderr.contains(note), !quiet, "{args:?}: {stderr}");
+    }
+}
+
 #[test]
 fn check_refuses_a_nul_that_run_could_not_pass_to_a_process() {
     let dir = tempfile::tempdir().unwrap();
