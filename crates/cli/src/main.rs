@@ -315,9 +315,9 @@ struct AttemptArgs {
     /// a failure for --retries. For tasks without their own `timeout` [default: none].
     #[arg(allow_hyphen_values = true, long, value_name = "DURATION", value_parser = lockstep_cli::attempts::parse_timeout)]
     timeout: Option<Duration>,
-    /// After the first failure with no retries left, start (or claim) no more tasks: the
-    /// queued ones are cancelled, naming it; the running ones finish [default: off:
-    /// independent branches go on].
+    /// After the first failure with no retries left, start (or claim) no more tasks: those
+    /// that need the failed one are blocked by it, the other queued ones are cancelled,
+    /// naming it; the running ones finish [default: off: independent branches go on].
     #[arg(long)]
     fail_fast: bool,
 }

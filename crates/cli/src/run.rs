@@ -42,7 +42,9 @@
 //! blocked) get their `blocked` events at once, and the report names that failure, the
 //! first in time, as `run --store` does. A failure whose result arrives after a stop
 //! (Ctrl-C, `--fail-fast` after another task) blocks nothing: the tasks still queued are
-//! cancelled.
+//! cancelled. The failure that closes the run for `--fail-fast` (before it settles, so
+//! that nothing starts after it) blocks its descendants, which the executor cancelled
+//! with the rest of the queue: the report says blocked, as with `--store`.
 //!
 //! # Retries, timeouts, `--fail-fast`
 //! A task allowed retries ([`crate::attempts`]) runs again inside its task function, before
@@ -1284,10 +1286,17 @@ fn run_inner(
                     logs.insert(done.id.clone(), path.clone());
                 }
                 // A failure (no retries left, not a stop) blocks its descendants now, unless
-                // the run was stopped before it: then they are cancelled.
+                // the run was stopped before it: then they are cancelled. The failure that
+                // closed the run for `--fail-fast` blocks them too: it closed the run before
+                // it settled (so that nothing starts after it), and with `--store` its own
+                // transaction blocks them before the queue is cancelled.
                 if done.result.is_err() && !done.interrupted {
                     let stopped = stopping.load(std::sync::atomic::Ordering::SeqCst)
-                        || closer.lock().map_or(true, |c| c.is_some());
+                        || closer.lock().map_or(true, |c| match &*c {
+                            None => false,
+                            Some(Closer::FailFast(first)) => *first != done.id,
+                            Some(Closer::Signal(_)) => true,
+                        });
                     if !stopped {
                         blocking.fail(&frozen, &done.id, opts.events.as_deref());
                     }

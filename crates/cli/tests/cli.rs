@@ -2089,8 +2089,9 @@ fn fail_fast_cancels_the_queued_tasks_naming_the_failure_and_lets_running_ones_f
             "[long] long done",
             "ok      long (T s)",
             "failed: bad: exit status 3",
-            "cancelled: 2 task(s) (cause: --fail-fast after bad failed): next, child",
-            "summary: 1 succeeded, 1 failed, 0 blocked, 2 cancelled; wall time T s; critical path T s (long)",
+            "cancelled: 1 task(s) (cause: --fail-fast after bad failed): next",
+            "blocked: 1 task(s) (cause: bad failed): child",
+            "summary: 1 succeeded, 1 failed, 1 blocked, 1 cancelled; wall time T s; critical path T s (long)",
             "stopped by --fail-fast: bad failed; queued tasks were cancelled, running ones finished",
         ]
     );
@@ -2177,13 +2178,29 @@ fn fail_fast_starts_no_first_attempt_after_the_failure_even_one_waiting_for_a_sl
         .lines()
         .find(|l| l.starts_with("summary: "))
         .expect("summary");
-    // Every task without a span was cancelled: 40 tasks = started ones + cancelled ones.
-    let cancelled: usize = summary
-        .split([',', ';'])
-        .find_map(|p| p.trim().strip_suffix(" cancelled"))
-        .map(|n| n.parse().unwrap())
-        .expect("cancelled count");
-    assert_eq!(started.len() + cancelled, 40, "{summary}\n{stdout}");
+    // Every task without a span was cancelled, but the one that needs the failed task (t0 to
+    // t9 have one): it is blocked by it (as with --store). 40 tasks = started + cancelled +
+    // blocked ones.
+    let count = |what: &str| -> usize {
+        summary
+            .split([',', ';'])
+            .find_map(|p| p.trim().strip_suffix(what))
+            .map(|n| n.parse().unwrap())
+            .unwrap_or_else(|| panic!("no{what} count in {summary}"))
+    };
+    let (cancelled, blocked) = (count(" cancelled"), count(" blocked"));
+    let needed = stopper[1..].parse::<usize>().unwrap() < 10;
+    assert_eq!(blocked, usize::from(needed), "{summary}\n{stdout}");
+    assert_eq!(
+        stdout.contains(&format!("(cause: {stopper} failed): t")),
+        needed,
+        "{stdout}"
+    );
+    assert_eq!(
+        started.len() + cancelled + blocked,
+        40,
+        "{summary}\n{stdout}"
+    );
 }
 
 #[test]
