@@ -54,10 +54,10 @@ struct Cli {
     /// RUST_LOG=lockstep_cli=debug) [default: warnings and errors only].
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true)]
     verbose: u8,
-    /// Fewer diagnostics: no `note:` lines, and of the diagnostics only errors (RUST_LOG,
-    /// when set, still chooses). `warning:` lines stay: each says the graph is not what the
-    /// file seems to ask for (a likely typo such as DOT `comand=` or `optinal=true`, a file
-    /// with no tasks). Task lines and the end report are printed as without it [default: off].
+    /// Fewer diagnostics: no `note:` lines, and only errors from the diagnostics log
+    /// (RUST_LOG, when set, still chooses). `warning:` lines are still printed: a likely typo
+    /// that changed the graph (DOT `comand=`, `optinal=true`), a file with no tasks. Task
+    /// lines and the end report are printed as without it [default: off].
     #[arg(short = 'q', long = "quiet", global = true, conflicts_with = "verbose")]
     quiet: bool,
 }
