@@ -29,9 +29,13 @@
 //! For one attempt of a task the order is always `claimed`, `started`, `finished` (each
 //! written before the next happens), one `finished` per attempt; a retry is a new `claimed`
 //! with the next generation, written after the failed attempt's `finished`.
-//! In memory `blocked`, `cancelled` and `interrupted` lines are written when the run has settled (the
-//! executor decides them inside its release path, which carries no hook); with `run
-//! --store` too, from the store's final snapshot. A `lockstep worker` writes `blocked` for
+//! In memory a task is blocked when a required dependency fails: the `blocked` lines of a
+//! failure are written right after its `finished` line (when its result reaches the main
+//! thread), naming it as the cause, for every task it blocks, in file order; a task that two
+//! failures would block is blocked by the first (`run::Blocking`). `cancelled` and
+//! `interrupted` lines are written when the run has settled (the executor decides
+//! cancellations inside its release path, which carries no hook); with `run --store`
+//! `blocked` lines too, from the store's final snapshot. A `lockstep worker` writes `blocked` for
 //! the versions its own failed attempt blocked, right after the store recorded the failure
 //! (their cause is that attempt's version), and, when it ends, `cancelled` for the versions
 //! cancelled while it ran and `blocked` for those a cancel blocked meanwhile (a snapshot at

@@ -563,6 +563,7 @@ mod tests {
                 crate::graph::TaskSpec::new("c", ["a".to_string()]),
             ],
             notes: vec![],
+            warnings: vec![],
             pools: Default::default(),
         };
         let ms = Duration::from_millis;

@@ -54,8 +54,10 @@ struct Cli {
     /// RUST_LOG=lockstep_cli=debug) [default: warnings and errors only].
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true)]
     verbose: u8,
-    /// Fewer diagnostics: errors only (no warnings, no `note:` lines); RUST_LOG, when set,
-    /// still chooses. Task lines and the end report are printed as without it [default: off].
+    /// Fewer diagnostics: no `note:` lines, and only errors from the diagnostics log
+    /// (RUST_LOG, when set, still chooses). `warning:` lines are still printed: a likely typo
+    /// that changed the graph (DOT `comand=`, `optinal=true`), a file with no tasks. Task
+    /// lines and the end report are printed as without it [default: off].
     #[arg(short = 'q', long = "quiet", global = true, conflicts_with = "verbose")]
     quiet: bool,
 }
@@ -64,12 +66,14 @@ struct Cli {
 enum Cmd {
     /// Validate a graph: duplicate ids, unknown dependencies, self-dependencies, cycles.
     ///
-    /// Prints a summary (tasks, edges, roots), then one line per problem; each cycle as
-    /// `cycle: A -> B -> C -> A` (one per strongly connected component, the scheduler's
-    /// canonical form), each followed by a `hint:` line naming the tasks whose
-    /// --exclude-task alone would break it (or saying that none would), and, when one per
-    /// cycle suffices (and there are several cycles, or no other problem), a last `hint:` line
-    /// with the options that break every cycle. Exit 0 when the graph can run, 1 when it
+    /// Prints a summary (tasks, edges, roots), then one line per problem; each task that
+    /// depends on itself as `self-dependency: A`, followed by a `hint:` line (remove the
+    /// dependency, or --exclude-task A); each longer cycle as `cycle: A -> B -> C -> A` (one
+    /// per strongly connected component, the scheduler's canonical form), each followed by a
+    /// `hint:` line naming the tasks whose --exclude-task alone would break it (or saying
+    /// that none would), and, when one per cycle suffices (and there are several cycles,
+    /// a self-dependency counting as one, or no other problem), a last `hint:` line with the
+    /// options that break every cycle. Exit 0 when the graph can run, 1 when it
     /// cannot, 2 when the file cannot be read or parsed. A graph with no tasks (an empty
     /// file, or none left after --exclude-task) prints `warning: FILE has no tasks; nothing
     /// to do` and exits 0.
@@ -311,9 +315,9 @@ struct AttemptArgs {
     /// a failure for --retries. For tasks without their own `timeout` [default: none].
     #[arg(allow_hyphen_values = true, long, value_name = "DURATION", value_parser = lockstep_cli::attempts::parse_timeout)]
     timeout: Option<Duration>,
-    /// After the first failure with no retries left, start (or claim) no more tasks: the
-    /// queued ones are cancelled, naming it; the running ones finish [default: off:
-    /// independent branches go on].
+    /// After the first failure with no retries left, start (or claim) no more tasks: those
+    /// that need the failed one are blocked by it, the other queued ones are cancelled,
+    /// naming it; the running ones finish [default: off: independent branches go on].
     #[arg(long)]
     fail_fast: bool,
 }
@@ -465,6 +469,7 @@ impl GraphArgs {
             );
         }
         print_notes(&g.notes);
+        print_warnings(&g.warnings);
         Ok(g)
     }
 
@@ -485,6 +490,10 @@ impl GraphArgs {
             CheckInput::Indexed(g) => g.notes(),
             CheckInput::Graph(g) => &g.notes,
         });
+        // The fast path reads no attributes, so it has no warnings.
+        if let CheckInput::Graph(g) = &input {
+            print_warnings(&g.warnings);
+        }
         Ok(input)
     }
 
@@ -546,6 +555,15 @@ fn print_notes(notes: &[String]) {
         for n in notes {
             errln!("note: {n}");
         }
+    }
+}
+
+/// Prints the reader's warnings on standard error (`warning: ...`), also with `--quiet`: like
+/// `warning: FILE has no tasks`, each says that the graph is not what the file seems to ask
+/// for (a likely typo changed it), which `-q` must not hide.
+fn print_warnings(warnings: &[String]) {
+    for w in warnings {
+        errln!("warning: {w}");
     }
 }
 
@@ -802,7 +820,7 @@ fn worker_root(root: Option<PathBuf>) -> Result<PathBuf, String> {
     }
 }
 
-/// `-q`: no `note:` lines.
+/// `-q`: no `note:` lines (`warning:` lines stay).
 static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Sends `tracing` diagnostics to standard error: RUST_LOG's filter when it is set, else

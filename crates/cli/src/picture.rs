@@ -364,6 +364,7 @@ mod tests {
                 TaskSpec::new("p", ["i"]),
             ],
             notes: vec![],
+            warnings: vec![],
             pools: Default::default(),
         };
         let report = RunReport {

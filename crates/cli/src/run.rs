@@ -34,6 +34,18 @@
 //! Exit status 0 is success; anything else (non-zero status, killed by a signal, `sh` not
 //! startable, e.g. in a missing `cwd`) is a failure with that reason.
 //!
+//! # Blocked tasks
+//! A failure blocks every task that requires it, directly or through blocked tasks (SPEC
+//! A5). The executor decides a blocked task only when its last dependency settles, and names
+//! the first lost dependency in list order; the main thread decides instead, when the
+//! failure's result arrives (`Blocking`): the tasks it blocks (those no earlier failure
+//! blocked) get their `blocked` events at once, and the report names that failure, the
+//! first in time, as `run --store` does. A failure whose result arrives after a stop
+//! (Ctrl-C, `--fail-fast` after another task) blocks nothing: the tasks still queued are
+//! cancelled. The failure that closes the run for `--fail-fast` (before it settles, so
+//! that nothing starts after it) blocks its descendants, which the executor cancelled
+//! with the rest of the queue: the report says blocked, as with `--store`.
+//!
 //! # Retries, timeouts, `--fail-fast`
 //! A task allowed retries ([`crate::attempts`]) runs again inside its task function, before
 //! its result reaches the executor, so its dependents see only the last attempt; each attempt
@@ -1180,6 +1192,9 @@ fn run_inner(
     let mut claims: HashMap<String, Duration> = HashMap::new();
     let mut finish_order: Vec<String> = Vec::with_capacity(ids.len());
     let mut spans: Vec<AttemptSpan> = Vec::new();
+    // The tasks a failure blocked, decided when its result arrives (module docs, "Blocked
+    // tasks"), and the failure that blocked each: the report and `--events` both take them.
+    let mut blocking = Blocking::default();
     let mut interrupted: Option<StopSignal> = None;
     let interrupt = |interrupted: &mut Option<StopSignal>, signal: StopSignal| {
         if interrupted.is_none() {
@@ -1270,6 +1285,22 @@ fn run_inner(
                 if let Some(path) = &done.ran.log {
                     logs.insert(done.id.clone(), path.clone());
                 }
+                // A failure (no retries left, not a stop) blocks its descendants now, unless
+                // the run was stopped before it: then they are cancelled. The failure that
+                // closed the run for `--fail-fast` blocks them too: it closed the run before
+                // it settled (so that nothing starts after it), and with `--store` its own
+                // transaction blocks them before the queue is cancelled.
+                if done.result.is_err() && !done.interrupted {
+                    let stopped = stopping.load(std::sync::atomic::Ordering::SeqCst)
+                        || closer.lock().map_or(true, |c| match &*c {
+                            None => false,
+                            Some(Closer::FailFast(first)) => *first != done.id,
+                            Some(Closer::Signal(_)) => true,
+                        });
+                    if !stopped {
+                        blocking.fail(&frozen, &done.id, opts.events.as_deref());
+                    }
+                }
                 let note = (done.attempts > 1).then(|| {
                     attempts::attempt_brief(done.attempt, done.attempts, u64::from(done.attempt))
                 });
@@ -1316,6 +1347,22 @@ fn run_inner(
             status.state = TaskState::Cancelled;
             status.error = None;
         }
+        if let Some(cause) = blocking.cause_of(&frozen, t as u32) {
+            // Blocked when its cause's result arrived; the executor, which decides a task
+            // when its last dependency settles, may have cancelled it meanwhile (a stop
+            // after the failure) or named another lost dependency (the first in list
+            // order): the report keeps what `--events` already said.
+            debug_assert!(
+                matches!(status.state, TaskState::Blocked | TaskState::Cancelled),
+                "{id} blocked by {cause:?} is {:?}",
+                status.state
+            );
+            if matches!(status.state, TaskState::Blocked | TaskState::Cancelled) {
+                status.state = TaskState::Blocked;
+                status.blocked_by = Some(cause);
+                status.error = None;
+            }
+        }
         let how = interrupted_how.remove(&id);
         if how.is_some() {
             interrupted_tasks += 1;
@@ -1342,7 +1389,7 @@ fn run_inner(
     }
     let metrics = run_metrics(graph, &tasks, &spans, &claims, interrupted_tasks, wall);
     if let Some(ev) = &opts.events {
-        settled_events(ev, &tasks);
+        settled_events(ev, &tasks, |t| blocking.is_blocked(t as u32));
         ev.metrics(&metrics);
     }
     tracing::info!(
@@ -1403,14 +1450,17 @@ fn run_inner(
     Ok(report)
 }
 
-/// The `blocked`, `cancelled` and `interrupted` events of a settled run, in file order.
-pub fn settled_events(ev: &EventSink, tasks: &[TaskRecord]) {
-    for t in tasks {
+/// The `blocked`, `cancelled` and `interrupted` events of a settled run, in file order,
+/// but for the `blocked` events already written (`written(i)` for `tasks[i]`: when the
+/// failure that blocked it arrived, [`Blocking::fail`]).
+pub fn settled_events(ev: &EventSink, tasks: &[TaskRecord], written: impl Fn(usize) -> bool) {
+    for (i, t) in tasks.iter().enumerate() {
         if let Some(how) = &t.interrupted {
             ev.interrupted(&t.id, t.generation, t.attempt, how);
             continue;
         }
         match t.state {
+            TaskState::Blocked if written(i) => {}
             TaskState::Blocked => ev.blocked(
                 &t.id,
                 1,
@@ -1421,6 +1471,71 @@ pub fn settled_events(ev: &EventSink, tasks: &[TaskRecord]) {
             TaskState::Cancelled => ev.cancelled(&t.id, 1, t.cancel_cause.as_deref()),
             _ => {}
         }
+    }
+}
+
+/// The tasks blocked by failures, decided by the main thread as each failure's result
+/// arrives (the executor decides a task only when its last dependency settles and has no
+/// hook there): a failure blocks every task that requires it, directly or through blocked
+/// tasks, and not blocked yet; so a blocked task's cause is the **first failure in time**
+/// that reached it (as with `--store`), and its `blocked` event is written right after that
+/// failure's `finished`. Nothing is kept, and nothing costs, until a task fails.
+#[derive(Default)]
+struct Blocking {
+    /// `required_dependents[t]`: the tasks whose required dependencies list `t`, built at
+    /// the first failure. O(V + E) once.
+    required_dependents: Vec<Vec<u32>>,
+    /// The blocked tasks, each with the index of the failed task that blocked it.
+    cause: HashMap<u32, u32>,
+}
+
+impl Blocking {
+    /// `failed` failed for good (no retries left, not stopped): blocks its descendants through
+    /// required edges that no earlier failure blocked, and writes their `blocked` events, in
+    /// file order. O(V + E) the first time, then O(the tasks it blocks and their edges).
+    fn fail(&mut self, graph: &FrozenGraph<String>, failed: &str, events: Option<&EventSink>) {
+        let Some(f) = graph.index_of(&failed.to_string()) else {
+            return;
+        };
+        if self.required_dependents.is_empty() {
+            self.required_dependents = vec![Vec::new(); graph.len()];
+            for t in 0..graph.len() as u32 {
+                for &d in &graph.dependencies(t)[..graph.required_len(t)] {
+                    self.required_dependents[d as usize].push(t);
+                }
+            }
+        }
+        let mut blocked = Vec::new();
+        let mut stack = vec![f];
+        while let Some(t) = stack.pop() {
+            for &d in &self.required_dependents[t as usize] {
+                if d != f && !self.cause.contains_key(&d) {
+                    self.cause.insert(d, f);
+                    blocked.push(d);
+                    stack.push(d);
+                }
+            }
+        }
+        blocked.sort_unstable();
+        if let Some(ev) = events {
+            for d in blocked {
+                ev.blocked(graph.id(d), 1, Some((failed, 1, TaskState::Failed.name())));
+            }
+        }
+    }
+
+    /// What blocked task `t`, if a failure did (in memory every task is generation 1).
+    fn cause_of(&self, graph: &FrozenGraph<String>, t: u32) -> Option<BlockCause<String>> {
+        self.cause.get(&t).map(|&c| BlockCause {
+            task: graph.id(c).clone(),
+            generation: lockstep_contract::Generation::FIRST,
+            state: TaskState::Failed,
+        })
+    }
+
+    /// Whether a failure blocked task `t` (and its `blocked` event was written).
+    fn is_blocked(&self, t: u32) -> bool {
+        self.cause.contains_key(&t)
     }
 }
 
@@ -1723,6 +1838,7 @@ mod tests {
                 .map(|(id, deps)| TaskSpec::new(*id, deps.iter().copied()))
                 .collect(),
             notes: vec![],
+            warnings: vec![],
             pools: Default::default(),
         }
     }

@@ -160,6 +160,18 @@ impl CycleHint {
     }
 }
 
+/// The hint under `self-dependency: ID`: a task that depends on itself can never start,
+/// whatever else happens; what to do about it, `hint: ID depends on itself (ID -> ID), so it
+/// can never start: remove that dependency, or leave ID out with --exclude-task ID` (the
+/// option's id shell-quoted, as in the cycle hints).
+pub fn self_dependency_hint(id: &str) -> String {
+    format!(
+        "hint: {id} depends on itself ({id} -> {id}), so it can never start: remove that \
+         dependency, or leave {id} out with --exclude-task {}",
+        shell_word(id)
+    )
+}
+
 /// `id` as one shell word: as it is when it holds only letters, digits and `-_.,:+@%/=`,
 /// else quoted (`shlex`).
 fn shell_word(id: &str) -> String {
@@ -225,39 +237,53 @@ impl Report {
         out
     }
 
-    /// Every hint line, as `check` prints them: one per cycle ([`CycleHint::line`]), then
+    /// Every hint line, as `check` prints them: one per self-dependency
+    /// ([`self_dependency_hint`]), one per cycle ([`CycleHint::line`]), then
     /// [`Report::exclusion_line`] if any.
     pub fn hint_lines(&self) -> Vec<String> {
-        self.cycle_hints
+        self.self_deps
             .iter()
-            .map(CycleHint::line)
+            .map(|s| self_dependency_hint(s))
+            .chain(self.cycle_hints.iter().map(CycleHint::line))
             .chain(self.exclusion_line())
             .collect()
     }
 
-    /// The `--exclude-task` that breaks every cycle, one task per cycle (each cycle's first
-    /// breaker), when there are cycles and each has a breaker.
+    /// The `--exclude-task` that breaks every cycle: each self-dependent task (a cycle of one
+    /// task, which only its removal breaks), then one task per longer cycle (each cycle's first
+    /// breaker, unless a self-dependent task already named is on it), when there are cycles or
+    /// self-dependencies and each cycle has a breaker.
     pub fn breaking_exclusions(&self) -> Option<Vec<&str>> {
-        if self.cycle_hints.is_empty() {
+        if self.cycle_hints.is_empty() && self.self_deps.is_empty() {
             return None;
         }
-        self.cycle_hints
-            .iter()
-            .map(|h| h.breakers.first().map(String::as_str))
-            .collect()
+        let mut ids: Vec<&str> = self.self_deps.iter().map(String::as_str).collect();
+        for h in &self.cycle_hints {
+            let first = h.breakers.first()?;
+            // A self-dependent task that breaks this cycle too is already excluded.
+            if !h.breakers.iter().any(|b| self.self_deps.contains(b)) {
+                ids.push(first);
+            }
+        }
+        Some(ids)
     }
 
     /// The hint printed after the problems when one `--exclude-task` per cycle breaks every
-    /// cycle: `hint: --exclude-task A --exclude-task B would break every cycle`, followed by
-    /// ` and let the graph run` when cycles are the only problems (removing tasks creates no
-    /// new problem) or ` (other problems remain)`. None when a cycle has no breaker, when
-    /// there is no cycle, and for one cycle among other problems (its own hint says it all).
+    /// cycle (a self-dependency counting as a cycle of one task): `hint: --exclude-task A
+    /// --exclude-task B would break every cycle`, followed by ` and let the graph run` when
+    /// cycles and self-dependencies are the only problems (removing tasks creates no new
+    /// problem) or ` (other problems remain)`. None when a cycle has no breaker, when there
+    /// is no cycle, and for one task among other problems, or alone (its own hint says it
+    /// all).
     pub fn exclusion_line(&self) -> Option<String> {
         let ids = self.breaking_exclusions()?;
         let only_cycles = self.duplicate_ids.is_empty()
             && self.duplicate_deps.is_empty()
-            && self.self_deps.is_empty()
             && self.graph.missing.is_empty();
+        // A lone self-dependency: its own hint names the option already.
+        if ids.len() == 1 && self.graph.cycles.is_empty() {
+            return None;
+        }
         // One cycle among other problems: its own hint line says it all.
         if ids.len() == 1 && !only_cycles {
             return None;
@@ -290,10 +316,15 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{}", self.summary())?;
         let problems = self.problem_lines();
-        // The cycles are last; each is followed by its hint.
+        // The self-dependencies, then the cycles, are last; each is followed by its hint.
         let (others, cycles) = problems.split_at(problems.len() - self.graph.cycles.len());
+        let (others, selfs) = others.split_at(others.len() - self.self_deps.len());
         for line in others {
             writeln!(f, "{line}")?;
+        }
+        for (line, id) in selfs.iter().zip(&self.self_deps) {
+            writeln!(f, "{line}")?;
+            writeln!(f, "{}", self_dependency_hint(id))?;
         }
         for (i, line) in cycles.iter().enumerate() {
             writeln!(f, "{line}")?;
@@ -813,6 +844,7 @@ mod tests {
                 .map(|(id, deps)| TaskSpec::new(*id, deps.iter().copied()))
                 .collect(),
             notes: vec![],
+            warnings: vec![],
             pools: Default::default(),
         }
     }
@@ -899,6 +931,37 @@ mod tests {
     }
 
     #[test]
+    fn a_self_dependency_has_its_hint_and_counts_as_a_cycle_in_the_combined_one() {
+        let hint = |id: &str| self_dependency_hint(id);
+        // Alone: its own hint names the option; no combined line repeats it.
+        let r = validate(&graph(&[("a", &["a"])])).unwrap();
+        assert_eq!(r.hint_lines(), vec![hint("a")]);
+        assert!(hint("a").contains("--exclude-task a"));
+        // Beside a longer cycle: both tasks are needed.
+        let r = validate(&graph(&[("s", &["s"]), ("b", &["c"]), ("c", &["b"])])).unwrap();
+        assert_eq!(r.breaking_exclusions(), Some(vec!["s", "b"]));
+        assert_eq!(
+            r.hint_lines().last().unwrap(),
+            "hint: --exclude-task s --exclude-task b would break every cycle and let the graph run"
+        );
+        // On the cycle it breaks: excluding it alone is enough.
+        let r = validate(&graph(&[("a", &["a", "b"]), ("b", &["a"])])).unwrap();
+        assert_eq!(r.breaking_exclusions(), Some(vec!["a"]));
+        // Among other problems: said so.
+        let r = validate(&graph(&[("s", &["s"]), ("b", &["c", "x"]), ("c", &["b"])])).unwrap();
+        assert_eq!(
+            r.exclusion_line().unwrap(),
+            "hint: --exclude-task s --exclude-task b would break every cycle (other problems remain)"
+        );
+        // The id is quoted for the shell after --exclude-task.
+        assert!(
+            hint("a b").ends_with("--exclude-task 'a b'"),
+            "{}",
+            hint("a b")
+        );
+    }
+
+    #[test]
     fn each_cycle_names_the_tasks_whose_exclusion_breaks_it() {
         // Two components: {a, b} (b is needed by x too, so it comes first), and {c, d, e}
         // where c -> d -> e -> c and d -> c: only c and d are on both cycles.
@@ -976,7 +1039,7 @@ mod tests {
             ("b", &["a"]),
             ("c", &["d"]),
             ("d", &["c"]),
-            ("s", &["s"]),
+            ("s", &["zz"]),
         ]))
         .unwrap();
         assert_eq!(
@@ -998,6 +1061,7 @@ mod tests {
                 .map(|(id, deps)| TaskSpec::new(id.clone(), deps.clone()))
                 .collect(),
             notes: vec![],
+            warnings: vec![],
             pools: Default::default(),
         };
         let r = validate(&g).unwrap();
@@ -1055,6 +1119,7 @@ mod tests {
                 })
                 .collect(),
             notes: vec![],
+            warnings: vec![],
             pools: Default::default(),
         };
         let r = validate(&g).unwrap();

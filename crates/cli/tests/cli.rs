@@ -355,8 +355,10 @@ id = "a"
             "duplicate dependency: a lists b more than once (line 3)",
             "unknown dependency: a needs unknown ghost",
             "self-dependency: me",
+            "hint: me depends on itself (me -> me), so it can never start: remove that dependency, or leave me out with --exclude-task me",
             "cycle: a -> b -> a",
             "hint: --exclude-task a would break this cycle (so would --exclude-task b)",
+            "hint: --exclude-task me --exclude-task a would break every cycle (other problems remain)",
             "error: the graph cannot run (5 problem(s))",
         ]
     );
@@ -649,6 +651,43 @@ fn options_that_do_not_apply_to_the_format_get_a_note() {
         .arg(example("apt-git.dot"))
         .assert()
         .stderr(predicate::str::contains("no effect").not());
+}
+
+/// A likely typo in a DOT file (`optinal=true` left the edge required, `comand=` the task
+/// without its command) is a `warning:`, which `-q` keeps as it keeps `warning: FILE has no
+/// tasks` (found by a new user: `-q` dropped it with the notes, so the typo changed the run
+/// silently); an attribute that looks like no typo stays a `note:`, which `-q` drops.
+#[test]
+fn a_likely_typo_is_a_warning_that_quiet_keeps() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "typo.dot",
+        "digraph { a [command=\"true\"]; b [command=\"true\", flavour=x]; \
+         a -> b [optinal=true]; c [comand=\"echo hi\"]; }\n",
+    );
+    let optional = "warning: the `optinal` attribute of 1 edge(s) (first: \"a\" -> \"b\") is not read: did you mean `optional`? (without it the edge is a required dependency)\n";
+    let command = "warning: the `comand` attribute of 1 node(s) (first: \"c\") is not read: lockstep reads `command` and `cwd` (did you mean `command`?), and Graphviz defines no such attribute\n";
+    let note = "note: the `flavour` attribute";
+    for args in [
+        &["check"][..],
+        &["check", "-q"],
+        &["-q", "run", "--no-progress"],
+        &["run", "--dry-run", "--quiet"],
+    ] {
+        let quiet = args.contains(&"-q") || args.contains(&"--quiet");
+        let out = lockstep()
+            .args(args)
+            .arg(&f)
+            .assert()
+            .code(0)
+            .get_output()
+            .clone();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(stderr.contains(optional), "{args:?}: {stderr}");
+        assert!(stderr.contains(command), "{args:?}: {stderr}");
+        assert_eq!(stderr.contains(note), !quiet, "{args:?}: {stderr}");
+    }
 }
 
 #[test]
@@ -1492,11 +1531,13 @@ fn a_self_dependency_is_one_problem() {
     lockstep().arg("check").arg(&f).assert().code(1).stdout(
         "1 task(s), 1 edge(s), 0 root(s) (tasks with no dependencies)\n\
              self-dependency: a\n\
+             hint: a depends on itself (a -> a), so it can never start: remove that dependency, or leave a out with --exclude-task a\n\
              error: the graph cannot run (1 problem(s))\n",
     );
     lockstep().args(["run"]).arg(&f).assert().code(2).stdout(
         "1 task(s), 1 edge(s), 0 root(s) (tasks with no dependencies)\n\
              self-dependency: a\n\
+             hint: a depends on itself (a -> a), so it can never start: remove that dependency, or leave a out with --exclude-task a\n\
              error: the graph cannot run (1 problem(s)); nothing was run\n",
     );
     // A self-dependency on a longer cycle: two problems, the longer cycle named.
@@ -1508,9 +1549,64 @@ fn a_self_dependency_is_one_problem() {
     lockstep().arg("check").arg(&f).assert().code(1).stdout(
         "2 task(s), 3 edge(s), 0 root(s) (tasks with no dependencies)\n\
              self-dependency: a\n\
+             hint: a depends on itself (a -> a), so it can never start: remove that dependency, or leave a out with --exclude-task a\n\
              cycle: a -> b -> a\n\
              hint: --exclude-task a would break this cycle (so would --exclude-task b)\n\
+             hint: --exclude-task a would break every cycle and let the graph run\n\
              error: the graph cannot run (2 problem(s))\n",
+    );
+}
+
+/// A self-dependency (`a -> a`) gets a hint of its own, as a cycle does (found by a new
+/// user: a longer cycle named the `--exclude-task` that would break it, a self-loop nothing),
+/// and counts as a cycle of one task in the combined hint, which then lets the graph run.
+#[test]
+fn a_self_dependency_gets_a_hint_of_its_own_and_joins_the_combined_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "loops.dot",
+        "digraph { \"x y\" -> \"x y\"; b -> c; c -> b; d -> \"x y\"; d -> b; }\n",
+    );
+    let out = lockstep()
+        .arg("check")
+        .arg(&f)
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let stdout = stdout_of(&out);
+    assert_eq!(
+        stdout.lines().skip(1).collect::<Vec<_>>(),
+        vec![
+            "self-dependency: x y",
+            "hint: x y depends on itself (x y -> x y), so it can never start: remove that dependency, or leave x y out with --exclude-task 'x y'",
+            "cycle: b -> c -> b",
+            "hint: --exclude-task b would break this cycle (so would --exclude-task c)",
+            "hint: --exclude-task 'x y' --exclude-task b would break every cycle and let the graph run",
+            "error: the graph cannot run (2 problem(s))",
+        ]
+    );
+    // The combined hint, pasted as printed, lets the graph run.
+    lockstep()
+        .arg("check")
+        .arg(&f)
+        .args(combined_hint_args(&stdout))
+        .assert()
+        .code(0);
+    // The graph_error event carries the hint too.
+    let events = dir.path().join("ev.jsonl");
+    lockstep()
+        .arg("run")
+        .arg(&f)
+        .arg("--events")
+        .arg(&events)
+        .assert()
+        .code(2);
+    let text = std::fs::read_to_string(&events).unwrap();
+    assert!(
+        text.contains("hint: x y depends on itself (x y -> x y)"),
+        "{text}"
     );
 }
 
@@ -1993,8 +2089,9 @@ fn fail_fast_cancels_the_queued_tasks_naming_the_failure_and_lets_running_ones_f
             "[long] long done",
             "ok      long (T s)",
             "failed: bad: exit status 3",
-            "cancelled: 2 task(s) (cause: --fail-fast after bad failed): next, child",
-            "summary: 1 succeeded, 1 failed, 0 blocked, 2 cancelled; wall time T s; critical path T s (long)",
+            "cancelled: 1 task(s) (cause: --fail-fast after bad failed): next",
+            "blocked: 1 task(s) (cause: bad failed): child",
+            "summary: 1 succeeded, 1 failed, 1 blocked, 1 cancelled; wall time T s; critical path T s (long)",
             "stopped by --fail-fast: bad failed; queued tasks were cancelled, running ones finished",
         ]
     );
@@ -2081,13 +2178,29 @@ fn fail_fast_starts_no_first_attempt_after_the_failure_even_one_waiting_for_a_sl
         .lines()
         .find(|l| l.starts_with("summary: "))
         .expect("summary");
-    // Every task without a span was cancelled: 40 tasks = started ones + cancelled ones.
-    let cancelled: usize = summary
-        .split([',', ';'])
-        .find_map(|p| p.trim().strip_suffix(" cancelled"))
-        .map(|n| n.parse().unwrap())
-        .expect("cancelled count");
-    assert_eq!(started.len() + cancelled, 40, "{summary}\n{stdout}");
+    // Every task without a span was cancelled, but the one that needs the failed task (t0 to
+    // t9 have one): it is blocked by it (as with --store). 40 tasks = started + cancelled +
+    // blocked ones.
+    let count = |what: &str| -> usize {
+        summary
+            .split([',', ';'])
+            .find_map(|p| p.trim().strip_suffix(what))
+            .map(|n| n.parse().unwrap())
+            .unwrap_or_else(|| panic!("no{what} count in {summary}"))
+    };
+    let (cancelled, blocked) = (count(" cancelled"), count(" blocked"));
+    let needed = stopper[1..].parse::<usize>().unwrap() < 10;
+    assert_eq!(blocked, usize::from(needed), "{summary}\n{stdout}");
+    assert_eq!(
+        stdout.contains(&format!("(cause: {stopper} failed): t")),
+        needed,
+        "{stdout}"
+    );
+    assert_eq!(
+        started.len() + cancelled + blocked,
+        40,
+        "{summary}\n{stdout}"
+    );
 }
 
 #[test]

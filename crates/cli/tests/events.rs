@@ -82,6 +82,85 @@ fn events_are_json_lines_in_order_with_blocked_causes_and_final_metrics() {
     assert_eq!(m["cycles_found"], 0);
 }
 
+/// In memory a task is blocked when its required dependency fails: its `blocked` event
+/// comes right after the failure's `finished`, naming it, not at the end of the run after
+/// the events of tasks that ran later (found by a new user; before, every `blocked` line was
+/// written once the run had settled). `slow` starts once `bad` has failed and runs 1 s:
+/// the failure's `blocked` events come before its `finished`, and before `after_slow` runs.
+/// A task that two failures block is blocked by the first (`t`: `late` fails 1 s after
+/// `bad`, and comes first in its list), as with `--store`, and the report says the same.
+#[test]
+fn in_memory_blocked_events_follow_the_failure_that_blocked_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("g.toml");
+    std::fs::write(
+        &file,
+        r#"
+[[task]]
+id = "bad"
+command = "touch bad.done; exit 1"
+[[task]]
+id = "child"
+deps = ["bad"]
+command = "true"
+[[task]]
+id = "grand"
+deps = ["child"]
+command = "true"
+[[task]]
+id = "slow"
+command = "i=0; while [ ! -e bad.done ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; sleep 1"
+[[task]]
+id = "after_slow"
+deps = ["slow"]
+command = "true"
+[[task]]
+id = "late"
+command = "i=0; while [ ! -e bad.done ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; sleep 1; exit 2"
+[[task]]
+id = "t"
+deps = ["late", "bad"]
+command = "true"
+"#,
+    )
+    .unwrap();
+    let out = dir.path().join("ev.jsonl");
+    let report = cargo_bin_cmd!("lockstep")
+        .current_dir(dir.path())
+        .args(["run", "--no-progress", "-j", "3", "--events"])
+        .arg(&out)
+        .arg(&file)
+        .assert()
+        .code(1)
+        .get_output()
+        .stdout
+        .clone();
+    let ev = events(&out);
+    check_order(&ev, false);
+    let at = |kind: &str, id: &str| {
+        ev.iter()
+            .position(|e| e["event"] == kind && e["id"] == id)
+            .unwrap_or_else(|| panic!("no {kind} {id} in {ev:#?}"))
+    };
+    let failed = at("finished", "bad");
+    for id in ["child", "grand", "t"] {
+        let b = at("blocked", id);
+        assert!(failed < b && b < at("finished", "slow"), "{id}: {ev:#?}");
+        assert!(b < at("finished", "late"), "{id}: {ev:#?}");
+        assert_eq!(ev[b]["cause"]["id"], "bad", "{id}");
+        assert_eq!(ev[b]["cause"]["state"], "failed", "{id}");
+    }
+    // Written once each.
+    assert_eq!(ev.iter().filter(|e| e["event"] == "blocked").count(), 3);
+    assert!(at("blocked", "grand") < at("claimed", "after_slow"));
+    // The report names the cause the events named.
+    let report = String::from_utf8(report).unwrap();
+    assert!(
+        report.contains("blocked: 3 task(s) (cause: bad failed): child, grand, t\n"),
+        "{report}"
+    );
+}
+
 #[test]
 fn a_graph_error_is_its_own_event_and_exit_2() {
     let dir = tempfile::tempdir().unwrap();

@@ -631,6 +631,97 @@ fn store_fail_fast_cancels_the_queued_tasks_in_the_store_naming_the_failure() {
     );
 }
 
+/// `--fail-fast` ends the same in memory and with a store (found by a new user: in memory
+/// the failed task's descendants were reported cancelled, with a store blocked): the failure
+/// blocks its descendants (`child`, and `grand` through it), the other queued tasks are
+/// cancelled naming it (`next`), in the end report, `--events` and `status` alike.
+#[test]
+fn fail_fast_blocks_the_failures_descendants_in_memory_as_with_a_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ff.toml");
+    std::fs::write(
+        &file,
+        // `bad` fails only once `long` has started (see the test above).
+        "[[task]]\nid = \"bad\"\n\
+         command = \"i=0; while [ ! -e long.started ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; exit 3\"\n\n\
+         [[task]]\nid = \"long\"\ncommand = \"touch long.started; sleep 1\"\n\n\
+         [[task]]\nid = \"next\"\ncommand = \"touch next.ran\"\ndeps = [\"long\"]\n\n\
+         [[task]]\nid = \"child\"\ndeps = [\"bad\"]\ncommand = \"true\"\n\n\
+         [[task]]\nid = \"grand\"\ndeps = [\"child\"]\ncommand = \"true\"\n",
+    )
+    .unwrap();
+    let store = format!("sqlite:{}", dir.path().join("run.lockstep").display());
+    let report_of = |extra: &[&str], events: &str| {
+        let _ = std::fs::remove_file(dir.path().join("long.started"));
+        let run = lockstep()
+            .current_dir(dir.path())
+            .args([
+                "run",
+                "--no-progress",
+                "-j",
+                "2",
+                "--fail-fast",
+                "--events",
+                events,
+            ])
+            .arg(&file)
+            .args(extra)
+            .assert()
+            .code(1);
+        let out = String::from_utf8_lossy(&run.get_output().stdout).to_string();
+        let lines: Vec<String> = out
+            .lines()
+            .filter(|l| {
+                ["failed: ", "cancelled: ", "blocked: "]
+                    .iter()
+                    .any(|p| l.starts_with(p))
+            })
+            .map(str::to_string)
+            .chain(
+                out.lines()
+                    .filter_map(|l| l.strip_prefix("summary: "))
+                    .map(|l| l.split(';').next().unwrap().to_string()),
+            )
+            .collect();
+        let ev = std::fs::read_to_string(dir.path().join(events)).unwrap();
+        let mut ended: Vec<(String, String)> = ev
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|e| e["event"] == "blocked" || e["event"] == "cancelled")
+            .map(|e| {
+                (
+                    e["id"].as_str().unwrap().to_string(),
+                    e["event"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        ended.sort();
+        (lines, ended)
+    };
+    let memory = report_of(&[], "memory.jsonl");
+    let stored = report_of(&["--store", &store], "store.jsonl");
+    assert_eq!(
+        memory.0,
+        vec![
+            "failed: bad: exit status 3",
+            "cancelled: 1 task(s) (cause: --fail-fast after bad failed): next",
+            "blocked: 2 task(s) (cause: bad failed): child, grand",
+            "1 succeeded, 1 failed, 2 blocked, 1 cancelled",
+        ]
+    );
+    assert_eq!(memory, stored);
+    assert!(!dir.path().join("next.ran").exists());
+    let spec: StoreSpec = store.parse().unwrap();
+    let mut s = spec.open(None).unwrap();
+    for (id, state) in [
+        ("child", TaskState::Blocked),
+        ("grand", TaskState::Blocked),
+        ("next", TaskState::Cancelled),
+    ] {
+        assert_eq!(s.status(id).unwrap().unwrap().state, state, "{id}");
+    }
+}
+
 /// `run --store --fail-fast` beside a `lockstep worker`: the runner's task fails while the
 /// worker's still runs. The runner ends (its own workers are done) and says that one task is
 /// still running in another process, not that "running ones finished" (which it said before,

@@ -38,6 +38,7 @@ fn graph(tasks: Vec<TaskSpec>) -> TaskGraph {
     TaskGraph {
         tasks,
         notes: Vec::new(),
+        warnings: Vec::new(),
         pools: Default::default(),
     }
 }

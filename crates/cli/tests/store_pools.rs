@@ -600,6 +600,7 @@ fn two_runs_of_a_file_with_pools_at_once_on_a_new_store() {
         let g = TaskGraph {
             tasks,
             notes: Vec::new(),
+            warnings: Vec::new(),
             pools,
         };
         let spec = StoreSpec::Sqlite(d.join("run.lockstep"));

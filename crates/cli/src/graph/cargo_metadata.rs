@@ -172,6 +172,7 @@ pub fn parse(text: &str, path: &Path, dev_deps: bool) -> Result<TaskGraph, ReadE
     Ok(TaskGraph {
         tasks,
         notes,
+        warnings: Vec::new(),
         pools: Default::default(),
     })
 }

@@ -20,8 +20,9 @@
 //!   (relative to the file's directory), and a NUL byte in either is refused (no process
 //!   can be given one); Graphviz's own attributes (`label`, `shape`, ...) are ignored, a
 //!   `pool` or `priority` attribute (which only TOML task files have) is named in a note, and
-//!   so is any other node attribute, with a guess (`comand`: did you mean `command`?), and
-//!   an edge attribute that looks like a misspelled `optional`;
+//!   so is any other node attribute; one that looks like a typo of an attribute lockstep
+//!   reads (`comand`: did you mean `command`?), and an edge attribute that looks like a
+//!   misspelled `optional`, in a warning instead (`TaskGraph::warnings`, kept by `-q`);
 //! * quoted ids lose their quotes, `\"` becomes `"` and a backslash-newline is removed;
 //!   HTML ids (`<...>`) are kept verbatim;
 //! * an edge with `optional=true` (or under `edge [optional=true]`) is an **optional**
@@ -237,9 +238,13 @@ pub fn parse_general(text: &str, path: &Path, opts: &DotOptions) -> Result<TaskG
             ));
         }
     }
-    notes.extend(unknown_attribute_notes(&b.nodes));
+    // A likely typo of an attribute lockstep reads changed the graph (a task without its
+    // command, a required edge meant optional): a warning, which `-q` does not hide; an
+    // attribute that looks like no such typo stays a note (a file drawn for another tool).
+    let (mut warnings, unknown) = unknown_attribute_notes(&b.nodes);
+    notes.extend(unknown);
     for (key, edges, (tail, head)) in &b.optional_typos {
-        notes.push(format!(
+        warnings.push(format!(
             "the `{key}` attribute of {edges} edge(s) (first: {tail:?} -> {head:?}) is not read: \
              did you mean `optional`? (without it the edge is a required dependency)"
         ));
@@ -261,6 +266,7 @@ pub fn parse_general(text: &str, path: &Path, opts: &DotOptions) -> Result<TaskG
     Ok(TaskGraph {
         tasks,
         notes,
+        warnings,
         pools: BTreeMap::new(),
     })
 }
@@ -454,12 +460,14 @@ const GRAPHVIZ_ATTRIBUTES: &[&str] = &[
     "z",
 ];
 
-/// A note for each node attribute that lockstep does not read and Graphviz does not define
+/// A line for each node attribute that lockstep does not read and Graphviz does not define
 /// (a typo such as `comand=` would otherwise leave the task without its command, silently):
 /// `the `comand` attribute of N node(s) (first: "a") is not read: lockstep reads `command`
 /// and `cwd` (did you mean `command`?), and Graphviz defines no such attribute`. In the order
-/// of the first node that has each; O(nodes × attributes × log(Graphviz's attributes)).
-fn unknown_attribute_notes(nodes: &[NodeInfo]) -> Vec<String> {
+/// of the first node that has each, as `(warnings, notes)`: a line with a guess (a likely
+/// typo, which changed the task) is a warning, one without is a note (`flavour=`: an
+/// attribute of another tool). O(nodes × attributes × log(Graphviz's attributes)).
+fn unknown_attribute_notes(nodes: &[NodeInfo]) -> (Vec<String>, Vec<String>) {
     let mut unknown: Vec<(&str, usize, &str)> = Vec::new();
     for n in nodes {
         for key in n.attrs.keys() {
@@ -476,30 +484,36 @@ fn unknown_attribute_notes(nodes: &[NodeInfo]) -> Vec<String> {
             }
         }
     }
-    unknown
-        .into_iter()
-        .map(|(key, count, first)| {
-            // An abbreviation (`cmd`: its letters in order) first, the nearest of those by
-            // edit distance; else the nearest within `closest_ids`' limit.
-            let abbreviates = |full: &&&str| {
-                let mut rest = full.chars();
-                key.chars().count() >= 2 && key.chars().all(|c| rest.any(|f| f == c))
-            };
-            let guess = READ_ATTRIBUTES
-                .iter()
-                .filter(abbreviates)
-                .min_by_key(|full| strsim::osa_distance(key, full))
-                .map(|g| (*g).to_string())
-                .or_else(|| super::closest_ids(key, READ_ATTRIBUTES).into_iter().next())
+    let (mut warnings, mut notes) = (Vec::new(), Vec::new());
+    for (key, count, first) in unknown {
+        // An abbreviation (`cmd`: its letters in order) first, the nearest of those by
+        // edit distance; else the nearest within `closest_ids`' limit.
+        let abbreviates = |full: &&&str| {
+            let mut rest = full.chars();
+            key.chars().count() >= 2 && key.chars().all(|c| rest.any(|f| f == c))
+        };
+        let guess = READ_ATTRIBUTES
+            .iter()
+            .filter(abbreviates)
+            .min_by_key(|full| strsim::osa_distance(key, full))
+            .map(|g| (*g).to_string())
+            .or_else(|| super::closest_ids(key, READ_ATTRIBUTES).into_iter().next());
+        let line = format!(
+            "the `{key}` attribute of {count} node(s) (first: {first:?}) is not read: \
+                 lockstep reads `command` and `cwd`{}, and Graphviz defines no such \
+                 attribute",
+            guess
+                .as_ref()
                 .map(|g| format!(" (did you mean `{g}`?)"))
-                .unwrap_or_default();
-            format!(
-                "the `{key}` attribute of {count} node(s) (first: {first:?}) is not read: \
-                 lockstep reads `command` and `cwd`{guess}, and Graphviz defines no such \
-                 attribute"
-            )
-        })
-        .collect()
+                .unwrap_or_default()
+        );
+        if guess.is_some() {
+            warnings.push(line);
+        } else {
+            notes.push(line);
+        }
+    }
+    (warnings, notes)
 }
 
 /// The graph of the fast path ([`simple`]): no attributes, so no command, no `cwd`, no
@@ -519,6 +533,7 @@ fn from_simple(g: simple::Simple<'_>, opts: &DotOptions) -> TaskGraph {
     TaskGraph {
         tasks,
         notes,
+        warnings: Vec::new(),
         pools: BTreeMap::new(),
     }
 }
@@ -1399,18 +1414,19 @@ size="30,40";
     }
 
     /// A node attribute that lockstep does not read and Graphviz does not define (a typo of
-    /// `command`, found by a new user: the task ran with no command, silently) gets a note
-    /// with a guess; Graphviz's own attributes (`label`, `comment`, `URL`, ...) stay quiet,
+    /// `command`, found by a new user: the task ran with no command, silently) gets a
+    /// warning with a guess (a note without one); Graphviz's own attributes (`label`, `comment`, `URL`, ...) stay quiet,
     /// and so do edge attributes (any of them can be an `--exclude-edges` key).
     #[test]
-    fn unknown_node_attributes_are_named_in_a_note() {
+    fn unknown_node_attributes_are_named_in_a_warning_or_a_note() {
         let g = read(
             "digraph { node [shape=box, comand=\"x\"]; a [label=\"A\", comment=\"c\", URL=\"u\"]; \
              b [cmd=\"make\", flavour=\"y\", cd=\"d\"]; a -> b [weight=2, kind=\"test\"]; }",
         );
         assert_eq!(g.tasks[0].command, None);
+        // A likely typo (a guess) is a warning: it changed the task.
         assert_eq!(
-            g.notes,
+            g.warnings,
             [
                 "the `comand` attribute of 2 node(s) (first: \"a\") is not read: lockstep reads \
                  `command` and `cwd` (did you mean `command`?), and Graphviz defines no such \
@@ -1421,6 +1437,12 @@ size="30,40";
                 "the `cmd` attribute of 1 node(s) (first: \"b\") is not read: lockstep reads \
                  `command` and `cwd` (did you mean `command`?), and Graphviz defines no such \
                  attribute",
+            ]
+        );
+        // One that looks like no typo (another tool's) is a note.
+        assert_eq!(
+            g.notes,
+            [
                 "the `flavour` attribute of 1 node(s) (first: \"b\") is not read: lockstep \
                  reads `command` and `cwd`, and Graphviz defines no such attribute",
             ]
@@ -1430,21 +1452,23 @@ size="30,40";
              _background=\"b\", Damping=1, TBbalance=min]; }",
         );
         assert!(quiet.notes.is_empty(), "{:?}", quiet.notes);
+        assert!(quiet.warnings.is_empty(), "{:?}", quiet.warnings);
     }
 
     /// An edge attribute that looks like a misspelled `optional` (found by a new user:
-    /// `optinal=true` made the edge required, silently) gets a note; Graphviz's edge
+    /// `optinal=true` made the edge required, silently) gets a warning; Graphviz's edge
     /// attributes and other names (possible `--exclude-edges` keys) stay quiet.
     #[test]
-    fn a_misspelled_optional_edge_attribute_is_named_in_a_note() {
+    fn a_misspelled_optional_edge_attribute_is_named_in_a_warning() {
         let g = read(
             "digraph { a -> b [optinal=true, weight=2, kind=x]; edge [opt=true]; b -> c; \
              c -> {d e}; }",
         );
         assert_eq!(g.tasks[0].deps, ["b"], "the misspelled edge is required");
         assert!(g.tasks[0].after.is_empty());
+        assert!(g.notes.is_empty(), "{:?}", g.notes);
         assert_eq!(
-            g.notes,
+            g.warnings,
             [
                 "the `optinal` attribute of 1 edge(s) (first: \"a\" -> \"b\") is not read: did \
                  you mean `optional`? (without it the edge is a required dependency)",
@@ -1454,6 +1478,7 @@ size="30,40";
         );
         let quiet = read("digraph { a -> b [optional=true, color=red, on=1, kind=x]; }");
         assert!(quiet.notes.is_empty(), "{:?}", quiet.notes);
+        assert!(quiet.warnings.is_empty(), "{:?}", quiet.warnings);
     }
 
     /// The binary search in `unknown_attribute_notes` needs the list sorted, without repeats.

@@ -243,6 +243,7 @@ impl IndexedGraph {
                 })
                 .collect(),
             notes: self.p.notes.clone(),
+            warnings: Vec::new(),
             pools: Default::default(),
         }
     }

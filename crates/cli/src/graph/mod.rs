@@ -153,6 +153,10 @@ pub struct TaskGraph {
     /// Human-readable notes on choices the reader made (a detected profile, edges it left
     /// out, ids it renamed), printed by the command before its results.
     pub notes: Vec<String>,
+    /// Warnings on the input: a likely typo that changed what the graph means (a DOT
+    /// `comand=` left the task without its command, `optinal=true` left the edge required).
+    /// Printed as `warning: ...` lines, also with `-q`, which drops the notes.
+    pub warnings: Vec<String>,
     /// The named concurrency limits a task file declares (`[pools]`, SPEC A8): name ->
     /// depth (at least 1), in name order. Every task's `pool` names one of them.
     pub pools: BTreeMap<String, usize>,
@@ -1032,6 +1036,7 @@ mod tests {
                 TaskSpec::new("c", Vec::<String>::new()),
             ],
             notes: vec![],
+            warnings: vec![],
             pools: BTreeMap::new(),
         };
         g.reverse();
@@ -1050,6 +1055,7 @@ mod tests {
                 TaskSpec::new("c", Vec::<String>::new()),
             ],
             notes: vec![],
+            warnings: vec![],
             pools: BTreeMap::new(),
         };
         let before = g.clone();
@@ -1075,6 +1081,7 @@ mod tests {
                 TaskSpec::new("a", ["e"]),
             ],
             notes: vec![],
+            warnings: vec![],
             pools: BTreeMap::new(),
         };
         let before = g.clone();

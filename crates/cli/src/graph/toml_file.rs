@@ -428,6 +428,7 @@ pub fn parse_general(text: &str, path: &Path) -> Result<TaskGraph, ReadError> {
     Ok(TaskGraph {
         tasks,
         notes: Vec::new(),
+        warnings: Vec::new(),
         pools,
     })
 }
