@@ -2471,6 +2471,19 @@ impl<K: TaskKey, P> Core<K, P> {
     /// Inserts the sequences of the versions in `ready_later` into the ready queue (each
     /// already in state ready). O(1 + their number) plus the queue's inserts.
     pub(crate) fn flush_ready(&mut self) {
+        if self.ready_later.len() > 1
+            && self.seq_is_node
+            && self.priority.is_empty()
+            && self.pool_of.is_empty()
+        {
+            // Several (one, as on a chain, goes the single way below), every sequence is its
+            // node (A4.sequence-is-node) and every version has priority 0 and no pool: all go
+            // to the main queue's bitset, in one loop.
+            self.ready
+                .insert_default_many(self.ready_later.iter().map(|&v| u64::from(v)));
+            self.ready_later.clear();
+            return;
+        }
         for i in 0..self.ready_later.len() {
             let v = self.ready_later[i];
             self.push_ready(v, self.seq_of(v));

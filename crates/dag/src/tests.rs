@@ -2011,3 +2011,94 @@ fn identity_prefix_answers_as_the_hash_table() {
     run(&u32s, 12);
     run(&u64s.iter().map(|&v| v as usize).collect::<Vec<_>>(), 12);
 }
+
+/// A completion reported in a batch queues what it releases after the batch (`flush_ready`,
+/// several at once through the bitset's `insert_many` when all are of priority 0 without a
+/// pool), and the claims that follow must come out exactly as after single completions:
+/// highest priority first, then submission order, a pool's versions within its depth
+/// (A8.priority-order, A8.pool-depth). Fan-outs of one root with random priorities and pools
+/// (and an all-default one), released by `complete`, by `complete_batch` and by
+/// `complete_and_claim`; each claim order must match the single completion's, which is
+/// checked against the order computed here from the rule.
+#[test]
+fn a_batch_release_queues_each_version_by_its_priority_and_pool() {
+    use lockstep_contract::SubmitOptions;
+    for seed in 1..=60u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let width = 2 + rng.below(12);
+        let plain = seed % 4 == 0;
+        let specs: Vec<(i32, bool)> = (0..width)
+            .map(|_| {
+                if plain {
+                    (0, false)
+                } else if seed % 4 == 1 {
+                    // Pools without priorities.
+                    (0, rng.below(2) == 0)
+                } else {
+                    ([-2, 0, 0, 1, 3][rng.below(5)], rng.below(3) == 0)
+                }
+            })
+            .collect();
+        let mut orders = Vec::new();
+        for way in 0..3 {
+            let s: TaskScheduler<u32> = TaskScheduler::new(usize::MAX);
+            let pool = s.define_pool("p", 1).unwrap();
+            s.submit(0, [], ()).unwrap();
+            for (i, &(priority, pooled)) in specs.iter().enumerate() {
+                let options = SubmitOptions::priority(priority).with_pool(pooled.then_some(pool));
+                s.submit_with(1 + i as u32, [0], (), options).unwrap();
+            }
+            let root = s.ready().unwrap();
+            assert_eq!(root.len(), 1);
+            let done = [(root[0].id, root[0].generation)];
+            let mut claims = Vec::new();
+            match way {
+                0 => {
+                    s.complete(&0, done[0].1).unwrap();
+                    claims = s.ready().unwrap();
+                }
+                1 => {
+                    s.complete_batch(&done, &mut BatchOutcome::default())
+                        .unwrap();
+                    claims = s.ready().unwrap();
+                }
+                _ => {
+                    s.complete_and_claim(
+                        &done,
+                        &mut BatchOutcome::default(),
+                        usize::MAX,
+                        &mut claims,
+                    )
+                    .unwrap();
+                }
+            }
+            orders.push(claims.iter().map(|c| c.id).collect::<Vec<_>>());
+        }
+        // The rule: the pool's first version (by priority, then sequence) and every version
+        // without the pool, highest priority first, then submission order.
+        let mut want: Vec<(std::cmp::Reverse<i32>, u32)> = Vec::new();
+        let mut pool_taken = false;
+        let mut by_rule: Vec<(std::cmp::Reverse<i32>, u32, bool)> = specs
+            .iter()
+            .enumerate()
+            .map(|(i, &(p, pooled))| (std::cmp::Reverse(p), 1 + i as u32, pooled))
+            .collect();
+        by_rule.sort();
+        for (p, id, pooled) in by_rule {
+            if pooled {
+                if pool_taken {
+                    continue;
+                }
+                pool_taken = true;
+            }
+            want.push((p, id));
+        }
+        let want: Vec<u32> = want.into_iter().map(|(_, id)| id).collect();
+        assert_eq!(orders[0], want, "seed {seed}: single completion, {specs:?}");
+        assert_eq!(orders[1], want, "seed {seed}: complete_batch, {specs:?}");
+        assert_eq!(
+            orders[2], want,
+            "seed {seed}: complete_and_claim, {specs:?}"
+        );
+    }
+}
