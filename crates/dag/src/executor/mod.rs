@@ -1539,7 +1539,6 @@ impl<K: TaskKey> Shared<K> {
         // One read per dependency decides both the count and the registration: a
         // dependency may end between two reads (its final store is not under this lock).
         let mut wait_for: SmallVec<[u32; 8]> = SmallVec::new();
-        let mut lost = false;
         let mut doomed = false;
         for (i, &d) in list.iter().enumerate() {
             // Acquire: a dependency found ended has its writes (and cause) visible here, and
@@ -1549,20 +1548,17 @@ impl<K: TaskKey> Shared<K> {
             // (read under the stop lock, where neither changes).
             doomed |= (i < required || seeded_bug!("optional_blocks"))
                 && (blocks(raw) || stop.is_doomed(d));
-            if is_terminal(raw) {
-                lost |= is_lost(raw);
-            } else {
+            if !is_terminal(raw) {
                 wait_for.push(d);
             }
         }
-        // SEEDED BUG (executor_grow_lost_unseen): a lost dependency found ended is counted
-        // as done without raising `lost_any`, so the decider skips its scan and runs the new
-        // task although it must be blocked (the lost task may not have raised the flag yet).
-        if lost && !seeded_bug!("executor_grow_lost_unseen") {
-            // Release, then this worker's own end (the parent's release of the new task)
-            // orders it before the new task's decision.
-            self.lost_any.store(true, Ordering::Release);
-        }
+        // A dependency found lost needs no flag raised here: every loss that blocks raised
+        // `lost_any` (`Release`) before its final state could be read (a failure in
+        // `end_failed`, a cancel before its compare-and-swap; a blocked task's decider read
+        // the flag raised), and the read above acquires that state; this worker's own end
+        // (the parent's release of the new task) then orders it before the new task's
+        // decision, which reads the flag and scans. (A task cancelled by the close blocks
+        // nothing.)
         growth.slots[book.len as usize]
             .set(Box::new(Grown {
                 id: id.clone(),
@@ -1752,8 +1748,16 @@ impl<K: TaskKey> Shared<K> {
         } else {
             FAILED | BEFORE_CLOSE
         };
-        // Before the store: a cancel that finds the failure also finds the flag set.
-        self.lost_any.store(true, Ordering::Release);
+        // Before the store: a cancel that finds the failure also finds the flag set, and so
+        // does a successor added by a running task that finds it failed (`grow`, which raises
+        // no flag of its own: its `Acquire` read of this state carries the flag to the new
+        // task's decider).
+        // SEEDED BUG (executor_grow_lost_unseen): not raised here, only by the end's raise
+        // before the decrements, after this critical section: a successor added in between
+        // counts the failure as done while the flag is down, and its decider runs it.
+        if !seeded_bug!("executor_grow_lost_unseen") {
+            self.lost_any.store(true, Ordering::Release);
+        }
         if !PLAIN && let Some(history) = &self.history {
             let mut h = history.lock();
             h.push(ExecEvent::Finish {
