@@ -30,8 +30,9 @@
 //! written before the next happens), one `finished` per attempt; a retry is a new `claimed`
 //! with the next generation, written after the failed attempt's `finished`.
 //! In memory a task is blocked when a required dependency fails: the `blocked` lines of a
-//! failure are written right after its `finished` line (when its result reaches the main
-//! thread), naming it as the cause, for every task it blocks, in file order; a task that two
+//! failure are written right after its `finished` line (before the failure settles, so
+//! before any task that optionally depends on a blocked one is claimed), naming it (the
+//! generation of its last attempt) as the cause, for every task it blocks, in file order; a task that two
 //! failures would block is blocked by the first (`run::Blocking`). `cancelled` and
 //! `interrupted` lines are written when the run has settled (the executor decides
 //! cancellations inside its release path, which carries no hook); with `run --store`

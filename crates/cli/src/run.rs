@@ -37,10 +37,12 @@
 //! # Blocked tasks
 //! A failure blocks every task that requires it, directly or through blocked tasks (SPEC
 //! A5). The executor decides a blocked task only when its last dependency settles, and names
-//! the first lost dependency in list order; the main thread decides instead, when the
-//! failure's result arrives (`Blocking`): the tasks it blocks (those no earlier failure
-//! blocked) get their `blocked` events at once, and the report names that failure, the
-//! first in time, as `run --store` does. A failure whose result arrives after a stop
+//! the first lost dependency in list order; the failed task's function decides instead,
+//! after its last `finished` and before it settles (`Blocking`, shared by the task
+//! functions): the tasks it blocks (those no earlier failure blocked) get their `blocked`
+//! events at once, so before the executor starts any task that optionally depends on one
+//! of them, and the report names that failure (at the generation of its last attempt), the
+//! first in time, as `run --store` does. A failure that ends after a stop
 //! (Ctrl-C, `--fail-fast` after another task) blocks nothing: the tasks still queued are
 //! cancelled. The failure that closes the run for `--fail-fast` (before it settles, so
 //! that nothing starts after it) blocks its descendants, which the executor cancelled
@@ -869,6 +871,10 @@ fn run_inner(
     let stopping = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     // The first to close the run: Ctrl-C, or `--fail-fast` after a failure.
     let closer: std::sync::Arc<std::sync::Mutex<Option<Closer>>> = Default::default();
+    // The tasks a failure blocked, decided by the failed task's function before it settles
+    // (module docs, "Blocked tasks"), and the failure that blocked each: the report and
+    // `--events` both take them.
+    let blocking: std::sync::Arc<std::sync::Mutex<Blocking>> = Default::default();
     // The origin of every time of the run: wall time and the attempts' spans.
     let started = Instant::now();
     let slots = std::sync::Arc::new(Slots::new(jobs, started));
@@ -882,6 +888,8 @@ fn run_inner(
         let fail_fast = opts.fail_fast;
         let stopping = std::sync::Arc::clone(&stopping);
         let closer = std::sync::Arc::clone(&closer);
+        let blocking = std::sync::Arc::clone(&blocking);
+        let frozen = std::sync::Arc::clone(&frozen);
         let events = opts.events.clone();
         move |ctx: &TaskContext<'_, String>| -> Result<(), String> {
             let id = ctx.id();
@@ -1142,6 +1150,24 @@ fn run_inner(
             if fail_fast && verdict.is_err() && !interrupted {
                 close_for_fail_fast();
             }
+            // A failure (no retries left, not a stop) blocks its descendants now, before it
+            // settles (so before the executor starts any task that optionally depends on one
+            // of them: their `blocked` events come first), unless the run was stopped before
+            // it: then they are cancelled. The failure that closed the run for `--fail-fast`
+            // blocks them too: it closed the run before it settled (so that nothing starts
+            // after it), and with `--store` its own transaction blocks them before the queue
+            // is cancelled.
+            if verdict.is_err() && !interrupted {
+                let stopped = stop()
+                    || closer.lock().map_or(true, |c| match &*c {
+                        None => false,
+                        Some(Closer::FailFast(first)) => first != id,
+                        Some(Closer::Signal(_)) => true,
+                    });
+                if !stopped && let Ok(mut b) = blocking.lock() {
+                    b.fail(&frozen, ctx.index(), u64::from(attempt), events.as_deref());
+                }
+            }
             // Sent before this task settles, so before any dependent starts: the main thread
             // receives results in a topological order.
             let _ = tx.send(Msg::Done(Done {
@@ -1192,9 +1218,6 @@ fn run_inner(
     let mut claims: HashMap<String, Duration> = HashMap::new();
     let mut finish_order: Vec<String> = Vec::with_capacity(ids.len());
     let mut spans: Vec<AttemptSpan> = Vec::new();
-    // The tasks a failure blocked, decided when its result arrives (module docs, "Blocked
-    // tasks"), and the failure that blocked each: the report and `--events` both take them.
-    let mut blocking = Blocking::default();
     let mut interrupted: Option<StopSignal> = None;
     let interrupt = |interrupted: &mut Option<StopSignal>, signal: StopSignal| {
         if interrupted.is_none() {
@@ -1285,22 +1308,6 @@ fn run_inner(
                 if let Some(path) = &done.ran.log {
                     logs.insert(done.id.clone(), path.clone());
                 }
-                // A failure (no retries left, not a stop) blocks its descendants now, unless
-                // the run was stopped before it: then they are cancelled. The failure that
-                // closed the run for `--fail-fast` blocks them too: it closed the run before
-                // it settled (so that nothing starts after it), and with `--store` its own
-                // transaction blocks them before the queue is cancelled.
-                if done.result.is_err() && !done.interrupted {
-                    let stopped = stopping.load(std::sync::atomic::Ordering::SeqCst)
-                        || closer.lock().map_or(true, |c| match &*c {
-                            None => false,
-                            Some(Closer::FailFast(first)) => *first != done.id,
-                            Some(Closer::Signal(_)) => true,
-                        });
-                    if !stopped {
-                        blocking.fail(&frozen, &done.id, opts.events.as_deref());
-                    }
-                }
                 let note = (done.attempts > 1).then(|| {
                     attempts::attempt_brief(done.attempt, done.attempts, u64::from(done.attempt))
                 });
@@ -1331,6 +1338,7 @@ fn run_inner(
     pool.await_termination();
 
     let closer = closer.lock().ok().and_then(|c| c.clone());
+    let blocking = std::mem::take(&mut *blocking.lock().unwrap_or_else(|e| e.into_inner()));
     let cancel_cause = match &closer {
         Some(Closer::Signal(signal)) => Some(signal.name().to_string()),
         Some(Closer::FailFast(id)) => Some(format!("--fail-fast after {id} failed")),
@@ -1474,8 +1482,8 @@ pub fn settled_events(ev: &EventSink, tasks: &[TaskRecord], written: impl Fn(usi
     }
 }
 
-/// The tasks blocked by failures, decided by the main thread as each failure's result
-/// arrives (the executor decides a task only when its last dependency settles and has no
+/// The tasks blocked by failures, decided by each failed task's function after its last
+/// `finished` and before it settles (the executor decides a task only when its last dependency settles and has no
 /// hook there): a failure blocks every task that requires it, directly or through blocked
 /// tasks, and not blocked yet; so a blocked task's cause is the **first failure in time**
 /// that reached it (as with `--store`), and its `blocked` event is written right after that
@@ -1485,18 +1493,23 @@ struct Blocking {
     /// `required_dependents[t]`: the tasks whose required dependencies list `t`, built at
     /// the first failure. O(V + E) once.
     required_dependents: Vec<Vec<u32>>,
-    /// The blocked tasks, each with the index of the failed task that blocked it.
-    cause: HashMap<u32, u32>,
+    /// The blocked tasks, each with the index of the failed task that blocked it and the
+    /// generation of its failure (in memory attempt k is generation k).
+    cause: HashMap<u32, (u32, u64)>,
 }
 
 impl Blocking {
     /// `failed` failed for good (no retries left, not stopped): blocks its descendants through
     /// required edges that no earlier failure blocked, and writes their `blocked` events, in
     /// file order. O(V + E) the first time, then O(the tasks it blocks and their edges).
-    fn fail(&mut self, graph: &FrozenGraph<String>, failed: &str, events: Option<&EventSink>) {
-        let Some(f) = graph.index_of(&failed.to_string()) else {
-            return;
-        };
+    fn fail(
+        &mut self,
+        graph: &FrozenGraph<String>,
+        f: u32,
+        generation: u64,
+        events: Option<&EventSink>,
+    ) {
+        let failed = graph.id(f).as_str();
         if self.required_dependents.is_empty() {
             self.required_dependents = vec![Vec::new(); graph.len()];
             for t in 0..graph.len() as u32 {
@@ -1510,7 +1523,7 @@ impl Blocking {
         while let Some(t) = stack.pop() {
             for &d in &self.required_dependents[t as usize] {
                 if d != f && !self.cause.contains_key(&d) {
-                    self.cause.insert(d, f);
+                    self.cause.insert(d, (f, generation));
                     blocked.push(d);
                     stack.push(d);
                 }
@@ -1519,16 +1532,21 @@ impl Blocking {
         blocked.sort_unstable();
         if let Some(ev) = events {
             for d in blocked {
-                ev.blocked(graph.id(d), 1, Some((failed, 1, TaskState::Failed.name())));
+                ev.blocked(
+                    graph.id(d),
+                    1,
+                    Some((failed, generation, TaskState::Failed.name())),
+                );
             }
         }
     }
 
-    /// What blocked task `t`, if a failure did (in memory every task is generation 1).
+    /// What blocked task `t`, if a failure did (the failed task at the generation of its
+    /// last attempt).
     fn cause_of(&self, graph: &FrozenGraph<String>, t: u32) -> Option<BlockCause<String>> {
-        self.cause.get(&t).map(|&c| BlockCause {
+        self.cause.get(&t).map(|&(c, generation)| BlockCause {
             task: graph.id(c).clone(),
-            generation: lockstep_contract::Generation::FIRST,
+            generation: lockstep_contract::Generation(generation),
             state: TaskState::Failed,
         })
     }

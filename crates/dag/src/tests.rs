@@ -2102,3 +2102,339 @@ fn a_batch_release_queues_each_version_by_its_priority_and_pool() {
         );
     }
 }
+
+/// REVIEW (bulk-submit): `dense_batches_answer_as_single_submissions` for every integer id
+/// type (u8 and u16 wrap around to earlier ids near their max; u32 ids near `u32::MAX`
+/// are never dense; usize and u64 ids past u32), with priorities and pools (`submit_with`,
+/// `define_pool`) mixed in between batches, fails, cancels, `add_dependency` and claims of
+/// many (`ReadySet::pop_many`) compared with as many claims of one. Scheduler `a` takes the
+/// batches and claims of `k`; `b` takes single submissions and `k` claims of one.
+#[test]
+fn review_dense_batches_and_claims_of_many_answer_alike_for_every_integer_type() {
+    fn run<K: TaskKey + Copy + std::fmt::Debug + Ord>(
+        mk: impl Fn(u64) -> K,
+        base: u64,
+        seeds: u64,
+    ) {
+        let mut dense = 0usize;
+        for seed in 1..=seeds {
+            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 3);
+            let capacity = [1, 3, 8, 1000][rng.below(4)];
+            let a: TaskScheduler<K, u64> = TaskScheduler::new(capacity);
+            let b: TaskScheduler<K, u64> = TaskScheduler::new(capacity);
+            let mut pools = Vec::new();
+            let mut next = base;
+            let mut running: Vec<(K, Generation)> = Vec::new();
+            let id_of = |v: u64| mk(v);
+            for round in 0..14 {
+                let at = format!("seed {seed} round {round}");
+                match rng.below(12) {
+                    0 => {
+                        let depth = 1 + rng.below(3);
+                        let name = format!("p{}", pools.len());
+                        let (pa, pb) = (
+                            a.define_pool(name.clone(), depth),
+                            b.define_pool(name, depth),
+                        );
+                        assert_eq!(pa, pb, "{at}");
+                        pools.extend(pa.ok());
+                    }
+                    1 | 2 => {
+                        // A single submission with options, in order or not.
+                        let v = if rng.below(4) == 0 {
+                            base + rng.below((next - base + 1) as usize) as u64
+                        } else {
+                            next
+                        };
+                        let mut o = SubmitOptions::priority(rng.below(5) as i32 - 2);
+                        if !pools.is_empty() && rng.below(2) == 0 {
+                            o = o.with_pool(Some(pools[rng.below(pools.len())]));
+                        }
+                        let deps: Vec<K> = (0..rng.below(3))
+                            .filter(|_| v > base)
+                            .map(|_| id_of(base + rng.below((v - base) as usize) as u64))
+                            .collect();
+                        let mut deps = deps;
+                        deps.dedup();
+                        assert_eq!(
+                            a.submit_with(id_of(v), deps.clone(), v, o),
+                            b.submit_with(id_of(v), deps, v, o),
+                            "{at}"
+                        );
+                        next = next.max(v + 1);
+                    }
+                    3 => {
+                        let v = id_of(base + rng.below((next - base + 1) as usize) as u64);
+                        assert_eq!(a.cancel(&v), b.cancel(&v), "{at}");
+                    }
+                    4 if rng.below(4) == 0 => assert_eq!(a.close(), b.close(), "{at}"),
+                    5 => {
+                        let v = id_of(base + rng.below((next - base + 1) as usize) as u64);
+                        let d = id_of(base + rng.below((next - base + 1) as usize) as u64);
+                        assert_eq!(a.add_dependency(&v, d), b.add_dependency(&v, d), "{at}");
+                    }
+                    6 | 7 => {
+                        // Claims of many against as many claims of one.
+                        let k = [2, 3, 7, 65, 300][rng.below(5)];
+                        let ca = a.ready_at_most(k);
+                        let mut cb: Result<Vec<_>, _> = Ok(Vec::new());
+                        for _ in 0..k {
+                            match b.ready_at_most(1) {
+                                Ok(c) if c.is_empty() => break,
+                                Ok(c) => cb.as_mut().unwrap().extend(c),
+                                Err(e) => {
+                                    cb = Err(e);
+                                    break;
+                                }
+                            }
+                        }
+                        let ids = |c: &Result<Vec<Claim<K, u64>>, SchedulerError<K>>| {
+                            c.as_ref()
+                                .map(|c| {
+                                    c.iter()
+                                        .map(|c| (c.id, c.generation, c.payload))
+                                        .collect::<Vec<_>>()
+                                })
+                                .map_err(Clone::clone)
+                        };
+                        assert_eq!(ids(&ca), ids(&cb), "{at}");
+                        running.extend(ca.into_iter().flatten().map(|c| (c.id, c.generation)));
+                    }
+                    8 if !running.is_empty() => {
+                        let (id, gen_) = running.swap_remove(rng.below(running.len()));
+                        if rng.below(3) == 0 {
+                            assert_eq!(a.fail(&id, gen_, "x"), b.fail(&id, gen_, "x"), "{at}");
+                        } else {
+                            assert_eq!(a.complete(&id, gen_), b.complete(&id, gen_), "{at}");
+                        }
+                    }
+                    _ => {}
+                }
+                // A batch, mostly dense.
+                let mut items: Vec<(u64, Vec<u64>)> = Vec::new();
+                let mut cursor = next;
+                let n = [0, 1, 5, 40, 200][rng.below(5)];
+                for _ in 0..n {
+                    let v = match rng.below(30) {
+                        0 => base + rng.below((cursor - base).max(1) as usize) as u64,
+                        1 => cursor + 1,
+                        _ => cursor,
+                    };
+                    cursor = cursor.max(v + 1);
+                    let mut deps = Vec::new();
+                    for _ in 0..rng.below(4) {
+                        let d = match rng.below(40) {
+                            0 => cursor + rng.below(2) as u64,
+                            1 => v,
+                            _ if v == base => continue,
+                            _ => v - 1 - rng.below(((v - base) as usize).min(5)) as u64,
+                        };
+                        if rng.below(20) > 0 && deps.contains(&d) {
+                            continue;
+                        }
+                        deps.push(d);
+                    }
+                    items.push((v, deps));
+                }
+                let before = a.lock().dense_taken;
+                let mut ga = Vec::new();
+                let ra = a
+                    .submit_batch(
+                        items.iter().map(|(v, d)| {
+                            (
+                                id_of(*v),
+                                d.iter().map(|&x| id_of(x)).collect::<Vec<_>>(),
+                                *v,
+                            )
+                        }),
+                        &mut ga,
+                    )
+                    .map_err(|e| (e.index, e.error));
+                let mut gb = Vec::new();
+                let mut rb = Ok(());
+                for (i, (v, d)) in items.iter().enumerate() {
+                    match b.submit(id_of(*v), d.iter().map(|&x| id_of(x)), *v) {
+                        Ok(g) => gb.push(g),
+                        Err(e) => {
+                            rb = Err((i, e));
+                            break;
+                        }
+                    }
+                }
+                assert_eq!(ra, rb, "{at}: {items:?}");
+                assert_eq!(ga, gb, "{at}");
+                dense += a.lock().dense_taken - before;
+                for (v, d) in &items[..ga.len()] {
+                    next = next
+                        .max(v + 1)
+                        .max(d.iter().map(|&x| x + 1).max().unwrap_or(0));
+                }
+                assert_eq!(
+                    format!("{:?}", a.snapshot()),
+                    format!("{:?}", b.snapshot()),
+                    "{at}"
+                );
+                assert_eq!(a.counts(), b.counts(), "{at}");
+                assert_eq!(a.stats(), b.stats(), "{at}");
+                assert_eq!(
+                    format!("{:?}", a.check()),
+                    format!("{:?}", b.check()),
+                    "{at}"
+                );
+                a.lock().assert_invariants();
+                b.lock().assert_invariants();
+            }
+            // Run both to the end: claims of many against claims of one.
+            loop {
+                let k = 2 + rng.below(400);
+                let ca = a.ready_at_most(k);
+                let mut cb = Vec::new();
+                let mut eb = None;
+                for _ in 0..k {
+                    match b.ready_at_most(1) {
+                        Ok(c) if c.is_empty() => break,
+                        Ok(c) => cb.extend(c),
+                        Err(e) => {
+                            eb = Some(e);
+                            break;
+                        }
+                    }
+                }
+                let Ok(ca) = ca else {
+                    assert_eq!(ca.err(), eb, "seed {seed}");
+                    break;
+                };
+                let xa: Vec<_> = ca.iter().map(|c| (c.id, c.generation)).collect();
+                let xb: Vec<_> = cb.iter().map(|c| (c.id, c.generation)).collect();
+                assert_eq!(xa, xb, "seed {seed}");
+                running.extend(xa);
+                if running.is_empty() {
+                    break;
+                }
+                let mut done = std::mem::take(&mut running);
+                done.sort();
+                for (id, gen_) in done {
+                    assert_eq!(a.complete(&id, gen_), b.complete(&id, gen_), "seed {seed}");
+                }
+            }
+            assert_eq!(a.counts(), b.counts(), "seed {seed}");
+            assert_eq!(a.stats(), b.stats(), "seed {seed}");
+            assert_eq!(
+                format!("{:?}", a.snapshot()),
+                format!("{:?}", b.snapshot()),
+                "seed {seed}"
+            );
+        }
+        assert!(base > 0 || dense > 100, "the dense path applied {dense}");
+    }
+    // u8 and u16 wrap around near their max: `v % 256` is an earlier id, a resubmission.
+    run(|v| (v % 256) as u8, 0, 60);
+    run(|v| (v % 65536) as u16, 65536 - 300, 30);
+    run(|v| v as u16, 0, 30);
+    run(|v| v as u32, 0, 60);
+    run(|v| v as u32, u32::MAX as u64 - 600, 20);
+    run(|v| v, 0, 40);
+    run(|v| v as usize, 0, 40);
+    run(|v| v as usize, 1 << 33, 20);
+}
+
+/// REVIEW (bulk-submit): claims of many (`ReadySet::pop_many`, chunks of `CLAIM_CHUNK`)
+/// against as many claims of one, on ready sets of four levels (300,000 sequences), with
+/// holes cut by cancels (summary words that empty), resubmissions of ready versions until
+/// the sequences are renumbered (`Core::renumber`) while most are ready, and limits of 0, 1,
+/// exactly a leaf, a summary word, and beyond the chunk.
+#[test]
+fn review_claims_of_many_on_deep_ready_sets_match_claims_of_one() {
+    // Four levels, no renumbering; then three levels, renumbered while most are ready.
+    review_claims_run(300_000, false);
+    review_claims_run(20_000, true);
+}
+
+fn review_claims_run(n: u32, renumber: bool) {
+    let mk = || {
+        let s: TaskScheduler<u32, u32> = TaskScheduler::new(usize::MAX / 2);
+        let mut g = Vec::new();
+        s.submit_batch(
+            (0..n).map(|v| (v, if v % 5 == 4 { vec![v - 1] } else { vec![] }, v)),
+            &mut g,
+        )
+        .unwrap();
+        s
+    };
+    let (a, b) = (mk(), mk());
+    assert!(a.lock().dense_taken == n as usize);
+    let mut rng = Rng(0x1234_5678_9ABC_DEF1);
+    // Holes: runs of cancels that empty whole leaves and summary words.
+    for _ in 0..40 {
+        let from = rng.below(n as usize) as u32;
+        for v in from..(from + rng.below(5000) as u32).min(n) {
+            assert_eq!(a.cancel(&v), b.cancel(&v));
+        }
+    }
+    // Resubmissions of ready versions (new sequences past every other) until renumbered.
+    let before = a.stats().compaction_visits;
+    for _ in 0..if renumber {
+        n as usize + n as usize / 2
+    } else {
+        0
+    } {
+        let v = rng.below(n as usize) as u32;
+        assert_eq!(a.submit(v, [], v), b.submit(v, [], v));
+    }
+    assert!(
+        !renumber || a.stats().compaction_visits > before,
+        "renumbered"
+    );
+    for (round, k) in [
+        0usize,
+        1,
+        2,
+        63,
+        64,
+        65,
+        4096,
+        256,
+        257,
+        100_000,
+        3,
+        usize::MAX / 4,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let ca: Vec<(u32, Generation)> = a
+            .ready_at_most(k)
+            .unwrap()
+            .into_iter()
+            .map(|c| (c.id, c.generation))
+            .collect();
+        let mut cb = Vec::new();
+        while cb.len() < k {
+            let c = b.ready_at_most(1).unwrap();
+            if c.is_empty() {
+                break;
+            }
+            cb.extend(c.into_iter().map(|c| (c.id, c.generation)));
+        }
+        assert_eq!(ca.len(), cb.len(), "round {round}, k {k}");
+        assert!(
+            ca == cb,
+            "round {round}, k {k}: first difference at {:?}",
+            ca.iter().zip(&cb).position(|(x, y)| x != y)
+        );
+        // Complete a few so that dependents join the ready set between claims.
+        for &(id, g) in ca.iter().step_by(7).take(2000) {
+            assert_eq!(a.complete(&id, g), b.complete(&id, g));
+        }
+        assert_eq!(a.counts(), b.counts());
+        // Late rounds: some ready versions of other priorities (`others` non-empty).
+        if round == 8 {
+            for _ in 0..50 {
+                let v = rng.below(n as usize) as u32;
+                let o = SubmitOptions::priority(rng.below(3) as i32 - 1);
+                assert_eq!(a.submit_with(v, [], v, o), b.submit_with(v, [], v, o));
+            }
+        }
+    }
+    a.lock().assert_invariants();
+}
