@@ -25,7 +25,7 @@ use lockstep_dag::TaskState;
 use lockstep_dag::executor::{FrozenGraph, GraphRun, ReleaseOrder, RunCancel, RunConfig};
 use lockstep_pool::Pool;
 use lockstep_sync::thread;
-use lockstep_tests::executor_check::{Body, Case, Grow, check, growth_room, task_fn};
+use lockstep_tests::executor_check::{Body, Case, Close, Grow, check, growth_room, task_fn};
 use lockstep_tests::shuttle_check;
 use lockstep_tests::shuttle_run::Plan;
 
@@ -62,6 +62,7 @@ fn case(deps: &[&[u32]], bodies: &[Body]) -> Case {
         cancelled: Vec::new(),
         cancels: Vec::new(),
         grows: Vec::new(),
+        close: Close::Never,
     }
 }
 

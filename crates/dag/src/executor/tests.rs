@@ -18,7 +18,9 @@ fn frozen(spec: Spec) -> StdArc<FrozenGraph<&'static str>> {
 /// Checks the executor's own rules on a recorded history: each task decided once; a task
 /// starts only after every dependency finished succeeded; finished ones match the outcome;
 /// skipped ones are blocked or cancelled and a blocked one has a lost dependency; a task added
-/// while the run ran is added by its running parent, before its own decision.
+/// while the run ran is added by its running parent, before its own decision; the run is
+/// closed at most once, and after the close (EXECUTOR.close) no task starts and none is
+/// added, while a task skipped as cancelled before it was cancelled by the user.
 fn check_history<K: TaskKey>(out: &RunOutcome<K>) {
     let h = out.history().expect("recorded");
     let n = out.len();
@@ -31,9 +33,15 @@ fn check_history<K: TaskKey>(out: &RunOutcome<K>) {
     let mut started = vec![false; n];
     let mut added = vec![false; n];
     added[..out.graph().len()].fill(true);
+    let mut closed = false;
     for e in h {
         match *e {
+            ExecEvent::Close => {
+                assert!(!closed, "the close recorded twice");
+                closed = true;
+            }
             ExecEvent::Grow { task, parent, .. } => {
+                assert!(!closed, "{} added after the close", out.id(task));
                 assert!(!added[task as usize], "{} added twice", out.id(task));
                 assert!(started[parent as usize] && finished[parent as usize].is_none());
                 assert_eq!(out.parent(task), Some(parent));
@@ -41,6 +49,7 @@ fn check_history<K: TaskKey>(out: &RunOutcome<K>) {
             }
             ExecEvent::Start { task, .. } => {
                 assert!(added[task as usize]);
+                assert!(!closed, "{} started after the close", out.id(task));
                 decided[task as usize] += 1;
                 started[task as usize] = true;
                 // Every dependency ended; the required ones (SPEC A8) succeeded.
@@ -97,6 +106,14 @@ fn check_history<K: TaskKey>(out: &RunOutcome<K>) {
             }
             ExecEvent::Skip { task, state, .. } => {
                 assert!(added[task as usize]);
+                if state == TaskState::Cancelled && !closed {
+                    assert_eq!(
+                        out.cancelled_by(task),
+                        Some(CancelReason::User),
+                        "{} cancelled by the close before it",
+                        out.id(task)
+                    );
+                }
                 decided[task as usize] += 1;
                 for &d in out.dependencies(task) {
                     assert!(
