@@ -121,7 +121,8 @@ pub enum Close {
     /// ends. Only in runs made by [`task_fn`] or [`task_fn_cancelling`].
     ByTask(u32),
     /// By the thread that started the run, right after the start ([`Case::started`]),
-    /// racing the run.
+    /// racing the run (or by another thread: the outcome [`check`]ed must then be taken
+    /// after the close, which may come after the run's end).
     AfterStart,
 }
 
