@@ -478,6 +478,17 @@ fn close_cancels_what_has_not_started() {
         assert_eq!(out.history().is_none(), plain);
         if !plain {
             check_history(&out);
+            // EXECUTOR.close: recorded once, while `a` ran.
+            let h = out.history().expect("recorded");
+            let at = |e: ExecEvent| h.iter().position(|x| *x == e);
+            let close = at(ExecEvent::Close).expect("the close is recorded");
+            let start = at(ExecEvent::Start { task: 0, worker: 0 }).expect("a started");
+            let end = at(ExecEvent::Finish {
+                task: 0,
+                worker: 0,
+                state: TaskState::Succeeded,
+            });
+            assert!(start < close && Some(close) < end, "{h:?}");
         }
         assert_eq!(out.state(0), TaskState::Succeeded, "plain: {plain}");
         for t in 1..4 {
@@ -631,6 +642,14 @@ fn closing_the_run_leaves_a_task_whose_dependency_failed_blocked() {
         let out = run.wait();
         if !plain {
             check_history(&out);
+            // EXECUTOR.close: `bad` finished before the close, `slow` after it.
+            let h = out.history().expect("recorded");
+            let close = h.iter().position(|e| *e == ExecEvent::Close);
+            let finish = |t: u32| {
+                h.iter()
+                    .position(|e| matches!(*e, ExecEvent::Finish { task, .. } if task == t))
+            };
+            assert!(finish(0) < close && close < finish(1), "{h:?}");
         }
         assert_eq!(
             out.state(1),
