@@ -784,7 +784,10 @@ fn generated_closes_reach_both_sides_of_the_close() {
             .collect();
         for e in &h[at..] {
             match *e {
-                ExecEvent::Skip { state, .. } if state == TaskState::Blocked => seen[0] += 1,
+                ExecEvent::Skip {
+                    state: TaskState::Blocked,
+                    ..
+                } => seen[0] += 1,
                 ExecEvent::Skip { task, .. }
                     if out.cancelled_by(task) == Some(lockstep_dag::CancelReason::Closed) =>
                 {
