@@ -1055,8 +1055,7 @@ impl<K: TaskKey> GraphRun<K> {
 
     /// Like [`GraphRun::new`], and records every start, finish, skip, growth, cancel and the
     /// close ([`ExecEvent`]) in one locked list ([`RunOutcome::history`]), for checking a run
-    /// against the model. The lock serialises
-    /// the workers: use it in tests, not for speed.
+    /// against the model. The lock serialises the workers: use it in tests, not for speed.
     pub fn record_history<F>(graph: StdArc<FrozenGraph<K>>, f: F) -> Self
     where
         F: Fn(&TaskContext<'_, K>) -> Result<(), String> + Send + Sync + 'static,
