@@ -2244,6 +2244,56 @@ fn a_cancel_after_the_close_answers_cancelled_only_if_the_task_ends_cancelled() 
     }
 }
 
+/// EXECUTOR.close in a recorded run: a decider that read `closed` false just before the close
+/// (held, as in the test above, between that read and its compare-and-swap by the task's
+/// pool gate) reads it again under the history's lock and cancels its task (reason
+/// `Closed`) instead of recording a `Start` after the `Close`, which the model could not
+/// replay (it runs nothing once closed); it gives back the pool slot it took for the run it
+/// no longer makes. Fails with that second read left out (`t started after the close`, in
+/// `check_history`), and with the slot kept (the gate counts one task running at the end).
+#[test]
+fn a_recorded_decision_racing_the_close_lands_on_its_side_of_the_history() {
+    let graph = StdArc::new(FrozenGraph::new([("a", vec![]), ("t", vec!["a"])]).unwrap());
+    let pools = RunPools::new(&graph, vec![1], vec![None, Some(0)]).unwrap();
+    let (ran_tx, ran_rx) = std::sync::mpsc::channel::<()>();
+    let ran_tx = std::sync::Mutex::new(ran_tx);
+    let config = RunConfig::new().pools(pools).record_history();
+    let run = GraphRun::with_config(graph, config, move |ctx| {
+        if *ctx.id() == "a" {
+            ran_tx.lock().expect("lock").send(()).expect("ran");
+        }
+        Ok(())
+    });
+    let pool = Pool::new(1).unwrap();
+    let gates = run.shared.gates.as_ref().expect("pools");
+    {
+        // Held by the test: `t`'s decider reads `closed` (false), decides to run `t`, and
+        // waits here for the gate before its compare-and-swap.
+        let gate = gates.gates[0].lock();
+        run.start(&pool).unwrap();
+        ran_rx.recv().expect("a runs");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        run.close();
+        drop(gate);
+    }
+    let out = run.wait();
+    check_history(&out);
+    assert_eq!(out.state(0), TaskState::Succeeded);
+    assert_eq!(
+        (out.state(1), out.cancelled_by(1)),
+        (TaskState::Cancelled, Some(CancelReason::Closed)),
+        "{:?}",
+        out.history()
+    );
+    let h = out.history().expect("recorded");
+    let close = h.iter().position(|e| *e == ExecEvent::Close);
+    let skip = h
+        .iter()
+        .position(|e| matches!(*e, ExecEvent::Skip { task: 1, .. }));
+    assert!(close.is_some() && close < skip, "{h:?}");
+    assert_eq!(gates.gates[0].lock().running, 0, "the slot was given back");
+}
+
 /// Review of EXECUTOR.cancel-blocked, cost: a cancel first searched its task's pending
 /// required dependencies for a loss, so cancelling a pending chain from its tail after any
 /// loss was quadratic (20,000 cancels took about 10 s). The losses that block now mark what
