@@ -1091,7 +1091,9 @@ impl<K: TaskKey> SchedulerModel<K> {
     /// Complexity O(V).
     ///
     /// Rules of `docs/invariants.md` stated here: RULE (A6.close),
-    /// RULE (EXECUTOR.cancel-blocked) (a blocked version is not cancelled by the close).
+    /// RULE (EXECUTOR.cancel-blocked) (a blocked version is not cancelled by the close),
+    /// RULE (EXECUTOR.close) (the graph executor's recorded `Close` is replayed as this call:
+    /// after it nothing is claimed and no successor is accepted).
     pub fn close(&mut self) -> CloseReport {
         let mut cancelled = 0;
         if !self.closed {

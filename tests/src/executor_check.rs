@@ -2,9 +2,10 @@
 //! sequential model of the scheduler (`lockstep_models::dag::SchedulerModel`).
 //!
 //! A [`Case`] is a small graph (task `t` is id `t`, its dependencies listed in an order of
-//! the case's choosing), what each task's function does ([`Body`]) and which tasks are
-//! cancelled before the run starts. [`check`] replays the executor's history into the model
-//! with unlimited capacity, submitting the tasks in index order:
+//! the case's choosing), what each task's function does ([`Body`]), which tasks are
+//! cancelled before the run starts, and whether and when the run is closed ([`Close`]).
+//! [`check`] replays the executor's history into the model with unlimited capacity,
+//! submitting the tasks in index order:
 //!
 //! * `Cancel(t, answer)` (the cancellations before the start, [`Case::cancelled`], and those
 //!   the running tasks make, [`Case::cancels`]): the model's `cancel` of `t` at that point
@@ -17,18 +18,31 @@
 //!   history's order extends happens-before, so "never before its dependencies succeeded");
 //! * `Finish(t, state)`: `complete` or `fail` in the model must be `Applied`, and `state`
 //!   must be what `t`'s body does;
-//! * `Skip(t, state)`: the model must already hold `t` in `state` (blocked or cancelled);
+//! * `Skip(t, state)`: the model must already hold `t` in `state` (blocked or cancelled),
+//!   and a cancelled `t` with the executor's reason (`Closed` only after the `Close`);
 //! * `Grow(g, parent)` (SPEC A8, a running task adds a successor): the model's
 //!   `submit_successor_with_optional` from the same running parent, with the same list, must
-//!   be accepted, and every task that ran must have added all its successors;
+//!   be accepted (never after the `Close`: the model refuses), the parent adds its successors
+//!   in the case's order, and every task that ran must have added all its successors, or
+//!   finished after the `Close` (which refuses the rest: the task goes on with its body);
+//! * `Close` (EXECUTOR.close): the model's `close()` at that point: every task pending or
+//!   ready in the model is cancelled (reason `Closed`), a blocked one stays blocked, so every
+//!   later event is checked against the closed model: a `Start` after it is refused (the
+//!   model runs nothing), a `Skip` must find its task blocked or cancelled there, a cancel's
+//!   answer must be the closed model's. The close must be the case's ([`Case::close`]):
+//!   none without one, once with one; one made by task `t` lies between `t`'s `Start` and
+//!   its `Finish` (and only if `t` ran), one made before the start before every decision;
 //! * every task starts or is skipped exactly once;
 //! * at the end, every task's final state, cancel reason and error equal the model's;
 //! * a blocked task's cause is the executor's documented rule (the root cause of its first
-//!   lost dependency in list order), computed here independently, and names a task the
-//!   model holds as failed or cancelled.
+//!   dependency in list order lost before the close: failed before the `Close`, cancelled
+//!   by the user, or blocked), computed here independently, and names a task the model
+//!   holds as failed or cancelled.
 
-use lockstep_contract::{CallbackOutcome, CancelOutcome, Generation, SubmitOptions, TaskState};
-use lockstep_dag::executor::{ExecEvent, GraphRun, RunCancel, RunOutcome, TaskContext};
+use lockstep_contract::{
+    CallbackOutcome, CancelOutcome, CancelReason, Generation, SubmitOptions, TaskState,
+};
+use lockstep_dag::executor::{ExecEvent, GraphRun, GrowError, RunCancel, RunOutcome, TaskContext};
 use lockstep_models::dag::SchedulerModel;
 
 /// What a task's function does when it runs.
@@ -88,6 +102,28 @@ pub struct Case {
     /// that grow), in order, before its body's outcome; shorter than `deps` means none for
     /// the rest. Successor `k` of `t` has id [`Case::grown_id`]`(t, k)`.
     pub grows: Vec<Vec<Grow>>,
+    /// Whether and when the run is closed ([`GraphRun::close`], EXECUTOR.close).
+    pub close: Close,
+}
+
+/// When a run of a [`Case`] is closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Close {
+    /// Never.
+    #[default]
+    Never,
+    /// Before the start, after the cancels before the start ([`Case::prepare`]): every task
+    /// not cancelled by them is cancelled (reason `Closed`) or blocked by them.
+    BeforeStart,
+    /// By task `t` of the graph when it runs ([`TaskContext::close_run`]), after its cancels
+    /// ([`Case::cancels`]) and before it adds its successors (which the closed run then
+    /// refuses: the task goes on with its body), racing the other workers' decisions and
+    /// ends. Only in runs made by [`task_fn`] or [`task_fn_cancelling`].
+    ByTask(u32),
+    /// By the thread that started the run, right after the start ([`Case::started`]),
+    /// racing the run (or by another thread: the outcome [`check`]ed must then be taken
+    /// after the close, which may come after the run's end).
+    AfterStart,
 }
 
 /// A successor that a running task adds ([`Case::grows`]).
@@ -156,11 +192,33 @@ impl Case {
     fn optional_count(&self, t: usize) -> usize {
         self.optional.get(t).copied().unwrap_or(0)
     }
+
+    /// What a run of the case does before its start: the cancels of [`Case::cancelled`], in
+    /// order, then the close if it is [`Close::BeforeStart`].
+    pub fn prepare(&self, run: &GraphRun<u32>) {
+        for &c in &self.cancelled {
+            run.cancel_index(c);
+        }
+        if self.close == Close::BeforeStart {
+            run.close();
+        }
+    }
+
+    /// What a run of the case does right after its start: the close if it is
+    /// [`Close::AfterStart`].
+    pub fn started(&self, run: &GraphRun<u32>) {
+        if self.close == Close::AfterStart {
+            run.close();
+        }
+    }
 }
 
-/// The task function of a run of `case`: task `id` first adds its successors
-/// ([`Case::grows`]; `pool_draws` when the run has pools), then does its [`Body`]. A refused
-/// successor fails the task with the refusal, which [`check`] then reports.
+/// The task function of a run of `case`: task `id` first closes the run if the case says so
+/// ([`Close::ByTask`]), then adds its successors ([`Case::grows`]; `pool_draws` when the run
+/// has pools), then does its [`Body`]. A successor refused because the run is closed ends
+/// the additions (the task goes on with its body, and [`check`] finds the `Close` before
+/// its `Finish`); one refused for another reason fails the task with the refusal, which
+/// [`check`] then reports.
 pub fn task_fn(
     case: &Case,
     with_pools: bool,
@@ -199,7 +257,8 @@ impl Cancels {
 }
 
 /// [`task_fn`] where task `t` of the graph first cancels the tasks of [`Case::cancels`] in
-/// the run set in `cancels`, recording the answers there.
+/// the run set in `cancels`, recording the answers there (before it closes the run, if
+/// it is the case's [`Close::ByTask`]).
 pub fn task_fn_cancelling(
     case: &Case,
     with_pools: bool,
@@ -218,16 +277,23 @@ pub fn task_fn_cancelling(
                 cancels.answers.lock().expect("lock").push((id, x, answer));
             }
         }
+        if case.close == Close::ByTask(id) && id < GROWN_BASE {
+            ctx.close_run();
+        }
         for (g, spec) in case.grows_of(id) {
             let split = spec.deps.len() - spec.optional.min(spec.deps.len());
             let pool = (with_pools && spec.pool > 0).then(|| u32::from(spec.pool) - 1);
-            ctx.add_successor_with(
+            match ctx.add_successor_with(
                 g,
                 spec.deps[..split].iter().copied(),
                 spec.deps[split..].iter().copied(),
                 pool,
-            )
-            .map_err(|e| format!("successor {g} of {id} refused: {e}"))?;
+            ) {
+                Ok(_) => {}
+                // Closed meanwhile (by this task or another): no more successors.
+                Err(GrowError::Closed) => break,
+                Err(e) => return Err(format!("successor {g} of {id} refused: {e}")),
+            }
         }
         case.body(id).run(id)
     }
@@ -239,8 +305,11 @@ pub fn growth_room(case: &Case) -> u32 {
 }
 
 /// The expected root cause of each task (by index) under the executor's rule, given final
-/// states and the dependency lists the outcome reports (checked against the case).
-fn expected_causes(out: &RunOutcome<u32>) -> Vec<Option<u32>> {
+/// states and the dependency lists the outcome reports (checked against the case), and
+/// which failures came before the close (`failed_open`): only a loss before the close
+/// blocks (EXECUTOR.cancel-blocked): a failure before it, a cancel by the user (none after
+/// it), a blocked task; never a task cancelled by the close, nor a failure after it.
+fn expected_causes(out: &RunOutcome<u32>, failed_open: &dyn Fn(u32) -> bool) -> Vec<Option<u32>> {
     let n = out.len();
     let mut cause: Vec<Option<u32>> = vec![None; n];
     // Dependencies have lower indices (the graph's by construction, an added task's were
@@ -253,12 +322,63 @@ fn expected_causes(out: &RunOutcome<u32>) -> Vec<Option<u32>> {
         let required = &deps[..deps.len() - out.optional_dependencies(t as u32).len()];
         // A8: only required dependencies block.
         cause[t] = required.iter().find_map(|&d| match out.state(d) {
-            TaskState::Failed | TaskState::Cancelled => Some(d),
+            TaskState::Failed if failed_open(d) => Some(d),
+            TaskState::Cancelled if out.cancelled_by(d) == Some(CancelReason::User) => Some(d),
             TaskState::Blocked => cause[d as usize],
             _ => None,
         });
     }
     cause
+}
+
+/// The close in the history is the case's (EXECUTOR.close): none without one, one with
+/// one; the close of a task between its `Start` and its `Finish` (none if it did not run),
+/// the close before the start before every decision and addition.
+fn check_close(
+    case: &Case,
+    history: &[ExecEvent],
+    closed_at: Option<usize>,
+    started_at: &[Option<usize>],
+    finished_at: &[Option<usize>],
+) -> Result<(), String> {
+    match (case.close, closed_at) {
+        (Close::Never, None) | (Close::AfterStart, Some(_)) => Ok(()),
+        (Close::Never, Some(c)) => Err(format!("event {c}: a close in a case that never closes")),
+        (Close::BeforeStart | Close::AfterStart, None) => Err(format!(
+            "the case closes the run ({:?}), the history has no close",
+            case.close
+        )),
+        (Close::BeforeStart, Some(c)) => match history[..c]
+            .iter()
+            .position(|e| !matches!(e, ExecEvent::Cancel { .. }))
+        {
+            Some(i) => Err(format!(
+                "event {i} ({:?}) came before the close made before the start (event {c})",
+                history[i]
+            )),
+            None => Ok(()),
+        },
+        (Close::ByTask(t), closed) => {
+            let t = t as usize;
+            let (start, finish) = (
+                started_at.get(t).copied().flatten(),
+                finished_at.get(t).copied().flatten(),
+            );
+            match (start, closed) {
+                (None, None) => Ok(()),
+                (None, Some(c)) => Err(format!(
+                    "event {c}: closed, but task {t}, the closer, never started"
+                )),
+                (Some(s), None) => Err(format!(
+                    "event {s}: task {t} started and closes the run, the history has no close"
+                )),
+                (Some(s), Some(c)) if s < c && finish.is_some_and(|f| c < f) => Ok(()),
+                (Some(s), Some(c)) => Err(format!(
+                    "event {c}: the close of task {t}, which started at event {s} and finished at {finish:?}"
+                )),
+            }
+        }
+    }
 }
 
 /// Checks `out` (a run of `case` made with a recorded history) as the module docs say.
@@ -295,8 +415,23 @@ pub fn check(case: &Case, out: &RunOutcome<u32>) -> Result<(), String> {
     let total = out.len();
     let mut decided = vec![0u32; total];
     let mut added = 0usize;
+    // EXECUTOR.close: where the close is in the history, and where each task started and
+    // finished, and how many successors each task of the graph added.
+    let mut closed_at: Option<usize> = None;
+    let mut started_at: Vec<Option<usize>> = vec![None; total];
+    let mut finished_at: Vec<Option<usize>> = vec![None; total];
+    let mut grown_by = vec![0usize; n];
     for (i, e) in history.iter().enumerate() {
         match *e {
+            ExecEvent::Close => {
+                if closed_at.is_some() {
+                    return Err(format!("event {i}: the run closed a second time"));
+                }
+                closed_at = Some(i);
+                // The model's close: what is pending or ready is cancelled (reason
+                // `Closed`), what it holds blocked stays blocked (EXECUTOR.cancel-blocked).
+                m.close();
+            }
             ExecEvent::Grow { task, parent, .. } => {
                 // SPEC A8 graphs that grow: the model accepts the same successor, from the
                 // same running parent, with the same list.
@@ -311,6 +446,19 @@ pub fn check(case: &Case, out: &RunOutcome<u32>) -> Result<(), String> {
                     .ok_or_else(|| {
                         format!("event {i}: task {parent_id} added {id}, not one of its successors")
                     })?;
+                // In the case's order (the first refusal by the close ends the additions).
+                let before = grown_by.get(parent as usize).copied();
+                if before != Some(k) {
+                    return Err(format!(
+                        "event {i}: task {parent_id} added its successor {k} ({id}) after {before:?} others"
+                    ));
+                }
+                grown_by[parent as usize] += 1;
+                if m.is_closed() {
+                    return Err(format!(
+                        "event {i}: task {parent_id} added {id} after the close (the model refuses it)"
+                    ));
+                }
                 let spec = &case.grows[parent_id as usize][k];
                 let split = spec.deps.len() - spec.optional.min(spec.deps.len());
                 let listed: Vec<u32> = out.dependencies(task).iter().map(|&d| *out.id(d)).collect();
@@ -337,7 +485,14 @@ pub fn check(case: &Case, out: &RunOutcome<u32>) -> Result<(), String> {
             }
             ExecEvent::Start { task, .. } => {
                 decided[task as usize] += 1;
+                started_at[task as usize] = Some(i);
                 let id = *out.id(task);
+                if m.is_closed() {
+                    return Err(format!(
+                        "event {i}: task {id} started after the close (the model holds it {:?} and runs nothing)",
+                        m.state(&id)
+                    ));
+                }
                 // Exactly this task is claimed (not every ready one, as `ready` would: a
                 // cancel replayed later must find a ready task not yet started ready).
                 let claimed = m.run_ready(&[id]);
@@ -349,6 +504,7 @@ pub fn check(case: &Case, out: &RunOutcome<u32>) -> Result<(), String> {
                 }
             }
             ExecEvent::Finish { task, state, .. } => {
+                finished_at[task as usize] = Some(i);
                 let id = *out.id(task);
                 let body = case.body(id);
                 let want = if body == Body::Succeed {
@@ -395,7 +551,21 @@ pub fn check(case: &Case, out: &RunOutcome<u32>) -> Result<(), String> {
                 let s = m.state(&id);
                 if s != Some(state) {
                     return Err(format!(
-                        "event {i}: task {id} skipped as {state}, the model holds {s:?}"
+                        "event {i}: task {id} skipped as {state}, the model holds {s:?}{}",
+                        if m.is_closed() {
+                            " (after the close)"
+                        } else {
+                            ""
+                        }
+                    ));
+                }
+                // A cancelled task with the executor's reason: `Closed` only once the model
+                // is closed, `User` only if a cancel came first.
+                let reason = m.status(&id).and_then(|st| st.cancelled_by);
+                if state == TaskState::Cancelled && reason != out.cancelled_by(task) {
+                    return Err(format!(
+                        "event {i}: task {id} skipped as cancelled ({:?}), the model cancelled it ({reason:?})",
+                        out.cancelled_by(task)
                     ));
                 }
             }
@@ -407,16 +577,25 @@ pub fn check(case: &Case, out: &RunOutcome<u32>) -> Result<(), String> {
             out.added()
         ));
     }
-    // Every task of the graph that ran added all its successors (before its outcome).
-    let want_added: usize = (0..n as u32)
-        .filter(|&t| matches!(out.state(t), TaskState::Succeeded | TaskState::Failed))
-        .map(|t| case.grows_of(t).count())
-        .sum();
-    if added != want_added {
-        return Err(format!(
-            "{added} tasks were added, the tasks that ran add {want_added}"
-        ));
+    // Every task of the graph that ran added all its successors (before its outcome), or
+    // fewer if the close came before its finish (the first refusal ends the additions).
+    for t in 0..n as u32 {
+        let ran = matches!(out.state(t), TaskState::Succeeded | TaskState::Failed);
+        let (want, got) = (case.grows_of(t).count(), grown_by[t as usize]);
+        let closed_first = matches!(
+            (closed_at, finished_at[t as usize]),
+            (Some(c), Some(f)) if c < f
+        );
+        if ran && got != want && !(got < want && closed_first) {
+            return Err(format!(
+                "task {t} added {got} of its {want} successors, and the run was not closed before its finish"
+            ));
+        }
+        if !ran && got != 0 {
+            return Err(format!("task {t} added {got} successors without running"));
+        }
     }
+    check_close(case, history, closed_at, &started_at, &finished_at)?;
     if let Some(t) = decided.iter().position(|&c| c != 1) {
         return Err(format!(
             "task {} was started or skipped {} times, not once",
@@ -424,7 +603,13 @@ pub fn check(case: &Case, out: &RunOutcome<u32>) -> Result<(), String> {
             decided[t]
         ));
     }
-    let causes = expected_causes(out);
+    // A failure is before the close if its `Finish` is (both are recorded under the stop
+    // lock, so the history orders them as the executor's `BEFORE_CLOSE` flag does).
+    let failed_open = |d: u32| match (closed_at, finished_at.get(d as usize).copied().flatten()) {
+        (Some(c), Some(f)) => f < c,
+        _ => true,
+    };
+    let causes = expected_causes(out, &failed_open);
     for t in 0..total as u32 {
         let id = *out.id(t);
         let model = m

@@ -16,6 +16,14 @@
 //! running task cancels (a cancel may race a dependency's end); the running tasks' cancels
 //! are checked in both runs without the history (`check_answers`).
 //!
+//! A case may close the run (EXECUTOR.close, drawn apart from the case so that the saved
+//! regression seeds still give their cases): in half the cases never, in a quarter by a
+//! running task (after its cancels, before its successors), in an eighth right after the
+//! start, in an eighth before it. `check` replays the `Close` as the model's `close()`;
+//! without a history (`check_close_outcome`, both runs), a task after the closer never runs,
+//! and a task that requires a loss that ended before the closer started is never cancelled
+//! by the close (the model holds it blocked then: EXECUTOR.cancel-blocked).
+//!
 //! Run: `cargo test -p lockstep-tests --test model_executor` (`PROPTEST_CASES` to change the
 //! 256 cases).
 
@@ -26,7 +34,7 @@ use lockstep_dag::executor::{
 };
 use lockstep_pool::Pool;
 use lockstep_tests::executor_check::{
-    Body, Cancels, Case, Grow, check, growth_room, task_fn, task_fn_cancelling,
+    Body, Cancels, Case, Close, Grow, check, growth_room, task_fn, task_fn_cancelling,
 };
 use proptest::prelude::*;
 
@@ -126,6 +134,27 @@ fn case() -> impl Strategy<Value = Case> {
         })
 }
 
+/// A draw of the close of a case (EXECUTOR.close): a kind and a task. Drawn as a test's
+/// last argument, after the case, so that a saved seed gives the case it gave before.
+type CloseDraw = (u8, u32);
+
+fn close_draw() -> impl Strategy<Value = CloseDraw> {
+    (0u8..8, 0u32..12)
+}
+
+/// `case` closed as `draw` says: kinds 0-3 never, 4-5 by task `pick % n` when it runs, 6
+/// right after the start, 7 before it.
+fn with_close(mut case: Case, (kind, pick): CloseDraw) -> Case {
+    let n = case.deps.len().max(1) as u32;
+    case.close = match kind {
+        0..=3 => Close::Never,
+        4 | 5 => Close::ByTask(pick % n),
+        6 => Close::AfterStart,
+        _ => Close::BeforeStart,
+    };
+    case
+}
+
 /// A case of no task.
 fn empty_case() -> Case {
     Case {
@@ -135,6 +164,7 @@ fn empty_case() -> Case {
         cancelled: Vec::new(),
         cancels: Vec::new(),
         grows: Vec::new(),
+        close: Close::Never,
     }
 }
 
@@ -188,7 +218,10 @@ fn check_pool_depths(
         let (task, delta) = match *e {
             ExecEvent::Start { task, .. } => (task, 1isize),
             ExecEvent::Finish { task, .. } => (task, -1),
-            ExecEvent::Skip { .. } | ExecEvent::Grow { .. } | ExecEvent::Cancel { .. } => continue,
+            ExecEvent::Skip { .. }
+            | ExecEvent::Grow { .. }
+            | ExecEvent::Cancel { .. }
+            | ExecEvent::Close => continue,
         };
         if let Some(p) = pool_of[task as usize] {
             let r = &mut running[p as usize];
@@ -230,15 +263,15 @@ fn run(case: &Case, workers: usize, pools: &PoolDraw) -> Result<(), String> {
         }
     };
     cancels.set(&run);
-    // Their answers are checked against the model's with the history.
-    for &c in &case.cancelled {
-        run.cancel_index(c);
-    }
+    // Their answers are checked against the model's with the history, as is the close.
+    case.prepare(&run);
     run.start(&pool).map_err(|e| e.to_string())?;
+    case.started(&run);
     let out = run.wait();
     let answers = cancels.clear();
     check(case, &out)?;
     check_answers(case, &out, &answers)?;
+    check_close_outcome(case, &out)?;
     match &limits {
         Some((depths, pool_of)) => {
             // The added tasks' pools, by index, from the case.
@@ -279,6 +312,7 @@ fn run_plain(case: &Case, workers: usize) -> Result<(), String> {
     )?;
     check(&flat, &recorded)?;
     check_answers(&flat, &recorded, &cancels.clear())?;
+    check_close_outcome(&flat, &recorded)?;
     let cancels = Cancels::default();
     let plain = finish(
         GraphRun::new(graph, task_fn_cancelling(&flat, false, &cancels)),
@@ -291,12 +325,103 @@ fn run_plain(case: &Case, workers: usize) -> Result<(), String> {
     }
     let answers = cancels.clear();
     check_answers(&flat, &plain, &answers)?;
-    // A cancel made while the run goes on may race a dependency's end (on 2 or 3 workers):
-    // then the two runs may differ; without one they must not.
-    if answers.is_empty() {
+    check_close_outcome(&flat, &plain)?;
+    // A cancel made while the run goes on may race a dependency's end (on 2 or 3 workers),
+    // and so may a close made while it goes on: then the two runs may differ; without one
+    // they must not.
+    let racing_close = matches!(flat.close, Close::ByTask(_) | Close::AfterStart);
+    if answers.is_empty() && !racing_close {
         same_outcomes(&plain, &recorded, "plain run", "checked run")?;
     }
     Ok(())
+}
+
+/// Ancestors by any edge (`.0`), and by required edges (`.1`), of each task of the graph:
+/// `anc[t][d]` when `t` depends on `d`, directly or through other tasks.
+fn ancestors(case: &Case) -> (Vec<Vec<bool>>, Vec<Vec<bool>>) {
+    let n = case.deps.len();
+    let mut anc = vec![vec![false; n]; n];
+    let mut req = vec![vec![false; n]; n];
+    // Index order is topological.
+    for (t, required, optional) in case.tasks() {
+        let t = t as usize;
+        for &d in required.iter().chain(&optional) {
+            let d = d as usize;
+            anc[t][d] = true;
+            let row = anc[d].clone();
+            for (x, y) in anc[t].iter_mut().zip(row) {
+                *x |= y;
+            }
+        }
+        for &d in &required {
+            let d = d as usize;
+            req[t][d] = true;
+            let row = req[d].clone();
+            for (x, y) in req[t].iter_mut().zip(row) {
+                *x |= y;
+            }
+        }
+    }
+    (anc, req)
+}
+
+/// EXECUTOR.close without a history (so also in plain runs), on the tasks of the graph: no
+/// task is cancelled by a close that did not happen (a case that never closes, or a closing
+/// task that did not run); before the start, nothing runs; after a task's close, no task
+/// that depends on it runs (it is decided after the close), and a task that requires,
+/// directly or through tasks it requires, a task that had ended lost before the closer
+/// started (one of its ancestors) is never cancelled by the close: the model held it
+/// blocked then (EXECUTOR.cancel-blocked).
+fn check_close_outcome(case: &Case, out: &RunOutcome<u32>) -> Result<(), String> {
+    use lockstep_dag::{CancelReason, TaskState};
+    let n = case.deps.len() as u32;
+    let ran = |t: u32| matches!(out.state(t), TaskState::Succeeded | TaskState::Failed);
+    let lost = |t: u32| {
+        matches!(
+            out.state(t),
+            TaskState::Failed | TaskState::Blocked | TaskState::Cancelled
+        )
+    };
+    let by_close = |t: u32| out.cancelled_by(t) == Some(CancelReason::Closed);
+    let closed_one = (0..out.len() as u32).find(|&t| by_close(t));
+    match case.close {
+        Close::Never => match closed_one {
+            Some(t) => Err(format!(
+                "task {t} cancelled by a close the case never makes"
+            )),
+            None => Ok(()),
+        },
+        Close::AfterStart => Ok(()),
+        Close::BeforeStart => match (0..n).find(|&t| ran(t)) {
+            Some(t) => Err(format!("task {t} ran in a run closed before its start")),
+            None => Ok(()),
+        },
+        Close::ByTask(c) if !ran(c) => match closed_one {
+            Some(t) => Err(format!(
+                "task {t} cancelled by the close of {c}, which never ran"
+            )),
+            None => Ok(()),
+        },
+        Close::ByTask(c) => {
+            let (anc, req) = ancestors(case);
+            if let Some(x) = (0..n).find(|&x| anc[x as usize][c as usize] && ran(x)) {
+                return Err(format!(
+                    "task {x} ran, but depends on {c}, which closed the run"
+                ));
+            }
+            for x in (0..n).filter(|&x| by_close(x)) {
+                let before = (0..n).find(|&d| {
+                    req[x as usize][d as usize] && anc[c as usize][d as usize] && lost(d)
+                });
+                if let Some(d) = before {
+                    return Err(format!(
+                        "task {x} cancelled by the close of {c}, but it requires {d}, lost before {c} started: the model holds it blocked"
+                    ));
+                }
+            }
+            Ok(())
+        }
+    }
 }
 
 /// The cancels made by running tasks (`(canceller, target, answer)`), checked without a
@@ -312,29 +437,7 @@ fn check_answers(
 ) -> Result<(), String> {
     use lockstep_dag::TaskState;
     let n = case.deps.len();
-    let tasks: Vec<(u32, Vec<u32>, Vec<u32>)> = case.tasks().collect();
-    // Ancestors by any edge, and by required edges, of each task (index order is topological).
-    let mut anc = vec![vec![false; n]; n];
-    let mut req = vec![vec![false; n]; n];
-    for (t, required, optional) in &tasks {
-        let t = *t as usize;
-        for &d in required.iter().chain(optional) {
-            let d = d as usize;
-            anc[t][d] = true;
-            let row = anc[d].clone();
-            for (x, y) in anc[t].iter_mut().zip(row) {
-                *x |= y;
-            }
-        }
-        for &d in required {
-            let d = d as usize;
-            req[t][d] = true;
-            let row = req[d].clone();
-            for (x, y) in req[t].iter_mut().zip(row) {
-                *x |= y;
-            }
-        }
-    }
+    let (anc, req) = ancestors(case);
     for &(t, x, answer) in answers {
         let state = out.state(x);
         let agrees = match answer {
@@ -369,7 +472,8 @@ fn check_answers(
 
 /// Cancels the case's cancelled tasks (their answers are checked with the history, or
 /// equal between the runs through their outcomes), sets the run the tasks cancel in, starts
-/// `run` on `pool` and waits for its outcome.
+/// `run` on `pool` (closing it before or after the start if the case says so) and waits for
+/// its outcome.
 fn finish(
     run: GraphRun<u32>,
     case: &Case,
@@ -377,10 +481,9 @@ fn finish(
     cancels: &Cancels,
 ) -> Result<RunOutcome<u32>, String> {
     cancels.set(&run);
-    for &c in &case.cancelled {
-        run.cancel_index(c);
-    }
+    case.prepare(&run);
     run.start(pool).map_err(|e| e.to_string())?;
+    case.started(&run);
     // With a deadline, so that a run that loses a task fails the test instead of hanging it
     // (the waiting thread is left behind then).
     let (tx, rx) = std::sync::mpsc::channel();
@@ -484,7 +587,12 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     #[test]
-    fn plain_runs_match_the_checked_runs(case in case(), workers in 1usize..=3) {
+    fn plain_runs_match_the_checked_runs(
+        case in case(),
+        workers in 1usize..=3,
+        close in close_draw(),
+    ) {
+        let case = with_close(case, close);
         std::panic::set_hook(Box::new(|_| {}));
         let result = run_plain(&case, workers);
         let _ = std::panic::take_hook();
@@ -492,7 +600,13 @@ proptest! {
     }
 
     #[test]
-    fn executor_runs_match_the_model(case in case(), workers in 1usize..=3, pools in pools()) {
+    fn executor_runs_match_the_model(
+        case in case(),
+        workers in 1usize..=3,
+        pools in pools(),
+        close in close_draw(),
+    ) {
+        let case = with_close(case, close);
         // Quiet the expected panics of `Body::Panic` (the executor catches them).
         std::panic::set_hook(Box::new(|_| {}));
         let result = run(&case, workers, &pools);
@@ -624,4 +738,79 @@ fn wide_cases_release_sixteen_tasks_at_once() {
         "lockstep-stats: wide cases with more than 16 tasks released by task 0 alone: {wide}/100"
     );
     assert!(wide >= 50, "{wide} of 100");
+}
+
+/// The generated closes (EXECUTOR.close) reach both sides of the close: with a history, a
+/// task skipped after the `Close` as blocked (the model held it blocked at the close, which
+/// leaves it so) and one skipped after it as cancelled by it, a failure finished after it
+/// (stored without `BEFORE_CLOSE`: it blocks nothing), a task started before it and
+/// finished after it, and a task that ran and added fewer successors than it would (the
+/// close refused the rest). Every run is checked against the model.
+#[test]
+fn generated_closes_reach_both_sides_of_the_close() {
+    use lockstep_dag::TaskState;
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    // (blocked after, cancelled after, failed after, ran across, refused successor)
+    let mut seen = [0usize; 5];
+    std::panic::set_hook(Box::new(|_| {}));
+    for i in 0..200u32 {
+        let c = case().new_tree(&mut runner).expect("tree").current();
+        // Every kind of close in turn: by a task (twice as often), after and before the start.
+        let kind = [4, 5, 6, 7][i as usize % 4];
+        let c = with_close(c, (kind, i * 7));
+        let graph = Arc::new(FrozenGraph::with_optional(c.tasks()).expect("graph"));
+        let pool = Pool::new(2).expect("pool");
+        let cancels = Cancels::default();
+        let config = RunConfig::new().record_history().growth(growth_room(&c));
+        let run = GraphRun::with_config(graph, config, task_fn_cancelling(&c, false, &cancels));
+        let out = finish(run, &c, &pool, &cancels).expect("run");
+        cancels.clear();
+        if let Err(e) = check(&c, &out).and_then(|()| check_close_outcome(&c, &out)) {
+            let _ = std::panic::take_hook();
+            panic!("{c:?}: {e}");
+        }
+        let h = out.history().expect("recorded");
+        let Some(at) = h.iter().position(|e| *e == ExecEvent::Close) else {
+            continue;
+        };
+        let started_before: Vec<u32> = h[..at]
+            .iter()
+            .filter_map(|e| match *e {
+                ExecEvent::Start { task, .. } => Some(task),
+                _ => None,
+            })
+            .collect();
+        for e in &h[at..] {
+            match *e {
+                ExecEvent::Skip {
+                    state: TaskState::Blocked,
+                    ..
+                } => seen[0] += 1,
+                ExecEvent::Skip { task, .. }
+                    if out.cancelled_by(task) == Some(lockstep_dag::CancelReason::Closed) =>
+                {
+                    seen[1] += 1;
+                }
+                ExecEvent::Finish { task, state, .. } => {
+                    seen[2] += usize::from(state == TaskState::Failed);
+                    seen[3] += usize::from(started_before.contains(&task));
+                }
+                _ => {}
+            }
+        }
+        for t in 0..c.deps.len() as u32 {
+            let ran = matches!(out.state(t), TaskState::Succeeded | TaskState::Failed);
+            let grown = (c.deps.len()..out.len())
+                .filter(|&g| out.parent(g as u32) == Some(t))
+                .count();
+            seen[4] += usize::from(ran && grown < c.grows_of(t).count());
+        }
+    }
+    let _ = std::panic::take_hook();
+    println!(
+        "lockstep-stats: after the close (blocked, cancelled by it, failed, ran across it, successors refused): {seen:?}"
+    );
+    assert!(seen.iter().all(|&k| k > 0), "{seen:?}");
 }

@@ -1,6 +1,6 @@
 //! Shuttle: randomised and PCT schedules of the graph executor on the production pool, on
 //! small graphs (a diamond, a chain, a fork with a failure, a cancel racing the run (also on
-//! a plain run), successors added while their dependencies end),
+//! a plain run), successors added while their dependencies end, the close racing the run),
 //! 10,000 random and 10,000 PCT schedules each (about 10 s in all in release).
 //!
 //! Run:
@@ -12,7 +12,8 @@
 //! Every run records its history, and `lockstep_tests::executor_check::check` replays it into
 //! the scheduler's model: each task started or skipped exactly once, never started before
 //! all its dependencies succeeded, the model's final states and errors, the documented
-//! cause of every blocked task. Shuttle treats atomics as SeqCst, so these tests look for
+//! cause of every blocked task, and the close at its place (EXECUTOR.close: no task starts
+//! after it, none blocked before it is cancelled by it). Shuttle treats atomics as SeqCst, so these tests look for
 //! logic races (a task released early or twice, a lost release, a cancel that both wins and
 //! loses); memory-ordering bugs are loom's (`loom_executor.rs`).
 
@@ -25,7 +26,7 @@ use lockstep_dag::TaskState;
 use lockstep_dag::executor::{FrozenGraph, GraphRun, ReleaseOrder, RunCancel, RunConfig};
 use lockstep_pool::Pool;
 use lockstep_sync::thread;
-use lockstep_tests::executor_check::{Body, Case, Grow, check, growth_room, task_fn};
+use lockstep_tests::executor_check::{Body, Case, Close, Grow, check, growth_room, task_fn};
 use lockstep_tests::shuttle_check;
 use lockstep_tests::shuttle_run::Plan;
 
@@ -62,6 +63,7 @@ fn case(deps: &[&[u32]], bodies: &[Body]) -> Case {
         cancelled: Vec::new(),
         cancels: Vec::new(),
         grows: Vec::new(),
+        close: Close::Never,
     }
 }
 
@@ -388,8 +390,9 @@ static CLOSE_ANSWERS: [StdAtomicUsize; 2] = [StdAtomicUsize::new(0), StdAtomicUs
 /// Review of EXECUTOR.cancel-blocked: a, then t after a; another thread closes the run and
 /// then cancels t. The cancel's answer must be t's end: `AlreadyTerminal(Cancelled)` only if
 /// t ends cancelled (reason `Closed`); if t's decider read `closed` false before the close and
-/// runs t, the answer is `Requested` (or t's end). Plain and with a history (not replayed
-/// into the model: the history has no close), on one worker and two.
+/// runs t, the answer is `Requested` (or t's end). Plain and with a history (replayed into
+/// the model, the close and the cancel at their places: EXECUTOR.close), on one worker and
+/// two.
 fn cancel_after_the_close_races_the_decision() {
     use lockstep_contract::CancelReason;
     for plain in [false, true] {
@@ -426,8 +429,17 @@ fn cancel_after_the_close_races_the_decision() {
                 }
                 other => panic!("the cancel after the close answered {other:?}"),
             }
+            // The outcome again, now that the close (perhaps after the run's end) is recorded.
+            let out = run.wait();
             drop(run);
             drop(pool);
+            if !plain {
+                let mut c = case(&[&[], &[0]], &[Body::Succeed, Body::Succeed]);
+                c.close = Close::AfterStart;
+                if let Err(e) = check(&c, &out) {
+                    panic!("{e}");
+                }
+            }
         }
     }
 }
@@ -448,7 +460,8 @@ static CLOSE_FAILURE_ENDS: [StdAtomicUsize; 2] = [StdAtomicUsize::new(0), StdAto
 /// bad (slow listed first); another thread closes the run and then cancels final, racing
 /// bad's failure. A failure before the close blocks final (cause bad), one after it leaves
 /// final to the close (cancelled, reason `Closed`); the cancel's answer is final's end
-/// either way, and final never runs. Plain and with a history, on one worker and two.
+/// either way, and final never runs. Plain and with a history (replayed into the model,
+/// EXECUTOR.close), on one worker and two.
 fn close_races_a_failure() {
     use lockstep_contract::CancelReason;
     for plain in [false, true] {
@@ -464,7 +477,7 @@ fn close_races_a_failure() {
             };
             let run = GraphRun::with_config(graph, config, |ctx| {
                 if ctx.index() == 1 {
-                    Err("bad".to_string())
+                    Body::Fail.run(1)
                 } else {
                     Ok(())
                 }
@@ -489,8 +502,18 @@ fn close_races_a_failure() {
                 }
                 other => panic!("final ended {other:?}"),
             }
+            // The outcome again, now that the close (perhaps after the run's end) is recorded.
+            let out = run.wait();
             drop(run);
             drop(pool);
+            if !plain {
+                use Body::{Fail as F, Succeed as S};
+                let mut c = case(&[&[], &[], &[0, 1]], &[S, F, S]);
+                c.close = Close::AfterStart;
+                if let Err(e) = check(&c, &out) {
+                    panic!("{e}");
+                }
+            }
         }
     }
 }
@@ -598,4 +621,94 @@ fn shuttle_successor_of_a_cancelled_task_is_doomed() {
         answers[0] > 0,
         "t was cancelled in some schedule: {answers:?}"
     );
+}
+
+/// How often, over the schedules of [`shuttle_close_races_the_run`]: d ended blocked, d
+/// ended cancelled by the close, g was added (before the close), a ran.
+static CLOSE_RACE: [StdAtomicUsize; 4] = [
+    StdAtomicUsize::new(0),
+    StdAtomicUsize::new(0),
+    StdAtomicUsize::new(0),
+    StdAtomicUsize::new(0),
+];
+
+/// EXECUTOR.close, with every run's history (its `Close` included) replayed into the model
+/// by `check`: roots a, b (fails) and c; c closes the run when it runs (`Close::ByTask`);
+/// a adds g after c (racing the close: added before it, refused after it); d requires b and
+/// c; e requires a. On two workers: a's decision races the close (a runs, or is cancelled
+/// by it), b's failure races it (before: d is blocked by b, which the close leaves blocked;
+/// after: d is cancelled by the close), and the decider of e reads the close or not. Then
+/// the diamond closed by the starting thread right after the start (`Close::AfterStart`),
+/// on one worker and two, and in the breadth-first order.
+fn close_races_the_run() {
+    use Body::{Fail as F, Succeed as S};
+    use lockstep_contract::CancelReason;
+    let mut c = case(&[&[], &[], &[], &[1, 2], &[0]], &[S, F, S, S, S]);
+    c.close = Close::ByTask(2);
+    c.grows = vec![vec![Grow {
+        deps: vec![2],
+        optional: 0,
+        body: S,
+        pool: 0,
+    }]];
+    let out = run_closing(&c, 2, ReleaseOrder::Auto);
+    match (out.state(3), out.cancelled_by(3)) {
+        (TaskState::Blocked, _) => {
+            assert_eq!(out.cause_index(3), Some(1));
+            CLOSE_RACE[0].fetch_add(1, StdRelaxed);
+        }
+        (TaskState::Cancelled, Some(CancelReason::Closed)) => {
+            CLOSE_RACE[1].fetch_add(1, StdRelaxed);
+        }
+        other => panic!("d ended {other:?}"),
+    }
+    if out.added() == 1 {
+        CLOSE_RACE[2].fetch_add(1, StdRelaxed);
+    }
+    if out.state(0) == TaskState::Succeeded {
+        CLOSE_RACE[3].fetch_add(1, StdRelaxed);
+    }
+    let mut diamond = case(&[&[], &[0], &[0], &[1, 2]], &[S, S, S, S]);
+    diamond.close = Close::AfterStart;
+    for (workers, order) in [
+        (1, ReleaseOrder::Auto),
+        (2, ReleaseOrder::Auto),
+        (2, ReleaseOrder::BreadthFirst),
+    ] {
+        run_closing(&diamond, workers, order);
+    }
+}
+
+/// Runs `case` (which may close the run: [`Close`]) on `workers` with a recorded history
+/// and room for its successors, in `order`, checks it against the model and returns it.
+fn run_closing(
+    case: &Case,
+    workers: usize,
+    order: ReleaseOrder,
+) -> lockstep_dag::executor::RunOutcome<u32> {
+    let graph = StdArc::new(FrozenGraph::with_optional(case.tasks()).expect("valid graph"));
+    let pool = Pool::new(workers).expect("pool");
+    let config = RunConfig::new()
+        .record_history()
+        .growth(growth_room(case))
+        .release_order(order);
+    let run = GraphRun::with_config(graph, config, task_fn(case, false));
+    case.prepare(&run);
+    run.start(&pool).expect("start");
+    case.started(&run);
+    let out = run.wait();
+    drop(run);
+    drop(pool);
+    if let Err(e) = check(case, &out) {
+        panic!("{e}");
+    }
+    out
+}
+
+#[test]
+fn shuttle_close_races_the_run() {
+    shuttle_check!(PLAN, close_races_the_run);
+    let seen: Vec<usize> = CLOSE_RACE.iter().map(|a| a.load(StdRelaxed)).collect();
+    eprintln!("close racing the run (d blocked, d cancelled, g added, a ran): {seen:?}");
+    assert!(seen.iter().all(|&n| n > 0), "every side reached: {seen:?}");
 }

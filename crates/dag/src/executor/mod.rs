@@ -111,6 +111,14 @@
 //! answers `AlreadyTerminal(Cancelled)` (`EXECUTOR.cancel-blocked`, `docs/executor.md`
 //! section 5).
 //!
+//! *The close takes effect at one point.* [`GraphRun::close`] stores `closed` under the stop
+//! lock, so every failure's end, cancel and added successor is before or after it. A decider
+//! that reads it false runs its task (the decision came first); one that reads it true
+//! cancels it (reason `Closed`) unless a loss before the close blocks it. In a recorded run
+//! the store and its [`ExecEvent::Close`] record are one step under the history's lock, and
+//! a decider reads `closed` again under that lock before it records a `Start`, so the
+//! history's order is the one the model sees (`EXECUTOR.close`); a plain run pays nothing.
+//!
 //! *The outcome is complete.* The settle counts are subtracted from `unsettled` with
 //! `AcqRel` after the tasks' states were stored; the subtraction reaching zero happens-after
 //! all of them, and [`GraphRun::wait`] returns after taking the mutex that the finishing
@@ -512,6 +520,14 @@ pub enum ExecEvent {
         /// `Blocked` or `Cancelled`.
         state: TaskState,
     },
+    /// The run was closed ([`GraphRun::close`], [`TaskContext::close_run`]), once, at the
+    /// first close: recorded with the store of the run's `closed` flag as one step under the
+    /// stop lock and the history's lock (`EXECUTOR.close`), so that every decision recorded
+    /// before it read the run open and every one after it read it closed (a task that was
+    /// not blocked and is decided after it is skipped as `Cancelled`, reason `Closed`; none
+    /// starts), every failure before it blocks and none after it does, and no successor is
+    /// added after it, as the model's `close` at this point would have it.
+    Close,
 }
 
 /// What [`GraphRun::cancel`] did.
@@ -705,7 +721,8 @@ impl RunConfig {
         }
     }
 
-    /// Records every start, finish, skip and growth ([`GraphRun::record_history`]).
+    /// Records every start, finish, skip, growth, cancel and the close
+    /// ([`GraphRun::record_history`]).
     pub fn record_history(self) -> Self {
         RunConfig {
             history: true,
@@ -1036,9 +1053,9 @@ impl<K: TaskKey> GraphRun<K> {
         )
     }
 
-    /// Like [`GraphRun::new`], and records every start, finish and skip in one locked list
-    /// ([`RunOutcome::history`]), for checking a run against the model. The lock serialises
-    /// the workers: use it in tests, not for speed.
+    /// Like [`GraphRun::new`], and records every start, finish, skip, growth, cancel and the
+    /// close ([`ExecEvent`]) in one locked list ([`RunOutcome::history`]), for checking a run
+    /// against the model. The lock serialises the workers: use it in tests, not for speed.
     pub fn record_history<F>(graph: StdArc<FrozenGraph<K>>, f: F) -> Self
     where
         F: Fn(&TaskContext<'_, K>) -> Result<(), String> + Send + Sync + 'static,
@@ -1356,11 +1373,32 @@ impl<K: TaskKey> Shared<K> {
         })
     }
 
-    /// [`GraphRun::close`]: under the stop lock, so that every failure's end is before or
-    /// after it (`BEFORE_CLOSE`).
+    /// [`GraphRun::close`]: under the stop lock, so that every failure's end, every cancel and
+    /// every added successor is before or after it (`BEFORE_CLOSE`), and, in a recorded run,
+    /// with its `Close` record under the history's lock.
     fn close(&self) {
         let _stop = self.stop.lock();
-        self.closed.store(true, Ordering::SeqCst);
+        let Some(history) = &self.history else {
+            // LINEARIZATION POINT (EXECUTOR.close): the store of `closed`. A decision that
+            // read `closed` false came before it, one that read it true after it; the stop
+            // lock orders it with every failure's end, every cancel and every growth.
+            self.closed.store(true, Ordering::SeqCst);
+            return;
+        };
+        let mut h = history.lock();
+        // LINEARIZATION POINT (EXECUTOR.close): in a recorded run, the store of `closed` and
+        // its `Close` record are one step under the history's lock (taken after the stop
+        // lock: the order is stop, growth, history). The history's order is then the order
+        // the model sees: a failure's `Finish`, a cancel's `Cancel` and a `Grow` are recorded
+        // under the stop lock too, so each is before the `Close` exactly when it read the
+        // run open (`BEFORE_CLOSE`, the cancel's answer, `GrowError::Closed`); a decision is
+        // recorded under the history's lock after reading `closed` there (`decide_recorded`),
+        // so a `Start` before the `Close` read it open and one after it cannot be (the
+        // decision reads it closed and records a `Skip` as `Cancelled`). Only the first close
+        // is recorded: the model's close is idempotent too.
+        if !self.closed.swap(true, Ordering::SeqCst) {
+            h.push(ExecEvent::Close);
+        }
     }
 
     /// [`GraphRun::cancel_index`] under the stop lock (and the history's lock in a recorded
@@ -1681,13 +1719,22 @@ impl<K: TaskKey> Shared<K> {
             }
         }
         // LINEARIZATION POINT (EXECUTOR.decide-once): pending -> decided, against `cancel`.
-        if let Err(now) = self.decide::<PLAIN>(cell, t, worker, decided) {
+        // A recorded run may decide otherwise than `decided` here: a task about to run is
+        // cancelled (reason `Closed`) if the run was closed meanwhile (`decide_recorded`).
+        let decided = match self.decide::<PLAIN>(cell, t, worker, decided) {
+            Ok(decided) => decided,
+            Err(now) => {
+                if let Some(gate) = gate.filter(|_| slot) {
+                    Self::leave(gate, true, handed);
+                }
+                return (now == CANCELLED_USER || now == CANCELLED_CLOSED).then_some(true);
+            }
+        };
+        if decided != RUNNING {
+            // Only a recorded run's decision changed by a close gives back a slot here.
             if let Some(gate) = gate.filter(|_| slot) {
                 Self::leave(gate, true, handed);
             }
-            return (now == CANCELLED_USER || now == CANCELLED_CLOSED).then_some(true);
-        }
-        if decided != RUNNING {
             return Some(true);
         }
         ctx.index.store(t, std::sync::atomic::Ordering::Relaxed);
@@ -1780,7 +1827,8 @@ impl<K: TaskKey> Shared<K> {
     /// `decided`, and its record (`Start` or `Skip`) when the run keeps a history. A task
     /// that `cancel` moved out of pending first is marked `SETTLED` here (and recorded as
     /// skipped): from now on a successor added to the run need not wait for it. Returns the
-    /// state found on failure.
+    /// state decided (`decided`, except in a recorded run closed since `decided` was chosen:
+    /// see [`Shared::decide_recorded`]), or the state found on failure.
     #[inline]
     fn decide<const PLAIN: bool>(
         &self,
@@ -1792,16 +1840,25 @@ impl<K: TaskKey> Shared<K> {
         if !PLAIN && let Some(history) = &self.history {
             return self.decide_recorded(history, cell, t, worker, decided);
         }
-        let result = cell.compare_exchange(PENDING, decided, Ordering::AcqRel, Ordering::Acquire);
-        if let Err(now @ (CANCELLED_USER | CANCELLED_CLOSED)) = result {
-            cell.store(now | SETTLED, Ordering::Release);
+        match cell.compare_exchange(PENDING, decided, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => Ok(decided),
+            Err(now @ (CANCELLED_USER | CANCELLED_CLOSED)) => {
+                cell.store(now | SETTLED, Ordering::Release);
+                Err(now)
+            }
+            Err(now) => Err(now),
         }
-        result
     }
 
     /// [`Shared::decide`] with a history: the decision and its record are one step under the
     /// history's lock, so that a successor added by a task that saw this decision is
-    /// recorded after it.
+    /// recorded after it. A task chosen to run is cancelled instead (reason `Closed`) if the
+    /// run is closed by now: `closed` is read again here, under the history's lock, where
+    /// the close stores it with its `Close` record (`EXECUTOR.close`). Read only where
+    /// `settle` read it false before (it stays true once true), so that a `Start` recorded
+    /// after the `Close` is impossible: without this read, a decider that read `closed` false
+    /// just before the close would record its `Start` after the `Close`, where the model
+    /// runs nothing. A plain run has no history and pays nothing for it.
     #[cold]
     #[inline(never)]
     fn decide_recorded(
@@ -1813,7 +1870,17 @@ impl<K: TaskKey> Shared<K> {
         decided: u8,
     ) -> Result<u8, u8> {
         let mut h = history.lock();
-        let result = cell.compare_exchange(PENDING, decided, Ordering::AcqRel, Ordering::Acquire);
+        // EXECUTOR.close: the decision read `closed` under the history's lock, so it is on
+        // the same side of the `Close` record as its own record. Not a blocked decision: a
+        // loss before the close blocks the task after it too.
+        let decided = if decided == RUNNING && self.closed.load(Ordering::SeqCst) {
+            CANCELLED_CLOSED | SETTLED
+        } else {
+            decided
+        };
+        let result = cell
+            .compare_exchange(PENDING, decided, Ordering::AcqRel, Ordering::Acquire)
+            .map(|_| decided);
         match result {
             Ok(_) if decided == RUNNING => h.push(ExecEvent::Start { task: t, worker }),
             Ok(_) => h.push(ExecEvent::Skip {

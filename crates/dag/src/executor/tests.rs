@@ -18,7 +18,9 @@ fn frozen(spec: Spec) -> StdArc<FrozenGraph<&'static str>> {
 /// Checks the executor's own rules on a recorded history: each task decided once; a task
 /// starts only after every dependency finished succeeded; finished ones match the outcome;
 /// skipped ones are blocked or cancelled and a blocked one has a lost dependency; a task added
-/// while the run ran is added by its running parent, before its own decision.
+/// while the run ran is added by its running parent, before its own decision; the run is
+/// closed at most once, and after the close (EXECUTOR.close) no task starts and none is
+/// added, while a task skipped as cancelled before it was cancelled by the user.
 fn check_history<K: TaskKey>(out: &RunOutcome<K>) {
     let h = out.history().expect("recorded");
     let n = out.len();
@@ -31,9 +33,15 @@ fn check_history<K: TaskKey>(out: &RunOutcome<K>) {
     let mut started = vec![false; n];
     let mut added = vec![false; n];
     added[..out.graph().len()].fill(true);
+    let mut closed = false;
     for e in h {
         match *e {
+            ExecEvent::Close => {
+                assert!(!closed, "the close recorded twice");
+                closed = true;
+            }
             ExecEvent::Grow { task, parent, .. } => {
+                assert!(!closed, "{} added after the close", out.id(task));
                 assert!(!added[task as usize], "{} added twice", out.id(task));
                 assert!(started[parent as usize] && finished[parent as usize].is_none());
                 assert_eq!(out.parent(task), Some(parent));
@@ -41,6 +49,7 @@ fn check_history<K: TaskKey>(out: &RunOutcome<K>) {
             }
             ExecEvent::Start { task, .. } => {
                 assert!(added[task as usize]);
+                assert!(!closed, "{} started after the close", out.id(task));
                 decided[task as usize] += 1;
                 started[task as usize] = true;
                 // Every dependency ended; the required ones (SPEC A8) succeeded.
@@ -97,6 +106,14 @@ fn check_history<K: TaskKey>(out: &RunOutcome<K>) {
             }
             ExecEvent::Skip { task, state, .. } => {
                 assert!(added[task as usize]);
+                if state == TaskState::Cancelled && !closed {
+                    assert_eq!(
+                        out.cancelled_by(task),
+                        Some(CancelReason::User),
+                        "{} cancelled by the close before it",
+                        out.id(task)
+                    );
+                }
                 decided[task as usize] += 1;
                 for &d in out.dependencies(task) {
                     assert!(
@@ -461,6 +478,17 @@ fn close_cancels_what_has_not_started() {
         assert_eq!(out.history().is_none(), plain);
         if !plain {
             check_history(&out);
+            // EXECUTOR.close: recorded once, while `a` ran.
+            let h = out.history().expect("recorded");
+            let at = |e: ExecEvent| h.iter().position(|x| *x == e);
+            let close = at(ExecEvent::Close).expect("the close is recorded");
+            let start = at(ExecEvent::Start { task: 0, worker: 0 }).expect("a started");
+            let end = at(ExecEvent::Finish {
+                task: 0,
+                worker: 0,
+                state: TaskState::Succeeded,
+            });
+            assert!(start < close && Some(close) < end, "{h:?}");
         }
         assert_eq!(out.state(0), TaskState::Succeeded, "plain: {plain}");
         for t in 1..4 {
@@ -614,6 +642,14 @@ fn closing_the_run_leaves_a_task_whose_dependency_failed_blocked() {
         let out = run.wait();
         if !plain {
             check_history(&out);
+            // EXECUTOR.close: `bad` finished before the close, `slow` after it.
+            let h = out.history().expect("recorded");
+            let close = h.iter().position(|e| *e == ExecEvent::Close);
+            let finish = |t: u32| {
+                h.iter()
+                    .position(|e| matches!(*e, ExecEvent::Finish { task, .. } if task == t))
+            };
+            assert!(finish(0) < close && close < finish(1), "{h:?}");
         }
         assert_eq!(
             out.state(1),
@@ -2206,6 +2242,56 @@ fn a_cancel_after_the_close_answers_cancelled_only_if_the_task_ends_cancelled() 
         Ok(RunCancel::Cancelled) => assert_eq!(out.state(1), TaskState::Cancelled),
         other => panic!("cancel after close answered {other:?}"),
     }
+}
+
+/// EXECUTOR.close in a recorded run: a decider that read `closed` false just before the close
+/// (held, as in the test above, between that read and its compare-and-swap by the task's
+/// pool gate) reads it again under the history's lock and cancels its task (reason
+/// `Closed`) instead of recording a `Start` after the `Close`, which the model could not
+/// replay (it runs nothing once closed); it gives back the pool slot it took for the run it
+/// no longer makes. Fails with that second read left out (`t started after the close`, in
+/// `check_history`), and with the slot kept (the gate counts one task running at the end).
+#[test]
+fn a_recorded_decision_racing_the_close_lands_on_its_side_of_the_history() {
+    let graph = StdArc::new(FrozenGraph::new([("a", vec![]), ("t", vec!["a"])]).unwrap());
+    let pools = RunPools::new(&graph, vec![1], vec![None, Some(0)]).unwrap();
+    let (ran_tx, ran_rx) = std::sync::mpsc::channel::<()>();
+    let ran_tx = std::sync::Mutex::new(ran_tx);
+    let config = RunConfig::new().pools(pools).record_history();
+    let run = GraphRun::with_config(graph, config, move |ctx| {
+        if *ctx.id() == "a" {
+            ran_tx.lock().expect("lock").send(()).expect("ran");
+        }
+        Ok(())
+    });
+    let pool = Pool::new(1).unwrap();
+    let gates = run.shared.gates.as_ref().expect("pools");
+    {
+        // Held by the test: `t`'s decider reads `closed` (false), decides to run `t`, and
+        // waits here for the gate before its compare-and-swap.
+        let gate = gates.gates[0].lock();
+        run.start(&pool).unwrap();
+        ran_rx.recv().expect("a runs");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        run.close();
+        drop(gate);
+    }
+    let out = run.wait();
+    check_history(&out);
+    assert_eq!(out.state(0), TaskState::Succeeded);
+    assert_eq!(
+        (out.state(1), out.cancelled_by(1)),
+        (TaskState::Cancelled, Some(CancelReason::Closed)),
+        "{:?}",
+        out.history()
+    );
+    let h = out.history().expect("recorded");
+    let close = h.iter().position(|e| *e == ExecEvent::Close);
+    let skip = h
+        .iter()
+        .position(|e| matches!(*e, ExecEvent::Skip { task: 1, .. }));
+    assert!(close.is_some() && close < skip, "{h:?}");
+    assert_eq!(gates.gates[0].lock().running, 0, "the slot was given back");
 }
 
 /// Review of EXECUTOR.cancel-blocked, cost: a cancel first searched its task's pending
