@@ -389,7 +389,7 @@ pub const BUGS: &[(&str, &str)] = &[
     ),
     (
         "executor_grow_lost_unseen",
-        "executor: a successor added by a running task counts a dependency it finds already lost as done without raising the run's loss flag, so its decider skips the scan and runs it instead of blocking it",
+        "executor: a failure raises the run's loss flag only after its critical section, so a successor added meanwhile counts it as done with the flag down, and its decider skips the scan and runs it instead of blocking it",
     ),
     (
         "executor_breadth_drops_task",
