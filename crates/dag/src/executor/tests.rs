@@ -1373,13 +1373,32 @@ fn mix(a: u64, b: u64) -> u64 {
 }
 
 /// Independent oracle over the outcome: a task ran iff it was neither cancelled nor closed
-/// and all its required dependencies succeeded; a blocked task has the list-order cause.
+/// and all its required dependencies succeeded; a blocked task has the list-order cause: the
+/// first required dependency whose loss blocks (`EXECUTOR.cancel-blocked`: a failure recorded
+/// before the history's `Close`, a cancel by the user, which the close's own cancels never
+/// are, or a blocked task), or that dependency's own cause. A dependency cancelled by the
+/// close, or failed after it, blocks nothing: a task that has only such losses is cancelled
+/// by the close instead.
 fn check_oracle(
     out: &RunOutcome<String>,
     cancelled: &std::collections::HashSet<String>,
     closed: bool,
 ) {
     let n = out.len();
+    let history = out.history().expect("a recorded run");
+    let close_at = history.iter().position(|e| matches!(e, ExecEvent::Close));
+    let mut finish_at = vec![usize::MAX; n];
+    for (i, e) in history.iter().enumerate() {
+        if let ExecEvent::Finish { task, .. } = *e {
+            finish_at[task as usize] = i;
+        }
+    }
+    let blocks = |d: u32| match out.state(d) {
+        TaskState::Blocked => true,
+        TaskState::Cancelled => out.cancelled_by(d) == Some(CancelReason::User),
+        TaskState::Failed => close_at.is_none_or(|c| finish_at[d as usize] < c),
+        _ => false,
+    };
     for t in 0..n as u32 {
         let deps = out.dependencies(t);
         let req = &deps[..deps.len() - out.optional_dependencies(t).len()];
@@ -1393,16 +1412,12 @@ fn check_oracle(
             ),
             TaskState::Blocked => {
                 assert!(!all_ok, "{} blocked with all deps ok", out.id(t));
-                let first = req
-                    .iter()
-                    .copied()
-                    .find(|&d| {
-                        matches!(
-                            out.state(d),
-                            TaskState::Failed | TaskState::Blocked | TaskState::Cancelled
-                        )
-                    })
-                    .unwrap();
+                let first = req.iter().copied().find(|&d| blocks(d)).unwrap_or_else(|| {
+                    panic!(
+                        "{} blocked, but no required dependency's loss blocks",
+                        out.id(t)
+                    )
+                });
                 let want = if out.state(first) == TaskState::Blocked {
                     out.cause_index(first).unwrap()
                 } else {
