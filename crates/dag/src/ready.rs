@@ -146,8 +146,8 @@ impl ReadySet {
 
     /// Adds every key of `keys` (each below the grown capacity), as one [`Self::insert`]
     /// each, in order: a completion's released versions, all at once. Once the set is in the
-    /// bitset (no member held aside), the keys go in by one loop with the levels' bounds held
-    /// in locals. O(depth) word operations per key.
+    /// bitset (no member held aside), each key goes straight to [`Self::insert_word`].
+    /// O(depth) word operations per key.
     pub(crate) fn insert_many(&mut self, keys: impl IntoIterator<Item = u64>) {
         let mut keys = keys.into_iter();
         // An empty set, or one member held aside: as `insert`, until the bitset holds them.
@@ -157,25 +157,9 @@ impl ReadySet {
             };
             self.insert(key);
         }
-        let (start, depth, words) = (&self.start, self.depth, &mut self.words[..]);
-        let mut added = 0;
-        'keys: for key in keys {
-            let mut i = key as usize;
-            for k in 0..depth {
-                let word = &mut words[start[k] + i / 64];
-                let was = *word;
-                *word |= 1 << (i % 64);
-                if k == 0 && was == *word {
-                    continue 'keys;
-                }
-                if was != 0 {
-                    break;
-                }
-                i /= 64;
-            }
-            added += 1;
+        for key in keys {
+            self.insert_word(key);
         }
-        self.len += added;
     }
 
     /// [`Self::insert`] into the bitset (no member is held aside).
