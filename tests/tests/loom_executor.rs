@@ -332,3 +332,47 @@ fn loom_a_cancel_races_a_failure() {
         "both answers reached: {seen:?}"
     );
 }
+
+/// The cancel tokens' prepaid references (`crates/dag/src/prepaid.rs`): a claim's token
+/// moves to another thread, which clones it, reads it and drops both, while this thread
+/// cancels the running version, completes it, finishes the other claim through
+/// `Exclusive::finish_and_claim` (its token taken back into the bank) and drops the
+/// scheduler (the bank's drop). Whichever owner lets go last frees the chunk; loom's
+/// data-race check on the chunk's `last_use` cell fails any execution where the free is not
+/// ordered after another owner's last use. Seeded by hand, a `Relaxed` decrement without
+/// the `Acquire` fence fails here.
+#[test]
+fn loom_tokens_outlive_their_scheduler() {
+    use lockstep_dag::{BatchOutcome, CancelOutcome, TaskScheduler};
+    model("loom_tokens_outlive_their_scheduler", || {
+        let mut s: TaskScheduler<u32> = TaskScheduler::new(2);
+        s.submit(0, [], ()).unwrap();
+        s.submit(1, [], ()).unwrap();
+        let mut claims = s.ready_at_most(2).unwrap();
+        let c1 = claims.pop().unwrap();
+        let c0 = claims.pop().unwrap();
+        let moved = c0.token.clone();
+        let reader = loom::thread::spawn(move || {
+            let again = moved.clone();
+            drop(moved);
+            again.is_cancelled()
+        });
+        assert_eq!(s.cancel(&0), Ok(CancelOutcome::Requested));
+        assert!(c0.token.is_cancelled());
+        s.complete(&0, c0.generation).unwrap();
+        let kept = c0.token;
+        let mut finishing = vec![c1];
+        let mut outcome = BatchOutcome::default();
+        let mut x = s.exclusive();
+        assert_eq!(x.finish_and_claim(&mut finishing, &mut outcome, 0), Ok(0));
+        assert_eq!(outcome.applied, 1);
+        drop(x);
+        drop(s);
+        // The kept token reads the cancel after the scheduler is gone, then lets go before
+        // the join, so the reader may be the last owner (and free the chunk) or not.
+        assert!(kept.is_cancelled());
+        drop(kept);
+        // The reader may run before or after the cancel.
+        let _ = reader.join().unwrap();
+    });
+}

@@ -13,6 +13,10 @@
 //! * `lockstep_pull_fused`: one `submit_batch`, then `complete_and_claim(done, .., 1024,
 //!   buffer)` per round: the previous round's completions and this round's claims in one
 //!   critical section;
+//! * `lockstep_pull_exclusive`: the scheduler borrowed exclusively (`exclusive()`, no lock):
+//!   one `submit_batch`, then `finish_and_claim(claims, .., 1024)` per round: the previous
+//!   round's claims completed and taken back (their tokens' references too), this round's
+//!   claimed into the same buffer;
 //! * `lockstep_executor_1t`, `lockstep_executor_2t`: one `GraphRun` of the prebuilt
 //!   `FrozenGraph` on a pool of 1 or 2 workers (the per-run counters included, the graph's
 //!   build not: a frozen graph is built once and run many times);
@@ -53,7 +57,7 @@ use lockstep_taskflow_peer::TaskflowGraph;
 use petgraph::graph::{DiGraph, NodeIndex};
 use rayon::prelude::*;
 
-use drivers::{kahn_from_edges, pull, pull_batch, pull_fused};
+use drivers::{kahn_from_edges, pull, pull_batch, pull_exclusive, pull_fused};
 use shapes::Shape;
 
 /// The deque family the executor's pool uses (the Chase–Lev deque: spawns take no lock).
@@ -171,6 +175,12 @@ fn bench_shape(c: &mut Criterion, shape: &Shape) {
     g.bench_function(BenchmarkId::from_parameter("lockstep_pull_fused"), |b| {
         b.iter(|| assert_eq!(pull_fused(shape), n));
     });
+    g.bench_function(
+        BenchmarkId::from_parameter("lockstep_pull_exclusive"),
+        |b| {
+            b.iter(|| assert_eq!(pull_exclusive(shape), n));
+        },
+    );
     g.bench_function(BenchmarkId::from_parameter("kahn_from_edges"), |b| {
         b.iter(|| assert_eq!(kahn_from_edges(shape), n));
     });

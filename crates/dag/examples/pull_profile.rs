@@ -13,7 +13,9 @@
 //! Arguments: the number of tasks (default 100,000), then `single` (one `submit` per task,
 //! `ready_at_most(1024)`, one `complete` per claim: the bench's `lockstep_pull`) or `batch`
 //! (`submit_batch`, `ready_into`, `complete_batch`: `lockstep_pull_batch`) or `fused`
-//! (`submit_batch`, then `complete_and_claim` per round: `lockstep_pull_fused`) or `kahn` (the
+//! (`submit_batch`, then `complete_and_claim` per round: `lockstep_pull_fused`) or
+//! `exclusive` (`exclusive()`, `submit_batch`, then `finish_and_claim` per round:
+//! `lockstep_pull_exclusive`) or `kahn` (the
 //! bench's `kahn_from_edges` floor) or `executor` (one `GraphRun` of the prebuilt
 //! `FrozenGraph` on a pool of one worker unless told otherwise below; the graph's build is not
 //! timed), then a shape (`random`, `chain`, `wavefront`, `tree`; default `random`), then, for
@@ -81,6 +83,7 @@ fn main() {
         }
         "batch" => drivers::pull_batch(&shape),
         "fused" => drivers::pull_fused(&shape),
+        "exclusive" => drivers::pull_exclusive(&shape),
         _ => drivers::pull(&shape),
     };
     let run = t.elapsed();

@@ -3,8 +3,9 @@
 use std::fmt;
 
 use lockstep_contract::{Generation, VersionRef};
-use lockstep_sync::Arc;
 use lockstep_sync::atomic::{AtomicBool, Ordering};
+
+use crate::prepaid::{Bank, FLAGS, Share};
 
 /// A cooperative cancellation flag for one running version (SPEC A1).
 ///
@@ -15,25 +16,25 @@ use lockstep_sync::atomic::{AtomicBool, Ordering};
 ///
 /// # Representation
 /// Flags are handed out from shared chunks of 64 flags (`TOKEN_CHUNK`), one fresh flag per
-/// claim (never reused), so a claim costs one reference-count increment rather than an
-/// allocation; a chunk is freed when its last token is dropped. The scheduler itself holds
-/// one reference per chunk that still has running versions (not one per running version),
-/// and finds a running version's flag by chunk number and slot.
+/// claim (never reused), so a claim costs no allocation; a chunk is freed when its last
+/// token is dropped. The chunks' references are paid in advance (`prepaid.rs`): handing a
+/// token out costs no atomic operation, and a token given back to the scheduler by
+/// [`Exclusive::finish_and_claim`](crate::Exclusive::finish_and_claim) none either; a token
+/// dropped elsewhere costs one decrement, as an `Arc` does. The scheduler itself holds its
+/// references per chunk that still has running versions (not per running version), and
+/// finds a running version's flag by chunk number and slot.
 ///
 /// # Memory ordering
 /// The flag is written with `Release` and read with `Acquire`: a function that sees `true`
 /// also sees everything the scheduler did before setting it. It carries no other data.
 #[derive(Clone)]
 pub struct CancelToken {
-    chunk: Arc<TokenChunk>,
+    chunk: Share,
     slot: u32,
 }
 
 /// How many cancellation flags one allocation holds.
-pub(crate) const TOKEN_CHUNK: usize = 64;
-
-/// A block of [`TOKEN_CHUNK`] flags, each owned by at most one claimed version.
-pub(crate) struct TokenChunk([AtomicBool; TOKEN_CHUNK]);
+pub(crate) const TOKEN_CHUNK: usize = FLAGS;
 
 /// Where a running version's flag is: chunk number in [`TokenSlab`] and slot in the chunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,13 +46,12 @@ pub(crate) struct TokenRef {
 /// Hands out fresh, unset tokens, [`TOKEN_CHUNK`] per allocation, and keeps the chunks that
 /// hold the flags of running versions, so that `cancel` can set them.
 ///
-/// A chunk is kept (one `Arc` reference, numbered) while it is the one being handed out or
-/// while some running version's flag is in it (`running[chunk]` counts them, under the
+/// A chunk is kept (its [`Bank`], numbered) while it is the one being handed out or while
+/// some running version's flag is in it (`running[chunk]` counts them, under the
 /// scheduler's lock); then the scheduler lets go of it and reuses its number. So a claim
-/// costs one reference-count increment (the claim's own token) and a release none, instead
-/// of a reference per running version.
+/// costs no atomic operation (the bank's references are prepaid) and a release none.
 pub(crate) struct TokenSlab {
-    chunks: Vec<Option<Arc<TokenChunk>>>,
+    chunks: Vec<Option<Bank>>,
     /// Running versions whose flag is in each chunk.
     running: Vec<u32>,
     /// Chunk numbers not in use.
@@ -74,11 +74,6 @@ impl Default for TokenSlab {
     }
 }
 
-/// A chunk of unset flags.
-fn new_chunk() -> Arc<TokenChunk> {
-    Arc::new(TokenChunk(std::array::from_fn(|_| AtomicBool::new(false))))
-}
-
 impl TokenSlab {
     /// A token that is not cancelled and shares its flag with no other version, and where
     /// its flag is; the flag's chunk is kept until [`release`](Self::release) of the
@@ -98,7 +93,9 @@ impl TokenSlab {
         self.running[at.chunk as usize] += 1;
         // The current chunk is always kept (`next_chunk`); `get_or_insert_with` only
         // avoids a panicking branch.
-        let chunk = Arc::clone(self.chunks[at.chunk as usize].get_or_insert_with(new_chunk));
+        let chunk = self.chunks[at.chunk as usize]
+            .get_or_insert_with(Bank::new)
+            .share();
         let token = CancelToken {
             chunk,
             slot: u32::from(at.slot),
@@ -110,7 +107,7 @@ impl TokenSlab {
     #[cold]
     fn next_chunk(&mut self) {
         let old = self.current;
-        let c = Some(new_chunk());
+        let c = Some(Bank::new());
         self.current = match self.free.pop() {
             Some(i) => {
                 self.chunks[i as usize] = c;
@@ -149,15 +146,37 @@ impl TokenSlab {
         }
     }
 
+    /// Takes back a token the scheduler handed out, now that its claim is settled and its
+    /// owner gives it up: its reference returns to the chunk being handed out if it is one of
+    /// that chunk's (no atomic operation), else it is dropped (one decrement). O(1).
+    #[inline]
+    pub(crate) fn take_back(&mut self, token: CancelToken) {
+        if let Some(Some(bank)) = self.chunks.get_mut(self.current as usize) {
+            // INVARIANT (A4.token-prepaid): only a reference to the bank's own chunk joins
+            // its held count (no atomic operation, the count unchanged); a reference of
+            // another chunk comes back as `Err` and is dropped here (one decrement).
+            let _ = bank.take_back(token.chunk);
+        }
+    }
+
     /// Sets the flag at `at` (of a running version). O(1).
     pub(crate) fn set(&self, at: TokenRef) {
         if let Some(c) = &self.chunks[at.chunk as usize] {
-            c.0[at.slot as usize].store(true, Ordering::Release);
+            c.block()
+                .flag(usize::from(at.slot))
+                .store(true, Ordering::Release);
         }
     }
 
     /// How many running versions hold a flag, and whether every chunk that holds one is
     /// kept. For tests.
+    /// Live tokens of the chunks the slab keeps (tests): the reference counts minus the
+    /// references the slab holds.
+    #[cfg(test)]
+    pub(crate) fn outstanding(&self) -> usize {
+        self.chunks.iter().flatten().map(Bank::outstanding).sum()
+    }
+
     #[cfg(test)]
     pub(crate) fn assert_running(&self, running: usize, holds: impl Iterator<Item = TokenRef>) {
         let mut per_chunk = vec![0u32; self.chunks.len()];
@@ -183,7 +202,7 @@ impl TokenSlab {
 
 impl CancelToken {
     fn flag(&self) -> &AtomicBool {
-        &self.chunk.0[self.slot as usize]
+        self.chunk.block().flag(self.slot as usize)
     }
 
     /// True once `cancel` was called for the version this token belongs to.

@@ -1031,6 +1031,18 @@ impl<K: TaskKey, P> Core<K, P> {
         h.tok = 0;
     }
 
+    /// Takes back the cancel token of a settled claim that its owner gives up (its reference
+    /// returns to the token slab: `TokenSlab::take_back`). O(1).
+    pub(crate) fn take_back_token(&mut self, token: crate::CancelToken) {
+        self.tokens.take_back(token);
+    }
+
+    /// Live tokens of the chunks the token slab keeps (tests).
+    #[cfg(test)]
+    pub(crate) fn outstanding_tokens(&self) -> usize {
+        self.tokens.outstanding()
+    }
+
     /// Gives the current versions new submission sequences `0..`, in the same order, once
     /// sequences of replaced versions outnumber the live ones (so the ready set and
     /// `seq_node` stay within twice the ids plus a constant). O(V log V), amortised O(log V)

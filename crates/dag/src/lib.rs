@@ -163,13 +163,21 @@
 //! `Eq`, `Clone` and `Drop` do run under the lock (the id lookups need them): keep them
 //! cheap, and never call back into the scheduler from them.
 
-// The crate's one `unsafe` block is the executor's prefetch hint (`executor/prefetch.rs`).
+// `unsafe` is allowed in two modules only: the executor's prefetch hint
+// (`executor/prefetch.rs`) and the prepaid references of cancel tokens (`prepaid.rs`), each
+// with its protocol in the module's documentation, run under Miri by `.ci/run`.
 #![deny(unsafe_code)]
 
 mod claim;
 mod core;
+mod exclusive;
 pub mod executor;
 mod graph;
+#[allow(
+    unsafe_code,
+    reason = "the prepaid reference count; protocol in the module"
+)]
+mod prepaid;
 mod ready;
 
 use std::fmt;
@@ -179,6 +187,7 @@ use lockstep_sync::{Condvar, Mutex, MutexGuard, time};
 use smallvec::SmallVec;
 
 pub use crate::claim::{CancelToken, Claim};
+pub use crate::exclusive::Exclusive;
 pub use lockstep_contract::{
     BlockCause, CallbackOutcome, CancelOutcome, CancelReason, CloseReport, Cycle, Effect,
     Generation, GraphReport, MissingDependency, OptionalMiss, PoolId, SchedulerError,
@@ -319,6 +328,19 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
 
     fn lock(&self) -> MutexGuard<'_, Core<K, P>> {
         self.core.lock()
+    }
+
+    /// The scheduler through an exclusive borrow: the same operations as the shared ones,
+    /// with the same answers and effects, but no lock is taken (`&mut self` proves that no
+    /// other thread can call in), so an operation costs no atomic instruction. For a
+    /// single-threaded pull loop (a topological sort of a big graph, a build tool's planner);
+    /// see [`Exclusive`].
+    ///
+    /// O(1); never panics.
+    pub fn exclusive(&mut self) -> Exclusive<'_, K, P> {
+        Exclusive {
+            core: self.core.get_mut(),
+        }
     }
 
     /// Submits a version of task `id` that needs every id in `deps` to succeed first, with the
@@ -743,46 +765,18 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
         I: IntoIterator<Item = (K, D, P)>,
         D: IntoIterator<Item = K>,
     {
-        let tasks = tasks.into_iter();
-        let mut items: Vec<(K, u32, Option<P>)> = Vec::with_capacity(tasks.size_hint().0);
-        let mut deps: Vec<K> = Vec::with_capacity(tasks.size_hint().0);
-        for (id, ds, payload) in tasks {
-            let before = deps.len();
-            deps.extend(ds);
-            let count = u32::try_from(deps.len() - before).unwrap_or(u32::MAX);
-            items.push((id, count, Some(payload)));
-        }
+        let (mut items, deps) = collect_batch(tasks);
         let mut garbage = Vec::new();
-        let mut failed = None;
-        {
-            // INVARIANT (A4.batch-forms): the whole batch in one critical section, each item
-            // exactly as its single operation, stopping at the first refusal (so is
-            // `ready_into`, one claim call; `complete_batch`, the same loop of `complete`).
-            let mut core = self.lock();
-            core.reserve(items.len(), deps.len());
-            let (mut index, mut at) = (0usize, 0usize);
-            while index < items.len() {
-                // Runs of dense in-order items (a graph loaded in order, integer ids) at once,
-                // each exactly as its single submission; any other item one at a time.
-                let (k, e) =
-                    core.submit_dense_prefix(&mut items[index..], &deps[at..], generations);
-                index += k;
-                at += e;
-                let Some((id, count, payload)) = items.get_mut(index) else {
-                    break;
-                };
-                let ds = &deps[at..at + *count as usize];
-                at += *count as usize;
-                match core.submit(id.clone(), ds, payload, &mut garbage) {
-                    Ok(g) => generations.push(g),
-                    Err(error) => {
-                        failed = Some(BatchError { index, error });
-                        break;
-                    }
-                }
-                index += 1;
-            }
-        }
+        // INVARIANT (A4.batch-forms): the whole batch in one critical section, each item
+        // exactly as its single operation, stopping at the first refusal (so is
+        // `ready_into`, one claim call; `complete_batch`, the same loop of `complete`).
+        let failed = submit_batch_in(
+            &mut self.lock(),
+            &mut items,
+            &deps,
+            generations,
+            &mut garbage,
+        );
         // Outside the lock: the payloads that can no longer run, and those never applied.
         drop(garbage);
         drop(items);
@@ -812,7 +806,8 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
         outcome: &mut BatchOutcome,
     ) -> Result<(), BatchError<K>> {
         let mut core = self.lock();
-        let (applied, failed) = complete_all(&mut core, versions, outcome);
+        let (applied, failed) =
+            complete_all(&mut core, versions.iter().map(|(k, g)| (k, *g)), outcome);
         let idle = core.running() == 0 && core.idle_waiters > 0;
         drop(core);
         if idle && applied {
@@ -884,24 +879,7 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
     ) -> Result<usize, BatchError<K>> {
         let n = self.seeded_free_slots(n);
         let mut core = self.lock();
-        // INVARIANT (A4.batch-forms): the completions as `complete_batch`, then the claim as
-        // `ready_into`, in this one critical section; the claim counts as the item after the
-        // last completion (position `done.len()`), so a refused completion claims nothing.
-        let (applied, mut failed) = complete_all(&mut core, done, outcome);
-        let mut claimed = 0;
-        if failed.is_none() {
-            // LINEARIZATION POINT (A4.claim-once): inside `Core::claim_into`, as for
-            // `ready_at_most`, in the critical section that also applied the completions.
-            match core.claim_into(n, out) {
-                Ok(k) => claimed = k,
-                Err(error) => {
-                    failed = Some(BatchError {
-                        index: done.len(),
-                        error,
-                    });
-                }
-            }
-        }
+        let (applied, result) = complete_and_claim_in(&mut core, done, outcome, n, out);
         // Waiters are woken only if nothing runs at the end of the critical section (no
         // moment in between is observable).
         let idle = core.running() == 0 && core.idle_waiters > 0;
@@ -909,7 +887,7 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
         if idle && applied {
             self.idle.notify_all();
         }
-        failed.map_or(Ok(claimed), Err)
+        result
     }
 
     /// Reports that the running version `(id, generation)` succeeded: frees its slot and
@@ -1315,19 +1293,101 @@ impl<K: TaskKey, P> Drop for FlushOnDrop<'_, K, P> {
     }
 }
 
+/// A batch's input, collected before any lock is taken (the iterators are the caller's
+/// code): each item's id, its number of dependencies and its payload, and every dependency
+/// in one list. One pass, two allocations, none per task; the size hint reserves room.
+type Batch<K, P> = (Vec<(K, u32, Option<P>)>, Vec<K>);
+
+fn collect_batch<K, P, I, D>(tasks: I) -> Batch<K, P>
+where
+    I: IntoIterator<Item = (K, D, P)>,
+    D: IntoIterator<Item = K>,
+{
+    let tasks = tasks.into_iter();
+    let mut items: Vec<(K, u32, Option<P>)> = Vec::with_capacity(tasks.size_hint().0);
+    let mut deps: Vec<K> = Vec::with_capacity(tasks.size_hint().0);
+    for (id, ds, payload) in tasks {
+        let before = deps.len();
+        deps.extend(ds);
+        let count = u32::try_from(deps.len() - before).unwrap_or(u32::MAX);
+        items.push((id, count, Some(payload)));
+    }
+    (items, deps)
+}
+
+/// [`TaskScheduler::submit_batch`]'s critical section, on the core it is given (under the
+/// lock, or through an exclusive borrow): each item as its single `submit`, stopping at the
+/// first refusal, which it returns. Payloads that can no longer run go to `garbage`; the
+/// refused item's and the later ones' stay in `items`.
+fn submit_batch_in<K: TaskKey, P>(
+    core: &mut Core<K, P>,
+    items: &mut [(K, u32, Option<P>)],
+    deps: &[K],
+    generations: &mut Vec<Generation>,
+    garbage: &mut Vec<P>,
+) -> Option<BatchError<K>> {
+    core.reserve(items.len(), deps.len());
+    let (mut index, mut at) = (0usize, 0usize);
+    while index < items.len() {
+        // Runs of dense in-order items (a graph loaded in order, integer ids) at once, each
+        // exactly as its single submission; any other item one at a time.
+        let (k, e) = core.submit_dense_prefix(&mut items[index..], &deps[at..], generations);
+        index += k;
+        at += e;
+        let Some((id, count, payload)) = items.get_mut(index) else {
+            break;
+        };
+        let ds = &deps[at..at + *count as usize];
+        at += *count as usize;
+        match core.submit(id.clone(), ds, payload, garbage) {
+            Ok(g) => generations.push(g),
+            Err(error) => return Some(BatchError { index, error }),
+        }
+        index += 1;
+    }
+    None
+}
+
+/// [`TaskScheduler::complete_and_claim`]'s critical section, on the core it is given (under
+/// the lock, or through an exclusive borrow). Returns whether any completion was applied and
+/// the call's answer.
+#[inline(always)]
+fn complete_and_claim_in<K: TaskKey, P>(
+    core: &mut Core<K, P>,
+    done: &[(K, Generation)],
+    outcome: &mut BatchOutcome,
+    n: usize,
+    out: &mut Vec<Claim<K, P>>,
+) -> (bool, Result<usize, BatchError<K>>) {
+    // INVARIANT (A4.batch-forms): the completions as `complete_batch`, then the claim as
+    // `ready_into`, in this one critical section; the claim counts as the item after the
+    // last completion (position `done.len()`), so a refused completion claims nothing.
+    let (applied, failed) = complete_all(core, done.iter().map(|(k, g)| (k, *g)), outcome);
+    if let Some(failed) = failed {
+        return (applied, Err(failed));
+    }
+    // LINEARIZATION POINT (A4.claim-once): inside `Core::claim_into`, as for `ready_at_most`,
+    // in the critical section that also applied the completions.
+    let result = core.claim_into(n, out).map_err(|error| BatchError {
+        index: done.len(),
+        error,
+    });
+    (applied, result)
+}
+
 /// `complete` of each version in order, under the caller's lock, stopping at the first
 /// refusal; the applied ones are added to `outcome`. Returns whether any was applied (so the
 /// caller may have to wake idle waiters) and the refusal.
 #[inline(always)]
-fn complete_all<K: TaskKey, P>(
+fn complete_all<'v, K: TaskKey + 'v, P>(
     core: &mut Core<K, P>,
-    versions: &[(K, Generation)],
+    versions: impl IntoIterator<Item = (&'v K, Generation)>,
     outcome: &mut BatchOutcome,
 ) -> (bool, Option<BatchError<K>>) {
     let core = FlushOnDrop(core);
     let mut applied = false;
-    for (index, (id, generation)) in versions.iter().enumerate() {
-        match core.0.complete_in::<true>(id, *generation) {
+    for (index, (id, generation)) in versions.into_iter().enumerate() {
+        match core.0.complete_in::<true>(id, generation) {
             Ok(CallbackOutcome::Applied(e)) => {
                 applied = true;
                 outcome.applied += 1;

@@ -2438,3 +2438,185 @@ fn review_claims_run(n: u32, renumber: bool) {
     }
     a.lock().assert_invariants();
 }
+
+/// One held claim as both sides see it: id, generation, payload, and its token's flag.
+fn claim_view(c: &Claim<u32, u32>) -> (u32, Generation, u32, bool) {
+    (c.id, c.generation, c.payload, c.token.is_cancelled())
+}
+
+/// `Exclusive` answers as the shared scheduler: random runs (batches with forward, missing
+/// and cyclic dependencies, resubmissions, claims, completions, failures, cancels, the
+/// batch forms, `finish_and_claim` against `complete_and_claim` with the same claims,
+/// close) give the same answers, claims, snapshots, counts and statistics, and the
+/// exclusive side keeps every invariant after each step.
+#[test]
+fn exclusive_answers_as_shared() {
+    let mut finished_errors = 0usize;
+    for seed in 1..=400u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let capacity = 1 + rng.below(4);
+        let a: TaskScheduler<u32, u32> = TaskScheduler::new(capacity);
+        let mut b: TaskScheduler<u32, u32> = TaskScheduler::new(capacity);
+        let mut next = 0u32;
+        let mut ca: Vec<Claim<u32, u32>> = Vec::new();
+        let mut cb: Vec<Claim<u32, u32>> = Vec::new();
+        let (mut oa, mut ob) = (BatchOutcome::default(), BatchOutcome::default());
+        for step in 0..40 {
+            let mut x = b.exclusive();
+            match rng.below(10) {
+                0 | 1 => {
+                    // A batch: mostly new ids depending on earlier ones; sometimes a
+                    // resubmission, a forward or missing dependency, or a duplicate.
+                    let mut items: Vec<(u32, Vec<u32>, u32)> = Vec::new();
+                    for _ in 0..rng.below(12) {
+                        let id = if rng.below(8) == 0 && next > 0 {
+                            rng.below(next as usize) as u32
+                        } else {
+                            next += 1;
+                            next - 1
+                        };
+                        let mut deps = Vec::new();
+                        for _ in 0..rng.below(3) {
+                            deps.push(match rng.below(12) {
+                                0 => next + rng.below(3) as u32,
+                                _ => rng.below(next.max(1) as usize) as u32,
+                            });
+                        }
+                        items.push((id, deps, id * 10 + step));
+                    }
+                    let (mut ga, mut gb) = (Vec::new(), Vec::new());
+                    let ra = a.submit_batch(items.clone(), &mut ga);
+                    let rb = x.submit_batch(items, &mut gb);
+                    assert_eq!(ra, rb, "seed {seed} step {step}");
+                    assert_eq!(ga, gb, "seed {seed} step {step}");
+                }
+                2 => {
+                    let k = rng.below(4);
+                    let ra = a.ready_into(k, &mut ca);
+                    let rb = x.ready_into(k, &mut cb);
+                    assert_eq!(ra, rb, "seed {seed} step {step}");
+                }
+                3 | 4 if !ca.is_empty() => {
+                    // A single completion or failure of a held claim (kept: a second report
+                    // of it answers `Duplicate` or `Conflict` later).
+                    let i = rng.below(ca.len());
+                    let (id, g) = (ca[i].id, ca[i].generation);
+                    let g = if rng.below(10) == 0 {
+                        Generation(g.0 + 1)
+                    } else {
+                        g
+                    };
+                    if rng.below(2) == 0 {
+                        assert_eq!(a.complete(&id, g), x.complete(&id, g), "seed {seed}");
+                    } else {
+                        assert_eq!(a.fail(&id, g, "e"), x.fail(&id, g, "e"), "seed {seed}");
+                    }
+                }
+                5 => {
+                    let id = rng.below(next as usize + 1) as u32;
+                    assert_eq!(a.cancel(&id), x.cancel(&id), "seed {seed} step {step}");
+                }
+                6 => {
+                    let mut done: Vec<(u32, Generation)> =
+                        ca.iter().map(|c| (c.id, c.generation)).collect();
+                    if rng.below(4) == 0 {
+                        done.push((next + 5, Generation(1)));
+                    }
+                    let (ra, rb) = if rng.below(2) == 0 {
+                        (
+                            a.complete_batch(&done, &mut oa).map(|()| 0),
+                            x.complete_batch(&done, &mut ob).map(|()| 0),
+                        )
+                    } else {
+                        let k = rng.below(3);
+                        let (mut na, mut nb) = (Vec::new(), Vec::new());
+                        let r = (
+                            a.complete_and_claim(&done, &mut oa, k, &mut na),
+                            x.complete_and_claim(&done, &mut ob, k, &mut nb),
+                        );
+                        ca.extend(na);
+                        cb.extend(nb);
+                        r
+                    };
+                    assert_eq!(ra, rb, "seed {seed} step {step}");
+                }
+                7 | 8 => {
+                    // `finish_and_claim` against `complete_and_claim` of the same claims:
+                    // on a refusal at `i`, the claims from `i` on stay.
+                    let k = rng.below(4);
+                    let done: Vec<(u32, Generation)> =
+                        ca.iter().map(|c| (c.id, c.generation)).collect();
+                    let mut na = Vec::new();
+                    let ra = a.complete_and_claim(&done, &mut oa, k, &mut na);
+                    let rb = x.finish_and_claim(&mut cb, &mut ob, k);
+                    assert_eq!(ra, rb, "seed {seed} step {step}");
+                    match &ra {
+                        Ok(_) => ca = na,
+                        Err(e) => {
+                            finished_errors += 1;
+                            ca.drain(..e.index.min(ca.len()));
+                        }
+                    }
+                }
+                9 if rng.below(6) == 0 => assert_eq!(a.close(), b.close()),
+                _ => {}
+            }
+            assert_eq!(
+                ca.iter().map(claim_view).collect::<Vec<_>>(),
+                cb.iter().map(claim_view).collect::<Vec<_>>(),
+                "seed {seed} step {step}"
+            );
+            assert_eq!(oa, ob, "seed {seed} step {step}");
+            assert_eq!(a.snapshot(), b.snapshot(), "seed {seed} step {step}");
+            assert_eq!(a.counts(), b.counts(), "seed {seed} step {step}");
+            assert_eq!(a.stats(), b.stats(), "seed {seed} step {step}");
+            b.exclusive().core.assert_invariants();
+        }
+    }
+    // The runs reach the refusals of `finish_and_claim` (a claim failed or completed by a
+    // single call first, then finished), not only its happy path.
+    assert!(finished_errors > 50, "{finished_errors} refused finishes");
+}
+
+/// `finish_and_claim` takes the tokens of finished claims back into the chunks they came
+/// from (none left outstanding), across chunk boundaries (more than 64 claims), and a clone
+/// the caller kept keeps its own reference: it still reads the cancel that was set while its
+/// version ran, also after the scheduler is gone.
+#[test]
+fn finish_and_claim_takes_tokens_back() {
+    let mut s: TaskScheduler<u32> = TaskScheduler::new(usize::MAX);
+    let mut x = s.exclusive();
+    x.submit_batch((0..300u32).map(|t| (t, None, ())), &mut Vec::new())
+        .unwrap();
+    let mut claims = Vec::new();
+    let mut outcome = BatchOutcome::default();
+    assert_eq!(
+        x.finish_and_claim(&mut claims, &mut outcome, 150).unwrap(),
+        150
+    );
+    assert_eq!(x.core.outstanding_tokens(), 150);
+    // A cancel of a running version sets its flag; a clone of that token is kept.
+    assert!(matches!(x.cancel(&140), Ok(CancelOutcome::Requested)));
+    let kept = claims[140].token.clone();
+    assert!(kept.is_cancelled());
+    assert_eq!(x.core.outstanding_tokens(), 151);
+    // Finishing takes back every token of the chunks the slab keeps; the next claims' are
+    // fresh and unset.
+    assert_eq!(
+        x.finish_and_claim(&mut claims, &mut outcome, 150).unwrap(),
+        150
+    );
+    assert!(claims.iter().all(|c| !c.token.is_cancelled()));
+    assert_eq!(x.core.outstanding_tokens(), 150 + 1);
+    assert_eq!(
+        x.finish_and_claim(&mut claims, &mut outcome, 150).unwrap(),
+        0
+    );
+    assert_eq!(outcome.applied, 300);
+    // The kept clone's chunk was let go when its last version settled: the slab keeps
+    // only the current chunk, with nothing outstanding.
+    assert_eq!(x.core.outstanding_tokens(), 0);
+    x.core.assert_invariants();
+    drop(s);
+    assert!(kept.is_cancelled());
+}

@@ -144,6 +144,15 @@ impl<T> Mutex<T> {
         }
     }
 
+    /// The value, through the exclusive borrow of the mutex: no lock is taken (no other
+    /// thread can hold one while `self` is borrowed mutably), so no atomic operation runs.
+    pub fn get_mut(&mut self) -> &mut T {
+        match self.0.get_mut() {
+            Ok(v) => v,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
     /// Consumes the mutex and returns the value.
     pub fn into_inner(self) -> T {
         match self.0.into_inner() {

@@ -86,6 +86,33 @@ pub fn pull_fused(shape: &Shape) -> usize {
     outcome.applied
 }
 
+/// `lockstep_pull_exclusive`: the scheduler borrowed exclusively (no lock): one
+/// `submit_batch`, then `finish_and_claim(claims, .., 1024)` until it claims nothing: each
+/// round completes the previous round's claims, taking them back, and claims the next ones
+/// into the same buffer. Returns how many completed.
+pub fn pull_exclusive(shape: &Shape) -> usize {
+    let mut s: TaskScheduler<u32> = TaskScheduler::new(usize::MAX);
+    let mut x = s.exclusive();
+    let mut generations = Vec::with_capacity(shape.tasks());
+    x.submit_batch(
+        shape.tasks_iter().map(|(id, deps)| (id, deps, ())),
+        &mut generations,
+    )
+    .expect("valid graph");
+    let mut claims: Vec<lockstep_dag::Claim<u32, ()>> = Vec::with_capacity(1024);
+    let mut outcome = lockstep_dag::BatchOutcome::default();
+    while x
+        .finish_and_claim(&mut claims, &mut outcome, 1024)
+        .expect("running, acyclic")
+        > 0
+    {
+        for c in &claims {
+            black_box(c.id);
+        }
+    }
+    outcome.applied
+}
+
 /// Kahn's algorithm from the `(id, deps)` list: indegrees and the reverse CSR built in two
 /// passes over the input, then one decrement per edge.
 pub fn kahn_from_edges(shape: &Shape) -> usize {

@@ -1,0 +1,255 @@
+//! [`Exclusive`]: the pull API through an exclusive borrow of the scheduler, without its lock.
+
+use lockstep_contract::{CallbackOutcome, CancelOutcome, Generation, SchedulerError};
+
+use crate::core::Core;
+use crate::{
+    BatchError, BatchOutcome, Claim, TaskKey, collect_batch, complete_all, complete_and_claim_in,
+    submit_batch_in,
+};
+
+/// A [`TaskScheduler`](crate::TaskScheduler) borrowed exclusively
+/// ([`TaskScheduler::exclusive`](crate::TaskScheduler::exclusive)), for a pull loop on one
+/// thread.
+///
+/// Every method is its namesake on `TaskScheduler`, with the same answers, errors and
+/// effects (they run the same code on the same state, and `tests::exclusive_answers_as_shared`
+/// compares the two on random runs); only the lock is gone: `&mut` proves that no other
+/// thread can call in, so a call costs no atomic instruction. Nothing can wait in
+/// [`wait_idle`](crate::TaskScheduler::wait_idle) meanwhile, so none is woken. The borrow
+/// ends when the `Exclusive` is dropped; the scheduler is then shared again, in the state
+/// the calls left.
+///
+/// [`finish_and_claim`](Self::finish_and_claim) is the loop's call: it completes the claims
+/// of the last round, taking them back, and claims the next round into the same buffer.
+/// Taking the claims back also takes back their cancel tokens' references, so on a chain
+/// (one ready task at a time) a task costs no atomic instruction at all, where the shared
+/// `complete_and_claim` pays a lock round trip and a token's reference count
+/// (`docs/benchmarks.md`, "Issue 9: the exclusive pull loop").
+///
+/// ```
+/// use lockstep_dag::{BatchOutcome, Claim, TaskScheduler};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut s: TaskScheduler<u32> = TaskScheduler::new(usize::MAX);
+/// let mut x = s.exclusive();
+/// // A chain 0 <- 1 <- ... <- 9, submitted at once.
+/// x.submit_batch((0..10u32).map(|t| (t, t.checked_sub(1), ())), &mut Vec::new())?;
+/// let mut claims: Vec<Claim<u32, ()>> = Vec::new();
+/// let mut outcome = BatchOutcome::default();
+/// let mut order = Vec::new();
+/// // Each round: run the claims (here: record their order), then finish them and claim more.
+/// while x.finish_and_claim(&mut claims, &mut outcome, 1024)? > 0 {
+///     order.extend(claims.iter().map(|c| c.id));
+/// }
+/// assert_eq!(order, (0..10).collect::<Vec<_>>());
+/// assert_eq!(outcome.applied, 10);
+/// drop(x);
+/// assert_eq!(s.running(), 0);
+/// # Ok(())
+/// # }
+/// ```
+pub struct Exclusive<'a, K: TaskKey, P> {
+    pub(crate) core: &'a mut Core<K, P>,
+}
+
+impl<K: TaskKey, P> Exclusive<'_, K, P> {
+    /// [`TaskScheduler::submit_batch`](crate::TaskScheduler::submit_batch): many tasks, each
+    /// exactly as its `submit`, stopping at the first refused one; generations appended to
+    /// `generations`.
+    ///
+    /// # Errors
+    /// As `submit_batch`: [`BatchError`] with the position and error of the first refused
+    /// task; the ones before it were accepted, it and the later ones were not.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// As `submit_batch`.
+    pub fn submit_batch<I, D>(
+        &mut self,
+        tasks: I,
+        generations: &mut Vec<Generation>,
+    ) -> Result<(), BatchError<K>>
+    where
+        I: IntoIterator<Item = (K, D, P)>,
+        D: IntoIterator<Item = K>,
+    {
+        let (mut items, deps) = collect_batch(tasks);
+        let mut garbage = Vec::new();
+        // INVARIANT (A4.batch-forms): as `TaskScheduler::submit_batch`, on the borrowed core.
+        submit_batch_in(self.core, &mut items, &deps, generations, &mut garbage).map_or(Ok(()), Err)
+    }
+
+    /// [`TaskScheduler::ready_into`](crate::TaskScheduler::ready_into): claims at most `n`
+    /// ready versions into `out` (not cleared first); returns how many.
+    ///
+    /// # Errors
+    /// As `ready_into`: [`SchedulerError::Closed`], or the validation errors of `start` if
+    /// this call starts scheduling; `out` is then unchanged.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// O((k + 1) log V) for `k` claims.
+    pub fn ready_into(
+        &mut self,
+        n: usize,
+        out: &mut Vec<Claim<K, P>>,
+    ) -> Result<usize, SchedulerError<K>> {
+        // LINEARIZATION POINT (A4.claim-once): inside `Core::claim_into`, as for the shared
+        // `ready_into`; the exclusive borrow is the critical section.
+        self.core.claim_into(n, out)
+    }
+
+    /// [`TaskScheduler::complete`](crate::TaskScheduler::complete).
+    ///
+    /// # Errors
+    /// As `complete`: `UnknownTask`, `StaleGeneration`, `Conflict`.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// O(1 + waiters of `id`) plus O(log V) per version made ready.
+    pub fn complete(
+        &mut self,
+        id: &K,
+        generation: Generation,
+    ) -> Result<CallbackOutcome, SchedulerError<K>> {
+        self.core.complete(id, generation)
+    }
+
+    /// [`TaskScheduler::fail`](crate::TaskScheduler::fail).
+    ///
+    /// # Errors
+    /// As `fail`: `UnknownTask`, `StaleGeneration`, `Conflict`.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// O(1 + edges of the blocked descendants), iterative.
+    pub fn fail(
+        &mut self,
+        id: &K,
+        generation: Generation,
+        error: impl Into<String>,
+    ) -> Result<CallbackOutcome, SchedulerError<K>> {
+        let mut garbage = Vec::new();
+        self.core.fail(id, generation, error.into(), &mut garbage)
+    }
+
+    /// [`TaskScheduler::cancel`](crate::TaskScheduler::cancel).
+    ///
+    /// # Errors
+    /// As `cancel`: `UnknownTask`.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// As `cancel`.
+    pub fn cancel(&mut self, id: &K) -> Result<CancelOutcome, SchedulerError<K>> {
+        let mut garbage = Vec::new();
+        self.core.cancel(id, &mut garbage)
+    }
+
+    /// [`TaskScheduler::complete_batch`](crate::TaskScheduler::complete_batch): each
+    /// `(id, generation)` as its `complete`, stopping at the first refusal; the applied ones
+    /// added to `outcome`.
+    ///
+    /// # Errors
+    /// As `complete_batch`: [`BatchError`] with the position and error of the first refused
+    /// version.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// The sum of the single completions' costs; no allocation.
+    pub fn complete_batch(
+        &mut self,
+        versions: &[(K, Generation)],
+        outcome: &mut BatchOutcome,
+    ) -> Result<(), BatchError<K>> {
+        let (_, failed) = complete_all(self.core, versions.iter().map(|(k, g)| (k, *g)), outcome);
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// [`TaskScheduler::complete_and_claim`](crate::TaskScheduler::complete_and_claim): the
+    /// completions of `done`, then, if all were accepted, a claim of at most `n` into `out`.
+    ///
+    /// # Errors
+    /// As `complete_and_claim`.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// As `complete_and_claim`.
+    pub fn complete_and_claim(
+        &mut self,
+        done: &[(K, Generation)],
+        outcome: &mut BatchOutcome,
+        n: usize,
+        out: &mut Vec<Claim<K, P>>,
+    ) -> Result<usize, BatchError<K>> {
+        complete_and_claim_in(self.core, done, outcome, n, out).1
+    }
+
+    /// Completes every claim in `claims`, in order, taking them back, then claims at most
+    /// `n` ready versions into the emptied `claims`: exactly
+    /// [`complete_and_claim`](Self::complete_and_claim) with `done` the claims' `(id,
+    /// generation)`s and `out` = `claims` once cleared. Returns how many it claimed.
+    ///
+    /// The claims taken back are dropped (their payloads too); their cancel tokens'
+    /// references return to the scheduler, so a claim that is handed out and taken back
+    /// costs no atomic instruction (a clone of a token the caller kept keeps its own
+    /// reference and works as before). The first call of a loop passes an empty vector.
+    ///
+    /// # Errors
+    /// [`BatchError`] with the position of the first refused completion (any error of
+    /// [`complete`](Self::complete)): the claims before it were completed and removed;
+    /// `claims` holds exactly that claim and the ones after it, unchanged, and nothing was
+    /// claimed. If every completion was accepted but the claim is refused (any error of
+    /// [`ready_into`](Self::ready_into)), the position is the number of claims passed in:
+    /// all were completed and removed, and `claims` is empty.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Complexity
+    /// The sum of the single completions' costs plus O((k + 1) log V) for `k` claims; no
+    /// allocation beyond the growth of `claims`.
+    pub fn finish_and_claim(
+        &mut self,
+        claims: &mut Vec<Claim<K, P>>,
+        outcome: &mut BatchOutcome,
+        n: usize,
+    ) -> Result<usize, BatchError<K>> {
+        // INVARIANT (A4.batch-forms): as `complete_and_claim`, the claims' versions as `done`.
+        let (_, failed) = complete_all(
+            self.core,
+            claims.iter().map(|c| (&c.id, c.generation)),
+            outcome,
+        );
+        let settled = failed.as_ref().map_or(claims.len(), |f| f.index);
+        for claim in claims.drain(..settled) {
+            // INVARIANT (A4.token-prepaid): a settled claim's token reference goes back to
+            // the bank it came from; its flag is never handed out again.
+            self.core.take_back_token(claim.token);
+        }
+        if let Some(failed) = failed {
+            return Err(failed);
+        }
+        // LINEARIZATION POINT (A4.claim-once): inside `Core::claim_into`, as for
+        // `complete_and_claim`.
+        self.core.claim_into(n, claims).map_err(|error| BatchError {
+            index: settled,
+            error,
+        })
+    }
+}
