@@ -30,6 +30,9 @@ use crate::prepaid::{Bank, FLAGS, Share};
 #[derive(Clone)]
 pub struct CancelToken {
     chunk: Share,
+    /// The chunk's number in the slab that handed it out (to find its bank when the token
+    /// is taken back; the bank checks that the number still names this chunk).
+    number: u32,
     slot: u32,
 }
 
@@ -60,6 +63,15 @@ pub(crate) struct TokenSlab {
     current: u32,
     /// The next slot of `current` to hand out.
     next: u32,
+    /// While set (`begin_deferring`), a chunk whose last running version stops is not let
+    /// go at once but listed in `deferred`, so that tokens taken back in the same operation
+    /// still find its bank (`Exclusive::finish_and_claim`).
+    deferring: bool,
+    /// Chunks that lost their last running version while deferring.
+    deferred: Vec<u32>,
+    /// Tokens taken back into their bank (tests).
+    #[cfg(test)]
+    taken_back: usize,
 }
 
 impl Default for TokenSlab {
@@ -70,6 +82,10 @@ impl Default for TokenSlab {
             free: Vec::new(),
             current: u32::MAX,
             next: TOKEN_CHUNK as u32,
+            deferring: false,
+            deferred: Vec::new(),
+            #[cfg(test)]
+            taken_back: 0,
         }
     }
 }
@@ -98,6 +114,7 @@ impl TokenSlab {
             .share();
         let token = CancelToken {
             chunk,
+            number: at.chunk,
             slot: u32::from(at.slot),
         };
         (token, at)
@@ -126,6 +143,26 @@ impl TokenSlab {
         }
     }
 
+    /// From now until [`end_deferring`](Self::end_deferring), chunks that lose their last
+    /// running version are kept, so that their tokens can be taken back. Lets go first of
+    /// any chunk an earlier deferral left (one that unwound before its end). O(1) amortized.
+    pub(crate) fn begin_deferring(&mut self) {
+        self.end_deferring();
+        self.deferring = true;
+    }
+
+    /// Ends a deferral: every chunk listed that still has no running version and is not
+    /// being handed out is let go, as `release` would have. O(chunks listed).
+    pub(crate) fn end_deferring(&mut self) {
+        self.deferring = false;
+        while let Some(c) = self.deferred.pop() {
+            let idle = self.running.get(c as usize) == Some(&0) && c != self.current;
+            if idle && self.chunks[c as usize].is_some() {
+                self.let_go(c);
+            }
+        }
+    }
+
     fn let_go(&mut self, chunk: u32) {
         self.chunks[chunk as usize] = None;
         self.free.push(chunk);
@@ -142,20 +179,29 @@ impl TokenSlab {
         };
         *r -= 1;
         if *r == 0 && at.chunk != self.current {
-            self.let_go(at.chunk);
+            if self.deferring {
+                self.deferred.push(at.chunk);
+            } else {
+                self.let_go(at.chunk);
+            }
         }
     }
 
     /// Takes back a token the scheduler handed out, now that its claim is settled and its
-    /// owner gives it up: its reference returns to the chunk being handed out if it is one of
-    /// that chunk's (no atomic operation), else it is dropped (one decrement). O(1).
+    /// owner gives it up: its reference returns to its chunk's bank if the slab still keeps
+    /// that chunk (no atomic operation), else it is dropped (one decrement). O(1).
     #[inline]
     pub(crate) fn take_back(&mut self, token: CancelToken) {
-        if let Some(Some(bank)) = self.chunks.get_mut(self.current as usize) {
+        if let Some(Some(bank)) = self.chunks.get_mut(token.number as usize) {
             // INVARIANT (A4.token-prepaid): only a reference to the bank's own chunk joins
             // its held count (no atomic operation, the count unchanged); a reference of
             // another chunk comes back as `Err` and is dropped here (one decrement).
-            let _ = bank.take_back(token.chunk);
+            let back = bank.take_back(token.chunk);
+            #[cfg(test)]
+            {
+                self.taken_back += usize::from(back.is_ok());
+            }
+            drop(back);
         }
     }
 
@@ -170,6 +216,12 @@ impl TokenSlab {
 
     /// How many running versions hold a flag, and whether every chunk that holds one is
     /// kept. For tests.
+    /// Tokens taken back into their bank so far (tests).
+    #[cfg(test)]
+    pub(crate) fn taken_back(&self) -> usize {
+        self.taken_back
+    }
+
     /// Live tokens of the chunks the slab keeps (tests): the reference counts minus the
     /// references the slab holds.
     #[cfg(test)]

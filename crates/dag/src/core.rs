@@ -1037,10 +1037,29 @@ impl<K: TaskKey, P> Core<K, P> {
         self.tokens.take_back(token);
     }
 
+    /// Keeps the token chunks that lose their last running version until
+    /// [`Self::end_token_deferral`], so that the settled claims' tokens can be taken back into
+    /// them (`TokenSlab::begin_deferring`).
+    pub(crate) fn begin_token_deferral(&mut self) {
+        self.tokens.begin_deferring();
+    }
+
+    /// Lets go of the token chunks kept since [`Self::begin_token_deferral`] that still have
+    /// no running version (`TokenSlab::end_deferring`).
+    pub(crate) fn end_token_deferral(&mut self) {
+        self.tokens.end_deferring();
+    }
+
     /// Live tokens of the chunks the token slab keeps (tests).
     #[cfg(test)]
     pub(crate) fn outstanding_tokens(&self) -> usize {
         self.tokens.outstanding()
+    }
+
+    /// Tokens taken back into their chunk's bank so far (tests).
+    #[cfg(test)]
+    pub(crate) fn taken_back_tokens(&self) -> usize {
+        self.tokens.taken_back()
     }
 
     /// Gives the current versions new submission sequences `0..`, in the same order, once

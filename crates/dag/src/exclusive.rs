@@ -231,6 +231,9 @@ impl<K: TaskKey, P> Exclusive<'_, K, P> {
         n: usize,
     ) -> Result<usize, BatchError<K>> {
         // INVARIANT (A4.batch-forms): as `complete_and_claim`, the claims' versions as `done`.
+        // The token chunks whose versions all settle here are kept until their tokens are
+        // taken back below (a wavefront's claims of one round span many chunks).
+        self.core.begin_token_deferral();
         let (_, failed) = complete_all(
             self.core,
             claims.iter().map(|c| (&c.id, c.generation)),
@@ -242,6 +245,7 @@ impl<K: TaskKey, P> Exclusive<'_, K, P> {
             // the bank it came from; its flag is never handed out again.
             self.core.take_back_token(claim.token);
         }
+        self.core.end_token_deferral();
         if let Some(failed) = failed {
             return Err(failed);
         }

@@ -2579,7 +2579,8 @@ fn exclusive_answers_as_shared() {
 }
 
 /// `finish_and_claim` takes the tokens of finished claims back into the chunks they came
-/// from (none left outstanding), across chunk boundaries (more than 64 claims), and a clone
+/// from (none left outstanding, every one taken back), across chunk boundaries (150 claims
+/// a round: chunks whose versions all settle in one call are kept for the take-back), and a clone
 /// the caller kept keeps its own reference: it still reads the cancel that was set while its
 /// version ran, also after the scheduler is gone.
 #[test]
@@ -2613,6 +2614,9 @@ fn finish_and_claim_takes_tokens_back() {
         0
     );
     assert_eq!(outcome.applied, 300);
+    // Every token came back into its own chunk's bank, also those of chunks whose versions
+    // all settled in the same call (kept until the take-back, then let go).
+    assert_eq!(x.core.taken_back_tokens(), 300);
     // The kept clone's chunk was let go when its last version settled: the slab keeps
     // only the current chunk, with nothing outstanding.
     assert_eq!(x.core.outstanding_tokens(), 0);
