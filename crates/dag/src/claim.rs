@@ -5,7 +5,8 @@ use std::fmt;
 use lockstep_contract::{Generation, VersionRef};
 use lockstep_sync::atomic::{AtomicBool, Ordering};
 
-use crate::prepaid::{Bank, FLAGS, Share};
+pub(crate) use crate::prepaid::Share;
+use crate::prepaid::{Bank, FLAGS};
 
 /// A cooperative cancellation flag for one running version (SPEC A1).
 ///
@@ -96,8 +97,8 @@ impl TokenSlab {
     /// returned reference.
     ///
     /// O(1): one allocation per [`TOKEN_CHUNK`] calls, else a reference-count increment.
-    #[inline]
-    pub(crate) fn fresh(&mut self) -> (CancelToken, TokenRef) {
+    #[inline(always)]
+    pub(crate) fn fresh(&mut self) -> (Share, TokenRef) {
         if self.next as usize >= TOKEN_CHUNK {
             self.next_chunk();
         }
@@ -112,12 +113,7 @@ impl TokenSlab {
         let chunk = self.chunks[at.chunk as usize]
             .get_or_insert_with(Bank::new)
             .share();
-        let token = CancelToken {
-            chunk,
-            number: at.chunk,
-            slot: u32::from(at.slot),
-        };
-        (token, at)
+        (chunk, at)
     }
 
     /// Starts a new chunk; the old one is let go if no running version's flag is in it.
@@ -146,6 +142,7 @@ impl TokenSlab {
     /// From now until [`end_deferring`](Self::end_deferring), chunks that lose their last
     /// running version are kept, so that their tokens can be taken back. Lets go first of
     /// any chunk an earlier deferral left (one that unwound before its end). O(1) amortized.
+    #[inline]
     pub(crate) fn begin_deferring(&mut self) {
         self.end_deferring();
         self.deferring = true;
@@ -153,8 +150,17 @@ impl TokenSlab {
 
     /// Ends a deferral: every chunk listed that still has no running version and is not
     /// being handed out is let go, as `release` would have. O(chunks listed).
+    #[inline]
     pub(crate) fn end_deferring(&mut self) {
         self.deferring = false;
+        if !self.deferred.is_empty() {
+            self.let_go_deferred();
+        }
+    }
+
+    /// [`end_deferring`](Self::end_deferring)'s loop, out of line (most calls list none).
+    #[cold]
+    fn let_go_deferred(&mut self) {
         while let Some(c) = self.deferred.pop() {
             let idle = self.running.get(c as usize) == Some(&0) && c != self.current;
             if idle && self.chunks[c as usize].is_some() {
@@ -253,6 +259,17 @@ impl TokenSlab {
 }
 
 impl CancelToken {
+    /// The token of flag `at`, owning the reference `chunk` to that flag's chunk (one from
+    /// [`TokenSlab::fresh`]).
+    #[inline(always)]
+    pub(crate) fn new(chunk: Share, at: TokenRef) -> Self {
+        CancelToken {
+            chunk,
+            number: at.chunk,
+            slot: u32::from(at.slot),
+        }
+    }
+
     fn flag(&self) -> &AtomicBool {
         self.chunk.block().flag(self.slot as usize)
     }

@@ -2624,3 +2624,31 @@ fn finish_and_claim_takes_tokens_back() {
     drop(s);
     assert!(kept.is_cancelled());
 }
+
+/// A claim's id is the task's id for every integer id type, inside the identity prefix
+/// (made from the node, A2.identity-prefix) and outside it (read from the interned keys):
+/// ids `0..40` in order, then ids far beyond, then ids named out of order.
+#[test]
+fn claims_carry_their_ids_for_every_integer_type() {
+    fn check<K: TaskKey + Copy + TryFrom<u64> + Into<u64>>() {
+        let k = |v: u64| K::try_from(v).ok().expect("fits");
+        let mut s: TaskScheduler<K> = TaskScheduler::new(usize::MAX);
+        let mut ids: Vec<u64> = (0..40).collect();
+        ids.extend([200, 90, 41, 250]);
+        for &v in &ids {
+            s.submit(k(v), [], ()).unwrap();
+        }
+        assert!(s.exclusive().core.identity_len() >= 40);
+        let got: Vec<u64> = s
+            .ready()
+            .unwrap()
+            .into_iter()
+            .map(|c| c.id.into())
+            .collect();
+        assert_eq!(got, ids, "{}", std::any::type_name::<K>());
+    }
+    check::<u8>();
+    check::<u16>();
+    check::<u32>();
+    check::<u64>();
+}
