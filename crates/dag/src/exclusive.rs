@@ -1,11 +1,13 @@
 //! [`Exclusive`]: the pull API through an exclusive borrow of the scheduler, without its lock.
 
+use std::ops::Deref;
+
 use lockstep_contract::{CallbackOutcome, CancelOutcome, Generation, SchedulerError};
 
 use crate::core::Core;
 use crate::{
-    BatchError, BatchOutcome, Claim, TaskKey, collect_batch, complete_all, complete_and_claim_in,
-    submit_batch_in,
+    BatchError, BatchOutcome, Claim, TaskKey, TaskScheduler, collect_batch, complete_all,
+    complete_and_claim_in, submit_batch_in,
 };
 
 /// A [`TaskScheduler`](crate::TaskScheduler) borrowed exclusively
@@ -44,16 +46,35 @@ use crate::{
 /// }
 /// assert_eq!(order, (0..10).collect::<Vec<_>>());
 /// assert_eq!(outcome.applied, 10);
+/// // The rest of the scheduler is at hand through the borrow (with its lock, uncontended).
+/// assert_eq!(x.running(), 0);
 /// drop(x);
-/// assert_eq!(s.running(), 0);
+/// assert!(s.is_started());
 /// # Ok(())
 /// # }
 /// ```
 pub struct Exclusive<'a, K: TaskKey, P> {
-    pub(crate) core: &'a mut Core<K, P>,
+    pub(crate) scheduler: &'a mut TaskScheduler<K, P>,
+}
+
+/// Every other operation of the scheduler (`status`, `snapshot`, `counts`, `submit`,
+/// `close`, ...) is at hand through the exclusive borrow; those take the lock as usual
+/// (uncontended: nothing else can hold it).
+impl<K: TaskKey, P> Deref for Exclusive<'_, K, P> {
+    type Target = TaskScheduler<K, P>;
+
+    fn deref(&self) -> &TaskScheduler<K, P> {
+        self.scheduler
+    }
 }
 
 impl<K: TaskKey, P> Exclusive<'_, K, P> {
+    /// The scheduler's state, through the exclusive borrow (no lock; `Mutex::get_mut`).
+    #[inline]
+    pub(crate) fn core(&mut self) -> &mut Core<K, P> {
+        self.scheduler.core.get_mut()
+    }
+
     /// [`TaskScheduler::submit_batch`](crate::TaskScheduler::submit_batch): many tasks, each
     /// exactly as its `submit`, stopping at the first refused one; generations appended to
     /// `generations`.
@@ -79,7 +100,8 @@ impl<K: TaskKey, P> Exclusive<'_, K, P> {
         let (mut items, deps) = collect_batch(tasks);
         let mut garbage = Vec::new();
         // INVARIANT (A4.batch-forms): as `TaskScheduler::submit_batch`, on the borrowed core.
-        submit_batch_in(self.core, &mut items, &deps, generations, &mut garbage).map_or(Ok(()), Err)
+        submit_batch_in(self.core(), &mut items, &deps, generations, &mut garbage)
+            .map_or(Ok(()), Err)
     }
 
     /// [`TaskScheduler::ready_into`](crate::TaskScheduler::ready_into): claims at most `n`
@@ -101,7 +123,7 @@ impl<K: TaskKey, P> Exclusive<'_, K, P> {
     ) -> Result<usize, SchedulerError<K>> {
         // LINEARIZATION POINT (A4.claim-once): inside `Core::claim_into`, as for the shared
         // `ready_into`; the exclusive borrow is the critical section.
-        self.core.claim_into(n, out)
+        self.core().claim_into(n, out)
     }
 
     /// [`TaskScheduler::complete`](crate::TaskScheduler::complete).
@@ -119,7 +141,7 @@ impl<K: TaskKey, P> Exclusive<'_, K, P> {
         id: &K,
         generation: Generation,
     ) -> Result<CallbackOutcome, SchedulerError<K>> {
-        self.core.complete(id, generation)
+        self.core().complete(id, generation)
     }
 
     /// [`TaskScheduler::fail`](crate::TaskScheduler::fail).
@@ -139,7 +161,7 @@ impl<K: TaskKey, P> Exclusive<'_, K, P> {
         error: impl Into<String>,
     ) -> Result<CallbackOutcome, SchedulerError<K>> {
         let mut garbage = Vec::new();
-        self.core.fail(id, generation, error.into(), &mut garbage)
+        self.core().fail(id, generation, error.into(), &mut garbage)
     }
 
     /// [`TaskScheduler::cancel`](crate::TaskScheduler::cancel).
@@ -154,7 +176,7 @@ impl<K: TaskKey, P> Exclusive<'_, K, P> {
     /// As `cancel`.
     pub fn cancel(&mut self, id: &K) -> Result<CancelOutcome, SchedulerError<K>> {
         let mut garbage = Vec::new();
-        self.core.cancel(id, &mut garbage)
+        self.core().cancel(id, &mut garbage)
     }
 
     /// [`TaskScheduler::complete_batch`](crate::TaskScheduler::complete_batch): each
@@ -175,7 +197,7 @@ impl<K: TaskKey, P> Exclusive<'_, K, P> {
         versions: &[(K, Generation)],
         outcome: &mut BatchOutcome,
     ) -> Result<(), BatchError<K>> {
-        let (_, failed) = complete_all(self.core, versions.iter().map(|(k, g)| (k, *g)), outcome);
+        let (_, failed) = complete_all(self.core(), versions.iter().map(|(k, g)| (k, *g)), outcome);
         failed.map_or(Ok(()), Err)
     }
 
@@ -197,7 +219,7 @@ impl<K: TaskKey, P> Exclusive<'_, K, P> {
         n: usize,
         out: &mut Vec<Claim<K, P>>,
     ) -> Result<usize, BatchError<K>> {
-        complete_and_claim_in(self.core, done, outcome, n, out).1
+        complete_and_claim_in(self.core(), done, outcome, n, out).1
     }
 
     /// Completes every claim in `claims`, in order, taking them back, then claims at most
@@ -233,25 +255,22 @@ impl<K: TaskKey, P> Exclusive<'_, K, P> {
         // INVARIANT (A4.batch-forms): as `complete_and_claim`, the claims' versions as `done`.
         // The token chunks whose versions all settle here are kept until their tokens are
         // taken back below (a wavefront's claims of one round span many chunks).
-        self.core.begin_token_deferral();
-        let (_, failed) = complete_all(
-            self.core,
-            claims.iter().map(|c| (&c.id, c.generation)),
-            outcome,
-        );
+        let core = self.core();
+        core.begin_token_deferral();
+        let (_, failed) = complete_all(core, claims.iter().map(|c| (&c.id, c.generation)), outcome);
         let settled = failed.as_ref().map_or(claims.len(), |f| f.index);
         for claim in claims.drain(..settled) {
             // INVARIANT (A4.token-prepaid): a settled claim's token reference goes back to
             // the bank it came from; its flag is never handed out again.
-            self.core.take_back_token(claim.token);
+            core.take_back_token(claim.token);
         }
-        self.core.end_token_deferral();
+        core.end_token_deferral();
         if let Some(failed) = failed {
             return Err(failed);
         }
         // LINEARIZATION POINT (A4.claim-once): inside `Core::claim_into`, as for
         // `complete_and_claim`.
-        self.core.claim_into(n, claims).map_err(|error| BatchError {
+        core.claim_into(n, claims).map_err(|error| BatchError {
             index: settled,
             error,
         })

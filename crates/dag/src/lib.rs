@@ -346,9 +346,7 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
     ///
     /// O(1); never panics.
     pub fn exclusive(&mut self) -> Exclusive<'_, K, P> {
-        Exclusive {
-            core: self.core.get_mut(),
-        }
+        Exclusive { scheduler: self }
     }
 
     /// Submits a version of task `id` that needs every id in `deps` to succeed first, with the

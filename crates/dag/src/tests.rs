@@ -2570,7 +2570,7 @@ fn exclusive_answers_as_shared() {
             assert_eq!(a.snapshot(), b.snapshot(), "seed {seed} step {step}");
             assert_eq!(a.counts(), b.counts(), "seed {seed} step {step}");
             assert_eq!(a.stats(), b.stats(), "seed {seed} step {step}");
-            b.exclusive().core.assert_invariants();
+            b.exclusive().core().assert_invariants();
         }
     }
     // The runs reach the refusals of `finish_and_claim` (a claim failed or completed by a
@@ -2595,12 +2595,12 @@ fn finish_and_claim_takes_tokens_back() {
         x.finish_and_claim(&mut claims, &mut outcome, 150).unwrap(),
         150
     );
-    assert_eq!(x.core.outstanding_tokens(), 150);
+    assert_eq!(x.core().outstanding_tokens(), 150);
     // A cancel of a running version sets its flag; a clone of that token is kept.
     assert!(matches!(x.cancel(&140), Ok(CancelOutcome::Requested)));
     let kept = claims[140].token.clone();
     assert!(kept.is_cancelled());
-    assert_eq!(x.core.outstanding_tokens(), 151);
+    assert_eq!(x.core().outstanding_tokens(), 151);
     // Finishing takes back every token of the chunks the slab keeps; the next claims' are
     // fresh and unset.
     assert_eq!(
@@ -2608,7 +2608,7 @@ fn finish_and_claim_takes_tokens_back() {
         150
     );
     assert!(claims.iter().all(|c| !c.token.is_cancelled()));
-    assert_eq!(x.core.outstanding_tokens(), 150 + 1);
+    assert_eq!(x.core().outstanding_tokens(), 150 + 1);
     assert_eq!(
         x.finish_and_claim(&mut claims, &mut outcome, 150).unwrap(),
         0
@@ -2616,11 +2616,11 @@ fn finish_and_claim_takes_tokens_back() {
     assert_eq!(outcome.applied, 300);
     // Every token came back into its own chunk's bank, also those of chunks whose versions
     // all settled in the same call (kept until the take-back, then let go).
-    assert_eq!(x.core.taken_back_tokens(), 300);
+    assert_eq!(x.core().taken_back_tokens(), 300);
     // The kept clone's chunk was let go when its last version settled: the slab keeps
     // only the current chunk, with nothing outstanding.
-    assert_eq!(x.core.outstanding_tokens(), 0);
-    x.core.assert_invariants();
+    assert_eq!(x.core().outstanding_tokens(), 0);
+    x.core().assert_invariants();
     drop(s);
     assert!(kept.is_cancelled());
 }
@@ -2638,7 +2638,7 @@ fn claims_carry_their_ids_for_every_integer_type() {
         for &v in &ids {
             s.submit(k(v), [], ()).unwrap();
         }
-        assert!(s.exclusive().core.identity_len() >= 40);
+        assert!(s.exclusive().core().identity_len() >= 40);
         let got: Vec<u64> = s
             .ready()
             .unwrap()
