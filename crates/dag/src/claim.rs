@@ -96,7 +96,8 @@ impl TokenSlab {
     /// its flag is; the flag's chunk is kept until [`release`](Self::release) of the
     /// returned reference.
     ///
-    /// O(1): one allocation per [`TOKEN_CHUNK`] calls, else a reference-count increment.
+    /// O(1): one allocation per [`TOKEN_CHUNK`] calls, else no atomic operation (the
+    /// chunk's references are prepaid: `Bank::share`).
     #[inline(always)]
     pub(crate) fn fresh(&mut self) -> (Share, TokenRef) {
         if self.next as usize >= TOKEN_CHUNK {
@@ -213,15 +214,13 @@ impl TokenSlab {
 
     /// Sets the flag at `at` (of a running version). O(1).
     pub(crate) fn set(&self, at: TokenRef) {
-        if let Some(c) = &self.chunks[at.chunk as usize] {
+        if let Some(Some(c)) = self.chunks.get(at.chunk as usize) {
             c.block()
                 .flag(usize::from(at.slot))
                 .store(true, Ordering::Release);
         }
     }
 
-    /// How many running versions hold a flag, and whether every chunk that holds one is
-    /// kept. For tests.
     /// Tokens taken back into their bank so far (tests).
     #[cfg(test)]
     pub(crate) fn taken_back(&self) -> usize {
@@ -235,6 +234,8 @@ impl TokenSlab {
         self.chunks.iter().flatten().map(Bank::outstanding).sum()
     }
 
+    /// How many running versions hold a flag, and whether every chunk that holds one is
+    /// kept. For tests.
     #[cfg(test)]
     pub(crate) fn assert_running(&self, running: usize, holds: impl Iterator<Item = TokenRef>) {
         let mut per_chunk = vec![0u32; self.chunks.len()];

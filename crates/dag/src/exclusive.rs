@@ -241,7 +241,9 @@ impl<K: TaskKey, P> Exclusive<'_, K, P> {
     /// all were completed and removed, and `claims` is empty.
     ///
     /// # Panics
-    /// Never.
+    /// Never by itself. The caller's code runs inside it (the ids' `Hash`, `Eq` and `Clone`,
+    /// the dropped claims' payloads' `Drop`); if that panics, the panic goes on, and what was
+    /// applied before it stays applied, as with the other batch forms.
     ///
     /// # Complexity
     /// The sum of the single completions' costs plus O((k + 1) log V) for `k` claims; no
@@ -256,15 +258,23 @@ impl<K: TaskKey, P> Exclusive<'_, K, P> {
         // The token chunks whose versions all settle here are kept until their tokens are
         // taken back below (a wavefront's claims of one round span many chunks).
         let core = self.core();
-        core.begin_token_deferral();
-        let (_, failed) = complete_all(core, claims.iter().map(|c| (&c.id, c.generation)), outcome);
-        let settled = failed.as_ref().map_or(claims.len(), |f| f.index);
-        for claim in claims.drain(..settled) {
-            // INVARIANT (A4.token-prepaid): a settled claim's token reference goes back to
-            // the bank it came from; its flag is never handed out again.
-            core.take_back_token(claim.token);
-        }
-        core.end_token_deferral();
+        let (failed, settled) = {
+            // The deferral ends when `deferral` is dropped, also on an unwind from the
+            // caller's code (the ids' `Hash`/`Eq`, a payload's `Drop`).
+            let deferral = TokenDeferral::begin(core);
+            let (_, failed) = complete_all(
+                deferral.0,
+                claims.iter().map(|c| (&c.id, c.generation)),
+                outcome,
+            );
+            let settled = failed.as_ref().map_or(claims.len(), |f| f.index);
+            for claim in claims.drain(..settled) {
+                // INVARIANT (A4.token-prepaid): a settled claim's token reference goes back
+                // to the bank it came from; its flag is never handed out again.
+                deferral.0.take_back_token(claim.token);
+            }
+            (failed, settled)
+        };
         if let Some(failed) = failed {
             return Err(failed);
         }
@@ -274,5 +284,23 @@ impl<K: TaskKey, P> Exclusive<'_, K, P> {
             index: settled,
             error,
         })
+    }
+}
+
+/// Keeps the token chunks whose versions settle until it is dropped (`finish_and_claim`'s
+/// take-back), then lets go of those that still have no running version: on every way out,
+/// an unwind included, so that the slab never stays deferring.
+struct TokenDeferral<'c, K: TaskKey, P>(&'c mut Core<K, P>);
+
+impl<'c, K: TaskKey, P> TokenDeferral<'c, K, P> {
+    fn begin(core: &'c mut Core<K, P>) -> Self {
+        core.begin_token_deferral();
+        TokenDeferral(core)
+    }
+}
+
+impl<K: TaskKey, P> Drop for TokenDeferral<'_, K, P> {
+    fn drop(&mut self) {
+        self.0.end_token_deferral();
     }
 }

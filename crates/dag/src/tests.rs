@@ -2652,3 +2652,330 @@ fn claims_carry_their_ids_for_every_integer_type() {
     check::<u32>();
     check::<u64>();
 }
+
+// ---------------------------------------------------------------------------------------
+// Review (h-rev): attacks on the prepaid tokens, `Exclusive::finish_and_claim` and the
+// identity-prefix claim path.
+// ---------------------------------------------------------------------------------------
+
+std::thread_local! {
+    /// While set, `CloneBomb::clone` panics (the caller's id type, run under the lock).
+    static CLONE_ARMED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A non-integer id (so claims read `keys`) whose `Clone` panics while `CLONE_ARMED`.
+#[derive(PartialEq, Eq, Hash, Debug)]
+struct CloneBomb(u32);
+
+impl Clone for CloneBomb {
+    fn clone(&self) -> Self {
+        assert!(!CLONE_ARMED.with(|a| a.get()), "the id's Clone panics");
+        CloneBomb(self.0)
+    }
+}
+
+impl std::fmt::Display for CloneBomb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A claim whose id `Clone` panics (found by a review of b9d65fc, where `claim_seq` copied
+/// the id after the version became `Running` but before its token: the version ran with a
+/// stale token reference, its completion let go of a chunk that still held a running
+/// version's flag, and a later `cancel` set an unrelated version's flag). Now the id is
+/// copied before anything changes and the version stays ready (A4.claim-unwind); the cancel
+/// of a running version reaches its own token and no other.
+#[test]
+fn a_panicking_id_clone_in_a_claim_leaves_the_version_ready_and_cancels_aim_right() {
+    let s: TaskScheduler<CloneBomb> = TaskScheduler::new(usize::MAX);
+    for v in 0..400 {
+        s.submit(CloneBomb(v), [], ()).unwrap();
+    }
+    // Chunk 0: ids 0..64.
+    let first = s.ready_at_most(64).unwrap();
+    assert_eq!(first.len(), 64);
+    // The claim of id 64 unwinds from the id's Clone.
+    CLONE_ARMED.with(|a| a.set(true));
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = s.ready_at_most(1);
+    }));
+    CLONE_ARMED.with(|a| a.set(false));
+    assert!(unwound.is_err(), "the id's Clone panicked");
+    assert_eq!(s.state(&CloneBomb(64)), Some(TaskState::Ready));
+    s.lock().assert_invariants();
+    // Settle every chunk-0 version but id 5, then claim and settle the one whose claim
+    // unwound: it is the next in order.
+    for c in &first {
+        if c.id.0 != 5 {
+            s.complete(&c.id, c.generation).unwrap();
+        }
+    }
+    let again = s.ready_at_most(1).unwrap();
+    assert_eq!(again.iter().map(|c| c.id.0).collect::<Vec<_>>(), [64]);
+    s.complete(&CloneBomb(64), g(1)).unwrap();
+    // 64 more claims fill chunk 1, the next ones take a chunk whose number is free.
+    let more = s.ready_at_most(64 + 10).unwrap();
+    assert_eq!(more.len(), 74);
+    // Cancel id 5, still running: its own token must read it, and no other token.
+    assert_eq!(s.cancel(&CloneBomb(5)), Ok(CancelOutcome::Requested));
+    let five = first.iter().find(|c| c.id.0 == 5).unwrap();
+    let wrongly: Vec<u32> = more
+        .iter()
+        .filter(|c| c.token.is_cancelled())
+        .map(|c| c.id.0)
+        .collect();
+    assert!(
+        five.token.is_cancelled() && wrongly.is_empty(),
+        "cancel(5): id 5's token cancelled = {}, other running versions' tokens cancelled: {wrongly:?}",
+        five.token.is_cancelled()
+    );
+}
+
+/// The same unwind, checked by the representation invariants right after it (the token
+/// slab's running counts against the running versions' token references).
+#[test]
+fn a_panicking_id_clone_in_a_claim_keeps_the_invariants() {
+    let s: TaskScheduler<CloneBomb> = TaskScheduler::new(usize::MAX);
+    for v in 0..4 {
+        s.submit(CloneBomb(v), [], ()).unwrap();
+    }
+    let _first = s.ready_at_most(1).unwrap();
+    CLONE_ARMED.with(|a| a.set(true));
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = s.ready_at_most(1);
+    }));
+    CLONE_ARMED.with(|a| a.set(false));
+    assert!(unwound.is_err());
+    s.lock().assert_invariants();
+}
+
+/// An id whose `Hash` panics for `HashBomb(BOMB)` (a non-integer id, so it is hashed).
+#[derive(Clone, PartialEq, Eq, Debug)]
+struct HashBomb(u32);
+const BOMB: u32 = 999_999;
+
+impl std::hash::Hash for HashBomb {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        assert_ne!(self.0, BOMB, "the id's Hash panics");
+        self.0.hash(h);
+    }
+}
+
+impl std::fmt::Display for HashBomb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// `finish_and_claim` unwinding (the id's `Hash`, in its completions) must not leave the
+/// token slab deferring (found by review: without the drop guard `TokenDeferral`, every
+/// chunk whose last running version settled afterwards through the shared API was listed
+/// in `deferred` and never let go, so the slab kept every chunk ever used). The kept tokens
+/// make it visible: the chunks the slab keeps should be only the current one.
+#[test]
+fn an_unwinding_finish_and_claim_ends_the_token_deferral() {
+    let mut s: TaskScheduler<HashBomb> = TaskScheduler::new(usize::MAX);
+    for v in 0..2000 {
+        s.submit(HashBomb(v), [], ()).unwrap();
+    }
+    {
+        let mut x = s.exclusive();
+        let mut claims = Vec::new();
+        let mut outcome = BatchOutcome::default();
+        x.finish_and_claim(&mut claims, &mut outcome, 2).unwrap();
+        // A claim of an id whose Hash panics (its token a clone of a real one).
+        let forged = Claim {
+            id: HashBomb(BOMB),
+            generation: g(1),
+            payload: (),
+            token: claims[0].token.clone(),
+        };
+        claims.push(forged);
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = x.finish_and_claim(&mut claims, &mut outcome, 2);
+        }));
+        assert!(unwound.is_err(), "the id's Hash panicked");
+    }
+    // From here on, the shared API only: rounds of 64 claims, completed one by one; the
+    // caller keeps clones of the tokens (as a worker pool's bookkeeping might).
+    let mut kept = Vec::new();
+    for _ in 0..20 {
+        for c in s.ready_at_most(64).unwrap() {
+            s.complete(&c.id, c.generation).unwrap();
+            kept.push(c.token);
+        }
+    }
+    let mut x = s.exclusive();
+    // Only the current chunk is kept (nothing runs): at most its 64 tokens outstanding.
+    let outstanding = x.core().outstanding_tokens();
+    assert!(
+        outstanding <= 64,
+        "{outstanding} kept tokens still in chunks the slab keeps (1280 claimed and settled)"
+    );
+    x.core().assert_invariants();
+}
+
+/// Claims that are not this scheduler's own running claims, given to `finish_and_claim`:
+/// a claim of scheduler `a` finished through `b` (same id and generation running there, so
+/// the completion is accepted and the token is offered to `b`'s chunk 0, another block), a
+/// duplicate of a claim (its token a clone), a claim already completed by `complete`
+/// (answered `Duplicate`, taken back after its chunk was let go and its number reused), and
+/// a claim finished after `close`. No answer is wrong and, under Miri, no block is freed
+/// twice, read after its free, or leaked.
+#[test]
+fn foreign_duplicate_and_settled_claims_through_finish_and_claim() {
+    let mut a: TaskScheduler<u32> = TaskScheduler::new(usize::MAX);
+    let mut b: TaskScheduler<u32> = TaskScheduler::new(usize::MAX);
+    for s in [&mut a, &mut b] {
+        let mut x = s.exclusive();
+        x.submit_batch((0..200u32).map(|t| (t, None, ())), &mut Vec::new())
+            .unwrap();
+    }
+    let mut outcome = BatchOutcome::default();
+    let mut ca = Vec::new();
+    a.exclusive()
+        .finish_and_claim(&mut ca, &mut outcome, 3)
+        .unwrap();
+    let mut cb = Vec::new();
+    b.exclusive()
+        .finish_and_claim(&mut cb, &mut outcome, 3)
+        .unwrap();
+    let kept_a: Vec<CancelToken> = ca.iter().map(|c| c.token.clone()).collect();
+    // a's claims through b: b's versions 0..3 complete; the tokens go to b's slab, refused
+    // by b's bank (another block), dropped.
+    let mut foreign = std::mem::take(&mut ca);
+    let dup = Claim {
+        id: foreign[0].id,
+        generation: foreign[0].generation,
+        payload: (),
+        token: foreign[0].token.clone(),
+    };
+    foreign.push(dup);
+    assert_eq!(
+        b.exclusive()
+            .finish_and_claim(&mut foreign, &mut outcome, 70),
+        Ok(70)
+    );
+    // b's own claims of 0..3 are settled now: finished again they answer Duplicate and
+    // their tokens come back to b's chunk 0 (still kept: 70 running in chunks 0 and 1).
+    let n = cb.len();
+    assert_eq!(
+        b.exclusive().finish_and_claim(&mut cb, &mut outcome, 0),
+        Ok(0)
+    );
+    assert_eq!(n, 3);
+    // Settle everything of b through single completions; chunk numbers get reused.
+    let mut x = b.exclusive();
+    for c in &foreign {
+        x.complete(&c.id, c.generation).unwrap();
+    }
+    let mut next = Vec::new();
+    x.ready_into(200, &mut next).unwrap();
+    // `foreign`'s claims settled by `complete`, finished later: Duplicate, and their
+    // tokens offered to chunk numbers that now name other blocks.
+    assert_eq!(x.finish_and_claim(&mut foreign, &mut outcome, 0), Ok(0));
+    x.core().assert_invariants();
+    x.close();
+    let mut x = b.exclusive();
+    let passed = next.len();
+    let r = x.finish_and_claim(&mut next, &mut outcome, 5);
+    assert_eq!(
+        r.map_err(|e| (e.index, e.error)),
+        Err((passed, SchedulerError::Closed))
+    );
+    assert!(next.is_empty());
+    x.core().assert_invariants();
+    // a: its versions 0..3 still run (their claims went to b); cancel one, then drop a
+    // before the kept clones.
+    assert!(matches!(a.cancel(&1), Ok(CancelOutcome::Requested)));
+    drop(a);
+    assert!(kept_a[1].is_cancelled());
+    assert!(!kept_a[0].is_cancelled());
+    drop(b);
+    drop(kept_a);
+}
+
+/// `identity_key` at the types' limits: every `u8` id and every `u16` id in order (the
+/// identity prefix covers the whole type), then `usize` and `u64`, each claim carries its id.
+#[test]
+fn identity_prefix_ids_at_type_limits() {
+    fn run<K: TaskKey + Copy>(ids: &[K]) {
+        let mut s: TaskScheduler<K> = TaskScheduler::new(usize::MAX);
+        s.exclusive()
+            .submit_batch(ids.iter().map(|&v| (v, None, ())), &mut Vec::new())
+            .unwrap();
+        let mut claims = Vec::new();
+        let mut outcome = BatchOutcome::default();
+        let mut got = Vec::new();
+        while s
+            .exclusive()
+            .finish_and_claim(&mut claims, &mut outcome, 1000)
+            .unwrap()
+            > 0
+        {
+            got.extend(claims.iter().map(|c| c.id));
+        }
+        assert_eq!(got, ids, "{}", std::any::type_name::<K>());
+    }
+    run::<u8>(&(0..=u8::MAX).collect::<Vec<_>>());
+    run::<u16>(&(0..=u16::MAX).collect::<Vec<_>>());
+    let mut u: Vec<usize> = (0..300).collect();
+    u.extend([usize::MAX, usize::MAX - 1, 300, 301]);
+    run::<usize>(&u);
+    let mut w: Vec<u64> = (0..300).collect();
+    w.extend([u64::MAX, u64::from(u32::MAX) + 1, u64::from(u32::MAX), 300]);
+    run::<u64>(&w);
+    let mut v: Vec<u32> = (0..300).collect();
+    v.extend([u32::MAX, u32::MAX - 1, 300]);
+    run::<u32>(&v);
+}
+
+/// A claim of several versions at once (`pop_many_default`) that unwinds from the id's
+/// `Clone` in its first `claim_seq` puts back the versions it had taken out of the queue
+/// (found by review, already at c1c5fd7: they stayed `Ready` in no queue, so no later claim
+/// returned them; now `Unclaimed` puts them back, A4.claim-unwind).
+#[test]
+fn a_multi_claim_that_unwinds_puts_back_the_versions_it_took() {
+    let s: TaskScheduler<CloneBomb> = TaskScheduler::new(usize::MAX);
+    for v in 0..4 {
+        s.submit(CloneBomb(v), [], ()).unwrap();
+    }
+    s.start().unwrap();
+    CLONE_ARMED.with(|a| a.set(true));
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = s.ready();
+    }));
+    CLONE_ARMED.with(|a| a.set(false));
+    assert!(unwound.is_err());
+    let ready_before = s.counts().ready;
+    let got: Vec<u32> = s.ready().unwrap().into_iter().map(|c| c.id.0).collect();
+    assert_eq!(
+        got.len(),
+        ready_before,
+        "{ready_before} versions are Ready but a claim returns {got:?}"
+    );
+}
+
+/// The same unwind on the scheduler's very first claim (found by review: the version ran
+/// with a stale token reference naming chunk 0, which did not exist, and `cancel`, "Panics:
+/// Never", indexed out of bounds). Now the version stays ready and `cancel` cancels it.
+#[test]
+fn cancel_after_an_unwound_first_claim_does_not_panic() {
+    let s: TaskScheduler<CloneBomb> = TaskScheduler::new(usize::MAX);
+    s.submit(CloneBomb(7), [], ()).unwrap();
+    CLONE_ARMED.with(|a| a.set(true));
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = s.ready_at_most(1);
+    }));
+    CLONE_ARMED.with(|a| a.set(false));
+    assert!(unwound.is_err());
+    assert_eq!(s.state(&CloneBomb(7)), Some(TaskState::Ready));
+    let cancelled =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.cancel(&CloneBomb(7))));
+    assert!(
+        matches!(cancelled, Ok(Ok(CancelOutcome::Cancelled(_)))),
+        "cancel of a running version panicked or refused: {:?}",
+        cancelled.as_ref().map_err(|_| "panic")
+    );
+}
