@@ -395,29 +395,6 @@ fn first_duplicate_hashed<K: TaskKey>(deps: &[K]) -> Option<&K> {
     deps.iter().find(|d| !seen.insert(*d))
 }
 
-/// The versions a claim took out of the ready queues (`seqs`), of which `seqs[..next]` are
-/// claimed. Dropped, it puts the others back into their queues: that happens only when the
-/// caller's id `Clone` unwinds in `Core::claim_seq` (which copies the id before changing
-/// anything), so that an unwound claim loses no ready version [INVARIANT (A4.claim-unwind)];
-/// then it returns the scratch list to the core.
-struct Unclaimed<'a, K: TaskKey, P> {
-    core: &'a mut Core<K, P>,
-    seqs: Vec<u64>,
-    next: usize,
-}
-
-impl<K: TaskKey, P> Drop for Unclaimed<'_, K, P> {
-    fn drop(&mut self) {
-        for i in self.next..self.seqs.len() {
-            let seq = self.seqs[i];
-            let n = self.core.node_of_seq(seq);
-            self.core.push_ready(n, seq);
-        }
-        self.seqs.clear();
-        self.core.scratch_seqs = std::mem::take(&mut self.seqs);
-    }
-}
-
 /// The tag of a generation (see [`TAG_MASK`]).
 fn tag_of(generation: u64) -> u32 {
     (generation & TAG_MASK) as u32
@@ -2429,38 +2406,41 @@ impl<K: TaskKey, P> Core<K, P> {
             out.reserve(take);
         }
         let mut claimed = 0;
-        // The versions taken out of the queues go through `g`, which puts back those not
-        // claimed yet if the caller's id `Clone` unwinds in `claim_seq` (A4.claim-unwind).
-        let mut g = Unclaimed {
-            seqs: std::mem::take(&mut self.scratch_seqs),
-            next: 0,
-            core: self,
-        };
-        if take > 1 && g.core.pool_of.is_empty() {
+        if take > 1 && self.pool_of.is_empty() {
             // More than one to take, no pools, every ready version of priority 0 (the
             // all-default path; a claim of one, as on a chain, pops it below): the queue's
             // first versions are taken many at a time (`ReadySet::pop_many`, in chunks of at
             // most `CLAIM_CHUNK`, so that the scratch list stays small), then claimed in that
             // order: the same versions, in the same order, as one `pop_first` each.
+            let mut seqs = std::mem::take(&mut self.scratch_seqs);
             while claimed < take {
-                g.seqs.clear();
-                g.next = 0;
+                seqs.clear();
                 // LINEARIZATION POINT (A4.claim-once): as below, for each version taken here.
-                let Some(k) = g
-                    .core
+                let Some(k) = self
                     .ready
-                    .pop_many_default((take - claimed).min(CLAIM_CHUNK), &mut g.seqs)
+                    .pop_many_default((take - claimed).min(CLAIM_CHUNK), &mut seqs)
                 else {
                     break;
                 };
                 if k == 0 {
                     break;
                 }
-                while let Some(&seq) = g.seqs.get(g.next) {
-                    claimed += usize::from(g.core.claim_seq(seq, out));
-                    g.next += 1;
+                for (i, &seq) in seqs.iter().enumerate() {
+                    match self.claim_seq(seq, out) {
+                        Ok(c) => claimed += usize::from(c),
+                        Err(unwind) => {
+                            // INVARIANT (A4.claim-unwind): the versions taken and not claimed
+                            // go back to the queue, untouched, before the panic goes on.
+                            for &s in &seqs[i..] {
+                                self.push_ready(self.node_of_seq(s), s);
+                            }
+                            std::panic::resume_unwind(unwind);
+                        }
+                    }
                 }
             }
+            seqs.clear();
+            self.scratch_seqs = seqs;
         }
         while claimed < take {
             // LINEARIZATION POINT (A4.claim-once): the version leaves the ready queue and
@@ -2469,19 +2449,22 @@ impl<K: TaskKey, P> Core<K, P> {
             // is read here too, so a higher-priority version that became ready before this
             // critical section is always taken first.
             // A8.pool-depth: with pools in use, the best head among the pools with room.
-            let next = if g.core.pool_of.is_empty() {
-                g.core.ready.pop_first()
+            let next = if self.pool_of.is_empty() {
+                self.ready.pop_first()
             } else {
-                g.core.pop_pooled(room.as_deref_mut())
+                self.pop_pooled(room.as_deref_mut())
             };
             let Some(seq) = next else {
                 break;
             };
-            g.seqs.clear();
-            g.seqs.push(seq);
-            g.next = 0;
-            claimed += usize::from(g.core.claim_seq(seq, out));
-            g.next = 1;
+            match self.claim_seq(seq, out) {
+                Ok(c) => claimed += usize::from(c),
+                Err(unwind) => {
+                    // INVARIANT (A4.claim-unwind): as above, for the one version taken.
+                    self.push_ready(self.node_of_seq(seq), seq);
+                    std::panic::resume_unwind(unwind);
+                }
+            }
         }
         Ok(claimed)
     }
@@ -2490,23 +2473,35 @@ impl<K: TaskKey, P> Core<K, P> {
     /// becomes running with a fresh cancel token, and its claim is appended to `out`.
     /// Returns false (nothing changed) if it has no payload (never, for a ready version).
     ///
+    ///
     /// The id is copied first, before anything changes: the id type's `Clone` is the
-    /// caller's code and may unwind, and then the version is still ready, untouched (the
-    /// claim loop's [`Unclaimed`] puts it back into its queue).
+    /// caller's code and may unwind. That unwind is caught and returned as `Err` with the
+    /// version still ready, untouched (out of its queue: the claim loop puts it back, then
+    /// resumes the panic; A4.claim-unwind).
     #[inline(always)]
-    fn claim_seq(&mut self, seq: u64, out: &mut Vec<Claim<K, P>>) -> bool {
+    fn claim_seq(
+        &mut self,
+        seq: u64,
+        out: &mut Vec<Claim<K, P>>,
+    ) -> Result<bool, Box<dyn std::any::Any + Send>> {
         let n = self.node_of_seq(seq);
         // INVARIANT (A2.identity-prefix): a node of the prefix is its own id, so the claim's
         // id is made from `n` without a read of `keys` (one cache line fewer per claim on a
-        // wide graph).
+        // wide graph), and without the caller's `Clone`.
         let id = if (n as usize) < self.identity {
             identity_key::<K>(n)
         } else {
             None
         };
-        let id = id.unwrap_or_else(|| self.keys[idx(n)].clone());
+        let id = match id {
+            Some(id) => id,
+            None => {
+                let key = &self.keys[idx(n)];
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| key.clone()))?
+            }
+        };
         let Some(payload) = self.payload[idx(n)].take() else {
-            return false;
+            return Ok(false);
         };
         // Ready: it was in the ready queue (its record may still say pending,
         // A5.pending-count), so the record is written without being read.
@@ -2522,7 +2517,7 @@ impl<K: TaskKey, P> Core<K, P> {
             payload,
             token: crate::CancelToken::new(chunk, at),
         });
-        true
+        Ok(true)
     }
 
     /// Claims up to `limit` ready versions within the free slots, in submission order.

@@ -2934,7 +2934,7 @@ fn identity_prefix_ids_at_type_limits() {
 /// A claim of several versions at once (`pop_many_default`) that unwinds from the id's
 /// `Clone` in its first `claim_seq` puts back the versions it had taken out of the queue
 /// (found by review, already at c1c5fd7: they stayed `Ready` in no queue, so no later claim
-/// returned them; now `Unclaimed` puts them back, A4.claim-unwind).
+/// returned them; now the claim loop puts them back, A4.claim-unwind).
 #[test]
 fn a_multi_claim_that_unwinds_puts_back_the_versions_it_took() {
     let s: TaskScheduler<CloneBomb> = TaskScheduler::new(usize::MAX);
