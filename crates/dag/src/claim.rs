@@ -163,10 +163,13 @@ impl TokenSlab {
     #[cold]
     fn let_go_deferred(&mut self) {
         while let Some(c) = self.deferred.pop() {
-            let idle = self.running.get(c as usize) == Some(&0) && c != self.current;
-            if idle && self.chunks[c as usize].is_some() {
-                self.let_go(c);
-            }
+            // Still idle and kept, without a check: it was listed when its last running
+            // version stopped while another chunk was current; new flags come only from the
+            // current chunk, and a chunk that is kept is in no free list, so it can become
+            // neither running nor current again before it is let go, here, once.
+            debug_assert!(self.running[c as usize] == 0 && c != self.current);
+            debug_assert!(self.chunks[c as usize].is_some(), "chunk {c} listed twice");
+            self.let_go(c);
         }
     }
 
