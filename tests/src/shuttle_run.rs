@@ -352,10 +352,13 @@ struct Recording<S> {
     target: Arc<Target>,
 }
 
+/// The recorded execution and the target of the scheduler on one thread.
+type Active = (Arc<Mutex<Recorded>>, Arc<Target>);
+
 thread_local! {
     /// The execution the scheduler on this thread is running (shuttle runs an execution's
     /// tasks as coroutines on its runner's thread, so an aborting task sees its own).
-    static ACTIVE: std::cell::RefCell<Option<(Arc<Mutex<Recorded>>, Arc<Target>)>> =
+    static ACTIVE: std::cell::RefCell<Option<Active>> =
         const { std::cell::RefCell::new(None) };
 }
 

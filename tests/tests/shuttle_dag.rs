@@ -720,13 +720,13 @@ fn dynamic_edges_race_completions_and_claims() {
                 (DagOp::Complete("b", _), DagRet::Callback(Ok(CallbackOutcome::Applied(_)))) => {
                     b_succeeded = true;
                 }
-                (DagOp::ReadyAtMost(_), DagRet::Claims(Ok(claims))) => {
-                    if claims.iter().any(|c| c.id == "c") && edge {
-                        assert!(
-                            b_succeeded,
-                            "c claimed before its added dependency b succeeded"
-                        );
-                    }
+                (DagOp::ReadyAtMost(_), DagRet::Claims(Ok(claims)))
+                    if claims.iter().any(|c| c.id == "c") && edge =>
+                {
+                    assert!(
+                        b_succeeded,
+                        "c claimed before its added dependency b succeeded"
+                    );
                 }
                 _ => {}
             }

@@ -733,7 +733,7 @@ fn join_borrows_while_thieves_steal<D: DequeFamily>() {
                     |_| left.iter().map(|&x| u64::from(x)).sum::<u64>(),
                     |_| right.iter().map(|&x| u64::from(x)).sum::<u64>(),
                 );
-                let mut ys = vec![0u32; LEN];
+                let mut ys = [0u32; LEN];
                 let (yl, yr) = ys.split_at_mut(LEN / 2);
                 let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     ctx.join(
@@ -881,10 +881,8 @@ fn steals_race_the_owner<D: DequeFamily, const ATOMIC_BATCH: bool>() {
         stolen.windows(2).all(|w| w[0] < w[1]),
         "the single thief steals oldest first: {stolen:?}"
     );
-    if ATOMIC_BATCH {
-        if let Err(failure) = lin::check(&DequeSpec, &Deques::default(), &history) {
-            panic!("{failure}");
-        }
+    if ATOMIC_BATCH && let Err(failure) = lin::check(&DequeSpec, &Deques::default(), &history) {
+        panic!("{failure}");
     }
 }
 

@@ -36,8 +36,7 @@ fn racy_increments() -> u32 {
     for t in threads {
         t.join().expect("incrementer");
     }
-    let total = *counter.lock();
-    total
+    *counter.lock()
 }
 
 /// Fails (panics) when `racy_increments` loses an update.

@@ -619,20 +619,20 @@ impl<K: TaskKey, P> Core<K, P> {
 
     /// How many integer ids are their own nodes (`identity`, A2.identity-prefix): tests check
     /// that ids submitted in order use the shortcut.
-    #[cfg(test)]
+    #[cfg(all(test, not(any(loom, shuttle))))]
     pub(crate) fn identity_len(&self) -> usize {
         self.identity
     }
 
     /// Whether every sequence is its node (`seq_is_node`, A4.sequence-is-node).
-    #[cfg(test)]
+    #[cfg(all(test, not(any(loom, shuttle))))]
     pub(crate) fn sequences_are_nodes(&self) -> bool {
         self.seq_is_node
     }
 
     /// Clears `seq_is_node` (A4.sequence-is-node), so that every sequence is read from its
     /// record: tests compare a core that takes the shortcut with one that does not.
-    #[cfg(test)]
+    #[cfg(all(test, not(any(loom, shuttle))))]
     pub(crate) fn forget_sequences_are_nodes(&mut self) {
         if self.seq_is_node {
             self.sequences_stop_being_nodes();
@@ -641,7 +641,7 @@ impl<K: TaskKey, P> Core<K, P> {
 
     /// Turns [`Core::submit_in_order`] off for good, so that every submission takes
     /// [`Core::submit_with`]: tests compare a core that takes the path with one that does not.
-    #[cfg(test)]
+    #[cfg(all(test, not(any(loom, shuttle))))]
     pub(crate) fn forget_in_order_path(&mut self) {
         self.in_order_off = true;
     }
@@ -1067,13 +1067,13 @@ impl<K: TaskKey, P> Core<K, P> {
     }
 
     /// Live tokens of the chunks the token slab keeps (tests).
-    #[cfg(test)]
+    #[cfg(all(test, not(any(loom, shuttle))))]
     pub(crate) fn outstanding_tokens(&self) -> usize {
         self.tokens.outstanding()
     }
 
     /// Tokens taken back into their chunk's bank so far (tests).
-    #[cfg(test)]
+    #[cfg(all(test, not(any(loom, shuttle))))]
     pub(crate) fn taken_back_tokens(&self) -> usize {
         self.tokens.taken_back()
     }
@@ -2521,7 +2521,7 @@ impl<K: TaskKey, P> Core<K, P> {
     }
 
     /// Claims up to `limit` ready versions within the free slots, in submission order.
-    #[cfg(test)]
+    #[cfg(all(test, not(any(loom, shuttle))))]
     pub(crate) fn claim(&mut self, limit: usize) -> Result<Vec<Claim<K, P>>, SchedulerError<K>> {
         let mut out = Vec::new();
         self.claim_into(limit, &mut out)?;
@@ -2980,7 +2980,7 @@ impl<K: TaskKey, P> Core<K, P> {
 
     /// Forces a compaction of both edge arrays (tests: the compacted representation must
     /// answer exactly as before).
-    #[cfg(test)]
+    #[cfg(all(test, not(any(loom, shuttle))))]
     pub(crate) fn compact_now(&mut self) {
         if self.rev_built {
             self.compact_rev();
@@ -2992,7 +2992,7 @@ impl<K: TaskKey, P> Core<K, P> {
     /// exactly the waits of pending versions, `remaining` counts them, the stale and entry
     /// counts are exact, edge spans lie inside the arena, the ready queue holds the ready
     /// versions, the per-state counts are exact. For tests; O(V + E).
-    #[cfg(test)]
+    #[cfg(all(test, not(any(loom, shuttle))))]
     pub(crate) fn assert_invariants(&self) {
         let mut counts = [0usize; 7];
         // INVARIANT (A2.edge-arena-bounds): every span lies inside the arena, and live

@@ -164,7 +164,7 @@ impl Bank {
 
     /// Live shares of the block: the count minus the bank's own (tests; exact when no
     /// other thread changes the count meanwhile).
-    #[cfg(test)]
+    #[cfg(all(test, not(any(loom, shuttle))))]
     pub(crate) fn outstanding(&self) -> usize {
         self.block().refs.load(Ordering::Acquire) - self.held
     }
