@@ -2364,12 +2364,68 @@ impl<K: TaskKey, P> Core<K, P> {
     /// Claims up to `limit` ready versions within the free slots, highest priority first and
     /// in submission order among equals, appending them to `out`. Returns how many were
     /// claimed.
+    ///
+    /// Inline for a claim of at most one version of a started scheduler without pools (a
+    /// narrow graph's every claim): the same steps as [`Self::claim_into_with_room`]'s, in
+    /// the same order, without its call.
+    #[inline]
     pub(crate) fn claim_into(
         &mut self,
         limit: usize,
         out: &mut Vec<Claim<K, P>>,
     ) -> Result<usize, SchedulerError<K>> {
+        if self.started && !self.closed && self.pool_of.is_empty() {
+            let take = self.claimable(limit);
+            if take <= 1 {
+                if out.capacity() == 0 {
+                    *out = Vec::with_capacity(take);
+                } else {
+                    out.reserve(take);
+                }
+                if take == 0 {
+                    return Ok(0);
+                }
+                // LINEARIZATION POINT (A4.claim-once): as in `claim_into_with_room`.
+                let Some(seq) = self.ready.pop_first() else {
+                    return Ok(0);
+                };
+                return Ok(self.claim_popped(seq, out));
+            }
+        }
         self.claim_into_with_room(limit, out, None)
+    }
+
+    /// How many versions a claim of at most `limit` takes now: at most the free slots and
+    /// the ready versions. O(pools).
+    #[inline(always)]
+    fn claimable(&self, limit: usize) -> usize {
+        // INVARIANT (A4.capacity): only running versions use slots; this claim takes at most
+        // the free ones, computed in the same critical section as the claims.
+        let free = self.max_concurrency.saturating_sub(self.running());
+        // SEEDED BUG (exceed_limit): the whole backlog is claimed, whatever the limit.
+        // SEEDED BUG (claim_two_sections): trusts free slots checked in an earlier section.
+        let free = if seeded_bug!("exceed_limit") || seeded_bug!("claim_two_sections") {
+            usize::MAX
+        } else {
+            free
+        };
+        limit.min(free).min(self.ready_len())
+    }
+
+    /// [`Self::claim_seq`] of the version of sequence `seq`, just popped from its queue;
+    /// returns 1 if it was claimed, else 0. If the id's `Clone` unwinds, the version goes
+    /// back to its queue, untouched, and the panic resumes (A4.claim-unwind).
+    #[inline(always)]
+    fn claim_popped(&mut self, seq: u64, out: &mut Vec<Claim<K, P>>) -> usize {
+        match self.claim_seq(seq, out) {
+            Ok(c) => usize::from(c),
+            Err(unwind) => {
+                // INVARIANT (A4.claim-unwind): the version taken and not claimed goes back
+                // to the queue, untouched, before the panic goes on.
+                self.push_ready(self.node_of_seq(seq), seq);
+                std::panic::resume_unwind(unwind);
+            }
+        }
     }
 
     /// [`Self::claim_into`]; with `room` given (the seeded bug `pool_room_two_sections`
@@ -2385,17 +2441,7 @@ impl<K: TaskKey, P> Core<K, P> {
             return Err(SchedulerError::Closed);
         }
         self.start()?;
-        // INVARIANT (A4.capacity): only running versions use slots; this claim takes at most
-        // the free ones, computed in the same critical section as the claims.
-        let free = self.max_concurrency.saturating_sub(self.running());
-        // SEEDED BUG (exceed_limit): the whole backlog is claimed, whatever the limit.
-        // SEEDED BUG (claim_two_sections): trusts free slots checked in an earlier section.
-        let free = if seeded_bug!("exceed_limit") || seeded_bug!("claim_two_sections") {
-            usize::MAX
-        } else {
-            free
-        };
-        let take = limit.min(free).min(self.ready_len());
+        let take = self.claimable(limit);
         if out.capacity() == 0 {
             // An empty buffer without room (`ready_at_most`'s new vector, a caller's fresh
             // one): one allocation of exactly `take` claims (none for 0), without the growth
@@ -2457,14 +2503,7 @@ impl<K: TaskKey, P> Core<K, P> {
             let Some(seq) = next else {
                 break;
             };
-            match self.claim_seq(seq, out) {
-                Ok(c) => claimed += usize::from(c),
-                Err(unwind) => {
-                    // INVARIANT (A4.claim-unwind): as above, for the one version taken.
-                    self.push_ready(self.node_of_seq(seq), seq);
-                    std::panic::resume_unwind(unwind);
-                }
-            }
+            claimed += self.claim_popped(seq, out);
         }
         Ok(claimed)
     }
@@ -2559,7 +2598,25 @@ impl<K: TaskKey, P> Core<K, P> {
 
     /// Inserts the sequences of the versions in `ready_later` into the ready queue (each
     /// already in state ready). O(1 + their number) plus the queue's inserts.
+    ///
+    /// Inline for none or one (a narrow graph's completion releases at most one); more go
+    /// out of line ([`Self::flush_ready_many`]).
+    #[inline]
     pub(crate) fn flush_ready(&mut self) {
+        match self.ready_later.len() {
+            0 => {}
+            1 => {
+                let v = self.ready_later[0];
+                self.push_ready(v, self.seq_of(v));
+                self.ready_later.clear();
+            }
+            _ => self.flush_ready_many(),
+        }
+    }
+
+    /// [`Self::flush_ready`] of more than one.
+    #[inline(never)]
+    fn flush_ready_many(&mut self) {
         if self.ready_later.len() > 1
             && self.seq_is_node
             && self.priority.is_empty()

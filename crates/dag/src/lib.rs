@@ -1368,7 +1368,7 @@ fn complete_and_claim_in<K: TaskKey, P>(
     // INVARIANT (A4.batch-forms): the completions as `complete_batch`, then the claim as
     // `ready_into`, in this one critical section; the claim counts as the item after the
     // last completion (position `done.len()`), so a refused completion claims nothing.
-    let (applied, failed) = complete_all(core, done.iter().map(|(k, g)| (k, *g)), outcome);
+    let (applied, failed) = complete_slice(core, done, outcome);
     if let Some(failed) = failed {
         return (applied, Err(failed));
     }
@@ -1379,6 +1379,18 @@ fn complete_and_claim_in<K: TaskKey, P>(
         error,
     });
     (applied, result)
+}
+
+/// [`complete_all`] of a slice, out of line: the claim that follows it in
+/// [`complete_and_claim_in`] is inline there (`Core::claim_into`'s path for one), and would
+/// otherwise weigh on this loop's code.
+#[inline(never)]
+fn complete_slice<K: TaskKey, P>(
+    core: &mut Core<K, P>,
+    done: &[(K, Generation)],
+    outcome: &mut BatchOutcome,
+) -> (bool, Option<BatchError<K>>) {
+    complete_all(core, done.iter().map(|(k, g)| (k, *g)), outcome)
 }
 
 /// `complete` of each version in order, under the caller's lock, stopping at the first

@@ -2625,6 +2625,37 @@ fn finish_and_claim_takes_tokens_back() {
     assert!(kept.is_cancelled());
 }
 
+/// `finish_and_claim`'s take-back in rounds of every small size: rounds of 1 to 6 claims
+/// (a narrow graph's; up to 4 are popped, more drained) on a chain and on independent
+/// tasks, every token back in its bank at the end.
+#[test]
+fn finish_and_claim_takes_narrow_rounds_tokens_back() {
+    for chain in [false, true] {
+        let mut s: TaskScheduler<u32> = TaskScheduler::new(usize::MAX);
+        let mut x = s.exclusive();
+        let deps = |t: u32| (chain && t > 0).then(|| t - 1);
+        x.submit_batch((0..300u32).map(|t| (t, deps(t), ())), &mut Vec::new())
+            .unwrap();
+        let mut claims = Vec::new();
+        let mut outcome = BatchOutcome::default();
+        let mut sizes = (1..=6).cycle();
+        let mut claimed = 0;
+        loop {
+            let k = x
+                .finish_and_claim(&mut claims, &mut outcome, sizes.next().unwrap())
+                .unwrap();
+            if k == 0 {
+                break;
+            }
+            claimed += k;
+        }
+        assert_eq!((claimed, outcome.applied), (300, 300), "chain: {chain}");
+        assert_eq!(x.core().taken_back_tokens(), 300, "chain: {chain}");
+        assert_eq!(x.core().outstanding_tokens(), 0, "chain: {chain}");
+        x.core().assert_invariants();
+    }
+}
+
 /// A claim's id is the task's id for every integer id type, inside the identity prefix
 /// (made from the node, A2.identity-prefix) and outside it (read from the interned keys):
 /// ids `0..40` in order, then ids far beyond, then ids named out of order.
@@ -2730,6 +2761,41 @@ fn a_panicking_id_clone_in_a_claim_leaves_the_version_ready_and_cancels_aim_righ
         "cancel(5): id 5's token cancelled = {}, other running versions' tokens cancelled: {wrongly:?}",
         five.token.is_cancelled()
     );
+}
+
+/// The same unwind in the inline claim of one (`Core::claim_into` of a started scheduler
+/// without pools), reached through `complete_and_claim`, `Exclusive::ready_into` and
+/// `Exclusive::finish_and_claim`: the version goes back, ready, and is the next claimed.
+#[test]
+fn a_panicking_id_clone_in_a_claim_of_one_leaves_the_version_ready() {
+    for way in 0..3 {
+        let mut s: TaskScheduler<CloneBomb> = TaskScheduler::new(usize::MAX);
+        for v in 0..3 {
+            s.submit(CloneBomb(v), [], ()).unwrap();
+        }
+        let first = s.ready_at_most(1).unwrap();
+        assert_eq!(first.len(), 1);
+        CLONE_ARMED.with(|a| a.set(true));
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut out = Vec::new();
+            let mut outcome = BatchOutcome::default();
+            match way {
+                0 => drop(s.complete_and_claim(&[], &mut outcome, 1, &mut out)),
+                1 => drop(s.exclusive().ready_into(1, &mut out)),
+                _ => drop(s.exclusive().finish_and_claim(&mut out, &mut outcome, 1)),
+            }
+        }));
+        CLONE_ARMED.with(|a| a.set(false));
+        assert!(unwound.is_err(), "way {way}: the id's Clone panicked");
+        assert_eq!(s.state(&CloneBomb(1)), Some(TaskState::Ready), "way {way}");
+        s.lock().assert_invariants();
+        let again = s.ready_at_most(1).unwrap();
+        assert_eq!(
+            again.iter().map(|c| c.id.0).collect::<Vec<_>>(),
+            [1],
+            "way {way}"
+        );
+    }
 }
 
 /// The same unwind, checked by the representation invariants right after it (the token
