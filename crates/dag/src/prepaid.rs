@@ -42,7 +42,7 @@
 //! The races are between `Share` drops and clones on any threads and the bank's drop: a
 //! loom model of them runs through the public API (`tests/loom_executor.rs`,
 //! `loom_tokens_outlive_their_scheduler`), and the unit tests below run under Miri in
-//! `.ci/run` (`miri-prepaid`).
+//! `.ci/run` (stage `miri-dag`).
 
 use std::ptr::NonNull;
 
@@ -274,6 +274,19 @@ mod tests {
         assert_eq!(refs(survivor.block()), 1);
         assert!(survivor.block().flag(7).load(Ordering::Acquire));
         drop(survivor);
+    }
+
+    /// A block whose flags are each handed out once needs no top-up (`PREPAID`'s design: one
+    /// reference per flag plus the bank's own): the count never changes while its `FLAGS`
+    /// shares are made, and the bank keeps its one reference.
+    #[test]
+    fn a_block_handed_out_once_needs_no_top_up() {
+        let mut bank = Bank::new();
+        let shares: Vec<Share> = (0..FLAGS).map(|_| bank.share()).collect();
+        assert_eq!(refs(bank.block()), PREPAID, "no top-up for {FLAGS} shares");
+        assert_eq!(bank.held(), 1);
+        drop(shares);
+        assert_eq!(refs(bank.block()), 1);
     }
 
     /// The bank dropped while shares are dropped and cloned on other threads: the last
