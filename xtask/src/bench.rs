@@ -327,6 +327,18 @@ const TARGETS: &[Target] = &[
     },
 ];
 
+/// Where criterion writes its results: `$CRITERION_HOME` if set, else `criterion` in the
+/// target directory (`$CARGO_TARGET_DIR`, relative to the workspace root if relative, else
+/// `target`), as criterion itself decides.
+fn criterion_dir(root: &Path) -> PathBuf {
+    if let Some(home) = std::env::var_os("CRITERION_HOME") {
+        return root.join(home);
+    }
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), |t| root.join(t));
+    target.join("criterion")
+}
+
 /// `cargo xtask bench`.
 pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     let root = crate::report::workspace_root();
@@ -369,10 +381,15 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         }
     }
     let since = (!args.no_run).then_some(started);
-    let measured = collect_criterion(&root.join("target/criterion"), since)?;
+    let criterion = criterion_dir(&root);
+    let measured = collect_criterion(&criterion, since)?;
     let extras = collect_extras(&extra_dir)?;
     if measured.is_empty() && extras.is_empty() {
-        bail!("no benchmark results found under target/criterion or target/lockstep-bench");
+        bail!(
+            "no benchmark results found under {} or {}",
+            criterion.display(),
+            extra_dir.display()
+        );
     }
     let load_after = load_average();
     let section = render(&header, &load_after, args.no_run, &measured, &extras);

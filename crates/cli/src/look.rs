@@ -383,11 +383,12 @@ pub fn summary_line(s: &Summary<'_>) -> String {
     )
 }
 
-/// `path` joined by ` -> `, or, when it has more than `2 * max_ids` tasks, its first and last
-/// `max_ids` with `(N more)` between. O(shown tasks).
+/// `path` joined by ` -> `, or, when it has more than `2 * max_ids + 1` tasks, its first and
+/// last `max_ids` with `(N more)` between (N is at least 2: a `(1 more)` would hide one id and
+/// save nothing). O(shown tasks).
 fn shortened_path(path: &[String], max_ids: usize) -> String {
     let keep = max_ids.max(1);
-    if path.len() <= keep.saturating_mul(2) {
+    if path.len() <= keep.saturating_mul(2).saturating_add(1) {
         return path.join(" -> ");
     }
     let hidden = format!("({} more)", path.len() - 2 * keep);
@@ -464,7 +465,8 @@ mod tests {
             line(&path[..10], 5)
                 .ends_with("(t0 -> t1 -> t2 -> t3 -> t4 -> t5 -> t6 -> t7 -> t8 -> t9)")
         );
-        assert!(line(&path[..11], 5).contains("t4 -> (1 more) -> t6"));
+        assert!(line(&path[..11], 5).ends_with(&format!("({})", path[..11].join(" -> "))));
+        assert!(line(&path[..12], 5).contains("t4 -> (2 more) -> t7"));
         assert!(line(&path, usize::MAX).ends_with(&format!("({})", path.join(" -> "))));
         assert!(line(&path, 0).ends_with("(t0 -> (18 more) -> t19)"));
     }

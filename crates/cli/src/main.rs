@@ -220,7 +220,8 @@ enum Cmd {
         /// back (the fence decides if they count). After DURATION without an answer: exit 2
         /// naming the last error. Ctrl-C or SIGTERM ends the wait: the worker stops as
         /// stopped (exit 1), naming the results it could not report. 0s: no waiting (e.g.
-        /// "30s", "5m", "1h").
+        /// "30s", "5m", "1h"). Not bounded: a PostgreSQL server that accepts the connection
+        /// and never answers (docs/durable.md, "Known limit"); a second Ctrl-C exits at once.
         #[arg(allow_hyphen_values = true, long, value_name = "DURATION", default_value = "5m", value_parser = lockstep_cli::attempts::parse_duration)]
         store_wait: Duration,
         #[command(flatten)]
@@ -381,7 +382,8 @@ struct DurableRunArgs {
     /// reported once the store is back (the fence decides if they count). After DURATION
     /// without an answer: exit 2 naming the last error. Ctrl-C or SIGTERM ends the wait: the
     /// run stops as stopped (exit 1), naming the results it could not report. 0s: no waiting
-    /// (e.g. "30s", "5m").
+    /// (e.g. "30s", "5m"). Not bounded: a PostgreSQL server that accepts the connection and
+    /// never answers (docs/durable.md, "Known limit"); a second Ctrl-C exits at once.
     #[arg(allow_hyphen_values = true, long, value_name = "DURATION", default_value = "5m", requires = "store", value_parser = lockstep_cli::attempts::parse_duration)]
     store_wait: Duration,
 }

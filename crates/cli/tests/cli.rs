@@ -929,7 +929,7 @@ fn simulate_runs_the_cargo_metadata_example() {
         .stdout(predicate::str::contains(
             "summary: 98 succeeded, 0 failed, 0 blocked, 0 cancelled",
         ))
-        // The longest chain ends at criterion (11 tasks, so its middle is counted: `(1 more)`)
+        // The longest chain ends at criterion (11 tasks, shown whole: `(1 more)` would hide one)
         // when every simulated task takes its 5 ms; on a loaded machine the measured times can
         // make the shorter chain into the other sink (quickcheck, a dev-dependency of criterion
         // left out here) the longest.
