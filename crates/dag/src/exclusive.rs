@@ -292,10 +292,12 @@ fn settle_claims<K: TaskKey, P>(
     let settled = failed.as_ref().map_or(claims.len(), |f| f.index);
     // INVARIANT (A4.token-prepaid): a settled claim's token reference goes back to
     // the bank it came from; its flag is never handed out again. (A few, all settled,
-    // as on a narrow graph: popped, without a `Drain` and its call; the order of the
-    // take-backs is free.)
+    // as on a narrow graph: popped, last first, without a `Drain` and its call. A payload's
+    // or an id's `Drop` may unwind: the guard then drops the claims not popped yet, so no
+    // settled claim stays in the vector, as with the `Drain`.)
     if settled == claims.len() && settled <= 4 {
-        while let Some(claim) = claims.pop() {
+        let rest = ClearOnDrop(claims);
+        while let Some(claim) = rest.0.pop() {
             deferral.0.take_back_token(claim.token);
         }
     } else {
@@ -304,6 +306,16 @@ fn settle_claims<K: TaskKey, P>(
         }
     }
     (failed, settled)
+}
+
+/// Clears the vector when dropped: `settle_claims`'s pop loop, so that an unwind from a
+/// popped claim's drop leaves none of the settled claims behind.
+struct ClearOnDrop<'v, T>(&'v mut Vec<T>);
+
+impl<T> Drop for ClearOnDrop<'_, T> {
+    fn drop(&mut self) {
+        self.0.clear();
+    }
 }
 
 /// Keeps the token chunks whose versions settle until it is dropped (`finish_and_claim`'s

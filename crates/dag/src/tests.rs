@@ -2656,6 +2656,68 @@ fn finish_and_claim_takes_narrow_rounds_tokens_back() {
     }
 }
 
+std::thread_local! {
+    /// The payloads `DropBomb` saw dropped, in order.
+    static DROPPED: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A payload whose `Drop` panics when its flag is set (the caller's code, run when
+/// `finish_and_claim` drops the claims it settled).
+struct DropBomb(u32, bool);
+
+impl Drop for DropBomb {
+    fn drop(&mut self) {
+        DROPPED.with(|d| d.borrow_mut().push(self.0));
+        if self.1 && !std::thread::panicking() {
+            panic!("payload {}'s Drop panics", self.0);
+        }
+    }
+}
+
+/// A settled claim's payload `Drop` that unwinds out of `finish_and_claim` leaves no settled
+/// claim in the vector, whether the claims are popped (at most 4) or drained (found by the
+/// review of 6112370: the pop loop left the claims not popped yet, and the next call counted
+/// their completions as duplicates). Every payload is dropped once, the invariants hold, and
+/// the next call settles nothing twice.
+#[test]
+fn an_unwinding_payload_drop_leaves_no_settled_claim_behind() {
+    for k in [1u32, 3, 4, 5] {
+        let mut s: TaskScheduler<u32, DropBomb> = TaskScheduler::new(usize::MAX);
+        let mut x = s.exclusive();
+        for t in 0..k {
+            x.submit(t, [], DropBomb(t, t == k / 2)).unwrap();
+        }
+        let mut claims = Vec::new();
+        let mut outcome = BatchOutcome::default();
+        assert_eq!(
+            x.finish_and_claim(&mut claims, &mut outcome, k as usize),
+            Ok(k as usize)
+        );
+        DROPPED.with(|d| d.borrow_mut().clear());
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            x.finish_and_claim(&mut claims, &mut outcome, 0)
+        }));
+        assert!(unwound.is_err(), "k = {k}: the payload's Drop panicked");
+        assert!(
+            claims.is_empty(),
+            "k = {k}: settled claims left: {}",
+            claims.len()
+        );
+        let mut dropped = DROPPED.with(|d| d.borrow().clone());
+        dropped.sort_unstable();
+        assert_eq!(dropped, (0..k).collect::<Vec<_>>(), "k = {k}");
+        assert_eq!(
+            (outcome.applied, outcome.duplicates),
+            (k as usize, 0),
+            "k = {k}"
+        );
+        x.core().assert_invariants();
+        assert_eq!(x.finish_and_claim(&mut claims, &mut outcome, 1), Ok(0));
+        assert_eq!(outcome.duplicates, 0, "k = {k}");
+        assert_eq!(x.core().outstanding_tokens(), 0, "k = {k}");
+    }
+}
+
 /// A claim's id is the task's id for every integer id type, inside the identity prefix
 /// (made from the node, A2.identity-prefix) and outside it (read from the interned keys):
 /// ids `0..40` in order, then ids far beyond, then ids named out of order.
