@@ -497,6 +497,19 @@ impl DepGraph for View<'_> {
     }
 }
 
+/// Gives `out` room for `take` more claims. An empty buffer without room (`ready_at_most`'s
+/// new vector, a caller's fresh one) gets one allocation of exactly `take` (none for 0),
+/// without the growth path of `reserve`, which weighs as much as the allocation itself on a
+/// chain, where every call claims one version. O(1), or O(len) when a full buffer grows.
+#[inline(always)]
+fn make_room<T>(out: &mut Vec<T>, take: usize) {
+    if out.capacity() == 0 {
+        *out = Vec::with_capacity(take);
+    } else {
+        out.reserve(take);
+    }
+}
+
 /// True when the dependency graph of the current versions has a cycle: an iterative
 /// three-colour depth-first search over the dependency lists (white, on the path, done); a
 /// dependency found on the current path closes a cycle. O(V + E) time, one byte per node and the path as extra space.
@@ -2377,11 +2390,7 @@ impl<K: TaskKey, P> Core<K, P> {
         if self.started && !self.closed && self.pool_of.is_empty() {
             let take = self.claimable(limit);
             if take <= 1 {
-                if out.capacity() == 0 {
-                    *out = Vec::with_capacity(take);
-                } else {
-                    out.reserve(take);
-                }
+                make_room(out, take);
                 if take == 0 {
                     return Ok(0);
                 }
@@ -2442,15 +2451,7 @@ impl<K: TaskKey, P> Core<K, P> {
         }
         self.start()?;
         let take = self.claimable(limit);
-        if out.capacity() == 0 {
-            // An empty buffer without room (`ready_at_most`'s new vector, a caller's fresh
-            // one): one allocation of exactly `take` claims (none for 0), without the growth
-            // path of `reserve` (which weighs as much as the allocation itself on a chain,
-            // where every call claims one version).
-            *out = Vec::with_capacity(take);
-        } else {
-            out.reserve(take);
-        }
+        make_room(out, take);
         let mut claimed = 0;
         if take > 1 && self.pool_of.is_empty() {
             // More than one to take, no pools, every ready version of priority 0 (the
