@@ -35,13 +35,17 @@
 //! generation of its last attempt) as the cause, for every task it blocks, in file order; a task that two
 //! failures would block is blocked by the first (`run::Blocking`). `cancelled` and
 //! `interrupted` lines are written when the run has settled (the executor decides
-//! cancellations inside its release path, which carries no hook); with `run --store`
-//! `blocked` lines too, from the store's final snapshot. A `lockstep worker` writes `blocked` for
-//! the versions its own failed attempt blocked, right after the store recorded the failure
-//! (their cause is that attempt's version), and, when it ends, `cancelled` for the versions
+//! cancellations inside its release path, which carries no hook). With a store (`run
+//! --store`, `lockstep worker`), the worker that reported a failure writes `blocked` for the
+//! versions it blocked, right after the store recorded it (their cause is that attempt's
+//! version); a failure that `run --store` retries writes none (its retry unblocks them), its
+//! last attempt's does. `run --store` then writes, when the run has settled, the `blocked`
+//! and `cancelled` lines of the store's final snapshot that were not written yet (those a
+//! cancel blocked). A `lockstep worker`, when it ends, writes `cancelled` for the versions
 //! cancelled while it ran and `blocked` for those a cancel blocked meanwhile (a snapshot at
-//! its start and one at its end).
+//! its start and one at its end). A version's `blocked` line is written once per file.
 
+use std::collections::HashSet;
 use std::fs::File;
 
 use nix::errno::Errno;
@@ -76,6 +80,9 @@ pub fn now_ms() -> u64 {
 pub struct EventSink {
     path: PathBuf,
     out: Mutex<Writer>,
+    /// The versions `(id, generation)` whose `blocked` event was written: each is written
+    /// once per file ([`EventSink::blocked`]).
+    blocked_written: Mutex<HashSet<(String, u64)>>,
     /// The exclusive advisory lock on the file (none for standard output or error); last,
     /// so that it is released after the writer was flushed and closed.
     _lock: Option<Flock<File>>,
@@ -171,6 +178,7 @@ impl EventSink {
                 file: BufWriter::new(file),
                 error: None,
             }),
+            blocked_written: Mutex::new(HashSet::new()),
             _lock: lock,
         })
     }
@@ -270,7 +278,19 @@ impl EventSink {
 
     /// A `blocked` event: `id` will not run because `cause` (its root failed or cancelled
     /// task, at `cause_generation`, in state `cause_state`) did not succeed.
+    ///
+    /// At most once per version: a second call for the same `(id, generation)` writes
+    /// nothing (`run --store` writes a final failure's `blocked` lines when its worker
+    /// reports it, then every blocked task's from the store's final state). O(1) expected.
     pub fn blocked(&self, id: &str, generation: u64, cause: Option<(&str, u64, &str)>) {
+        let first = self
+            .blocked_written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((id.to_string(), generation));
+        if !first {
+            return;
+        }
         let cause = cause.map(|(c, g, s)| json!({"id": c, "generation": g, "state": s}));
         self.emit(
             "blocked",
@@ -477,6 +497,31 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_versions_blocked_line_is_written_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("e.jsonl");
+        let sink = EventSink::create(&path).unwrap();
+        sink.blocked("c", 1, Some(("b", 2, "failed")));
+        // The end pass of `run --store` lists it again: nothing is written.
+        sink.blocked("c", 1, Some(("b", 2, "failed")));
+        // Another version of the same task, or another task, is its own line.
+        sink.blocked("c", 2, Some(("b", 3, "failed")));
+        sink.blocked("d", 1, None);
+        sink.finish().unwrap();
+        let lines: Vec<Value> = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let seen: Vec<(&str, u64)> = lines
+            .iter()
+            .map(|l| (l["id"].as_str().unwrap(), l["generation"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(seen, [("c", 1), ("c", 2), ("d", 1)]);
+        assert_eq!(lines[0]["cause"]["generation"], 2);
+    }
 
     #[test]
     fn every_event_is_one_json_line_with_kind_and_time() {

@@ -474,7 +474,8 @@ pub struct StoreRunOptions {
     /// directory (so that `run --store` runs each command where `run` would).
     pub root: PathBuf,
     /// `--events FILE` ([`crate::events`]): each claim, start and end as its worker threads see
-    /// them, then the settled tasks' `blocked` and `cancelled` events and `metrics`.
+    /// them, with the `blocked` events of each final failure after its `finished`; then the
+    /// settled tasks' `blocked` (those not written yet) and `cancelled` events and `metrics`.
     pub events: Option<Arc<crate::events::EventSink>>,
     /// `--log-dir DIR`: each attempt's output goes to `DIR/NNNN-ID.gG.log` (one file per
     /// generation: [`crate::look::store_log_file_name`]) instead of being printed. Created

@@ -1076,14 +1076,6 @@ fn run_one(
         }
         None => (settle(store, &token, &outcome, counters, opts.poll), None),
     };
-    // A `lockstep worker` writes the `blocked` events of the versions its failure blocked
-    // (`run --store` writes every task's from the store's final state instead).
-    if let (Ok(Reported::Applied { blocked }), Some(ev), None) =
-        (&reported, &opts.events, &opts.retries)
-        && *blocked > 0
-    {
-        blocked_events(store, ev, &token);
-    }
     // A failure that `run --store` retries prints its output here and its retry line there
     // ([`crate::store::Retries::tend`]), as a retried attempt does in memory.
     // A version stopped for its requested cancel is never retried: its `FAILED` line is here.
@@ -1094,6 +1086,18 @@ fn run_one(
             .retries
             .as_ref()
             .is_some_and(|r| r.fail_fast_cause().is_none());
+    // The `blocked` events of the versions a final failure blocked, right after its
+    // `finished` (C.events-order), by `lockstep worker` and `run --store` alike. A failure
+    // that `run --store` retries blocks them only until the retry is submitted: its last
+    // attempt's failure writes them (before, `run --store` wrote every `blocked` line from the
+    // store's final state, after the events of tasks that ran later; its end pass now finds
+    // these written, `EventSink::blocked`).
+    if let (Ok(Reported::Applied { blocked }), Some(ev)) = (&reported, &opts.events)
+        && *blocked > 0
+        && !retried
+    {
+        blocked_events(store, ev, &token);
+    }
     let text = match &reported {
         Ok(Reported::Applied { .. }) if retried => output_only(),
         Ok(Reported::Applied { .. }) => block(&if outcome.ok && outcome.no_command {

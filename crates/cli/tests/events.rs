@@ -161,6 +161,89 @@ command = "true"
     );
 }
 
+/// `run --store` writes a final failure's `blocked` lines when its worker reports it, right
+/// after its `finished`, as `lockstep worker` and in-memory runs do (before, it wrote every
+/// `blocked` line from the store's final state, after the events of tasks that ran later). The
+/// graph of the in-memory test above: `slow` runs 1 s after `bad` failed, so each `blocked`
+/// line must come before its `finished`, and once each (the end pass writes the ones not
+/// written yet). `bad` is retried once here: its first failure blocks nothing for good (the
+/// retry unblocks them), so the lines come after the second attempt's `finished`, naming
+/// generation 2.
+#[test]
+fn run_store_blocked_events_follow_the_final_failure_that_blocked_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("g.toml");
+    std::fs::write(
+        &file,
+        r#"
+[[task]]
+id = "bad"
+command = "if [ -e bad.once ]; then touch bad.done; fi; touch bad.once; exit 1"
+retries = 1
+[[task]]
+id = "child"
+deps = ["bad"]
+command = "true"
+[[task]]
+id = "grand"
+deps = ["child"]
+command = "true"
+[[task]]
+id = "slow"
+command = "i=0; while [ ! -e bad.done ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; sleep 1"
+[[task]]
+id = "after_slow"
+deps = ["slow"]
+command = "true"
+"#,
+    )
+    .unwrap();
+    let out = dir.path().join("ev.jsonl");
+    let store = format!("sqlite:{}", dir.path().join("run.lockstep").display());
+    cargo_bin_cmd!("lockstep")
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "--no-progress",
+            "-j",
+            "3",
+            "--store",
+            &store,
+            "--events",
+        ])
+        .arg(&out)
+        .arg(&file)
+        .assert()
+        .code(1);
+    let ev = events(&out);
+    check_order(&ev, true);
+    let at = |kind: &str, id: &str, g: u64| {
+        ev.iter()
+            .position(|e| e["event"] == kind && e["id"] == id && e["generation"] == g)
+            .unwrap_or_else(|| panic!("no {kind} {id} g{g} in {ev:#?}"))
+    };
+    let failed = at("finished", "bad", 2);
+    assert!(at("finished", "bad", 1) < failed);
+    // The retry resubmitted the blocked versions too (the store's generation 2 of each).
+    let blocked = |id: &str| {
+        ev.iter()
+            .position(|e| e["event"] == "blocked" && e["id"] == id)
+            .unwrap_or_else(|| panic!("no blocked {id} in {ev:#?}"))
+    };
+    for id in ["child", "grand"] {
+        let b = blocked(id);
+        assert!(failed < b && b < at("finished", "slow", 1), "{id}: {ev:#?}");
+        assert_eq!(
+            ev[b]["cause"],
+            serde_json::json!({"id": "bad", "generation": 2, "state": "failed"}),
+            "{id}"
+        );
+    }
+    assert!(blocked("grand") < at("claimed", "after_slow", 1));
+    // Written once each, though the end pass lists both again.
+    assert_eq!(ev.iter().filter(|e| e["event"] == "blocked").count(), 2);
+}
+
 /// REVIEW (bulk-submit): in memory attempt k of a task is generation k (the schema above),
 /// and a `blocked` event's cause is "the failed task at the root": a task blocked by a
 /// dependency that failed its third and last attempt must name generation 3, the
