@@ -393,6 +393,10 @@ pub const BUGS: &[(&str, &str)] = &[
         "executor: dependents' remaining counts are decremented with Relaxed, so a task may run without seeing its dependencies' writes",
     ),
     (
+        "executor_relaxed_skip",
+        "executor: the load that lets a dependency that is the last to settle skip its decrement (the count reads 1) is Relaxed, so the task may run without seeing its other dependencies' writes",
+    ),
+    (
         "executor_double_push",
         "executor: a dependent is released when its count reaches one instead of zero, before its last dependency settled",
     ),

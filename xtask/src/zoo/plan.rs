@@ -317,6 +317,7 @@ pub const PLANS: &[BugPlan] = &[
         "loom_executor",
     ),
     plan("executor_relaxed_count", Part::Scheduler, "loom_executor"),
+    plan("executor_relaxed_skip", Part::Scheduler, "loom_executor"),
     plan("executor_double_push", Part::Scheduler, "unit_dag"),
     plan(
         "executor_grow_lost_unseen",

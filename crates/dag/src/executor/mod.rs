@@ -54,7 +54,9 @@
 //! 3. **Run.** The task function runs (panics are caught and become failures), and the
 //!    final state is stored.
 //! 4. **Release.** The worker decrements each dependent's count
-//!    (`fetch_sub(1, AcqRel)`, `EXECUTOR.count-release` in the source). Of the dependents
+//!    (`fetch_sub(1, AcqRel)`, `EXECUTOR.count-release` in the source), or, when the count
+//!    already reads 1 (an `Acquire` load), takes the dependent as released without the
+//!    decrement: it is the last dependency (below). Of the dependents
 //!    that reach zero, the first is decided next on the same worker (the *continuation*: a
 //!    chain runs without touching a deque), the others are kept on a worker-local queue and
 //!    decided by the same worker, newest first (the *depth-first* order; in the
@@ -86,10 +88,15 @@
 //! earlier one; the decrement that reads 1 (the decider's) is an acquire that reads from
 //! that sequence, so it synchronises with the decrement of every dependency. Hence every
 //! write made by a dependency's function (and its final state and cause) happens-before the
-//! decider's decision and the task's run. Spawning through the pool's deque adds its own
+//! decider's decision and the task's run. The last dependency may skip its decrement: a
+//! count it loads (`Acquire`) as 1 was written by the last of the other decrements, so the
+//! load synchronises with all of them as its decrement would, and no one else decrements
+//! again (counts never grow in a run without room for growth; a run with room decrements
+//! always). Spawning through the pool's deque adds its own
 //! synchronisation but is not needed for this argument (the continuation path has none).
-//! With `Relaxed` decrements (the zoo bug `executor_relaxed_count`) a task can run without
-//! seeing its dependencies' writes: `tests/tests/loom_executor.rs` finds that.
+//! With `Relaxed` decrements (the zoo bug `executor_relaxed_count`), or a `Relaxed` load
+//! before the skipped one (`executor_relaxed_skip`), a task can run without seeing its
+//! dependencies' writes: `tests/tests/loom_executor.rs` finds that.
 //!
 //! *Lost dependencies are seen.* A lost task sets the run's `lost_any` flag (`Release`)
 //! before its decrements; a decider reads it (`Acquire`, after its own acquire decrement)
@@ -2166,18 +2173,35 @@ fn drive<K: TaskKey, const PLAIN: bool, const BREADTH: bool>(
             // Release: seen by every decider that acquires one of the decrements below.
             sh.lost_any.store(true, Ordering::Release);
         }
-        // SEEDED BUG (executor_relaxed_count): the decrement orders nothing.
-        let order = if seeded_bug!("executor_relaxed_count") {
-            Ordering::Relaxed
+        // SEEDED BUG (executor_relaxed_count): the decrement orders nothing (nor the load
+        // that skips the last one).
+        // SEEDED BUG (executor_relaxed_skip): the load that skips the last decrement orders
+        // nothing ("it only reads a number").
+        let (order, load_order) = if seeded_bug!("executor_relaxed_count") {
+            (Ordering::Relaxed, Ordering::Relaxed)
+        } else if seeded_bug!("executor_relaxed_skip") {
+            (Ordering::AcqRel, Ordering::Relaxed)
         } else {
-            Ordering::AcqRel
+            (Ordering::AcqRel, Ordering::Acquire)
         };
         if PLAIN || sh.growth.is_none() {
             for &d in sh.graph.dependents(t) {
+                let count = &sh.count[d as usize];
                 // INVARIANT (EXECUTOR.count-release): release (this task's writes and final
                 // state) and acquire (every earlier decrement's): the decrement reading 1
-                // makes its worker the decider, after every dependency.
-                let before = sh.count[d as usize].fetch_sub(1, order);
+                // makes its worker the decider, after every dependency. A count that already
+                // reads 1 (acquire) waits for this worker alone: every other dependency has
+                // decremented, and the load reads the last decrement's value, so it
+                // synchronises with all of them, as the decrement would; this worker is
+                // then the decider without its own decrement (the count stays at 1; nothing
+                // reads it again). The load costs less than a locked decrement (about 6 ns
+                // on the Xeon of `docs/benchmarks.md`, stop 44); counts never grow here
+                // (no room for growth), which the skip needs.
+                let before = if count.load(load_order) == 1 {
+                    1
+                } else {
+                    count.fetch_sub(1, order)
+                };
                 // SEEDED BUG (executor_double_push): released one dependency early.
                 let ready = before == 1 || (seeded_bug!("executor_double_push") && before == 2);
                 if !ready {
