@@ -37,11 +37,14 @@
 //! `interrupted` lines are written when the run has settled (the executor decides
 //! cancellations inside its release path, which carries no hook). With a store (`run
 //! --store`, `lockstep worker`), the worker that reported a failure writes `blocked` for the
-//! versions it blocked, right after the store recorded it (their cause is that attempt's
-//! version); a failure that `run --store` retries writes none (its retry unblocks them), its
-//! last attempt's does. `run --store` then writes, when the run has settled, the `blocked`
-//! and `cancelled` lines of the store's final snapshot that were not written yet (those a
-//! cancel blocked). A `lockstep worker`, when it ends, writes `cancelled` for the versions
+//! versions it blocked once the store recorded it, before that worker claims again (their
+//! cause is that attempt's version; other workers' lines may come between); a failure that
+//! `run --store` retries writes none (its retry unblocks them), its last attempt's does, and
+//! so does a retry that `--fail-fast` drops, when it is dropped. `run --store` then writes,
+//! when the run has settled, the `blocked` and `cancelled` lines of the store's final
+//! snapshot that were not written yet: those a cancel blocked, those of an earlier run,
+//! those of a failure whose retry a stop (Ctrl-C, SIGTERM) dropped, and those left out
+//! because the store answered a report as already recorded or refused the snapshot. A `lockstep worker`, when it ends, writes `cancelled` for the versions
 //! cancelled while it ran and `blocked` for those a cancel blocked meanwhile (a snapshot at
 //! its start and one at its end). A version's `blocked` line is written once per file.
 

@@ -1754,6 +1754,29 @@ fn descendants(graph: &TaskGraph, from: impl Iterator<Item = usize>) -> HashSet<
     seen
 }
 
+/// Writes a `blocked` event for every version of `snap` whose root cause is the failed
+/// version `(id, generation)`, in id order (the snapshot's map has none). O(tasks).
+fn blocked_lines_of(
+    snap: &HashMap<String, TaskStatus<String>>,
+    ev: &crate::events::EventSink,
+    id: &str,
+    generation: u64,
+) {
+    let mut blocked: Vec<(&String, u64, &str)> = snap
+        .iter()
+        .filter(|(_, s)| s.state == TaskState::Blocked)
+        .filter_map(|(b, s)| {
+            let c = s.blocked_by.as_ref()?;
+            (c.task == id && c.generation.0 == generation)
+                .then(|| (b, s.generation.0, c.state.name()))
+        })
+        .collect();
+    blocked.sort_unstable();
+    for (b, g, state) in blocked {
+        ev.blocked(b, g, Some((id, generation, state)));
+    }
+}
+
 /// Retries and `--fail-fast` of `run --store` (`docs/semantics.md`, Part C, "Retries and
 /// timeouts"). Only the process that has the file does this: a `lockstep worker` runs
 /// attempts and reports them, it never resubmits.
@@ -1870,9 +1893,18 @@ impl Retries {
     /// delay has passed. Cheap when nothing changed: one `counts` read. Serialised within the
     /// process (one retry per failed version).
     ///
+    /// With `events` (`--events`), a retry that `--fail-fast` drops before it was submitted
+    /// makes its failure final: the versions that failure blocked get their `blocked` lines
+    /// here, when the retry is dropped (C.events-order; their worker wrote none, expecting
+    /// the retry).
+    ///
     /// # Errors
     /// The store's errors.
-    pub fn tend(&self, store: &mut dyn Store) -> Result<(), DurableError> {
+    pub fn tend(
+        &self,
+        store: &mut dyn Store,
+        events: Option<&crate::events::EventSink>,
+    ) -> Result<(), DurableError> {
         let Ok(mut st) = self.state.lock() else {
             return Ok(());
         };
@@ -1914,7 +1946,12 @@ impl Retries {
                     .push((t.id.clone(), g, now + t.limits.retry_delay));
             } else if self.fail_fast && st.fail_fast.is_none() {
                 st.fail_fast = Some(t.id.clone());
-                st.scheduled.clear();
+                // The retries not submitted yet will not be: their failures are final now.
+                for (id, g, _) in st.scheduled.drain(..) {
+                    if let Some(ev) = events {
+                        blocked_lines_of(&snap, ev, &id, g);
+                    }
+                }
                 let clock = SystemClock.now();
                 for q in self.tasks.iter().rev() {
                     if snap

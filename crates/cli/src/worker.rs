@@ -614,7 +614,7 @@ fn slot_loop(
         // The bar follows the store, where other processes settle tasks too.
         show_progress(opts, &counts);
         if let Some(r) = &opts.retries {
-            r.tend(&mut *store)?;
+            r.tend(&mut *store, opts.events.as_deref())?;
             // `--fail-fast` tripped: claim nothing more (nothing runs in this thread now).
             if r.fail_fast_cause().is_some() {
                 return Ok(());
@@ -659,7 +659,7 @@ fn slot_loop(
                 match &opts.retries {
                     None => return Ok(()),
                     Some(r) => {
-                        r.tend(&mut *store)?;
+                        r.tend(&mut *store, opts.events.as_deref())?;
                         if !r.busy() && finished(&mut *store)? {
                             return Ok(());
                         }
@@ -707,7 +707,7 @@ impl Fuse<'_> {
         }
         show_progress(opts, &store.counts().ok()?);
         if let Some(r) = &opts.retries {
-            r.tend(&mut *store).ok()?;
+            r.tend(&mut *store, opts.events.as_deref()).ok()?;
             if r.fail_fast_cause().is_some() {
                 return None;
             }

@@ -244,6 +244,77 @@ command = "true"
     assert_eq!(ev.iter().filter(|e| e["event"] == "blocked").count(), 2);
 }
 
+/// REVIEW (stop 44): a retry that `--fail-fast` drops before it was submitted makes its
+/// failure final, though its worker, expecting the retry, wrote no `blocked` lines: they are
+/// written when the retry is dropped, not at the end of the run. `b` fails and waits 3 s for
+/// its retry; `a` fails at 0.5 s and trips `--fail-fast`, which drops it; `slow`, running,
+/// finishes at 2 s, after `child`'s line (before the fix, after it: the end pass wrote it).
+#[test]
+fn review_fail_fast_dropping_a_scheduled_retry_writes_its_blocked_lines_then() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("g.toml");
+    std::fs::write(
+        &file,
+        r#"
+[[task]]
+id = "b"
+command = "exit 1"
+retries = 1
+retry_delay = "3s"
+[[task]]
+id = "child"
+deps = ["b"]
+command = "true"
+[[task]]
+id = "a"
+command = "sleep 0.5; exit 1"
+[[task]]
+id = "slow"
+command = "sleep 2"
+"#,
+    )
+    .unwrap();
+    let out = dir.path().join("ev.jsonl");
+    let store = format!("sqlite:{}", dir.path().join("run.lockstep").display());
+    cargo_bin_cmd!("lockstep")
+        .args([
+            "run",
+            "--no-progress",
+            "-j",
+            "3",
+            "--fail-fast",
+            "--store",
+            &store,
+        ])
+        .arg("--events")
+        .arg(&out)
+        .arg(&file)
+        .assert()
+        .code(1);
+    let ev = events(&out);
+    check_order(&ev, true);
+    let at = |kind: &str, id: &str| {
+        ev.iter()
+            .position(|e| e["event"] == kind && e["id"] == id)
+            .unwrap_or_else(|| panic!("no {kind} {id} in {ev:#?}"))
+    };
+    let b = at("blocked", "child");
+    assert!(
+        at("finished", "a") < b && b < at("finished", "slow"),
+        "{ev:#?}"
+    );
+    assert_eq!(
+        ev[b]["cause"],
+        serde_json::json!({"id": "b", "generation": 1, "state": "failed"})
+    );
+    assert_eq!(ev.iter().filter(|e| e["event"] == "blocked").count(), 1);
+    // The retry was never made.
+    assert!(
+        !ev.iter().any(|e| e["id"] == "b" && e["generation"] == 2),
+        "{ev:#?}"
+    );
+}
+
 /// REVIEW (bulk-submit): in memory attempt k of a task is generation k (the schema above),
 /// and a `blocked` event's cause is "the failed task at the root": a task blocked by a
 /// dependency that failed its third and last attempt must name generation 3, the
