@@ -390,7 +390,7 @@ pub const BUGS: &[(&str, &str)] = &[
     ),
     (
         "executor_relaxed_count",
-        "executor: dependents' remaining counts are decremented with Relaxed, so a task may run without seeing its dependencies' writes",
+        "executor: dependents' remaining counts are decremented with Relaxed (and read with Relaxed before the skipped last decrement), so a task may run without seeing its dependencies' writes",
     ),
     (
         "executor_relaxed_skip",

@@ -36,7 +36,8 @@
 //!
 //! # The protocol
 //!
-//! Per task: `count` (an `AtomicU32`, the dependencies not yet settled, Kahn's indegree),
+//! Per task: `count` (an `AtomicU32`, the dependencies not yet settled, Kahn's indegree; the
+//! last dependency to settle may leave it at 1, step 4),
 //! `state` (an `AtomicU8`: pending, running, succeeded, failed, blocked, cancelled, plus a
 //! cancel-requested bit) and `cause` (an `AtomicU32`, the root cause of a blocked task).
 //!
@@ -89,8 +90,9 @@
 //! that sequence, so it synchronises with the decrement of every dependency. Hence every
 //! write made by a dependency's function (and its final state and cause) happens-before the
 //! decider's decision and the task's run. The last dependency may skip its decrement: a
-//! count it loads (`Acquire`) as 1 was written by the last of the other decrements, so the
-//! load synchronises with all of them as its decrement would, and no one else decrements
+//! count it loads (`Acquire`) as 1 is either the initial count (its only dependency: nothing
+//! to synchronise with) or was written by the last of the other decrements, so the load
+//! synchronises with all of them as its decrement would, and no one else decrements
 //! again (counts never grow in a run without room for growth; a run with room decrements
 //! always). Spawning through the pool's deque adds its own
 //! synchronisation but is not needed for this argument (the continuation path has none).
@@ -99,7 +101,7 @@
 //! dependencies' writes: `tests/tests/loom_executor.rs` finds that.
 //!
 //! *Lost dependencies are seen.* A lost task sets the run's `lost_any` flag (`Release`)
-//! before its decrements; a decider reads it (`Acquire`, after its own acquire decrement)
+//! before its decrements; a decider reads it (`Acquire`, after its own acquire decrement or load)
 //! and only then scans its dependency list. Without any loss the scan is skipped, so the
 //! common path reads one flag per task.
 //!
@@ -2191,8 +2193,9 @@ fn drive<K: TaskKey, const PLAIN: bool, const BREADTH: bool>(
                 // state) and acquire (every earlier decrement's): the decrement reading 1
                 // makes its worker the decider, after every dependency. A count that already
                 // reads 1 (acquire) waits for this worker alone: every other dependency has
-                // decremented, and the load reads the last decrement's value, so it
-                // synchronises with all of them, as the decrement would; this worker is
+                // decremented, and the load reads the last decrement's value (or the initial
+                // count, for a single dependency), so it synchronises with all of them, as
+                // the decrement would; this worker is
                 // then the decider without its own decrement (the count stays at 1; nothing
                 // reads it again). The load costs less than a locked decrement (about 6 ns
                 // on the Xeon of `docs/benchmarks.md`, stop 44); counts never grow here
