@@ -24,6 +24,26 @@ id = "d"
 command = "true"
 "#;
 
+/// The tasks after `bad` of the tests of `blocked` lines: `child` and `grand` need it; `slow`
+/// waits for `bad.done` (which `bad` writes when it fails for good), then runs 1 s, so that
+/// its `finished` comes well after the failure; `after_slow` follows it.
+const BLOCKED_BY_BAD: &str = r#"[[task]]
+id = "child"
+deps = ["bad"]
+command = "true"
+[[task]]
+id = "grand"
+deps = ["child"]
+command = "true"
+[[task]]
+id = "slow"
+command = "i=0; while [ ! -e bad.done ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; sleep 1"
+[[task]]
+id = "after_slow"
+deps = ["slow"]
+command = "true"
+"#;
+
 fn events(path: &std::path::Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap()
@@ -95,33 +115,20 @@ fn in_memory_blocked_events_follow_the_failure_that_blocked_them() {
     let file = dir.path().join("g.toml");
     std::fs::write(
         &file,
-        r#"
+        format!(
+            r#"
 [[task]]
 id = "bad"
 command = "touch bad.done; exit 1"
-[[task]]
-id = "child"
-deps = ["bad"]
-command = "true"
-[[task]]
-id = "grand"
-deps = ["child"]
-command = "true"
-[[task]]
-id = "slow"
-command = "i=0; while [ ! -e bad.done ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; sleep 1"
-[[task]]
-id = "after_slow"
-deps = ["slow"]
-command = "true"
-[[task]]
+{BLOCKED_BY_BAD}[[task]]
 id = "late"
 command = "i=0; while [ ! -e bad.done ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; sleep 1; exit 2"
 [[task]]
 id = "t"
 deps = ["late", "bad"]
 command = "true"
-"#,
+"#
+        ),
     )
     .unwrap();
     let out = dir.path().join("ev.jsonl");
@@ -175,27 +182,14 @@ fn run_store_blocked_events_follow_the_final_failure_that_blocked_them() {
     let file = dir.path().join("g.toml");
     std::fs::write(
         &file,
-        r#"
+        format!(
+            r#"
 [[task]]
 id = "bad"
 command = "if [ -e bad.once ]; then touch bad.done; fi; touch bad.once; exit 1"
 retries = 1
-[[task]]
-id = "child"
-deps = ["bad"]
-command = "true"
-[[task]]
-id = "grand"
-deps = ["child"]
-command = "true"
-[[task]]
-id = "slow"
-command = "i=0; while [ ! -e bad.done ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; sleep 1"
-[[task]]
-id = "after_slow"
-deps = ["slow"]
-command = "true"
-"#,
+{BLOCKED_BY_BAD}"#
+        ),
     )
     .unwrap();
     let out = dir.path().join("ev.jsonl");
