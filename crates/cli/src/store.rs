@@ -1754,29 +1754,6 @@ fn descendants(graph: &TaskGraph, from: impl Iterator<Item = usize>) -> HashSet<
     seen
 }
 
-/// Writes a `blocked` event for every version of `snap` whose root cause is the failed
-/// version `(id, generation)`, in id order (the snapshot's map has none). O(tasks).
-fn blocked_lines_of(
-    snap: &HashMap<String, TaskStatus<String>>,
-    ev: &crate::events::EventSink,
-    id: &str,
-    generation: u64,
-) {
-    let mut blocked: Vec<(&String, u64, &str)> = snap
-        .iter()
-        .filter(|(_, s)| s.state == TaskState::Blocked)
-        .filter_map(|(b, s)| {
-            let c = s.blocked_by.as_ref()?;
-            (c.task == id && c.generation.0 == generation)
-                .then(|| (b, s.generation.0, c.state.name()))
-        })
-        .collect();
-    blocked.sort_unstable();
-    for (b, g, state) in blocked {
-        ev.blocked(b, g, Some((id, generation, state)));
-    }
-}
-
 /// Retries and `--fail-fast` of `run --store` (`docs/semantics.md`, Part C, "Retries and
 /// timeouts"). Only the process that has the file does this: a `lockstep worker` runs
 /// attempts and reports them, it never resubmits.
@@ -1949,7 +1926,7 @@ impl Retries {
                 // The retries not submitted yet will not be: their failures are final now.
                 for (id, g, _) in st.scheduled.drain(..) {
                     if let Some(ev) = events {
-                        blocked_lines_of(&snap, ev, &id, g);
+                        crate::worker::blocked_lines(snap.iter(), ev, &id, g);
                     }
                 }
                 let clock = SystemClock.now();

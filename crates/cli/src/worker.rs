@@ -1141,20 +1141,35 @@ fn blocked_events(store: &mut dyn Store, ev: &crate::events::EventSink, token: &
             return;
         }
     };
-    for (id, status) in &snapshot {
-        if status.state != TaskState::Blocked {
-            continue;
-        }
-        if let Some(c) = &status.blocked_by
-            && c.task == token.id
-            && c.generation == token.generation
-        {
-            ev.blocked(
-                id,
-                status.generation.0,
-                Some((c.task.as_str(), c.generation.0, c.state.name())),
-            );
-        }
+    blocked_lines(
+        snapshot.iter().map(|(id, s)| (id, s)),
+        ev,
+        &token.id,
+        token.generation.0,
+    );
+}
+
+/// Writes a `blocked` event for every blocked version among `statuses` whose root cause is
+/// the failed version `(id, generation)`, in id order: a worker's failure
+/// ([`blocked_events`]), or a retry that `--fail-fast` dropped
+/// ([`crate::store::Retries::tend`]). O(tasks).
+pub(crate) fn blocked_lines<'a>(
+    statuses: impl Iterator<Item = (&'a String, &'a TaskStatus<String>)>,
+    ev: &crate::events::EventSink,
+    id: &str,
+    generation: u64,
+) {
+    let mut blocked: Vec<(&String, u64, &str)> = statuses
+        .filter(|(_, s)| s.state == TaskState::Blocked)
+        .filter_map(|(b, s)| {
+            let c = s.blocked_by.as_ref()?;
+            (c.task == id && c.generation.0 == generation)
+                .then(|| (b, s.generation.0, c.state.name()))
+        })
+        .collect();
+    blocked.sort_unstable();
+    for (b, g, state) in blocked {
+        ev.blocked(b, g, Some((id, generation, state)));
     }
 }
 
