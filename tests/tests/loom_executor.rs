@@ -333,6 +333,69 @@ fn loom_a_cancel_races_a_failure() {
     );
 }
 
+/// A cancel racing the decision of the task it cancels (EXECUTOR.decide-once, a plain run:
+/// a store and the light fence on the decider's side, a store and the heavy fence on the
+/// cancel's, `crates/dag/src/executor/barrier.rs`): root a, b after a, one worker; another
+/// thread cancels b. The cancel answers `Cancelled` exactly when b's function never runs
+/// (b ends cancelled), and otherwise finds b running (`Requested`) or done
+/// (`AlreadyTerminal(Succeeded)`), b having run once. Without either fence both sides can
+/// miss the other's store (the store-buffering outcome): the cancel answers `Cancelled`
+/// and b runs anyway (zoo bugs executor_decide_unfenced, executor_cancel_unfenced). Both
+/// kinds of answer are reached.
+#[test]
+fn loom_a_cancel_races_the_decision() {
+    use lockstep_dag::executor::RunCancel;
+    use std::sync::atomic::{AtomicUsize as StdAtomicUsize, Ordering::Relaxed as StdRelaxed};
+    static SEEN: [StdAtomicUsize; 2] = [StdAtomicUsize::new(0), StdAtomicUsize::new(0)];
+    model("loom_a_cancel_races_the_decision", || {
+        let graph = StdArc::new(FrozenGraph::new([(0u32, vec![]), (1, vec![0])]).expect("valid"));
+        let pool = Pool::new(1).expect("pool");
+        let ran_b = Arc::new(AtomicUsize::new(0));
+        let seen_b = Arc::clone(&ran_b);
+        let run = GraphRun::new(graph, move |ctx| {
+            if ctx.index() == 1 {
+                seen_b.fetch_add(1, Relaxed);
+            }
+            Ok(())
+        });
+        run.start(&pool).expect("start");
+        let r = run.clone();
+        let canceller = lockstep_sync::thread::spawn(move || r.cancel_index(1));
+        let out = run.wait();
+        let answer = canceller.join().expect("canceller");
+        drop(run);
+        drop(pool);
+        // `wait` returned: every function that ran has returned (the count is final).
+        let ran = ran_b.load(Relaxed);
+        use TaskState::*;
+        match answer {
+            RunCancel::Cancelled => {
+                SEEN[0].fetch_add(1, StdRelaxed);
+                assert_eq!(ran, 0, "b ran although its cancel answered Cancelled");
+                assert_eq!(states(&out), [Succeeded, Cancelled]);
+            }
+            RunCancel::Requested | RunCancel::AlreadyTerminal(Succeeded) => {
+                SEEN[1].fetch_add(1, StdRelaxed);
+                assert_eq!(
+                    ran, 1,
+                    "b's cancel found it decided, so it ran once: {answer:?}"
+                );
+                // Not cancelled. Not compared with `Succeeded`: after a `Requested` (the
+                // cancel's compare-and-swap on the running task's word, then b's final
+                // store), loom may let this read return the compare-and-swap's value, which
+                // the modification order forbids (loom issues 282 and 389).
+                assert_ne!(states(&out)[1], Cancelled, "{answer:?}");
+            }
+            other => panic!("the cancel of b answered {other:?}"),
+        }
+    });
+    let seen: Vec<usize> = SEEN.iter().map(|a| a.load(StdRelaxed)).collect();
+    assert!(
+        seen.iter().all(|&n| n > 0),
+        "both kinds of answer reached: {seen:?}"
+    );
+}
+
 /// The cancel tokens' prepaid references (`crates/dag/src/prepaid.rs`): a claim's token
 /// moves to another thread, which clones it, reads it and drops both, while this thread
 /// cancels the running version, completes it, finishes the other claim through

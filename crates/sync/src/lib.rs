@@ -397,6 +397,14 @@ pub const BUGS: &[(&str, &str)] = &[
         "executor: the load that lets a dependency that is the last to settle skip its decrement (the count reads 1) is Relaxed, so the task may run without seeing its other dependencies' writes",
     ),
     (
+        "executor_decide_unfenced",
+        "executor: a plain run's decider stores its decision and reads the cancel word with no fence between, so a cancel that read the task pending (and answered Cancelled) is missed and the task runs anyway",
+    ),
+    (
+        "executor_cancel_unfenced",
+        "executor: a plain run's cancel stores its cancel word and reads the task's state with no heavy fence between, so it reads the task pending while its decider reads no cancel: the cancel answers Cancelled and the task runs anyway",
+    ),
+    (
         "executor_double_push",
         "executor: a dependent is released when its count reaches one instead of zero, before its last dependency settled",
     ),

@@ -136,7 +136,7 @@ impl DepGraph for Csr<'_> {
 }
 
 /// The fewest tasks of a graph [`FrozenGraph::is_scattered`] calls scattered: below this, a
-/// run's per-task arrays (9 bytes a task, plus the graph's 8 a task and 8 an edge) fit in the
+/// run's per-task arrays (10 bytes a task, plus the graph's 8 a task and 8 an edge) fit in the
 /// caches of current processors, whatever its order.
 const SCATTERED_MIN_TASKS: usize = 1 << 16;
 

@@ -49,9 +49,10 @@
 //!    required dependency was lost (failed, cancelled, blocked) before the run was closed,
 //!    the task is blocked, its cause being the root cause of its **first such dependency in
 //!    dependency-list order**; else if the run was closed, the task is cancelled (reason
-//!    `Closed`); else it moves pending -> running by a compare-and-swap. A
-//!    [`GraphRun::cancel`] that won its own compare-and-swap (pending -> cancelled) before
-//!    any of these is kept: the task is cancelled (reason `User`).
+//!    `Closed`); else it moves pending -> running. A [`GraphRun::cancel`] that moved the
+//!    task out of pending first is kept: the task is cancelled (reason `User`). A plain
+//!    run decides with a store and reads whether a cancel came first across a pair of
+//!    fences (below); any other run with a compare-and-swap.
 //! 3. **Run.** The task function runs (panics are caught and become failures), and the
 //!    final state is stored.
 //! 4. **Release.** The worker decrements each dependent's count
@@ -105,10 +106,22 @@
 //! and only then scans its dependency list. Without any loss the scan is skipped, so the
 //! common path reads one flag per task.
 //!
-//! *Cancel and decide are one step each.* `cancel` moves pending -> cancelled by a
-//! compare-and-swap on `state`; the decider moves pending -> running (or blocked, or
-//! cancelled by close) by a compare-and-swap on the same word. Exactly one of them wins
-//! (`EXECUTOR.decide-once`).
+//! *Cancel and decide are one step each* (`EXECUTOR.decide-once`). In a run with pools,
+//! a history or room for growth, `cancel` moves pending -> cancelled by a compare-and-swap
+//! on `state`, and the decider moves pending -> running (or blocked, or cancelled by close)
+//! by a compare-and-swap on the same word: exactly one of them wins. A plain run does not
+//! pay a locked read-modify-write per task for a race that a cancel rarely runs: only the
+//! decider writes a pending task's `state` there, with a store, and a cancel writes the
+//! task's own cancel word (`Shared::cancels`, one byte per task). Each side stores, passes
+//! a fence, and reads the other's word (Dekker's protocol): the decider a compiler fence,
+//! the cancel `membarrier(2)`, which together act as two `SeqCst` fences (`barrier.rs`;
+//! two full fences where the system call is missing, and under loom, which checks the
+//! protocol: `loom_a_cancel_races_the_decision`). Both cannot miss the other. A cancel that
+//! still reads the task pending writes its verdict under the stop lock, and the decider,
+//! bound to read the cancel word set, reads the verdict under the same lock and applies it;
+//! a decider that reads no cancel word decided before every cancel read its `state`.
+//! Dropping either fence is a zoo bug (`executor_decide_unfenced`,
+//! `executor_cancel_unfenced`).
 //!
 //! *A cancel sees the losses before it.* Every `cancel`, the close and the end of every
 //! failed task take the run's *stop lock*; a failure stores its final state inside it, with
@@ -116,7 +129,8 @@
 //! transitively, as doomed (as does a cancel: `Shared::doom_dependents`, each task at most
 //! once). A cancel of a doomed pending task (blocked for the model already) answers
 //! `AlreadyTerminal(Blocked)` and changes nothing; after the close it
-//! cancels it (reason `Closed`, by its own compare-and-swap against the decider's) and
+//! cancels it (reason `Closed`, by its own compare-and-swap against the decider's, or its
+//! verdict in a plain run) and
 //! answers `AlreadyTerminal(Cancelled)` (`EXECUTOR.cancel-blocked`, `docs/executor.md`
 //! section 5).
 //!
@@ -160,13 +174,16 @@
 //! every task is decided after each of its dependencies. `docs/executor.md`, section 5.
 //!
 //! # Costs
-//! Per task: one compare-and-swap, one decrement per edge, one spawn per ready dependent
+//! Per task: a store, a compiler fence and one shared flag's load to decide (a plain run;
+//! a compare-and-swap otherwise), one decrement per edge but the last (a load), one spawn
+//! per ready dependent
 //! beyond the first; no lock on the common path (a run with room for growth takes the
 //! growth lock once per task end); behind a wide frontier, tasks get prefetch hints
-//! (`prefetch.rs`: two per kept task depth first, one per line a task reads breadth first). A whole run is O(V + E); space is 9 bytes per task, and
+//! (`prefetch.rs`: two per kept task depth first, one per line a task reads breadth first). A whole run is O(V + E); space is 10 bytes per task (9 in a run that is not plain), and
 //! 25 per slot of room for growth, on top of the [`FrozenGraph`] (plus the optional
 //! history, and a bit per task and slot once a loss that blocks marks what it dooms).
 
+mod barrier;
 mod frozen;
 #[allow(unsafe_code)] // a hint with no effect on memory; the module states its protocol
 mod prefetch;
@@ -210,6 +227,17 @@ const SETTLED: u8 = 0x40;
 /// model's close does).
 const BEFORE_CLOSE: u8 = 0x20;
 const MASK: u8 = 0x1f;
+
+// A plain run's cancel word of a task (`Shared::cancels`), written only by `cancel` under the
+// stop lock: the cancel's side of the Dekker pair against the task's decider (`Shared::decide`,
+// `EXECUTOR.decide-once`). `CANCELLED_USER` or `CANCELLED_CLOSED` there is a cancel's verdict:
+// it moved the task out of pending, and the decider applies it.
+/// No cancel has looked at the task while it was pending.
+const NO_CANCEL: u8 = 0;
+/// A cancel found the task pending and is checking again after its heavy fence.
+const CANCEL_TRYING: u8 = 0x10;
+/// A cancel found the task decided after its heavy fence: the decider came first.
+const CANCEL_LATE: u8 = 0x11;
 
 fn task_state(raw: u8) -> TaskState {
     match raw & MASK {
@@ -974,6 +1002,16 @@ struct Shared<K> {
     next_root: AtomicUsize,
     unsettled: AtomicUsize,
     lost_any: AtomicBool,
+    /// A plain run's deciders and cancels decide with stores and the fence pair of
+    /// [`barrier`] instead of a compare-and-swap (`EXECUTOR.decide-once`).
+    barrier: barrier::Barrier,
+    /// Raised by the first `cancel` of a plain run that finds a task pending (before its
+    /// heavy fence), never lowered: until then a decider reads no cancel word.
+    cancelled_any: AtomicBool,
+    /// A plain run's cancel word per task (`NO_CANCEL`, `CANCEL_TRYING`, `CANCEL_LATE` or a
+    /// cancel's verdict); empty in a run that is not plain, which decides with a
+    /// compare-and-swap.
+    cancels: Box<[AtomicU8]>,
     closed: AtomicBool,
     /// The stop lock: held by every `cancel`, by the close, and by the end of every failed
     /// task (its final state stored with `BEFORE_CLOSE` while the run is open). While it is
@@ -1123,13 +1161,17 @@ impl<K: TaskKey> GraphRun<K> {
                 waiting: HashMap::default(),
             }),
         });
+        let plain = !history && gates.is_none() && growth.is_none();
+        let cancels = (0..if plain { n } else { 0 })
+            .map(|_| AtomicU8::new(NO_CANCEL))
+            .collect();
         GraphRun {
             shared: Arc::new(Shared {
                 graph,
                 f,
                 count,
                 cells: StdArc::new(Cells { state, cause }),
-                plain: !history && gates.is_none() && growth.is_none(),
+                plain,
                 breadth,
                 errors: Mutex::new(Vec::new()),
                 history: history.then(|| Mutex::new(Vec::new())),
@@ -1138,6 +1180,9 @@ impl<K: TaskKey> GraphRun<K> {
                 next_root: AtomicUsize::new(0),
                 unsettled: AtomicUsize::new(n),
                 lost_any: AtomicBool::new(false),
+                barrier: barrier::Barrier::new(),
+                cancelled_any: AtomicBool::new(false),
+                cancels,
                 closed: AtomicBool::new(false),
                 stop: Mutex::new(Stop::default()),
                 started: AtomicBool::new(false),
@@ -1417,6 +1462,12 @@ impl<K: TaskKey> Shared<K> {
     fn cancel_locked(&self, stop: &Stop, t: u32) -> RunCancel {
         let cell = &self.cells.state[t as usize];
         let mut cur = cell.load(Ordering::Acquire);
+        if self.plain {
+            match self.cancel_plain(stop, t, cur) {
+                Ok(answer) => return answer,
+                Err(now) => cur = now,
+            }
+        }
         loop {
             let (next, answer) = match cur & MASK {
                 // LINEARIZATION POINT (EXECUTOR.cancel-blocked): the task is blocked for the
@@ -1454,6 +1505,64 @@ impl<K: TaskKey> Shared<K> {
                 Err(now) => cur = now,
             }
         }
+    }
+
+    /// The cancel's side of a plain run's decision ([`Shared::decide_plain`]), under the stop
+    /// lock, for the state word `cur` read by the caller: `Ok(answer)` if this settles the
+    /// cancel, `Err(now)` with a state word read after the decision when the task was
+    /// decided (the caller then handles a running or terminal task as in any run).
+    ///
+    /// A verdict in `cancels[t]` means an earlier cancel moved the task out of pending:
+    /// `AlreadyTerminal(Cancelled)`, whether or not its decider has applied it yet. A task
+    /// pending and doomed answers `AlreadyTerminal(Blocked)` without a write. Otherwise the
+    /// Dekker pair: store `cancels[t]` and `cancelled_any`, the heavy fence, read the state
+    /// word again. Still pending: no decider stored its decision before the fence, so the
+    /// decider will read `cancels[t]` set and wait for this lock; the verdict is written
+    /// before it is released. Decided: the decider came first; `CANCEL_LATE` tells it so.
+    /// O(1), plus one `membarrier(2)` (an interrupt per running thread of the process) when
+    /// the task is pending.
+    fn cancel_plain(&self, stop: &Stop, t: u32, cur: u8) -> Result<RunCancel, u8> {
+        let word = &self.cancels[t as usize];
+        // Relaxed: written only under the stop lock, held here.
+        if let CANCELLED_USER | CANCELLED_CLOSED = word.load(Ordering::Relaxed) {
+            return Ok(RunCancel::AlreadyTerminal(TaskState::Cancelled));
+        }
+        if cur & MASK != PENDING {
+            return Err(cur);
+        }
+        if stop.is_doomed(t) {
+            // LINEARIZATION POINT (EXECUTOR.cancel-blocked), as in `cancel_locked`.
+            return Ok(RunCancel::AlreadyTerminal(TaskState::Blocked));
+        }
+        word.store(CANCEL_TRYING, Ordering::Relaxed);
+        self.cancelled_any.store(true, Ordering::Relaxed);
+        // SEEDED BUG (executor_cancel_unfenced): no heavy fence, so the load below may be
+        // served before the stores above are visible to the decider, which reads no cancel
+        // word while this reads its task pending: both go ahead.
+        if !seeded_bug!("executor_cancel_unfenced") {
+            self.barrier.heavy();
+        }
+        let now = self.cells.state[t as usize].load(Ordering::Acquire);
+        if now & MASK != PENDING {
+            word.store(CANCEL_LATE, Ordering::Relaxed);
+            return Err(now);
+        }
+        // LINEARIZATION POINT (EXECUTOR.decide-once), a plain run: the load above read the
+        // task pending after the heavy fence; its decider is bound to read this verdict.
+        let (verdict, answer) = if self.closed.load(Ordering::SeqCst) {
+            (
+                CANCELLED_CLOSED,
+                RunCancel::AlreadyTerminal(TaskState::Cancelled),
+            )
+        } else {
+            // Before the loss it makes, as in `cancel_locked`: its decider reads the verdict
+            // under this lock, and so `lost_any` too, and carries both through its
+            // decrements to every decider after it.
+            self.lost_any.store(true, Ordering::Release);
+            (CANCELLED_USER, RunCancel::Cancelled)
+        };
+        word.store(verdict, Ordering::Relaxed);
+        Ok(answer)
     }
 
     /// Marks doomed ([`Stop`]) every task that requires `x` (through the required head of
@@ -1832,12 +1941,15 @@ impl<K: TaskKey> Shared<K> {
         }
     }
 
-    /// The decision's compare-and-swap (`EXECUTOR.decide-once`) of task `t` from pending to
-    /// `decided`, and its record (`Start` or `Skip`) when the run keeps a history. A task
-    /// that `cancel` moved out of pending first is marked `SETTLED` here (and recorded as
-    /// skipped): from now on a successor added to the run need not wait for it. Returns the
-    /// state decided (`decided`, except in a recorded run closed since `decided` was chosen:
-    /// see [`Shared::decide_recorded`]), or the state found on failure.
+    /// The decision (`EXECUTOR.decide-once`) of task `t` from pending to `decided`, and its
+    /// record (`Start` or `Skip`) when the run keeps a history. A task that `cancel` moved
+    /// out of pending first is marked `SETTLED` here (and recorded as skipped): from now on a
+    /// successor added to the run need not wait for it. Returns the state decided
+    /// (`decided`, except in a recorded run closed since `decided` was chosen: see
+    /// [`Shared::decide_recorded`]), or the cancel's state when a cancel came first.
+    ///
+    /// A plain run decides with a store, the light fence and a read of `cancelled_any`
+    /// ([`Shared::decide_plain`]); any other run with a compare-and-swap from pending.
     #[inline]
     fn decide<const PLAIN: bool>(
         &self,
@@ -1846,7 +1958,10 @@ impl<K: TaskKey> Shared<K> {
         worker: usize,
         decided: u8,
     ) -> Result<u8, u8> {
-        if !PLAIN && let Some(history) = &self.history {
+        if PLAIN {
+            return self.decide_plain(cell, t, decided);
+        }
+        if let Some(history) = &self.history {
             return self.decide_recorded(history, cell, t, worker, decided);
         }
         match cell.compare_exchange(PENDING, decided, Ordering::AcqRel, Ordering::Acquire) {
@@ -1856,6 +1971,58 @@ impl<K: TaskKey> Shared<K> {
                 Err(now)
             }
             Err(now) => Err(now),
+        }
+    }
+
+    /// [`Shared::decide`] in a plain run: the decider's side of a Dekker pair with `cancel`
+    /// ([`Shared::cancel_plain`]), instead of a compare-and-swap (a locked read-modify-write,
+    /// about 6 ns a task on the benchmarks' Xeon). Only this decider writes the state word
+    /// of a pending task in a plain run (a cancel writes its own word, `cancels[t]`), so the
+    /// decision is a store; then the light fence ([`barrier`]); then a read of
+    /// `cancelled_any`, and of `cancels[t]` only if some cancel ever found a task pending.
+    /// The cancel stores `cancels[t]` (and `cancelled_any`), passes the heavy fence, then reads
+    /// the state word. The fences forbid both reads missing both stores, so if the cancel
+    /// read pending (and so will move the task out of pending), this decider reads its word
+    /// as set; it then takes the stop lock, which the cancel holds from before its store
+    /// until its verdict is written, and reads the verdict: a cancel's state, applied here
+    /// with `SETTLED`, or `CANCEL_LATE` (the cancel read this decision and left the task to
+    /// it). A decider that reads no cancel word set decided before any cancel of `t` read
+    /// the state word, so the cancel finds the decision. Cold path only after a cancel.
+    ///
+    /// The state word holds `decided` for a moment before a verdict replaces it, but no one
+    /// reads a plain run's pending task's word then: cancels read `cancels[t]` first, and the
+    /// dependents of `t` wait for its release, which follows.
+    #[inline(always)]
+    fn decide_plain(&self, cell: &AtomicU8, t: u32, decided: u8) -> Result<u8, u8> {
+        // LINEARIZATION POINT (EXECUTOR.decide-once), a plain run: this store, unless a
+        // cancel read the word pending before it (then the cancel's verdict is the decision,
+        // applied below). The SEEDED BUG (executor_decide_unfenced) drops the fence: the
+        // store may still sit in this processor's store buffer when the load below reads
+        // the cancel word, and both sides miss each other.
+        cell.store(decided, Ordering::Release);
+        if !seeded_bug!("executor_decide_unfenced") {
+            self.barrier.light();
+        }
+        if self.cancelled_any.load(Ordering::Relaxed)
+            && self.cancels[t as usize].load(Ordering::Relaxed) != NO_CANCEL
+        {
+            return self.decide_after_cancel(cell, t, decided);
+        }
+        Ok(decided)
+    }
+
+    /// [`Shared::decide_plain`] once a cancel of `t` was seen: the verdict, read under the
+    /// stop lock (the cancel wrote it under the same lock).
+    #[cold]
+    #[inline(never)]
+    fn decide_after_cancel(&self, cell: &AtomicU8, t: u32, decided: u8) -> Result<u8, u8> {
+        let _stop = self.stop.lock();
+        match self.cancels[t as usize].load(Ordering::Relaxed) {
+            now @ (CANCELLED_USER | CANCELLED_CLOSED) => {
+                cell.store(now | SETTLED, Ordering::Release);
+                Err(now)
+            }
+            _ => Ok(decided),
         }
     }
 
