@@ -454,6 +454,93 @@ fn cancel_outcomes_running_and_terminal() {
     );
 }
 
+/// EXECUTOR.decide-once in a plain run (`Shared::cancel_plain`): a cancel before the start
+/// writes its verdict into the task's cancel word (the state word stays pending until the
+/// decider applies it), so a second cancel must answer from the verdict, the task must
+/// never run, and what requires it is blocked with it as the cause. Fails if the second
+/// cancel reads only the state word (it answers `Cancelled` again), or if the decider
+/// ignores the verdict (b runs).
+#[test]
+fn a_plain_runs_cancel_before_the_start_is_applied_by_the_decider() {
+    let ran = StdArc::new(std::sync::Mutex::new(Vec::new()));
+    let r = StdArc::clone(&ran);
+    let run = GraphRun::new(frozen(DIAMOND), move |ctx| {
+        r.lock().expect("lock").push(*ctx.id());
+        Ok(())
+    });
+    assert!(run.shared.plain);
+    assert_eq!(run.cancel(&"b"), Ok(RunCancel::Cancelled));
+    assert_eq!(
+        run.cancel(&"b"),
+        Ok(RunCancel::AlreadyTerminal(TaskState::Cancelled))
+    );
+    // d requires b: doomed by the cancel, so its own cancel finds it blocked.
+    assert_eq!(
+        run.cancel(&"d"),
+        Ok(RunCancel::AlreadyTerminal(TaskState::Blocked))
+    );
+    let pool = Pool::new(2).expect("pool");
+    run.start(&pool).expect("start");
+    let out = run.wait();
+    use TaskState::*;
+    assert_eq!(
+        (0..4).map(|t| out.state(t)).collect::<Vec<_>>(),
+        [Succeeded, Cancelled, Succeeded, Blocked]
+    );
+    assert_eq!(out.cancelled_by(1), Some(CancelReason::User));
+    assert_eq!(out.cause_index(3), Some(1));
+    let mut ran = ran.lock().expect("lock").clone();
+    ran.sort_unstable();
+    assert_eq!(ran, ["a", "c"]);
+    assert_eq!(
+        run.cancel(&"b"),
+        Ok(RunCancel::AlreadyTerminal(TaskState::Cancelled))
+    );
+}
+
+/// EXECUTOR.decide-once with real threads and the real fences (`membarrier(2)` here): a
+/// cancel of b races b's decision on another worker, over many runs of a -> b. The cancel
+/// answers `Cancelled` exactly when b's function never ran, and then b ends cancelled;
+/// otherwise b ran once and succeeded. Both kinds of answer occur. (Loom checks the same
+/// race under the C11 model: `loom_executor::loom_a_cancel_races_the_decision`.)
+#[test]
+fn a_cancel_racing_the_decision_in_a_plain_run_is_one_or_the_other() {
+    let rounds = if cfg!(miri) { 16 } else { 2_000 };
+    let pool = Pool::new(2).expect("pool");
+    let mut answers = [0usize; 2];
+    for _ in 0..rounds {
+        let ran = StdArc::new(StdAtomicUsize::new(0));
+        let r = StdArc::clone(&ran);
+        let run = GraphRun::new(frozen(&[("a", &[]), ("b", &["a"])]), move |ctx| {
+            if *ctx.id() == "b" {
+                r.fetch_add(1, SeqCst);
+            }
+            Ok(())
+        });
+        let racer = run.clone();
+        let canceller = std::thread::spawn(move || racer.cancel(&"b").expect("b is a task"));
+        run.start(&pool).expect("start");
+        let answer = canceller.join().expect("canceller");
+        let out = run.wait();
+        match answer {
+            RunCancel::Cancelled => {
+                answers[0] += 1;
+                assert_eq!(ran.load(SeqCst), 0, "b ran after a cancel that won");
+                assert_eq!(out.state(1), TaskState::Cancelled);
+            }
+            RunCancel::Requested | RunCancel::AlreadyTerminal(TaskState::Succeeded) => {
+                answers[1] += 1;
+                assert_eq!(ran.load(SeqCst), 1, "b decided before the cancel ran once");
+                assert_eq!(out.state(1), TaskState::Succeeded);
+            }
+            other => panic!("the cancel of b answered {other:?}"),
+        }
+    }
+    if !cfg!(miri) {
+        assert!(answers[0] > 0, "no cancel won: {answers:?}");
+    }
+}
+
 #[test]
 fn close_cancels_what_has_not_started() {
     // With a history (the general loop) and as a plain run (`EXECUTOR.plain-loop`).
