@@ -713,3 +713,60 @@ fn shuttle_close_races_the_run() {
     eprintln!("close racing the run (d blocked, d cancelled, g added, a ran): {seen:?}");
     assert!(seen.iter().all(|&n| n > 0), "every side reached: {seen:?}");
 }
+
+/// EXECUTOR.solo: a plain run with one root runner decrements counts with a load and a store
+/// while its one thread settles every task, and leaves that mode before it spawns anything
+/// that settles tasks. Here on a pool of one worker: root r releases w, k1 and k2, which j
+/// joins; w blocks in place (`TaskContext::block_in_place`), which lends k1 and k2 to the
+/// pool's spare thread. The spare's settles of k1 and k2 and the worker's of w, once the
+/// block ends, decrement j's count at the same time: every task runs once and j runs. Fails
+/// when the lend leaves the run solo (zoo bug executor_solo_unswitched): two decrements made
+/// of loads and stores interleave, one is lost, and j is never decided (the run waits for
+/// ever: a deadlock).
+fn a_lent_worker_ends_the_solo_run() {
+    use lockstep_dag::executor::TaskContext;
+    let graph = StdArc::new(
+        FrozenGraph::new([
+            (0u32, vec![]),
+            (1, vec![0]),
+            (2, vec![0]),
+            (3, vec![0]),
+            (4, vec![1, 2, 3]),
+        ])
+        .expect("valid graph"),
+    );
+    let ran: StdArc<Vec<lockstep_sync::atomic::AtomicUsize>> = StdArc::new(
+        (0..5)
+            .map(|_| lockstep_sync::atomic::AtomicUsize::new(0))
+            .collect(),
+    );
+    let r = StdArc::clone(&ran);
+    let f = move |ctx: &TaskContext<'_, u32>| {
+        r[ctx.index() as usize].fetch_add(1, lockstep_sync::atomic::Ordering::SeqCst);
+        if ctx.index() == 1 {
+            ctx.block_in_place(|| {
+                for _ in 0..3 {
+                    thread::yield_now();
+                }
+            });
+        }
+        Ok(())
+    };
+    let pool = Pool::new(1).expect("pool");
+    let run = GraphRun::new(graph, f);
+    run.start(&pool).expect("start");
+    let out = run.wait();
+    drop(run);
+    drop(pool);
+    assert!(out.all_succeeded(), "every task succeeded");
+    let ran: Vec<usize> = ran
+        .iter()
+        .map(|n| n.load(lockstep_sync::atomic::Ordering::SeqCst))
+        .collect();
+    assert_eq!(ran, [1; 5], "each task ran once, j too");
+}
+
+#[test]
+fn shuttle_a_lent_worker_ends_the_solo_run() {
+    shuttle_check!(PLAN, a_lent_worker_ends_the_solo_run);
+}

@@ -405,6 +405,10 @@ pub const BUGS: &[(&str, &str)] = &[
         "executor: a plain run's cancel stores its cancel word and reads the task's state with no heavy fence between, so it reads the task pending while its decider reads no cancel: the cancel answers Cancelled and the task runs anyway",
     ),
     (
+        "executor_solo_unswitched",
+        "executor: a blocked task lends its worker's work out (block_in_place) but leaves the run solo, so the spare and the worker both decrement counts with a load and a store: a decrement is lost and a join is never decided",
+    ),
+    (
         "executor_double_push",
         "executor: a dependent is released when its count reaches one instead of zero, before its last dependency settled",
     ),

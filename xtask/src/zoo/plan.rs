@@ -320,6 +320,11 @@ pub const PLANS: &[BugPlan] = &[
     plan("executor_relaxed_skip", Part::Scheduler, "loom_executor"),
     plan("executor_decide_unfenced", Part::Scheduler, "loom_executor"),
     plan("executor_cancel_unfenced", Part::Scheduler, "loom_executor"),
+    plan(
+        "executor_solo_unswitched",
+        Part::Scheduler,
+        "shuttle_executor",
+    ),
     plan("executor_double_push", Part::Scheduler, "unit_dag"),
     plan(
         "executor_grow_lost_unseen",

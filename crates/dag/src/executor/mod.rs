@@ -58,7 +58,11 @@
 //! 4. **Release.** The worker decrements each dependent's count
 //!    (`fetch_sub(1, AcqRel)`, `EXECUTOR.count-release` in the source), or, when the count
 //!    already reads 1 (an `Acquire` load), takes the dependent as released without the
-//!    decrement: it is the last dependency (below). Of the dependents
+//!    decrement: it is the last dependency (below). A plain run started with one root
+//!    runner is *solo* until its pool task first spawns another (a share, a lend): one
+//!    thread then settles every task and decrements with a load and a store
+//!    (`EXECUTOR.solo`; the flag is lowered before that spawn, which publishes it). Of the
+//!    dependents
 //!    that reach zero, the first is decided next on the same worker (the *continuation*: a
 //!    chain runs without touching a deque), the others are kept on a worker-local queue and
 //!    decided by the same worker, newest first (the *depth-first* order; in the
@@ -1012,6 +1016,12 @@ struct Shared<K> {
     /// cancel's verdict); empty in a run that is not plain, which decides with a
     /// compare-and-swap.
     cancels: Box<[AtomicU8]>,
+    /// A plain run with one root runner whose driving pool task has spawned no other yet
+    /// (`EXECUTOR.solo`): while it holds, one thread settles every task, and decrements a
+    /// count with a load and a store instead of a locked read-modify-write. Set by `start`,
+    /// lowered (never raised again) by that thread before it spawns anything that settles
+    /// tasks: a share with a parked worker, or a lend ([`TaskContext::block_in_place`]).
+    solo: AtomicBool,
     closed: AtomicBool,
     /// The stop lock: held by every `cancel`, by the close, and by the end of every failed
     /// task (its final state stored with `BEFORE_CLOSE` while the run is open). While it is
@@ -1183,6 +1193,7 @@ impl<K: TaskKey> GraphRun<K> {
                 barrier: barrier::Barrier::new(),
                 cancelled_any: AtomicBool::new(false),
                 cancels,
+                solo: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
                 stop: Mutex::new(Stop::default()),
                 started: AtomicBool::new(false),
@@ -1294,6 +1305,11 @@ impl<K: TaskKey> GraphRun<K> {
         // INVARIANT (EXECUTOR.concurrency): at most one runner per worker; a runner runs one
         // task function at a time, so no more than the pool's workers run at once.
         let runners = pool.worker_count().min(roots);
+        // INVARIANT (EXECUTOR.solo): one root runner of a plain run is, until it spawns,
+        // the only pool task of the run. Published to it by the submission below.
+        self.shared
+            .solo
+            .store(self.shared.plain && runners == 1, Ordering::Relaxed);
         let sh = Arc::clone(&self.shared);
         let submitted = pool.spawn_detached(move |ctx| {
             for _ in 1..runners {
@@ -1504,6 +1520,18 @@ impl<K: TaskKey> Shared<K> {
                 Ok(_) => return answer,
                 Err(now) => cur = now,
             }
+        }
+    }
+
+    /// Ends the solo phase of a run (`EXECUTOR.solo`), before its driving thread spawns a
+    /// pool task that settles tasks: from then on every thread decrements with a locked
+    /// read-modify-write. The spawn's release (and the taker's acquire) carries the lowered
+    /// flag, and every count this thread decremented with a store, to the new thread.
+    /// A load first, so that a run long out of its solo phase writes nothing. O(1).
+    #[inline]
+    fn leave_solo(&self) {
+        if self.solo.load(Ordering::Relaxed) {
+            self.solo.store(false, Ordering::Relaxed);
         }
     }
 
@@ -2277,6 +2305,12 @@ fn drive<K: TaskKey, const PLAIN: bool, const BREADTH: bool>(
     // A task function that blocks (`TaskContext::block_in_place`) lends this worker's work
     // out: the kept tasks, oldest first, and a root runner while roots are left.
     let lend = || {
+        // SEEDED BUG (executor_solo_unswitched): the lend keeps the run solo, so the spare
+        // that takes the lent tasks and this worker, once `f` returns, both decrement
+        // counts with a load and a store: a decrement is lost, and a task is never decided.
+        if !seeded_bug!("executor_solo_unswitched") {
+            sh.leave_solo();
+        }
         for d in kept.borrow_mut().drain(..) {
             let sh = Arc::clone(sh);
             ctx.spawn_detached(move |ctx| spawned(&sh, d, ctx));
@@ -2353,6 +2387,9 @@ fn drive<K: TaskKey, const PLAIN: bool, const BREADTH: bool>(
         } else {
             (Ordering::AcqRel, Ordering::Acquire)
         };
+        // INVARIANT (EXECUTOR.solo): read after this task's settle, so after any lend it
+        // made; only this thread lowers it while it is up.
+        let solo = PLAIN && sh.solo.load(Ordering::Relaxed);
         if PLAIN || sh.growth.is_none() {
             for &d in sh.graph.dependents(t) {
                 let count = &sh.count[d as usize];
@@ -2367,7 +2404,17 @@ fn drive<K: TaskKey, const PLAIN: bool, const BREADTH: bool>(
                 // reads it again). The load costs less than a locked decrement (about 6 ns
                 // on the Xeon of `docs/benchmarks.md`, stop 44); counts never grow here
                 // (no room for growth), which the skip needs.
-                let before = if count.load(load_order) == 1 {
+                let before = if solo {
+                    // INVARIANT (EXECUTOR.solo): this thread is the only one that settles
+                    // tasks, so a load and a store make a decrement that no other can race;
+                    // the dependencies' writes are this thread's own, earlier in program
+                    // order (the initial counts were published by `start`'s submission).
+                    let c = count.load(Ordering::Relaxed);
+                    if c != 1 {
+                        count.store(c - 1, Ordering::Relaxed);
+                    }
+                    c
+                } else if count.load(load_order) == 1 {
                     1
                 } else {
                     count.fetch_sub(1, order)
@@ -2415,6 +2462,9 @@ fn drive<K: TaskKey, const PLAIN: bool, const BREADTH: bool>(
         let share = if idle == 0 {
             0
         } else {
+            // INVARIANT (EXECUTOR.solo): lowered before the first spawn below, which
+            // publishes it to the worker that takes the spawned task.
+            sh.leave_solo();
             idle.max(kept.len().div_ceil(2))
         };
         if BREADTH && share > idle {
