@@ -67,11 +67,15 @@ impl Barrier {
 
     /// The cancel's side: a full fence, then, if asymmetric, `membarrier(2)` (about 0.2 µs
     /// with no other thread running; an inter-processor interrupt per running thread of
-    /// the process otherwise).
+    /// the process otherwise). The registration is inherited by a forked child (checked on
+    /// Linux 6.18) and undone by `exec`, which also resets the `OnceLock`. Should the
+    /// expedited command fail anyway, `MEMBARRIER_CMD_GLOBAL` stands in: the same guarantee
+    /// for every thread of the system, without registration, slower (it waits for every
+    /// processor to pass a barrier).
     ///
     /// # Panics
-    /// If the system call fails after its registration succeeded, which `membarrier(2)`
-    /// documents as impossible.
+    /// If both commands fail, which `membarrier(2)` rules out once the registration
+    /// succeeded.
     pub(super) fn heavy(self) {
         fence(Ordering::SeqCst);
         if self.asymmetric {
@@ -95,8 +99,10 @@ fn registered() -> bool {
 #[cfg(all(target_os = "linux", not(loom), not(shuttle), not(miri)))]
 fn expedited() {
     use rustix::thread::{MembarrierCommand, membarrier};
-    if let Err(e) = membarrier(MembarrierCommand::PrivateExpedited) {
-        panic!("membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) failed after its registration: {e}");
+    if membarrier(MembarrierCommand::PrivateExpedited).is_err()
+        && let Err(e) = membarrier(MembarrierCommand::Global)
+    {
+        panic!("membarrier(2) failed after its registration, expedited and global: {e}");
     }
 }
 
