@@ -770,3 +770,42 @@ fn a_lent_worker_ends_the_solo_run() {
 fn shuttle_a_lent_worker_ends_the_solo_run() {
     shuttle_check!(PLAN, a_lent_worker_ends_the_solo_run);
 }
+
+/// EXECUTOR.solo: a plain run with two root runners is never solo. Roots a and b, c joins
+/// them, on two workers: each runner settles one root and decrements c's count, possibly at
+/// the same moment, so both must use the read-modify-write. c runs once, after both. Fails
+/// when a plain run with two root runners starts solo (seeded by hand, 6 December 2026: a
+/// lost decrement, and the run deadlocks).
+fn two_root_runners_are_never_solo() {
+    use lockstep_dag::executor::TaskContext;
+    let graph = StdArc::new(
+        FrozenGraph::new([(0u32, vec![]), (1, vec![]), (2, vec![0, 1])]).expect("valid graph"),
+    );
+    let ran: StdArc<Vec<lockstep_sync::atomic::AtomicUsize>> = StdArc::new(
+        (0..3)
+            .map(|_| lockstep_sync::atomic::AtomicUsize::new(0))
+            .collect(),
+    );
+    let r = StdArc::clone(&ran);
+    let f = move |ctx: &TaskContext<'_, u32>| {
+        r[ctx.index() as usize].fetch_add(1, lockstep_sync::atomic::Ordering::SeqCst);
+        Ok(())
+    };
+    let pool = Pool::new(2).expect("pool");
+    let run = GraphRun::new(graph, f);
+    run.start(&pool).expect("start");
+    let out = run.wait();
+    drop(run);
+    drop(pool);
+    assert!(out.all_succeeded(), "every task succeeded");
+    let ran: Vec<usize> = ran
+        .iter()
+        .map(|n| n.load(lockstep_sync::atomic::Ordering::SeqCst))
+        .collect();
+    assert_eq!(ran, [1; 3], "each task ran once, c too");
+}
+
+#[test]
+fn shuttle_two_root_runners_are_never_solo() {
+    shuttle_check!(PLAN, two_root_runners_are_never_solo);
+}

@@ -845,6 +845,10 @@ fn run_inner(
         .map(|t| Limits::of(t, &opts.defaults))
         .filter(|l| l.attempts() > 1 && !l.retry_delay.is_zero())
         .count();
+    // The executor's plain run decides against `cancel` with `membarrier(2)`: registered
+    // here, before the pool's threads exist, it costs microseconds instead of a grace
+    // period (about 12 ms) at the run's build. A refusal only makes the run use full fences.
+    lockstep_dag::executor::register_membarrier();
     let pool = PoolBuilder::new(jobs)
         .max_blocking(delaying.min(MAX_DELAY_SPARES))
         .build()

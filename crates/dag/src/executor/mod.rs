@@ -207,6 +207,7 @@ use lockstep_sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, Orderi
 use lockstep_sync::{Arc, Condvar, Mutex, seeded_bug};
 use smallvec::SmallVec;
 
+pub use barrier::register_membarrier;
 pub use frozen::{FrozenGraph, GraphError};
 
 use crate::StateCounts;
@@ -1190,7 +1191,14 @@ impl<K: TaskKey> GraphRun<K> {
                 next_root: AtomicUsize::new(0),
                 unsettled: AtomicUsize::new(n),
                 lost_any: AtomicBool::new(false),
-                barrier: barrier::Barrier::new(),
+                // Only a plain run uses the pair: another run asks nothing of the kernel
+                // (whose first registration in a process with threads waits out a grace
+                // period: about 12 ms, `register_membarrier`).
+                barrier: if plain {
+                    barrier::Barrier::new()
+                } else {
+                    barrier::Barrier::symmetric()
+                },
                 cancelled_any: AtomicBool::new(false),
                 cancels,
                 solo: AtomicBool::new(false),

@@ -499,45 +499,125 @@ fn a_plain_runs_cancel_before_the_start_is_applied_by_the_decider() {
 }
 
 /// EXECUTOR.decide-once with real threads and the real fences (`membarrier(2)` here): a
-/// cancel of b races b's decision on another worker, over many runs of a -> b. The cancel
-/// answers `Cancelled` exactly when b's function never ran, and then b ends cancelled;
-/// otherwise b ran once and succeeded. Both kinds of answer occur. (Loom checks the same
-/// race under the C11 model: `loom_executor::loom_a_cancel_races_the_decision`.)
+/// cancel of b races b's decision, over many runs of a -> b -> c on one worker. a spins
+/// until the canceller is about to cancel, then a little longer (0 to 63 spins, a different
+/// delay each round), so that b's decision falls inside the cancel's window (the way of
+/// the break-it review of stop 45, which ran 320,000 rounds of it). The cancel answers
+/// `Cancelled` exactly when b's function never ran, and then b ends cancelled and c blocked
+/// by it; otherwise b ran once and succeeded. Both kinds of answer occur. (Loom checks the
+/// same race under the C11 model: `loom_executor::loom_a_cancel_races_the_decision`.)
 #[test]
 fn a_cancel_racing_the_decision_in_a_plain_run_is_one_or_the_other() {
+    use std::sync::atomic::AtomicBool as StdAtomicBool;
     let rounds = if cfg!(miri) { 16 } else { 2_000 };
-    let pool = Pool::new(2).expect("pool");
+    let pool = Pool::new(1).expect("pool");
     let mut answers = [0usize; 2];
-    for _ in 0..rounds {
+    for round in 0..rounds {
         let ran = StdArc::new(StdAtomicUsize::new(0));
-        let r = StdArc::clone(&ran);
-        let run = GraphRun::new(frozen(&[("a", &[]), ("b", &["a"])]), move |ctx| {
-            if *ctx.id() == "b" {
-                r.fetch_add(1, SeqCst);
+        let go = StdArc::new(StdAtomicBool::new(false));
+        let (r, g) = (StdArc::clone(&ran), StdArc::clone(&go));
+        let delay = round % 64;
+        let graph = frozen(&[("a", &[]), ("b", &["a"]), ("c", &["b"])]);
+        let run = GraphRun::new(graph, move |ctx| {
+            match *ctx.id() {
+                "a" => {
+                    while !g.load(SeqCst) {
+                        std::hint::spin_loop();
+                    }
+                    for _ in 0..delay {
+                        std::hint::spin_loop();
+                    }
+                }
+                "b" => {
+                    r.fetch_add(1, SeqCst);
+                }
+                _ => {}
             }
             Ok(())
         });
-        let racer = run.clone();
-        let canceller = std::thread::spawn(move || racer.cancel(&"b").expect("b is a task"));
         run.start(&pool).expect("start");
+        let racer = run.clone();
+        let canceller = std::thread::spawn(move || {
+            go.store(true, SeqCst);
+            racer.cancel(&"b").expect("b is a task")
+        });
         let answer = canceller.join().expect("canceller");
         let out = run.wait();
         match answer {
             RunCancel::Cancelled => {
                 answers[0] += 1;
-                assert_eq!(ran.load(SeqCst), 0, "b ran after a cancel that won");
+                assert_eq!(
+                    ran.load(SeqCst),
+                    0,
+                    "round {round}: b ran after a cancel that won"
+                );
                 assert_eq!(out.state(1), TaskState::Cancelled);
+                assert_eq!(out.state(2), TaskState::Blocked);
+                assert_eq!(out.cause_index(2), Some(1));
             }
             RunCancel::Requested | RunCancel::AlreadyTerminal(TaskState::Succeeded) => {
                 answers[1] += 1;
-                assert_eq!(ran.load(SeqCst), 1, "b decided before the cancel ran once");
+                assert_eq!(
+                    ran.load(SeqCst),
+                    1,
+                    "round {round}: b decided first, ran once"
+                );
                 assert_eq!(out.state(1), TaskState::Succeeded);
+                assert_eq!(out.state(2), TaskState::Succeeded);
             }
-            other => panic!("the cancel of b answered {other:?}"),
+            other => panic!("round {round}: the cancel of b answered {other:?}"),
         }
     }
     if !cfg!(miri) {
-        assert!(answers[0] > 0, "no cancel won: {answers:?}");
+        assert!(answers.iter().all(|&n| n > 0), "both kinds: {answers:?}");
+    }
+}
+
+/// EXECUTOR.solo, the start's rule: a run is solo only if it is plain and has one root
+/// runner (one worker, or one root). Two root runners of a plain run settle tasks at once
+/// from their first, and a run with a history, pools or room for growth never decrements
+/// with a store. Fails if the rule is `plain || one runner` or `plain && more runners`
+/// (cargo-mutants found both unseen by every other lib test: their lost decrements need
+/// two threads on one count at the same moment, which shuttle's
+/// `shuttle_two_root_runners_are_never_solo` plays).
+#[test]
+fn only_a_plain_run_with_one_root_runner_starts_solo() {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let rx = std::sync::Mutex::new(rx);
+    // Each run's one task waits for the test, so that the flag is read before the run can
+    // end (it ends solo if it started so: nothing was shared or lent).
+    let gate = StdArc::new(move |_: &TaskContext<'_, &'static str>| {
+        rx.lock().expect("lock").recv().expect("go");
+        Ok(())
+    });
+    let one_root = frozen(&[("a", &[]), ("b", &["a"])]);
+    let two_roots = frozen(&[("a", &[]), ("b", &[]), ("c", &["a", "b"])]);
+    let cases: [(StdArc<FrozenGraph<&'static str>>, usize, bool, bool); 5] = [
+        (StdArc::clone(&one_root), 1, true, true),
+        (StdArc::clone(&one_root), 2, true, true),
+        (StdArc::clone(&two_roots), 1, true, true),
+        (StdArc::clone(&two_roots), 2, true, false),
+        (StdArc::clone(&one_root), 1, false, false),
+    ];
+    for (graph, workers, plain, solo) in cases {
+        let pool = Pool::new(workers).expect("pool");
+        let g = StdArc::clone(&gate);
+        let f = move |ctx: &TaskContext<'_, &'static str>| g(ctx);
+        let run = if plain {
+            GraphRun::new(graph, f)
+        } else {
+            GraphRun::with_config(graph, RunConfig::new().record_history(), f)
+        };
+        assert_eq!(run.shared.plain, plain);
+        run.start(&pool).expect("start");
+        let started_solo = run.shared.solo.load(Ordering::Relaxed);
+        // Released before any assertion, so that a failing one cannot leave a worker
+        // waiting for ever (the pool's drop joins its workers).
+        for _ in 0..run.graph().len() {
+            tx.send(()).expect("send");
+        }
+        assert!(run.wait().all_succeeded());
+        assert_eq!(started_solo, solo, "{workers} worker(s), plain {plain}");
     }
 }
 
