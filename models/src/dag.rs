@@ -801,7 +801,8 @@ impl<K: TaskKey> SchedulerModel<K> {
     /// Complexity O(V log V).
     ///
     /// Rules of `docs/invariants.md` stated here: RULE (EXECUTOR.count-release),
-    /// RULE (EXECUTOR.share-when-idle).
+    /// RULE (EXECUTOR.share-when-idle), RULE (EXECUTOR.solo) (however the executor
+    /// decrements, each ready version is claimed once, after every dependency succeeded).
     pub fn ready(&mut self) -> Result<Vec<VersionRef<K>>, SchedulerError<K>> {
         self.claim(usize::MAX)
     }
