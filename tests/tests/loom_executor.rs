@@ -158,6 +158,25 @@ fn loom_diamond_breadth_first() {
     });
 }
 
+/// EXECUTOR.solo, going solo again: root 0 releases 1 and 2 on two workers; where the
+/// second worker has parked by then, 2 is shared with it and decrements 4's count, then
+/// its driver ends, and the first worker, settling 3 (after 1), reads itself the only
+/// driver and decrements 4's count with a load and a store. That load must see the shared
+/// driver's decrement (its end's `Release`, the count's `Acquire`), and 4 must see 2's
+/// write. Fails when the driver count is read `Relaxed` (zoo bug executor_solo_relaxed):
+/// the load reads 4's count from before the decrement, and the store loses it (the run
+/// deadlocks), or 4 misses 2's write.
+#[test]
+fn loom_a_driver_alone_again_sees_the_ended_drivers_decrements() {
+    model(
+        "loom_a_driver_alone_again_sees_the_ended_drivers_decrements",
+        || {
+            let out = run(&[&[], &[0], &[0], &[1], &[2, 3]], 2, &[]);
+            assert!(out.all_succeeded(), "{:?} {:?}", states(&out), errors(&out));
+        },
+    );
+}
+
 /// A chain of three on two workers: each link sees the previous one's write.
 #[test]
 fn loom_chain_of_three() {

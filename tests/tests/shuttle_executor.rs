@@ -714,36 +714,26 @@ fn shuttle_close_races_the_run() {
     assert!(seen.iter().all(|&n| n > 0), "every side reached: {seen:?}");
 }
 
-/// EXECUTOR.solo: a plain run with one root runner decrements counts with a load and a store
-/// while its one thread settles every task, and leaves that mode before it spawns anything
-/// that settles tasks. Here on a pool of one worker: root r releases w, k1 and k2, which j
-/// joins; w blocks in place (`TaskContext::block_in_place`), which lends k1 and k2 to the
-/// pool's spare thread. The spare's settles of k1 and k2 and the worker's of w, once the
-/// block ends, decrement j's count at the same time: every task runs once and j runs. Fails
-/// when the lend leaves the run solo (zoo bug executor_solo_unswitched): two decrements made
-/// of loads and stores interleave, one is lost, and j is never decided (the run waits for
-/// ever: a deadlock).
-fn a_lent_worker_ends_the_solo_run() {
+/// Runs the plain graph `deps` (task `t` depends on `deps[t]`) on a pool of `workers`,
+/// each task counting its runs, and task `blocks` (if any) blocking in place
+/// (`TaskContext::block_in_place`, which lends its worker's kept tasks out); checks that
+/// every task succeeded and ran exactly once. A lost decrement leaves a join undecided and
+/// the run waiting for ever: shuttle reports the deadlock.
+fn every_task_runs_once(deps: &[&[u32]], workers: usize, blocks: Option<u32>) {
     use lockstep_dag::executor::TaskContext;
     let graph = StdArc::new(
-        FrozenGraph::new([
-            (0u32, vec![]),
-            (1, vec![0]),
-            (2, vec![0]),
-            (3, vec![0]),
-            (4, vec![1, 2, 3]),
-        ])
-        .expect("valid graph"),
+        FrozenGraph::new(deps.iter().enumerate().map(|(t, d)| (t as u32, d.to_vec())))
+            .expect("valid graph"),
     );
     let ran: StdArc<Vec<lockstep_sync::atomic::AtomicUsize>> = StdArc::new(
-        (0..5)
+        (0..deps.len())
             .map(|_| lockstep_sync::atomic::AtomicUsize::new(0))
             .collect(),
     );
     let r = StdArc::clone(&ran);
     let f = move |ctx: &TaskContext<'_, u32>| {
         r[ctx.index() as usize].fetch_add(1, lockstep_sync::atomic::Ordering::SeqCst);
-        if ctx.index() == 1 {
+        if Some(ctx.index()) == blocks {
             ctx.block_in_place(|| {
                 for _ in 0..3 {
                     thread::yield_now();
@@ -752,7 +742,7 @@ fn a_lent_worker_ends_the_solo_run() {
         }
         Ok(())
     };
-    let pool = Pool::new(1).expect("pool");
+    let pool = Pool::new(workers).expect("pool");
     let run = GraphRun::new(graph, f);
     run.start(&pool).expect("start");
     let out = run.wait();
@@ -763,7 +753,24 @@ fn a_lent_worker_ends_the_solo_run() {
         .iter()
         .map(|n| n.load(lockstep_sync::atomic::Ordering::SeqCst))
         .collect();
-    assert_eq!(ran, [1; 5], "each task ran once, j too");
+    assert_eq!(
+        ran,
+        vec![1; deps.len()],
+        "each task ran once, the joins too"
+    );
+}
+
+/// EXECUTOR.solo: a driver of a plain run that is the run's only one decrements counts with
+/// a load and a store, and counts every driver it spawns first. Here on a pool of one
+/// worker: root r releases w, k1 and k2, which j joins; w blocks in place
+/// (`TaskContext::block_in_place`), which lends k1 and k2 to the pool's spare thread. The
+/// spare's settles of k1 and k2 and the worker's of w, once the block ends, decrement j's
+/// count at the same time: every task runs once and j runs. Fails when the lend spawns
+/// uncounted drivers (zoo bug executor_solo_unswitched): two decrements made of loads and
+/// stores interleave, one is lost, and j is never decided (the run waits for ever: a
+/// deadlock).
+fn a_lent_worker_ends_the_solo_run() {
+    every_task_runs_once(&[&[], &[0], &[0], &[0], &[1, 2, 3]], 1, Some(1));
 }
 
 #[test]
@@ -771,38 +778,30 @@ fn shuttle_a_lent_worker_ends_the_solo_run() {
     shuttle_check!(PLAN, a_lent_worker_ends_the_solo_run);
 }
 
-/// EXECUTOR.solo: a plain run with two root runners is never solo. Roots a and b, c joins
-/// them, on two workers: each runner settles one root and decrements c's count, possibly at
-/// the same moment, so both must use the read-modify-write. c runs once, after both. Fails
-/// when a plain run with two root runners starts solo (seeded by hand, 6 December 2026: a
-/// lost decrement, and the run deadlocks).
+/// EXECUTOR.solo: a share is a driver. Root r releases w, k1 and k2, which j joins, on two
+/// workers; where the second has parked by the time r ends, the older kept task is shared
+/// with it, and its settle and the first worker's of w (and of the other kept one)
+/// decrement j's count at the same time: every task runs once and j runs. Fails when the
+/// share is spawned uncounted (zoo bug executor_share_uncounted): both workers read
+/// themselves alone and decrement with a load and a store, a decrement is lost, and the
+/// run deadlocks.
+fn a_share_is_a_driver() {
+    every_task_runs_once(&[&[], &[0], &[0], &[0], &[1, 2, 3]], 2, None);
+}
+
+#[test]
+fn shuttle_a_share_is_a_driver() {
+    shuttle_check!(PLAN, a_share_is_a_driver);
+}
+
+/// EXECUTOR.solo: a plain run with two root runners is not solo while both run. Roots a and
+/// b, c joins them, on two workers: each runner settles one root and decrements c's count,
+/// possibly at the same moment, so both must use the read-modify-write. c runs once, after
+/// both. Fails when `start` counts one driver for two root runners (seeded by hand, 6
+/// December 2026, as the old flag's `plain && more runners`: a lost decrement, and the run
+/// deadlocks).
 fn two_root_runners_are_never_solo() {
-    use lockstep_dag::executor::TaskContext;
-    let graph = StdArc::new(
-        FrozenGraph::new([(0u32, vec![]), (1, vec![]), (2, vec![0, 1])]).expect("valid graph"),
-    );
-    let ran: StdArc<Vec<lockstep_sync::atomic::AtomicUsize>> = StdArc::new(
-        (0..3)
-            .map(|_| lockstep_sync::atomic::AtomicUsize::new(0))
-            .collect(),
-    );
-    let r = StdArc::clone(&ran);
-    let f = move |ctx: &TaskContext<'_, u32>| {
-        r[ctx.index() as usize].fetch_add(1, lockstep_sync::atomic::Ordering::SeqCst);
-        Ok(())
-    };
-    let pool = Pool::new(2).expect("pool");
-    let run = GraphRun::new(graph, f);
-    run.start(&pool).expect("start");
-    let out = run.wait();
-    drop(run);
-    drop(pool);
-    assert!(out.all_succeeded(), "every task succeeded");
-    let ran: Vec<usize> = ran
-        .iter()
-        .map(|n| n.load(lockstep_sync::atomic::Ordering::SeqCst))
-        .collect();
-    assert_eq!(ran, [1; 3], "each task ran once, c too");
+    every_task_runs_once(&[&[], &[], &[0, 1]], 2, None);
 }
 
 #[test]

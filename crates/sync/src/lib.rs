@@ -406,7 +406,15 @@ pub const BUGS: &[(&str, &str)] = &[
     ),
     (
         "executor_solo_unswitched",
-        "executor: a blocked task lends its worker's work out (block_in_place) but leaves the run solo, so the spare and the worker both decrement counts with a load and a store: a decrement is lost and a join is never decided",
+        "executor: a blocked task lends its worker's kept tasks out (block_in_place) without counting them as drivers, so the worker, once the block ends, reads itself the run's only driver while the spare settles them: both decrement counts with a load and a store, a decrement is lost and a join is never decided",
+    ),
+    (
+        "executor_share_uncounted",
+        "executor: a task shared with a parked worker is spawned without counting it as a driver, so the sharing worker reads itself the run's only driver while the thief settles it: both decrement a join's count with a load and a store, a decrement is lost and the join is never decided",
+    ),
+    (
+        "executor_solo_relaxed",
+        "executor: a driver reads the run's driver count Relaxed to learn that it is alone (solo), so it may load a count from before the last decrement of a driver that just ended, and its store loses that decrement (or its task misses a dependency's writes)",
     ),
     (
         "executor_double_push",

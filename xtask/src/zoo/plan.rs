@@ -325,6 +325,12 @@ pub const PLANS: &[BugPlan] = &[
         Part::Scheduler,
         "shuttle_executor",
     ),
+    plan(
+        "executor_share_uncounted",
+        Part::Scheduler,
+        "shuttle_executor",
+    ),
+    plan("executor_solo_relaxed", Part::Scheduler, "loom_executor"),
     plan("executor_double_push", Part::Scheduler, "unit_dag"),
     plan(
         "executor_grow_lost_unseen",

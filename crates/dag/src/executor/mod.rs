@@ -58,10 +58,11 @@
 //! 4. **Release.** The worker decrements each dependent's count
 //!    (`fetch_sub(1, AcqRel)`, `EXECUTOR.count-release` in the source), or, when the count
 //!    already reads 1 (an `Acquire` load), takes the dependent as released without the
-//!    decrement: it is the last dependency (below). A plain run started with one root
-//!    runner is *solo* until its pool task first spawns another (a share, a lend): one
-//!    thread then settles every task and decrements with a load and a store
-//!    (`EXECUTOR.solo`; the flag is lowered before that spawn, which publishes it). Of the
+//!    decrement: it is the last dependency (below). A worker of a plain run that is the
+//!    run's only *driver* (the pool tasks that settle tasks: root runners, spawned shares,
+//!    lends; counted before each is spawned, uncounted when it ends) is *solo*: no other
+//!    thread settles a task until it spawns one, so it decrements with a load and a store
+//!    (`EXECUTOR.solo`). A run goes solo again whenever the others have ended. Of the
 //!    dependents
 //!    that reach zero, the first is decided next on the same worker (the *continuation*: a
 //!    chain runs without touching a deque), the others are kept on a worker-local queue and
@@ -1017,12 +1018,14 @@ struct Shared<K> {
     /// cancel's verdict); empty in a run that is not plain, which decides with a
     /// compare-and-swap.
     cancels: Box<[AtomicU8]>,
-    /// A plain run with one root runner whose driving pool task has spawned no other yet
-    /// (`EXECUTOR.solo`): while it holds, one thread settles every task, and decrements a
-    /// count with a load and a store instead of a locked read-modify-write. Set by `start`,
-    /// lowered (never raised again) by that thread before it spawns anything that settles
-    /// tasks: a share with a parked worker, or a lend ([`TaskContext::block_in_place`]).
-    solo: AtomicBool,
+    /// The run's *drivers*: its pool tasks that settle tasks (root runners, lent runners,
+    /// spawned shares and batches, a gate's handed tasks), queued or running. Set to the
+    /// number of root runners by `start`; raised by a driver before it spawns another
+    /// ([`spawn_driver`]), lowered (`Release`) by each driver once it settles nothing more
+    /// ([`Shared::driver_end`]). A driver of a plain run that reads 1 (`Acquire`) is the
+    /// only one, and stays so until it spawns: it is *solo* (`EXECUTOR.solo`), and
+    /// decrements counts with a load and a store instead of a locked read-modify-write.
+    drivers: AtomicUsize,
     closed: AtomicBool,
     /// The stop lock: held by every `cancel`, by the close, and by the end of every failed
     /// task (its final state stored with `BEFORE_CLOSE` while the run is open). While it is
@@ -1201,7 +1204,7 @@ impl<K: TaskKey> GraphRun<K> {
                 },
                 cancelled_any: AtomicBool::new(false),
                 cancels,
-                solo: AtomicBool::new(false),
+                drivers: AtomicUsize::new(0),
                 closed: AtomicBool::new(false),
                 stop: Mutex::new(Stop::default()),
                 started: AtomicBool::new(false),
@@ -1313,11 +1316,9 @@ impl<K: TaskKey> GraphRun<K> {
         // INVARIANT (EXECUTOR.concurrency): at most one runner per worker; a runner runs one
         // task function at a time, so no more than the pool's workers run at once.
         let runners = pool.worker_count().min(roots);
-        // INVARIANT (EXECUTOR.solo): one root runner of a plain run is, until it spawns,
-        // the only pool task of the run. Published to it by the submission below.
-        self.shared
-            .solo
-            .store(self.shared.plain && runners == 1, Ordering::Relaxed);
+        // INVARIANT (EXECUTOR.solo): every root runner is a driver, counted before the
+        // submission below publishes the count to them.
+        self.shared.drivers.store(runners, Ordering::Relaxed);
         let sh = Arc::clone(&self.shared);
         let submitted = pool.spawn_detached(move |ctx| {
             for _ in 1..runners {
@@ -1500,27 +1501,15 @@ impl<K: TaskKey> Shared<K> {
                 PENDING if stop.is_doomed(t) => {
                     return RunCancel::AlreadyTerminal(TaskState::Blocked);
                 }
-                // Closed: the model's close cancelled it (reason `Closed`). Applied here by
-                // the compare-and-swap below, not left to the decider: a decider that read
-                // `closed` false before the close would run it. If that decider's
-                // compare-and-swap came first, the loop answers `Requested`.
-                PENDING if self.closed.load(Ordering::SeqCst) => (
-                    CANCELLED_CLOSED,
-                    RunCancel::AlreadyTerminal(TaskState::Cancelled),
-                ),
-                PENDING => (CANCELLED_USER, RunCancel::Cancelled),
+                // Applied here by the compare-and-swap below, not left to the decider: after
+                // the close, a decider that read `closed` false before it would run the task.
+                // If the decider's compare-and-swap comes first, the loop answers
+                // `Requested`.
+                PENDING => self.pending_verdict(),
                 RUNNING if cur & REQUESTED != 0 => return RunCancel::Requested,
                 RUNNING => (cur | REQUESTED, RunCancel::Requested),
                 _ => return RunCancel::AlreadyTerminal(task_state(cur)),
             };
-            if next == CANCELLED_USER {
-                // Before the loss it may make, so that the compare-and-swap's release carries
-                // it to the task's decider and through its decrements to every decider after
-                // it (which then scans for the loss). Raised even if the decider wins the race
-                // below and nothing is lost: then deciders scan their lists for nothing,
-                // O(E) over the run at worst (found by review, kept for this ordering).
-                self.lost_any.store(true, Ordering::Release);
-            }
             // LINEARIZATION POINT (EXECUTOR.decide-once): this CAS and the decider's are on
             // the same word; exactly one moves the task out of pending. It fails if the
             // decider decided meanwhile (then the loop reads what it decided).
@@ -1531,16 +1520,32 @@ impl<K: TaskKey> Shared<K> {
         }
     }
 
-    /// Ends the solo phase of a run (`EXECUTOR.solo`), before its driving thread spawns a
-    /// pool task that settles tasks: from then on every thread decrements with a locked
-    /// read-modify-write. The spawn's release (and the taker's acquire) carries the lowered
-    /// flag, and every count this thread decremented with a store, to the new thread.
-    /// A load first, so that a run long out of its solo phase writes nothing. O(1).
-    #[inline]
-    fn leave_solo(&self) {
-        if self.solo.load(Ordering::Relaxed) {
-            self.solo.store(false, Ordering::Relaxed);
-        }
+    /// Whether the calling driver is the run's only one (`EXECUTOR.solo`): its load and
+    /// store decrements are then the only writes to the counts until it spawns a driver
+    /// (which it counts first: [`spawn_driver`]). `Acquire`: a 1 is the value of the last
+    /// `Release` end of the other drivers ([`Shared::driver_end`]; the increments between
+    /// are read-modify-writes, which continue its release sequence), so every count those
+    /// drivers decremented is seen. O(1): one load of a word written only at spawns and ends.
+    #[inline(always)]
+    fn is_solo(&self) -> bool {
+        // SEEDED BUG (executor_solo_relaxed): the count is read `Relaxed` ("it is only a
+        // number"): a driver that finds itself alone may then read a count from before the
+        // last decrement of a driver that just ended, and its store loses that decrement.
+        let order = if seeded_bug!("executor_solo_relaxed") {
+            Ordering::Relaxed
+        } else {
+            Ordering::Acquire
+        };
+        self.drivers.load(order) == 1
+    }
+
+    /// The end of a driver (`EXECUTOR.solo`): it settles nothing more; `Release`, after
+    /// every count it decremented, for the driver that then finds itself alone
+    /// ([`Shared::is_solo`]). Then its settled tasks leave the unsettled count
+    /// ([`Shared::finish`]). O(1).
+    fn driver_end(&self, settled: usize) {
+        self.drivers.fetch_sub(1, Ordering::Release);
+        self.finish(settled);
     }
 
     /// The cancel's side of a plain run's decision ([`Shared::decide_plain`]), under the stop
@@ -1584,21 +1589,34 @@ impl<K: TaskKey> Shared<K> {
             return Err(now);
         }
         // LINEARIZATION POINT (EXECUTOR.decide-once), a plain run: the load above read the
-        // task pending after the heavy fence; its decider is bound to read this verdict.
-        let (verdict, answer) = if self.closed.load(Ordering::SeqCst) {
-            (
-                CANCELLED_CLOSED,
-                RunCancel::AlreadyTerminal(TaskState::Cancelled),
-            )
-        } else {
-            // Before the loss it makes, as in `cancel_locked`: its decider reads the verdict
-            // under this lock, and so `lost_any` too, and carries both through its
-            // decrements to every decider after it.
-            self.lost_any.store(true, Ordering::Release);
-            (CANCELLED_USER, RunCancel::Cancelled)
-        };
+        // task pending after the heavy fence; its decider is bound to read this verdict
+        // (under this lock, and so `lost_any` too).
+        let (verdict, answer) = self.pending_verdict();
         word.store(verdict, Ordering::Relaxed);
         Ok(answer)
+    }
+
+    /// What a cancel that moves a pending task (not doomed) out of pending makes of it, in
+    /// every run: after the close, the model's close cancelled it already (`CANCELLED_CLOSED`,
+    /// answered `AlreadyTerminal(Cancelled)`); before, the cancel does (`CANCELLED_USER`,
+    /// answered `Cancelled`), and raises `lost_any` first. The caller, under the stop lock,
+    /// then writes the state (`cancel_locked`'s compare-and-swap, which may still lose to the
+    /// decider) or the cancel word (`cancel_plain`). O(1).
+    fn pending_verdict(&self) -> (u8, RunCancel) {
+        if self.closed.load(Ordering::SeqCst) {
+            return (
+                CANCELLED_CLOSED,
+                RunCancel::AlreadyTerminal(TaskState::Cancelled),
+            );
+        }
+        // Before the loss it makes: the compare-and-swap's release, or the stop lock under
+        // which a plain run's decider reads the verdict, carries it to the task's decider and
+        // through its decrements to every decider after it (which then scans for the loss).
+        // Raised even if the decider wins the compare-and-swap and nothing is lost: then
+        // deciders scan their lists for nothing, O(E) over the run at worst (found by review,
+        // kept for this ordering).
+        self.lost_any.store(true, Ordering::Release);
+        (CANCELLED_USER, RunCancel::Cancelled)
     }
 
     /// Marks doomed ([`Stop`]) every task that requires `x` (through the required head of
@@ -2214,7 +2232,7 @@ fn root_runner<K: TaskKey>(sh: &Arc<Shared<K>>, ctx: &WorkerContext<'_>) {
         let Some(&t) = roots.get(r) else { break };
         settled += drive_any(sh, t, ctx);
     }
-    sh.finish(settled);
+    sh.driver_end(settled);
 }
 
 /// The extra root runner of a [`TaskContext::block_in_place`] call: takes roots in input
@@ -2227,13 +2245,28 @@ fn lent_runner<K: TaskKey>(sh: &Arc<Shared<K>>, active: &AtomicBool, ctx: &Worke
         let Some(&t) = roots.get(r) else { break };
         settled += drive_any(sh, t, ctx);
     }
-    sh.finish(settled);
+    sh.driver_end(settled);
+}
+
+/// Spawns `body` as a new driver of `sh`'s run (a pool task that settles tasks), counted
+/// first (`EXECUTOR.solo`): the count is raised in this driver's program order before the
+/// spawn, so this driver never reads itself alone while the new one may run; the spawn's
+/// release (and the taker's acquire) carries every count this driver stored to the new one.
+/// `body` must end with [`Shared::driver_end`]. O(1) plus the spawn (one allocation).
+fn spawn_driver<K: TaskKey>(
+    sh: &Arc<Shared<K>>,
+    ctx: &WorkerContext<'_>,
+    body: impl FnOnce(&Arc<Shared<K>>, &WorkerContext<'_>) + Send + 'static,
+) {
+    sh.drivers.fetch_add(1, Ordering::Relaxed);
+    let sh = Arc::clone(sh);
+    ctx.spawn_detached(move |ctx| body(&sh, ctx));
 }
 
 /// The pool task of one spawned ready task.
 fn spawned<K: TaskKey>(sh: &Arc<Shared<K>>, t: u32, ctx: &WorkerContext<'_>) {
     let settled = drive_any(sh, t, ctx);
-    sh.finish(settled);
+    sh.driver_end(settled);
 }
 
 /// The pool task of a batch of kept tasks handed over together (the breadth-first order's
@@ -2250,7 +2283,7 @@ fn spawned_batch<K: TaskKey>(sh: &Arc<Shared<K>>, batch: Vec<u32>, ctx: &WorkerC
         rest.pop_front();
     }
     let settled = drive_any_with(sh, first, rest, ctx);
-    sh.finish(settled);
+    sh.driver_end(settled);
 }
 
 /// Decides, runs and releases `first`, then everything it releases that this worker keeps;
@@ -2305,6 +2338,11 @@ fn drive<K: TaskKey, const PLAIN: bool, const BREADTH: bool>(
 ) -> usize {
     let mut settled = 0;
     let mut next = Some(first);
+    // INVARIANT (EXECUTOR.solo): whether this driver is the run's only one, as last read.
+    // Once it reads so, it stays so until this driver spawns another (a share below, or a
+    // lend, each of which lowers it), so the answer is kept until then, and read again
+    // only while it is no: a stale no is only slower.
+    let solo = std::cell::Cell::new(false);
     // INVARIANT (EXECUTOR.share-when-idle): released tasks are kept on this worker (no
     // deque traffic on a chain) only while no worker is parked; see the sharing below.
     let kept: RefCell<VecDeque<u32>> = RefCell::new(rest);
@@ -2313,22 +2351,26 @@ fn drive<K: TaskKey, const PLAIN: bool, const BREADTH: bool>(
     // A task function that blocks (`TaskContext::block_in_place`) lends this worker's work
     // out: the kept tasks, oldest first, and a root runner while roots are left.
     let lend = || {
-        // SEEDED BUG (executor_solo_unswitched): the lend keeps the run solo, so the spare
-        // that takes the lent tasks and this worker, once `f` returns, both decrement
-        // counts with a load and a store: a decrement is lost, and a task is never decided.
-        if !seeded_bug!("executor_solo_unswitched") {
-            sh.leave_solo();
-        }
+        // INVARIANT (EXECUTOR.solo): the spawns below make this driver one of several.
+        solo.set(false);
         for d in kept.borrow_mut().drain(..) {
-            let sh = Arc::clone(sh);
-            ctx.spawn_detached(move |ctx| spawned(&sh, d, ctx));
+            // SEEDED BUG (executor_solo_unswitched): the lent tasks are spawned uncounted,
+            // so this worker, once `f` returns, may read itself the only driver while the
+            // spare settles them: both decrement counts with a load and a store, a
+            // decrement is lost, and a task is never decided.
+            if seeded_bug!("executor_solo_unswitched") {
+                let sh = Arc::clone(sh);
+                ctx.spawn_detached(move |ctx| spawned(&sh, d, ctx));
+            } else {
+                spawn_driver(sh, ctx, move |sh, ctx| spawned(sh, d, ctx));
+            }
         }
         if sh.next_root.load(Ordering::Relaxed) >= sh.graph.roots().len() {
             return None;
         }
         let active = Arc::new(AtomicBool::new(true));
-        let (sh, a) = (Arc::clone(sh), Arc::clone(&active));
-        ctx.spawn_detached(move |ctx| lent_runner(&sh, &a, ctx));
+        let a = Arc::clone(&active);
+        spawn_driver(sh, ctx, move |sh, ctx| lent_runner(sh, &a, ctx));
         Some(active)
     };
     // One context for every task this call runs: `settle` sets its index.
@@ -2372,8 +2414,7 @@ fn drive<K: TaskKey, const PLAIN: bool, const BREADTH: bool>(
         // Only a gate hands tasks over (`Shared::leave`): a run without pools skips the look.
         if !PLAIN && sh.gates.is_some() {
             for d in handed.borrow_mut().drain(..) {
-                let sh = Arc::clone(sh);
-                ctx.spawn_detached(move |ctx| spawned(&sh, d, ctx));
+                spawn_driver(sh, ctx, move |sh, ctx| spawned(sh, d, ctx));
             }
         }
         let Some(lost) = outcome else {
@@ -2396,8 +2437,12 @@ fn drive<K: TaskKey, const PLAIN: bool, const BREADTH: bool>(
             (Ordering::AcqRel, Ordering::Acquire)
         };
         // INVARIANT (EXECUTOR.solo): read after this task's settle, so after any lend it
-        // made; only this thread lowers it while it is up.
-        let solo = PLAIN && sh.solo.load(Ordering::Relaxed);
+        // made; while it reads 1, only this driver can spawn another, and it spawns none
+        // before the release below is done.
+        if PLAIN && !solo.get() {
+            solo.set(sh.is_solo());
+        }
+        let solo_now = PLAIN && solo.get();
         if PLAIN || sh.growth.is_none() {
             for &d in sh.graph.dependents(t) {
                 let count = &sh.count[d as usize];
@@ -2412,7 +2457,7 @@ fn drive<K: TaskKey, const PLAIN: bool, const BREADTH: bool>(
                 // reads it again). The load costs less than a locked decrement (about 6 ns
                 // on the Xeon of `docs/benchmarks.md`, stop 44); counts never grow here
                 // (no room for growth), which the skip needs.
-                let before = if solo {
+                let before = if solo_now {
                     // INVARIANT (EXECUTOR.solo): this thread is the only one that settles
                     // tasks, so a load and a store make a decrement that no other can race;
                     // the dependencies' writes are this thread's own, earlier in program
@@ -2470,9 +2515,8 @@ fn drive<K: TaskKey, const PLAIN: bool, const BREADTH: bool>(
         let share = if idle == 0 {
             0
         } else {
-            // INVARIANT (EXECUTOR.solo): lowered before the first spawn below, which
-            // publishes it to the worker that takes the spawned task.
-            sh.leave_solo();
+            // INVARIANT (EXECUTOR.solo): the spawns below make this driver one of several.
+            solo.set(false);
             idle.max(kept.len().div_ceil(2))
         };
         if BREADTH && share > idle {
@@ -2484,8 +2528,7 @@ fn drive<K: TaskKey, const PLAIN: bool, const BREADTH: bool>(
             while left > 0 {
                 let batch: Vec<u32> = kept.drain(..per.min(left)).collect();
                 left -= batch.len();
-                let sh = Arc::clone(sh);
-                ctx.spawn_detached(move |ctx| spawned_batch(&sh, batch, ctx));
+                spawn_driver(sh, ctx, move |sh, ctx| spawned_batch(sh, batch, ctx));
             }
         } else {
             // Depth first, one pool task each: the oldest kept tasks are the largest parts
@@ -2493,8 +2536,15 @@ fn drive<K: TaskKey, const PLAIN: bool, const BREADTH: bool>(
             // thief together.
             for _ in 0..share {
                 let Some(d) = kept.pop_front() else { break };
-                let sh = Arc::clone(sh);
-                ctx.spawn_detached(move |ctx| spawned(&sh, d, ctx));
+                // SEEDED BUG (executor_share_uncounted): the share is spawned uncounted: this
+                // worker may read itself the only driver while the thief settles the shared
+                // task, and both decrement a join's count with a load and a store.
+                if seeded_bug!("executor_share_uncounted") {
+                    let sh = Arc::clone(sh);
+                    ctx.spawn_detached(move |ctx| spawned(&sh, d, ctx));
+                } else {
+                    spawn_driver(sh, ctx, move |sh, ctx| spawned(sh, d, ctx));
+                }
             }
         }
     }

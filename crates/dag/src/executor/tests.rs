@@ -573,33 +573,34 @@ fn a_cancel_racing_the_decision_in_a_plain_run_is_one_or_the_other() {
     }
 }
 
-/// EXECUTOR.solo, the start's rule: a run is solo only if it is plain and has one root
-/// runner (one worker, or one root). Two root runners of a plain run settle tasks at once
-/// from their first, and a run with a history, pools or room for growth never decrements
-/// with a store. Fails if the rule is `plain || one runner` or `plain && more runners`
-/// (cargo-mutants found both unseen by every other lib test: their lost decrements need
-/// two threads on one count at the same moment, which shuttle's
+/// EXECUTOR.solo, the start's rule: every root runner is a driver, so a run starts solo
+/// only if it is plain and has one root runner (one worker, or one root). Two root runners
+/// of a plain run settle tasks at once from their first, and a run with a history, pools or
+/// room for growth never decrements with a store. Fails if `start` counts other than one
+/// driver per root runner (cargo-mutants found the old flag's `plain || one runner` and
+/// `plain && more runners` unseen by every other lib test: their lost decrements need two
+/// threads on one count at the same moment, which shuttle's
 /// `shuttle_two_root_runners_are_never_solo` plays).
 #[test]
 fn only_a_plain_run_with_one_root_runner_starts_solo() {
     let (tx, rx) = std::sync::mpsc::channel::<()>();
     let rx = std::sync::Mutex::new(rx);
-    // Each run's one task waits for the test, so that the flag is read before the run can
-    // end (it ends solo if it started so: nothing was shared or lent).
+    // Each run's one task waits for the test, so that the count is read before any driver
+    // can end.
     let gate = StdArc::new(move |_: &TaskContext<'_, &'static str>| {
         rx.lock().expect("lock").recv().expect("go");
         Ok(())
     });
     let one_root = frozen(&[("a", &[]), ("b", &["a"])]);
     let two_roots = frozen(&[("a", &[]), ("b", &[]), ("c", &["a", "b"])]);
-    let cases: [(StdArc<FrozenGraph<&'static str>>, usize, bool, bool); 5] = [
-        (StdArc::clone(&one_root), 1, true, true),
-        (StdArc::clone(&one_root), 2, true, true),
-        (StdArc::clone(&two_roots), 1, true, true),
-        (StdArc::clone(&two_roots), 2, true, false),
-        (StdArc::clone(&one_root), 1, false, false),
+    let cases: [(StdArc<FrozenGraph<&'static str>>, usize, bool, usize); 5] = [
+        (StdArc::clone(&one_root), 1, true, 1),
+        (StdArc::clone(&one_root), 2, true, 1),
+        (StdArc::clone(&two_roots), 1, true, 1),
+        (StdArc::clone(&two_roots), 2, true, 2),
+        (StdArc::clone(&one_root), 1, false, 1),
     ];
-    for (graph, workers, plain, solo) in cases {
+    for (graph, workers, plain, drivers) in cases {
         let pool = Pool::new(workers).expect("pool");
         let g = StdArc::clone(&gate);
         let f = move |ctx: &TaskContext<'_, &'static str>| g(ctx);
@@ -610,15 +611,94 @@ fn only_a_plain_run_with_one_root_runner_starts_solo() {
         };
         assert_eq!(run.shared.plain, plain);
         run.start(&pool).expect("start");
-        let started_solo = run.shared.solo.load(Ordering::Relaxed);
+        let counted = run.shared.drivers.load(Ordering::Relaxed);
+        let solo = run.shared.plain && run.shared.is_solo();
         // Released before any assertion, so that a failing one cannot leave a worker
         // waiting for ever (the pool's drop joins its workers).
         for _ in 0..run.graph().len() {
             tx.send(()).expect("send");
         }
         assert!(run.wait().all_succeeded());
-        assert_eq!(started_solo, solo, "{workers} worker(s), plain {plain}");
+        assert_eq!(counted, drivers, "{workers} worker(s), plain {plain}");
+        assert_eq!(
+            solo,
+            plain && drivers == 1,
+            "{workers} worker(s), plain {plain}"
+        );
     }
+}
+
+/// EXECUTOR.solo, going solo again: a driver spawned for a share counts while it may run,
+/// and its end lowers the count, so the worker it shared with is the only driver again
+/// and decrements with a load and a store. Root `r` (long enough for the second worker of
+/// two to park) releases `a` and `b`; `b` is shared with the parked worker. While both
+/// wait for the test the count reads 2; `b` is let go, and the count comes back to 1 while
+/// `a` still waits (it releases `c` solo). Fails if a share is spawned uncounted (zoo bug
+/// `executor_share_uncounted`: 1 while both run) or a driver's end is not counted (2 once
+/// `b` has ended).
+#[test]
+fn a_run_goes_solo_again_when_a_shared_task_has_ended() {
+    use std::sync::mpsc::{Receiver, channel};
+    use std::time::{Duration, Instant};
+    let graph = frozen(&[("r", &[]), ("a", &["r"]), ("b", &["r"]), ("c", &["a"])]);
+    let pool = Pool::new(2).expect("pool");
+    // One channel to hear that a task started, one per task to let it go.
+    let (started_tx, started_rx) = channel::<&'static str>();
+    let (go_a_tx, go_a_rx) = channel::<()>();
+    let (go_b_tx, go_b_rx) = channel::<()>();
+    let started_tx = std::sync::Mutex::new(started_tx);
+    let (go_a_rx, go_b_rx) = (
+        std::sync::Mutex::new(go_a_rx),
+        std::sync::Mutex::new(go_b_rx),
+    );
+    let on = StdArc::new(std::sync::Mutex::new(Vec::new()));
+    let on2 = StdArc::clone(&on);
+    let run = GraphRun::new(graph, move |ctx: &TaskContext<'_, &'static str>| {
+        let id = *ctx.id();
+        on2.lock().expect("lock").push((id, ctx.worker_index()));
+        let go: &std::sync::Mutex<Receiver<()>> = match id {
+            // Long enough for the other worker to park before `a` and `b` are released.
+            "r" => {
+                std::thread::sleep(Duration::from_millis(50));
+                return Ok(());
+            }
+            "a" => &go_a_rx,
+            "b" => &go_b_rx,
+            _ => return Ok(()),
+        };
+        started_tx.lock().expect("lock").send(id).expect("send");
+        go.lock().expect("lock").recv().expect("go");
+        Ok(())
+    });
+    run.start(&pool).expect("start");
+    let mut started = Vec::new();
+    while started.len() < 2 {
+        match started_rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(id) => started.push(id),
+            Err(_) => break,
+        }
+    }
+    let both = run.shared.drivers.load(Ordering::Acquire);
+    go_b_tx.send(()).expect("send");
+    // `b`'s driver ends once `b` has settled: wait for the count to come back to 1.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut after = run.shared.drivers.load(Ordering::Acquire);
+    while after != 1 && Instant::now() < deadline {
+        std::thread::yield_now();
+        after = run.shared.drivers.load(Ordering::Acquire);
+    }
+    let solo_again = run.shared.is_solo();
+    go_a_tx.send(()).expect("send");
+    assert!(run.wait().all_succeeded());
+    started.sort_unstable();
+    assert_eq!(started, ["a", "b"], "a and b ran at once: b was shared");
+    assert_eq!(both, 2, "the share is a driver while it runs");
+    assert_eq!(after, 1, "the share's driver ended");
+    assert!(solo_again, "the worker running a is the only driver again");
+    let on = on.lock().expect("lock").clone();
+    let worker_of = |t: &str| on.iter().find(|(x, _)| *x == t).map(|&(_, w)| w);
+    assert_ne!(worker_of("a"), worker_of("b"), "on two workers: {on:?}");
+    assert_eq!(run.shared.drivers.load(Ordering::Acquire), 0);
 }
 
 #[test]
