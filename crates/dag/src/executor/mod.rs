@@ -182,8 +182,7 @@
 //! Per task: a store, a compiler fence and one shared flag's load to decide (a plain run;
 //! a compare-and-swap otherwise), one decrement per edge but the last (a load; a load and
 //! a store while the driver is solo), one load of the run's driver count while it is not
-//! solo, one spawn per ready dependent
-//! beyond the first; no lock on the common path (a run with room for growth takes the
+//! solo; a spawn only for a task shared with a parked worker (or lent); no lock on the common path (a run with room for growth takes the
 //! growth lock once per task end); behind a wide frontier, tasks get prefetch hints
 //! (`prefetch.rs`: two per kept task depth first, one per line a task reads breadth first). A whole run is O(V + E); space is 10 bytes per task (9 in a run that is not plain), and
 //! 25 per slot of room for growth, on top of the [`FrozenGraph`] (plus the optional
