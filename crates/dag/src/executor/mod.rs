@@ -1026,6 +1026,10 @@ struct Shared<K> {
     /// only one, and stays so until it spawns: it is *solo* (`EXECUTOR.solo`), and
     /// decrements counts with a load and a store instead of a locked read-modify-write.
     drivers: AtomicUsize,
+    /// Unit tests only: how many decrements a solo driver made (a load and a store), so that
+    /// a test sees the fast path taken, not only the answers right.
+    #[cfg(test)]
+    solo_decrements: AtomicUsize,
     closed: AtomicBool,
     /// The stop lock: held by every `cancel`, by the close, and by the end of every failed
     /// task (its final state stored with `BEFORE_CLOSE` while the run is open). While it is
@@ -1205,6 +1209,8 @@ impl<K: TaskKey> GraphRun<K> {
                 cancelled_any: AtomicBool::new(false),
                 cancels,
                 drivers: AtomicUsize::new(0),
+                #[cfg(test)]
+                solo_decrements: AtomicUsize::new(0),
                 closed: AtomicBool::new(false),
                 stop: Mutex::new(Stop::default()),
                 started: AtomicBool::new(false),
@@ -2458,10 +2464,13 @@ fn drive<K: TaskKey, const PLAIN: bool, const BREADTH: bool>(
                 // on the Xeon of `docs/benchmarks.md`, stop 44); counts never grow here
                 // (no room for growth), which the skip needs.
                 let before = if solo_now {
-                    // INVARIANT (EXECUTOR.solo): this thread is the only one that settles
-                    // tasks, so a load and a store make a decrement that no other can race;
-                    // the dependencies' writes are this thread's own, earlier in program
-                    // order (the initial counts were published by `start`'s submission).
+                    // INVARIANT (EXECUTOR.solo): this driver is the only one, so a load and
+                    // a store make a decrement that no other can race; every earlier write
+                    // to the count is this thread's own, an ended driver's (seen through
+                    // `is_solo`'s `Acquire`), or the initial count (published by `start`'s
+                    // submission or by the spawn that started this driver).
+                    #[cfg(test)]
+                    sh.solo_decrements.fetch_add(1, Ordering::Relaxed);
                     let c = count.load(Ordering::Relaxed);
                     if c != 1 {
                         count.store(c - 1, Ordering::Relaxed);

@@ -699,6 +699,39 @@ fn a_run_goes_solo_again_when_a_shared_task_has_ended() {
     let worker_of = |t: &str| on.iter().find(|(x, _)| *x == t).map(|&(_, w)| w);
     assert_ne!(worker_of("a"), worker_of("b"), "on two workers: {on:?}");
     assert_eq!(run.shared.drivers.load(Ordering::Acquire), 0);
+    // The fast path was taken where the run had one driver: `r`'s two releases (before the
+    // share) and `a`'s release of `c` (after `b`'s driver ended); `b` releases nothing.
+    assert_eq!(run.shared.solo_decrements.load(Ordering::Relaxed), 3);
+}
+
+/// EXECUTOR.solo, the fast path taken: a plain chain on one worker makes every decrement
+/// solo (a load and a store), and the same chain with a history none. Fails if the drive
+/// never reads itself alone (the answer kept while it holds, but never read while it is
+/// no: cargo-mutants' `delete !`), or reads it alone in a run that is not plain, which
+/// the answers alone would not show.
+#[test]
+fn a_plain_chain_on_one_worker_decrements_solo() {
+    let tasks: Vec<(u32, Vec<u32>)> = (0..100u32)
+        .map(|i| (i, if i == 0 { vec![] } else { vec![i - 1] }))
+        .collect();
+    let graph = StdArc::new(FrozenGraph::new(tasks).expect("valid"));
+    let pool = Pool::new(1).expect("pool");
+    for plain in [true, false] {
+        let f = |_: &TaskContext<'_, u32>| Ok(());
+        let run = if plain {
+            GraphRun::new(StdArc::clone(&graph), f)
+        } else {
+            GraphRun::with_config(StdArc::clone(&graph), RunConfig::new().record_history(), f)
+        };
+        run.start(&pool).expect("start");
+        assert!(run.wait().all_succeeded());
+        let expected = if plain { 99 } else { 0 };
+        assert_eq!(
+            run.shared.solo_decrements.load(Ordering::Relaxed),
+            expected,
+            "plain {plain}"
+        );
+    }
 }
 
 #[test]
