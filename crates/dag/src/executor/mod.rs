@@ -2280,6 +2280,9 @@ fn spawned<K: TaskKey>(sh: &Arc<Shared<K>>, t: u32, ctx: &WorkerContext<'_>) {
 fn spawned_batch<K: TaskKey>(sh: &Arc<Shared<K>>, batch: Vec<u32>, ctx: &WorkerContext<'_>) {
     let mut rest = VecDeque::from(batch);
     let Some(first) = rest.pop_front() else {
+        // Not made today (a batch holds at least two tasks), but a driver ends however it
+        // ends (`spawn_driver`).
+        sh.driver_end(0);
         return;
     };
     // SEEDED BUG (executor_batch_share_lost): the rest is taken from index 1 of what is

@@ -630,8 +630,8 @@ fn only_a_plain_run_with_one_root_runner_starts_solo() {
 
 /// EXECUTOR.solo, going solo again: a driver spawned for a share counts while it may run,
 /// and its end lowers the count, so the worker it shared with is the only driver again
-/// and decrements with a load and a store. Root `r` (long enough for the second worker of
-/// two to park) releases `a` and `b`; `b` is shared with the parked worker. While both
+/// and decrements with a load and a store. Root `r` (which waits until the second worker
+/// of two has parked) releases `a` and `b`; `b` is shared with the parked worker. While both
 /// wait for the test the count reads 2; `b` is let go, and the count comes back to 1 while
 /// `a` still waits (it releases `c` solo). Fails if a share is spawned uncounted (zoo bug
 /// `executor_share_uncounted`: 1 while both run) or a driver's end is not counted (2 once
@@ -657,9 +657,13 @@ fn a_run_goes_solo_again_when_a_shared_task_has_ended() {
         let id = *ctx.id();
         on2.lock().expect("lock").push((id, ctx.worker_index()));
         let go: &std::sync::Mutex<Receiver<()>> = match id {
-            // Long enough for the other worker to park before `a` and `b` are released.
+            // Until the other worker has parked (up to 10 s), so that `b` is shared: a
+            // fixed sleep was not enough on a loaded machine (the review, 8 of 20 failed).
             "r" => {
-                std::thread::sleep(Duration::from_millis(50));
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while ctx.pool.idle_workers() == 0 && Instant::now() < deadline {
+                    std::thread::yield_now();
+                }
                 return Ok(());
             }
             "a" => &go_a_rx,
