@@ -194,8 +194,86 @@ pub(crate) struct Shared<D: DequeFamily> {
     blocking: Mutex<Blocking>,
     /// The compensation limit: at most this many `block_in_place` calls hold a spare.
     max_blocking: usize,
-    /// Spare threads started so far, joined with the workers.
-    pub(crate) spare_threads: Mutex<Vec<thread::JoinHandle<()>>>,
+    /// The spare threads that may still run, joined with the workers.
+    pub(crate) spare_threads: Mutex<SpareThreads>,
+}
+
+/// The join handles of the spare threads a pool started ([`start_spare`]), pruned as it
+/// goes: a long-lived pool whose tasks block in place often starts a spare per compensated
+/// call, and a handle kept after its thread exited keeps that thread's stack mapping and
+/// its entry in the kernel's table until it is joined. Kept all, a pool blocking in place
+/// a few thousand times a second ran out of mappings within seconds (`vm.max_map_count`,
+/// 65,530 by default) and thread creation failed (found by review, stop 46).
+///
+/// Each push that finds the list at its pruning length first joins the handles whose
+/// threads have finished ([`std::thread::JoinHandle::is_finished`], so no join waits), then
+/// sets the next pruning length to twice the handles left, at least [`Self::MIN_PRUNE`]:
+/// the list holds at most about twice the spares alive plus `MIN_PRUNE`, and a push costs
+/// O(1) amortised. A finished spare's panic (a bug in the pool: spares catch their tasks'
+/// panics) is kept, so that `await_termination` still resumes it as it did when every
+/// handle was joined there. Under loom and shuttle nothing is pruned: their runs are short,
+/// and their handles have no `is_finished`.
+#[derive(Default)]
+pub(crate) struct SpareThreads {
+    handles: Vec<thread::JoinHandle<()>>,
+    /// The length at which the next push prunes first (0 until the first push: then
+    /// `MIN_PRUNE`).
+    prune_at: usize,
+    /// Panics of spares joined while pruning, oldest first.
+    panics: Vec<Box<dyn std::any::Any + Send + 'static>>,
+}
+
+impl SpareThreads {
+    /// The least pruning length: pruning joins nothing while fewer handles are kept.
+    pub(crate) const MIN_PRUNE: usize = 16;
+
+    /// Keeps `handle`, pruning the finished ones first if the list is at its pruning length.
+    /// O(1) amortised, O(n) when it prunes; never blocks on a running thread.
+    pub(crate) fn push(&mut self, handle: thread::JoinHandle<()>) {
+        if self.handles.len() >= self.prune_at {
+            self.prune();
+        }
+        self.handles.push(handle);
+    }
+
+    /// Joins the handles whose threads have finished (keeping their panics) and sets the
+    /// next pruning length.
+    fn prune(&mut self) {
+        #[cfg(not(any(loom, shuttle)))]
+        {
+            let mut i = 0;
+            while i < self.handles.len() {
+                if self.handles[i].is_finished() {
+                    if let Err(panic) = self.handles.swap_remove(i).join() {
+                        self.panics.push(panic);
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        self.prune_at = (2 * self.handles.len()).max(Self::MIN_PRUNE);
+    }
+
+    /// How many handles are kept (finished or not).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.handles.len()
+    }
+
+    /// Takes every kept handle and panic, for the final join.
+    pub(crate) fn take(
+        &mut self,
+    ) -> (
+        Vec<thread::JoinHandle<()>>,
+        Vec<Box<dyn std::any::Any + Send + 'static>>,
+    ) {
+        self.prune_at = 0;
+        (
+            std::mem::take(&mut self.handles),
+            std::mem::take(&mut self.panics),
+        )
+    }
 }
 
 /// The compensation ledger (under one lock): how many blocked calls hold a compensation
@@ -271,7 +349,7 @@ pub(crate) fn build<D: DequeFamily>(
             free_slots: (n..n + max_blocking).rev().collect(),
         }),
         max_blocking,
-        spare_threads: Mutex::new(Vec::new()),
+        spare_threads: Mutex::new(SpareThreads::default()),
     };
     (shared, locals)
 }
