@@ -4,7 +4,6 @@ use crate::engine::Compensation;
 use crate::handle::{JoinHandle, TaskId, new_detached, new_task};
 use crate::task::Task;
 use lockstep_contract::PoolError;
-use lockstep_sync::atomic::{AtomicUsize, Ordering};
 use std::fmt;
 
 /// The worker side of the pool, as a running task sees it. Lent to each task for the time it
@@ -31,9 +30,9 @@ pub struct WorkerContext<'a> {
     index: usize,
     workers: usize,
     sink: &'a dyn ChildSink,
-    /// The pool's count of parked workers, when the context was built by a worker (read by
-    /// [`WorkerContext::idle_workers`] with one load); `None` asks the sink.
-    idle: Option<&'a AtomicUsize>,
+    /// The pool's idle hint (threads between tasks), when the context was built by a worker
+    /// (read by [`WorkerContext::idle_workers`] with one load); `None` asks the sink.
+    idle: Option<&'a std::sync::atomic::AtomicUsize>,
 }
 
 /// Where a worker puts the children its running task spawns.
@@ -56,8 +55,10 @@ pub(crate) trait ChildSink {
     fn run_found(&self, task: Task);
     /// One search as an idle worker does it; runs what it finds. False if it found nothing.
     fn help(&self) -> bool;
-    /// How many workers of the pool are parked (idle) right now: a hint.
+    /// How many threads of the pool are between tasks right now: a hint.
     fn idle_workers(&self) -> usize;
+    /// How many tasks wait on this worker's own deque: a snapshot.
+    fn queued_here(&self) -> usize;
 }
 
 /// Ends a blocking section however `f` ends (return or panic).
@@ -85,8 +86,8 @@ impl<'a> WorkerContext<'a> {
     }
 
     /// This context with `idle` as the count [`WorkerContext::idle_workers`] reads: the
-    /// worker's pool's parked-worker count, the value its sink would return.
-    pub(crate) fn with_idle_counter(mut self, idle: &'a AtomicUsize) -> Self {
+    /// worker's pool's idle hint, the value its sink would return.
+    pub(crate) fn with_idle_counter(mut self, idle: &'a std::sync::atomic::AtomicUsize) -> Self {
         self.idle = Some(idle);
         self
     }
@@ -106,20 +107,42 @@ impl<'a> WorkerContext<'a> {
         self.workers
     }
 
-    /// How many workers of this pool are parked, waiting for work, at this moment. A hint
-    /// for work sharing (the graph executor keeps released tasks on its own worker while
-    /// this is zero and hands them to the pool when it is not): it is read without
-    /// synchronisation (`Relaxed`), so it may be stale by the time it is used, and a worker
-    /// that is still spinning before it parks is not counted. Nothing may depend on it for
-    /// correctness or liveness.
+    /// How many threads of this pool (workers, and spares standing in for blocked workers)
+    /// are **between tasks** at this moment: each is counted from a search that found
+    /// nothing until the next task it finds, whether it is spinning or yielding in its
+    /// backoff or parked. A hint for work sharing (the graph executor keeps released tasks
+    /// on its own worker while this is zero and hands some to the pool when it is not, and
+    /// its own deque is empty: [`WorkerContext::queued_here`]): it is read without
+    /// synchronisation (`Relaxed`), so it may be stale by the time it is used, and a thread
+    /// woken for a task still counts until it has found one. Nothing may depend on it for
+    /// correctness or liveness. Once every thread of the pool is parked it reads exactly
+    /// their number.
+    ///
+    /// Before stop 47 this was the number of *parked* workers. A worker in its backoff (16
+    /// rounds of spinning and yielding before it parks) was not counted, so work was
+    /// shared only with parked workers, each share cost a wake-up (a futex call and a
+    /// reschedule, tens of microseconds), and a two-worker wavefront ran slower than one
+    /// worker (`docs/benchmarks.md`, "Issue 9: sharing with a searching worker").
     ///
     /// O(1): one atomic load. Never panics.
     #[inline]
     pub fn idle_workers(&self) -> usize {
         match self.idle {
-            Some(idle) => idle.load(Ordering::Relaxed),
+            Some(idle) => idle.load(std::sync::atomic::Ordering::Relaxed),
             None => self.sink.idle_workers(),
         }
+    }
+
+    /// How many tasks are waiting on this worker's own deque (its spawned children not yet
+    /// run or stolen), at this moment: a snapshot that thieves may change at once. With
+    /// [`WorkerContext::idle_workers`], a hint for work sharing: while tasks this worker
+    /// shared are still queued here, the idle threads have not taken them yet, and sharing
+    /// more would not help them.
+    ///
+    /// O(1): two loads of the deque's ends. Never panics.
+    #[inline]
+    pub fn queued_here(&self) -> usize {
+        self.sink.queued_here()
     }
 
     /// Spawns a child task onto the bottom of this worker's own deque and returns its

@@ -173,6 +173,16 @@ pub(crate) struct Shared<D: DequeFamily> {
     pub(crate) lifecycle: Padded<Lifecycle>,
     /// Read by every submission, written when a worker parks or is woken.
     pub(crate) sleep: Padded<Sleep>,
+    /// How many threads of the pool (workers and spares) are **between tasks**: from a
+    /// search that found nothing until the next task they find, spinning in their backoff or
+    /// parked ([`Shared::idle_begin`], [`Shared::idle_end`]). What
+    /// [`WorkerContext::idle_workers`] reads. A hint: it orders nothing and nothing depends on
+    /// it for correctness or liveness, so it is a plain `std` atomic even under loom and
+    /// shuttle (whose checkers would otherwise explore its every interleaving for nothing).
+    /// Only the thread it counts changes its part (a waker does not), so a thread woken for
+    /// a task still counts until it has found it: the executor then shares no more while its
+    /// earlier shares are still queued ([`WorkerContext::queued_here`]).
+    pub(crate) idle_hint: Padded<std::sync::atomic::AtomicUsize>,
     /// Each worker's counters, written by that worker's thread only ([`bump_own`]).
     counters: Box<[WorkerCounters]>,
     /// The counters of the spares standing in for each worker (several may at once, so
@@ -335,6 +345,7 @@ pub(crate) fn build<D: DequeFamily>(
         inboxes: (0..n).map(|_| Inbox::default()).collect(),
         lifecycle: Padded(Lifecycle::default()),
         sleep: Padded(Sleep::new(n + max_blocking)),
+        idle_hint: Padded(std::sync::atomic::AtomicUsize::new(0)),
         counters: (0..n).map(|_| WorkerCounters::default()).collect(),
         spare_counters: (0..n).map(|_| WorkerCounters::default()).collect(),
         pool_counters: Padded(PoolCounters::default()),
@@ -802,7 +813,7 @@ impl<D: DequeFamily> Local<D> {
             arc: Some(arc),
         };
         let ctx = WorkerContext::new(self.index, shared.workers(), &sink)
-            .with_idle_counter(shared.sleep.sleepers_counter());
+            .with_idle_counter(&shared.idle_hint);
         // LINEARIZATION POINT (B2.remove-once): inside the deque's `pop`.
         while let Some(t) = self.owner.pop() {
             any = true;
@@ -850,7 +861,7 @@ impl<D: DequeFamily> Local<D> {
             arc,
         };
         let ctx = WorkerContext::new(self.index, shared.workers(), &sink)
-            .with_idle_counter(shared.sleep.sleepers_counter());
+            .with_idle_counter(&shared.idle_hint);
         self.run_with(shared, &ctx, task)
     }
 
@@ -886,7 +897,7 @@ impl<D: DequeFamily> Local<D> {
             arc: None,
         };
         f(&WorkerContext::new(self.index, shared.workers(), &sink)
-            .with_idle_counter(shared.sleep.sleepers_counter()))
+            .with_idle_counter(&shared.idle_hint))
     }
 
     /// True if this worker's own deque is empty (the drain check when a worker stops).
@@ -977,7 +988,13 @@ impl<D: DequeFamily> ChildSink for Sink<'_, D> {
     }
 
     fn idle_workers(&self) -> usize {
-        self.shared.sleep.sleepers()
+        self.shared
+            .idle_hint
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn queued_here(&self) -> usize {
+        self.local.owner.len()
     }
 
     fn help(&self) -> bool {

@@ -120,18 +120,12 @@ impl Sleep {
         }
     }
 
-    /// How many workers are parked right now (a `Relaxed` load: a hint that may be stale by
-    /// the time it is used; nothing depends on it for liveness).
+    /// How many workers are parked right now (a `Relaxed` load): the tests' view of the
+    /// idle list. (Work sharing reads the pool's idle hint instead, `Shared::idle_hint`,
+    /// which counts spinning threads too.)
+    #[cfg(test)]
     pub(crate) fn sleepers(&self) -> usize {
         self.sleepers.load(Relaxed)
-    }
-
-    /// The counter [`Sleep::sleepers`] reads, for a [`WorkerContext`] to read it directly
-    /// (one load instead of a call through its sink).
-    ///
-    /// [`WorkerContext`]: crate::WorkerContext
-    pub(crate) fn sleepers_counter(&self) -> &AtomicUsize {
-        &self.sleepers
     }
 
     /// Adds a parking slot and returns its number (for a spare thread when every slot

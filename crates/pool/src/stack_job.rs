@@ -547,6 +547,9 @@ mod tests {
         fn idle_workers(&self) -> usize {
             0
         }
+        fn queued_here(&self) -> usize {
+            0
+        }
     }
 
     /// Runs tasks stolen from the front of `sink`'s queue until `stop`.

@@ -55,6 +55,47 @@ impl Backoff {
     }
 }
 
+/// This thread's part of the pool's idle hint ([`Shared::idle_hint`]): counted from a
+/// search that found nothing ([`IdleMark::begin`], before the backoff and before a park)
+/// until the next task it found ([`IdleMark::end`]), and uncounted when the loop ends
+/// however it ends. Only this thread changes its part, so the hint never counts a thread
+/// twice, and once every thread is parked it reads exactly their number.
+struct IdleMark<'a> {
+    hint: &'a std::sync::atomic::AtomicUsize,
+    counted: bool,
+}
+
+impl<'a> IdleMark<'a> {
+    fn new(hint: &'a std::sync::atomic::AtomicUsize) -> Self {
+        IdleMark {
+            hint,
+            counted: false,
+        }
+    }
+
+    /// Counts this thread as between tasks, unless it already is. Relaxed: a hint.
+    fn begin(&mut self) {
+        if !self.counted {
+            self.counted = true;
+            self.hint.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Uncounts this thread (it found a task, or its loop ends), if it was counted.
+    fn end(&mut self) {
+        if self.counted {
+            self.counted = false;
+            self.hint.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for IdleMark<'_> {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
 /// Marks the worker as exited however its loop ends.
 struct ExitGuard<'a, D: DequeFamily>(&'a Shared<D>);
 
@@ -69,12 +110,16 @@ pub(crate) fn worker_main<D: DequeFamily>(shared: Arc<Shared<D>>, local: Local<D
     let _exit = ExitGuard(&shared);
     let mut backoff = Backoff::default();
     let mut hint = None;
+    // Dropped before `_exit`: the hint no longer counts this worker once it has exited.
+    let mut idle = IdleMark::new(&shared.idle_hint);
     loop {
         if local.run_own(&shared, &shared) {
+            idle.end();
             backoff.reset();
         }
         match local.find_task_after_own(&shared, hint.take()) {
             Found::Task(task) => {
+                idle.end();
                 local.run(&shared, Some(&shared), task);
                 backoff.reset();
                 continue;
@@ -89,6 +134,9 @@ pub(crate) fn worker_main<D: DequeFamily>(shared: Arc<Shared<D>>, local: Local<D
         if shared.may_exit() {
             break;
         }
+        // Between tasks from here: spinning, yielding or parked (the executor shares with
+        // such a worker: `Shared::idle_hint`).
+        idle.begin();
         if backoff.snooze() {
             shared.count_backoff(&local);
             continue;
@@ -127,10 +175,12 @@ pub(crate) fn spare_main<D: DequeFamily>(
 ) {
     let mut backoff = Backoff::default();
     let mut hint = None;
+    let mut idle = IdleMark::new(&shared.idle_hint);
     // Checked before every search: a released spare takes no new work.
     while !released.load(SeqCst) {
         match local.find_task(&shared, hint.take()) {
             Found::Task(task) => {
+                idle.end();
                 local.run(&shared, Some(&shared), task);
                 backoff.reset();
                 continue;
@@ -142,6 +192,8 @@ pub(crate) fn spare_main<D: DequeFamily>(
             }
             Found::Empty => {}
         }
+        // Between tasks, as a worker (`worker_main`).
+        idle.begin();
         if backoff.snooze() {
             shared.count_backoff(&local);
             continue;
@@ -156,6 +208,8 @@ pub(crate) fn spare_main<D: DequeFamily>(
         }
         backoff.reset();
     }
+    // A retiring spare is no longer a thread that could take shared work.
+    idle.end();
     // B3.credits-returned: a retiring spare keeps no credit (its last task's unit is one).
     local.release_credits(&shared);
     local.hand_over(&shared);
@@ -252,6 +306,63 @@ mod tests {
         );
         assert_eq!(shared.outstanding(), 0);
         assert_eq!(shared.sleep.sleepers(), 0);
+    }
+
+    /// The idle hint (`Shared::idle_hint`, what `WorkerContext::idle_workers` reads) counts
+    /// a worker from a search that found nothing until the next task it finds, once, and
+    /// only the worker changes its part: parked, it counts 1 (not 2, though it was counted
+    /// before its backoff and again before its park); running a task, 0; taken off the idle
+    /// list by a waker with no work for it, still 1 (it has found no task: the parked count
+    /// drops to 0 there, which is what the hint was before stop 47); after its loop ends, 0.
+    #[test]
+    fn the_idle_hint_counts_a_worker_between_tasks_once() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let one = NonZeroUsize::MIN;
+        let (shared, mut locals) = build::<Locked>(one, one, 0);
+        let shared = Arc::new(shared);
+        let hint = || shared.idle_hint.load(Relaxed);
+        assert_eq!(hint(), 0, "nothing runs yet");
+        let parks = || shared.metrics().workers[0].parks;
+        let worker = {
+            let (sh, local) = (Arc::clone(&shared), locals.remove(0));
+            thread::spawn(move || worker_main(sh, local))
+        };
+        wait_until("the worker parks", || {
+            shared.sleep.sleepers() == 1 && parks() == 1
+        });
+        assert_eq!(hint(), 1, "parked: counted once");
+        // A waker with no work for it: off the idle list, still between tasks.
+        shared.sleep.wake(0);
+        assert_eq!(shared.sleep.sleepers(), 0, "taken off the idle list");
+        assert_eq!(hint(), 1, "woken, no task found: still idle");
+        wait_until("the worker parks again", || {
+            shared.sleep.sleepers() == 1 && parks() == 2
+        });
+        assert_eq!(hint(), 1);
+        // A task: the worker is counted no more while it runs it.
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let root = shared
+            .submit_root(0, move |_| {
+                started_tx.send(()).expect("the test waits");
+                go_rx.recv().expect("the test lets it go");
+                5
+            })
+            .expect("accepting");
+        started_rx.recv_timeout(PATIENCE).expect("the root starts");
+        assert_eq!(hint(), 0, "running a task: not idle");
+        go_tx.send(()).expect("the root waits");
+        assert!(
+            matches!(root.join_timeout(PATIENCE), Ok(Ok(5))),
+            "the root returns"
+        );
+        wait_until("the worker parks after its task", || {
+            shared.sleep.sleepers() == 1 && parks() == 3
+        });
+        assert_eq!(hint(), 1, "parked again: counted once");
+        shared.shutdown();
+        worker.join().expect("the worker exits");
+        assert_eq!(hint(), 0, "an exited worker is not idle");
     }
 
     /// B4.blocking-limit: a released spare that swallowed a wake-up meant for **another**

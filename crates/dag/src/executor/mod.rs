@@ -70,8 +70,10 @@
 //!    *breadth-first* order, [`ReleaseOrder`], which a run takes by default for a
 //!    [scattered](FrozenGraph::is_scattered) graph, they are decided oldest first and, while
 //!    the worker keeps 16 or more, without a continuation, each asked from memory a few
-//!    turns ahead). Only while another worker is parked
-//!    ([`WorkerContext::idle_workers`], a hint) are the oldest kept tasks (one per parked
+//!    turns ahead). Only while another thread of the pool is idle, between tasks
+//!    ([`WorkerContext::idle_workers`], a hint: spinning in its backoff or parked), and
+//!    none of the worker's earlier shares still waits on its deque
+//!    ([`WorkerContext::queued_here`]), are the oldest kept tasks (one per idle
 //!    worker, and at least the older half) spawned onto the worker's own deque, for the
 //!    idle workers to steal: work is
 //!    shared when someone can take it, and otherwise costs no spawn and no allocation.
@@ -182,7 +184,7 @@
 //! Per task: a store, a compiler fence and one shared flag's load to decide (a plain run;
 //! a compare-and-swap otherwise), one decrement per edge but the last (a load; a load and
 //! a store while the driver is solo), one load of the run's driver count while it is not
-//! solo; a spawn only for a task shared with a parked worker (or lent); no lock on the common path (a run with room for growth takes the
+//! solo; a spawn only for a task shared with an idle worker (or lent); no lock on the common path (a run with room for growth takes the
 //! growth lock once per task end); behind a wide frontier, tasks get prefetch hints
 //! (`prefetch.rs`: two per kept task depth first, one per line a task reads breadth first). A whole run is O(V + E); space is 10 bytes per task (9 in a run that is not plain), and
 //! 25 per slot of room for growth, on top of the [`FrozenGraph`] (plus the optional
@@ -712,7 +714,7 @@ pub struct RunConfig {
 }
 
 /// In which order a worker decides the ready tasks it keeps (those it released and did not
-/// hand to a parked worker). Every order respects the dependencies and gives the same
+/// hand to an idle worker). Every order respects the dependencies and gives the same
 /// outcome; the order only changes how fast a run goes (`docs/executor.md`, "7. Cost").
 ///
 /// ```
@@ -2161,7 +2163,7 @@ impl<K: TaskKey> Shared<K> {
     }
 
     /// The breadth-first order's hints (`drive`, [`ReleaseOrder::BreadthFirst`]): the
-    /// queue's order is the order its tasks will be decided in (unless parked workers take
+    /// queue's order is the order its tasks will be decided in (unless idle workers take
     /// some), so each task is asked from memory in three steps as its turn nears: its state
     /// and reverse-edge offsets nine turns ahead, its dependents' list five turns ahead
     /// (reading the offsets asked for then), its dependents' counts two turns ahead (reading
@@ -2304,8 +2306,9 @@ fn spawned_batch<K: TaskKey>(sh: &Arc<Shared<K>>, batch: Vec<u32>, ctx: &WorkerC
 /// ([`Shared::breadth`]) they are decided oldest first, and while the queue holds
 /// [`PREFETCH_FRONTIER`] or more every released task joins its back and is prefetched a
 /// few turns ahead ([`Shared::prefetch_ahead`]). Only while another worker
-/// of the pool is parked (`WorkerContext::idle_workers`, a hint) are the oldest kept tasks
-/// handed to the pool (one per parked worker, and at least the older half), as detached
+/// of the pool is idle (`WorkerContext::idle_workers`, a hint: between tasks, spinning or
+/// parked), and no earlier share still waits on this worker's deque, are the oldest kept
+/// tasks handed to the pool (one per idle worker, and at least the older half), as detached
 /// spawns that the idle workers steal. So a run touches the pool only to share work, and no released task
 /// costs an allocation unless it is shared (the local queue grows by doubling, once per
 /// call).
@@ -2353,7 +2356,7 @@ fn drive<K: TaskKey, const PLAIN: bool, const BREADTH: bool>(
     // only while it is no: a stale no is only slower.
     let solo = std::cell::Cell::new(false);
     // INVARIANT (EXECUTOR.share-when-idle): released tasks are kept on this worker (no
-    // deque traffic on a chain) only while no worker is parked; see the sharing below.
+    // deque traffic on a chain) only while no worker is idle; see the sharing below.
     let kept: RefCell<VecDeque<u32>> = RefCell::new(rest);
     // Tasks a pool's gate handed a free slot to (SPEC A8): spawned after each decision.
     let handed: RefCell<Vec<u32>> = RefCell::new(Vec::new());
@@ -2513,16 +2516,23 @@ fn drive<K: TaskKey, const PLAIN: bool, const BREADTH: bool>(
             // loop above as it was.
             next = Some(first);
         }
-        // Share with parked workers: the oldest kept tasks go onto this worker's own deque
-        // (no lock with the Chase–Lev deque), where the woken sleepers steal them: at least
-        // one per parked worker (so that slow tasks released together all start at once),
-        // and at least the older half (so that a woken worker has enough to stay busy
-        // instead of parking and being woken again for every task).
+        // Share with idle workers (between tasks: spinning in their backoff, or parked): the
+        // oldest kept tasks go onto this worker's own deque (no lock with the Chase–Lev
+        // deque), where the idle workers steal them (a parked one is woken by the push): at
+        // least one per idle worker (so that slow tasks released together all start at
+        // once), and at least the older half (so that a worker that takes them has enough
+        // to stay busy instead of going idle again for every task). Not while tasks shared
+        // earlier are still queued here: the idle workers have not taken those yet (a woken
+        // one still counts as idle until it has), and more would not help them.
         let mut kept = kept.borrow_mut();
         let idle = if kept.is_empty() {
             0
         } else {
-            ctx.idle_workers()
+            match ctx.idle_workers() {
+                0 => 0,
+                idle if ctx.queued_here() == 0 => idle,
+                _ => 0,
+            }
         };
         let share = if idle == 0 {
             0
@@ -2532,7 +2542,7 @@ fn drive<K: TaskKey, const PLAIN: bool, const BREADTH: bool>(
             idle.max(kept.len().div_ceil(2))
         };
         if BREADTH && share > idle {
-            // Breadth first: one batch per parked worker, each the next `share / idle`
+            // Breadth first: one batch per idle worker, each the next `share / idle`
             // tasks in order (one pool task and one allocation for each, instead of one per
             // task: the queue is long on the graphs this order is for, and its tasks alike).
             let per = share.div_ceil(idle);
