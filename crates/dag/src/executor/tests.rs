@@ -657,8 +657,8 @@ fn a_run_goes_solo_again_when_a_shared_task_has_ended() {
         let id = *ctx.id();
         on2.lock().expect("lock").push((id, ctx.worker_index()));
         let go: &std::sync::Mutex<Receiver<()>> = match id {
-            // Until the other worker has parked (up to 10 s), so that `b` is shared: a
-            // fixed sleep was not enough on a loaded machine (the review, 8 of 20 failed).
+            // Until the other worker is idle (up to 10 s), so that `b` is shared: a fixed
+            // sleep was not enough on a loaded machine (the review, 8 of 20 failed).
             "r" => {
                 let deadline = Instant::now() + Duration::from_secs(10);
                 while ctx.pool.idle_workers() == 0 && Instant::now() < deadline {
@@ -1069,8 +1069,9 @@ fn a_blocked_task_lends_its_worker_to_the_other_ready_tasks() {
 }
 
 /// EXECUTOR.share-when-idle: released tasks stay on the releasing worker, but while another
-/// worker is parked they are handed to it. One root releases 64 slow dependents on a pool of
-/// two: the second worker (parked while the root runs) takes part, and every task runs once.
+/// worker is idle (here: parked) they are handed to it. One root releases 64 slow dependents
+/// on a pool of two: the second worker (idle while the root runs) takes part, and every task
+/// runs once.
 #[test]
 fn released_tasks_are_shared_with_a_parked_worker() {
     let tasks: Vec<(u32, Vec<u32>)> = (0..65u32)
@@ -1082,8 +1083,15 @@ fn released_tasks_are_shared_with_a_parked_worker() {
     let w = StdArc::clone(&workers);
     let out = execute(g, &pool, move |ctx| {
         if ctx.index() == 0 {
-            // Long enough for the other worker to park before anything is released.
-            std::thread::sleep(std::time::Duration::from_millis(50));
+            // Until the other worker is idle (up to 10 s), then long enough for it to park
+            // before anything is released (its 16 backoff rounds take microseconds). Only
+            // the wait matters to the assertions: an idle worker, searching or parked, is
+            // shared with.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while ctx.pool.idle_workers() == 0 && std::time::Instant::now() < deadline {
+                std::thread::yield_now();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
         } else {
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
