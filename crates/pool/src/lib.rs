@@ -1008,6 +1008,51 @@ mod tests {
         assert_eq!(ran.load(Ordering::SeqCst), 1);
     }
 
+    /// `await_termination` returns only after every spare thread has exited, as after every
+    /// worker: it joins their handles. A task that runs on a spare (the blocked task waits for
+    /// it) leaves a thread-local whose destructor, run when that thread exits, sleeps 200 ms
+    /// and then raises a flag: the flag is up when `await_termination` returns. With the
+    /// spares' handles dropped instead of kept (the pool's threads detached), it returned
+    /// before the spare had finished exiting and the flag was down.
+    #[test]
+    fn await_termination_waits_for_every_spare_thread_to_exit() {
+        struct OnExit(StdArc<std::sync::atomic::AtomicBool>);
+        impl Drop for OnExit {
+            fn drop(&mut self) {
+                std::thread::sleep(Duration::from_millis(200));
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        thread_local! {
+            static ON_EXIT: std::cell::RefCell<Option<OnExit>> = const { std::cell::RefCell::new(None) };
+        }
+        let exited = StdArc::new(std::sync::atomic::AtomicBool::new(false));
+        let pool = PoolBuilder::new(1)
+            .max_blocking(1)
+            .build_fast()
+            .expect("a pool");
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let flag = StdArc::clone(&exited);
+        let h = pool
+            .submit(move |ctx| {
+                // The child can only run on the spare: this worker blocks until it has run.
+                ctx.spawn_detached(move |_| {
+                    ON_EXIT.with(|e| *e.borrow_mut() = Some(OnExit(flag)));
+                    tx.send(()).expect("the blocked task waits");
+                });
+                ctx.block_in_place(|| rx.recv_timeout(Duration::from_secs(10)))
+            })
+            .expect("accepting");
+        assert_eq!(h.join(), Ok(Ok(())), "the child ran on the spare");
+        assert_eq!(pool.metrics().total().compensated_blocks, 1);
+        pool.shutdown();
+        assert!(pool.await_termination_timeout(Duration::from_secs(10)));
+        assert!(
+            exited.load(Ordering::SeqCst),
+            "await_termination returned before the spare thread exited"
+        );
+    }
+
     /// Found by review (stop 46): every compensated `block_in_place` starts a spare thread,
     /// and the pool kept every spare's join handle until it was dropped, so a long-lived pool
     /// that blocks in place often piled up exited threads (their stacks stay mapped until
@@ -1040,6 +1085,9 @@ mod tests {
             kept <= (CALLS / 4) as usize,
             "{kept} spare handles kept after {compensated} spares started"
         );
+        // A push prunes before it appends, so the newest spare's handle is always kept (with
+        // the push lost, nothing would be left for `await_termination` to join).
+        assert!(kept >= 1, "the newest spare's handle is kept");
         pool.shutdown();
         assert!(pool.await_termination_timeout(Duration::from_secs(10)));
         assert_eq!(
