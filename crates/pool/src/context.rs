@@ -116,7 +116,9 @@ impl<'a> WorkerContext<'a> {
     /// synchronisation (`Relaxed`), so it may be stale by the time it is used, and a thread
     /// woken for a task still counts until it has found one. Nothing may depend on it for
     /// correctness or liveness. Once every thread of the pool is parked it reads exactly
-    /// their number.
+    /// their number. On a spare thread (one standing in for a worker blocked in
+    /// [`WorkerContext::block_in_place`]) it is 0: a spare's spawns go onto its private
+    /// deque, which no other thread can steal from, so nobody could take work it shares.
     ///
     /// Before stop 47 this was the number of *parked* workers. A worker in its backoff (16
     /// rounds of spinning and yielding before it parks) was not counted, so work was
@@ -134,10 +136,10 @@ impl<'a> WorkerContext<'a> {
     }
 
     /// How many tasks are waiting on this worker's own deque (its spawned children not yet
-    /// run or stolen), at this moment: a snapshot that thieves may change at once. With
-    /// [`WorkerContext::idle_workers`], a hint for work sharing: while tasks this worker
-    /// shared are still queued here, the idle threads have not taken them yet, and sharing
-    /// more would not help them.
+    /// run or stolen, and tasks a batch steal brought along), at this moment: a snapshot
+    /// that thieves may change at once. With [`WorkerContext::idle_workers`], a hint for work
+    /// sharing: while tasks are still queued here (this worker's earlier shares among them),
+    /// the idle threads have work they can steal, and sharing more would not help them.
     ///
     /// O(1): two loads of the deque's ends. Never panics.
     #[inline]

@@ -216,10 +216,11 @@ pub(crate) struct Shared<D: DequeFamily> {
 /// 65,530 by default) and thread creation failed (found by review, stop 46).
 ///
 /// Each push that finds the list at its pruning length first joins the handles whose
-/// threads have finished ([`std::thread::JoinHandle::is_finished`], so no join waits), then
-/// sets the next pruning length to twice the handles left, at least [`Self::MIN_PRUNE`]:
-/// the list holds at most about twice the spares alive plus `MIN_PRUNE`, and a push costs
-/// O(1) amortised. A finished spare's panic (a bug in the pool: spares catch their tasks'
+/// threads have finished ([`std::thread::JoinHandle::is_finished`]: such a join waits at most
+/// for a thread that is running its last thread-local destructors), then sets the next
+/// pruning length to twice the handles left, at least [`Self::MIN_PRUNE`]: the list holds at
+/// most twice the handles left unfinished at the last pruning (or `MIN_PRUNE`) plus one, and
+/// a push costs O(1) amortised. No handle is dropped unjoined. A finished spare's panic (a bug in the pool: spares catch their tasks'
 /// panics) is kept, so that `await_termination` still resumes it as it did when every
 /// handle was joined there. Under loom and shuttle nothing is pruned: their runs are short,
 /// and their handles have no `is_finished`.
@@ -860,8 +861,13 @@ impl<D: DequeFamily> Local<D> {
             shared,
             arc,
         };
-        let ctx = WorkerContext::new(self.index, shared.workers(), &sink)
-            .with_idle_counter(&shared.idle_hint);
+        let ctx = WorkerContext::new(self.index, shared.workers(), &sink);
+        // A spare's context asks its sink, which answers 0 (`Sink::idle_workers`).
+        let ctx = if self.spare {
+            ctx
+        } else {
+            ctx.with_idle_counter(&shared.idle_hint)
+        };
         self.run_with(shared, &ctx, task)
     }
 
@@ -896,8 +902,12 @@ impl<D: DequeFamily> Local<D> {
             shared,
             arc: None,
         };
-        f(&WorkerContext::new(self.index, shared.workers(), &sink)
-            .with_idle_counter(&shared.idle_hint))
+        let ctx = WorkerContext::new(self.index, shared.workers(), &sink);
+        if self.spare {
+            f(&ctx)
+        } else {
+            f(&ctx.with_idle_counter(&shared.idle_hint))
+        }
     }
 
     /// True if this worker's own deque is empty (the drain check when a worker stops).
@@ -988,6 +998,11 @@ impl<D: DequeFamily> ChildSink for Sink<'_, D> {
     }
 
     fn idle_workers(&self) -> usize {
+        // A spare's spawns go onto its private deque, which no other thread can steal from:
+        // for work it would share, nobody is idle (found by review, stop 47).
+        if self.local.spare {
+            return 0;
+        }
         self.shared
             .idle_hint
             .load(std::sync::atomic::Ordering::Relaxed)

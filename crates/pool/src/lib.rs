@@ -1008,6 +1008,65 @@ mod tests {
         assert_eq!(ran.load(Ordering::SeqCst), 1);
     }
 
+    /// Pruning never joins a spare that is still running, and never loops on one: 31 calls
+    /// blocked in place at once on one worker (a root and 30 children, each blocking until the
+    /// test lets them all go) start 31 spares that are all alive when the 17th and later are
+    /// pushed, so each of those prunings walks a list of live handles. Every call gets its
+    /// spare, and once they are let go every task finishes and the pool terminates. (With the
+    /// pruning loop's step removed, a cargo-mutants survivor, the 17th push spun forever.)
+    #[test]
+    fn pruning_skips_spares_that_are_still_running() {
+        const CALLS: usize = 31;
+        let pool = PoolBuilder::new(1)
+            .max_blocking(CALLS)
+            .build_fast()
+            .expect("a pool");
+        let gate = StdArc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        let wait = |gate: &(std::sync::Mutex<bool>, std::sync::Condvar)| {
+            let (open, cv) = gate;
+            let mut g = open.lock().expect("not poisoned");
+            while !*g {
+                g = cv.wait(g).expect("not poisoned");
+            }
+        };
+        let done = StdArc::new(AtomicUsize::new(0));
+        let (g, d) = (StdArc::clone(&gate), StdArc::clone(&done));
+        let root = pool
+            .submit(move |ctx| {
+                for _ in 1..CALLS {
+                    let (g, d) = (StdArc::clone(&g), StdArc::clone(&d));
+                    ctx.spawn_detached(move |ctx| {
+                        ctx.block_in_place(|| wait(&g));
+                        d.fetch_add(1, Ordering::SeqCst);
+                    });
+                }
+                ctx.block_in_place(|| wait(&g));
+            })
+            .expect("accepting");
+        let compensated = || pool.metrics().total().compensated_blocks;
+        let start = std::time::Instant::now();
+        while compensated() < CALLS as u64 {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "{} of {CALLS} blocked calls got a spare",
+                compensated()
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // All alive: nothing could be pruned, so every handle is still kept.
+        assert_eq!(pool.shared.spare_threads.lock().len(), CALLS);
+        *gate.0.lock().expect("not poisoned") = true;
+        gate.1.notify_all();
+        assert_eq!(root.join(), Ok(()));
+        pool.shutdown();
+        assert!(pool.await_termination_timeout(Duration::from_secs(20)));
+        assert_eq!(
+            done.load(Ordering::SeqCst),
+            CALLS - 1,
+            "every child finished"
+        );
+    }
+
     /// `await_termination` returns only after every spare thread has exited, as after every
     /// worker: it joins their handles. A task that runs on a spare (the blocked task waits for
     /// it) leaves a thread-local whose destructor, run when that thread exits, sleeps 200 ms
@@ -1051,6 +1110,28 @@ mod tests {
             exited.load(Ordering::SeqCst),
             "await_termination returned before the spare thread exited"
         );
+    }
+
+    /// `WorkerContext::queued_here` is the length of the running worker's own deque: on one
+    /// worker (no thief), three children spawned and not yet run read 3, and the task run
+    /// after them reads 0.
+    #[test]
+    fn queued_here_counts_the_tasks_on_the_workers_own_deque() {
+        let pool = PoolBuilder::new(1).build_fast().expect("a pool");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let h = pool
+            .submit(move |ctx| {
+                for _ in 0..3 {
+                    let tx = tx.clone();
+                    ctx.spawn_detached(move |ctx| tx.send(ctx.queued_here()).expect("open"));
+                }
+                ctx.queued_here()
+            })
+            .expect("accepting");
+        assert_eq!(h.join(), Ok(3), "three children wait on the deque");
+        let mut seen: Vec<usize> = (0..3).map(|_| rx.recv().expect("each child ran")).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, vec![0, 1, 2], "each child sees the ones still queued");
     }
 
     /// Found by review (stop 46): every compensated `block_in_place` starts a spare thread,

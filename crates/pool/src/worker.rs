@@ -113,8 +113,12 @@ pub(crate) fn worker_main<D: DequeFamily>(shared: Arc<Shared<D>>, local: Local<D
     // Dropped before `_exit`: the hint no longer counts this worker once it has exited.
     let mut idle = IdleMark::new(&shared.idle_hint);
     loop {
-        if local.run_own(&shared, &shared) {
+        // Uncounted before it drains its own deque (tasks a batch steal brought along), not
+        // after: a task it runs must not see this worker among the idle (found by review).
+        if idle.counted && !local.deque_is_empty() {
             idle.end();
+        }
+        if local.run_own(&shared, &shared) {
             backoff.reset();
         }
         match local.find_task_after_own(&shared, hint.take()) {

@@ -72,7 +72,7 @@
 //!    the worker keeps 16 or more, without a continuation, each asked from memory a few
 //!    turns ahead). Only while another thread of the pool is idle, between tasks
 //!    ([`WorkerContext::idle_workers`], a hint: spinning in its backoff or parked), and
-//!    none of the worker's earlier shares still waits on its deque
+//!    nothing (its earlier shares among others) still waits on its deque
 //!    ([`WorkerContext::queued_here`]), are the oldest kept tasks (one per idle
 //!    worker, and at least the older half) spawned onto the worker's own deque, for the
 //!    idle workers to steal: work is
@@ -2307,7 +2307,7 @@ fn spawned_batch<K: TaskKey>(sh: &Arc<Shared<K>>, batch: Vec<u32>, ctx: &WorkerC
 /// [`PREFETCH_FRONTIER`] or more every released task joins its back and is prefetched a
 /// few turns ahead ([`Shared::prefetch_ahead`]). Only while another worker
 /// of the pool is idle (`WorkerContext::idle_workers`, a hint: between tasks, spinning or
-/// parked), and no earlier share still waits on this worker's deque, are the oldest kept
+/// parked), and nothing (an earlier share among others) waits on this worker's deque, are the oldest kept
 /// tasks handed to the pool (one per idle worker, and at least the older half), as detached
 /// spawns that the idle workers steal. So a run touches the pool only to share work, and no released task
 /// costs an allocation unless it is shared (the local queue grows by doubling, once per
@@ -2521,9 +2521,10 @@ fn drive<K: TaskKey, const PLAIN: bool, const BREADTH: bool>(
         // deque), where the idle workers steal them (a parked one is woken by the push): at
         // least one per idle worker (so that slow tasks released together all start at
         // once), and at least the older half (so that a worker that takes them has enough
-        // to stay busy instead of going idle again for every task). Not while tasks shared
-        // earlier are still queued here: the idle workers have not taken those yet (a woken
-        // one still counts as idle until it has), and more would not help them.
+        // to stay busy instead of going idle again for every task). Not while anything (the
+        // shares made earlier among others) is still queued here: the idle workers can take
+        // that (a woken one still counts as idle until it has), and more would not help them.
+        // On a spare thread the hint reads 0: its deque is private.
         let mut kept = kept.borrow_mut();
         let idle = if kept.is_empty() {
             0
