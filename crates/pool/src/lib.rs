@@ -1015,6 +1015,10 @@ mod tests {
     /// spare, and once they are let go every task finishes and the pool terminates. (With the
     /// pruning loop's step removed, a cargo-mutants survivor, the 17th push spun forever.)
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "31 threads started and joined, no unsafe code of ours: slow under Miri"
+    )]
     fn pruning_skips_spares_that_are_still_running() {
         const CALLS: usize = 31;
         let pool = PoolBuilder::new(1)
@@ -1145,6 +1149,10 @@ mod tests {
     /// two cores (11-28 on a quiet machine), 3,000 with every handle kept. The pool still
     /// terminates and joins what is left.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "thousands of thread starts and exits, no unsafe code of ours: minutes under Miri"
+    )]
     fn finished_spare_threads_are_joined_as_the_pool_goes() {
         const CALLS: u64 = 3_000;
         let pool = PoolBuilder::new(1)

@@ -324,7 +324,11 @@ mod tests {
         let one = NonZeroUsize::MIN;
         let (shared, mut locals) = build::<Locked>(one, one, 0);
         let shared = Arc::new(shared);
-        let hint = || shared.idle_hint.load(Relaxed);
+        // Read with a read-modify-write, which reads the latest value: nothing orders the
+        // worker's `Relaxed` updates before this thread's reads (the waits below read
+        // `Relaxed` words too), so a plain load may return an older value, and Miri's weak
+        // memory emulation does (CI, stop 47: "parked again" read 0).
+        let hint = || shared.idle_hint.fetch_add(0, Relaxed);
         assert_eq!(hint(), 0, "nothing runs yet");
         let parks = || shared.metrics().workers[0].parks;
         let worker = {
