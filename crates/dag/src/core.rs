@@ -91,7 +91,7 @@ use lockstep_contract::{
 use crate::claim::{TokenRef, TokenSlab};
 use crate::graph::{self, DepGraph};
 use crate::ready::ReadyQueue;
-use crate::{Claim, StateCounts};
+use crate::{BatchOutcome, Claim, StateCounts};
 use lockstep_sync::seeded_bug;
 
 type Hasher = foldhash::quality::RandomState;
@@ -372,6 +372,9 @@ pub(crate) struct Core<K, P> {
     /// Tests only: how many of those [`Core::submit_dense_prefix`] applied (a run at once).
     #[cfg(test)]
     pub(crate) dense_taken: usize,
+    /// Tests only: how many rounds [`Core::finish_one_and_claim`] applied.
+    #[cfg(test)]
+    pub(crate) one_claim_rounds: usize,
 }
 
 /// Returns the first dependency that repeats an earlier one, scanning in list order. Short
@@ -602,6 +605,8 @@ impl<K: TaskKey, P> Core<K, P> {
             in_order_taken: 0,
             #[cfg(test)]
             dense_taken: 0,
+            #[cfg(test)]
+            one_claim_rounds: 0,
         }
     }
 
@@ -1368,8 +1373,21 @@ impl<K: TaskKey, P> Core<K, P> {
             self.rev_extra.insert(d, list.clone());
         }
         let mut live = 0;
-        // One loop over both parts, so that `each` has one call site and is inlined.
-        let extra = extra.unwrap_or_default();
+        let Some(extra) = extra else {
+            // The CSR part alone (no overflow list: every list of a graph submitted before
+            // `start`), in a loop of its own.
+            for k in r {
+                let v = self.rev[k];
+                if self.csr_live(v) {
+                    live += 1;
+                    each(self, v);
+                } else if !seeded_bug!("double_release") {
+                    self.rev_stale -= 1;
+                }
+            }
+            return live;
+        };
+        // One loop over both parts.
         let csr = r.len();
         for k in 0..csr + extra.len() {
             let (node, is_live) = if k < csr {
@@ -2387,21 +2405,34 @@ impl<K: TaskKey, P> Core<K, P> {
         limit: usize,
         out: &mut Vec<Claim<K, P>>,
     ) -> Result<usize, SchedulerError<K>> {
-        if self.started && !self.closed && self.pool_of.is_empty() {
-            let take = self.claimable(limit);
-            if take <= 1 {
-                make_room(out, take);
-                if take == 0 {
-                    return Ok(0);
-                }
-                // LINEARIZATION POINT (A4.claim-once): as in `claim_into_with_room`.
-                let Some(seq) = self.ready.pop_first() else {
-                    return Ok(0);
-                };
-                return Ok(self.claim_popped(seq, out));
-            }
+        if let Some(claimed) = self.claim_at_most_one(limit, out) {
+            return Ok(claimed);
         }
         self.claim_into_with_room(limit, out, None)
+    }
+
+    /// [`Self::claim_into`] when it takes at most one version and scheduling has started,
+    /// is not closed and no version has a pool (a chain's every claim): returns how many it
+    /// claimed, or `None`, with nothing changed, when any of that does not hold. Inline in
+    /// its two callers (`claim_into`, [`Self::finish_one_and_claim`]). O(log V).
+    #[inline(always)]
+    fn claim_at_most_one(&mut self, limit: usize, out: &mut Vec<Claim<K, P>>) -> Option<usize> {
+        if !self.started || self.closed || !self.pool_of.is_empty() {
+            return None;
+        }
+        let take = self.claimable(limit);
+        if take > 1 {
+            return None;
+        }
+        make_room(out, take);
+        if take == 0 {
+            return Some(0);
+        }
+        // LINEARIZATION POINT (A4.claim-once): as in `claim_into_with_room`.
+        let Some(seq) = self.ready.pop_first() else {
+            return Some(0);
+        };
+        Some(self.claim_popped(seq, out))
     }
 
     /// How many versions a claim of at most `limit` takes now: at most the free slots and
@@ -2688,8 +2719,19 @@ impl<K: TaskKey, P> Core<K, P> {
                 });
             }
         };
+        Ok(CallbackOutcome::Applied(self.succeed::<DEFER>(n, from)))
+    }
+
+    /// The accepted completion of node `n`'s current version, in state `from` (running, or
+    /// succeeded with the seeded bug `double_release`): it succeeds, its cancel flag is let
+    /// go and its waiters are released ([`Core::complete_in`] after its checks; with
+    /// `DEFER`, the versions it makes ready are left in `ready_later`). Returns what it
+    /// released. O(1 + waiters of `n`).
+    #[inline(always)]
+    fn succeed<const DEFER: bool>(&mut self, n: u32, from: TaskState) -> Effect {
         // LINEARIZATION POINT (A5.callback-once): running -> succeeded happens once per
-        // version; a repeated callback sees `Succeeded` above and releases nothing.
+        // version; a repeated callback sees `Succeeded` in `complete_in` and releases
+        // nothing.
         self.transition_from(n, from as u8, TaskState::Succeeded);
         self.release_token(n);
         let mut effect = Effect::default();
@@ -2721,7 +2763,68 @@ impl<K: TaskKey, P> Core<K, P> {
         if seeded_bug!("rescan_all") {
             self.visits += self.order_len() as u64;
         }
-        Ok(CallbackOutcome::Applied(effect))
+        effect
+    }
+
+    /// [`Exclusive::finish_and_claim`](crate::Exclusive::finish_and_claim) of exactly one
+    /// claim, on the path a chain takes at every task: returns `None`, with nothing changed,
+    /// unless `claims` holds one claim whose version is the running current version of a
+    /// node of the identity prefix (A2.identity-prefix); every refusal and duplicate goes
+    /// the general way. Otherwise it completes that version (as `complete`, releasing its
+    /// waiters straight into the ready queue), takes the claim back (its token's reference
+    /// to its bank, A4.token-prepaid; then its payload is dropped) and claims at most
+    /// `limit` into the emptied `claims` (a refused claim, as after a close, counts as the
+    /// item after the completion): the same state, outcome and answer as the general path
+    /// (`tests::the_one_claim_round_is_the_general_round`, `tests::exclusive_answers_as_shared`),
+    /// without its batch machinery (the completion loop, the deferred releases, the token
+    /// deferral), which a round of one claim pays in full.
+    ///
+    /// If the payload's `Drop` unwinds, the completion stays applied, `claims` is empty and
+    /// nothing is claimed, as on the general path. O(1 + waiters) plus the claim's cost.
+    #[inline(always)]
+    pub(crate) fn finish_one_and_claim(
+        &mut self,
+        claims: &mut Vec<Claim<K, P>>,
+        outcome: &mut BatchOutcome,
+        limit: usize,
+    ) -> Option<Result<usize, SchedulerError<K>>> {
+        let [claim] = claims.as_slice() else {
+            return None;
+        };
+        let n = match integer_id(&claim.id) {
+            Some(v) if v < self.identity => v as u32,
+            _ => return None,
+        };
+        // The checks of `complete_in` (A2.generation-key, A5.callback-once): a stale
+        // generation or a version that is not running goes the general way, which refuses it
+        // or counts it as a duplicate.
+        let h = self.hot[idx(n)];
+        if (h.generation != claim.generation.0 && !seeded_bug!("stale_generation"))
+            || !h.says(TaskState::Running)
+        {
+            return None;
+        }
+        let Claim { payload, token, .. } = claims.pop()?;
+        // The token goes back first, while its version still runs, so its chunk is kept
+        // (the general path defers letting go of the chunk instead).
+        // INVARIANT (A4.token-prepaid): as in `exclusive::settle_claims`.
+        self.tokens.take_back(token);
+        #[cfg(test)]
+        {
+            self.one_claim_rounds += 1;
+        }
+        // INVARIANT (A4.batch-forms): the completion of the general path's `complete_all`.
+        let effect = self.succeed::<false>(n, TaskState::Running);
+        outcome.applied += 1;
+        outcome.effect.ready += effect.ready;
+        outcome.effect.blocked += effect.blocked;
+        drop(payload);
+        // LINEARIZATION POINT (A4.claim-once): inside `Core::claim_at_most_one` (or
+        // `claim_into_with_room` for more than one), as in `Core::claim_into`.
+        Some(match self.claim_at_most_one(limit, claims) {
+            Some(claimed) => Ok(claimed),
+            None => self.claim_into_with_room(limit, claims, None),
+        })
     }
 
     /// `fail(id, generation, error)`: settles a running version as failed and blocks every

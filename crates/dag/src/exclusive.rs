@@ -258,6 +258,9 @@ impl<K: TaskKey, P> Exclusive<'_, K, P> {
         // The token chunks whose versions all settle here are kept until their tokens are
         // taken back below (a wavefront's claims of one round span many chunks).
         let core = self.core();
+        if let Some(claimed) = core.finish_one_and_claim(claims, outcome, n) {
+            return claimed.map_err(|error| BatchError { index: 1, error });
+        }
         let (failed, settled) = settle_claims(core, claims, outcome);
         if let Some(failed) = failed {
             return Err(failed);

@@ -2452,6 +2452,7 @@ fn claim_view(c: &Claim<u32, u32>) -> (u32, Generation, u32, bool) {
 #[test]
 fn exclusive_answers_as_shared() {
     let mut finished_errors = 0usize;
+    let mut one_claim_rounds = 0usize;
     for seed in 1..=400u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         let capacity = 1 + rng.below(4);
@@ -2572,10 +2573,137 @@ fn exclusive_answers_as_shared() {
             assert_eq!(a.stats(), b.stats(), "seed {seed} step {step}");
             b.exclusive().core().assert_invariants();
         }
+        one_claim_rounds += b.exclusive().core().one_claim_rounds;
     }
     // The runs reach the refusals of `finish_and_claim` (a claim failed or completed by a
-    // single call first, then finished), not only its happy path.
+    // single call first, then finished), not only its happy path, and its round of one
+    // claim (`Core::finish_one_and_claim`) as well as the general one.
     assert!(finished_errors > 50, "{finished_errors} refused finishes");
+    assert!(
+        one_claim_rounds > 10,
+        "{one_claim_rounds} rounds of one claim"
+    );
+}
+
+/// `finish_and_claim`'s round of one claim (`Core::finish_one_and_claim`, the path of every
+/// task of a chain) answers as the shared `complete_and_claim` of the same claim: random
+/// narrow runs (a limit of one running version, so that every round holds one claim;
+/// mostly tasks depending on the one before, some on nothing or on two) interleaved with
+/// what sends a round the general way or changes what it finds (the claim completed,
+/// failed or cancelled by a single call first, a stale generation, a payload-less
+/// resubmission of a finished id, tasks submitted after the start, which add overflow
+/// reverse edges, a close), with the same claims, outcomes, snapshots, counts and
+/// statistics after every step, and the invariants kept.
+#[test]
+fn the_one_claim_round_is_the_general_round() {
+    let mut one_claim_rounds = 0usize;
+    for seed in 1..=200u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let a: TaskScheduler<u32, u32> = TaskScheduler::new(1);
+        let mut b: TaskScheduler<u32, u32> = TaskScheduler::new(1);
+        let mut next = 0u32;
+        let submit = |a: &TaskScheduler<u32, u32>,
+                      b: &mut TaskScheduler<u32, u32>,
+                      rng: &mut Rng,
+                      next: &mut u32| {
+            let count = if *next == 0 {
+                40 + rng.below(40)
+            } else {
+                1 + rng.below(4)
+            };
+            let mut items: Vec<(u32, Vec<u32>, u32)> = Vec::new();
+            for _ in 0..count {
+                let id = if rng.below(30) == 0 && *next > 0 {
+                    rng.below(*next as usize) as u32
+                } else {
+                    *next += 1;
+                    *next - 1
+                };
+                let deps = match rng.below(8) {
+                    0 => vec![],
+                    1 if id > 1 => vec![id - 1, rng.below(id as usize - 1) as u32],
+                    _ if id > 0 => vec![id - 1],
+                    _ => vec![],
+                };
+                items.push((id, deps, id * 7 + 1));
+            }
+            let (mut ga, mut gb) = (Vec::new(), Vec::new());
+            let ra = a.submit_batch(items.clone(), &mut ga);
+            let rb = b.exclusive().submit_batch(items, &mut gb);
+            assert_eq!((ra, ga), (rb, gb));
+        };
+        submit(&a, &mut b, &mut rng, &mut next);
+        let mut ca: Vec<Claim<u32, u32>> = Vec::new();
+        let mut cb: Vec<Claim<u32, u32>> = Vec::new();
+        let (mut oa, mut ob) = (BatchOutcome::default(), BatchOutcome::default());
+        for step in 0..80 {
+            match rng.below(16) {
+                0 if !ca.is_empty() => {
+                    let (id, g) = (ca[0].id, ca[0].generation);
+                    let x = &mut b.exclusive();
+                    assert_eq!(a.complete(&id, g), x.complete(&id, g), "seed {seed}");
+                }
+                1 if !ca.is_empty() && rng.below(4) == 0 => {
+                    let (id, g) = (ca[0].id, ca[0].generation);
+                    let x = &mut b.exclusive();
+                    assert_eq!(a.fail(&id, g, "e"), x.fail(&id, g, "e"), "seed {seed}");
+                }
+                2 if rng.below(4) == 0 => {
+                    let id = rng.below(next as usize + 1) as u32;
+                    assert_eq!(a.cancel(&id), b.exclusive().cancel(&id), "seed {seed}");
+                }
+                3 if !ca.is_empty() => {
+                    // A stale generation in the held claim: both refuse it.
+                    ca[0].generation = Generation(ca[0].generation.0 + 1);
+                    cb[0].generation = ca[0].generation;
+                }
+                4 => submit(&a, &mut b, &mut rng, &mut next),
+                5 if rng.below(16) == 0 => assert_eq!(a.close(), b.close()),
+                _ => {
+                    let done: Vec<(u32, Generation)> =
+                        ca.iter().map(|c| (c.id, c.generation)).collect();
+                    let mut na = Vec::new();
+                    let limit = 1 + rng.below(2);
+                    let ra = a.complete_and_claim(&done, &mut oa, limit, &mut na);
+                    let rb = b.exclusive().finish_and_claim(&mut cb, &mut ob, limit);
+                    assert_eq!(ra, rb, "seed {seed} step {step}");
+                    match &ra {
+                        Ok(_) => ca = na,
+                        Err(e) => {
+                            ca.drain(..e.index.min(ca.len()));
+                            // The refused claim: its version settled by a single call (or
+                            // cancelled) is given up; a stale generation is put right, so
+                            // that the next round completes it (one version runs at most).
+                            if let Some(c) = ca.first_mut() {
+                                if a.state(&c.id) == Some(TaskState::Running) {
+                                    c.generation = a.generation(&c.id).unwrap();
+                                    cb[0].generation = c.generation;
+                                } else {
+                                    ca.remove(0);
+                                    cb.remove(0);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            assert_eq!(
+                ca.iter().map(claim_view).collect::<Vec<_>>(),
+                cb.iter().map(claim_view).collect::<Vec<_>>(),
+                "seed {seed} step {step}"
+            );
+            assert_eq!(oa, ob, "seed {seed} step {step}");
+            assert_eq!(a.snapshot(), b.snapshot(), "seed {seed} step {step}");
+            assert_eq!(a.counts(), b.counts(), "seed {seed} step {step}");
+            assert_eq!(a.stats(), b.stats(), "seed {seed} step {step}");
+            b.exclusive().core().assert_invariants();
+        }
+        one_claim_rounds += b.exclusive().core().one_claim_rounds;
+    }
+    assert!(
+        one_claim_rounds > 4000,
+        "{one_claim_rounds} rounds of one claim"
+    );
 }
 
 /// `finish_and_claim` takes the tokens of finished claims back into the chunks they came
@@ -2650,6 +2778,11 @@ fn finish_and_claim_takes_narrow_rounds_tokens_back() {
             claimed += k;
         }
         assert_eq!((claimed, outcome.applied), (300, 300), "chain: {chain}");
+        // On the chain every round but the first holds one claim: the round of one
+        // (`Core::finish_one_and_claim`) took those tokens back too.
+        if chain {
+            assert_eq!(x.core().one_claim_rounds, 300, "chain");
+        }
         assert_eq!(x.core().taken_back_tokens(), 300, "chain: {chain}");
         assert_eq!(x.core().outstanding_tokens(), 0, "chain: {chain}");
         x.core().assert_invariants();
