@@ -86,6 +86,11 @@ enum Op<K> {
     /// reused); on the model the single completions in order, then, if none was refused,
     /// `ready_at_most(n)` (a refused claim is at position `done.len()`).
     CompleteAndClaim(Vec<(K, Generation)>, usize),
+    /// `exclusive().finish_and_claim(held, .., n)` on production, `held` being the claims the
+    /// last `FinishAndClaim` left (the listed versions, the generator's record of them); on
+    /// the model `CompleteAndClaim` of those versions. After a refusal at `i` the caller
+    /// gives up claim `i` and keeps the ones after it (`RefState::held`).
+    FinishAndClaim(Vec<(K, Generation)>, usize),
 }
 
 /// What a batch returned: the accepted prefix's results, and the first refusal (position
@@ -179,6 +184,23 @@ fn apply_model<K: TaskKey>(m: &mut SchedulerModel<K>, op: &Op<K>) -> Output<K> {
         Op::CompleteAndClaim(items, n) => {
             Output::CompleteAndClaim(complete_and_claim_on_model(m, items, *n))
         }
+        Op::FinishAndClaim(items, n) => {
+            Output::CompleteAndClaim(complete_and_claim_on_model(m, items, *n))
+        }
+    }
+}
+
+/// The claims a `FinishAndClaim` leaves held, from its answer: the ones it claimed, or,
+/// after a refusal at `i`, the ones after `i` (the caller gives up the refused one; a
+/// refused claim, at `held.len()`, leaves none).
+fn held_after<K: TaskKey>(held: &[(K, Generation)], out: &Output<K>) -> Vec<(K, Generation)> {
+    match out {
+        Output::CompleteAndClaim(((_, claimed), None)) => claimed
+            .iter()
+            .map(|v| (v.id.clone(), v.generation))
+            .collect(),
+        Output::CompleteAndClaim((_, Some((i, _)))) => held.get(i + 1..).unwrap_or(&[]).to_vec(),
+        other => unreachable!("FinishAndClaim answers as CompleteAndClaim, not {other:?}"),
     }
 }
 
@@ -191,6 +213,8 @@ struct Sut<K: TaskKey> {
     tokens: HashMap<VersionRef<K>, CancelToken>,
     /// The buffer of `ready_into`, reused across steps (claims are drained after each).
     buffer: Vec<lockstep_dag::Claim<K, ()>>,
+    /// The claims the last `FinishAndClaim` left held, handed to the next one.
+    held: Vec<lockstep_dag::Claim<K, ()>>,
 }
 
 impl<K: TaskKey> Sut<K> {
@@ -200,12 +224,14 @@ impl<K: TaskKey> Sut<K> {
             claimed: HashSet::new(),
             tokens: HashMap::new(),
             buffer: Vec::new(),
+            held: Vec::new(),
         }
     }
 
     fn apply(&mut self, op: &Op<K>) -> Output<K> {
         let s = &self.sched;
         match op {
+            Op::FinishAndClaim(items, n) => self.finish_and_claim(items, *n),
             Op::Submit(id, deps) => Output::Submit(s.submit(id.clone(), deps.clone(), ())),
             Op::SubmitWith(id, deps, p) => Output::Submit(s.submit_with(
                 id.clone(),
@@ -319,6 +345,59 @@ impl<K: TaskKey> Sut<K> {
         }
     }
 
+    /// `FinishAndClaim`: `finish_and_claim` of the held claims through an exclusive borrow;
+    /// the held claims are first checked to be the versions the generator listed.
+    fn finish_and_claim(&mut self, items: &[(K, Generation)], n: usize) -> Output<K> {
+        let held: Vec<(K, Generation)> = self
+            .held
+            .iter()
+            .map(|c| (c.id.clone(), c.generation))
+            .collect();
+        assert_eq!(held, items, "the test's record of the held claims");
+        let mut o = lockstep_dag::BatchOutcome::default();
+        let mut claims = std::mem::take(&mut self.held);
+        let r = self
+            .sched
+            .exclusive()
+            .finish_and_claim(&mut claims, &mut o, n);
+        let done = (o.applied, o.duplicates, o.effect);
+        match r {
+            Ok(k) => {
+                assert_eq!(claims.len(), k, "finish_and_claim leaves what it claims");
+                let versions: Vec<VersionRef<K>> = claims.iter().map(|c| c.version()).collect();
+                for c in &claims {
+                    self.remember(c);
+                }
+                self.held = claims;
+                Output::CompleteAndClaim(((done, versions), None))
+            }
+            Err(e) => {
+                // The refused claim and the ones after it stay; the caller gives up the
+                // refused one. A refused claim (position `items.len()`) leaves none.
+                assert_eq!(
+                    claims.len(),
+                    items.len().saturating_sub(e.index),
+                    "a refused finish_and_claim keeps the refused claim and the later ones"
+                );
+                if !claims.is_empty() {
+                    claims.remove(0);
+                }
+                self.held = claims;
+                Output::CompleteAndClaim(((done, Vec::new()), Some((e.index, e.error))))
+            }
+        }
+    }
+
+    /// Remembers a claim's token and checks claim-once.
+    fn remember(&mut self, c: &lockstep_dag::Claim<K, ()>) {
+        let v = c.version();
+        assert!(
+            self.claimed.insert(v.clone()),
+            "SPEC A4 claim-once: {v:?} was claimed twice"
+        );
+        self.tokens.insert(v, c.token.clone());
+    }
+
     /// Maps claims to versions, remembering tokens and checking claim-once.
     fn claims(
         &mut self,
@@ -327,13 +406,8 @@ impl<K: TaskKey> Sut<K> {
         let claims = r?;
         let mut out = Vec::with_capacity(claims.len());
         for c in claims {
-            let v = c.version();
-            assert!(
-                self.claimed.insert(v.clone()),
-                "SPEC A4 claim-once: {v:?} was claimed twice"
-            );
-            self.tokens.insert(v.clone(), c.token.clone());
-            out.push(v);
+            self.remember(&c);
+            out.push(c.version());
         }
         Ok(out)
     }
@@ -445,7 +519,7 @@ fn rules_of<K>(op: &Op<K>) -> &'static str {
         Op::Complete(..) | Op::CompleteBatch(_) => {
             "A2.generation-key, A5.callback-once, A5.release-by-reverse-edges"
         }
-        Op::CompleteAndClaim(..) => {
+        Op::CompleteAndClaim(..) | Op::FinishAndClaim(..) => {
             "A4.batch-forms, A2.generation-key, A5.callback-once, A5.release-by-reverse-edges, \
              A4.claim-once, A4.submission-order, A8.priority-order, A4.capacity"
         }
@@ -574,6 +648,8 @@ struct RefState<K: TaskKey> {
     /// Whether this run defines named pools and submits into them (SPEC A8). Half the runs
     /// do not, so that the pool-free paths are compared too.
     pools: bool,
+    /// The versions of the claims the last `FinishAndClaim` left held ([`held_after`]).
+    held: Vec<(K, Generation)>,
 }
 
 /// The names `DefinePool` draws from (two, so that a name is often defined twice: the
@@ -672,6 +748,7 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
                 last: None,
                 priorities,
                 pools,
+                held: Vec::new(),
             })
             .boxed()
     }
@@ -682,6 +759,7 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
         let ghost = P::ghost();
         let snapshot = m.snapshot();
         let known: Vec<P::K> = snapshot.iter().map(|(id, _)| id.clone()).collect();
+        let held = state.held.clone();
         let running: Vec<VersionRef<P::K>> = snapshot
             .iter()
             .filter(|(_, st)| st.state == TaskState::Running)
@@ -853,10 +931,11 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
         // submissions, a claim into the reused buffer, one to three completions; the 14th
         // is a submission with a priority, the 15th the fused `complete_and_claim`, the 16th a
         // submission with optional dependencies, the 17th `add_dependency`, the 18th
-        // `submit_successor`, the 19th `define_pool`, the 20th a submission into a pool.
+        // `submit_successor`, the 19th `define_pool`, the 20th a submission into a pool, the
+        // 21st the exclusive `finish_and_claim` of the claims the last one left.
         let weights = if m.is_started() {
             [
-                12, 16, 2, 3, 20, 12, 28, 12, 8, 1, 3, 6, 8, 0, 8, 8, 4, 6, 1, 0,
+                12, 16, 2, 3, 20, 12, 28, 12, 8, 1, 3, 6, 8, 0, 8, 8, 4, 6, 1, 0, 12,
             ]
         } else {
             [
@@ -880,6 +959,7 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
                 2,
                 2,
                 0,
+                k,
             ]
         };
         // Submissions with a priority take about a third of the submissions (only in runs
@@ -958,6 +1038,9 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
             successor,
             define_pool,
             in_pool,
+            (0usize..=3)
+                .prop_map(move |n| Op::FinishAndClaim(held.clone(), n))
+                .boxed(),
         ];
         weighted(
             weights
@@ -970,8 +1053,20 @@ impl<P: IdPool> ReferenceStateMachine for DagMachine<P> {
 
     fn apply(mut state: Self::State, transition: &Self::Transition) -> Self::State {
         let out = apply_model(&mut state.model, transition);
+        if let Op::FinishAndClaim(items, _) = transition {
+            state.held = held_after(items, &out);
+        }
         state.last = Some(out);
         state
+    }
+
+    /// A `FinishAndClaim` hands over exactly the claims the last one left (a shrunk run that
+    /// dropped an earlier step would hand over others).
+    fn preconditions(state: &Self::State, transition: &Self::Transition) -> bool {
+        match transition {
+            Op::FinishAndClaim(items, _) => *items == state.held,
+            _ => true,
+        }
     }
 }
 
