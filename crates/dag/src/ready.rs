@@ -11,8 +11,14 @@
 //!
 //! A set of exactly one member may hold it aside, outside the bitset (`solo`): a narrow graph
 //! (a chain) has one ready version at a time, and then each insert and pop is a compare and
-//! a store, with no word of the bitset touched. The second member flushes the first into the
-//! bitset, so every other case is the bitset's.
+//! a store, with no word of the bitset touched. A second member greater than the first
+//! starts a *run*: members that came in ascending order since the set was last empty are
+//! kept in a plain sorted list (`run`, at most [`RUN_CAP`]), appended to and taken from its
+//! front. A wavefront's frontier arrives that way (each round's completions, taken in
+//! submission order, release the next diagonal in submission order), and its members lie
+//! a row apart, one bitset leaf each, so a run saves a descent and a climb per member. The
+//! first member out of order (or past the cap, or a removal) moves the run into the bitset,
+//! so every other case is the bitset's, as before.
 //!
 //! This is the structure of a van Emde Boas-style "summary" bitset with 64-way fan-out, as in
 //! Knuth, *The Art of Computer Programming* vol. 4A, §7.1.3 (bitwise tricks, finding the
@@ -31,7 +37,9 @@ const MAX_DEPTH: usize = 6;
 /// A set of `u64` keys below `capacity`, each operation O(log_64 capacity).
 ///
 /// INVARIANT (A4.ready-solo): when `solo` holds a key, it is the only member and every word
-/// is zero; otherwise the members are exactly the set bits of level 0.
+/// is zero; when `run[head..]` is not empty, it holds the members, strictly ascending, no
+/// key is in `solo` and every word is zero; otherwise the members are exactly the set bits
+/// of level 0.
 ///
 /// The levels sit in one array, level 0 first (`words[start[k] .. start[k + 1]]` is level
 /// `k`), so a descent indexes one allocation. The capacity grows by doubling, rebuilding the
@@ -46,10 +54,19 @@ pub(crate) struct ReadySet {
     len: usize,
     /// The only member, held outside the words ([`NO_SOLO`] when there is none).
     solo: u64,
+    /// Members that came in ascending order, held outside the words: `run[head..]` (the
+    /// ones before `head` were taken). Empty, with `head` 0, when the set is not a run.
+    run: Vec<u64>,
+    head: usize,
 }
 
 /// `ReadySet::solo` when no member is held aside.
 const NO_SOLO: u64 = u64::MAX;
+
+/// The longest a run grows (taken members included) before it moves into the bitset: a run
+/// stays within 32 KiB, and a set of many roots (an edgeless graph) takes the bitset's
+/// quarter byte per key instead of a run's eight.
+pub(crate) const RUN_CAP: usize = 4096;
 
 impl Default for ReadySet {
     fn default() -> Self {
@@ -59,6 +76,8 @@ impl Default for ReadySet {
             depth: 0,
             len: 0,
             solo: NO_SOLO,
+            run: Vec::new(),
+            head: 0,
         }
     }
 }
@@ -67,6 +86,26 @@ impl ReadySet {
     /// Number of members. O(1).
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// Whether the members are a run (`run[head..]`, at least one).
+    #[inline(always)]
+    fn in_run(&self) -> bool {
+        self.head < self.run.len()
+    }
+
+    /// Moves the run's members into the bitset (the set stops being a run). O(members x
+    /// depth).
+    #[cold]
+    fn spill_run(&mut self) {
+        let run = std::mem::take(&mut self.run);
+        self.len = 0;
+        for &key in &run[self.head..] {
+            self.insert_word(key);
+        }
+        self.run = run;
+        self.run.clear();
+        self.head = 0;
     }
 
     /// Words of level 0: keys below `64 *` this fit.
@@ -136,10 +175,27 @@ impl ReadySet {
             if self.solo == key {
                 return false;
             }
-            // A second member: the first joins the bitset, and so does this one below.
             let first = std::mem::replace(&mut self.solo, NO_SOLO);
+            if key > first {
+                // A second member after the first: the two start a run.
+                self.run.clear();
+                self.run.extend([first, key]);
+                self.head = 0;
+                self.len = 2;
+                return true;
+            }
+            // A second member before the first: both join the bitset.
             self.len = 0;
             self.insert_word(first);
+        } else if self.in_run() {
+            // INVARIANT (A4.ready-solo): a run stays strictly ascending; anything else (a
+            // key not above the last, a member again, or a full run) moves it to the bitset.
+            if self.run.last().is_some_and(|&last| key > last) && self.run.len() < RUN_CAP {
+                self.run.push(key);
+                self.len += 1;
+                return true;
+            }
+            self.spill_run();
         }
         self.insert_word(key)
     }
@@ -150,8 +206,9 @@ impl ReadySet {
     /// O(depth) word operations per key.
     pub(crate) fn insert_many(&mut self, keys: impl IntoIterator<Item = u64>) {
         let mut keys = keys.into_iter();
-        // An empty set, or one member held aside: as `insert`, until the bitset holds them.
-        while self.len == 0 || self.solo != NO_SOLO {
+        // An empty set, one member held aside or a run: as `insert`, until the bitset holds
+        // them.
+        while self.len == 0 || self.solo != NO_SOLO || self.in_run() {
             let Some(key) = keys.next() else {
                 return;
             };
@@ -162,7 +219,7 @@ impl ReadySet {
         }
     }
 
-    /// [`Self::insert`] into the bitset (no member is held aside).
+    /// [`Self::insert`] into the bitset (no member is held aside, the set is not a run).
     fn insert_word(&mut self, key: u64) -> bool {
         let mut i = key as usize;
         for k in 0..self.depth {
@@ -191,6 +248,10 @@ impl ReadySet {
             self.len = 0;
             return true;
         }
+        if self.in_run() {
+            // Rare (a cancel or a close of a ready version): the run moves to the bitset.
+            self.spill_run();
+        }
         let mut i = key as usize;
         if self.depth == 0 || i / 64 >= self.leaves() {
             return false;
@@ -217,6 +278,9 @@ impl ReadySet {
         if self.solo != NO_SOLO {
             return self.solo == key;
         }
+        if self.in_run() {
+            return self.run[self.head..].binary_search(&key).is_ok();
+        }
         let i = key as usize;
         self.depth > 0 && i / 64 < self.leaves() && self.words[i / 64] >> (i % 64) & 1 == 1
     }
@@ -225,6 +289,9 @@ impl ReadySet {
     pub(crate) fn first(&self) -> Option<u64> {
         if self.solo != NO_SOLO {
             return Some(self.solo);
+        }
+        if self.in_run() {
+            return Some(self.run[self.head]);
         }
         if self.depth == 0 || self.words[self.start[self.depth - 1]] == 0 {
             return None;
@@ -254,11 +321,21 @@ impl ReadySet {
         self.pop_word()
     }
 
-    /// [`Self::pop_first`] from the bitset (at least one member, none held aside). Out of
-    /// line, so that `pop_first` (the lone member's compare and store) is small enough to
-    /// inline into the claim loop.
+    /// [`Self::pop_first`] from a run or the bitset (at least one member, none held aside).
+    /// Out of line, so that `pop_first` (the lone member's compare and store) is small enough
+    /// to inline into the claim loop.
     #[inline(never)]
     fn pop_word(&mut self) -> Option<u64> {
+        if self.in_run() {
+            let key = self.run[self.head];
+            self.head += 1;
+            self.len -= 1;
+            if self.len == 0 {
+                self.run.clear();
+                self.head = 0;
+            }
+            return Some(key);
+        }
         // Descend from the top word; every bit taken on the way is the lowest of its word.
         let mut i = 0usize;
         for k in (0..self.depth).rev() {
@@ -297,8 +374,19 @@ impl ReadySet {
             self.len = 0;
             return 1;
         }
-        let (start, depth, words) = (&self.start, self.depth, &mut self.words[..]);
         let want = limit.min(self.len);
+        if self.in_run() {
+            // The run's first `want`, in order, at once.
+            out.extend_from_slice(&self.run[self.head..self.head + want]);
+            self.head += want;
+            self.len -= want;
+            if self.len == 0 {
+                self.run.clear();
+                self.head = 0;
+            }
+            return want;
+        }
+        let (start, depth, words) = (&self.start, self.depth, &mut self.words[..]);
         let mut taken = 0;
         // The leaf word being taken from (level 0 starts at 0), if known.
         let mut leaf: Option<usize> = None;
@@ -349,6 +437,8 @@ impl ReadySet {
         self.words.fill(0);
         self.len = 0;
         self.solo = NO_SOLO;
+        self.run.clear();
+        self.head = 0;
     }
 
     /// Checks the summary invariant and the member count. For tests; O(capacity / 64).
@@ -366,7 +456,21 @@ impl ReadySet {
                 self.words.iter().all(|&w| w == 0),
                 "no word set beside the member held aside"
             );
+            assert!(self.run.is_empty() && self.head == 0, "no run beside it");
+        } else if self.in_run() {
+            let run = &self.run[self.head..];
+            assert_eq!(run.len(), self.len, "a run holds every member");
+            assert!(self.run.len() <= RUN_CAP, "a run within its cap");
+            assert!(
+                run.windows(2).all(|w| w[0] < w[1]),
+                "a run ascends strictly"
+            );
+            assert!(
+                self.words.iter().all(|&w| w == 0),
+                "no word set beside a run"
+            );
         } else {
+            assert!(self.run.is_empty() && self.head == 0, "no taken run left");
             assert_eq!(members, self.len);
         }
         if self.depth > 0 {
@@ -579,7 +683,7 @@ mod tests {
             let mut cap = 1 + next(100);
             set.grow_to(cap);
             for _ in 0..2000 {
-                match next(10) {
+                match next(11) {
                     0 => {
                         cap += next(if round % 2 == 0 { 300 } else { 30_000 });
                         set.grow_to(cap);
@@ -629,6 +733,32 @@ mod tests {
                         assert_eq!(k, want.len());
                         if next(4) == 0 {
                             set.assert_invariants();
+                        }
+                    }
+                    9 => {
+                        // Ascending keys above every member, with gaps (a run: started, grown,
+                        // now and then past its cap), sometimes with a repeat or a smaller key
+                        // at the end (which moves it into the bitset).
+                        // From an empty set, without repeats: the run reaches its cap.
+                        let full = next(8) == 0;
+                        if full {
+                            set.clear();
+                            model.clear();
+                        }
+                        let count = if full { RUN_CAP as u64 + 10 } else { next(40) };
+                        let mut k = model.last().map_or(0, |&m| m + 1);
+                        for _ in 0..count {
+                            k += next(3) + u64::from(full);
+                            cap = cap.max(k + 1);
+                            set.grow_to(cap);
+                            assert_eq!(set.insert(k), model.insert(k));
+                        }
+                        if next(4) == 0 {
+                            set.assert_invariants();
+                        }
+                        if next(3) == 0 {
+                            let k = next(cap);
+                            assert_eq!(set.insert(k), model.insert(k));
                         }
                     }
                     _ => {
