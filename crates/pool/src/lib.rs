@@ -1185,4 +1185,63 @@ mod tests {
             "joined at the end"
         );
     }
+
+    /// A panic of a spare thread whose handle was joined while pruning (`SpareThreads`) is
+    /// not lost: `await_termination` resumes it, and before the panic of a thread joined
+    /// only at the end, since it came first. Plain threads stand in for spares in the pool's
+    /// list: the oldest panics with "pruned spare" and has finished before the list reaches
+    /// its pruning length, fourteen more return at once, the sixteenth waits for the test.
+    /// The push after them prunes (the first spare is joined and its panic kept); the last
+    /// one pushed panics with "late spare" and is joined by `await_termination`. With the
+    /// pruned panic dropped, `await_termination` resumed "late spare" instead.
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "18 threads started and joined, no unsafe code of ours: slow under Miri"
+    )]
+    fn await_termination_resumes_a_spare_panic_kept_by_pruning_first() {
+        use crate::engine::SpareThreads;
+        let pool = PoolBuilder::new(1).build_fast().expect("a pool");
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        {
+            let mut spares = pool.shared.spare_threads.lock();
+            let pruned = std::thread::spawn(|| panic!("pruned spare"));
+            let start = std::time::Instant::now();
+            while !pruned.is_finished() {
+                assert!(start.elapsed() < Duration::from_secs(10), "the thread ends");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            spares.push(pruned);
+            for _ in 2..SpareThreads::MIN_PRUNE {
+                spares.push(std::thread::spawn(|| {}));
+            }
+            // Still running when the list is pruned: kept, joined at the end.
+            spares.push(std::thread::spawn(move || {
+                let _ = go_rx.recv();
+            }));
+            assert_eq!(spares.len(), SpareThreads::MIN_PRUNE, "nothing pruned yet");
+            // At the pruning length: this push joins the finished ones first.
+            spares.push(std::thread::spawn(|| panic!("late spare")));
+            assert!(
+                spares.len() <= SpareThreads::MIN_PRUNE,
+                "the pruned spare's handle was joined ({} kept)",
+                spares.len()
+            );
+        }
+        drop(go_tx);
+        pool.shutdown();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.await_termination();
+        }));
+        let payload = outcome.expect_err("a spare's panic is resumed");
+        let message = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str));
+        assert_eq!(
+            message,
+            Some("pruned spare"),
+            "the panic joined while pruning comes out first"
+        );
+    }
 }
