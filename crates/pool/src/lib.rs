@@ -1244,4 +1244,69 @@ mod tests {
             "the panic joined while pruning comes out first"
         );
     }
+
+    /// `WorkerContext::idle_workers` on a worker counts the other worker once it is parked;
+    /// on a spare it is 0 even while another worker is idle (a spare's spawns go to its
+    /// private deque, which nobody can steal from). Deterministic with two workers: worker
+    /// A runs the root, waits until worker B has parked and reads 1; it spawns Q, which only
+    /// B can take (A does not help), and Q keeps B busy; A then blocks in place and spawns T
+    /// inside the call: B is busy and A blocked, so only the spare can run T. T lets Q go,
+    /// waits until B is idle again (the pool's hint reads 1: A and the spare are running
+    /// tasks) and reads `idle_workers`: 0. With the spare's context reading the pool's hint
+    /// like a worker's, T read 1.
+    #[test]
+    fn idle_workers_is_zero_on_a_spare_while_another_worker_is_idle() {
+        use std::sync::mpsc::channel;
+        use std::thread::current;
+        const PATIENCE: Duration = Duration::from_secs(10);
+        fn wait_until(what: &str, cond: impl Fn() -> bool) {
+            let start = std::time::Instant::now();
+            while !cond() {
+                assert!(start.elapsed() < PATIENCE, "{what}: not after {PATIENCE:?}");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let pool = PoolBuilder::new(2).build_fast().expect("a pool");
+        let shared = StdArc::clone(&pool.shared);
+        let root = pool
+            .submit(move |ctx| {
+                let a = current().id();
+                wait_until("worker B parks", || shared.sleep.sleepers() == 1);
+                wait_until("worker A counts B", || ctx.idle_workers() > 0);
+                let on_worker = ctx.idle_workers();
+                let (q_started_tx, q_started_rx) = channel();
+                let (release_q_tx, release_q_rx) = channel::<()>();
+                ctx.spawn_detached(move |_| {
+                    q_started_tx.send(current().id()).expect("the root waits");
+                    release_q_rx.recv_timeout(PATIENCE).expect("T lets Q go");
+                });
+                let b = q_started_rx
+                    .recv_timeout(PATIENCE)
+                    .expect("worker B takes Q");
+                let t = ctx.block_in_place(|| {
+                    let t = ctx
+                        .spawn(move |ctx| {
+                            release_q_tx.send(()).expect("Q waits");
+                            // Read with a read-modify-write: B's update is `Relaxed`.
+                            let hint = || shared.idle_hint.fetch_add(0, Ordering::Relaxed);
+                            wait_until("worker B is idle again", || hint() > 0);
+                            (current().id(), hint(), ctx.idle_workers())
+                        })
+                        .expect("a running task can spawn");
+                    t.join_timeout(PATIENCE).ok()
+                });
+                (a, b, on_worker, t)
+            })
+            .expect("accepting");
+        let (a, b, on_worker, t) = root.join().expect("the root returns");
+        assert_ne!(a, b, "Q ran on the other worker");
+        assert_eq!(on_worker, 1, "a worker counts the other, parked, worker");
+        let (t_thread, hint, on_spare) = t.expect("T ran while A was blocked").expect("T returned");
+        assert!(t_thread != a && t_thread != b, "T ran on the spare");
+        assert_eq!(hint, 1, "worker B was idle while T read");
+        assert_eq!(on_spare, 0, "a spare reads no idle threads");
+        assert_eq!(pool.metrics().total().compensated_blocks, 1);
+        pool.shutdown();
+        assert!(pool.await_termination_timeout(PATIENCE));
+    }
 }
