@@ -1250,4 +1250,65 @@ mod tests {
         );
         drop(root_0);
     }
+
+    /// `SpareThreads` prunes again only at twice the handles its last pruning left (at least
+    /// `MIN_PRUNE`), which keeps a push O(1) amortised while many spares are alive, and a
+    /// pruning joins every finished handle, not only those before the first running one.
+    /// Plain threads stand in for spares: 16 wait on a gate when the 17th push prunes (none
+    /// can be joined: the next pruning length is 32); once they and the 17th have finished,
+    /// 15 more, kept waiting, bring the list to 32 without a pruning; the 33rd push prunes,
+    /// joins exactly the 17 finished ones and leaves the 15 running. With the next length
+    /// set to the handles left plus two, or to `MIN_PRUNE`, the 18th or 17th push pruned
+    /// (each push walked every live handle); with the loop stopping at the first running
+    /// handle (the `+=` -> `-=` mutant, which wraps in release), 32 handles were left.
+    #[cfg(not(any(loom, shuttle)))]
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "33 threads started and joined, no unsafe code of ours: slow under Miri"
+    )]
+    fn pruning_waits_for_twice_the_handles_left_and_joins_every_finished_one() {
+        use std::sync::mpsc::{Sender, channel};
+        use std::time::{Duration, Instant};
+        const MIN: usize = SpareThreads::MIN_PRUNE;
+        let gated = |gates: &mut Vec<Sender<()>>| {
+            let (tx, rx) = channel::<()>();
+            gates.push(tx);
+            std::thread::spawn(move || {
+                let _ = rx.recv();
+            })
+        };
+        let mut spares = SpareThreads::default();
+        let mut first = Vec::new();
+        for _ in 0..MIN {
+            spares.push(gated(&mut first));
+        }
+        // At the pruning length with every handle running: nothing is joined.
+        spares.push(std::thread::spawn(|| {}));
+        assert_eq!(spares.len(), MIN + 1);
+        drop(first);
+        let start = Instant::now();
+        while !spares.handles.iter().all(|h| h.is_finished()) {
+            assert!(start.elapsed() < Duration::from_secs(10), "the threads end");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let mut second = Vec::new();
+        for n in MIN + 2..=2 * MIN {
+            spares.push(gated(&mut second));
+            assert_eq!(spares.len(), n, "no pruning before twice the handles left");
+        }
+        // At 32: this push prunes first, joining the 17 finished handles.
+        spares.push(std::thread::spawn(|| {}));
+        assert_eq!(
+            spares.len(),
+            MIN,
+            "the 17 finished handles joined, the 15 running ones and the new one kept"
+        );
+        drop(second);
+        let (handles, panics) = spares.take();
+        assert!(panics.is_empty(), "no thread panicked");
+        for h in handles {
+            h.join().expect("the thread returns");
+        }
+    }
 }
