@@ -377,6 +377,50 @@ pub(crate) struct Core<K, P> {
     pub(crate) one_claim_rounds: usize,
 }
 
+/// What [`Core::take_waiters`] does with each live waiter it takes. A trait rather than a
+/// closure so that a completion's release ([`Release`]) is inline at both of that loop's
+/// call sites (a closure called from two places was compiled out of line: 27 instructions a
+/// chain task); any `FnMut(&mut Core, u32)` is one too (`block_waiters`' walk).
+trait OnWaiter<K, P> {
+    /// Handles live waiter `v`.
+    fn each(&mut self, core: &mut Core<K, P>, v: u32);
+}
+
+impl<K, P, F: FnMut(&mut Core<K, P>, u32)> OnWaiter<K, P> for F {
+    #[inline]
+    fn each(&mut self, core: &mut Core<K, P>, v: u32) {
+        self(core, v);
+    }
+}
+
+/// A completion's release of its waiters ([`Core::succeed`]): counts the ones it makes
+/// ready; with `DEFER` they are left in `ready_later` for `flush_ready`.
+struct Release<const DEFER: bool> {
+    ready: usize,
+}
+
+impl<K: TaskKey, P, const DEFER: bool> OnWaiter<K, P> for Release<DEFER> {
+    #[inline(always)]
+    fn each(&mut self, core: &mut Core<K, P>, v: u32) {
+        let w = &mut core.wait[idx(v)];
+        w.count -= 1;
+        if w.count == 0 {
+            // Pending -> ready without reading or writing the waiter's record (`count` was
+            // not 0, so it was pending; now 0, it reads as ready: A5.pending-count); deferred,
+            // its sequence is found and queued by `flush_ready`, before this operation
+            // returns.
+            core.transition_from(v, TaskState::Pending as u8, TaskState::Ready);
+            if DEFER {
+                core.ready_later.push(v);
+            } else {
+                let seq = core.seq_of(v);
+                core.push_ready(v, seq);
+            }
+            self.ready += 1;
+        }
+    }
+}
+
 /// Returns the first dependency that repeats an earlier one, scanning in list order. Short
 /// lists (the usual one to four dependencies) are scanned inline, long ones hashed out of
 /// line.
@@ -1356,7 +1400,7 @@ impl<K: TaskKey, P> Core<K, P> {
     /// Consumes `d`'s waiter list (CSR part and overflow) and hands every live entry to
     /// `each`; stale entries leave the count. Returns how many live entries there were.
     #[inline(always)]
-    fn take_waiters(&mut self, d: u32, mut each: impl FnMut(&mut Self, u32)) -> usize {
+    fn take_waiters(&mut self, d: u32, each: &mut impl OnWaiter<K, P>) -> usize {
         let r = self.csr_range(d);
         let extra = if self.rev_extra.is_empty() {
             None
@@ -1380,7 +1424,7 @@ impl<K: TaskKey, P> Core<K, P> {
                 let v = self.rev[k];
                 if self.csr_live(v) {
                     live += 1;
-                    each(self, v);
+                    each.each(self, v);
                 } else if !seeded_bug!("double_release") {
                     self.rev_stale -= 1;
                 }
@@ -1398,7 +1442,7 @@ impl<K: TaskKey, P> Core<K, P> {
             };
             if is_live {
                 live += 1;
-                each(self, node);
+                each.each(self, node);
             } else if !seeded_bug!("double_release") {
                 self.rev_stale -= 1;
             }
@@ -2128,7 +2172,7 @@ impl<K: TaskKey, P> Core<K, P> {
         let mut blocked = 0;
         let mut ready = 0;
         while let Some(x) = work.pop() {
-            let live = self.take_waiters(x, |core, w| {
+            let live = self.take_waiters(x, &mut |core: &mut Self, w: u32| {
                 core.wait[idx(w)].count -= 1;
                 // INVARIANT (A8.optional-never-blocks): a lost optional dependency settles
                 // the edge as a success would, and is recorded with the waiter.
@@ -2738,24 +2782,9 @@ impl<K: TaskKey, P> Core<K, P> {
         // INVARIANT (A5.release-by-reverse-edges): only this version's live waiters are
         // visited, each one's remaining count goes down by one, and one reaching zero becomes
         // ready: O(1 + its waiters), never a scan of all tasks.
-        let live = self.take_waiters(n, |core, v| {
-            let w = &mut core.wait[idx(v)];
-            w.count -= 1;
-            if w.count == 0 {
-                // Pending -> ready without reading or writing the waiter's record (`count`
-                // was not 0, so it was pending; now 0, it reads as ready: A5.pending-count);
-                // deferred, its sequence is found and queued by `flush_ready`, before this
-                // operation returns.
-                core.transition_from(v, TaskState::Pending as u8, TaskState::Ready);
-                if DEFER {
-                    core.ready_later.push(v);
-                } else {
-                    let seq = core.seq_of(v);
-                    core.push_ready(v, seq);
-                }
-                effect.ready += 1;
-            }
-        });
+        let mut release = Release::<DEFER> { ready: 0 };
+        let live = self.take_waiters(n, &mut release);
+        effect.ready = release.ready;
         self.visits += 1 + live as u64;
         // Consuming a list can leave stale entries the majority: keep the bound.
         self.maybe_compact_rev();

@@ -261,17 +261,30 @@ impl<K: TaskKey, P> Exclusive<'_, K, P> {
         if let Some(claimed) = core.finish_one_and_claim(claims, outcome, n) {
             return claimed.map_err(|error| BatchError { index: 1, error });
         }
-        let (failed, settled) = settle_claims(core, claims, outcome);
-        if let Some(failed) = failed {
-            return Err(failed);
-        }
-        // LINEARIZATION POINT (A4.claim-once): inside `Core::claim_into`, as for
-        // `complete_and_claim`.
-        core.claim_into(n, claims).map_err(|error| BatchError {
-            index: settled,
-            error,
-        })
+        finish_many_and_claim(core, claims, outcome, n)
     }
+}
+
+/// `finish_and_claim` of any other round than one claim's: the claims' completions and
+/// take-backs ([`settle_claims`]), then the claim. Out of line, so that the round of one
+/// (`Core::finish_one_and_claim`, inline in the caller) has the caller's code to itself.
+#[inline(never)]
+fn finish_many_and_claim<K: TaskKey, P>(
+    core: &mut Core<K, P>,
+    claims: &mut Vec<Claim<K, P>>,
+    outcome: &mut BatchOutcome,
+    n: usize,
+) -> Result<usize, BatchError<K>> {
+    let (failed, settled) = settle_claims(core, claims, outcome);
+    if let Some(failed) = failed {
+        return Err(failed);
+    }
+    // LINEARIZATION POINT (A4.claim-once): inside `Core::claim_into`, as for
+    // `complete_and_claim`.
+    core.claim_into(n, claims).map_err(|error| BatchError {
+        index: settled,
+        error,
+    })
 }
 
 /// `finish_and_claim`'s completions and take-backs: completes `claims`' versions in order,
