@@ -2851,6 +2851,37 @@ fn an_unwinding_payload_drop_leaves_no_settled_claim_behind() {
     }
 }
 
+/// A round of one claim (`Core::finish_one_and_claim`) whose payload's `Drop` unwinds: the
+/// completion stays applied (its waiter is ready), the vector is empty and nothing is
+/// claimed, as on the general path; the next round claims the waiter. Fails if the payload
+/// is dropped before the completion (task 0 would stay running) or after the claim (task 1
+/// would be claimed and lost with the unwind).
+#[test]
+fn an_unwinding_payload_drop_in_a_round_of_one_claims_nothing() {
+    let mut s: TaskScheduler<u32, DropBomb> = TaskScheduler::new(usize::MAX);
+    let mut x = s.exclusive();
+    x.submit(0, [], DropBomb(0, true)).unwrap();
+    x.submit(1, [0], DropBomb(1, false)).unwrap();
+    let mut claims = Vec::new();
+    let mut outcome = BatchOutcome::default();
+    assert_eq!(x.finish_and_claim(&mut claims, &mut outcome, 1), Ok(1));
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        x.finish_and_claim(&mut claims, &mut outcome, 1)
+    }));
+    assert!(unwound.is_err(), "the payload's Drop panicked");
+    assert!(claims.is_empty(), "no claim left or made: {}", claims.len());
+    assert_eq!(x.state(&0), Some(TaskState::Succeeded));
+    assert_eq!(x.state(&1), Some(TaskState::Ready), "released, not claimed");
+    assert_eq!(outcome.applied, 1);
+    assert_eq!(x.core().one_claim_rounds, 1, "the round of one was taken");
+    x.core().assert_invariants();
+    assert_eq!(x.finish_and_claim(&mut claims, &mut outcome, 1), Ok(1));
+    assert_eq!(claims[0].id, 1);
+    assert_eq!(x.finish_and_claim(&mut claims, &mut outcome, 1), Ok(0));
+    assert_eq!(outcome.applied, 2);
+    assert_eq!(x.core().outstanding_tokens(), 0);
+}
+
 /// A claim's id is the task's id for every integer id type, inside the identity prefix
 /// (made from the node, A2.identity-prefix) and outside it (read from the interned keys):
 /// ids `0..40` in order, then ids far beyond, then ids named out of order.
