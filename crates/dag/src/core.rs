@@ -1418,8 +1418,8 @@ impl<K: TaskKey, P> Core<K, P> {
         }
         let mut live = 0;
         let Some(extra) = extra else {
-            // The CSR part alone (no overflow list: every list of a graph submitted before
-            // `start`), in a loop of its own.
+            // The CSR part alone (no overflow list for `d`: every list of a graph submitted
+            // before `start`, and any list nothing was added to since), in a loop of its own.
             for k in r {
                 let v = self.rev[k];
                 if self.csr_live(v) {

@@ -254,9 +254,11 @@ impl<K: TaskKey, P> Exclusive<'_, K, P> {
         outcome: &mut BatchOutcome,
         n: usize,
     ) -> Result<usize, BatchError<K>> {
-        // INVARIANT (A4.batch-forms): as `complete_and_claim`, the claims' versions as `done`.
-        // The token chunks whose versions all settle here are kept until their tokens are
-        // taken back below (a wavefront's claims of one round span many chunks).
+        // INVARIANT (A4.batch-forms): as `complete_and_claim`, the claims' versions as `done`:
+        // a round of one claim in `Core::finish_one_and_claim` (its token taken back before
+        // its completion lets the chunk go), any other in `finish_many_and_claim`, where the
+        // token chunks whose versions all settle are kept until their tokens are taken back
+        // (a wavefront's claims of one round span many chunks).
         let core = self.core();
         if let Some(claimed) = core.finish_one_and_claim(claims, outcome, n) {
             return claimed.map_err(|error| BatchError { index: 1, error });

@@ -64,8 +64,8 @@ pub(crate) struct ReadySet {
 const NO_SOLO: u64 = u64::MAX;
 
 /// The longest a run grows (taken members included) before it moves into the bitset: a run
-/// stays within 32 KiB, and a set of many roots (an edgeless graph) takes the bitset's
-/// quarter byte per key instead of a run's eight.
+/// stays within 32 KiB, and a set of many roots (an edgeless graph) takes the bitset's bit
+/// per key (at most a quarter byte, the capacity doubling) instead of a run's eight bytes.
 pub(crate) const RUN_CAP: usize = 4096;
 
 impl Default for ReadySet {
