@@ -880,6 +880,39 @@ fn visit_counters_count_exactly_what_was_walked() {
     }
 }
 
+/// A completion's visit count includes the live waiters of its overflow list, exactly: 1
+/// waits on 0 from before the start (the CSR part), 2 and 3 were submitted after it (the
+/// overflow list), so completing 0 walks both parts in one loop and counts itself and three
+/// waiters. Fails if that loop miscounts its live entries (`live -= 1` or `live *= 1`; the
+/// CSR-only loop is what `visit_counters_count_exactly_what_was_walked` covers).
+#[test]
+fn visit_counters_count_overflow_waiters_exactly() {
+    let mut core: Core<u32, ()> = Core::new(4);
+    let mut garbage = Vec::new();
+    for (id, deps) in [(0u32, vec![]), (1, vec![0])] {
+        assert!(core.submit(id, &deps, &mut Some(()), &mut garbage).is_ok());
+    }
+    let c = core.claim(4).expect("acyclic");
+    assert_eq!(c.iter().map(|c| c.id).collect::<Vec<_>>(), vec![0]);
+    for id in [2u32, 3] {
+        assert!(core.submit(id, &[0], &mut Some(()), &mut garbage).is_ok());
+    }
+    assert_eq!(core.visits(), 0);
+    assert_eq!(
+        core.complete(&0, c[0].generation),
+        Ok(CallbackOutcome::Applied(Effect {
+            ready: 3,
+            blocked: 0
+        }))
+    );
+    assert_eq!(
+        core.visits(),
+        4,
+        "itself, one CSR waiter and two overflow waiters"
+    );
+    core.assert_invariants();
+}
+
 #[test]
 fn representation_invariants_hold_under_random_operations() {
     for seed in 1..=300u64 {
@@ -2787,6 +2820,91 @@ fn finish_and_claim_takes_narrow_rounds_tokens_back() {
         assert_eq!(x.core().outstanding_tokens(), 0, "chain: {chain}");
         x.core().assert_invariants();
     }
+}
+
+/// A round of one claim (`Core::finish_one_and_claim`) takes the claim's node straight
+/// from its id only inside the identity prefix (A2.identity-prefix): with ids 0, 1, 3, 2
+/// submitted in that order the prefix is 0..2, id 3 is node 2 and id 2 is node 3, all four
+/// running in generation 1, so a wrong node passes the generation and state checks.
+/// Finishing the claim of id 2 alone (the general way) settles id 2 and leaves id 3
+/// running. Fails if the
+/// bound admits the id equal to it (`v <= identity`: node 2, id 3, is settled instead) or
+/// any integer id (the guard always true).
+#[test]
+fn a_round_of_one_claim_finds_an_id_past_the_identity_prefix() {
+    let mut s: TaskScheduler<u32> = TaskScheduler::new(usize::MAX);
+    let mut x = s.exclusive();
+    x.submit_batch([0u32, 1, 3, 2].map(|t| (t, None, ())), &mut Vec::new())
+        .unwrap();
+    assert_eq!(x.core().identity_len(), 2);
+    let mut claims = Vec::new();
+    let mut outcome = BatchOutcome::default();
+    assert_eq!(x.finish_and_claim(&mut claims, &mut outcome, 4).unwrap(), 4);
+    assert_eq!(
+        claims.iter().map(|c| c.id).collect::<Vec<_>>(),
+        vec![0, 1, 3, 2]
+    );
+    assert!(claims.iter().all(|c| c.generation == Generation(1)));
+    let mut one = vec![claims.pop().unwrap()];
+    assert_eq!(one[0].id, 2);
+    assert_eq!(x.finish_and_claim(&mut one, &mut outcome, 0).unwrap(), 0);
+    assert!(one.is_empty());
+    assert_eq!(outcome.applied, 1);
+    assert_eq!(s.state(&2), Some(TaskState::Succeeded));
+    assert_eq!(s.state(&3), Some(TaskState::Running));
+    let mut x = s.exclusive();
+    let rounds = x.core().one_claim_rounds;
+    assert_eq!(rounds, 0, "past the prefix: the general way");
+    // The rest finish as one round of three.
+    assert_eq!(x.finish_and_claim(&mut claims, &mut outcome, 4).unwrap(), 0);
+    assert_eq!(outcome.applied, 4);
+    x.core().assert_invariants();
+    for id in 0..4 {
+        assert_eq!(s.state(&id), Some(TaskState::Succeeded), "id {id}");
+    }
+}
+
+/// A round of one claim adds its completion to the `outcome` it is given, as every batch
+/// form does, leaving the rest of what is there: an outcome already holding counts (a
+/// caller's running totals, blocked versions included, which a completion never adds) gains
+/// one applied completion and the two versions it made ready, and keeps its duplicates and
+/// blocked count. Fails if the round of one scales a count instead of adding to it (`*=`
+/// on the blocked count, 0 for a completion, zeroes it; on the others, keeps them).
+#[test]
+fn a_round_of_one_claim_adds_to_the_outcome() {
+    let mut s: TaskScheduler<u32> = TaskScheduler::new(usize::MAX);
+    let mut x = s.exclusive();
+    x.submit_batch(
+        [(0u32, None, ()), (1, Some(0), ()), (2, Some(0), ())],
+        &mut Vec::new(),
+    )
+    .unwrap();
+    let before = BatchOutcome {
+        applied: 5,
+        duplicates: 3,
+        effect: Effect {
+            ready: 7,
+            blocked: 11,
+        },
+    };
+    let mut outcome = before;
+    let mut claims = Vec::new();
+    assert_eq!(x.finish_and_claim(&mut claims, &mut outcome, 1).unwrap(), 1);
+    assert_eq!(outcome, before, "nothing finished yet");
+    assert_eq!(claims[0].id, 0);
+    assert_eq!(x.finish_and_claim(&mut claims, &mut outcome, 1).unwrap(), 1);
+    assert_eq!(x.core().one_claim_rounds, 1, "the round of one took it");
+    assert_eq!(
+        outcome,
+        BatchOutcome {
+            applied: 6,
+            duplicates: 3,
+            effect: Effect {
+                ready: 9,
+                blocked: 11,
+            },
+        }
+    );
 }
 
 std::thread_local! {
