@@ -230,7 +230,9 @@ pub(crate) struct SpareThreads {
     /// The length at which the next push prunes first (0 until the first push: then
     /// `MIN_PRUNE`).
     prune_at: usize,
-    /// Panics of spares joined while pruning, oldest first.
+    /// Panics of spares joined while pruning, in the order they were joined: pruning by
+    /// pruning, and within one pruning in the order its walk found them (it swaps finished
+    /// handles out, so not always the order the spares started).
     panics: Vec<Box<dyn std::any::Any + Send + 'static>>,
 }
 
