@@ -776,6 +776,46 @@ mod tests {
         }
     }
 
+    /// Ascending inserts into an empty set make a run (a second member above the first
+    /// starts it, later ones above the last extend it), which the pops drain in order and
+    /// which ends when the set empties; a key out of order moves it into the bitset. The
+    /// answers are the bitset's either way (`matches_a_btree_set`), so this checks that the
+    /// run is taken at all: it fails when a second member never starts a run.
+    #[test]
+    fn ascending_inserts_make_a_run_until_one_comes_out_of_order() {
+        let mut set = ReadySet::default();
+        set.grow_to(10_000);
+        for k in [3, 5, 9, 640, 641] {
+            assert!(set.insert(k));
+        }
+        assert!(set.in_run(), "ascending inserts: a run");
+        assert_eq!(set.pop_first(), Some(3));
+        let mut out = Vec::new();
+        assert_eq!(set.pop_many(2, &mut out), 2);
+        assert_eq!(out, [5, 9]);
+        assert!(set.in_run(), "still a run: 640, 641");
+        assert!(set.insert(700));
+        assert!(!set.insert(700), "a member again");
+        assert!(!set.in_run(), "a repeat moved the run into the bitset");
+        assert_eq!(set.len(), 3);
+        set.assert_invariants();
+        out.clear();
+        assert_eq!(set.pop_many(10, &mut out), 3);
+        assert_eq!(out, [640, 641, 700]);
+        // From empty again: a run, then a key below its last moves it into the bitset.
+        for k in [10, 20, 30] {
+            assert!(set.insert(k));
+        }
+        assert!(set.in_run());
+        assert!(set.insert(15));
+        assert!(
+            !set.in_run(),
+            "a key out of order moved the run into the bitset"
+        );
+        set.assert_invariants();
+        assert_eq!(set.first(), Some(10));
+    }
+
     /// The priority queue against a sorted reference (`(Reverse(priority), seq)` in a
     /// `BTreeSet`), with priorities from a small set so that ties and the 0 / non-0 border are
     /// frequent, and the extremes included.
