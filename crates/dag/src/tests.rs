@@ -2477,6 +2477,30 @@ fn claim_view(c: &Claim<u32, u32>) -> (u32, Generation, u32, bool) {
     (c.id, c.generation, c.payload, c.token.is_cancelled())
 }
 
+/// The checks after each step of a comparison of `Exclusive` (`b`) with the shared
+/// scheduler (`a`): the same held claims, outcomes, snapshots, counts and statistics, and
+/// the exclusive side's invariants.
+fn same_sides(
+    a: &TaskScheduler<u32, u32>,
+    b: &mut TaskScheduler<u32, u32>,
+    ca: &[Claim<u32, u32>],
+    cb: &[Claim<u32, u32>],
+    oa: &BatchOutcome,
+    ob: &BatchOutcome,
+    at: &str,
+) {
+    assert_eq!(
+        ca.iter().map(claim_view).collect::<Vec<_>>(),
+        cb.iter().map(claim_view).collect::<Vec<_>>(),
+        "{at}"
+    );
+    assert_eq!(oa, ob, "{at}");
+    assert_eq!(a.snapshot(), b.snapshot(), "{at}");
+    assert_eq!(a.counts(), b.counts(), "{at}");
+    assert_eq!(a.stats(), b.stats(), "{at}");
+    b.exclusive().core().assert_invariants();
+}
+
 /// `Exclusive` answers as the shared scheduler: random runs (batches with forward, missing
 /// and cyclic dependencies, resubmissions, claims, completions, failures, cancels, the
 /// batch forms, `finish_and_claim` against `complete_and_claim` with the same claims,
@@ -2595,16 +2619,15 @@ fn exclusive_answers_as_shared() {
                 9 if rng.below(6) == 0 => assert_eq!(a.close(), b.close()),
                 _ => {}
             }
-            assert_eq!(
-                ca.iter().map(claim_view).collect::<Vec<_>>(),
-                cb.iter().map(claim_view).collect::<Vec<_>>(),
-                "seed {seed} step {step}"
+            same_sides(
+                &a,
+                &mut b,
+                &ca,
+                &cb,
+                &oa,
+                &ob,
+                &format!("seed {seed} step {step}"),
             );
-            assert_eq!(oa, ob, "seed {seed} step {step}");
-            assert_eq!(a.snapshot(), b.snapshot(), "seed {seed} step {step}");
-            assert_eq!(a.counts(), b.counts(), "seed {seed} step {step}");
-            assert_eq!(a.stats(), b.stats(), "seed {seed} step {step}");
-            b.exclusive().core().assert_invariants();
         }
         one_claim_rounds += b.exclusive().core().one_claim_rounds;
     }
@@ -2720,16 +2743,15 @@ fn the_one_claim_round_is_the_general_round() {
                     }
                 }
             }
-            assert_eq!(
-                ca.iter().map(claim_view).collect::<Vec<_>>(),
-                cb.iter().map(claim_view).collect::<Vec<_>>(),
-                "seed {seed} step {step}"
+            same_sides(
+                &a,
+                &mut b,
+                &ca,
+                &cb,
+                &oa,
+                &ob,
+                &format!("seed {seed} step {step}"),
             );
-            assert_eq!(oa, ob, "seed {seed} step {step}");
-            assert_eq!(a.snapshot(), b.snapshot(), "seed {seed} step {step}");
-            assert_eq!(a.counts(), b.counts(), "seed {seed} step {step}");
-            assert_eq!(a.stats(), b.stats(), "seed {seed} step {step}");
-            b.exclusive().core().assert_invariants();
         }
         one_claim_rounds += b.exclusive().core().one_claim_rounds;
     }
