@@ -2449,34 +2449,21 @@ impl<K: TaskKey, P> Core<K, P> {
         limit: usize,
         out: &mut Vec<Claim<K, P>>,
     ) -> Result<usize, SchedulerError<K>> {
-        if let Some(claimed) = self.claim_at_most_one(limit, out) {
-            return Ok(claimed);
+        if self.started && !self.closed && self.pool_of.is_empty() {
+            let take = self.claimable(limit);
+            if take <= 1 {
+                make_room(out, take);
+                if take == 0 {
+                    return Ok(0);
+                }
+                // LINEARIZATION POINT (A4.claim-once): as in `claim_into_with_room`.
+                let Some(seq) = self.ready.pop_first() else {
+                    return Ok(0);
+                };
+                return Ok(self.claim_popped(seq, out));
+            }
         }
         self.claim_into_with_room(limit, out, None)
-    }
-
-    /// [`Self::claim_into`] when it takes at most one version and scheduling has started,
-    /// is not closed and no version has a pool (a chain's every claim): returns how many it
-    /// claimed, or `None`, with nothing changed, when any of that does not hold. Inline in
-    /// its two callers (`claim_into`, [`Self::finish_one_and_claim`]). O(log V).
-    #[inline(always)]
-    fn claim_at_most_one(&mut self, limit: usize, out: &mut Vec<Claim<K, P>>) -> Option<usize> {
-        if !self.started || self.closed || !self.pool_of.is_empty() {
-            return None;
-        }
-        let take = self.claimable(limit);
-        if take > 1 {
-            return None;
-        }
-        make_room(out, take);
-        if take == 0 {
-            return Some(0);
-        }
-        // LINEARIZATION POINT (A4.claim-once): as in `claim_into_with_room`.
-        let Some(seq) = self.ready.pop_first() else {
-            return Some(0);
-        };
-        Some(self.claim_popped(seq, out))
     }
 
     /// How many versions a claim of at most `limit` takes now: at most the free slots and
@@ -2844,16 +2831,12 @@ impl<K: TaskKey, P> Core<K, P> {
         }
         // INVARIANT (A4.batch-forms): the completion of the general path's `complete_all`.
         let effect = self.succeed::<false>(n, TaskState::Running);
+        // (A completion blocks nothing: `effect.blocked` is 0.)
         outcome.applied += 1;
         outcome.effect.ready += effect.ready;
-        outcome.effect.blocked += effect.blocked;
         drop(payload);
-        // LINEARIZATION POINT (A4.claim-once): inside `Core::claim_at_most_one` (or
-        // `claim_into_with_room` for more than one), as in `Core::claim_into`.
-        Some(match self.claim_at_most_one(limit, claims) {
-            Some(claimed) => Ok(claimed),
-            None => self.claim_into_with_room(limit, claims, None),
-        })
+        // LINEARIZATION POINT (A4.claim-once): inside `Core::claim_into`.
+        Some(self.claim_into(limit, claims))
     }
 
     /// `fail(id, generation, error)`: settles a running version as failed and blocks every
