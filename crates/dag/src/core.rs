@@ -90,6 +90,7 @@ use lockstep_contract::{
 
 use crate::claim::{TokenRef, TokenSlab};
 use crate::graph::{self, DepGraph};
+use crate::huge;
 use crate::ready::ReadyQueue;
 use crate::{BatchOutcome, Claim, StateCounts};
 use lockstep_sync::seeded_bug;
@@ -675,6 +676,14 @@ impl<K: TaskKey, P> Core<K, P> {
             self.order.reserve(tasks);
         }
         self.fwd.reserve(edges);
+        // The arrays a large batch fills, on huge pages where the kernel gives them on
+        // request (`crate::huge`: fewer page faults and TLB misses; no effect on contents).
+        huge::advise(&self.keys);
+        huge::advise(&self.hot);
+        huge::advise(&self.wait);
+        huge::advise(&self.span);
+        huge::advise(&self.payload);
+        huge::advise(&self.fwd);
     }
 
     // ----- ids -------------------------------------------------------------------------
@@ -775,6 +784,9 @@ impl<K: TaskKey, P> Core<K, P> {
     #[inline(always)]
     fn intern_next(&mut self, key: &K) -> u32 {
         debug_assert!(self.find(key).is_none());
+        if self.keys.len() == self.keys.capacity() {
+            self.grow_node_arrays();
+        }
         // Node indices are u32 below u32::MAX (`direct` stores the node plus one): 2^32 - 1
         // ids would need hundreds of GiB first.
         let n = u32::try_from(self.keys.len())
@@ -795,6 +807,27 @@ impl<K: TaskKey, P> Core<K, P> {
             self.intern_elsewhere(key, n);
         }
         n
+    }
+
+    /// Makes room for as many nodes again as there are (at least 8) in every per-node
+    /// array, on huge pages where the kernel gives them on request (`crate::huge`), before
+    /// a node is made in full arrays: the doubling a `Vec` does on its own, plus the hint,
+    /// for single submissions (a batch reserves its size, `Core::reserve`). Amortised O(1)
+    /// per node.
+    #[cold]
+    #[inline(never)]
+    fn grow_node_arrays(&mut self) {
+        let more = self.keys.len().max(8);
+        self.keys.reserve(more);
+        self.hot.reserve(more);
+        self.wait.reserve(more);
+        self.span.reserve(more);
+        self.payload.reserve(more);
+        huge::advise(&self.keys);
+        huge::advise(&self.hot);
+        huge::advise(&self.wait);
+        huge::advise(&self.span);
+        huge::advise(&self.payload);
     }
 
     /// [`Core::intern_next`] of an id that does not extend the identity prefix: the direct
@@ -1215,6 +1248,7 @@ impl<K: TaskKey, P> Core<K, P> {
         self.fwd.shrink_to_fit();
         let n = self.hot.len();
         let mut off = vec![0u32; n + 1];
+        huge::advise(&off);
         for v in 0..n {
             // Pending: its count is not 0 (A5.pending-count; nothing was released yet).
             if self.wait[v].count != 0 {
@@ -1233,6 +1267,7 @@ impl<K: TaskKey, P> Core<K, P> {
         // No version was submitted after a build (there was none), so no `CSR_STALE` is set:
         // each entry names its waiter's current version.
         let mut rev = vec![0u32; total as usize];
+        huge::advise(&rev);
         for v in (0..n).rev() {
             // Pending: its count is not 0 (A5.pending-count; nothing was released yet).
             if self.wait[v].count != 0 {
@@ -1256,6 +1291,7 @@ impl<K: TaskKey, P> Core<K, P> {
         let n = self.hot.len();
         self.compaction_visits += (n + self.rev_entries) as u64;
         let mut off = vec![0u32; n + 1];
+        huge::advise(&off);
         let mut extra = std::mem::take(&mut self.rev_extra);
         for d in 0..n as u32 {
             let r = self.csr_range(d);
@@ -1271,6 +1307,7 @@ impl<K: TaskKey, P> Core<K, P> {
             *o = total;
         }
         let mut rev = vec![0u32; total as usize];
+        huge::advise(&rev);
         for d in (0..n as u32).rev() {
             let r = self.csr_range(d);
             let list = extra.remove(&d).unwrap_or_default();
@@ -1309,6 +1346,7 @@ impl<K: TaskKey, P> Core<K, P> {
     /// dropped), with room for `extra` more entries. O(V + live entries).
     fn compact_fwd(&mut self, extra: usize) {
         let mut fwd = Vec::with_capacity(self.fwd.len() - self.fwd_garbage + extra);
+        huge::advise(&fwd);
         for s in self.span.iter_mut() {
             let start = fwd.len() as u32;
             fwd.extend_from_slice(&self.fwd[s.range()]);
@@ -1335,6 +1373,19 @@ impl<K: TaskKey, P> Core<K, P> {
             self.compaction_visits += (nodes + live) as u64;
             self.compact_fwd(extra);
         }
+        if self.fwd.capacity() - self.fwd.len() < extra {
+            self.grow_fwd(extra);
+        }
+    }
+
+    /// Makes room for `extra` more entries in the dependency arena, or for as many again as
+    /// it holds if that is more (the doubling of a `Vec`), on huge pages where the kernel
+    /// gives them on request (`crate::huge`). Amortised O(1) per entry.
+    #[cold]
+    #[inline(never)]
+    fn grow_fwd(&mut self, extra: usize) {
+        self.fwd.reserve(extra.max(self.fwd.len()));
+        huge::advise(&self.fwd);
     }
 
     /// The next submission sequence, for node `n`'s new version: renumbers first if replaced

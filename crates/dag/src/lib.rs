@@ -183,6 +183,11 @@ pub mod executor;
 mod graph;
 #[allow(
     unsafe_code,
+    reason = "a page-size hint with no effect on contents; protocol in the module"
+)]
+mod huge;
+#[allow(
+    unsafe_code,
     reason = "the prepaid reference count; protocol in the module"
 )]
 mod prepaid;
@@ -1312,6 +1317,10 @@ where
     let tasks = tasks.into_iter();
     let mut items: Vec<(K, u32, Option<P>)> = Vec::with_capacity(tasks.size_hint().0);
     let mut deps: Vec<K> = Vec::with_capacity(tasks.size_hint().0);
+    // Written once, whole, from fresh memory: huge pages where the kernel gives them
+    // (`crate::huge`; no effect on contents).
+    huge::advise(&items);
+    huge::advise(&deps);
     for (id, ds, payload) in tasks {
         let before = deps.len();
         deps.extend(ds);
