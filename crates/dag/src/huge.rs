@@ -81,6 +81,15 @@ pub(crate) fn advise<T>(v: &Vec<T>) {
     let _ = (offset, len);
 }
 
+/// `Vec::with_capacity(capacity)`, [advised](advise): for an array about to be written
+/// whole. Panics as `Vec::with_capacity` does (capacity overflow); O(1) beyond the
+/// allocation.
+pub(crate) fn with_capacity<T>(capacity: usize) -> Vec<T> {
+    let v = Vec::with_capacity(capacity);
+    advise(&v);
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::{HUGE_PAGE, MIN_BYTES, advise, aligned_interior};
