@@ -664,26 +664,21 @@ impl<K: TaskKey, P> Core<K, P> {
             self.index
                 .reserve(tasks, |&n| hasher.hash_one(&keys[idx(n)]));
         }
-        self.keys.reserve(tasks);
-        self.hot.reserve(tasks);
-        self.wait.reserve(tasks);
-        self.span.reserve(tasks);
-        self.payload.reserve(tasks);
+        // The arrays a large batch fills, on huge pages where the kernel gives them on
+        // request (`crate::huge`: fewer page faults and TLB misses; no effect on contents),
+        // advised only when this call allocates them anew.
+        huge::reserve(&mut self.keys, tasks);
+        huge::reserve(&mut self.hot, tasks);
+        huge::reserve(&mut self.wait, tasks);
+        huge::reserve(&mut self.span, tasks);
+        huge::reserve(&mut self.payload, tasks);
         if !self.seq_is_node {
             self.seqs.reserve(tasks);
         }
         if !self.order_in_seq {
             self.order.reserve(tasks);
         }
-        self.fwd.reserve(edges);
-        // The arrays a large batch fills, on huge pages where the kernel gives them on
-        // request (`crate::huge`: fewer page faults and TLB misses; no effect on contents).
-        huge::advise(&self.keys);
-        huge::advise(&self.hot);
-        huge::advise(&self.wait);
-        huge::advise(&self.span);
-        huge::advise(&self.payload);
-        huge::advise(&self.fwd);
+        huge::reserve(&mut self.fwd, edges);
     }
 
     // ----- ids -------------------------------------------------------------------------
@@ -784,9 +779,6 @@ impl<K: TaskKey, P> Core<K, P> {
     #[inline(always)]
     fn intern_next(&mut self, key: &K) -> u32 {
         debug_assert!(self.find(key).is_none());
-        if self.keys.len() == self.keys.capacity() {
-            self.grow_node_arrays();
-        }
         // Node indices are u32 below u32::MAX (`direct` stores the node plus one): 2^32 - 1
         // ids would need hundreds of GiB first.
         let n = u32::try_from(self.keys.len())
@@ -807,27 +799,6 @@ impl<K: TaskKey, P> Core<K, P> {
             self.intern_elsewhere(key, n);
         }
         n
-    }
-
-    /// Makes room for as many nodes again as there are (at least 8) in every per-node
-    /// array, on huge pages where the kernel gives them on request (`crate::huge`), before
-    /// a node is made in full arrays: the doubling a `Vec` does on its own, plus the hint,
-    /// for single submissions (a batch reserves its size, `Core::reserve`). Amortised O(1)
-    /// per node.
-    #[cold]
-    #[inline(never)]
-    fn grow_node_arrays(&mut self) {
-        let more = self.keys.len().max(8);
-        self.keys.reserve(more);
-        self.hot.reserve(more);
-        self.wait.reserve(more);
-        self.span.reserve(more);
-        self.payload.reserve(more);
-        huge::advise(&self.keys);
-        huge::advise(&self.hot);
-        huge::advise(&self.wait);
-        huge::advise(&self.span);
-        huge::advise(&self.payload);
     }
 
     /// [`Core::intern_next`] of an id that does not extend the identity prefix: the direct
@@ -1346,7 +1317,6 @@ impl<K: TaskKey, P> Core<K, P> {
     /// dropped), with room for `extra` more entries. O(V + live entries).
     fn compact_fwd(&mut self, extra: usize) {
         let mut fwd = Vec::with_capacity(self.fwd.len() - self.fwd_garbage + extra);
-        huge::advise(&fwd);
         for s in self.span.iter_mut() {
             let start = fwd.len() as u32;
             fwd.extend_from_slice(&self.fwd[s.range()]);
@@ -1373,19 +1343,6 @@ impl<K: TaskKey, P> Core<K, P> {
             self.compaction_visits += (nodes + live) as u64;
             self.compact_fwd(extra);
         }
-        if self.fwd.capacity() - self.fwd.len() < extra {
-            self.grow_fwd(extra);
-        }
-    }
-
-    /// Makes room for `extra` more entries in the dependency arena, or for as many again as
-    /// it holds if that is more (the doubling of a `Vec`), on huge pages where the kernel
-    /// gives them on request (`crate::huge`). Amortised O(1) per entry.
-    #[cold]
-    #[inline(never)]
-    fn grow_fwd(&mut self, extra: usize) {
-        self.fwd.reserve(extra.max(self.fwd.len()));
-        huge::advise(&self.fwd);
     }
 
     /// The next submission sequence, for node `n`'s new version: renumbers first if replaced

@@ -12,28 +12,46 @@
 //!
 //! Linux backs anonymous memory with huge pages either always, never, or only where the
 //! program asks with `madvise(MADV_HUGEPAGE)` (`/sys/kernel/mm/transparent_hugepage/enabled`
-//! says which; `madvise` is the default of Debian and Ubuntu). This module asks, for arrays
-//! that can hold a whole aligned huge page; under `always` the hint changes nothing, under
-//! `never` the kernel ignores it, and on other systems it is not made.
+//! says which; `madvise` is Ubuntu's default and this machine's Debian 12 kernel's). This
+//! module asks, for arrays that can hold a whole aligned huge page. Under `never` the kernel
+//! ignores the hint, and on other systems it is not made. Under `always` the arrays got huge
+//! pages anyway where free ones were at hand; the hint adds that, when none is, a fault in
+//! the range may compact memory to make one (`transparent_hugepage/defrag` at `madvise`, the
+//! kernel's default), which can stall that fault.
 //!
 //! # Protocol
 //! `madvise(MADV_HUGEPAGE)` is advice about the page size of a range, never about its
 //! contents: memory that is already there keeps its bytes (a later collapse into a huge
 //! page copies them), memory that is not yet touched still reads as zero, and no access
 //! that was valid becomes invalid or the other way round (`madvise(2)`). So it cannot change
-//! what any code computes; the only thing it can change is time and how much memory is
+//! what any code computes; the only things it can change are time and how much memory is
 //! resident. The range passed is the 2 MiB-aligned interior of a vector's allocation
 //! (capacity, not length), which the vector owns while the call runs: it never names memory
 //! outside an allocation, and it is aligned as `madvise` requires. An error (`EINVAL` from
 //! a kernel built without transparent huge pages) is ignored: the hint then has no effect.
 //!
-//! The advice stays with the range after the vector lets it go: an allocation the allocator
-//! maps on its own (glibc does so above its mmap threshold) is unmapped with its advice;
-//! one carved from the allocator's heap leaves that part of the heap advised, which again
-//! changes only the page size of whatever is allocated there later. The huge pages lie
-//! inside the array's capacity (the interior leaves out the partial pages at both ends), so
-//! the most they can make resident beyond what the array writes is its unused capacity;
-//! the arrays advised are sized to their batch (`Core::reserve`) or built whole.
+//! **Costs besides the gain.**
+//! * *Growing an advised vector copies it.* Advising the interior of a mapping the allocator
+//!   made for one allocation (glibc does so above its mmap threshold) splits the kernel's
+//!   record of that mapping in three, and glibc's `realloc` can then no longer move it with
+//!   `mremap` (which fails with `EFAULT` on a range of several records): it allocates,
+//!   copies and frees instead. So only arrays that are written whole and not grown are
+//!   advised (the reverse edges, the executor's per-run arrays, a batch's collected items),
+//!   or arrays reserved for a batch ([`reserve`]: once per new allocation, never per call);
+//!   arrays grown one element at a time (single submissions) are left to `Vec`'s doubling,
+//!   which `mremap` keeps cheap. A reserved array that a later batch grows is copied once
+//!   per doubling: amortised O(1) per element, as any `Vec` growth without `mremap`.
+//! * *Resident memory.* The advice stays with the range after the vector lets it go: an
+//!   allocation the allocator mapped on its own is unmapped with its advice; one carved
+//!   from the allocator's heap leaves that part of the heap advised, so a later allocation
+//!   there may be backed by huge pages, and the kernel's background collapse
+//!   (`khugepaged`) may make memory resident that the heap holds free. Within a live
+//!   array, the huge pages lie inside its capacity (the interior leaves out the partial
+//!   pages at both ends), so the most they make resident beyond what it writes is its
+//!   unused capacity.
+//! * *One system call* per advised allocation, and up to two more kernel mapping records
+//!   (the process's limit, `vm.max_map_count`, is 65,530 by default; a scheduler advises at
+//!   most ten arrays at a time).
 //!
 //! Miri does not model `madvise`; under it [`advise`] does nothing.
 
@@ -82,17 +100,28 @@ pub(crate) fn advise<T>(v: &Vec<T>) {
 }
 
 /// `Vec::with_capacity(capacity)`, [advised](advise): for an array about to be written
-/// whole. Panics as `Vec::with_capacity` does (capacity overflow); O(1) beyond the
-/// allocation.
+/// whole and not grown (see "Costs" in the module docs). Panics as `Vec::with_capacity`
+/// does (capacity overflow); O(1) beyond the allocation.
 pub(crate) fn with_capacity<T>(capacity: usize) -> Vec<T> {
     let v = Vec::with_capacity(capacity);
     advise(&v);
     v
 }
 
+/// `v.reserve(additional)`, then [`advise`] if that made a new allocation (so a batch into a
+/// vector with room makes no system call): for an array reserved for a batch it is about to
+/// fill. Panics as `Vec::reserve` does (capacity overflow); amortised O(1) per element.
+pub(crate) fn reserve<T>(v: &mut Vec<T>, additional: usize) {
+    let before = (v.as_ptr(), v.capacity());
+    v.reserve(additional);
+    if (v.as_ptr(), v.capacity()) != before {
+        advise(v);
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{HUGE_PAGE, MIN_BYTES, advise, aligned_interior};
+    use super::{HUGE_PAGE, MIN_BYTES, advise, aligned_interior, reserve};
 
     #[test]
     fn the_interior_is_the_aligned_part_of_a_large_enough_range() {
@@ -110,8 +139,14 @@ mod tests {
         assert_eq!(aligned_interior(h + 16, 3 * h), Some((h - 16, 2 * h)));
         // Unaligned at both ends, so just under three pages hold two whole ones.
         assert_eq!(aligned_interior(h - 1, 3 * h - 2), Some((1, 2 * h)));
-        // Overflow: no interior.
-        assert_eq!(aligned_interior(usize::MAX - h, MIN_BYTES), None);
+        // Overflow, of the first boundary or of the end: no interior.
+        assert_eq!(aligned_interior(usize::MAX - 10, MIN_BYTES), None);
+        assert_eq!(aligned_interior(h, usize::MAX), None);
+        // The last whole page below the top of the address space.
+        assert_eq!(
+            aligned_interior(usize::MAX - 3 * h + 2, 3 * h - 2),
+            Some((h - 1, h))
+        );
     }
 
     /// The hint changes no byte of the vector, large or small, and leaves it usable (run
@@ -139,9 +174,26 @@ mod tests {
         advise(&Vec::<()>::with_capacity(usize::MAX));
     }
 
-    /// The advice reaches the kernel: the mapping that holds an advised vector's interior
-    /// carries the `hg` flag ("huge page advise") in `/proc/self/smaps`. Skipped, with a
-    /// message, where the kernel has no transparent huge pages.
+    /// `reserve` advises only when it allocates: a reserve into room already there leaves
+    /// the vector (pointer, capacity, contents) as it was, and one that allocates keeps the
+    /// contents.
+    #[test]
+    fn reserve_keeps_contents_and_allocates_only_when_needed() {
+        let mut v: Vec<u32> = (0..100).collect();
+        reserve(&mut v, 1000);
+        let (p, c) = (v.as_ptr(), v.capacity());
+        assert!(c >= 1100);
+        reserve(&mut v, 1000);
+        assert_eq!((v.as_ptr(), v.capacity()), (p, c));
+        reserve(&mut v, MIN_BYTES);
+        assert!(v.capacity() >= 100 + MIN_BYTES);
+        assert_eq!(v, (0..100).collect::<Vec<u32>>());
+    }
+
+    /// The advice reaches the kernel: the mapping that holds the interior of a vector
+    /// advised directly, made by [`with_capacity`] or grown by [`reserve`] carries the `hg`
+    /// flag ("huge page advise") in `/proc/self/smaps`. Skipped, with a message, where the
+    /// kernel has no transparent huge pages.
     #[cfg(all(target_os = "linux", not(miri)))]
     #[test]
     fn advice_marks_the_mapping() {
@@ -149,27 +201,43 @@ mod tests {
             eprintln!("no transparent huge pages on this kernel: nothing to check");
             return;
         }
-        let v: Vec<u8> = Vec::with_capacity(3 * MIN_BYTES);
-        let (offset, _) = aligned_interior(v.as_ptr().addr(), v.capacity()).expect("large");
-        let inside = v.as_ptr().addr() + offset;
-        advise(&v);
+        let advised: Vec<u8> = Vec::with_capacity(3 * MIN_BYTES);
+        advise(&advised);
+        let made: Vec<u8> = super::with_capacity(3 * MIN_BYTES);
+        assert!(made.capacity() >= 3 * MIN_BYTES);
+        let mut grown: Vec<u8> = vec![7; 10];
+        reserve(&mut grown, 3 * MIN_BYTES);
+        assert_eq!(grown, [7; 10]);
+        for (what, v) in [
+            ("advise", &advised),
+            ("with_capacity", &made),
+            ("reserve", &grown),
+        ] {
+            let (offset, _) = aligned_interior(v.as_ptr().addr(), v.capacity()).expect("large");
+            let flags = mapping_flags(v.as_ptr().addr() + offset);
+            assert!(
+                flags.iter().any(|f| f == "hg"),
+                "{what}: not advised: {flags:?}"
+            );
+        }
+    }
+
+    /// The `VmFlags` of the mapping of this process that holds `address`.
+    #[cfg(all(target_os = "linux", not(miri)))]
+    fn mapping_flags(address: usize) -> Vec<String> {
         let smaps = std::fs::read_to_string("/proc/self/smaps").expect("smaps");
         let mut holds = false;
-        let mut flags = None;
         for line in smaps.lines() {
             let first = line.split_whitespace().next().unwrap_or("");
             if let Some((lo, hi)) = first.split_once('-')
                 && let (Ok(lo), Ok(hi)) =
                     (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
             {
-                holds = lo <= inside && inside < hi;
+                holds = lo <= address && address < hi;
             } else if holds && let Some(f) = line.strip_prefix("VmFlags:") {
-                flags = Some(f.split_whitespace().map(str::to_owned).collect::<Vec<_>>());
-                break;
+                return f.split_whitespace().map(str::to_owned).collect();
             }
         }
-        let flags = flags.expect("the vector's mapping is listed");
-        assert!(flags.iter().any(|f| f == "hg"), "not advised: {flags:?}");
-        drop(v);
+        panic!("no mapping holds {address:#x}");
     }
 }

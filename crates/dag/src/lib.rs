@@ -1318,9 +1318,9 @@ where
     let mut items: Vec<(K, u32, Option<P>)> = Vec::with_capacity(tasks.size_hint().0);
     let mut deps: Vec<K> = Vec::with_capacity(tasks.size_hint().0);
     // Written once, whole, from fresh memory: huge pages where the kernel gives them
-    // (`crate::huge`; no effect on contents).
+    // (`crate::huge`; no effect on contents). (Not `deps`, which grows past its hint on
+    // most graphs: see the module on growing an advised vector.)
     huge::advise(&items);
-    huge::advise(&deps);
     for (id, ds, payload) in tasks {
         let before = deps.len();
         deps.extend(ds);
