@@ -80,6 +80,8 @@ fn aligned_interior(start: usize, len: usize) -> Option<(usize, usize)> {
 /// One system call per call on Linux (none for a smaller vector); a no-op elsewhere and under
 /// Miri. Never panics.
 pub(crate) fn advise<T>(v: &Vec<T>) {
+    // INVARIANT (A2.page-hint): page-size advice on the aligned interior of `v`'s live
+    // allocation only; no byte of it, and so no answer, changes.
     let bytes = v.capacity().saturating_mul(size_of::<T>());
     let Some((offset, len)) = aligned_interior(v.as_ptr().addr(), bytes) else {
         return;
