@@ -1218,8 +1218,7 @@ impl<K: TaskKey, P> Core<K, P> {
         // edges take their 8 bytes per edge (the peak of a whole run is here).
         self.fwd.shrink_to_fit();
         let n = self.hot.len();
-        let mut off = vec![0u32; n + 1];
-        huge::advise(&off);
+        let mut off = huge::zeros(n + 1);
         for v in 0..n {
             // Pending: its count is not 0 (A5.pending-count; nothing was released yet).
             if self.wait[v].count != 0 {
@@ -1237,8 +1236,7 @@ impl<K: TaskKey, P> Core<K, P> {
         }
         // No version was submitted after a build (there was none), so no `CSR_STALE` is set:
         // each entry names its waiter's current version.
-        let mut rev = vec![0u32; total as usize];
-        huge::advise(&rev);
+        let mut rev = huge::zeros(total as usize);
         for v in (0..n).rev() {
             // Pending: its count is not 0 (A5.pending-count; nothing was released yet).
             if self.wait[v].count != 0 {
@@ -1261,8 +1259,7 @@ impl<K: TaskKey, P> Core<K, P> {
     fn compact_rev(&mut self) {
         let n = self.hot.len();
         self.compaction_visits += (n + self.rev_entries) as u64;
-        let mut off = vec![0u32; n + 1];
-        huge::advise(&off);
+        let mut off = huge::zeros(n + 1);
         let mut extra = std::mem::take(&mut self.rev_extra);
         for d in 0..n as u32 {
             let r = self.csr_range(d);
@@ -1277,8 +1274,7 @@ impl<K: TaskKey, P> Core<K, P> {
             total += *o;
             *o = total;
         }
-        let mut rev = vec![0u32; total as usize];
-        huge::advise(&rev);
+        let mut rev = huge::zeros(total as usize);
         for d in (0..n as u32).rev() {
             let r = self.csr_range(d);
             let list = extra.remove(&d).unwrap_or_default();

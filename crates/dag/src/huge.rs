@@ -110,6 +110,15 @@ pub(crate) fn with_capacity<T>(capacity: usize) -> Vec<T> {
     v
 }
 
+/// `vec![0u32; len]` (zeroed memory from the allocator, untouched until written),
+/// [advised](advise): for offsets and lists about to be filled whole and not grown. Panics
+/// as `vec!` does (capacity overflow); O(1) beyond the allocation.
+pub(crate) fn zeros(len: usize) -> Vec<u32> {
+    let v = vec![0u32; len];
+    advise(&v);
+    v
+}
+
 /// `v.reserve(additional)`, then [`advise`] if that made a new allocation (so a batch into a
 /// vector with room makes no system call): for an array reserved for a batch it is about to
 /// fill. Panics as `Vec::reserve` does (capacity overflow); amortised O(1) per element.
@@ -123,7 +132,7 @@ pub(crate) fn reserve<T>(v: &mut Vec<T>, additional: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::{HUGE_PAGE, MIN_BYTES, advise, aligned_interior, reserve};
+    use super::{HUGE_PAGE, MIN_BYTES, advise, aligned_interior, reserve, zeros};
 
     #[test]
     fn the_interior_is_the_aligned_part_of_a_large_enough_range() {
@@ -193,9 +202,9 @@ mod tests {
     }
 
     /// The advice reaches the kernel: the mapping that holds the interior of a vector
-    /// advised directly, made by [`with_capacity`] or grown by [`reserve`] carries the `hg`
-    /// flag ("huge page advise") in `/proc/self/smaps`. Skipped, with a message, where the
-    /// kernel has no transparent huge pages.
+    /// advised directly, made by [`with_capacity`] or [`zeros`], or grown by [`reserve`]
+    /// carries the `hg` flag ("huge page advise") in `/proc/self/smaps`. Skipped, with a
+    /// message, where the kernel has no transparent huge pages.
     #[cfg(all(target_os = "linux", not(miri)))]
     #[test]
     fn advice_marks_the_mapping() {
@@ -210,13 +219,16 @@ mod tests {
         let mut grown: Vec<u8> = vec![7; 10];
         reserve(&mut grown, 3 * MIN_BYTES);
         assert_eq!(grown, [7; 10]);
-        for (what, v) in [
-            ("advise", &advised),
-            ("with_capacity", &made),
-            ("reserve", &grown),
+        let zeroed = zeros(3 * MIN_BYTES / 4);
+        assert!(zeroed.len() == 3 * MIN_BYTES / 4 && zeroed.iter().all(|&x| x == 0));
+        for (what, at, bytes) in [
+            ("advise", advised.as_ptr().addr(), advised.capacity()),
+            ("with_capacity", made.as_ptr().addr(), made.capacity()),
+            ("reserve", grown.as_ptr().addr(), grown.capacity()),
+            ("zeros", zeroed.as_ptr().addr(), zeroed.capacity() * 4),
         ] {
-            let (offset, _) = aligned_interior(v.as_ptr().addr(), v.capacity()).expect("large");
-            let flags = mapping_flags(v.as_ptr().addr() + offset);
+            let (offset, _) = aligned_interior(at, bytes).expect("large");
+            let flags = mapping_flags(at + offset);
             assert!(
                 flags.iter().any(|f| f == "hg"),
                 "{what}: not advised: {flags:?}"

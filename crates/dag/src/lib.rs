@@ -1315,12 +1315,11 @@ where
     D: IntoIterator<Item = K>,
 {
     let tasks = tasks.into_iter();
-    let mut items: Vec<(K, u32, Option<P>)> = Vec::with_capacity(tasks.size_hint().0);
+    // The items are written once, whole, from fresh memory: on huge pages where the kernel
+    // gives them (`crate::huge`; no effect on contents). Not `deps`, which grows past its
+    // hint on most graphs (see the module on growing an advised vector).
+    let mut items: Vec<(K, u32, Option<P>)> = huge::with_capacity(tasks.size_hint().0);
     let mut deps: Vec<K> = Vec::with_capacity(tasks.size_hint().0);
-    // Written once, whole, from fresh memory: huge pages where the kernel gives them
-    // (`crate::huge`; no effect on contents). (Not `deps`, which grows past its hint on
-    // most graphs: see the module on growing an advised vector.)
-    huge::advise(&items);
     for (id, ds, payload) in tasks {
         let before = deps.len();
         deps.extend(ds);

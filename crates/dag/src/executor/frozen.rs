@@ -287,8 +287,7 @@ impl<K: TaskKey> FrozenGraph<K> {
         let n = ids.len();
 
         // Reverse edges by counting sort: dependents of each task in ascending index.
-        let mut rev_offsets = vec![0u32; n + 1];
-        crate::huge::advise(&rev_offsets);
+        let mut rev_offsets = crate::huge::zeros(n + 1);
         for &d in &deps {
             rev_offsets[d as usize + 1] += 1;
         }
@@ -296,8 +295,7 @@ impl<K: TaskKey> FrozenGraph<K> {
             rev_offsets[i + 1] += rev_offsets[i];
         }
         let mut cursor: Vec<u32> = rev_offsets[..n].to_vec();
-        let mut rev = vec![0u32; deps.len()];
-        crate::huge::advise(&rev);
+        let mut rev = crate::huge::zeros(deps.len());
         for t in 0..n {
             for &d in &deps[dep_offsets[t] as usize..dep_offsets[t + 1] as usize] {
                 let c = &mut cursor[d as usize];
