@@ -315,9 +315,51 @@ pub fn run(args: &ZooArgs) -> Result<ExitCode> {
             plan: b,
             results: Vec::new(),
         };
+        // In CI mode, the test that caught the bug last time, alone, before any whole suite
+        // (`BugPlan::first_test`); a miss falls through to the whole suites below.
+        let alone = if args.first {
+            b.first_test.and_then(|t| {
+                order
+                    .first()
+                    .filter(|s| s.name == b.first_try)
+                    .map(|s| (*s, t))
+            })
+        } else {
+            None
+        };
+        if let Some((s, test)) = alone {
+            let limit = (baseline[s.name] * 4 + Duration::from_secs(30)).min(max);
+            let exact = ["--exact".to_string(), test.to_string()];
+            let r = run_suite(&root, &built[s.name], s, b.name, args, limit, &exact)?;
+            println!(
+                "  {:<15} {} (`{test}` alone)",
+                s.name,
+                report::cell(&r, false)
+            );
+            if r.caught() {
+                if let Some(replay) = &r.replay {
+                    println!("    replay: {replay}");
+                    let log = r.log.strip_prefix(&root).unwrap_or(&r.log);
+                    println!("    log:    {}", log.display());
+                }
+                results.push(BugResult {
+                    plan: b,
+                    results: vec![r],
+                });
+                continue;
+            }
+        }
         for s in order {
             let limit = (baseline[s.name] * 4 + Duration::from_secs(30)).min(max);
-            let r = run_suite(&root, &built[s.name], s, b.name, args, limit)?;
+            let r = run_suite(
+                &root,
+                &built[s.name],
+                s,
+                b.name,
+                args,
+                limit,
+                &s.binary.libtest_args(),
+            )?;
             println!("  {:<15} {}", s.name, report::cell(&r, false));
             if let Some(replay) = &r.replay {
                 // The exact command, for every flavour (the table's replay column is short).
@@ -367,7 +409,9 @@ pub fn run(args: &ZooArgs) -> Result<ExitCode> {
     }
 }
 
-/// Runs suite `s` against `bug`; reruns the failing test alone if the report was cut off.
+/// Runs suite `s` against `bug`, the test binary given `libtest_args` (the suite's own,
+/// [`Binary::libtest_args`], or one test `--exact`); reruns the failing test alone if the
+/// report was cut off.
 fn run_suite(
     root: &Path,
     built: &Built,
@@ -375,10 +419,11 @@ fn run_suite(
     bug: &str,
     args: &ZooArgs,
     limit: Duration,
+    libtest_args: &[String],
 ) -> Result<SuiteResult> {
     let env = env(Some(bug), args);
     let grace = if args.first { GRACE_FIRST } else { GRACE };
-    let mut out = run::run(built, &s.binary.libtest_args(), &env, limit, grace)?;
+    let mut out = run::run(built, libtest_args, &env, limit, grace)?;
     let mut section = None;
     if let Ending::Crashed { .. } = out.ending
         && let Some((test, message)) = run::crash_panic(&out.stderr, &out.stdout)

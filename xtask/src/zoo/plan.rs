@@ -288,22 +288,75 @@ pub struct BugPlan {
     /// deadline (`executor_breadth_drops_task`, `executor_batch_share_lost`). It only saves
     /// time; the full matrix (`cargo xtask zoo`) ignores it and runs every suite.
     pub first_try: &'static str,
+    /// In `--first` mode, the test of `first_try` that caught the bug in the last CI run,
+    /// run alone (`--exact`) before the whole suite, for a bug whose catch waited for other
+    /// tests: libtest starts a binary's tests in name order on two threads, so a loom test
+    /// that catches its bug in half a second can start only after minutes of the others
+    /// (`executor_pool_handoff_lost`: 228 s in the whole suite, 0.39 s alone). If it does
+    /// not catch the bug (renamed, or the bug now escapes it), the whole of `first_try`
+    /// runs as before, then the others. `check_first_tests` keeps the names real.
+    pub first_test: Option<&'static str>,
 }
 
 /// Every seeded bug, in the order of `lockstep_sync::BUGS` (checked by a test and at start).
 pub const PLANS: &[BugPlan] = &[
-    plan("static_order", Part::Scheduler, "unit_dag"),
+    plan_test(
+        "static_order",
+        Part::Scheduler,
+        "unit_dag",
+        "tests::a_batch_release_queues_each_version_by_its_priority_and_pool",
+    ),
     plan("rescan_all", Part::Scheduler, "scenarios_dag"),
     plan("cycle_without_path", Part::Scheduler, "unit_dag"),
-    plan("stale_generation", Part::Scheduler, "unit_dag"),
-    plan("failed_dep_as_success", Part::Scheduler, "unit_dag"),
-    plan("forced_cancel", Part::Scheduler, "unit_dag"),
-    plan("exceed_limit", Part::Scheduler, "unit_dag"),
+    plan_test(
+        "stale_generation",
+        Part::Scheduler,
+        "unit_dag",
+        "tests::adversarial::model_comparison_cancel_before_start_low_capacity",
+    ),
+    plan_test(
+        "failed_dep_as_success",
+        Part::Scheduler,
+        "unit_dag",
+        "tests::adversarial::model_comparison_cancel_before_start_low_capacity",
+    ),
+    plan_test(
+        "forced_cancel",
+        Part::Scheduler,
+        "unit_dag",
+        "tests::a_panicking_id_clone_in_a_claim_leaves_the_version_ready_and_cancels_aim_right",
+    ),
+    plan_test(
+        "exceed_limit",
+        Part::Scheduler,
+        "unit_dag",
+        "tests::a_stale_reverse_edge_never_matches_after_its_tag_wraps",
+    ),
     plan("retry_flips_failed", Part::Scheduler, "model_dag"),
-    plan("stale_edges", Part::Scheduler, "unit_dag"),
-    plan("tag_wrap_unpurged", Part::Scheduler, "unit_dag"),
-    plan("double_release", Part::Scheduler, "unit_dag"),
-    plan("unflushed_release", Part::Scheduler, "unit_dag"),
+    plan_test(
+        "stale_edges",
+        Part::Scheduler,
+        "unit_dag",
+        "tests::adversarial::model_comparison_cancel_before_start_low_capacity",
+    ),
+    plan_test(
+        "tag_wrap_unpurged",
+        Part::Scheduler,
+        "unit_dag",
+        "tests::a_stale_reverse_edge_never_matches_after_its_tag_wraps",
+    ),
+    plan_test(
+        "double_release",
+        Part::Scheduler,
+        "unit_dag",
+        "tests::a_batch_that_unwinds_midway_still_queues_what_it_released",
+    ),
+    plan_test(
+        "unflushed_release",
+        Part::Scheduler,
+        "unit_dag",
+        "tests::adversarial::model_comparison_with_small_floors_and_tags_strings",
+    ),
     plan("identity_prefix_unchecked", Part::Scheduler, "unit_dag"),
     plan("claim_two_sections", Part::Scheduler, "shuttle_dag"),
     plan("priority_ties_lifo", Part::Scheduler, "model_dag"),
@@ -311,13 +364,24 @@ pub const PLANS: &[BugPlan] = &[
     plan("dynamic_edge_on_claimed", Part::Scheduler, "model_dag"),
     plan("grown_self_loop_accepted", Part::Scheduler, "model_dag"),
     plan("pool_room_two_sections", Part::Scheduler, "shuttle_dag"),
-    plan(
+    plan_test(
         "executor_pool_handoff_lost",
         Part::Scheduler,
         "loom_executor",
+        "loom_pool_slot_is_handed_on_and_never_shared",
     ),
-    plan("executor_relaxed_count", Part::Scheduler, "loom_executor"),
-    plan("executor_relaxed_skip", Part::Scheduler, "loom_executor"),
+    plan_test(
+        "executor_relaxed_count",
+        Part::Scheduler,
+        "loom_executor",
+        "loom_a_driver_alone_again_sees_the_ended_drivers_decrements",
+    ),
+    plan_test(
+        "executor_relaxed_skip",
+        Part::Scheduler,
+        "loom_executor",
+        "loom_diamond_join_sees_both_dependencies_compare_and_swap",
+    ),
     plan("executor_decide_unfenced", Part::Scheduler, "loom_executor"),
     plan("executor_cancel_unfenced", Part::Scheduler, "loom_executor"),
     plan(
@@ -330,12 +394,18 @@ pub const PLANS: &[BugPlan] = &[
         Part::Scheduler,
         "shuttle_executor",
     ),
-    plan("executor_solo_relaxed", Part::Scheduler, "loom_executor"),
+    plan_test(
+        "executor_solo_relaxed",
+        Part::Scheduler,
+        "loom_executor",
+        "loom_a_driver_alone_again_sees_the_ended_drivers_decrements",
+    ),
     plan("executor_double_push", Part::Scheduler, "unit_dag"),
-    plan(
+    plan_test(
         "executor_grow_lost_unseen",
         Part::Scheduler,
         "loom_executor",
+        "loom_a_successor_of_a_failed_dependency_is_blocked",
     ),
     plan(
         "executor_breadth_drops_task",
@@ -376,15 +446,36 @@ pub const PLANS: &[BugPlan] = &[
     plan("durable_unfenced_abandon", Part::Durable, "unit_durable"),
     plan("durable_submit_if_exists", Part::Durable, "model_durable"),
     plan("durable_redefine_unchecked", Part::Durable, "model_durable"),
-    plan("durable_priority_ignored", Part::Durable, "model_durable"),
-    plan("durable_optional_blocks", Part::Durable, "model_durable"),
-    plan(
+    plan_test(
+        "durable_priority_ignored",
+        Part::Durable,
+        "model_durable",
+        "sqlite_store_matches_model",
+    ),
+    plan_test(
+        "durable_optional_blocks",
+        Part::Durable,
+        "model_durable",
+        "sqlite_store_matches_model",
+    ),
+    plan_test(
         "durable_pool_counts_expired",
         Part::Durable,
         "model_durable",
+        "sqlite_store_matches_model",
     ),
-    plan("durable_fused_claim_first", Part::Durable, "model_durable"),
-    plan("durable_edge_on_claimed", Part::Durable, "model_durable"),
+    plan_test(
+        "durable_fused_claim_first",
+        Part::Durable,
+        "model_durable",
+        "sqlite_store_matches_model",
+    ),
+    plan_test(
+        "durable_edge_on_claimed",
+        Part::Durable,
+        "model_durable",
+        "the_fixed_seed_top_up_reaches_every_event",
+    ),
 ];
 
 const fn plan(name: &'static str, part: Part, first_try: &'static str) -> BugPlan {
@@ -392,6 +483,22 @@ const fn plan(name: &'static str, part: Part, first_try: &'static str) -> BugPla
         name,
         part,
         first_try,
+        first_test: None,
+    }
+}
+
+/// [`plan`] with a [`BugPlan::first_test`]: `test` of suite `first_try`, run alone first.
+const fn plan_test(
+    name: &'static str,
+    part: Part,
+    first_try: &'static str,
+    test: &'static str,
+) -> BugPlan {
+    BugPlan {
+        name,
+        part,
+        first_try,
+        first_test: Some(test),
     }
 }
 
@@ -439,6 +546,83 @@ mod tests {
     #[test]
     fn plans_match_the_bug_list() {
         assert_eq!(check_plans(), Ok(()));
+    }
+
+    /// The source file that holds test `test` of `suite` (the module path of a unit test
+    /// picks the file: `tests::adversarial::x` of `lockstep_dag` is in
+    /// `crates/dag/src/tests/adversarial.rs`), relative to the workspace root.
+    fn test_source(suite: &Suite, test: &str) -> std::path::PathBuf {
+        let mut modules: Vec<&str> = test.split("::").collect();
+        modules.pop();
+        match suite.binary {
+            Binary::Lib(krate) => {
+                let dir = krate.strip_prefix("lockstep_").unwrap_or(krate);
+                let mut path = std::path::PathBuf::from(format!("crates/{dir}/src"));
+                match modules.split_last() {
+                    None => path.push("lib.rs"),
+                    Some((last, parents)) => {
+                        path.extend(parents);
+                        let file = path.join(format!("{last}.rs"));
+                        path = if file.exists() || !path.join(last).is_dir() {
+                            file
+                        } else {
+                            path.join(last).join("mod.rs")
+                        };
+                    }
+                }
+                path
+            }
+            Binary::Test(t) | Binary::TestFiltered(t, _) => {
+                assert_eq!(suite.package, "lockstep-tests", "{}", suite.name);
+                assert!(
+                    modules.is_empty(),
+                    "{test}: an integration test at the top level"
+                );
+                std::path::PathBuf::from(format!("tests/tests/{t}.rs"))
+            }
+        }
+    }
+
+    /// Every `first_test` is a test function of its `first_try` suite (and, for a filtered
+    /// suite, one its filter selects): a renamed test would only cost time (the whole suite
+    /// runs after the miss), but it would hide the saving this list is for.
+    #[test]
+    fn every_first_test_is_a_test_of_its_suite() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("the workspace root");
+        let mut named = 0;
+        for p in PLANS {
+            let Some(test) = p.first_test else { continue };
+            named += 1;
+            let s = suite(p.first_try).expect("check_plans");
+            if let Binary::TestFiltered(_, filter) = s.binary {
+                assert!(
+                    test.contains(filter),
+                    "{}: {test} is not in {filter}",
+                    p.name
+                );
+            }
+            let file = root.join(test_source(s, test));
+            let text = std::fs::read_to_string(&file)
+                .unwrap_or_else(|e| panic!("{}: {}: {e}", p.name, file.display()));
+            let name = test.rsplit("::").next().expect("a name");
+            let at = text
+                .find(&format!("fn {name}()"))
+                .unwrap_or_else(|| panic!("{}: no `fn {name}()` in {}", p.name, file.display()));
+            // The attributes and comments right above the function include `#[test]`.
+            let mut above = text[..at].trim_end().lines().rev().map(str::trim);
+            assert!(
+                above
+                    .by_ref()
+                    .take_while(|l| l.starts_with("#[") || l.starts_with("//"))
+                    .any(|l| l == "#[test]"),
+                "{}: `{name}` in {} is not marked #[test]",
+                p.name,
+                file.display()
+            );
+        }
+        assert!(named >= 5, "only {named} bugs name a first test");
     }
 
     #[test]

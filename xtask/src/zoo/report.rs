@@ -69,7 +69,9 @@ pub fn tables(
         secs(build),
         secs(total),
         if first_only {
-            " (CI mode: each bug stops at its first catch, so later suites were not run)"
+            " (CI mode: each bug stops at its first catch, so later suites were not run; a \
+             bug whose plan names the test that caught it last runs that test alone first, \
+             and its time is that run's)"
         } else {
             ""
         }
