@@ -816,6 +816,38 @@ mod tests {
         assert_eq!(set.first(), Some(10));
     }
 
+    /// A run grows to exactly `RUN_CAP` members and the next ascending key moves it into the
+    /// bitset (cargo-mutants: `run.len() < RUN_CAP` -> `<=` let it reach `RUN_CAP + 1`, which
+    /// `assert_invariants` sees only at the step past the cap); and `insert_many` into an
+    /// empty set starts a run the way single inserts do (the mutant `len == 0` -> `!= 0` sent
+    /// an empty set's keys straight to the bitset: the same answers, one bitset leaf a key).
+    #[test]
+    fn a_run_stops_at_its_cap_and_insert_many_starts_one() {
+        let mut set = ReadySet::default();
+        set.grow_to(3 * RUN_CAP as u64);
+        set.insert_many((0..RUN_CAP as u64).map(|k| 2 * k));
+        assert!(set.in_run(), "insert_many into an empty set: a run");
+        assert_eq!(set.run.len(), RUN_CAP, "the run holds every key");
+        set.assert_invariants();
+        assert!(set.insert(2 * RUN_CAP as u64));
+        assert!(
+            !set.in_run(),
+            "the key past the cap moved the run into the bitset"
+        );
+        assert_eq!(set.len(), RUN_CAP + 1);
+        set.assert_invariants();
+        let mut out = Vec::new();
+        assert_eq!(set.pop_many(usize::MAX, &mut out), RUN_CAP + 1);
+        assert!(out.iter().copied().eq((0..=RUN_CAP as u64).map(|k| 2 * k)));
+        // Empty again: a second insert_many starts a run again (a solo member, then a run).
+        set.insert_many([7]);
+        assert_eq!(set.len(), 1);
+        set.insert_many([8, 9]);
+        assert!(set.in_run(), "a member held aside and two above it: a run");
+        set.assert_invariants();
+        assert_eq!(set.pop_first(), Some(7));
+    }
+
     /// The priority queue against a sorted reference (`(Reverse(priority), seq)` in a
     /// `BTreeSet`), with priorities from a small set so that ties and the 0 / non-0 border are
     /// frequent, and the extremes included.
