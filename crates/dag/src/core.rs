@@ -394,6 +394,12 @@ impl<K, P, F: FnMut(&mut Core<K, P>, u32)> OnWaiter<K, P> for F {
     }
 }
 
+/// The most ready versions for which a release still asks for the released waiter's lines:
+/// a waiter released behind a longer queue is claimed so much later that its lines would be
+/// gone again (the random million-task graph was 3% slower with the hint on every release).
+/// A waiter released with nothing queued ahead is claimed next, at once: no hint either.
+const PREFETCH_READY_MAX: usize = 4096;
+
 /// A completion's release of its waiters ([`Core::succeed`]): counts the ones it makes
 /// ready; with `DEFER` they are left in `ready_later` for `flush_ready`.
 struct Release<const DEFER: bool> {
@@ -412,6 +418,17 @@ impl<K: TaskKey, P, const DEFER: bool> OnWaiter<K, P> for Release<DEFER> {
             // returns.
             core.transition_from(v, TaskState::Pending as u8, TaskState::Ready);
             if DEFER {
+                // A round of many completions (a wide frontier): the waiter is claimed after
+                // the rest of the round, so the first lines its claim and its completion
+                // read are asked for now, unless nothing is queued ahead of it (a chain: its
+                // claim follows at once) or the queue ahead is long.
+                // INVARIANT (A5.release-hint): a cache hint only (`prefetch.rs`): no byte,
+                // no state and no answer changes, only time.
+                let ahead = core.ready.len() + core.ready_later.len();
+                if ahead != 0 && ahead < PREFETCH_READY_MAX {
+                    crate::prefetch::prefetch(&core.hot, idx(v));
+                    crate::prefetch::prefetch(&core.rev_off, idx(v));
+                }
                 core.ready_later.push(v);
             } else {
                 let seq = core.seq_of(v);
@@ -2539,6 +2556,12 @@ impl<K: TaskKey, P> Core<K, P> {
                     break;
                 }
                 for (i, &seq) in seqs.iter().enumerate() {
+                    // A claim of many: each claimed version completes only after the others
+                    // run, so the start of its waiter list is asked for now (its offset was
+                    // asked for at its release; `prefetch.rs`, a hint only).
+                    if let Some(&at) = self.rev_off.get(idx(self.node_of_seq(seq))) {
+                        crate::prefetch::prefetch(&self.rev, at as usize);
+                    }
                     match self.claim_seq(seq, out) {
                         Ok(c) => claimed += usize::from(c),
                         Err(unwind) => {

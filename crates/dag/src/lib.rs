@@ -171,9 +171,10 @@
 //! `Eq`, `Clone` and `Drop` do run under the lock (the id lookups need them): keep them
 //! cheap, and never call back into the scheduler from them.
 
-// `unsafe` is allowed in two modules only: the executor's prefetch hint
-// (`executor/prefetch.rs`) and the prepaid references of cancel tokens (`prepaid.rs`), each
-// with its protocol in the module's documentation, run under Miri by `.ci/run`.
+// `unsafe` is allowed in three modules only: the cache hint of the executor and the pull
+// core (`prefetch.rs`), the huge page hint (`huge.rs`) and the prepaid references of cancel
+// tokens (`prepaid.rs`), each with its protocol in the module's documentation, run under
+// Miri by `.ci/run`.
 #![deny(unsafe_code)]
 
 mod claim;
@@ -186,6 +187,11 @@ mod graph;
     reason = "a page-size hint with no effect on contents; protocol in the module"
 )]
 mod huge;
+#[allow(
+    unsafe_code,
+    reason = "a cache hint with no effect on memory; protocol in the module"
+)]
+mod prefetch;
 #[allow(
     unsafe_code,
     reason = "the prepaid reference count; protocol in the module"

@@ -546,7 +546,7 @@ impl<K> FrozenGraph<K> {
     /// executor: [`super::prefetch`]). O(1); nothing happens if `t >= len()`.
     #[inline(always)]
     pub(crate) fn prefetch_dependents_offsets(&self, t: u32) {
-        super::prefetch::prefetch(&self.rev_offsets, t as usize);
+        crate::prefetch::prefetch(&self.rev_offsets, t as usize);
     }
 
     /// Asks for the cache line where task `t`'s dependents' list starts (a hint for the
@@ -554,7 +554,7 @@ impl<K> FrozenGraph<K> {
     #[inline(always)]
     pub(crate) fn prefetch_dependents(&self, t: u32) {
         if let Some(&start) = self.rev_offsets.get(t as usize) {
-            super::prefetch::prefetch(&self.rev, start as usize);
+            crate::prefetch::prefetch(&self.rev, start as usize);
         }
     }
 

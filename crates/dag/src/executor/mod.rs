@@ -192,8 +192,6 @@
 
 mod barrier;
 mod frozen;
-#[allow(unsafe_code)] // a hint with no effect on memory; the module states its protocol
-mod prefetch;
 
 use std::cell::RefCell;
 use std::cmp::Reverse;
@@ -2177,14 +2175,14 @@ impl<K: TaskKey> Shared<K> {
     fn prefetch_ahead(&self, kept: &VecDeque<u32>) {
         if let Some(&a) = kept.get(8) {
             self.graph.prefetch_dependents_offsets(a);
-            prefetch::prefetch(&self.cells.state, a as usize);
+            crate::prefetch::prefetch(&self.cells.state, a as usize);
         }
         if let Some(&b) = kept.get(4) {
             self.graph.prefetch_dependents(b);
         }
         if let Some(&c) = kept.get(1) {
             for &d in self.graph.dependents_or_none(c) {
-                prefetch::prefetch(&self.count, d as usize);
+                crate::prefetch::prefetch(&self.count, d as usize);
             }
         }
     }

@@ -1,6 +1,6 @@
-//! A cache hint for the executor's release loop: start loading the line that holds one
-//! element of a slice, so that a later access finds it in cache instead of waiting for
-//! memory.
+//! A cache hint for the release loops of the executor and of the pull API's core: start
+//! loading the line that holds one element of a slice, so that a later access finds it in
+//! cache instead of waiting for memory.
 //!
 //! # Why
 //! On a graph whose edges join tasks far apart (the random million-task graph of the
@@ -11,6 +11,14 @@
 //! instructions before it runs, so its first lines can be asked for when it is kept and its
 //! dependents' list when it is next in line; the misses then overlap with other work
 //! (`docs/benchmarks.md`, "Issue 9: prefetching kept tasks (stop 38)").
+//!
+//! The pull API's core (`core.rs`) has the same shape on a wide graph: a round of many
+//! claims releases its waiters one after another, and each is claimed only in the next
+//! round, after the rest of the frontier. So a release asks for the lines the claim and the
+//! completion of that waiter will read first (its `Hot` record and its reverse-edge offset),
+//! and a claim of many asks for the start of the claimed version's waiter list
+//! (`docs/benchmarks.md`, "Issue 9: prefetching the frontier (stop 50)"). A round of one
+//! claim (a chain) asks for nothing: its next access follows at once.
 //!
 //! # Protocol
 //! A prefetch is only a hint: it reads nothing the program can see, writes nothing, never
@@ -24,7 +32,7 @@
 ///
 /// Costs one instruction (plus the bounds check); never blocks, never panics.
 #[inline(always)]
-pub(super) fn prefetch<T>(slice: &[T], i: usize) {
+pub(crate) fn prefetch<T>(slice: &[T], i: usize) {
     let Some(element) = slice.get(i) else { return };
     #[cfg(target_arch = "x86_64")]
     {
