@@ -394,10 +394,11 @@ impl<K, P, F: FnMut(&mut Core<K, P>, u32)> OnWaiter<K, P> for F {
     }
 }
 
-/// The most ready versions for which a release still asks for the released waiter's lines:
-/// a waiter released behind a longer queue is claimed so much later that its lines would be
-/// gone again (the random million-task graph was 3% slower with the hint on every release).
-/// A waiter released with nothing queued ahead is claimed next, at once: no hint either.
+/// A release asks for the released waiter's lines only while fewer versions than this are
+/// queued ahead of it: a waiter released behind a longer queue is claimed so much later that
+/// its lines would be gone again (the random million-task graph was 3% slower with the hint
+/// on every release). A waiter released with nothing queued ahead is claimed next, at once:
+/// no hint either.
 const PREFETCH_READY_MAX: usize = 4096;
 
 /// A completion's release of its waiters ([`Core::succeed`]): counts the ones it makes

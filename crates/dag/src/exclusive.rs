@@ -10,7 +10,7 @@ use crate::{
     complete_and_claim_in, submit_batch_in,
 };
 
-/// A [`TaskScheduler`](crate::TaskScheduler) borrowed exclusively
+/// A [`TaskScheduler`] borrowed exclusively
 /// ([`TaskScheduler::exclusive`](crate::TaskScheduler::exclusive)), for a pull loop on one
 /// thread.
 ///

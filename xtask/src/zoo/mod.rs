@@ -348,6 +348,21 @@ pub fn run(args: &ZooArgs) -> Result<ExitCode> {
                 });
                 continue;
             }
+            // A miss: the plan's test no longer catches the bug (or names no test). Said
+            // loudly, and its log kept beside the whole suite's, which the run below writes.
+            let kept = log_path(&root, b.name, &format!("{}.alone", s.name));
+            std::fs::rename(&r.log, &kept)
+                .with_context(|| format!("keeping {}", kept.display()))?;
+            let text = std::fs::read_to_string(&kept).unwrap_or_default();
+            let why = if text.contains("running 0 tests") {
+                "matched no test: fix `first_test` in xtask/src/zoo/plan.rs"
+            } else {
+                "did not catch it"
+            };
+            println!(
+                "  warning: `{test}` alone {why}; the whole suites follow (log: {})",
+                kept.strip_prefix(&root).unwrap_or(&kept).display()
+            );
         }
         for s in order {
             let limit = (baseline[s.name] * 4 + Duration::from_secs(30)).min(max);

@@ -294,7 +294,8 @@ pub struct BugPlan {
     /// that catches its bug in half a second can start only after minutes of the others
     /// (`executor_pool_handoff_lost`: 228 s in the whole suite, 0.39 s alone). If it does
     /// not catch the bug (renamed, or the bug now escapes it), the whole of `first_try`
-    /// runs as before, then the others. `check_first_tests` keeps the names real.
+    /// runs as before, then the others. The test `every_first_test_is_a_test_of_its_suite` keeps
+    /// the names real, and a run warns when one matches no test.
     pub first_test: Option<&'static str>,
 }
 
@@ -446,36 +447,15 @@ pub const PLANS: &[BugPlan] = &[
     plan("durable_unfenced_abandon", Part::Durable, "unit_durable"),
     plan("durable_submit_if_exists", Part::Durable, "model_durable"),
     plan("durable_redefine_unchecked", Part::Durable, "model_durable"),
-    plan_test(
-        "durable_priority_ignored",
-        Part::Durable,
-        "model_durable",
-        "sqlite_store_matches_model",
-    ),
-    plan_test(
-        "durable_optional_blocks",
-        Part::Durable,
-        "model_durable",
-        "sqlite_store_matches_model",
-    ),
-    plan_test(
+    plan("durable_priority_ignored", Part::Durable, "model_durable"),
+    plan("durable_optional_blocks", Part::Durable, "model_durable"),
+    plan(
         "durable_pool_counts_expired",
         Part::Durable,
         "model_durable",
-        "sqlite_store_matches_model",
     ),
-    plan_test(
-        "durable_fused_claim_first",
-        Part::Durable,
-        "model_durable",
-        "sqlite_store_matches_model",
-    ),
-    plan_test(
-        "durable_edge_on_claimed",
-        Part::Durable,
-        "model_durable",
-        "the_fixed_seed_top_up_reaches_every_event",
-    ),
+    plan("durable_fused_claim_first", Part::Durable, "model_durable"),
+    plan("durable_edge_on_claimed", Part::Durable, "model_durable"),
 ];
 
 const fn plan(name: &'static str, part: Part, first_try: &'static str) -> BugPlan {
@@ -548,44 +528,99 @@ mod tests {
         assert_eq!(check_plans(), Ok(()));
     }
 
-    /// The source file that holds test `test` of `suite` (the module path of a unit test
-    /// picks the file: `tests::adversarial::x` of `lockstep_dag` is in
-    /// `crates/dag/src/tests/adversarial.rs`), relative to the workspace root.
-    fn test_source(suite: &Suite, test: &str) -> std::path::PathBuf {
+    /// The text of the source file that holds test `test` of `suite`, narrowed to the inline
+    /// module the test's path names, if any: the module path is followed file by file
+    /// (`tests::adversarial::x` of `lockstep_dag` is in `crates/dag/src/tests/adversarial.rs`)
+    /// and, where no file exists, into an inline `mod NAME {` of the file reached
+    /// (`ready::tests::x` is in `mod tests {` of `crates/dag/src/ready.rs`).
+    fn test_source(root: &std::path::Path, suite: &Suite, test: &str) -> Result<String, String> {
         let mut modules: Vec<&str> = test.split("::").collect();
         modules.pop();
-        match suite.binary {
+        let (mut dir, mut file) = match suite.binary {
             Binary::Lib(krate) => {
-                let dir = krate.strip_prefix("lockstep_").unwrap_or(krate);
-                let mut path = std::path::PathBuf::from(format!("crates/{dir}/src"));
-                match modules.split_last() {
-                    None => path.push("lib.rs"),
-                    Some((last, parents)) => {
-                        path.extend(parents);
-                        let file = path.join(format!("{last}.rs"));
-                        path = if file.exists() || !path.join(last).is_dir() {
-                            file
-                        } else {
-                            path.join(last).join("mod.rs")
-                        };
-                    }
-                }
-                path
+                let name = krate.strip_prefix("lockstep_").unwrap_or(krate);
+                let dir = root.join(format!("crates/{name}/src"));
+                let file = dir.join("lib.rs");
+                (dir, file)
             }
             Binary::Test(t) | Binary::TestFiltered(t, _) => {
                 assert_eq!(suite.package, "lockstep-tests", "{}", suite.name);
-                assert!(
-                    modules.is_empty(),
-                    "{test}: an integration test at the top level"
-                );
-                std::path::PathBuf::from(format!("tests/tests/{t}.rs"))
+                let dir = root.join("tests/tests");
+                let file = dir.join(format!("{t}.rs"));
+                (dir, file)
+            }
+        };
+        let read = |f: &std::path::Path| {
+            std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))
+        };
+        let mut text = read(&file)?;
+        let mut inline = false;
+        for m in modules {
+            let own = [dir.join(format!("{m}.rs")), dir.join(m).join("mod.rs")];
+            match own.iter().find(|f| f.exists()) {
+                Some(f) if !inline && text.contains(&format!("mod {m};")) => {
+                    dir = dir.join(m);
+                    file = f.clone();
+                    text = read(&file)?;
+                }
+                _ => {
+                    text = inline_module(&text, m)
+                        .ok_or_else(|| format!("no module `{m}` in {}", file.display()))?;
+                    inline = true;
+                }
             }
         }
+        // The module's own items: what its inline submodules hold is not at this path.
+        Ok(without_inline_modules(&text))
     }
 
-    /// Every `first_test` is a test function of its `first_try` suite (and, for a filtered
-    /// suite, one its filter selects): a renamed test would only cost time (the whole suite
-    /// runs after the miss), but it would hide the saving this list is for.
+    /// The lines of rustfmt-formatted `text` inside its inline `mod name {` (up to the `}`
+    /// at the same indentation), or `None`.
+    fn inline_module(text: &str, name: &str) -> Option<String> {
+        let mut lines = text.lines();
+        let indent = lines.by_ref().find_map(|l| {
+            let t = l.trim_start();
+            let decl = t.strip_prefix("pub(crate) ").unwrap_or(t);
+            (decl == format!("mod {name} {{")).then_some(l.len() - t.len())
+        })?;
+        let body: Vec<&str> = lines
+            .take_while(|l| !(l.trim_start() == "}" && l.len() - 1 == indent))
+            .collect();
+        Some(body.join("\n"))
+    }
+
+    /// `text` without the lines of its inline `mod name { .. }` blocks (rustfmt-formatted: a
+    /// block ends at the `}` at its `mod` line's indentation).
+    fn without_inline_modules(text: &str) -> String {
+        let mut inside: Option<usize> = None;
+        let mut kept = Vec::new();
+        for l in text.lines() {
+            let t = l.trim_start();
+            let indent = l.len() - t.len();
+            match inside {
+                Some(i) => {
+                    if t == "}" && indent == i {
+                        inside = None;
+                    }
+                }
+                None => {
+                    let decl = t.strip_prefix("pub(crate) ").unwrap_or(t);
+                    if decl.starts_with("mod ") && decl.ends_with(" {") {
+                        inside = Some(indent);
+                    } else {
+                        kept.push(l);
+                    }
+                }
+            }
+        }
+        kept.join("\n")
+    }
+
+    /// Every `first_test` is a test function of its `first_try` suite at the path it names
+    /// (module by module, inline modules included), marked `#[test]` and not `#[ignore]` or
+    /// `#[cfg(...)]`, and, for a filtered suite, one its filter selects: a wrong name would
+    /// only cost time (the whole suite runs after the miss, with a warning), but it would
+    /// hide the saving this list is for.
     #[test]
     fn every_first_test_is_a_test_of_its_suite() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -603,23 +638,30 @@ mod tests {
                     p.name
                 );
             }
-            let file = root.join(test_source(s, test));
-            let text = std::fs::read_to_string(&file)
-                .unwrap_or_else(|e| panic!("{}: {}: {e}", p.name, file.display()));
+            let text = test_source(root, s, test).unwrap_or_else(|e| panic!("{}: {e}", p.name));
             let name = test.rsplit("::").next().expect("a name");
             let at = text
                 .find(&format!("fn {name}()"))
-                .unwrap_or_else(|| panic!("{}: no `fn {name}()` in {}", p.name, file.display()));
-            // The attributes and comments right above the function include `#[test]`.
-            let mut above = text[..at].trim_end().lines().rev().map(str::trim);
+                .unwrap_or_else(|| panic!("{}: no `fn {name}()` at {test}", p.name));
+            // The attributes and comments right above the function.
+            let above: Vec<&str> = text[..at]
+                .trim_end()
+                .lines()
+                .rev()
+                .map(str::trim)
+                .take_while(|l| l.starts_with("#[") || l.starts_with("//"))
+                .collect();
             assert!(
-                above
-                    .by_ref()
-                    .take_while(|l| l.starts_with("#[") || l.starts_with("//"))
-                    .any(|l| l == "#[test]"),
-                "{}: `{name}` in {} is not marked #[test]",
-                p.name,
-                file.display()
+                above.contains(&"#[test]"),
+                "{}: `{test}` is not marked #[test]",
+                p.name
+            );
+            assert!(
+                !above
+                    .iter()
+                    .any(|l| l.starts_with("#[ignore") || l.starts_with("#[cfg")),
+                "{}: `{test}` is ignored or compiled conditionally",
+                p.name
             );
         }
         assert!(named >= 5, "only {named} bugs name a first test");

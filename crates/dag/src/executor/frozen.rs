@@ -543,7 +543,7 @@ impl<K> FrozenGraph<K> {
     }
 
     /// Asks for the cache line of task `t`'s reverse-edge offsets (a hint for the
-    /// executor: [`super::prefetch`]). O(1); nothing happens if `t >= len()`.
+    /// executor: [`crate::prefetch`]). O(1); nothing happens if `t >= len()`.
     #[inline(always)]
     pub(crate) fn prefetch_dependents_offsets(&self, t: u32) {
         crate::prefetch::prefetch(&self.rev_offsets, t as usize);

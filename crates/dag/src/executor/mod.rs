@@ -2224,8 +2224,8 @@ impl<K: TaskKey> Shared<K> {
 }
 
 /// The length of `drive`'s local queue from which kept tasks are prefetched
-/// ([`prefetch`]'s module): a queue this long means a wide frontier, whose tasks' lines have
-/// left the cache by the time they run (the random graph); a shorter one is a narrow
+/// ([`crate::prefetch`]'s module): a queue this long means a wide frontier, whose tasks'
+/// lines have left the cache by the time they run (the random graph); a shorter one is a narrow
 /// frontier, such as a binary tree's (at most its depth, 20 for 2^20 - 1 tasks), whose
 /// lines are still there, and where the hints only cost instructions. Measured on the
 /// benches' four shapes ("Issue 9: prefetching kept tasks (stop 38)" in
