@@ -132,7 +132,7 @@ pub(crate) fn reserve<T>(v: &mut Vec<T>, additional: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::{HUGE_PAGE, MIN_BYTES, advise, aligned_interior, reserve, zeros};
+    use super::{HUGE_PAGE, MIN_BYTES, advise, aligned_interior, reserve};
 
     #[test]
     fn the_interior_is_the_aligned_part_of_a_large_enough_range() {
@@ -219,7 +219,7 @@ mod tests {
         let mut grown: Vec<u8> = vec![7; 10];
         reserve(&mut grown, 3 * MIN_BYTES);
         assert_eq!(grown, [7; 10]);
-        let zeroed = zeros(3 * MIN_BYTES / 4);
+        let zeroed = super::zeros(3 * MIN_BYTES / 4);
         assert!(zeroed.len() == 3 * MIN_BYTES / 4 && zeroed.iter().all(|&x| x == 0));
         for (what, at, bytes) in [
             ("advise", advised.as_ptr().addr(), advised.capacity()),
