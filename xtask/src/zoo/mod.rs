@@ -337,11 +337,7 @@ pub fn run(args: &ZooArgs) -> Result<ExitCode> {
                 report::cell(&r, false)
             );
             if r.caught() {
-                if let Some(replay) = &r.replay {
-                    println!("    replay: {replay}");
-                    let log = r.log.strip_prefix(&root).unwrap_or(&r.log);
-                    println!("    log:    {}", log.display());
-                }
+                print_replay(&root, &r);
                 results.push(BugResult {
                     plan: b,
                     results: vec![r],
@@ -376,12 +372,7 @@ pub fn run(args: &ZooArgs) -> Result<ExitCode> {
                 &s.binary.libtest_args(),
             )?;
             println!("  {:<15} {}", s.name, report::cell(&r, false));
-            if let Some(replay) = &r.replay {
-                // The exact command, for every flavour (the table's replay column is short).
-                println!("    replay: {replay}");
-                let log = r.log.strip_prefix(&root).unwrap_or(&r.log);
-                println!("    log:    {}", log.display());
-            }
+            print_replay(&root, &r);
             let caught = r.caught();
             bug.results.push(r);
             if caught && args.first {
@@ -421,6 +412,16 @@ pub fn run(args: &ZooArgs) -> Result<ExitCode> {
     } else {
         eprintln!("error: caught by no suite: {}", missed.join(", "));
         Ok(ExitCode::FAILURE)
+    }
+}
+
+/// Prints under a run that caught its bug the exact command that replays it, for every
+/// flavour (the table's replay column is short), and the log's path.
+fn print_replay(root: &Path, r: &SuiteResult) {
+    if let Some(replay) = &r.replay {
+        println!("    replay: {replay}");
+        let log = r.log.strip_prefix(root).unwrap_or(&r.log);
+        println!("    log:    {}", log.display());
     }
 }
 
