@@ -376,6 +376,10 @@ pub(crate) struct Core<K, P> {
     /// Tests only: how many rounds [`Core::finish_one_and_claim`] applied.
     #[cfg(test)]
     pub(crate) one_claim_rounds: usize,
+    /// Rounds of one claim that handed their released waiter straight to the claim
+    /// (A4.handoff; tests only).
+    #[cfg(test)]
+    pub(crate) handoffs: usize,
 }
 
 /// What [`Core::take_waiters`] does with each live waiter it takes. A trait rather than a
@@ -402,12 +406,22 @@ impl<K, P, F: FnMut(&mut Core<K, P>, u32)> OnWaiter<K, P> for F {
 const PREFETCH_READY_MAX: usize = 4096;
 
 /// A completion's release of its waiters ([`Core::succeed`]): counts the ones it makes
-/// ready; with `DEFER` they are left in `ready_later` for `flush_ready`.
-struct Release<const DEFER: bool> {
+/// ready; with `DEFER` they are left in `ready_later` for `flush_ready`; with `HOLD` (and
+/// not `DEFER`), the first is kept in `held` instead of queued, for the hand-off of a round
+/// of one claim ([`Core::finish_one_and_claim`], A4.handoff), and the others are queued.
+struct Release<const DEFER: bool, const HOLD: bool = false> {
     ready: usize,
+    held: Option<u32>,
 }
 
-impl<K: TaskKey, P, const DEFER: bool> OnWaiter<K, P> for Release<DEFER> {
+impl<const DEFER: bool, const HOLD: bool> Release<DEFER, HOLD> {
+    const NEW: Self = Release {
+        ready: 0,
+        held: None,
+    };
+}
+
+impl<K: TaskKey, P, const DEFER: bool, const HOLD: bool> OnWaiter<K, P> for Release<DEFER, HOLD> {
     #[inline(always)]
     fn each(&mut self, core: &mut Core<K, P>, v: u32) {
         let w = &mut core.wait[idx(v)];
@@ -431,6 +445,8 @@ impl<K: TaskKey, P, const DEFER: bool> OnWaiter<K, P> for Release<DEFER> {
                     crate::prefetch::prefetch(&core.rev_off, idx(v));
                 }
                 core.ready_later.push(v);
+            } else if HOLD && self.ready == 0 {
+                self.held = Some(v);
             } else {
                 let seq = core.seq_of(v);
                 core.push_ready(v, seq);
@@ -576,6 +592,25 @@ fn make_room<T>(out: &mut Vec<T>, take: usize) {
     }
 }
 
+/// Queues the waiter `held` when dropped: the hand-off of a round of one claim
+/// ([`Core::finish_one_and_claim`]) holds the waiter it released out of the queue while the
+/// finished claim's payload is dropped, and that `Drop` is the caller's code and may
+/// unwind; the waiter is then queued, ready, as the general path leaves it. Forgotten
+/// (`mem::forget`) when nothing unwound.
+struct Requeue<'c, K: TaskKey, P> {
+    core: &'c mut Core<K, P>,
+    held: u32,
+}
+
+impl<K: TaskKey, P> Drop for Requeue<'_, K, P> {
+    #[cold]
+    #[inline(never)]
+    fn drop(&mut self) {
+        let seq = self.core.seq_of(self.held);
+        self.core.push_ready(self.held, seq);
+    }
+}
+
 /// True when the dependency graph of the current versions has a cycle: an iterative
 /// three-colour depth-first search over the dependency lists (white, on the path, done); a
 /// dependency found on the current path closes a cycle. O(V + E) time, one byte per node and the path as extra space.
@@ -670,6 +705,8 @@ impl<K: TaskKey, P> Core<K, P> {
             dense_taken: 0,
             #[cfg(test)]
             one_claim_rounds: 0,
+            #[cfg(test)]
+            handoffs: 0,
         }
     }
 
@@ -1124,6 +1161,7 @@ impl<K: TaskKey, P> Core<K, P> {
     }
 
     /// Lets go of the cancel flag of node `n`'s version, which just stopped running.
+    #[inline(always)]
     fn release_token(&mut self, n: u32) {
         let h = &mut self.hot[idx(n)];
         self.tokens.release(h.token_ref());
@@ -1217,6 +1255,7 @@ impl<K: TaskKey, P> Core<K, P> {
     }
 
     /// The CSR part of `d`'s waiter list, if any and not consumed.
+    #[inline(always)]
     fn csr_range(&self, d: u32) -> std::ops::Range<usize> {
         let d = idx(d);
         if d + 1 < self.rev_off.len() && self.hot[d].flags & REV_TAKEN == 0 {
@@ -1320,6 +1359,7 @@ impl<K: TaskKey, P> Core<K, P> {
     /// Compacts the reverse edges once stale entries outnumber the nodes plus the live
     /// entries: a compaction walks every node and entry, so this makes it amortised O(1) per
     /// stale entry, whatever the number of unrelated nodes.
+    #[inline(always)]
     fn maybe_compact_rev(&mut self) {
         let live = self.rev_entries - self.rev_stale;
         if self.rev_stale > COMPACT_FLOOR && self.rev_stale > self.hot.len() + live {
@@ -1438,8 +1478,8 @@ impl<K: TaskKey, P> Core<K, P> {
         } else if let Some(list) = &extra {
             self.rev_extra.insert(d, list.clone());
         }
-        let mut live = 0;
         let Some(extra) = extra else {
+            let mut live = 0;
             // The CSR part alone (no overflow list for `d`: every list of a graph submitted
             // before `start`, and any list nothing was added to since), in a loop of its own.
             for k in r {
@@ -1453,7 +1493,20 @@ impl<K: TaskKey, P> Core<K, P> {
             }
             return live;
         };
-        // One loop over both parts.
+        self.take_waiters_mixed(r, &extra, each)
+    }
+
+    /// [`Core::take_waiters`] of a list with an overflow part (`extra`, added after the
+    /// start): one loop over both parts, the CSR range `r` first. Out of line: the CSR-only
+    /// loop is the common one, inline in its callers.
+    #[inline(never)]
+    fn take_waiters_mixed(
+        &mut self,
+        r: std::ops::Range<usize>,
+        extra: &[Entry],
+        each: &mut impl OnWaiter<K, P>,
+    ) -> usize {
+        let mut live = 0;
         let csr = r.len();
         for k in 0..csr + extra.len() {
             let (node, is_live) = if k < csr {
@@ -2492,17 +2545,22 @@ impl<K: TaskKey, P> Core<K, P> {
     /// the ready versions. O(pools).
     #[inline(always)]
     fn claimable(&self, limit: usize) -> usize {
-        // INVARIANT (A4.capacity): only running versions use slots; this claim takes at most
+        limit.min(self.free_slots()).min(self.ready_len())
+    }
+
+    /// How many more versions may run now: the limit less the running versions. O(1).
+    #[inline(always)]
+    fn free_slots(&self) -> usize {
+        // INVARIANT (A4.capacity): only running versions use slots; a claim takes at most
         // the free ones, computed in the same critical section as the claims.
         let free = self.max_concurrency.saturating_sub(self.running());
         // SEEDED BUG (exceed_limit): the whole backlog is claimed, whatever the limit.
         // SEEDED BUG (claim_two_sections): trusts free slots checked in an earlier section.
-        let free = if seeded_bug!("exceed_limit") || seeded_bug!("claim_two_sections") {
+        if seeded_bug!("exceed_limit") || seeded_bug!("claim_two_sections") {
             usize::MAX
         } else {
             free
-        };
-        limit.min(free).min(self.ready_len())
+        }
     }
 
     /// [`Self::claim_seq`] of the version of sequence `seq`, just popped from its queue;
@@ -2788,18 +2846,27 @@ impl<K: TaskKey, P> Core<K, P> {
     /// released. O(1 + waiters of `n`).
     #[inline(always)]
     fn succeed<const DEFER: bool>(&mut self, n: u32, from: TaskState) -> Effect {
+        let mut release = Release::<DEFER>::NEW;
+        self.succeed_with(n, from, &mut release);
+        Effect {
+            ready: release.ready,
+            blocked: 0,
+        }
+    }
+
+    /// [`Core::succeed`] with the release `each` of every live waiter (a [`Release`], or
+    /// `Release` with `HOLD`, the hand-off of a round of one claim). O(1 + waiters of `n`).
+    #[inline(always)]
+    fn succeed_with(&mut self, n: u32, from: TaskState, each: &mut impl OnWaiter<K, P>) {
         // LINEARIZATION POINT (A5.callback-once): running -> succeeded happens once per
         // version; a repeated callback sees `Succeeded` in `complete_in` and releases
         // nothing.
         self.transition_from(n, from as u8, TaskState::Succeeded);
         self.release_token(n);
-        let mut effect = Effect::default();
         // INVARIANT (A5.release-by-reverse-edges): only this version's live waiters are
         // visited, each one's remaining count goes down by one, and one reaching zero becomes
         // ready: O(1 + its waiters), never a scan of all tasks.
-        let mut release = Release::<DEFER> { ready: 0 };
-        let live = self.take_waiters(n, &mut release);
-        effect.ready = release.ready;
+        let live = self.take_waiters(n, each);
         self.visits += 1 + live as u64;
         // Consuming a list can leave stale entries the majority: keep the bound.
         self.maybe_compact_rev();
@@ -2807,7 +2874,6 @@ impl<K: TaskKey, P> Core<K, P> {
         if seeded_bug!("rescan_all") {
             self.visits += self.order_len() as u64;
         }
-        effect
     }
 
     /// [`Exclusive::finish_and_claim`](crate::Exclusive::finish_and_claim) of exactly one
@@ -2818,7 +2884,9 @@ impl<K: TaskKey, P> Core<K, P> {
     /// waiters straight into the ready queue), takes the claim back (its token's reference
     /// to its bank, A4.token-prepaid; then its payload is dropped) and claims at most
     /// `limit` into the emptied `claims` (a refused claim, as after a close, counts as the
-    /// item after the completion): the same state, outcome and answer as the general path
+    /// item after the completion). With nothing queued, a single waiter it releases is
+    /// claimed without entering the queue (A4.handoff: on a chain, every round after the
+    /// first). The same state, outcome and answer as the general path
     /// (`tests::the_one_claim_round_is_the_general_round`, `tests::exclusive_answers_as_shared`),
     /// without its batch machinery (the completion loop, the deferred releases, the token
     /// deferral), which a round of one claim pays in full.
@@ -2857,6 +2925,84 @@ impl<K: TaskKey, P> Core<K, P> {
         {
             self.one_claim_rounds += 1;
         }
+        // INVARIANT (A4.handoff): with nothing queued (and every version of priority 0 in
+        // no pool), a waiter this completion makes ready is the first version the claim
+        // would take; if it is the only one, it is held back from the queue and claimed
+        // directly, without its trip through the queue.
+        // SEEDED BUG (handoff_jumps_queue): the hand-off also when versions are queued, so
+        // the released waiter is claimed ahead of earlier submissions.
+        let queue_empty = self.ready.len() == 0 || seeded_bug!("handoff_jumps_queue");
+        if !(queue_empty && self.priority.is_empty() && self.pool_of.is_empty()) {
+            return Some(self.finish_one_queued(n, payload, outcome, limit, claims));
+        }
+        let mut release = Release::<false, true>::NEW;
+        // INVARIANT (A4.batch-forms): as above, the first waiter made ready held back.
+        self.succeed_with(n, TaskState::Running, &mut release);
+        outcome.applied += 1;
+        outcome.effect.ready += release.ready;
+        let Some(v) = release.held else {
+            drop(payload);
+            // Nothing released (the last task, or waiters still waiting): the claim finds
+            // what was queued before, or nothing.
+            return Some(self.claim_into(limit, claims));
+        };
+        // The payload's `Drop` may unwind: the guard then queues the held waiter, so the
+        // completion stays applied and its waiter ready, as on the general path. Without an
+        // unwind the guard is forgotten, its waiter still held.
+        let requeue = Requeue {
+            core: self,
+            held: v,
+        };
+        drop(payload);
+        std::mem::forget(requeue);
+        if release.ready == 1 && !self.closed && limit.min(self.free_slots()) > 0 {
+            #[cfg(test)]
+            {
+                self.handoffs += 1;
+            }
+            // (No `make_room`: `claims` held the finished claim, so it has room for one.)
+            // LINEARIZATION POINT (A4.claim-once): the held waiter, the first ready version
+            // in the queue's order (the only one), becomes running in this critical section,
+            // as `claim_into` would claim it (`claim_popped`: if the id's `Clone` unwinds,
+            // it is queued, ready and untouched).
+            let seq = self.seq_of(v);
+            return Some(Ok(self.claim_popped(seq, claims)));
+        }
+        // Another waiter was released too, or no slot is free: the held one is queued with
+        // the others and the claim goes the general way.
+        Some(self.queue_held_and_claim(v, limit, claims))
+    }
+
+    /// The end of a round of one claim that held waiter `v` back but cannot hand it off
+    /// ([`Core::finish_one_and_claim`]): `v` joins the queue, then the claim. Out of line:
+    /// rare (a completion that released several waiters with nothing queued, or no free
+    /// slot), and the hand-off path keeps the caller's code small.
+    #[inline(never)]
+    fn queue_held_and_claim(
+        &mut self,
+        v: u32,
+        limit: usize,
+        claims: &mut Vec<Claim<K, P>>,
+    ) -> Result<usize, SchedulerError<K>> {
+        let seq = self.seq_of(v);
+        self.push_ready(v, seq);
+        // LINEARIZATION POINT (A4.claim-once): inside `Core::claim_into`.
+        self.claim_into(limit, claims)
+    }
+
+    /// The rest of [`Core::finish_one_and_claim`] when versions are queued (or priorities
+    /// or pools are in use): the completion of running node `n`, its waiters queued, the
+    /// finished claim's `payload` dropped, then the claim. Out of line, so that the
+    /// hand-off path has the caller's code to itself.
+    #[inline(never)]
+    fn finish_one_queued(
+        &mut self,
+        n: u32,
+        payload: P,
+        outcome: &mut BatchOutcome,
+        limit: usize,
+        claims: &mut Vec<Claim<K, P>>,
+    ) -> Result<usize, SchedulerError<K>> {
         // INVARIANT (A4.batch-forms): the completion of the general path's `complete_all`.
         let effect = self.succeed::<false>(n, TaskState::Running);
         // (A completion blocks nothing: `effect.blocked` is 0.)
@@ -2864,7 +3010,7 @@ impl<K: TaskKey, P> Core<K, P> {
         outcome.effect.ready += effect.ready;
         drop(payload);
         // LINEARIZATION POINT (A4.claim-once): inside `Core::claim_into`.
-        Some(self.claim_into(limit, claims))
+        self.claim_into(limit, claims)
     }
 
     /// `fail(id, generation, error)`: settles a running version as failed and blocks every

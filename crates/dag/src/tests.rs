@@ -2653,6 +2653,7 @@ fn exclusive_answers_as_shared() {
 #[test]
 fn the_one_claim_round_is_the_general_round() {
     let mut one_claim_rounds = 0usize;
+    let mut handoffs = 0usize;
     for seed in 1..=200u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         let a: TaskScheduler<u32, u32> = TaskScheduler::new(1);
@@ -2754,10 +2755,17 @@ fn the_one_claim_round_is_the_general_round() {
             );
         }
         one_claim_rounds += b.exclusive().core().one_claim_rounds;
+        handoffs += b.exclusive().core().handoffs;
     }
     assert!(
         one_claim_rounds > 4000,
         "{one_claim_rounds} rounds of one claim"
+    );
+    // Both ways of a round of one: the released waiter handed straight to the claim (the
+    // queue empty, A4.handoff) and queued behind earlier versions.
+    assert!(
+        handoffs > 300 && one_claim_rounds - handoffs > 1000,
+        "{handoffs} hand-offs in {one_claim_rounds} rounds of one claim"
     );
 }
 
@@ -2995,7 +3003,9 @@ fn an_unwinding_payload_drop_leaves_no_settled_claim_behind() {
 /// completion stays applied (its waiter is ready), the vector is empty and nothing is
 /// claimed, as on the general path; the next round claims the waiter. Fails if the payload
 /// is dropped before the completion (task 0 would stay running) or after the claim (task 1
-/// would be claimed and lost with the unwind).
+/// would be claimed and lost with the unwind), or if the hand-off (A4.handoff: the queue is
+/// empty, so task 1 is held back from it while the payload drops) loses its guard `Requeue`
+/// (task 1 would be ready but in no queue: the invariants check fails).
 #[test]
 fn an_unwinding_payload_drop_in_a_round_of_one_claims_nothing() {
     let mut s: TaskScheduler<u32, DropBomb> = TaskScheduler::new(usize::MAX);
@@ -3020,6 +3030,77 @@ fn an_unwinding_payload_drop_in_a_round_of_one_claims_nothing() {
     assert_eq!(x.finish_and_claim(&mut claims, &mut outcome, 1), Ok(0));
     assert_eq!(outcome.applied, 2);
     assert_eq!(x.core().outstanding_tokens(), 0);
+}
+
+/// A round of one claim whose completion releases a waiter while an earlier version is
+/// queued claims the queued one (A4.submission-order): the hand-off (A4.handoff) is only for
+/// an empty queue. The zoo bug `handoff_jumps_queue`'s smallest sequence: with it seeded,
+/// the round claims the released task 2 instead of task 1.
+#[test]
+fn a_round_of_one_claim_takes_the_queue_first() {
+    let mut s: TaskScheduler<u32, u32> = TaskScheduler::new(1);
+    let mut x = s.exclusive();
+    x.submit(0, [], 0).unwrap();
+    x.submit(1, [], 1).unwrap();
+    x.submit(2, [0], 2).unwrap();
+    let mut claims = Vec::new();
+    let mut outcome = BatchOutcome::default();
+    assert_eq!(x.finish_and_claim(&mut claims, &mut outcome, 4), Ok(1));
+    assert_eq!(claims[0].id, 0);
+    assert_eq!(x.finish_and_claim(&mut claims, &mut outcome, 4), Ok(1));
+    assert_eq!(claims.iter().map(|c| c.id).collect::<Vec<_>>(), [1]);
+    assert_eq!(
+        x.state(&2),
+        Some(TaskState::Ready),
+        "released, still queued"
+    );
+    assert_eq!(x.core().handoffs, 0, "nothing handed off past the queue");
+    assert_eq!(x.finish_and_claim(&mut claims, &mut outcome, 4), Ok(1));
+    assert_eq!(claims[0].id, 2);
+    // The queue is empty now: the last round has nothing to hand off and claims nothing.
+    assert_eq!(x.finish_and_claim(&mut claims, &mut outcome, 4), Ok(0));
+    assert_eq!(outcome.applied, 3);
+    x.core().assert_invariants();
+}
+
+/// A chain run through `finish_and_claim`: every round after the first hands its released
+/// waiter straight to the claim (A4.handoff), with the same claims, outcome, counts and
+/// statistics as the shared `complete_and_claim` of the same claims.
+#[test]
+fn a_chain_hands_every_released_task_to_the_claim() {
+    let a: TaskScheduler<u32, u32> = TaskScheduler::new(2);
+    let mut b: TaskScheduler<u32, u32> = TaskScheduler::new(2);
+    let tasks = || (0..200u32).map(|t| (t, t.checked_sub(1), t * 3));
+    a.submit_batch(tasks(), &mut Vec::new()).unwrap();
+    b.exclusive()
+        .submit_batch(tasks(), &mut Vec::new())
+        .unwrap();
+    let (mut ca, mut cb) = (Vec::new(), Vec::new());
+    let (mut oa, mut ob) = (BatchOutcome::default(), BatchOutcome::default());
+    let mut rounds = 0;
+    loop {
+        let done: Vec<(u32, Generation)> = ca
+            .iter()
+            .map(|c: &Claim<u32, u32>| (c.id, c.generation))
+            .collect();
+        let mut na = Vec::new();
+        let ra = a.complete_and_claim(&done, &mut oa, 8, &mut na);
+        let rb = b.exclusive().finish_and_claim(&mut cb, &mut ob, 8);
+        assert_eq!(ra, rb, "round {rounds}");
+        ca = na;
+        same_sides(&a, &mut b, &ca, &cb, &oa, &ob, &format!("round {rounds}"));
+        if ra == Ok(0) {
+            break;
+        }
+        rounds += 1;
+    }
+    assert_eq!(rounds, 200);
+    assert_eq!(ob.applied, 200);
+    assert_eq!(
+        b.exclusive().core().handoffs,
+        199,
+        "every round after the first"
+    );
 }
 
 /// A claim's id is the task's id for every integer id type, inside the identity prefix

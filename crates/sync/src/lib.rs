@@ -356,6 +356,10 @@ pub const BUGS: &[(&str, &str)] = &[
         "scheduler: a complete_batch refused midway returns before queueing what its applied completions released, so ready versions are never claimed",
     ),
     (
+        "handoff_jumps_queue",
+        "scheduler: a round of one claim hands the waiter it released straight to the claim even when earlier versions are queued, so it runs ahead of them",
+    ),
+    (
         "identity_prefix_unchecked",
         "scheduler: the shortcut for integer ids submitted in order grows by the next id whatever node it got, so an id interned out of order is answered as another id's task",
     ),

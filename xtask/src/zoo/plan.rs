@@ -358,6 +358,12 @@ pub const PLANS: &[BugPlan] = &[
         "unit_dag",
         "tests::adversarial::model_comparison_with_small_floors_and_tags_strings",
     ),
+    plan_test(
+        "handoff_jumps_queue",
+        Part::Scheduler,
+        "unit_dag",
+        "tests::a_round_of_one_claim_takes_the_queue_first",
+    ),
     plan("identity_prefix_unchecked", Part::Scheduler, "unit_dag"),
     plan("claim_two_sections", Part::Scheduler, "shuttle_dag"),
     plan("priority_ties_lifo", Part::Scheduler, "model_dag"),
