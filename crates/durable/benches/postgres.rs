@@ -10,7 +10,8 @@
 //! * `lockstep_postgres`: a [`PostgresStore`] holding a 100,000-task random graph (each task
 //!   depends on up to three random tasks among the 1,000 before it; limit 1,024, so the limit
 //!   never binds); one element = one `claim(max 1)` then one `complete` with its fencing token;
-//! * `plain_skip_locked`: the yardstick, a table of 100,000 rows with a partial index on the
+//! * `plain_skip_locked`: the yardstick, a table of 400,000 rows (`PLAIN_JOBS`; 100,000
+//!   until 7 December 2026, when a fast run used them all) with a partial index on the
 //!   ready ones; one element = `UPDATE jobs SET state = 'running' WHERE id = (SELECT id ...
 //!   ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id`, then `UPDATE ... 'done'`;
 //! * `lockstep_postgres_fused`: as `lockstep_postgres`, but a worker that finished a task
@@ -44,6 +45,12 @@ use pg_graph::random_graph;
 use postgres::error::SqlState;
 
 const TASKS: usize = 100_000;
+/// Jobs in each plain queue. Criterion sizes a sample by the measured speed, and the plain
+/// queue's fused statement is fast enough that one group's warm-up and ten samples took more
+/// than `TASKS` jobs (7 December 2026: 91,000 iterations in the samples alone at two
+/// workers), so the queue ran dry mid-run. Four times `TASKS` covers that with room, and
+/// keeps the table within a small factor of the store's.
+const PLAIN_JOBS: usize = 400_000;
 const LIMIT: usize = 1_024;
 const LEASE: Millis = Millis(600_000);
 
@@ -230,7 +237,9 @@ fn plain_fused_cycles(workers: &mut [Plain], iters: u64) -> Duration {
                         }
                     }
                     .expect("claim");
-                    let id: i64 = row.expect("the plain queue ran dry: raise TASKS").get(0);
+                    let id: i64 = row
+                        .expect("the plain queue ran dry: raise PLAIN_JOBS")
+                        .get(0);
                     p.held = Some(id);
                 }
             });
@@ -251,7 +260,9 @@ fn plain_cycles(workers: &mut [Plain], iters: u64) -> Duration {
                 barrier.wait();
                 while left.fetch_sub(1, Ordering::SeqCst) > 0 {
                     let row = p.client.query_opt(&p.claim, &[]).expect("claim");
-                    let id: i64 = row.expect("the plain queue ran dry: raise TASKS").get(0);
+                    let id: i64 = row
+                        .expect("the plain queue ran dry: raise PLAIN_JOBS")
+                        .get(0);
                     p.client.execute(&p.done, &[&id]).expect("done");
                 }
             });
@@ -288,7 +299,7 @@ fn bench(c: &mut Criterion) {
         drop(stores);
 
         let schema = format!("bench_plain_{workers}w");
-        plain_queue(&url, &schema, TASKS);
+        plain_queue(&url, &schema, PLAIN_JOBS);
         let mut plain: Vec<Plain> = (0..workers).map(|_| plain_worker(&url, &schema)).collect();
         g.bench_function("plain_skip_locked", |b| {
             b.iter_custom(|iters| plain_cycles(&mut plain, iters));
@@ -307,7 +318,7 @@ fn bench(c: &mut Criterion) {
         drop(stores);
 
         let schema = format!("bench_plain_fused_{workers}w");
-        plain_queue(&url, &schema, TASKS);
+        plain_queue(&url, &schema, PLAIN_JOBS);
         let mut plain: Vec<Plain> = (0..workers).map(|_| plain_worker(&url, &schema)).collect();
         g.bench_function("plain_skip_locked_fused", |b| {
             b.iter_custom(|iters| plain_fused_cycles(&mut plain, iters));
