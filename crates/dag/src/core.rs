@@ -2925,14 +2925,14 @@ impl<K: TaskKey, P> Core<K, P> {
         {
             self.one_claim_rounds += 1;
         }
-        // INVARIANT (A4.handoff): with nothing queued (and every version of priority 0 in
-        // no pool), a waiter this completion makes ready is the first version the claim
-        // would take; if it is the only one, it is held back from the queue and claimed
-        // directly, without its trip through the queue.
+        // INVARIANT (A4.handoff): with nothing queued and no pool in use (no pool's depth
+        // can hold a version back), a waiter this completion makes ready is the first
+        // version the claim would take, whatever its priority; if it is the only one, it is
+        // held back from the queue and claimed directly, without its trip through the queue.
         // SEEDED BUG (handoff_jumps_queue): the hand-off also when versions are queued, so
         // the released waiter is claimed ahead of earlier submissions.
         let queue_empty = self.ready.len() == 0 || seeded_bug!("handoff_jumps_queue");
-        if !(queue_empty && self.priority.is_empty() && self.pool_of.is_empty()) {
+        if !(queue_empty && self.pool_of.is_empty()) {
             return Some(self.finish_one_queued(n, payload, outcome, limit, claims));
         }
         let mut release = Release::<false, true>::NEW;
@@ -2955,7 +2955,10 @@ impl<K: TaskKey, P> Core<K, P> {
         };
         drop(payload);
         std::mem::forget(requeue);
-        if release.ready == 1 && !self.closed && limit.min(self.free_slots()) > 0 {
+        // The completed version's slot is free, and nothing is released after a close
+        // (`close` cancels every pending version), so only `limit` can refuse the claim.
+        debug_assert!(self.free_slots() > 0 && !self.closed);
+        if release.ready == 1 && limit > 0 {
             #[cfg(test)]
             {
                 self.handoffs += 1;
@@ -2968,15 +2971,15 @@ impl<K: TaskKey, P> Core<K, P> {
             let seq = self.seq_of(v);
             return Some(Ok(self.claim_popped(seq, claims)));
         }
-        // Another waiter was released too, or no slot is free: the held one is queued with
-        // the others and the claim goes the general way.
+        // Another waiter was released too, or a claim of none was asked for (`limit` 0):
+        // the held one is queued with the others and the claim goes the general way.
         Some(self.queue_held_and_claim(v, limit, claims))
     }
 
     /// The end of a round of one claim that held waiter `v` back but cannot hand it off
     /// ([`Core::finish_one_and_claim`]): `v` joins the queue, then the claim. Out of line:
-    /// rare (a completion that released several waiters with nothing queued, or no free
-    /// slot), and the hand-off path keeps the caller's code small.
+    /// rare (a completion that released several waiters with nothing queued, or a claim of
+    /// at most 0), and the hand-off path keeps the caller's code small.
     #[inline(never)]
     fn queue_held_and_claim(
         &mut self,

@@ -3063,6 +3063,97 @@ fn a_round_of_one_claim_takes_the_queue_first() {
     x.core().assert_invariants();
 }
 
+/// The round of one claim against the shared `complete_and_claim` of the same claims, round
+/// after round until nothing is claimed, on schedulers `a` (shared) and `b` (exclusive)
+/// holding the same tasks; the limits of the rounds are `limits`, repeated. Returns the
+/// claims' ids of each round and how many rounds handed off (A4.handoff).
+fn rounds_side_by_side(
+    a: &TaskScheduler<u32, u32>,
+    b: &mut TaskScheduler<u32, u32>,
+    limits: &[usize],
+) -> (Vec<Vec<u32>>, usize) {
+    let mut ca: Vec<Claim<u32, u32>> = Vec::new();
+    let mut cb: Vec<Claim<u32, u32>> = Vec::new();
+    let (mut oa, mut ob) = (BatchOutcome::default(), BatchOutcome::default());
+    let mut rounds = Vec::new();
+    for (round, &limit) in limits.iter().cycle().enumerate() {
+        assert!(round < 10_000, "the rounds end");
+        let done: Vec<(u32, Generation)> = ca.iter().map(|c| (c.id, c.generation)).collect();
+        let mut na = Vec::new();
+        let ra = a.complete_and_claim(&done, &mut oa, limit, &mut na);
+        let rb = b.exclusive().finish_and_claim(&mut cb, &mut ob, limit);
+        assert_eq!(ra, rb, "round {round}");
+        ca = na;
+        same_sides(a, b, &ca, &cb, &oa, &ob, &format!("round {round}"));
+        if ra == Ok(0) && round >= limits.len() {
+            break;
+        }
+        rounds.push(cb.iter().map(|c| c.id).collect());
+    }
+    (rounds, b.exclusive().core().handoffs)
+}
+
+/// A round of one claim whose completion releases two waiters with nothing queued claims
+/// both (A4.handoff hands off only a single release). Fails when the hand-off ignores how
+/// many were released: the round would claim task 1 alone.
+#[test]
+fn a_round_of_one_that_releases_two_claims_both() {
+    let a: TaskScheduler<u32, u32> = TaskScheduler::new(usize::MAX);
+    let mut b: TaskScheduler<u32, u32> = TaskScheduler::new(usize::MAX);
+    for s in [&a, &b] {
+        s.submit(0, [], 0).unwrap();
+        s.submit(1, [0], 1).unwrap();
+        s.submit(2, [0], 2).unwrap();
+    }
+    let (rounds, handoffs) = rounds_side_by_side(&a, &mut b, &[1, 4]);
+    assert_eq!(rounds, [vec![0], vec![1, 2]]);
+    assert_eq!(handoffs, 0, "two released: nothing handed off");
+}
+
+/// A released waiter in a pool that is full (depth 0 here: it never has room) is not handed
+/// to the claim: with a pool in use the round goes the general way, which passes over it
+/// (A8.pool-depth). Fails when the hand-off ignores pools: task 1 would be claimed.
+#[test]
+fn a_round_of_one_does_not_hand_off_past_a_full_pool() {
+    let a: TaskScheduler<u32, u32> = TaskScheduler::new(usize::MAX);
+    let mut b: TaskScheduler<u32, u32> = TaskScheduler::new(usize::MAX);
+    for s in [&a, &b] {
+        let pool = s.define_pool("closed", 0).unwrap();
+        s.submit(0, [], 0).unwrap();
+        s.submit_with(1, [0], 1, lockstep_contract::SubmitOptions::in_pool(pool))
+            .unwrap();
+    }
+    let (rounds, handoffs) = rounds_side_by_side(&a, &mut b, &[1]);
+    assert_eq!(rounds, [vec![0]]);
+    assert_eq!(
+        b.state(&1),
+        Some(TaskState::Ready),
+        "released, held by its pool"
+    );
+    assert_eq!(handoffs, 0);
+}
+
+/// With priorities in use the hand-off still applies: the single released waiter is the only
+/// ready version, so any priority order claims it (A4.handoff, A8.priority-order); and a
+/// claim of at most 0 hands nothing off and claims nothing, leaving it queued.
+#[test]
+fn a_round_of_one_hands_off_with_priorities_and_not_to_a_claim_of_none() {
+    let a: TaskScheduler<u32, u32> = TaskScheduler::new(usize::MAX);
+    let mut b: TaskScheduler<u32, u32> = TaskScheduler::new(usize::MAX);
+    let o = lockstep_contract::SubmitOptions::priority;
+    for s in [&a, &b] {
+        s.submit_with(0, [], 0, o(5)).unwrap();
+        s.submit_with(1, [0], 1, o(-3)).unwrap();
+        s.submit_with(2, [1], 2, o(7)).unwrap();
+        s.submit_with(3, [2], 3, o(0)).unwrap();
+    }
+    // Rounds: claim 0; finish 0 with a limit of 0 (1 is released and queued, nothing
+    // claimed); claim 1 from the queue; then 2 and 3 handed off.
+    let (rounds, handoffs) = rounds_side_by_side(&a, &mut b, &[1, 0, 1, 1, 1]);
+    assert_eq!(rounds, [vec![0], vec![], vec![1], vec![2], vec![3]]);
+    assert_eq!(handoffs, 2);
+}
+
 /// A chain run through `finish_and_claim`: every round after the first hands its released
 /// waiter straight to the claim (A4.handoff), with the same claims, outcome, counts and
 /// statistics as the shared `complete_and_claim` of the same claims.
@@ -3075,32 +3166,9 @@ fn a_chain_hands_every_released_task_to_the_claim() {
     b.exclusive()
         .submit_batch(tasks(), &mut Vec::new())
         .unwrap();
-    let (mut ca, mut cb) = (Vec::new(), Vec::new());
-    let (mut oa, mut ob) = (BatchOutcome::default(), BatchOutcome::default());
-    let mut rounds = 0;
-    loop {
-        let done: Vec<(u32, Generation)> = ca
-            .iter()
-            .map(|c: &Claim<u32, u32>| (c.id, c.generation))
-            .collect();
-        let mut na = Vec::new();
-        let ra = a.complete_and_claim(&done, &mut oa, 8, &mut na);
-        let rb = b.exclusive().finish_and_claim(&mut cb, &mut ob, 8);
-        assert_eq!(ra, rb, "round {rounds}");
-        ca = na;
-        same_sides(&a, &mut b, &ca, &cb, &oa, &ob, &format!("round {rounds}"));
-        if ra == Ok(0) {
-            break;
-        }
-        rounds += 1;
-    }
-    assert_eq!(rounds, 200);
-    assert_eq!(ob.applied, 200);
-    assert_eq!(
-        b.exclusive().core().handoffs,
-        199,
-        "every round after the first"
-    );
+    let (rounds, handoffs) = rounds_side_by_side(&a, &mut b, &[8]);
+    assert_eq!(rounds, (0..200).map(|t| vec![t]).collect::<Vec<_>>());
+    assert_eq!(handoffs, 199, "every round after the first");
 }
 
 /// A claim's id is the task's id for every integer id type, inside the identity prefix
