@@ -11,8 +11,8 @@
 //!   was submitted or named as a dependency; an id named but never submitted has no version
 //!   (state `ABSENT`). Node indices are never reused. Integer ids that are not sparse skip
 //!   the hash table (`direct[id]` is the node), and ids `0..identity` interned in order are
-//!   their own nodes, found without a read and kept out of `direct`
-//!   [INVARIANT (A2.identity-prefix)].
+//!   their own nodes, found without a read, kept out of `direct` and out of `keys` (their
+//!   ids are made from the node) [INVARIANT (A2.identity-prefix)].
 //! * **Current versions, struct of arrays.** Per node: `wait` (the version's generation
 //!   tag and remaining count: all a release reads of a waiter, in one 8-byte record, so that
 //!   the random accesses of releases walk a small array), `hot` (generation, state, flags,
@@ -262,6 +262,11 @@ pub(crate) struct Core<K, P> {
     /// on a random earlier task makes every `direct` read a cache miss. Only grows: a node
     /// is never removed.
     identity: usize,
+    /// The ids of the nodes from [`Core::keys_from`] on (`keys[i]` is node `keys_from + i`'s
+    /// id). The nodes below it are the identity prefix, whose ids are their nodes: those are
+    /// not stored, so a graph loaded in order with integer ids keeps no copy of its ids
+    /// [INVARIANT (A2.identity-prefix)]. Once a node outside the prefix exists, every later
+    /// node's id is stored ([`Core::store_key`]).
     keys: Vec<K>,
     hot: Vec<Hot>,
     wait: Vec<Wait>,
@@ -715,14 +720,17 @@ impl<K: TaskKey, P> Core<K, P> {
     pub(crate) fn reserve(&mut self, tasks: usize, edges: usize) {
         if !is_integer_type::<K>() {
             let hasher = &self.hasher;
-            let keys = &self.keys;
+            let (keys, from) = (&self.keys, self.keys_from());
             self.index
-                .reserve(tasks, |&n| hasher.hash_one(&keys[idx(n)]));
+                .reserve(tasks, |&n| hasher.hash_one(&keys[idx(n) - from]));
         }
         // The arrays a large batch fills, on huge pages where the kernel gives them on
         // request (`crate::huge`: fewer page faults and TLB misses; no effect on contents),
-        // advised only when this call allocates them anew.
-        huge::reserve(&mut self.keys, tasks);
+        // advised only when this call allocates them anew. Ids are stored only outside the
+        // identity prefix: a batch of integer ids that extends it needs no room for them.
+        if !is_integer_type::<K>() || !self.keys.is_empty() {
+            huge::reserve(&mut self.keys, tasks);
+        }
         huge::reserve(&mut self.hot, tasks);
         huge::reserve(&mut self.wait, tasks);
         huge::reserve(&mut self.span, tasks);
@@ -743,6 +751,13 @@ impl<K: TaskKey, P> Core<K, P> {
     #[cfg(all(test, not(any(loom, shuttle))))]
     pub(crate) fn identity_len(&self) -> usize {
         self.identity
+    }
+
+    /// How many ids are stored in `keys` (A2.identity-prefix: none of the prefix's), and how
+    /// many it has room for.
+    #[cfg(all(test, not(any(loom, shuttle))))]
+    pub(crate) fn stored_keys(&self) -> (usize, usize) {
+        (self.keys.len(), self.keys.capacity())
     }
 
     /// Whether every sequence is its node (`seq_is_node`, A4.sequence-is-node).
@@ -800,7 +815,49 @@ impl<K: TaskKey, P> Core<K, P> {
             return None;
         }
         let h = self.hasher.hash_one(key);
-        self.index.find(h, |&n| self.keys[idx(n)] == *key).copied()
+        let from = self.keys_from();
+        self.index
+            .find(h, |&n| self.keys[idx(n) - from] == *key)
+            .copied()
+    }
+
+    /// The first node whose id is stored in `keys`: the nodes below it are the identity
+    /// prefix (A2.identity-prefix), so this is `identity` (the seeded bug
+    /// `identity_prefix_unchecked` can grow `identity` past it). O(1).
+    #[inline]
+    fn keys_from(&self) -> usize {
+        self.hot.len() - self.keys.len()
+    }
+
+    /// The stored id of node `n`, or `None` for a node of the identity prefix, whose id is
+    /// not stored ([`Core::key_of`] makes it). O(1).
+    fn stored_key(&self, n: u32) -> Option<&K> {
+        let from = self.keys_from();
+        (idx(n) >= from).then(|| &self.keys[idx(n) - from])
+    }
+
+    /// The id of node `n`: a clone of the stored id, or, for a node of the identity prefix,
+    /// the id made from `n` (A2.identity-prefix). Runs the id type's `Clone` (which may
+    /// panic) for a stored id. O(1).
+    fn key_of(&self, n: u32) -> K {
+        match self.stored_key(n) {
+            Some(key) => key.clone(),
+            // The prefix holds only integer ids (`intern_next`), which `identity_key` makes.
+            None => identity_key(n).expect("an identity-prefix node has an integer id"),
+        }
+    }
+
+    /// Stores node `n`'s id after [`Core::intern_next`] made the node (`hot` already holds
+    /// its record): not while every node so far is of the identity prefix and `n` joined
+    /// it; always once some node's id is stored, so `keys` stays the ids of the last
+    /// `keys.len()` nodes. O(1) amortised.
+    fn store_key(&mut self, n: u32, key: K) {
+        // INVARIANT (A2.identity-prefix): a node that joined the prefix while no id is stored
+        // keeps none; after the first stored id the prefix cannot grow (its next node is
+        // taken), so `keys` stays the ids of the nodes from `keys_from` on.
+        if !(self.keys.is_empty() && idx(n) < self.identity) {
+            self.keys.push(key);
+        }
     }
 
     /// The node of `key`, created (without a version) if it is new; `make` turns the borrowed
@@ -815,8 +872,8 @@ impl<K: TaskKey, P> Core<K, P> {
     /// Creates the node of `key`, which has none (`find` returned `None`), without a version.
     fn insert_node(&mut self, key: K) -> u32 {
         let n = self.intern_next(&key);
-        self.keys.push(key);
         self.hot.push(Hot::ABSENT);
+        self.store_key(n, key);
         self.wait.push(Wait::ABSENT);
         self.span.push(Span::default());
         self.payload.push(None);
@@ -828,7 +885,8 @@ impl<K: TaskKey, P> Core<K, P> {
 
     /// Makes `key`, which has no node (`find` returned `None`), findable as the next node
     /// (the identity prefix, the direct array or the hash table) and returns that node; the
-    /// caller pushes the node's records (`keys` first) before anything else can run. The
+    /// caller pushes the node's records (`hot` first, then [`Core::store_key`]) before anything
+    /// else can run. The
     /// next integer id of the identity prefix (every new id of a graph loaded in order) is
     /// handled inline, the rest out of line ([`Core::intern_elsewhere`]).
     #[inline(always)]
@@ -836,7 +894,7 @@ impl<K: TaskKey, P> Core<K, P> {
         debug_assert!(self.find(key).is_none());
         // Node indices are u32 below u32::MAX (`direct` stores the node plus one): 2^32 - 1
         // ids would need hundreds of GiB first.
-        let n = u32::try_from(self.keys.len())
+        let n = u32::try_from(self.hot.len())
             .ok()
             .filter(|&n| n < u32::MAX)
             .expect("at most 2^32 - 1 task ids");
@@ -848,7 +906,7 @@ impl<K: TaskKey, P> Core<K, P> {
             && v == self.identity
             && (n as usize == v || seeded_bug!("identity_prefix_unchecked"))
         {
-            debug_assert!(v < 2 * self.keys.len() + DIRECT_SLACK);
+            debug_assert!(v < 2 * self.hot.len() + DIRECT_SLACK);
             self.identity += 1;
         } else {
             self.intern_elsewhere(key, n);
@@ -862,11 +920,11 @@ impl<K: TaskKey, P> Core<K, P> {
     #[inline(never)]
     fn intern_elsewhere(&mut self, key: &K, n: u32) {
         match integer_id(key) {
-            Some(v) if v < 2 * self.keys.len() + DIRECT_SLACK => {
+            Some(v) if v < 2 * self.hot.len() + DIRECT_SLACK => {
                 if v >= self.direct.len() {
                     let want = (v + 1)
                         .max(2 * self.direct.len())
-                        .min(2 * self.keys.len() + DIRECT_SLACK);
+                        .min(2 * self.hot.len() + DIRECT_SLACK);
                     self.direct.resize(want, 0);
                 }
                 self.direct[v] = n + 1;
@@ -874,9 +932,10 @@ impl<K: TaskKey, P> Core<K, P> {
             _ => {
                 let h = self.hasher.hash_one(key);
                 let hasher = &self.hasher;
-                let keys = &self.keys;
+                // Every hashed node's id is stored (none is of the identity prefix).
+                let (keys, from) = (&self.keys, self.keys_from());
                 self.index
-                    .insert_unique(h, n, |&m| hasher.hash_one(&keys[idx(m)]));
+                    .insert_unique(h, n, |&m| hasher.hash_one(&keys[idx(m) - from]));
             }
         }
     }
@@ -925,7 +984,7 @@ impl<K: TaskKey, P> Core<K, P> {
         graph::canonical_cycles(view)
             .into_iter()
             .map(|path| Cycle {
-                path: path.into_iter().map(|n| self.keys[n].clone()).collect(),
+                path: path.into_iter().map(|n| self.key_of(n as u32)).collect(),
             })
             .collect()
     }
@@ -1636,7 +1695,6 @@ impl<K: TaskKey, P> Core<K, P> {
             remaining = 0;
             state = TaskState::Ready;
         }
-        self.keys.push(id);
         self.hot.push(Hot {
             generation: 1,
             chunk: 0,
@@ -1644,6 +1702,7 @@ impl<K: TaskKey, P> Core<K, P> {
             flags: 0,
             tok: 0,
         });
+        self.store_key(n, id);
         self.wait.push(Wait::new(1, remaining, false));
         self.span.push(Span {
             start: start32,
@@ -1675,7 +1734,8 @@ impl<K: TaskKey, P> Core<K, P> {
     ///
     /// An item is dense when [`Core::submit_in_order`] would take it *and* the graph so far
     /// is the identity prefix of an integer id type with a version per node: the id is the
-    /// next node (`v == identity == keys.len()`, so it extends the prefix, A2.identity-prefix),
+    /// next node (`v == identity ==` the node count, so it extends the prefix and its id is not
+    /// stored, A2.identity-prefix),
     /// every dependency is an earlier id (so it has a node, and a version: every node has
     /// one), and no dependency is named twice. Its effect is then exactly
     /// `submit_in_order`'s, item by item, in order: the same records, the same sequence
@@ -1695,7 +1755,7 @@ impl<K: TaskKey, P> Core<K, P> {
         deps: &[K],
         generations: &mut Vec<Generation>,
     ) -> (usize, usize) {
-        let base = self.keys.len();
+        let base = self.hot.len();
         // (`started` implies `rev_built`: `start_now` builds the reverse edges; a cleared
         // `order_in_seq` implies a cleared `seq_is_node`: a resubmission's sequence is past
         // its node's first one.)
@@ -1755,7 +1815,9 @@ impl<K: TaskKey, P> Core<K, P> {
                 .iter()
                 .map(|d| integer_id(d).map_or(0, |v| v as u32)),
         );
-        self.keys.extend(items[..m].iter().map(|it| it.0.clone()));
+        // Every node so far is of the identity prefix (`identity == base`), so no id is
+        // stored, and these join the prefix: nothing to store (A2.identity-prefix).
+        debug_assert!(self.keys.is_empty());
         // Within `arena_room`: every offset fits.
         let mut at = start as u32;
         self.span.extend(items[..m].iter().map(|it| {
@@ -2210,7 +2272,7 @@ impl<K: TaskKey, P> Core<K, P> {
     fn loss_cause(&self, d: u32) -> Option<BlockCause<K>> {
         let h = &self.hot[idx(d)];
         let own = |state| BlockCause {
-            task: self.keys[idx(d)].clone(),
+            task: self.key_of(d),
             generation: Generation(h.generation),
             state,
         };
@@ -2478,7 +2540,7 @@ impl<K: TaskKey, P> Core<K, P> {
     pub(crate) fn check(&self) -> GraphReport<K> {
         let mut missing = Vec::new();
         // Every node has a version unless some id was named and never submitted.
-        if self.order_len() < self.keys.len() {
+        if self.order_len() < self.hot.len() {
             let mut with_missing: Vec<(u64, u32)> = Vec::new();
             for n in self.order_iter() {
                 if self.fwd[self.span[idx(n)].range()]
@@ -2493,8 +2555,8 @@ impl<K: TaskKey, P> Core<K, P> {
                 for &d in &self.fwd[self.span[idx(n)].range()] {
                     if self.hot[idx(d)].state == ABSENT {
                         missing.push(MissingDependency {
-                            task: self.keys[idx(n)].clone(),
-                            dependency: self.keys[idx(d)].clone(),
+                            task: self.key_of(n),
+                            dependency: self.key_of(d),
                         });
                     }
                 }
@@ -2684,7 +2746,9 @@ impl<K: TaskKey, P> Core<K, P> {
         let id = match id {
             Some(id) => id,
             None => {
-                let key = &self.keys[idx(n)];
+                let key = self
+                    .stored_key(n)
+                    .expect("a node outside the identity prefix has its id stored");
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| key.clone()))?
             }
         };
@@ -3196,7 +3260,7 @@ impl<K: TaskKey, P> Core<K, P> {
         found
             .into_iter()
             .map(|(d, generation, state)| OptionalMiss {
-                dependency: self.keys[idx(d)].clone(),
+                dependency: self.key_of(d),
                 generation: Generation(generation),
                 state,
             })
@@ -3287,7 +3351,7 @@ impl<K: TaskKey, P> Core<K, P> {
 
     pub(crate) fn snapshot(&self) -> Vec<(K, TaskStatus<K>)> {
         self.order_iter()
-            .map(|n| (self.keys[idx(n)].clone(), self.status_of(n)))
+            .map(|n| (self.key_of(n), self.status_of(n)))
             .collect()
     }
 
@@ -3388,24 +3452,25 @@ impl<K: TaskKey, P> Core<K, P> {
         // Integer ids: the direct array stays within twice the nodes plus the slack, and an
         // id below the slack is always interned there or in the identity prefix (never
         // hashed).
-        assert!(self.direct.len() <= 2 * self.keys.len() + DIRECT_SLACK);
-        // INVARIANT (A2.identity-prefix): ids below `identity` are their own nodes, and have
-        // no entry in `direct`.
-        assert!(self.identity <= self.keys.len());
+        assert!(self.direct.len() <= 2 * self.hot.len() + DIRECT_SLACK);
+        // INVARIANT (A2.identity-prefix): ids below `identity` are their own nodes, have no
+        // entry in `direct` and are not stored in `keys` (their ids are made from the node).
+        assert!(self.identity <= self.hot.len());
+        // Ids are stored from the end of the prefix on, none of the prefix's.
+        assert_eq!(
+            self.keys_from(),
+            self.identity,
+            "ids stored from the prefix's end"
+        );
         for v in 0..self.identity {
             assert_eq!(
                 self.direct.get(v).copied().unwrap_or(0),
                 0,
                 "id {v} in the identity prefix"
             );
-            assert_eq!(
-                integer_id(&self.keys[v]),
-                Some(v),
-                "node {v} in the identity prefix"
-            );
         }
-        for (n, key) in self.keys.iter().enumerate() {
-            if let Some(v) = integer_id(key)
+        for n in 0..self.hot.len() {
+            if let Some(v) = integer_id(&self.key_of(n as u32))
                 && v < DIRECT_SLACK
             {
                 if v < self.identity {
@@ -3465,12 +3530,12 @@ impl<K: TaskKey, P> Core<K, P> {
         let direct = self.direct.iter().filter(|&&d| d != 0).count();
         assert_eq!(
             self.index.len() + direct + self.identity,
-            self.keys.len(),
+            self.hot.len(),
             "each key interned once"
         );
-        for (n, k) in self.keys.iter().enumerate() {
+        for n in 0..self.hot.len() {
             assert_eq!(
-                self.find(k),
+                self.find(&self.key_of(n as u32)),
                 Some(n as u32),
                 "index maps each key to its node"
             );

@@ -682,6 +682,114 @@ fn integer_ids_near_and_beyond_the_direct_array_answer_alike() {
     assert_eq!(claimed, near.collect::<Vec<_>>());
 }
 
+/// The identity prefix's ids are not stored (A2.identity-prefix: a graph loaded in order keeps
+/// no copy of its ids, nor room for one), the others are; every answer that names an id
+/// (claims, snapshot, missing dependencies, cycles, block causes) names the right one of both
+/// kinds, before and after the prefix ends.
+#[test]
+fn ids_of_the_identity_prefix_are_not_stored_and_every_answer_names_them() {
+    let mut garbage = Vec::new();
+    // A batch in order: every id its own node, none stored.
+    let s: TaskScheduler<u32> = TaskScheduler::new(usize::MAX);
+    s.submit_batch(
+        (0..1000u32).map(|t| (t, t.checked_sub(1), ())),
+        &mut Vec::new(),
+    )
+    .expect("valid");
+    assert_eq!(s.lock().identity_len(), 1000);
+    assert_eq!(
+        s.lock().stored_keys(),
+        (0, 0),
+        "no id of the prefix is stored, nor room made for it"
+    );
+    s.lock().assert_invariants();
+
+    // Ids 0..4 in order (the prefix), then 9 (direct), 1 << 20 (hashed) and 5 (in order,
+    // but after the prefix ended): the last three are stored.
+    let mut core: Core<u32, ()> = Core::new(usize::MAX);
+    let big = 1u32 << 20;
+    let submit = |core: &mut Core<u32, ()>, id: u32, deps: &[u32], garbage: &mut Vec<()>| {
+        assert_eq!(core.submit(id, deps, &mut Some(()), garbage), Ok(g(1)));
+        core.assert_invariants();
+    };
+    for id in 0..5u32 {
+        submit(
+            &mut core,
+            id,
+            &id.checked_sub(1).into_iter().collect::<Vec<_>>(),
+            &mut garbage,
+        );
+    }
+    // 9 waits on 4 and on 7, which is never submitted (a missing dependency, node 6).
+    submit(&mut core, 9, &[4, 7], &mut garbage);
+    submit(&mut core, big, &[9], &mut garbage);
+    submit(&mut core, 5, &[big], &mut garbage);
+    assert_eq!(core.identity_len(), 5);
+    assert_eq!(core.stored_keys().0, 4, "9, 7, 1 << 20 and 5 are stored");
+    let order: Vec<u32> = core.snapshot().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(order, vec![0, 1, 2, 3, 4, 9, big, 5]);
+    let report = core.check();
+    assert_eq!(
+        report.missing,
+        vec![MissingDependency {
+            task: 9,
+            dependency: 7
+        }]
+    );
+    // 7 submitted: a cycle through the prefix and both stored kinds, 3 -> ... -> 7 -> 3
+    // (7 waits on 5 and 3; 3 is replaced to wait on 7).
+    submit(&mut core, 7, &[5, 3], &mut garbage);
+    assert_eq!(
+        core.submit(3, &[2, 7], &mut Some(()), &mut garbage),
+        Ok(g(2))
+    );
+    core.assert_invariants();
+    let cycles = core.check().cycles;
+    assert_eq!(cycles.len(), 1);
+    // Each task then the dependency it waits on, from the first submitted.
+    assert_eq!(cycles[0].path, vec![4, 3, 7, 5, big, 9, 4]);
+    // Back to acyclic: 7 waits on nothing. Run 0, 7, 1, 2; fail 3: its waiters are blocked
+    // with cause 3 (a prefix id).
+    assert_eq!(core.submit(7, &[], &mut Some(()), &mut garbage), Ok(g(2)));
+    for ids in [vec![0u32, 7], vec![1], vec![2]] {
+        let c = core.claim(8).expect("acyclic");
+        assert_eq!(c.iter().map(|c| c.id).collect::<Vec<_>>(), ids);
+        for c in c {
+            assert!(core.complete(&c.id, c.generation).is_ok());
+        }
+    }
+    let c = core.claim(8).expect("started");
+    assert_eq!(c.iter().map(|c| c.id).collect::<Vec<_>>(), vec![3]);
+    assert!(
+        core.fail(&3, c[0].generation, "no".into(), &mut garbage)
+            .is_ok()
+    );
+    core.assert_invariants();
+    for id in [4u32, 9, big, 5] {
+        let cause = core.blocked_by(&id).expect("blocked");
+        assert_eq!(
+            (cause.task, cause.state),
+            (3, TaskState::Failed),
+            "cause of {id}"
+        );
+    }
+    // A stored id as the cause: 9 again, alone, and 6 (a new id, stored) waiting on it.
+    assert_eq!(core.submit(9, &[], &mut Some(()), &mut garbage), Ok(g(2)));
+    submit(&mut core, 6, &[9], &mut garbage);
+    let c = core.claim(8).expect("started");
+    assert_eq!(c.iter().map(|c| c.id).collect::<Vec<_>>(), vec![9]);
+    assert!(
+        core.fail(&9, c[0].generation, "no".into(), &mut garbage)
+            .is_ok()
+    );
+    assert_eq!(
+        core.blocked_by(&6).map(|c| (c.task, c.generation)),
+        Some((9, g(2)))
+    );
+    assert_eq!(core.stored_keys().0, 5);
+    core.assert_invariants();
+}
+
 /// Integer ids interned out of order (id 1 as node 0, id 0 as node 1, ...) are found as
 /// themselves, not as the node of the same number: the identity prefix (`Core::find`'s
 /// shortcut for ids submitted in order) grows only while the id is its node, and ids in order
@@ -3560,3 +3668,4 @@ fn cancel_after_an_unwound_first_claim_does_not_panic() {
         cancelled.as_ref().map_err(|_| "panic")
     );
 }
+
