@@ -1321,12 +1321,20 @@ where
     D: IntoIterator<Item = K>,
 {
     let tasks = tasks.into_iter();
-    // The items are written once, whole, from fresh memory: on huge pages where the kernel
-    // gives them (`crate::huge`; no effect on contents). Not `deps`, which grows past its
-    // hint on most graphs (see the module on growing an advised vector).
+    // The items and the dependencies are written once, from fresh memory: on huge pages
+    // where the kernel gives them (`crate::huge`; no effect on contents). `deps` grows past
+    // its hint on most graphs: it doubles through `huge::reserve` before it is full, so each
+    // new allocation is advised too (copying, as an advised vector grows: amortised O(1) an
+    // entry). A list whose size hint is too low can still grow it unadvised.
     let mut items: Vec<(K, u32, Option<P>)> = huge::with_capacity(tasks.size_hint().0);
-    let mut deps: Vec<K> = Vec::with_capacity(tasks.size_hint().0);
+    let mut deps: Vec<K> = huge::with_capacity(tasks.size_hint().0);
     for (id, ds, payload) in tasks {
+        let ds = ds.into_iter();
+        let want = ds.size_hint().0.max(1);
+        if deps.capacity() - deps.len() < want {
+            let grow = deps.capacity().max(want);
+            huge::reserve(&mut deps, grow);
+        }
         let before = deps.len();
         deps.extend(ds);
         let count = u32::try_from(deps.len() - before).unwrap_or(u32::MAX);
@@ -1347,6 +1355,9 @@ fn submit_batch_in<K: TaskKey, P>(
     garbage: &mut Vec<P>,
 ) -> Option<BatchError<K>> {
     core.reserve(items.len(), deps.len());
+    // One generation per item: advised room if the caller's vector lacks it (an empty one,
+    // as in the examples), none taken from a vector that has it.
+    huge::reserve(generations, items.len());
     let (mut index, mut at) = (0usize, 0usize);
     while index < items.len() {
         // Runs of dense in-order items (a graph loaded in order, integer ids) at once, each

@@ -3669,3 +3669,39 @@ fn cancel_after_an_unwound_first_claim_does_not_panic() {
     );
 }
 
+/// A batch's collected dependencies are every list, in order, and each item's count its
+/// list's length, whatever the size hints: exact ones (the vector doubles through
+/// `huge::reserve` before a list that would not fit) and lower bounds of 0 (a `filter`: the
+/// reserve asks for one entry and `extend` grows the rest), from a vector with no room (an
+/// outer hint of 0) across many doublings. Fails when an item's count is taken from the
+/// list's size hint instead of what it yielded.
+#[test]
+fn a_batch_collects_every_dependency_list_whatever_its_size_hint() {
+    let lists: Vec<Vec<u32>> = (0..5000u32)
+        .map(|t| {
+            (0..t % 9)
+                .map(|i| t.wrapping_mul(31).wrapping_add(i))
+                .collect()
+        })
+        .collect();
+    let expected: Vec<u32> = lists.iter().flatten().copied().collect();
+    let counts: Vec<u32> = lists.iter().map(|l| l.len() as u32).collect();
+    // An outer hint of 0 (`from_fn`): every allocation is made inside the loop.
+    let mut at = 0;
+    let exact = std::iter::from_fn(|| {
+        let l = lists.get(at)?;
+        at += 1;
+        Some((at as u32, l.clone(), ()))
+    });
+    let (items, deps) = collect_batch(exact);
+    assert_eq!(deps, expected);
+    assert_eq!(items.iter().map(|it| it.1).collect::<Vec<_>>(), counts);
+    // Lower bounds of 0: the same lists through a filter that keeps everything.
+    let filtered = lists
+        .iter()
+        .enumerate()
+        .map(|(t, l)| (t as u32, l.iter().copied().filter(|_| true), ()));
+    let (items, deps) = collect_batch(filtered);
+    assert_eq!(deps, expected);
+    assert_eq!(items.iter().map(|it| it.1).collect::<Vec<_>>(), counts);
+}
