@@ -24,6 +24,14 @@
 //! number of workers (default 1: `lockstep_executor_1t`; 2 is `lockstep_executor_2t`). Prints
 //! the wall time of the run and of generating the graph (which a profile should subtract).
 //!
+//! `phases` runs `exclusive`'s driver the given number of times (the fourth argument,
+//! default 1) and prints, per phase (the `submit_batch`, the first `finish_and_claim`, which
+//! starts the scheduler and builds the reverse edges, the rest of the rounds, and dropping the
+//! scheduler), the median wall time in nanoseconds a task and the median number of page
+//! faults the process took in it (minor faults from `/proc/self/stat`, on Linux; 0
+//! elsewhere): where a run's time goes besides its instructions (`docs/benchmarks.md`,
+//! "Issue 9: what a fresh page costs").
+//!
 //! Runs of graphs that grow are profiled by the `growth_profile` example instead: in this
 //! binary, their code changed how the pull drivers' generic code was inlined, and with it
 //! their instruction counts (`docs/executor.md`, "Growth").
@@ -81,6 +89,7 @@ fn main() {
             );
             n
         }
+        "phases" => phases(&shape, runs),
         "batch" => drivers::pull_batch(&shape),
         "fused" => drivers::pull_fused(&shape),
         "exclusive" => drivers::pull_exclusive(&shape),
@@ -97,4 +106,81 @@ fn main() {
         run.as_secs_f64() * 1e9 / elements as f64,
         generated.as_secs_f64()
     );
+}
+
+/// The process's minor page faults so far (field 10 of `/proc/self/stat`), or 0 where that
+/// file cannot be read or parsed.
+fn minor_faults() -> u64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|stat| {
+            // The fields after the command name (which may hold spaces), from the state on.
+            let rest = stat.rsplit_once(')')?.1;
+            rest.split_whitespace().nth(7)?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// `phases`: `runs` whole runs of the exclusive pull loop, timed and fault-counted per phase;
+/// prints the medians and returns how many tasks the last run completed.
+fn phases(shape: &shapes::Shape, runs: usize) -> usize {
+    use lockstep_dag::{BatchOutcome, Claim, TaskScheduler};
+    const NAMES: [&str; 4] = [
+        "submit_batch",
+        "start (first round)",
+        "other rounds",
+        "drop",
+    ];
+    let mut times: [Vec<f64>; 4] = Default::default();
+    let mut faults: [Vec<u64>; 4] = Default::default();
+    let tasks = shape.tasks() as f64;
+    let mut done = 0;
+    for _ in 0..runs {
+        let mut marks = vec![(Instant::now(), minor_faults())];
+        let mark = |marks: &mut Vec<(Instant, u64)>| marks.push((Instant::now(), minor_faults()));
+        let mut s: TaskScheduler<u32> = TaskScheduler::new(usize::MAX);
+        let mut x = s.exclusive();
+        x.submit_batch(
+            shape.tasks_iter().map(|(id, deps)| (id, deps, ())),
+            &mut Vec::with_capacity(shape.tasks()),
+        )
+        .expect("valid graph");
+        mark(&mut marks);
+        let mut claims: Vec<Claim<u32, ()>> = Vec::with_capacity(1024);
+        let mut outcome = BatchOutcome::default();
+        let mut more = x
+            .finish_and_claim(&mut claims, &mut outcome, 1024)
+            .expect("acyclic")
+            > 0;
+        mark(&mut marks);
+        while more {
+            for c in &claims {
+                std::hint::black_box(c.id);
+            }
+            more = x
+                .finish_and_claim(&mut claims, &mut outcome, 1024)
+                .expect("running, acyclic")
+                > 0;
+        }
+        mark(&mut marks);
+        drop(s);
+        mark(&mut marks);
+        done = outcome.applied;
+        for (i, pair) in marks.windows(2).enumerate() {
+            times[i].push((pair[1].0 - pair[0].0).as_secs_f64() * 1e9 / tasks);
+            faults[i].push(pair[1].1 - pair[0].1);
+        }
+    }
+    println!("phases of the exclusive pull loop, medians of {runs} runs:");
+    for i in 0..4 {
+        times[i].sort_by(f64::total_cmp);
+        faults[i].sort_unstable();
+        println!(
+            "  {:<20} {:>7.1} ns a task, {:>6} page faults",
+            NAMES[i],
+            times[i][runs / 2],
+            faults[i][runs / 2]
+        );
+    }
+    done
 }
