@@ -69,7 +69,7 @@ const MIN_BYTES: usize = HUGE_PAGE;
 /// The [`HUGE_PAGE`]-aligned part of the `len` bytes at address `start`, as `(offset from
 /// start, length)`, when `len` is at least [`MIN_BYTES`]; `None` otherwise (or on overflow,
 /// which no live allocation reaches). O(1).
-fn aligned_interior(start: usize, len: usize) -> Option<(usize, usize)> {
+pub(crate) fn aligned_interior(start: usize, len: usize) -> Option<(usize, usize)> {
     if len < MIN_BYTES {
         return None;
     }
@@ -135,8 +135,29 @@ pub(crate) fn reserve<T>(v: &mut Vec<T>, additional: usize) {
     }
 }
 
+/// The `VmFlags` of the mapping of this process that holds `address` (tests: whether advice
+/// reached the kernel).
+#[cfg(all(test, target_os = "linux", not(miri)))]
+pub(crate) fn mapping_flags(address: usize) -> Vec<String> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").expect("smaps");
+    let mut holds = false;
+    for line in smaps.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if let Some((lo, hi)) = first.split_once('-')
+            && let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+        {
+            holds = lo <= address && address < hi;
+        } else if holds && let Some(f) = line.strip_prefix("VmFlags:") {
+            return f.split_whitespace().map(str::to_owned).collect();
+        }
+    }
+    panic!("no mapping holds {address:#x}");
+}
+
 #[cfg(test)]
 mod tests {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    use super::mapping_flags;
     use super::{HUGE_PAGE, MIN_BYTES, advise, aligned_interior, reserve};
 
     #[test]
@@ -239,24 +260,5 @@ mod tests {
                 "{what}: not advised: {flags:?}"
             );
         }
-    }
-
-    /// The `VmFlags` of the mapping of this process that holds `address`.
-    #[cfg(all(target_os = "linux", not(miri)))]
-    fn mapping_flags(address: usize) -> Vec<String> {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").expect("smaps");
-        let mut holds = false;
-        for line in smaps.lines() {
-            let first = line.split_whitespace().next().unwrap_or("");
-            if let Some((lo, hi)) = first.split_once('-')
-                && let (Ok(lo), Ok(hi)) =
-                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
-            {
-                holds = lo <= address && address < hi;
-            } else if holds && let Some(f) = line.strip_prefix("VmFlags:") {
-                return f.split_whitespace().map(str::to_owned).collect();
-            }
-        }
-        panic!("no mapping holds {address:#x}");
     }
 }

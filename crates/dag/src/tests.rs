@@ -3705,3 +3705,34 @@ fn a_batch_collects_every_dependency_list_whatever_its_size_hint() {
     assert_eq!(deps, expected);
     assert_eq!(items.iter().map(|it| it.1).collect::<Vec<_>>(), counts);
 }
+
+/// The dependencies a batch collects past its hint end on an advised allocation
+/// (`crate::huge`): each doubling goes through `huge::reserve` before a list would not fit, so
+/// the vector's last allocation carries the kernel's `hg` flag. Skipped where the kernel has
+/// no transparent huge pages. Fails when the growth is left to `extend` (the reserve's test
+/// inverted, or the room computed as capacity plus length).
+#[cfg(all(target_os = "linux", not(miri)))]
+#[test]
+fn a_batch_collects_its_dependencies_on_advised_memory() {
+    if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
+        eprintln!("no transparent huge pages on this kernel: nothing to check");
+        return;
+    }
+    // No size hint (`from_fn`), lists of 3: a million entries, 4 MB, all grown in the loop.
+    let mut t = 0u32;
+    let tasks = std::iter::from_fn(|| {
+        t += 1;
+        (t <= 350_000).then(|| (t, [t, t + 1, t + 2], ()))
+    });
+    let (items, deps) = collect_batch(tasks);
+    assert_eq!((items.len(), deps.len()), (350_000, 1_050_000));
+    assert_eq!(&deps[..6], &[1, 2, 3, 2, 3, 4]);
+    let bytes = deps.capacity() * std::mem::size_of::<u32>();
+    let (offset, _) =
+        crate::huge::aligned_interior(deps.as_ptr().addr(), bytes).expect("more than a huge page");
+    let flags = crate::huge::mapping_flags(deps.as_ptr().addr() + offset);
+    assert!(
+        flags.iter().any(|f| f == "hg"),
+        "the dependencies' allocation is not advised: {flags:?}"
+    );
+}
