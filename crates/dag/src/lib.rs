@@ -1323,14 +1323,19 @@ where
     let tasks = tasks.into_iter();
     // The items and the dependencies are written once, from fresh memory: on huge pages
     // where the kernel gives them (`crate::huge`; no effect on contents). `deps` grows past
-    // its hint on most graphs: it doubles through `huge::reserve` before it is full, so each
-    // new allocation is advised too (copying, as an advised vector grows: amortised O(1) an
-    // entry). A list whose size hint is too low can still grow it unadvised.
+    // its hint on most graphs: it doubles through `huge::reserve` before a list would not
+    // fit, so each new allocation is advised too (copying, as an advised vector grows:
+    // amortised O(1) an entry). A list's size hint is trusted up to `LIST_HINT_CAP` entries
+    // only: one that overstates its list (breaking `Iterator`'s contract, which must still
+    // not break the batch) costs at most a few doublings of a small vector, never an
+    // allocation of the hint's size. A longer list, or one whose hint is too low, can still
+    // grow the vector unadvised (`extend`).
+    const LIST_HINT_CAP: usize = 4096;
     let mut items: Vec<(K, u32, Option<P>)> = huge::with_capacity(tasks.size_hint().0);
     let mut deps: Vec<K> = huge::with_capacity(tasks.size_hint().0);
     for (id, ds, payload) in tasks {
         let ds = ds.into_iter();
-        let want = ds.size_hint().0.max(1);
+        let want = ds.size_hint().0.clamp(1, LIST_HINT_CAP);
         if deps.capacity() - deps.len() < want {
             let grow = deps.capacity().max(want);
             huge::reserve(&mut deps, grow);

@@ -683,7 +683,8 @@ fn integer_ids_near_and_beyond_the_direct_array_answer_alike() {
 }
 
 /// The identity prefix's ids are not stored (A2.identity-prefix: a graph loaded in order keeps
-/// no copy of its ids, nor room for one), the others are; every answer that names an id
+/// no copy of its ids, nor room for one), the others are (a batch of string ids reserves
+/// room for exactly its ids); every answer that names an id
 /// (claims, snapshot, missing dependencies, cycles, block causes) names the right one of both
 /// kinds, before and after the prefix ends.
 #[test]
@@ -703,6 +704,18 @@ fn ids_of_the_identity_prefix_are_not_stored_and_every_answer_names_them() {
         "no id of the prefix is stored, nor room made for it"
     );
     s.lock().assert_invariants();
+    // Ids of other types are all stored, in room the batch reserves at once.
+    let s: TaskScheduler<String> = TaskScheduler::new(usize::MAX);
+    s.submit_batch(
+        (0..1000u32).map(|t| (t.to_string(), Vec::new(), ())),
+        &mut Vec::new(),
+    )
+    .expect("valid");
+    assert_eq!(
+        s.lock().stored_keys(),
+        (1000, 1000),
+        "reserved for the batch"
+    );
 
     // Ids 0..4 in order (the prefix), then 9 (direct), 1 << 20 (hashed) and 5 (in order,
     // but after the prefix ended): the last three are stored.
@@ -3735,4 +3748,70 @@ fn a_batch_collects_its_dependencies_on_advised_memory() {
         flags.iter().any(|f| f == "hg"),
         "the dependencies' allocation is not advised: {flags:?}"
     );
+}
+
+/// A dependency list whose size hint overstates it (which breaks `Iterator`'s contract) does
+/// not break a batch: the hint is trusted only up to a small cap, so a hint of `usize::MAX`
+/// or 2^40 for an empty or three-item list neither panics (capacity overflow) nor aborts
+/// (allocation failure), and the lists are collected as yielded. Fails (the process aborts or
+/// the test panics) when the hint is trusted whole.
+#[test]
+fn a_dependency_list_that_overstates_its_size_breaks_no_batch() {
+    /// Yields `left` ids counting down, and claims at least `claimed`.
+    struct Overstated {
+        left: u32,
+        claimed: usize,
+    }
+    impl Iterator for Overstated {
+        type Item = u32;
+        fn next(&mut self) -> Option<u32> {
+            self.left = self.left.checked_sub(1)?;
+            Some(self.left)
+        }
+        fn size_hint(&self) -> (usize, Option<usize>) {
+            (self.claimed, None)
+        }
+    }
+    let s: TaskScheduler<u32> = TaskScheduler::new(usize::MAX);
+    let mut generations = Vec::new();
+    s.submit_batch(
+        [
+            (
+                0u32,
+                Overstated {
+                    left: 0,
+                    claimed: usize::MAX,
+                },
+                (),
+            ),
+            (
+                1,
+                Overstated {
+                    left: 0,
+                    claimed: 1 << 40,
+                },
+                (),
+            ),
+            (
+                3,
+                Overstated {
+                    left: 3,
+                    claimed: usize::MAX,
+                },
+                (),
+            ),
+        ],
+        &mut generations,
+    )
+    .expect("valid: 3 waits on 2, 1 and 0, and 2 is a forward reference");
+    assert_eq!(generations.len(), 3);
+    let report = s.check();
+    assert_eq!(
+        report.missing,
+        vec![MissingDependency {
+            task: 3,
+            dependency: 2
+        }]
+    );
+    assert_eq!(s.status(&3).map(|st| st.state), Some(TaskState::Pending));
 }
