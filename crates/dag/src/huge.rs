@@ -135,6 +135,17 @@ pub(crate) fn reserve<T>(v: &mut Vec<T>, additional: usize) {
     }
 }
 
+/// Whether this kernel has transparent huge pages (tests that look for the advice in
+/// `/proc/self/smaps` are skipped, with a message, where it has none).
+#[cfg(all(test, target_os = "linux", not(miri)))]
+pub(crate) fn has_transparent_huge_pages() -> bool {
+    let has = std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists();
+    if !has {
+        eprintln!("no transparent huge pages on this kernel: nothing to check");
+    }
+    has
+}
+
 /// The `VmFlags` of the mapping of this process that holds `address` (tests: whether advice
 /// reached the kernel).
 #[cfg(all(test, target_os = "linux", not(miri)))]
@@ -156,9 +167,9 @@ pub(crate) fn mapping_flags(address: usize) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    #[cfg(all(target_os = "linux", not(miri)))]
-    use super::mapping_flags;
     use super::{HUGE_PAGE, MIN_BYTES, advise, aligned_interior, reserve};
+    #[cfg(all(target_os = "linux", not(miri)))]
+    use super::{has_transparent_huge_pages, mapping_flags};
 
     #[test]
     fn the_interior_is_the_aligned_part_of_a_large_enough_range() {
@@ -234,8 +245,7 @@ mod tests {
     #[cfg(all(target_os = "linux", not(miri)))]
     #[test]
     fn advice_marks_the_mapping() {
-        if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
-            eprintln!("no transparent huge pages on this kernel: nothing to check");
+        if !has_transparent_huge_pages() {
             return;
         }
         let advised: Vec<u8> = Vec::with_capacity(3 * MIN_BYTES);

@@ -3727,8 +3727,7 @@ fn a_batch_collects_every_dependency_list_whatever_its_size_hint() {
 #[cfg(all(target_os = "linux", not(miri)))]
 #[test]
 fn a_batch_collects_its_dependencies_on_advised_memory() {
-    if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
-        eprintln!("no transparent huge pages on this kernel: nothing to check");
+    if !crate::huge::has_transparent_huge_pages() {
         return;
     }
     // No size hint (`from_fn`), lists of 3: a million entries, 4 MB, all grown in the loop.
