@@ -31,10 +31,10 @@ use crate::prepaid::{Bank, FLAGS};
 #[derive(Clone)]
 pub struct CancelToken {
     chunk: Share,
-    /// The chunk's number in the slab that handed it out (to find its bank when the token
-    /// is taken back; the bank checks that the number still names this chunk).
-    number: u32,
-    slot: u32,
+    /// Bits 0..32: the chunk's number in the slab that handed it out (to find its bank when
+    /// the token is taken back; the bank checks that the number still names this chunk).
+    /// Bits 32..64: the flag's slot in the chunk.
+    place: u64,
 }
 
 /// How many cancellation flags one allocation holds.
@@ -205,7 +205,7 @@ impl TokenSlab {
     /// that chunk (no atomic operation), else it is dropped (one decrement). O(1).
     #[inline]
     pub(crate) fn take_back(&mut self, token: CancelToken) {
-        if let Some(Some(bank)) = self.chunks.get_mut(token.number as usize) {
+        if let Some(Some(bank)) = self.chunks.get_mut(token.place as u32 as usize) {
             // INVARIANT (A4.token-prepaid): only a reference to the bank's own chunk joins
             // its held count (no atomic operation, the count unchanged); a reference of
             // another chunk comes back as `Err` and is dropped here (one decrement).
@@ -272,13 +272,12 @@ impl CancelToken {
     pub(crate) fn new(chunk: Share, at: TokenRef) -> Self {
         CancelToken {
             chunk,
-            number: at.chunk,
-            slot: u32::from(at.slot),
+            place: u64::from(at.chunk) | u64::from(at.slot) << 32,
         }
     }
 
     fn flag(&self) -> &AtomicBool {
-        self.chunk.block().flag(self.slot as usize)
+        self.chunk.block().flag((self.place >> 32) as usize)
     }
 
     /// True once `cancel` was called for the version this token belongs to.

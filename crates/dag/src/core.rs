@@ -212,6 +212,57 @@ impl Span {
     }
 }
 
+/// The number of current versions in each state, indexed by `TaskState as usize`: seven
+/// counters, each alone in 16 bytes.
+///
+/// Why the padding: a transition's two updates (`moved`: one state's count down, the next
+/// state's up) on adjacent 8-byte counters are merged by LLVM into one 16-byte load, add and
+/// store. A pull loop's transitions follow each other (pending -> ready, ready -> running,
+/// running -> succeeded), so each such load overlaps the last one's 16-byte store at an
+/// 8-byte offset, which the store buffer cannot forward: the load waits until that store
+/// retires, on every task (`perf annotate` put 15% of a chain round's samples on it,
+/// `docs/benchmarks.md`, "Issue 9: two stalls in the store buffer"). Counters 16 bytes apart
+/// are not merged, so every update is a plain 8-byte one. 112 bytes per scheduler.
+#[derive(Debug, Clone, Copy, Default)]
+struct StateTally([Tally; 7]);
+
+/// One counter of [`StateTally`].
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(align(16))]
+struct Tally(usize);
+
+impl StateTally {
+    /// The count of state `s` (`TaskState as usize`). Panics if `s` is not below 7.
+    #[inline(always)]
+    fn get(&self, s: usize) -> usize {
+        self.0[s].0
+    }
+
+    /// Adds `k` versions to state `s`.
+    #[inline(always)]
+    fn add(&mut self, s: usize, k: usize) {
+        self.0[s].0 += k;
+    }
+
+    /// Takes `k` versions from state `s`.
+    #[inline(always)]
+    fn sub(&mut self, s: usize, k: usize) {
+        self.0[s].0 -= k;
+    }
+
+    /// One version moves from state `from` to state `to`.
+    #[inline(always)]
+    fn moved(&mut self, from: usize, to: usize) {
+        self.sub(from, 1);
+        self.add(to, 1);
+    }
+
+    /// Every count, in `TaskState` order.
+    fn get_all(&self) -> [usize; 7] {
+        self.0.map(|t| t.0)
+    }
+}
+
 /// One overflow reverse edge: the version of `node` whose generation is `tag` (mod 2^31)
 /// waits on the list's owner. (A CSR entry is the waiter's node alone: see
 /// [`Core::csr_live`].)
@@ -332,7 +383,7 @@ pub(crate) struct Core<K, P> {
     /// both arrays out (O(V), once per scheduler: [`Core::sequences_stop_being_nodes`]).
     seq_is_node: bool,
     /// Number of current versions in each state, indexed by `TaskState as usize`.
-    counts: [usize; 7],
+    counts: StateTally,
     next_seq: u64,
     max_concurrency: usize,
     started: bool,
@@ -687,7 +738,7 @@ impl<K: TaskKey, P> Core<K, P> {
             seq_node: Vec::new(),
             seqs: Vec::new(),
             seq_is_node: true,
-            counts: [0; 7],
+            counts: StateTally::default(),
             next_seq: 0,
             max_concurrency,
             started: false,
@@ -1046,8 +1097,7 @@ impl<K: TaskKey, P> Core<K, P> {
             "node {n} is in state {from}"
         );
         let h = &mut self.hot[idx(n)];
-        self.counts[from as usize] -= 1;
-        self.counts[to as usize] += 1;
+        self.counts.moved(from as usize, to as usize);
         if from != TaskState::Pending as u8 || to != TaskState::Ready {
             h.state = to as u8;
         } else {
@@ -1717,7 +1767,7 @@ impl<K: TaskKey, P> Core<K, P> {
         if state == TaskState::Ready {
             self.push_ready(n, seq);
         }
-        self.counts[state as usize] += 1;
+        self.counts.add(state as usize, 1);
         #[cfg(test)]
         {
             self.in_order_taken += 1;
@@ -1861,8 +1911,8 @@ impl<K: TaskKey, P> Core<K, P> {
                 ready += 1;
             }
         }
-        self.counts[TaskState::Ready as usize] += ready;
-        self.counts[TaskState::Pending as usize] += m - ready;
+        self.counts.add(TaskState::Ready as usize, ready);
+        self.counts.add(TaskState::Pending as usize, m - ready);
         generations.extend(std::iter::repeat_n(Generation(1), m));
         #[cfg(test)]
         {
@@ -2093,7 +2143,7 @@ impl<K: TaskKey, P> Core<K, P> {
                 }
                 let old = self.hot[idx(n)];
                 let old_state = self.state_code(n);
-                self.counts[old_state as usize] -= 1;
+                self.counts.sub(old_state as usize, 1);
                 self.hot[idx(n)].state = ABSENT;
                 if old_state == TaskState::Ready as u8 {
                     self.remove_ready(n);
@@ -2183,7 +2233,7 @@ impl<K: TaskKey, P> Core<K, P> {
         };
         // A CSR entry naming `n` (built before this submission) is an older version's.
         self.wait[idx(n)] = Wait::new(generation, remaining, self.rev_built);
-        self.counts[state as usize] += 1;
+        self.counts.add(state as usize, 1);
         self.scratch_deps = dep_nodes;
         self.scratch_waits = waits;
         if let Some(c) = cause {
@@ -2263,7 +2313,7 @@ impl<K: TaskKey, P> Core<K, P> {
             tok: 0,
         };
         self.wait[idx(n)] = Wait::new(1, remaining, false);
-        self.counts[state as usize] += 1;
+        self.counts.add(state as usize, 1);
         Generation(1)
     }
 
@@ -2763,7 +2813,8 @@ impl<K: TaskKey, P> Core<K, P> {
         h.chunk = at.chunk;
         h.tok = at.slot;
         let generation = Generation(h.generation);
-        out.push(Claim {
+        // Written in place, not through `Vec::push`: see `in_place`.
+        crate::in_place::push_with(out, || Claim {
             id,
             generation,
             payload,
@@ -3199,8 +3250,8 @@ impl<K: TaskKey, P> Core<K, P> {
                     self.rev_stale += w.count as usize;
                 }
                 w.count = 0;
-                self.counts[state as usize] -= 1;
-                self.counts[TaskState::Cancelled as usize] += 1;
+                self.counts
+                    .moved(state as usize, TaskState::Cancelled as usize);
                 h.state = TaskState::Cancelled as u8;
                 self.details
                     .insert(n, Detail::Cancelled(CancelReason::Closed));
@@ -3356,7 +3407,7 @@ impl<K: TaskKey, P> Core<K, P> {
     }
 
     pub(crate) fn running(&self) -> usize {
-        self.counts[TaskState::Running as usize]
+        self.counts.get(TaskState::Running as usize)
     }
 
     pub(crate) fn max_concurrency(&self) -> usize {
@@ -3380,7 +3431,7 @@ impl<K: TaskKey, P> Core<K, P> {
     }
 
     pub(crate) fn counts(&self) -> StateCounts {
-        let c = &self.counts;
+        let c = self.counts.get_all();
         StateCounts {
             pending: c[TaskState::Pending as usize],
             ready: c[TaskState::Ready as usize],
@@ -3664,13 +3715,13 @@ impl<K: TaskKey, P> Core<K, P> {
                 "a priority belongs to a version"
             );
         }
-        assert_eq!(counts, self.counts);
+        assert_eq!(counts, self.counts.get_all());
         assert!(self.ready_later.is_empty(), "every release is queued");
-        assert_eq!(self.ready_len(), self.counts[TaskState::Ready as usize]);
+        assert_eq!(self.ready_len(), self.counts.get(TaskState::Ready as usize));
         self.ready.assert_invariants();
         // Every running version holds a flag in a kept chunk, counted once.
         self.tokens.assert_running(
-            self.counts[TaskState::Running as usize],
+            self.counts.get(TaskState::Running as usize),
             self.hot
                 .iter()
                 .filter(|h| h.says(TaskState::Running))

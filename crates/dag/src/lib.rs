@@ -171,10 +171,10 @@
 //! `Eq`, `Clone` and `Drop` do run under the lock (the id lookups need them): keep them
 //! cheap, and never call back into the scheduler from them.
 
-// `unsafe` is allowed in three modules only: the cache hint of the executor and the pull
-// core (`prefetch.rs`), the huge page hint (`huge.rs`) and the prepaid references of cancel
-// tokens (`prepaid.rs`), each with its protocol in the module's documentation, run under
-// Miri by `.ci/run`.
+// `unsafe` is allowed in four modules only: the cache hint of the executor and the pull
+// core (`prefetch.rs`), the huge page hint (`huge.rs`), the prepaid references of cancel
+// tokens (`prepaid.rs`) and the in-place append of a claim (`in_place.rs`), each with its
+// protocol in the module's documentation, run under Miri by `.ci/run`.
 #![deny(unsafe_code)]
 
 mod claim;
@@ -187,6 +187,11 @@ mod graph;
     reason = "a page-size hint with no effect on contents; protocol in the module"
 )]
 mod huge;
+#[allow(
+    unsafe_code,
+    reason = "a length set over an element just written; protocol in the module"
+)]
+mod in_place;
 #[allow(
     unsafe_code,
     reason = "a cache hint with no effect on memory; protocol in the module"
