@@ -6,9 +6,14 @@ use lockstep_contract::{CallbackOutcome, CancelOutcome, Generation, SchedulerErr
 
 use crate::core::Core;
 use crate::{
-    BatchError, BatchOutcome, Claim, TaskKey, TaskScheduler, collect_batch, complete_all,
+    BatchError, BatchOutcome, Claim, TaskKey, TaskScheduler, collect_into, complete_all,
     complete_and_claim_in, submit_batch_in,
 };
+
+/// How many tasks [`Exclusive::submit_batch`] draws from its input at a time: a chunk's
+/// items and dependencies (about 12 bytes a task and one id a dependency) stay in the
+/// processor's second-level cache.
+pub(crate) const SUBMIT_CHUNK: usize = 4096;
 
 /// A [`TaskScheduler`] borrowed exclusively
 /// ([`TaskScheduler::exclusive`](crate::TaskScheduler::exclusive)), for a pull loop on one
@@ -79,12 +84,25 @@ impl<K: TaskKey, P> Exclusive<'_, K, P> {
     /// exactly as its `submit`, stopping at the first refused one; generations appended to
     /// `generations`.
     ///
+    /// No lock is held, so the input is not collected whole first, as the shared form must
+    /// (the iterators are the caller's code, never run under the lock): it is drawn 4,096
+    /// tasks at a time into two small buffers that are reused, and each chunk
+    /// is submitted before the next is drawn. A batch of a million tasks then writes no
+    /// collected copy of itself (about 12 bytes a task and one id a dependency, in fresh
+    /// memory). The scheduler's arrays are reserved once, at the first chunk, for the size
+    /// hint of `tasks` and, for the dependency arena, at that chunk's dependencies per task
+    /// plus a quarter (a later chunk that needs more grows it). The answers are the same as
+    /// collecting first; what differs is visible only to the caller's own iterator code: it
+    /// runs between the chunks' submissions, and the iterator is not drawn past the chunk of
+    /// a refused task.
+    ///
     /// # Errors
     /// As `submit_batch`: [`BatchError`] with the position and error of the first refused
     /// task; the ones before it were accepted, it and the later ones were not.
     ///
     /// # Panics
-    /// Never.
+    /// Never by itself. If the caller's iterator panics, the panic goes on, and the tasks of
+    /// the chunks drawn before it stay submitted (the shared form submits nothing then).
     ///
     /// # Complexity
     /// As `submit_batch`.
@@ -97,11 +115,41 @@ impl<K: TaskKey, P> Exclusive<'_, K, P> {
         I: IntoIterator<Item = (K, D, P)>,
         D: IntoIterator<Item = K>,
     {
-        let (mut items, deps) = collect_batch(tasks);
+        let mut tasks = tasks.into_iter();
+        let hint = tasks.size_hint().0;
+        let mut items = Vec::new();
+        let mut deps = Vec::new();
         let mut garbage = Vec::new();
-        // INVARIANT (A4.batch-forms): as `TaskScheduler::submit_batch`, on the borrowed core.
-        submit_batch_in(self.core(), &mut items, &deps, generations, &mut garbage)
-            .map_or(Ok(()), Err)
+        let mut done = 0usize;
+        loop {
+            items.clear();
+            deps.clear();
+            collect_into(&mut tasks, SUBMIT_CHUNK, &mut items, &mut deps);
+            if items.is_empty() {
+                return Ok(());
+            }
+            let core = self.core();
+            if done == 0 {
+                // The whole batch's room at once (`crate::huge`: advised on a new allocation),
+                // so that the arrays do not grow chunk by chunk.
+                let tasks = hint.max(items.len());
+                let per_task = deps.len().div_ceil(items.len());
+                let edges = tasks
+                    .saturating_mul(per_task)
+                    .saturating_add(tasks / 4 * per_task);
+                core.reserve(tasks, edges);
+                crate::huge::reserve(generations, tasks);
+            }
+            // INVARIANT (A4.batch-forms): each chunk as `TaskScheduler::submit_batch`, on the
+            // borrowed core; a refusal's position counts the chunks before.
+            if let Some(mut failed) =
+                submit_batch_in(core, &mut items, &deps, generations, &mut garbage)
+            {
+                failed.index += done;
+                return Err(failed);
+            }
+            done += items.len();
+        }
     }
 
     /// [`TaskScheduler::ready_into`](crate::TaskScheduler::ready_into): claims at most `n`

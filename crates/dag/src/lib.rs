@@ -1325,32 +1325,46 @@ where
     I: IntoIterator<Item = (K, D, P)>,
     D: IntoIterator<Item = K>,
 {
-    let tasks = tasks.into_iter();
+    let mut tasks = tasks.into_iter();
     // The items and the dependencies are written once, from fresh memory: on huge pages
-    // where the kernel gives them (`crate::huge`; no effect on contents). `deps` grows past
-    // its hint on most graphs: it doubles through `huge::reserve` before a list would not
-    // fit, so each new allocation is advised too (copying, as an advised vector grows:
-    // amortised O(1) an entry). A list's size hint is trusted up to `LIST_HINT_CAP` entries
-    // only: one that overstates its list (breaking `Iterator`'s contract, which must still
-    // not break the batch) costs at most a few doublings of a small vector, never an
-    // allocation of the hint's size. A longer list, or one whose hint is too low, can still
-    // grow the vector unadvised (`extend`).
-    const LIST_HINT_CAP: usize = 4096;
+    // where the kernel gives them (`crate::huge`; no effect on contents).
     let mut items: Vec<(K, u32, Option<P>)> = huge::with_capacity(tasks.size_hint().0);
     let mut deps: Vec<K> = huge::with_capacity(tasks.size_hint().0);
-    for (id, ds, payload) in tasks {
+    collect_into(&mut tasks, usize::MAX, &mut items, &mut deps);
+    (items, deps)
+}
+
+/// Draws at most `limit` tasks from `tasks` into `items` and `deps` (appended), as
+/// [`collect_batch`] does; stops early when `tasks` ends. O(tasks drawn + their dependencies).
+fn collect_into<K, P, I, D>(
+    tasks: &mut I,
+    limit: usize,
+    items: &mut Vec<(K, u32, Option<P>)>,
+    deps: &mut Vec<K>,
+) where
+    I: Iterator<Item = (K, D, P)>,
+    D: IntoIterator<Item = K>,
+{
+    // `deps` grows past its hint on most graphs: it doubles through `huge::reserve` before a
+    // list would not fit, so each new allocation of a large one is advised too (copying, as
+    // an advised vector grows: amortised O(1) an entry). A list's size hint is trusted up to
+    // `LIST_HINT_CAP` entries only: one that overstates its list (breaking `Iterator`'s
+    // contract, which must still not break the batch) costs at most a few doublings of a
+    // small vector, never an allocation of the hint's size. A longer list, or one whose hint
+    // is too low, can still grow the vector unadvised (`extend`).
+    const LIST_HINT_CAP: usize = 4096;
+    for (id, ds, payload) in tasks.take(limit) {
         let ds = ds.into_iter();
         let want = ds.size_hint().0.clamp(1, LIST_HINT_CAP);
         if deps.capacity() - deps.len() < want {
             let grow = deps.capacity().max(want);
-            huge::reserve(&mut deps, grow);
+            huge::reserve(deps, grow);
         }
         let before = deps.len();
         deps.extend(ds);
         let count = u32::try_from(deps.len() - before).unwrap_or(u32::MAX);
         items.push((id, count, Some(payload)));
     }
-    (items, deps)
 }
 
 /// [`TaskScheduler::submit_batch`]'s critical section, on the core it is given (under the

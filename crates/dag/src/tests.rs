@@ -3814,3 +3814,126 @@ fn a_dependency_list_that_overstates_its_size_breaks_no_batch() {
     );
     assert_eq!(s.status(&3).map(|st| st.state), Some(TaskState::Pending));
 }
+
+/// `Exclusive::submit_batch` draws its input in chunks of `SUBMIT_CHUNK` tasks and submits
+/// each before drawing the next; the shared form collects it whole first. On batches of
+/// several chunks (in order with random dependencies, with and without a size hint, a
+/// refusal in a later chunk, resubmissions and string-like sparse ids) the two give the same
+/// answer, the same generations, the same snapshot and the same claims, and the exclusive
+/// side keeps every invariant. The iterator is drawn only to the end of the refused task's
+/// chunk, and a panic from it leaves the earlier chunks submitted and the state whole.
+#[test]
+fn exclusive_batches_of_many_chunks_answer_as_shared() {
+    use crate::exclusive::SUBMIT_CHUNK;
+    let n = 2 * SUBMIT_CHUNK + 1000;
+    for (case, refused_at, hinted, sparse) in [
+        ("in order", None, true, false),
+        ("no size hint", None, false, false),
+        (
+            "refused in the third chunk",
+            Some(2 * SUBMIT_CHUNK + 17),
+            true,
+            false,
+        ),
+        (
+            "refused at a chunk's first task",
+            Some(SUBMIT_CHUNK),
+            true,
+            false,
+        ),
+        ("sparse ids", None, true, true),
+    ] {
+        let mut rng = Rng(0x5EED_0000 + n as u64);
+        let id_of = |t: usize| if sparse { (t as u32) * 7 + 3 } else { t as u32 };
+        let items: Vec<(u32, Vec<u32>, u32)> = (0..n)
+            .map(|t| {
+                let mut deps: Vec<u32> = (0..rng.below(4))
+                    .filter(|_| t > 0)
+                    .map(|_| id_of(rng.below(t)))
+                    .collect();
+                deps.sort_unstable();
+                deps.dedup();
+                if Some(t) == refused_at {
+                    // A duplicate dependency: refused (`DuplicateDependency`).
+                    deps = vec![id_of(0), id_of(0)];
+                }
+                (id_of(t), deps, t as u32)
+            })
+            .collect();
+        let shared: TaskScheduler<u32, u32> = TaskScheduler::new(usize::MAX);
+        let mut mine: TaskScheduler<u32, u32> = TaskScheduler::new(usize::MAX);
+        // A resubmission before the batch, so that not every item is a first submission.
+        shared.submit(id_of(5), [], 0).unwrap();
+        mine.submit(id_of(5), [], 0).unwrap();
+        let (mut ga, mut gb) = (vec![Generation(7)], vec![Generation(7)]);
+        let drawn = AtomicUsize::new(0);
+        let ra = shared.submit_batch(items.clone(), &mut ga);
+        let counted = items.into_iter().inspect(|_| {
+            drawn.fetch_add(1, Ordering::Relaxed);
+        });
+        let rb = if hinted {
+            mine.exclusive().submit_batch(counted, &mut gb)
+        } else {
+            mine.exclusive()
+                .submit_batch(counted.filter(|_| true), &mut gb)
+        };
+        assert_eq!(ra, rb, "{case}");
+        assert_eq!(ga, gb, "{case}");
+        match refused_at {
+            Some(at) => {
+                assert_eq!(rb.unwrap_err().index, at, "{case}");
+                let chunk_end = (at / SUBMIT_CHUNK + 1) * SUBMIT_CHUNK;
+                assert_eq!(drawn.load(Ordering::Relaxed), chunk_end.min(n), "{case}");
+            }
+            None => assert_eq!(drawn.load(Ordering::Relaxed), n, "{case}"),
+        }
+        mine.lock().assert_invariants();
+        assert_eq!(shared.snapshot(), mine.snapshot(), "{case}");
+        assert_eq!(shared.counts(), mine.counts(), "{case}");
+        // The whole run: the same claims in the same order.
+        let (mut ca, mut cb) = (Vec::new(), Vec::new());
+        loop {
+            ca.clear();
+            cb.clear();
+            let (ka, kb) = (
+                shared.ready_into(512, &mut ca),
+                mine.ready_into(512, &mut cb),
+            );
+            assert_eq!(ka, kb, "{case}");
+            let versions = |c: &[Claim<u32, u32>]| {
+                c.iter()
+                    .map(|c| (c.id, c.generation, c.payload))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(versions(&ca), versions(&cb), "{case}");
+            if ka.unwrap() == 0 {
+                break;
+            }
+            for (x, y) in ca.iter().zip(&cb) {
+                shared.complete(&x.id, x.generation).unwrap();
+                mine.complete(&y.id, y.generation).unwrap();
+            }
+        }
+        assert_eq!(shared.counts(), mine.counts(), "{case}");
+        mine.lock().assert_invariants();
+    }
+
+    // A panic from the caller's iterator in the second chunk: the first chunk stays
+    // submitted, whole, and the scheduler goes on.
+    let mut s: TaskScheduler<u32> = TaskScheduler::new(usize::MAX);
+    let panicking = (0..n as u32).map(|t| {
+        assert!(t < SUBMIT_CHUNK as u32 + 10, "the caller's iterator panics");
+        (t, t.checked_sub(1), ())
+    });
+    let mut gens = Vec::new();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        s.exclusive().submit_batch(panicking, &mut gens)
+    }));
+    assert!(caught.is_err());
+    assert_eq!(gens.len(), SUBMIT_CHUNK);
+    assert_eq!(s.counts().pending + s.counts().ready, SUBMIT_CHUNK);
+    s.lock().assert_invariants();
+    s.submit(SUBMIT_CHUNK as u32, [SUBMIT_CHUNK as u32 - 1], ())
+        .unwrap();
+    s.lock().assert_invariants();
+}
