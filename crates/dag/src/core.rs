@@ -767,32 +767,43 @@ impl<K: TaskKey, P> Core<K, P> {
     }
 
     /// Reserves room for `tasks` more ids and `edges` more dependency entries (a hint from
-    /// a batch submission's size). Amortised O(1) per reserved element.
+    /// a batch submission's size), as far as the allocator gives it: never panics, and an
+    /// array it cannot reserve for grows as it fills. Amortised O(1) per reserved element.
     pub(crate) fn reserve(&mut self, tasks: usize, edges: usize) {
+        // Best effort (`huge::try_reserve`): the counts may come from a caller's size hint,
+        // which must not panic or abort when it overstates; a vector that gets no room here
+        // grows as it fills.
         if !is_integer_type::<K>() {
             let hasher = &self.hasher;
             let (keys, from) = (&self.keys, self.keys_from());
-            self.index
-                .reserve(tasks, |&n| hasher.hash_one(&keys[idx(n) - from]));
+            let _ = self
+                .index
+                .try_reserve(tasks, |&n| hasher.hash_one(&keys[idx(n) - from]));
         }
         // The arrays a large batch fills, on huge pages where the kernel gives them on
         // request (`crate::huge`: fewer page faults and TLB misses; no effect on contents),
         // advised only when this call allocates them anew. Ids are stored only outside the
         // identity prefix: a batch of integer ids that extends it needs no room for them.
         if !is_integer_type::<K>() || !self.keys.is_empty() {
-            huge::reserve(&mut self.keys, tasks);
+            huge::try_reserve(&mut self.keys, tasks);
         }
-        huge::reserve(&mut self.hot, tasks);
-        huge::reserve(&mut self.wait, tasks);
-        huge::reserve(&mut self.span, tasks);
-        huge::reserve(&mut self.payload, tasks);
+        huge::try_reserve(&mut self.hot, tasks);
+        huge::try_reserve(&mut self.wait, tasks);
+        huge::try_reserve(&mut self.span, tasks);
+        huge::try_reserve(&mut self.payload, tasks);
         if !self.seq_is_node {
-            self.seqs.reserve(tasks);
+            let _ = self.seqs.try_reserve(tasks);
         }
         if !self.order_in_seq {
-            self.order.reserve(tasks);
+            let _ = self.order.try_reserve(tasks);
         }
-        huge::reserve(&mut self.fwd, edges);
+        huge::try_reserve(&mut self.fwd, edges);
+    }
+
+    /// The dependency arena's capacity in entries (tests: what a batch reserved).
+    #[cfg(all(test, not(any(loom, shuttle))))]
+    pub(crate) fn arena_capacity(&self) -> usize {
+        self.fwd.capacity()
     }
 
     // ----- ids -------------------------------------------------------------------------

@@ -15,6 +15,10 @@ use crate::{
 /// processor's second-level cache.
 pub(crate) const SUBMIT_CHUNK: usize = 4096;
 
+/// The most dependency entries a task [`Exclusive::submit_batch`] reserves in the arena on
+/// the word of the size hint and its first chunk (see there).
+const ARENA_HINT_PER_TASK: usize = 16;
+
 /// A [`TaskScheduler`] borrowed exclusively
 /// ([`TaskScheduler::exclusive`](crate::TaskScheduler::exclusive)), for a pull loop on one
 /// thread.
@@ -91,7 +95,8 @@ impl<K: TaskKey, P> Exclusive<'_, K, P> {
     /// collected copy of itself (about 12 bytes a task and one id a dependency, in fresh
     /// memory). The scheduler's arrays are reserved once, at the first chunk, for the size
     /// hint of `tasks` and, for the dependency arena, at that chunk's dependencies per task
-    /// plus a quarter (a later chunk that needs more grows it). The answers are the same as
+    /// plus a quarter, at most 16 a task (a later chunk that needs more grows it); the
+    /// reservation is a best effort, so a hint that overstates the batch panics nothing. The answers are the same as
     /// collecting first; what differs is visible only to the caller's own iterator code: it
     /// runs between the chunks' submissions, and the iterator is not drawn past the chunk of
     /// a refused task.
@@ -115,7 +120,9 @@ impl<K: TaskKey, P> Exclusive<'_, K, P> {
         I: IntoIterator<Item = (K, D, P)>,
         D: IntoIterator<Item = K>,
     {
-        let mut tasks = tasks.into_iter();
+        // Fused: an iterator that ended is not drawn again (`Iterator` allows one to yield
+        // after a `None`; the shared form's single pass stops at the first).
+        let mut tasks = tasks.into_iter().fuse();
         let hint = tasks.size_hint().0;
         let mut items = Vec::new();
         let mut deps = Vec::new();
@@ -130,15 +137,19 @@ impl<K: TaskKey, P> Exclusive<'_, K, P> {
             }
             let core = self.core();
             if done == 0 {
-                // The whole batch's room at once (`crate::huge`: advised on a new allocation),
-                // so that the arrays do not grow chunk by chunk.
+                // The whole batch's room at once, so that the arrays do not grow chunk by
+                // chunk: a best effort on the word of the size hint (`Core::reserve`: a hint
+                // that overstates panics nothing). The arena's share is the first chunk's
+                // dependencies per task plus a quarter, at most `ARENA_HINT_PER_TASK` a task, so
+                // that a first chunk denser than the rest reserves no more than a small
+                // multiple of the node arrays (a later chunk that needs more grows it).
                 let tasks = hint.max(items.len());
-                let per_task = deps.len().div_ceil(items.len());
+                let per_task = deps.len().div_ceil(items.len()).min(ARENA_HINT_PER_TASK);
                 let edges = tasks
                     .saturating_mul(per_task)
                     .saturating_add(tasks / 4 * per_task);
-                core.reserve(tasks, edges);
-                crate::huge::reserve(generations, tasks);
+                core.reserve(tasks, edges.min(u32::MAX as usize));
+                crate::huge::try_reserve(generations, tasks);
             }
             // INVARIANT (A4.batch-forms): each chunk as `TaskScheduler::submit_batch`, on the
             // borrowed core; a refusal's position counts the chunks before.
@@ -149,6 +160,9 @@ impl<K: TaskKey, P> Exclusive<'_, K, P> {
                 return Err(failed);
             }
             done += items.len();
+            if items.len() < SUBMIT_CHUNK {
+                return Ok(());
+            }
         }
     }
 

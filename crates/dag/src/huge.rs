@@ -135,6 +135,19 @@ pub(crate) fn reserve<T>(v: &mut Vec<T>, additional: usize) {
     }
 }
 
+/// [`reserve`] as a best effort: `v.try_reserve(additional)`, then [`advise`] if that made a
+/// new allocation; if the room cannot be had (capacity overflow, or an allocation the
+/// allocator refuses) nothing changes and `v` grows later as it fills. For room asked on
+/// the word of a size hint, which the caller's iterator may overstate (`Iterator`'s hints
+/// are not trusted for safety, so a lying one must not panic or abort the process). Never
+/// panics; amortised O(1) per element.
+pub(crate) fn try_reserve<T>(v: &mut Vec<T>, additional: usize) {
+    let before = (v.as_ptr(), v.capacity());
+    if v.try_reserve(additional).is_ok() && (v.as_ptr(), v.capacity()) != before {
+        advise(v);
+    }
+}
+
 /// Whether this kernel has transparent huge pages (tests that look for the advice in
 /// `/proc/self/smaps` are skipped, with a message, where it has none).
 #[cfg(all(test, target_os = "linux", not(miri)))]

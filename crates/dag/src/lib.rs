@@ -765,7 +765,8 @@ impl<K: TaskKey, P> TaskScheduler<K, P> {
     ///
     /// The input is collected before the lock is taken (the iterators are the caller's code
     /// and never run under it): one pass, two allocations per batch, none per task. The size
-    /// hint of `tasks` reserves room in the scheduler's arrays.
+    /// hint of `tasks` reserves room in the scheduler's arrays, as a best effort: a hint that
+    /// overstates the batch (even `usize::MAX`) panics nothing.
     ///
     /// # Errors
     /// [`BatchError`] with the position of the first refused task in `tasks` and its
@@ -1327,9 +1328,12 @@ where
 {
     let mut tasks = tasks.into_iter();
     // The items and the dependencies are written once, from fresh memory: on huge pages
-    // where the kernel gives them (`crate::huge`; no effect on contents).
-    let mut items: Vec<(K, u32, Option<P>)> = huge::with_capacity(tasks.size_hint().0);
-    let mut deps: Vec<K> = huge::with_capacity(tasks.size_hint().0);
+    // where the kernel gives them (`crate::huge`; no effect on contents). The size hint is
+    // the caller's word: room for it is a best effort (`huge::try_reserve`), so one that
+    // overstates the batch (even `usize::MAX`) panics nothing.
+    let (mut items, mut deps): Batch<K, P> = (Vec::new(), Vec::new());
+    huge::try_reserve(&mut items, tasks.size_hint().0);
+    huge::try_reserve(&mut deps, tasks.size_hint().0);
     collect_into(&mut tasks, usize::MAX, &mut items, &mut deps);
     (items, deps)
 }

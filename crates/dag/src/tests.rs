@@ -3937,3 +3937,82 @@ fn exclusive_batches_of_many_chunks_answer_as_shared() {
         .unwrap();
     s.lock().assert_invariants();
 }
+
+/// Iterators that break `Iterator`'s conventions (allowed: only `unsafe` code may rely on
+/// them) get the same answers from both batch forms and panic nothing (found by a review of
+/// the chunked exclusive batch): one that yields again after a `None` is drawn to its first
+/// `None` only; a size hint of `usize::MAX` reserves nothing it cannot have; and a first
+/// chunk far denser than the rest does not make the exclusive form reserve the arena at the
+/// first chunk's density for the whole hint (which aborted the process on a two-million-task
+/// batch).
+#[test]
+fn batches_of_iterators_that_break_conventions_answer_alike() {
+    // Yields tasks 1, 3, 5, ... with a `None` between each: both forms take task 1 alone.
+    let flicker = || {
+        let mut i = 0u32;
+        std::iter::from_fn(move || {
+            i += 1;
+            (i <= 10 && i % 2 == 1).then_some((i, Vec::<u32>::new(), ()))
+        })
+    };
+    // Claims `usize::MAX` tasks, yields three.
+    struct Liar(u32);
+    impl Iterator for Liar {
+        type Item = (u32, Vec<u32>, ());
+        fn next(&mut self) -> Option<Self::Item> {
+            self.0 += 1;
+            (self.0 <= 3).then(|| (self.0 - 1, Vec::new(), ()))
+        }
+        fn size_hint(&self) -> (usize, Option<usize>) {
+            (usize::MAX, None)
+        }
+    }
+    for (case, submitted) in [("after a None", 1), ("usize::MAX hint", 3)] {
+        let shared: TaskScheduler<u32> = TaskScheduler::new(usize::MAX);
+        let mut mine: TaskScheduler<u32> = TaskScheduler::new(usize::MAX);
+        let (mut ga, mut gb) = (Vec::new(), Vec::new());
+        let (ra, rb) = if case == "after a None" {
+            (
+                shared.submit_batch(flicker(), &mut ga),
+                mine.exclusive().submit_batch(flicker(), &mut gb),
+            )
+        } else {
+            (
+                shared.submit_batch(Liar(0), &mut ga),
+                mine.exclusive().submit_batch(Liar(0), &mut gb),
+            )
+        };
+        assert_eq!((ra, rb), (Ok(()), Ok(())), "{case}");
+        assert_eq!(ga, gb, "{case}");
+        assert_eq!(ga.len(), submitted, "{case}");
+        assert_eq!(shared.snapshot(), mine.snapshot(), "{case}");
+        mine.lock().assert_invariants();
+    }
+
+    // 100,000 tasks; the first chunk's each depends on 256 ids of the second chunk, the rest
+    // on nothing (an exact size hint): 1,048,576 entries in all.
+    let n = 100_000usize;
+    let chunk = crate::exclusive::SUBMIT_CHUNK;
+    let dense = |t: usize| -> Vec<u32> {
+        if t < chunk {
+            (0..256).map(|k| (chunk + k) as u32).collect()
+        } else {
+            Vec::new()
+        }
+    };
+    let mut s: TaskScheduler<u32> = TaskScheduler::new(usize::MAX);
+    let mut gens = Vec::new();
+    s.exclusive()
+        .submit_batch((0..n).map(|t| (t as u32, dense(t), ())), &mut gens)
+        .unwrap();
+    assert_eq!(gens.len(), n);
+    let entries = chunk * 256;
+    let capacity = s.lock().arena_capacity();
+    // At most the larger of the entries and 16 a task plus a quarter (20 * n), with the
+    // slack of one doubling; at the first chunk's density it would be 256 * 1.25 * n.
+    assert!(
+        capacity <= 2 * entries.max(20 * n),
+        "the arena reserved {capacity} entries for {entries}"
+    );
+    s.lock().assert_invariants();
+}
