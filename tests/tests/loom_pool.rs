@@ -447,3 +447,59 @@ fn loom_join_owner_helps_while_waiting() {
     join_owner_helps_while_waiting::<Locked>();
     join_owner_helps_while_waiting::<ChaseLev>();
 }
+
+/// B4.no-lost-wakeup for a child: two workers, no spare threads (`max_blocking(0)`). The
+/// root spawns a child onto its worker's deque, then blocks in `block_in_place` until the
+/// child has run: only the other worker can run it. That worker may have searched just
+/// before the push and park just after it, while the push's read of `sleepers` missed its
+/// registration; its re-check of every deque (`Local::work_in_sight`) and the blocker's
+/// fence and wake-up (`Local::announce_before_blocking`) each close part of that window.
+/// A child left behind is a deadlock (the root waits on a condition variable that only the
+/// child signals, the other worker waits on its slot). Deadlocks with the zoo bugs
+/// `park_checks_home_only` and `block_without_announcing`.
+fn blocked_owner_does_not_strand_its_child<D: DequeFamily>() {
+    let name = format!(
+        "loom_blocked_owner_does_not_strand_its_child/{}",
+        deque_name::<D>()
+    );
+    model_bounded(&name, JOIN_BOUND, || {
+        let pool = PoolBuilder::new(2)
+            .max_blocking(0)
+            .build_with::<D>()
+            .expect("pool");
+        let root = pool
+            .submit(|ctx| {
+                let done = Arc::new((
+                    lockstep_sync::Mutex::new(None),
+                    lockstep_sync::Condvar::new(),
+                ));
+                let signal = Arc::clone(&done);
+                ctx.spawn_detached(move |ctx| {
+                    *signal.0.lock() = Some(ctx.worker_index());
+                    signal.1.notify_one();
+                });
+                let owner = ctx.worker_index();
+                let ran_on = ctx.block_in_place(|| {
+                    let mut g = done.0.lock();
+                    loop {
+                        if let Some(w) = *g {
+                            return w;
+                        }
+                        g = done.1.wait(g);
+                    }
+                });
+                (owner, ran_on)
+            })
+            .expect("accepting");
+        let (owner, ran_on) = root.join().expect("the root returns");
+        assert_ne!(owner, ran_on, "the child ran on the other worker");
+        pool.shutdown();
+        pool.await_termination();
+    });
+}
+
+#[test]
+fn loom_blocked_owner_does_not_strand_its_child() {
+    blocked_owner_does_not_strand_its_child::<Locked>();
+    blocked_owner_does_not_strand_its_child::<ChaseLev>();
+}

@@ -295,6 +295,12 @@ impl WorkerContext<'_> {
     /// stands in for this worker, so that the pool keeps `worker_count()` threads running
     /// tasks and queued work cannot starve behind blocked workers. Returns `f`'s value.
     ///
+    /// **The announcement.** Before `f` runs, if this worker's deque holds tasks (children
+    /// it spawned), the worker issues a `SeqCst` fence and wakes a parked worker, pointing it
+    /// at this deque: a spawn's own wake-up may have missed a worker that was just parking
+    /// (crate docs, "A child behind a busy owner"), and without a spare those children would
+    /// wait for `f`. O(1); nothing when the deque is empty.
+    ///
     /// **The spare.** It steals from every worker (this one's deque and inbox included:
     /// they stay stealable while this worker blocks), parks like a worker when it finds
     /// nothing, and keeps the children of the tasks it runs on a deque of its own. When `f`

@@ -11,7 +11,7 @@ use crate::sleep::Sleep;
 use crate::task::Task;
 use lockstep_contract::{PoolError, PoolState};
 use lockstep_deque::{DequeFamily, Owner, Steal, Thief, ThiefOf};
-use lockstep_sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use lockstep_sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst, fence};
 use lockstep_sync::{Arc, Condvar, Mutex, rng_u64, seeded_bug, thread};
 use std::cell::Cell;
 use std::num::NonZeroUsize;
@@ -160,6 +160,16 @@ pub(crate) enum Found {
     Empty,
     /// A lock-free deque lost a race; try again.
     Retry,
+}
+
+/// What the parking re-check saw ([`Local::work_in_sight`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sighted {
+    /// This thread's own queues hold work (for a spare: those of the worker it stands in
+    /// for too).
+    Home,
+    /// Worker `.0`'s deque holds work: search it first.
+    Deque(usize),
 }
 
 /// Everything the workers share.
@@ -798,6 +808,61 @@ impl<D: DequeFamily> Local<D> {
         !self.owner.is_empty() || !shared.inboxes[self.index].is_empty()
     }
 
+    /// The whole re-check of the parking protocol (S3), without the exit condition: this
+    /// thread's own work ([`Local::has_local_work`]), then every worker's deque, in index
+    /// order. `Some(Sighted::Deque(v))` names the first non-empty deque of another worker:
+    /// the caller searches it first.
+    ///
+    /// Why every deque (B4.no-lost-wakeup, crate docs "Parking"): a worker pushes a child
+    /// onto its own deque and then reads `sleepers` without a fence (`Sink::push_child`:
+    /// the fence would cost the spawn path 44%, `docs/pool.md`). A thief whose last search
+    /// ran just before that push, and that registers just after the pusher's read, was
+    /// slept through; the owner ran the child only after the task it was running, which
+    /// can block for seconds (a command of `lockstep run`: `-j 2` ran two released roots
+    /// one after the other, about one start in 60,000). Looking at every deque after the
+    /// parker's fence closes that window, except for the store buffer's: the pusher's store
+    /// still unseen by this load while its own load of `sleepers` missed the registration.
+    /// A worker about to block closes that one too (`Sink::begin_blocking`: a fence, then
+    /// a wake-up when its deque holds work).
+    ///
+    /// # Cost
+    /// O(workers) loads of other workers' deque ends, once per park (after the backoff's
+    /// 16 failed rounds); nothing on the path where work flows.
+    pub(crate) fn work_in_sight(&self, shared: &Shared<D>) -> Option<Sighted> {
+        if self.has_local_work(shared) {
+            return Some(Sighted::Home);
+        }
+        // SEEDED BUG (park_checks_home_only): the re-check looks at home only, so a child
+        // pushed onto another worker's deque after this thread's last search, whose pusher
+        // read `sleepers` before the registration, waits for its running owner.
+        if seeded_bug!("park_checks_home_only") {
+            return None;
+        }
+        (0..shared.workers())
+            .find(|&v| !shared.thieves[v].is_empty())
+            .map(Sighted::Deque)
+    }
+
+    /// Called by a worker about to block (`block_in_place`): if its own deque holds work, a
+    /// `SeqCst` fence and then a wake-up (P2) with this worker's index as the hint. The
+    /// fence pairs with the parker's (`Sleep::park`): either the parker's re-check, which
+    /// looks at every deque ([`Local::work_in_sight`]), sees the pushes made before this
+    /// fence, or this read of `sleepers` sees the parker registered and wakes it. So no
+    /// child waits behind a blocked owner while another thread sleeps, whatever the window
+    /// its push's wake-up missed. A spare's deque is private and handed over instead
+    /// ([`Local::hand_over`]). O(1); the fence only when the deque is not empty.
+    pub(crate) fn announce_before_blocking(&self, shared: &Shared<D>) {
+        // INVARIANT (B4.no-lost-wakeup): a worker that blocks with children queued on its
+        // deque fences and wakes a parker for them.
+        // SEEDED BUG (block_without_announcing): the worker blocks silently, so a thief
+        // that parked through its children's pushes sleeps while they wait for it.
+        if self.spare || self.owner.is_empty() || seeded_bug!("block_without_announcing") {
+            return;
+        }
+        fence(SeqCst);
+        shared.sleep.new_work(self.index);
+    }
+
     /// The worker loop's fast path: pops this worker's own deque (newest first), claims and
     /// runs each task it finds, until the deque is empty. True if it removed at least one
     /// task. It looks where [`Local::find_task`] looks first, in the same order, without
@@ -983,6 +1048,7 @@ impl<D: DequeFamily> ChildSink for Sink<'_, D> {
         // A spare whose task blocks must not strand its private deque (invariant
         // B4.blocking-limit: queued work always has a thread).
         self.local.hand_over(self.shared);
+        self.local.announce_before_blocking(self.shared);
         let started = self.arc.and_then(|arc| start_spare(arc, self.local.index));
         self.shared
             .count_block(self.local.index, self.local.spare, started.is_some());
@@ -1251,6 +1317,122 @@ mod tests {
                 .unwrap_or_default()
         );
         drop(root_0);
+    }
+
+    /// B4.no-lost-wakeup (found chasing a flaky CLI test, stop 53): a child pushed onto
+    /// worker 0's deque after worker 1's last search, by a pusher whose read of `sleepers`
+    /// came before worker 1's registration (so it woke nobody: not played here), must be
+    /// seen by worker 1's park. Worker 1 registers; its re-check is the workers' own
+    /// ([`Local::work_in_sight`]). It must decline and name deque 0 to search first. With
+    /// the re-check of home only (the code before the fix, the zoo bug
+    /// `park_checks_home_only`) worker 1 waits, and the child waits for worker 0's running
+    /// task, which in `lockstep run` was a command of seconds.
+    #[cfg(not(any(loom, shuttle)))]
+    #[test]
+    fn a_child_pushed_after_a_thiefs_last_search_is_seen_by_its_park() {
+        use crate::sleep::Parked;
+
+        let two = NonZeroUsize::new(2).expect("2 > 0");
+        let (shared, locals) = build::<Locked>(two, NonZeroUsize::MIN, 0);
+        locals[0].owner.push(new_detached(TaskId(1 << 40), |_| ()));
+        let mut sighted = None;
+        let parked = shared.sleep.park(
+            1,
+            || {
+                sighted = locals[1].work_in_sight(&shared);
+                sighted.is_some()
+            },
+            || {
+                panic!(
+                    "broken: B4.no-lost-wakeup (docs/invariants.md): worker 1 parks while \
+                     worker 0's deque holds a child{}",
+                    lockstep_sync::active_bug()
+                        .map(|b| format!("\nseeded bug in force: {b} (docs/bug-zoo.md#{b})"))
+                        .unwrap_or_default()
+                )
+            },
+        );
+        assert_eq!(parked, Parked::Declined);
+        assert_eq!(
+            sighted,
+            Some(Sighted::Deque(0)),
+            "the re-check names deque 0"
+        );
+        assert_eq!(shared.sleep.sleepers(), 0, "worker 1 left the idle list");
+        // Worker 1's own deque is not another's: it is `Home`.
+        locals[1]
+            .owner
+            .push(new_detached(TaskId((1 << 40) + 1), |_| ()));
+        assert_eq!(locals[1].work_in_sight(&shared), Some(Sighted::Home));
+        assert_eq!(locals[0].work_in_sight(&shared), Some(Sighted::Home));
+        drop(locals[1].owner.pop());
+        assert_eq!(locals[1].work_in_sight(&shared), Some(Sighted::Deque(0)));
+        drop(locals[0].owner.pop());
+        assert_eq!(
+            locals[1].work_in_sight(&shared),
+            None,
+            "nothing queued anywhere"
+        );
+    }
+
+    /// B4.no-lost-wakeup, the store buffer's window: worker 1 parked although worker 0's
+    /// deque holds a child (its re-check missed the push, and the push's read of `sleepers`
+    /// missed the registration: the store-buffering outcome, played by a re-check that
+    /// finds nothing). Worker 0's task then blocks in `block_in_place`: before `f` runs,
+    /// the worker fences and wakes worker 1 with its own index as the hint, so the child
+    /// does not wait for the blocked call. No spare here (the context has no `Arc`, as in
+    /// the stepping core), so nobody else could run it. Fails with the zoo bug
+    /// `block_without_announcing` (worker 1 still parked when `f` gives up, after 10 s).
+    #[cfg(not(any(loom, shuttle)))]
+    #[test]
+    fn a_worker_that_blocks_with_children_queued_wakes_a_parked_thief() {
+        use crate::sleep::Parked;
+        use std::time::{Duration, Instant};
+
+        let two = NonZeroUsize::new(2).expect("2 > 0");
+        let (shared, locals) = build::<Locked>(two, NonZeroUsize::MIN, 0);
+        let shared = Arc::new(shared);
+        let parker = {
+            let sh = Arc::clone(&shared);
+            thread::spawn(move || sh.sleep.park(1, || false, || ()))
+        };
+        let start = Instant::now();
+        while shared.sleep.sleepers() != 1 {
+            assert!(start.elapsed() < Duration::from_secs(10), "worker 1 parks");
+            thread::yield_now();
+        }
+        locals[0].owner.push(new_detached(TaskId(1 << 40), |_| ()));
+        let woken_while_blocked = locals[0].with_context(&shared, |ctx| {
+            ctx.block_in_place(|| {
+                let start = Instant::now();
+                while !parker.is_finished() {
+                    if start.elapsed() > Duration::from_secs(10) {
+                        return false;
+                    }
+                    thread::yield_now();
+                }
+                true
+            })
+        });
+        if !woken_while_blocked {
+            shared.sleep.wake(1);
+        }
+        let parked = parker.join().expect("parker");
+        assert!(
+            woken_while_blocked,
+            "broken: B4.no-lost-wakeup (docs/invariants.md): worker 0 blocked with a child \
+             queued and worker 1 slept on{}",
+            lockstep_sync::active_bug()
+                .map(|b| format!("\nseeded bug in force: {b} (docs/bug-zoo.md#{b})"))
+                .unwrap_or_default()
+        );
+        assert_eq!(parked, Parked::Woken(Some(0)), "hinted at worker 0's deque");
+        assert_eq!(
+            locals[0].deque_len(),
+            1,
+            "the child is still there for worker 1"
+        );
+        drop(locals[0].owner.pop());
     }
 
     /// `SpareThreads` prunes again only at twice the handles its last pruning left (at least

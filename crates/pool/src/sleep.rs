@@ -21,9 +21,14 @@
 //! itself. Lifecycle changes precede `wake_all`, which takes the idle lock; a worker
 //! registering after it sees them in its re-check.
 //!
-//! Pushes onto a worker's own deque wake helpers on the same load, but nothing depends on
-//! that for liveness (the owner is awake and pops its deque before it parks); a stale
-//! `sleepers == 0` only means one helper fewer for a while. So `sleepers` is read `Relaxed`.
+//! Pushes onto a worker's own deque wake helpers on the same load, without a fence, and
+//! nothing depends on that for liveness (the owner is awake and pops its deque before it
+//! parks). A stale `sleepers == 0` costs parallelism: the child waits for its owner's
+//! running task. The re-check therefore looks at every deque after the fence
+//! (`Local::work_in_sight`), and a worker about to block fences and wakes a parker for its
+//! deque (`Local::announce_before_blocking`), paired with this fence as an inbox push is
+//! (crate docs, "A child behind a busy owner"). `sleepers` is read `Relaxed`: the fences
+//! order it.
 //!
 //! # Slots of spare threads
 //! The first slots (`0..workers`) are the workers'; the others are lent to spare threads
@@ -224,7 +229,7 @@ impl Sleep {
     }
 
     /// Parks worker `w` (step S3): registers it as idle, then runs `recheck` (its own deque
-    /// and inbox, and the exit condition); if that finds a reason to stay awake it
+    /// and inbox, every worker's deque, and the exit condition); if that finds a reason to stay awake it
     /// unregisters and returns [`Parked::Declined`], otherwise it waits until a publisher or
     /// a lifecycle change wakes it. `on_park` runs just before the wait (to count the park).
     /// If a waker took this worker between its registration and a re-check that declines,

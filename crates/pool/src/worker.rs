@@ -1,6 +1,6 @@
 //! The threaded worker loop: search, run, back off, park, exit.
 
-use crate::engine::{Found, Local, Shared};
+use crate::engine::{Found, Local, Shared, Sighted};
 use crate::sleep::Parked;
 use lockstep_deque::DequeFamily;
 use lockstep_sync::atomic::{AtomicBool, Ordering::SeqCst};
@@ -105,6 +105,17 @@ impl<D: DequeFamily> Drop for ExitGuard<'_, D> {
     }
 }
 
+/// The queue a thread searches first after its park: the waker's hint if a waker took it,
+/// else the deque its re-check saw holding work (in a pool larger than `SCAN_LIMIT` a
+/// search from a random start might not reach it), else none.
+fn search_first(parked: Parked, sighted: Option<Sighted>) -> Option<usize> {
+    match (parked, sighted) {
+        (Parked::Woken(h), _) => h,
+        (Parked::Declined, Some(Sighted::Deque(v))) => Some(v),
+        (Parked::Declined, _) => None,
+    }
+}
+
 /// The body of one worker thread.
 pub(crate) fn worker_main<D: DequeFamily>(shared: Arc<Shared<D>>, local: Local<D>) {
     let _exit = ExitGuard(&shared);
@@ -145,15 +156,18 @@ pub(crate) fn worker_main<D: DequeFamily>(shared: Arc<Shared<D>>, local: Local<D
             shared.count_backoff(&local);
             continue;
         }
-        // S3: register as idle, re-check home and the exit condition, then wait.
+        // S3: register as idle, re-check home, every deque and the exit condition, then
+        // wait.
+        let mut sighted = None;
         let parked = shared.sleep.park(
             local.slot,
-            || local.has_local_work(&shared) || shared.may_exit(),
+            || {
+                sighted = local.work_in_sight(&shared);
+                sighted.is_some() || shared.may_exit()
+            },
             || shared.count_park(&local),
         );
-        if let Parked::Woken(h) = parked {
-            hint = h;
-        }
+        hint = search_first(parked, sighted);
         backoff.reset();
     }
     // The drain check (rayon style): a worker only stops with its own deque empty.
@@ -202,14 +216,16 @@ pub(crate) fn spare_main<D: DequeFamily>(
             shared.count_backoff(&local);
             continue;
         }
+        let mut sighted = None;
         let parked = shared.sleep.park(
             local.slot,
-            || local.has_local_work(&shared) || released.load(SeqCst),
+            || {
+                sighted = local.work_in_sight(&shared);
+                sighted.is_some() || released.load(SeqCst)
+            },
             || shared.count_park(&local),
         );
-        if let Parked::Woken(h) = parked {
-            hint = h;
-        }
+        hint = search_first(parked, sighted);
         backoff.reset();
     }
     // A retiring spare is no longer a thread that could take shared work.

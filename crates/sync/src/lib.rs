@@ -521,6 +521,14 @@ pub const BUGS: &[(&str, &str)] = &[
         "inbox_unwritten_slot_read",
         "pool: an inbox consumer takes a claimed slot without waiting for its producer's `written` flag, so it reads the slot while (or before) the producer writes the task",
     ),
+    (
+        "park_checks_home_only",
+        "pool: a parking worker re-checks only its own deque and inbox, so a child pushed onto another worker's deque after its last search, whose pusher read `sleepers` before the registration, waits for its owner's running task (a blocked command: seconds)",
+    ),
+    (
+        "block_without_announcing",
+        "pool: a worker that blocks in `block_in_place` with children on its deque neither fences nor wakes a parker, so a thief whose re-check missed the push (the store-buffering outcome) sleeps while the children wait for the blocked owner",
+    ),
     // The durable scheduler (issue 5).
     (
         "durable_unfenced_complete",
