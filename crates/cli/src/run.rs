@@ -14,6 +14,17 @@
 //! 3. the main thread prints each result as it arrives; a waiter thread sends `Finished`
 //!    with the executor's outcome once every task has settled.
 //!
+//! # Parallelism
+//! The executor keeps the tasks a finishing task releases on its own worker and shares them
+//! only when another worker is idle at that moment (`docs/executor.md`). A command blocks its
+//! worker for as long as it runs, so each attempt runs inside
+//! [`TaskContext::block_in_place`]: what this worker kept is lent to the pool first and idle
+//! workers are woken for it, so a released task never waits for a running command while a
+//! `-j` place is free. (Until stop 54 the in-memory runner did not do this: two tasks
+//! released together on one worker ran one after the other, whatever `-j`.) The pool starts
+//! no spare for it unless some task has a retry delay (`PoolBuilder::max_blocking`); the
+//! slots above still bound the commands to N.
+//!
 //! A task without a command (DOT and cargo metadata graphs) and without `--simulate`
 //! succeeds at once on its worker, with duration zero. `--dry-run` still uses the pull API
 //! ([`TaskScheduler`]): it lists the claim order with `-j` slots without running anything.
@@ -1041,21 +1052,29 @@ fn run_inner(
                     ev.started(id, u64::from(attempt), attempt, None);
                 }
                 tracing::debug!(task = %id, generation = attempt, "started");
-                let mut result = catch_unwind(AssertUnwindSafe(|| {
-                    execute(
-                        id,
-                        payload,
-                        Attempt {
-                            simulate,
-                            log_dir: log_dir.as_deref(),
-                            grace,
-                            number: attempt,
-                        },
-                        &stop,
-                        &mut ran,
-                    )
-                }))
-                .unwrap_or_else(|_| Err(("the runner panicked".to_string(), Vec::new())));
+                // The command blocks this worker for as long as it runs: the ready tasks the
+                // executor kept on this worker (released by an earlier task here) are lent to
+                // the pool first, and idle workers are woken for them
+                // (`TaskContext::block_in_place`). Without it a kept task waited for this
+                // command to end although another `-j` place was free (module docs,
+                // "Parallelism").
+                let mut result = ctx.block_in_place(|| {
+                    catch_unwind(AssertUnwindSafe(|| {
+                        execute(
+                            id,
+                            payload,
+                            Attempt {
+                                simulate,
+                                log_dir: log_dir.as_deref(),
+                                grace,
+                                number: attempt,
+                            },
+                            &stop,
+                            &mut ran,
+                        )
+                    }))
+                    .unwrap_or_else(|_| Err(("the runner panicked".to_string(), Vec::new())))
+                });
                 // `--fail-fast`: the last failed attempt closes the run **before** it frees its
                 // slot, so that an attempt waiting for that slot sees the run closed and does
                 // not start (the close below, before the task settles, is then a no-op).

@@ -1002,6 +1002,50 @@ fn jobs_limit_bounds_the_overlap_of_running_commands() {
     }
 }
 
+/// Two tasks released together on one worker run at once with `-j 2` (found chasing a
+/// flaky test, stop 53). `y` waits until `x` has started, so the two roots run on the two
+/// workers; `y` ends first and releases `c` and `d` while `x`'s worker is busy, so the
+/// executor keeps both on `y`'s worker. `c` and `d` each wait (up to 8 s) for the other to
+/// start and fail if it did not. `x`'s place frees after 0.5 s. Before the in-memory runner
+/// ran each command in `TaskContext::block_in_place`, the kept task waited for the other's
+/// command. Seeded by hand (the attempt's `block_in_place` removed): `c` failed after its
+/// 8 s wait, the run took 8.5 s.
+#[test]
+fn two_tasks_released_together_run_at_once_with_j2() {
+    let dir = tempfile::tempdir().unwrap();
+    let wait_for = |other: &str| {
+        format!(
+            "i=0; while [ ! -e {other}.started ] && [ $i -lt 160 ]; do sleep 0.05; i=$((i+1)); done; \
+             test -e {other}.started"
+        )
+    };
+    let toml = format!(
+        "[[task]]\nid = \"x\"\ncommand = \"touch x.started; sleep 0.5\"\n\n\
+         [[task]]\nid = \"y\"\ncommand = \"{y}\"\n\n\
+         [[task]]\nid = \"c\"\ndeps = [\"y\"]\ncommand = \"touch c.started; {c}\"\n\n\
+         [[task]]\nid = \"d\"\ndeps = [\"y\"]\ncommand = \"touch d.started; {d}\"\n",
+        y = wait_for("x"),
+        c = wait_for("d"),
+        d = wait_for("c"),
+    );
+    let f = write(dir.path(), "kept.toml", &toml);
+    let start = std::time::Instant::now();
+    let out = lockstep()
+        .current_dir(dir.path())
+        .args(["run", "--no-progress", "-j", "2"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    let stdout = stdout_of(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "c and d did not overlap ({:?}):\n{stdout}",
+        start.elapsed()
+    );
+    assert!(stdout.contains("summary: 4 succeeded"), "{stdout}");
+}
+
 #[test]
 fn log_dir_receives_each_tasks_output() {
     let dir = tempfile::tempdir().unwrap();
