@@ -3749,6 +3749,36 @@ fn a_batch_collects_its_dependencies_on_advised_memory() {
     );
 }
 
+/// The items of a batch whose size hint is exact are collected into the allocation reserved
+/// for that hint (`huge::try_reserve`), which is advised: it carries the kernel's `hg` flag,
+/// as the dependencies' does. Skipped where the kernel has no transparent huge pages. Fails
+/// when the advice follows an unchanged allocation instead of a new one (the `!=` of
+/// `try_reserve` inverted: a surviving mutant of stop 53), or when the items are reserved
+/// without advice.
+#[cfg(all(target_os = "linux", not(miri)))]
+#[test]
+fn a_batch_with_an_exact_hint_collects_its_items_on_advised_memory() {
+    if !crate::huge::has_transparent_huge_pages() {
+        return;
+    }
+    let tasks = (0..350_000u32).map(|t| (t, [t + 1], ()));
+    let (items, deps) = collect_batch(tasks);
+    assert_eq!((items.len(), deps.len()), (350_000, 350_000));
+    assert_eq!(
+        items.capacity(),
+        350_000,
+        "room for the hint, reserved once"
+    );
+    let bytes = items.capacity() * std::mem::size_of::<(u32, u32, Option<()>)>();
+    let (offset, _) =
+        crate::huge::aligned_interior(items.as_ptr().addr(), bytes).expect("more than a huge page");
+    let flags = crate::huge::mapping_flags(items.as_ptr().addr() + offset);
+    assert!(
+        flags.iter().any(|f| f == "hg"),
+        "the items' allocation is not advised: {flags:?}"
+    );
+}
+
 /// A dependency list whose size hint overstates it (which breaks `Iterator`'s contract) does
 /// not break a batch: the hint is trusted only up to a small cap, so a hint of `usize::MAX`
 /// or 2^40 for an empty or three-item list neither panics (capacity overflow) nor aborts
