@@ -267,6 +267,28 @@ mod tests {
     /// guard against a hang, not a timing claim.
     const PATIENCE: Duration = Duration::from_secs(10);
 
+    /// After a park, the waker's hint wins (it woke nobody else for that queue); a declined
+    /// park searches first the deque its re-check saw holding work (in a pool of more than
+    /// `SCAN_LIMIT + 1` workers a search from a random start may not reach it); a decline
+    /// for home or the exit condition gives no hint.
+    #[test]
+    fn a_declined_park_searches_the_deque_it_saw_first() {
+        assert_eq!(
+            search_first(Parked::Woken(Some(3)), Some(Sighted::Deque(5))),
+            Some(3)
+        );
+        assert_eq!(
+            search_first(Parked::Woken(None), Some(Sighted::Deque(5))),
+            None
+        );
+        assert_eq!(
+            search_first(Parked::Declined, Some(Sighted::Deque(5))),
+            Some(5)
+        );
+        assert_eq!(search_first(Parked::Declined, Some(Sighted::Home)), None);
+        assert_eq!(search_first(Parked::Declined, None), None);
+    }
+
     fn wait_until(what: &str, cond: impl Fn() -> bool) {
         let start = Instant::now();
         while !cond() {
