@@ -1383,6 +1383,9 @@ mod tests {
     /// does not wait for the blocked call. No spare here (the context has no `Arc`, as in
     /// the stepping core), so nobody else could run it. Fails with the zoo bug
     /// `block_without_announcing` (worker 1 still parked when `f` gives up, after 10 s).
+    /// Before that, a call with the deque empty must wake nobody: fails when the
+    /// announcement ignores the deque's emptiness (the two `|| -> &&` mutants of
+    /// `announce_before_blocking`, which survived the first version of this test).
     #[cfg(not(any(loom, shuttle)))]
     #[test]
     fn a_worker_that_blocks_with_children_queued_wakes_a_parked_thief() {
@@ -1401,6 +1404,14 @@ mod tests {
             assert!(start.elapsed() < Duration::from_secs(10), "worker 1 parks");
             thread::yield_now();
         }
+        // With its deque empty, a worker that blocks wakes nobody (no fence, no wake-up: a
+        // wake-up is taken synchronously, so the count would read 0 at once).
+        locals[0].with_context(&shared, |ctx| ctx.block_in_place(|| ()));
+        assert_eq!(
+            shared.sleep.sleepers(),
+            1,
+            "a worker blocking with nothing queued woke worker 1 for nothing"
+        );
         locals[0].owner.push(new_detached(TaskId(1 << 40), |_| ()));
         let woken_while_blocked = locals[0].with_context(&shared, |ctx| {
             ctx.block_in_place(|| {
