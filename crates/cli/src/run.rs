@@ -18,12 +18,15 @@
 //! The executor keeps the tasks a finishing task releases on its own worker and shares them
 //! only when another worker is idle at that moment (`docs/executor.md`). A command blocks its
 //! worker for as long as it runs, so each attempt runs inside
-//! [`TaskContext::block_in_place`]: what this worker kept is lent to the pool first and idle
-//! workers are woken for it, so a released task never waits for a running command while a
-//! `-j` place is free. (Until stop 54 the in-memory runner did not do this: two tasks
-//! released together on one worker ran one after the other, whatever `-j`.) The pool starts
-//! no spare for it unless some task has a retry delay (`PoolBuilder::max_blocking`); the
-//! slots above still bound the commands to N.
+//! [`TaskContext::block_without_spare`]: what this worker kept is lent to the pool first and
+//! idle workers are woken for it, so a released task never waits for a running command while
+//! a `-j` place is free. (Until stop 54 the in-memory runner did not do this: two tasks
+//! released together on one worker ran one after the other, whatever `-j`.) No spare thread
+//! starts for a command: the slots already bound the commands to N, and a spare would only
+//! start more task functions to wait for a slot (the first version of this change used
+//! `block_in_place`, and with a retry delay in the file each command started a thread: 40
+//! threads for 300 short commands at `-j 2`, and `-j 1` no longer ran them in file order).
+//! Spares are for the retry delays only (`PoolBuilder::max_blocking`).
 //!
 //! A task without a command (DOT and cargo metadata graphs) and without `--simulate`
 //! succeeds at once on its worker, with duration zero. `--dry-run` still uses the pull API
@@ -1054,11 +1057,11 @@ fn run_inner(
                 tracing::debug!(task = %id, generation = attempt, "started");
                 // The command blocks this worker for as long as it runs: the ready tasks the
                 // executor kept on this worker (released by an earlier task here) are lent to
-                // the pool first, and idle workers are woken for them
-                // (`TaskContext::block_in_place`). Without it a kept task waited for this
-                // command to end although another `-j` place was free (module docs,
-                // "Parallelism").
-                let mut result = ctx.block_in_place(|| {
+                // the pool first, and idle workers are woken for them, with no spare thread
+                // (`TaskContext::block_without_spare`: the slot taken above already bounds
+                // the commands). Without it a kept task waited for this command to end
+                // although another `-j` place was free (module docs, "Parallelism").
+                let mut result = ctx.block_without_spare(|| {
                     catch_unwind(AssertUnwindSafe(|| {
                         execute(
                             id,

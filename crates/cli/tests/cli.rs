@@ -1046,6 +1046,37 @@ fn two_tasks_released_together_run_at_once_with_j2() {
     assert!(stdout.contains("summary: 4 succeeded"), "{stdout}");
 }
 
+/// A retry delay somewhere in the file lets the pool start spare threads (for the delays),
+/// but a command never starts one: with `-j 1` independent tasks still run one at a time in
+/// file order. Found by review of the first version of the change above, which ran each
+/// command in `TaskContext::block_in_place`: every command then started a spare, the spares
+/// took the next tasks and queued for the slot, and the order broke (`t0 t2 t3 t4 t1 ...`),
+/// with 22 threads for 150 commands. Fails with `block_in_place` back in the attempt.
+#[test]
+fn with_a_retry_delay_in_the_file_commands_still_run_in_file_order_with_j1() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("order.log");
+    let mut toml = String::new();
+    for i in 0..16 {
+        toml.push_str(&format!(
+            "[[task]]\nid = \"t{i}\"\ncommand = \"echo t{i} >> '{log}'; sleep 0.01\"\n\n",
+            log = log.display()
+        ));
+    }
+    toml.push_str(
+        "[[task]]\nid = \"patient\"\ncommand = \"true\"\nretries = 1\nretry_delay = \"1s\"\n",
+    );
+    let f = write(dir.path(), "ordered.toml", &toml);
+    lockstep()
+        .args(["run", "--no-progress", "-j", "1"])
+        .arg(&f)
+        .assert()
+        .code(0);
+    let ran = std::fs::read_to_string(&log).unwrap();
+    let expected: Vec<String> = (0..16).map(|i| format!("t{i}")).collect();
+    assert_eq!(ran.lines().collect::<Vec<_>>(), expected, "{ran}");
+}
+
 #[test]
 fn log_dir_receives_each_tasks_output() {
     let dir = tempfile::tempdir().unwrap();

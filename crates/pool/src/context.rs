@@ -43,9 +43,10 @@ pub(crate) trait ChildSink {
     fn register_child(&self) -> TaskId;
     /// Pushes a registered child onto this worker's own deque and wakes a sleeper.
     fn push_child(&self, task: Task);
-    /// Starts a spare thread for a blocking section, if the limit allows (counted either way);
-    /// a spare calling it first hands its private deque over to its worker's inbox.
-    fn begin_blocking(&self) -> Option<Compensation>;
+    /// Begins a blocking section: a spare calling it first hands its private deque over to
+    /// its worker's inbox, a worker announces its queued children; then, if `spare` and the
+    /// limit allows, a spare thread starts (the call is counted either way).
+    fn begin_blocking(&self, spare: bool) -> Option<Compensation>;
     /// Releases the spare started by `begin_blocking` and gives the call's permit back at
     /// once (the spare finishes its task, hands over its deque and retires on its own).
     fn end_blocking(&self, c: Compensation);
@@ -299,7 +300,10 @@ impl WorkerContext<'_> {
     /// it spawned), the worker issues a `SeqCst` fence and wakes a parked worker, pointing it
     /// at this deque: a spawn's own wake-up may have missed a worker that was just parking
     /// (crate docs, "A child behind a busy owner"), and without a spare those children would
-    /// wait for `f`. O(1); nothing when the deque is empty.
+    /// wait for `f`. O(1); nothing when the deque is empty. Children spawned *inside* `f`
+    /// are not announced (on a spare they wait on its private deque until `f` returns; a
+    /// `join` of one inside `f` deadlocks): spawn before the call (`docs/pool.md`, "Known
+    /// gap").
     ///
     /// **The spare.** It steals from every worker (this one's deque and inbox included:
     /// they stay stealable while this worker blocks), parks like a worker when it finds
@@ -349,7 +353,48 @@ impl WorkerContext<'_> {
     pub fn block_in_place<R>(&self, f: impl FnOnce() -> R) -> R {
         let _guard = BlockingGuard {
             sink: self.sink,
-            compensation: self.sink.begin_blocking(),
+            compensation: self.sink.begin_blocking(true),
+        };
+        f()
+    }
+
+    /// Runs `f`, which may block this worker's thread, as [`WorkerContext::block_in_place`]
+    /// does but **never with a spare thread**: what this worker has queued is announced
+    /// first (the same fence and wake-up, so a parked worker takes its children while `f`
+    /// blocks; a spare's private deque goes to its worker's inbox), and then `f` runs.
+    /// Returns `f`'s value.
+    ///
+    /// For a blocking call whose caller already bounds how many such calls run at once (a
+    /// semaphore, the `-j` slots of `lockstep run`): a spare would only take more tasks,
+    /// which would then wait on that bound, one thread each (found by review, stop 54:
+    /// `lockstep run -j 2` with a retry delay in the file reached 40 threads on 300 short
+    /// commands). The work queued here still reaches the idle workers; what this worker's
+    /// queues receive while `f` blocks waits for an idle worker to steal it, as with an
+    /// uncompensated `block_in_place`. Counted in
+    /// [`WorkerMetrics::uncompensated_blocks`](crate::WorkerMetrics), and takes no permit of
+    /// [`PoolBuilder::max_blocking`](crate::PoolBuilder::max_blocking).
+    ///
+    /// # Cost
+    /// O(1), plus O(k) to hand over k tasks when the call runs on a spare; a fence and a
+    /// wake-up only when this worker's deque holds work. No thread start.
+    ///
+    /// # Panics
+    /// Never on its own; a panic in `f` propagates.
+    ///
+    /// ```
+    /// use lockstep_pool::Pool;
+    ///
+    /// let pool = Pool::new(2)?;
+    /// let h = pool.submit(|ctx| ctx.block_without_spare(|| 6 * 7))?;
+    /// assert_eq!(h.join(), Ok(42));
+    /// let m = pool.metrics().total();
+    /// assert_eq!((m.compensated_blocks, m.uncompensated_blocks), (0, 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn block_without_spare<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _guard = BlockingGuard {
+            sink: self.sink,
+            compensation: self.sink.begin_blocking(false),
         };
         f()
     }

@@ -168,8 +168,8 @@ pub(crate) enum Sighted {
     /// This thread's own queues hold work (for a spare: those of the worker it stands in
     /// for too).
     Home,
-    /// Worker `.0`'s deque holds work: search it first.
-    Deque(usize),
+    /// Worker `.0`'s deque or inbox holds work: search it first (a steal tries both).
+    Elsewhere(usize),
 }
 
 /// Everything the workers share.
@@ -809,9 +809,9 @@ impl<D: DequeFamily> Local<D> {
     }
 
     /// The whole re-check of the parking protocol (S3), without the exit condition: this
-    /// thread's own work ([`Local::has_local_work`]), then every worker's deque, in index
-    /// order. `Some(Sighted::Deque(v))` names the first non-empty deque of another worker:
-    /// the caller searches it first.
+    /// thread's own work ([`Local::has_local_work`]), then every worker's deque and inbox,
+    /// in index order. `Some(Sighted::Elsewhere(v))` names the first other worker with
+    /// queued work: the caller searches it first.
     ///
     /// Why every deque (B4.no-lost-wakeup, crate docs "Parking"): a worker pushes a child
     /// onto its own deque and then reads `sleepers` without a fence (`Sink::push_child`:
@@ -823,11 +823,21 @@ impl<D: DequeFamily> Local<D> {
     /// parker's fence closes that window, except for the store buffer's: the pusher's store
     /// still unseen by this load while its own load of `sleepers` missed the registration.
     /// A worker about to block closes that one too (`Sink::begin_blocking`: a fence, then
-    /// a wake-up when its deque holds work).
+    /// a wake-up when its deque holds work). (With the locked deque there is no such
+    /// window: its mutex orders the push and this read.)
+    ///
+    /// Why every inbox (found by review): a root submitted to a running worker's inbox
+    /// after this thread's last search, whose submitter read `sleepers` before the
+    /// registration, waited the same way when that worker then blocked without a spare.
+    /// An inbox push ends with a `SeqCst` fence, so with the inboxes in this re-check that
+    /// case is closed outright: the two fences are ordered, and either this read sees the
+    /// root or the submitter's read saw the registration.
     ///
     /// # Cost
-    /// O(workers) loads of other workers' deque ends, once per park (after the backoff's
-    /// 16 failed rounds); nothing on the path where work flows.
+    /// O(workers) per park (after the backoff's 16 failed rounds): two loads per worker
+    /// when its queues are empty (a Chase–Lev deque's ends; an inbox's head mirror and
+    /// tail), a lock where the locked deque is used or an inbox looks non-empty. Nothing on
+    /// the path where work flows.
     pub(crate) fn work_in_sight(&self, shared: &Shared<D>) -> Option<Sighted> {
         if self.has_local_work(shared) {
             return Some(Sighted::Home);
@@ -839,8 +849,8 @@ impl<D: DequeFamily> Local<D> {
             return None;
         }
         (0..shared.workers())
-            .find(|&v| !shared.thieves[v].is_empty())
-            .map(Sighted::Deque)
+            .find(|&v| !shared.thieves[v].is_empty() || !shared.inboxes[v].is_empty())
+            .map(Sighted::Elsewhere)
     }
 
     /// Called by a worker about to block (`block_in_place`): if its own deque holds work, a
@@ -1044,12 +1054,15 @@ impl<D: DequeFamily> ChildSink for Sink<'_, D> {
         }
     }
 
-    fn begin_blocking(&self) -> Option<Compensation> {
+    fn begin_blocking(&self, spare: bool) -> Option<Compensation> {
         // A spare whose task blocks must not strand its private deque (invariant
         // B4.blocking-limit: queued work always has a thread).
         self.local.hand_over(self.shared);
         self.local.announce_before_blocking(self.shared);
-        let started = self.arc.and_then(|arc| start_spare(arc, self.local.index));
+        let started = self
+            .arc
+            .filter(|_| spare)
+            .and_then(|arc| start_spare(arc, self.local.index));
         self.shared
             .count_block(self.local.index, self.local.spare, started.is_some());
         started
@@ -1355,7 +1368,7 @@ mod tests {
         assert_eq!(parked, Parked::Declined);
         assert_eq!(
             sighted,
-            Some(Sighted::Deque(0)),
+            Some(Sighted::Elsewhere(0)),
             "the re-check names deque 0"
         );
         assert_eq!(shared.sleep.sleepers(), 0, "worker 1 left the idle list");
@@ -1366,13 +1379,26 @@ mod tests {
         assert_eq!(locals[1].work_in_sight(&shared), Some(Sighted::Home));
         assert_eq!(locals[0].work_in_sight(&shared), Some(Sighted::Home));
         drop(locals[1].owner.pop());
-        assert_eq!(locals[1].work_in_sight(&shared), Some(Sighted::Deque(0)));
+        assert_eq!(
+            locals[1].work_in_sight(&shared),
+            Some(Sighted::Elsewhere(0))
+        );
         drop(locals[0].owner.pop());
         assert_eq!(
             locals[1].work_in_sight(&shared),
             None,
             "nothing queued anywhere"
         );
+        // A root in worker 0's inbox is seen the same way (found by review: the re-check
+        // looked at other deques only, and a submitter's wake-up that missed the
+        // registration left the root to its owner, which then blocked).
+        shared.lifecycle.register_root().expect("accepting");
+        shared.inboxes[0].push_back(new_detached(TaskId((1 << 40) + 2), |_| ()));
+        assert_eq!(
+            locals[1].work_in_sight(&shared),
+            Some(Sighted::Elsewhere(0))
+        );
+        drop(shared.inboxes[0].pop_front());
     }
 
     /// B4.no-lost-wakeup, the store buffer's window: worker 1 parked although worker 0's
@@ -1389,9 +1415,24 @@ mod tests {
     #[cfg(not(any(loom, shuttle)))]
     #[test]
     fn a_worker_that_blocks_with_children_queued_wakes_a_parked_thief() {
+        blocking_with_children_queued_wakes_a_parked_thief(false);
+        blocking_with_children_queued_wakes_a_parked_thief(true);
+    }
+
+    /// The body of the test above, through `block_in_place` or (`without_spare`)
+    /// `block_without_spare`, which must announce alike.
+    #[cfg(not(any(loom, shuttle)))]
+    fn blocking_with_children_queued_wakes_a_parked_thief(without_spare: bool) {
         use crate::sleep::Parked;
         use std::time::{Duration, Instant};
 
+        let block = |ctx: &WorkerContext<'_>, f: &mut dyn FnMut() -> bool| {
+            if without_spare {
+                ctx.block_without_spare(f)
+            } else {
+                ctx.block_in_place(f)
+            }
+        };
         let two = NonZeroUsize::new(2).expect("2 > 0");
         let (shared, locals) = build::<Locked>(two, NonZeroUsize::MIN, 0);
         let shared = Arc::new(shared);
@@ -1406,7 +1447,7 @@ mod tests {
         }
         // With its deque empty, a worker that blocks wakes nobody (no fence, no wake-up: a
         // wake-up is taken synchronously, so the count would read 0 at once).
-        locals[0].with_context(&shared, |ctx| ctx.block_in_place(|| ()));
+        locals[0].with_context(&shared, |ctx| block(ctx, &mut || true));
         assert_eq!(
             shared.sleep.sleepers(),
             1,
@@ -1414,7 +1455,7 @@ mod tests {
         );
         locals[0].owner.push(new_detached(TaskId(1 << 40), |_| ()));
         let woken_while_blocked = locals[0].with_context(&shared, |ctx| {
-            ctx.block_in_place(|| {
+            block(ctx, &mut || {
                 let start = Instant::now();
                 while !parker.is_finished() {
                     if start.elapsed() > Duration::from_secs(10) {
@@ -1432,7 +1473,7 @@ mod tests {
         assert!(
             woken_while_blocked,
             "broken: B4.no-lost-wakeup (docs/invariants.md): worker 0 blocked with a child \
-             queued and worker 1 slept on{}",
+             queued and worker 1 slept on (without a spare: {without_spare}){}",
             lockstep_sync::active_bug()
                 .map(|b| format!("\nseeded bug in force: {b} (docs/bug-zoo.md#{b})"))
                 .unwrap_or_default()

@@ -117,8 +117,9 @@
 //! notified. A worker's deque is pushed only by its owner, which is running; a worker parks
 //! only with its own deque and inbox empty; an inbox is pushed by `submit`, which wakes the
 //! inbox's owner if it is parked. Hence no task waits for a sleeping owner. For parallelism
-//! (not liveness) a parking worker also re-checks every other worker's deque, and a worker
-//! that blocks wakes a parker for its own (below, "A child behind a busy owner").
+//! (not liveness) a parking worker also re-checks every other worker's deque and inbox, and
+//! a worker that blocks wakes a parker for its own deque (below, "A child behind a busy
+//! owner").
 //!
 //! A publisher (submit, spawn, a steal that brought extras home):
 //! * P1. pushes the task (an inbox without a lock: a claim of its tail position and a
@@ -133,8 +134,8 @@
 //! * S2. takes the idle list's lock, adds itself, `sleepers += 1`, releases it, and issues a
 //!   `SeqCst` fence;
 //! * S3. re-checks its own deque, its own inbox (under the inbox's consumer lock), every
-//!   worker's deque and the exit condition: anything there, and it removes
-//!   itself (if no waker already did) and searches again, a non-empty deque first;
+//!   worker's deque and inbox, and the exit condition: anything there, and it removes
+//!   itself (if no waker already did) and searches again, where it saw work first;
 //!   otherwise it waits on its slot until notified, then searches, the hint first.
 //!
 //! Why a root cannot be slept through: the push (P1) ends with a `SeqCst` fence before the
@@ -164,12 +165,14 @@
 //! that read may be stale: never a lost task (the owner pops its deque before it parks), but
 //! the child can wait for its owner's running task, for seconds if that task blocks (a
 //! command of `lockstep run`). Two steps bound this (`docs/pool.md`, "Parking"): S3 looks at
-//! every deque, which leaves only the store buffer's window (the push's store unseen by the
-//! re-check while the pusher's read missed the registration); and
-//! [`WorkerContext::block_in_place`] first fences and wakes a parker if its worker's deque
-//! holds work, which pairs with the parker's fence as an inbox push does. What stays
-//! accepted is a child of a task that computes for long without blocking, in that window:
-//! parallelism, for that task's length. A waker
+//! every deque and inbox, which leaves only the store buffer's window (the push's store
+//! unseen by the re-check while the pusher's read missed the registration; Chase–Lev only);
+//! and [`WorkerContext::block_in_place`] (and [`WorkerContext::block_without_spare`]) first
+//! fences and wakes a parker if its worker's deque holds work, which pairs with the
+//! parker's fence as an inbox push does. What stays accepted is a child of a task that
+//! computes for long without blocking, in that window: parallelism, for that task's length.
+//! Not covered yet: children spawned inside the blocking call's `f` (`docs/pool.md`, "Known
+//! gap"). A waker
 //! removes a worker from the list and sets its notification in one critical section of the
 //! idle lock; a worker whose re-check declines after a waker took it clears that
 //! notification under the same lock and searches the waker's hint first, as a woken worker

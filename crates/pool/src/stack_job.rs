@@ -526,7 +526,7 @@ mod tests {
         fn push_child(&self, task: Task) {
             self.queue.lock().expect("queue").push_back(task);
         }
-        fn begin_blocking(&self) -> Option<Compensation> {
+        fn begin_blocking(&self, _spare: bool) -> Option<Compensation> {
             None
         }
         fn end_blocking(&self, _: Compensation) {

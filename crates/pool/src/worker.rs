@@ -111,7 +111,7 @@ impl<D: DequeFamily> Drop for ExitGuard<'_, D> {
 fn search_first(parked: Parked, sighted: Option<Sighted>) -> Option<usize> {
     match (parked, sighted) {
         (Parked::Woken(h), _) => h,
-        (Parked::Declined, Some(Sighted::Deque(v))) => Some(v),
+        (Parked::Declined, Some(Sighted::Elsewhere(v))) => Some(v),
         (Parked::Declined, _) => None,
     }
 }
@@ -274,15 +274,15 @@ mod tests {
     #[test]
     fn a_declined_park_searches_the_deque_it_saw_first() {
         assert_eq!(
-            search_first(Parked::Woken(Some(3)), Some(Sighted::Deque(5))),
+            search_first(Parked::Woken(Some(3)), Some(Sighted::Elsewhere(5))),
             Some(3)
         );
         assert_eq!(
-            search_first(Parked::Woken(None), Some(Sighted::Deque(5))),
+            search_first(Parked::Woken(None), Some(Sighted::Elsewhere(5))),
             None
         );
         assert_eq!(
-            search_first(Parked::Declined, Some(Sighted::Deque(5))),
+            search_first(Parked::Declined, Some(Sighted::Elsewhere(5))),
             Some(5)
         );
         assert_eq!(search_first(Parked::Declined, Some(Sighted::Home)), None);

@@ -488,17 +488,60 @@ impl<K: TaskKey> TaskContext<'_, K> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn block_in_place<R>(&self, f: impl FnOnce() -> R) -> R {
-        /// Stops the extra root runner however `f` ends.
-        struct Stop(Option<Arc<AtomicBool>>);
-        impl Drop for Stop {
-            fn drop(&mut self) {
-                if let Some(active) = &self.0 {
-                    active.store(false, Ordering::Release);
-                }
-            }
-        }
-        let _stop = Stop((self.lend)());
+        let _stop = StopLent((self.lend)());
         self.pool.block_in_place(f)
+    }
+
+    /// Runs `f`, which blocks this task's thread, as [`TaskContext::block_in_place`] does
+    /// (this worker's kept tasks and, while roots are left, one more root runner are handed
+    /// to the pool first, and idle workers are woken for them) but **without a spare
+    /// thread**: `f` runs in the pool's [`WorkerContext::block_without_spare`]. Returns
+    /// `f`'s value.
+    ///
+    /// For a task function that bounds its own blocking work (`lockstep run` runs each
+    /// command after taking one of its `-j` slots): a spare would only start more task
+    /// functions, which would wait for a slot, one thread each. Without a spare, the other
+    /// ready tasks run on the idle workers; if every worker blocks, they wait.
+    ///
+    /// # Cost
+    /// O(k) for k kept tasks (one spawn each), one spawn for the extra root runner when
+    /// roots are left; no thread start.
+    ///
+    /// # Panics
+    /// Never on its own; a panic in `f` propagates after the extra root runner was told to
+    /// stop.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use lockstep_dag::executor::{FrozenGraph, execute};
+    /// use lockstep_pool::Pool;
+    ///
+    /// let graph = Arc::new(FrozenGraph::new([("a", vec![]), ("b", vec!["a"])])?);
+    /// let pool = Pool::new(2)?;
+    /// let out = execute(graph, &pool, |task| {
+    ///     // A short stand-in for a command that holds this worker.
+    ///     task.block_without_spare(|| std::thread::sleep(std::time::Duration::from_millis(1)));
+    ///     Ok::<(), String>(())
+    /// })?;
+    /// assert!(out.all_succeeded());
+    /// assert_eq!(pool.metrics().total().compensated_blocks, 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn block_without_spare<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _stop = StopLent((self.lend)());
+        self.pool.block_without_spare(f)
+    }
+}
+
+/// Stops the extra root runner of a lending call ([`TaskContext::block_in_place`],
+/// [`TaskContext::block_without_spare`]) however its `f` ends.
+struct StopLent(Option<Arc<AtomicBool>>);
+
+impl Drop for StopLent {
+    fn drop(&mut self) {
+        if let Some(active) = &self.0 {
+            active.store(false, Ordering::Release);
+        }
     }
 }
 
