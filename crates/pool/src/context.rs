@@ -47,9 +47,10 @@ pub(crate) trait ChildSink {
     /// its worker's inbox, a worker announces its queued children; then, if `spare` and the
     /// limit allows, a spare thread starts (the call is counted either way).
     fn begin_blocking(&self, spare: bool) -> Option<Compensation>;
-    /// Releases the spare started by `begin_blocking` and gives the call's permit back at
-    /// once (the spare finishes its task, hands over its deque and retires on its own).
-    fn end_blocking(&self, c: Compensation);
+    /// Ends the blocking section `begin_blocking` began: releases its spare, if it started
+    /// one, and gives the call's permit back at once (the spare finishes its task, hands over
+    /// its deque and retires on its own).
+    fn end_blocking(&self, c: Option<Compensation>);
     /// Pops the bottom of this worker's own deque (the owner's pop).
     fn pop_own(&self) -> Option<Task>;
     /// Claims and runs a task popped with `pop_own` (a cancelled one is dropped).
@@ -70,9 +71,7 @@ struct BlockingGuard<'a> {
 
 impl Drop for BlockingGuard<'_> {
     fn drop(&mut self) {
-        if let Some(c) = self.compensation.take() {
-            self.sink.end_blocking(c);
-        }
+        self.sink.end_blocking(self.compensation.take());
     }
 }
 
@@ -300,10 +299,10 @@ impl WorkerContext<'_> {
     /// it spawned), the worker issues a `SeqCst` fence and wakes a parked worker, pointing it
     /// at this deque: a spawn's own wake-up may have missed a worker that was just parking
     /// (crate docs, "A child behind a busy owner"), and without a spare those children would
-    /// wait for `f`. O(1); nothing when the deque is empty. Children spawned *inside* `f`
-    /// are not announced (on a spare they wait on its private deque until `f` returns; a
-    /// `join` of one inside `f` deadlocks): spawn before the call (`docs/pool.md`, "Known
-    /// gap").
+    /// wait for `f`. O(1); nothing when the deque is empty. A child spawned *inside* `f` is
+    /// announced as it is pushed (a fence, then a wake-up), and on a spare it goes to the
+    /// inbox of the worker the spare stands in for, where other threads take it: `f` may
+    /// spawn and join.
     ///
     /// **The spare.** It steals from every worker (this one's deque and inbox included:
     /// they stay stealable while this worker blocks), parks like a worker when it finds

@@ -334,6 +334,10 @@ pub(crate) struct Local<D: DequeFamily> {
     /// The block of task ids this thread numbers its children from: `next..end` (crate
     /// docs, "Task ids"). This thread's only, like `credits`.
     ids: Cell<(u64, u64)>,
+    /// How many blocking calls (`block_in_place`, `block_without_spare`) this thread is
+    /// inside: while it is not 0, a child is pushed where others can take it and announced
+    /// with a fence (`Sink::push_while_blocking`). This thread's only.
+    blocking: Cell<u32>,
 }
 
 /// Builds the shared state and every worker's local side.
@@ -351,6 +355,7 @@ pub(crate) fn build<D: DequeFamily>(
             owner: <D::Owner<Task> as Owner<Task>>::new(),
             credits: Cell::new(0),
             ids: Cell::new((0, 0)),
+            blocking: Cell::new(0),
         })
         .collect();
     let shared = Shared {
@@ -600,6 +605,7 @@ impl<D: DequeFamily> Local<D> {
             owner: <D::Owner<Task> as Owner<Task>>::new(),
             credits: Cell::new(0),
             ids: Cell::new((0, 0)),
+            blocking: Cell::new(0),
         }
     }
 
@@ -1046,6 +1052,10 @@ impl<D: DequeFamily> ChildSink for Sink<'_, D> {
             self.shared.sleep.new_work(0);
             return;
         }
+        if self.local.blocking.get() != 0 {
+            self.push_while_blocking(task);
+            return;
+        }
         self.local.owner.push(task);
         // P2. With one worker there is nobody to wake: the pusher is that worker, awake,
         // and it pops its own deque before it parks. A spare's deque is private: no helper.
@@ -1055,6 +1065,7 @@ impl<D: DequeFamily> ChildSink for Sink<'_, D> {
     }
 
     fn begin_blocking(&self, spare: bool) -> Option<Compensation> {
+        self.local.blocking.set(self.local.blocking.get() + 1);
         // A spare whose task blocks must not strand its private deque (invariant
         // B4.blocking-limit: queued work always has a thread).
         self.local.hand_over(self.shared);
@@ -1104,12 +1115,49 @@ impl<D: DequeFamily> ChildSink for Sink<'_, D> {
         }
     }
 
-    fn end_blocking(&self, c: Compensation) {
+    fn end_blocking(&self, c: Option<Compensation>) {
+        self.local.blocking.set(self.local.blocking.get() - 1);
+        let Some(c) = c else { return };
         // Release first, then wake: a spare registering after the wake sees the flag in its
         // re-check (both are ordered by the idle list's lock).
         c.released.store(true, SeqCst);
         self.shared.sleep.wake(c.slot);
         self.shared.call_returned();
+    }
+}
+
+impl<D: DequeFamily> Sink<'_, D> {
+    /// [`ChildSink::push_child`] for a child spawned inside a blocking call's `f` (found by
+    /// review, stop 54): the thread is blocked, so the child must be where another thread
+    /// takes it, and announced so that one does. A spare's deque is private, so its child
+    /// goes to the inbox of the worker it stands in for (a push that ends with a `SeqCst`
+    /// fence), which that call's own spare and every thief search; a worker's child goes on
+    /// its deque, then a fence, then P2, which pairs with a parker's fence as
+    /// [`Local::announce_before_blocking`] does. Out of line: a spawn outside a blocking call
+    /// pays one load and a branch for it. O(1) amortised.
+    #[cold]
+    #[inline(never)]
+    fn push_while_blocking(&self, task: Task) {
+        let (local, shared) = (self.local, self.shared);
+        // INVARIANT (B4.no-lost-wakeup): a child spawned inside a blocking call is pushed
+        // where others can take it and announced with a fence.
+        // SEEDED BUG (blocked_spawn_unannounced): it goes onto the blocked thread's own
+        // deque as any child does: a spare's child is stranded until `f` returns (a `join`
+        // of it inside `f` never returns), and a worker's may be slept through.
+        if seeded_bug!("blocked_spawn_unannounced") {
+            local.owner.push(task);
+            if shared.workers() > 1 && !local.spare {
+                shared.sleep.new_work(local.index);
+            }
+            return;
+        }
+        if local.spare {
+            shared.inboxes[local.index].push_back(task);
+        } else {
+            local.owner.push(task);
+            fence(SeqCst);
+        }
+        shared.sleep.new_work(local.index);
     }
 }
 
@@ -1485,6 +1533,58 @@ mod tests {
             "the child is still there for worker 1"
         );
         drop(locals[0].owner.pop());
+    }
+
+    /// B4.no-lost-wakeup, a child spawned inside a blocking call's `f` (found by review,
+    /// stop 54). One worker, blocked in `block_in_place`; the second task runs on that
+    /// call's spare and blocks in turn, inside `f` spawning a child and waiting for it. The
+    /// spare's deque is private: with the child pushed there (the zoo bug
+    /// `blocked_spawn_unannounced`, the code before the fix) nobody could take it, and the
+    /// wait gives up after 10 s. Pushed to the inbox the spare serves, it is taken by the
+    /// second call's spare.
+    #[cfg(not(any(loom, shuttle)))]
+    #[test]
+    fn a_child_spawned_inside_a_blocking_call_on_a_spare_runs_while_it_blocks() {
+        use std::sync::mpsc::channel;
+        use std::time::Duration;
+
+        let pool = crate::PoolBuilder::new(1)
+            .max_blocking(2)
+            .build()
+            .expect("pool");
+        let (release, released) = channel::<()>();
+        let (entered, in_f) = channel::<()>();
+        let first = pool
+            .submit(move |ctx| {
+                ctx.block_in_place(move || {
+                    entered.send(()).expect("the test waits");
+                    released.recv().is_ok()
+                })
+            })
+            .expect("accepting");
+        in_f.recv().expect("the first task blocks");
+        let second = pool
+            .submit(|ctx| {
+                ctx.block_in_place(|| {
+                    let child = ctx.spawn(|_| 7).expect("accepting");
+                    child.join_timeout(Duration::from_secs(10)).ok()
+                })
+            })
+            .expect("accepting");
+        let got = second.join();
+        release.send(()).expect("the first task waits");
+        assert_eq!(first.join(), Ok(true));
+        assert_eq!(
+            got,
+            Ok(Some(Ok(7))),
+            "broken: B4.no-lost-wakeup (docs/invariants.md): a child spawned inside a \
+             blocking call on a spare did not run while that call blocked{}",
+            lockstep_sync::active_bug()
+                .map(|b| format!("\nseeded bug in force: {b} (docs/bug-zoo.md#{b})"))
+                .unwrap_or_default()
+        );
+        let m = pool.metrics().total();
+        assert_eq!(m.compensated_blocks, 2, "both calls had a spare");
     }
 
     /// `SpareThreads` prunes again only at twice the handles its last pruning left (at least

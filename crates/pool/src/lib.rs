@@ -171,8 +171,9 @@
 //! fences and wakes a parker if its worker's deque holds work, which pairs with the
 //! parker's fence as an inbox push does. What stays accepted is a child of a task that
 //! computes for long without blocking, in that window: parallelism, for that task's length.
-//! Not covered yet: children spawned inside the blocking call's `f` (`docs/pool.md`, "Known
-//! gap"). A waker
+//! A child spawned *inside* a blocking call's `f` is fenced and announced as it is pushed,
+//! and a spare's goes to the inbox it serves, not its private deque (`docs/pool.md`,
+//! "Children spawned inside `f`"). A waker
 //! removes a worker from the list and sets its notification in one critical section of the
 //! idle lock; a worker whose re-check declines after a waker took it clears that
 //! notification under the same lock and searches the waker's hint first, as a woken worker

@@ -526,6 +526,10 @@ pub const BUGS: &[(&str, &str)] = &[
         "pool: a parking worker re-checks only its own deque and inbox, so a child pushed onto another worker's deque after its last search, whose pusher read `sleepers` before the registration, waits for its owner's running task (a blocked command: seconds)",
     ),
     (
+        "blocked_spawn_unannounced",
+        "pool: a child spawned inside a blocking call's `f` goes onto the blocked thread's own deque as any child does: a spare's child is stranded on its private deque until `f` returns, so a `join` of it inside `f` never returns",
+    ),
+    (
         "block_without_announcing",
         "pool: a worker that blocks in `block_in_place` with children on its deque neither fences nor wakes a parker, so a thief whose re-check missed the push (the store-buffering outcome) sleeps while the children wait for the blocked owner",
     ),

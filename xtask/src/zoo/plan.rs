@@ -450,6 +450,7 @@ pub const PLANS: &[BugPlan] = &[
     plan("inbox_push_without_fence", Part::Pool, "loom_pool"),
     plan("inbox_unwritten_slot_read", Part::Pool, "loom_pool"),
     plan("park_checks_home_only", Part::Pool, "unit_pool"),
+    plan("blocked_spawn_unannounced", Part::Pool, "unit_pool"),
     plan("block_without_announcing", Part::Pool, "unit_pool"),
     plan("durable_unfenced_complete", Part::Durable, "unit_durable"),
     plan("durable_unfenced_abandon", Part::Durable, "unit_durable"),
