@@ -1587,6 +1587,34 @@ mod tests {
         assert_eq!(m.compensated_blocks, 2, "both calls had a spare");
     }
 
+    /// The blocking depth (`Local::blocking`) counts the blocking calls a thread is inside:
+    /// 1 in `f`, 2 in a nested call, and 0 again after each returns, also when `f` panics.
+    /// A depth left above 0 would send every later spawn of that thread down the fenced
+    /// path (and a spare's to the inbox): no answer changes, but the spawn path pays a
+    /// fence per child. Kills the `- -> +` and `- -> /` mutants of `end_blocking`, which
+    /// survived the lib tests.
+    #[cfg(not(any(loom, shuttle)))]
+    #[test]
+    fn the_blocking_depth_counts_the_calls_a_thread_is_inside() {
+        let two = NonZeroUsize::new(2).expect("2 > 0");
+        let (shared, locals) = build::<Locked>(two, NonZeroUsize::MIN, 0);
+        let depth = || locals[0].blocking.get();
+        let seen = locals[0].with_context(&shared, |ctx| {
+            ctx.block_in_place(|| {
+                let outer = depth();
+                let inner = ctx.block_without_spare(depth);
+                (outer, inner, depth())
+            })
+        });
+        assert_eq!(seen, (1, 2, 1));
+        assert_eq!(depth(), 0, "back to 0 after the calls returned");
+        let panicked = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            locals[0].with_context(&shared, |ctx| ctx.block_in_place(|| panic!("in f")))
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(depth(), 0, "back to 0 after a panic in f");
+    }
+
     /// `SpareThreads` prunes again only at twice the handles its last pruning left (at least
     /// `MIN_PRUNE`), which keeps a push O(1) amortised while many spares are alive, and a
     /// pruning joins every finished handle, not only those before the first running one.
