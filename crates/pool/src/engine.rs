@@ -815,8 +815,8 @@ impl<D: DequeFamily> Local<D> {
     }
 
     /// The whole re-check of the parking protocol (S3), without the exit condition: this
-    /// thread's own work ([`Local::has_local_work`]), then every worker's deque and inbox,
-    /// in index order. `Some(Sighted::Elsewhere(v))` names the first other worker with
+    /// thread's own work ([`Local::has_local_work`]), then every other worker's deque and
+    /// inbox, in index order. `Some(Sighted::Elsewhere(v))` names the first other worker with
     /// queued work: the caller searches it first.
     ///
     /// Why every deque (B4.no-lost-wakeup, crate docs "Parking"): a worker pushes a child
@@ -840,8 +840,8 @@ impl<D: DequeFamily> Local<D> {
     /// root or the submitter's read saw the registration.
     ///
     /// # Cost
-    /// O(workers) per park (after the backoff's 16 failed rounds): two loads per worker
-    /// when its queues are empty (a Chase–Lev deque's ends; an inbox's head mirror and
+    /// O(workers) per park (after the backoff's 16 failed rounds): two loads per other
+    /// worker when its queues are empty (a Chase–Lev deque's ends; an inbox's head mirror and
     /// tail), a lock where the locked deque is used or an inbox looks non-empty. Nothing on
     /// the path where work flows.
     pub(crate) fn work_in_sight(&self, shared: &Shared<D>) -> Option<Sighted> {
@@ -854,7 +854,11 @@ impl<D: DequeFamily> Local<D> {
         if seeded_bug!("park_checks_home_only") {
             return None;
         }
+        // `has_local_work` has looked at `self.index`'s queues (a worker's own, or those of
+        // the worker a spare stands in for): each load here is one more interleaving point
+        // for loom, whose models of parking cost roughly double with it.
         (0..shared.workers())
+            .filter(|&v| v != self.index)
             .find(|&v| !shared.thieves[v].is_empty() || !shared.inboxes[v].is_empty())
             .map(Sighted::Elsewhere)
     }
