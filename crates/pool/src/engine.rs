@@ -1351,8 +1351,13 @@ mod tests {
                 crate::worker::spare_main(sh, Local::<Locked>::spare(0, 16), rel);
             })
         };
+        // Parked, not only registered (found by the zoo, stop 55): the spare's re-check
+        // looks at every worker's inbox (`Local::work_in_sight`), so a spare preempted
+        // between its registration and its re-check would see the root pushed to inbox 1
+        // below, decline and take it, and the publisher would then find worker 1 alone.
+        // `parks` is counted after the re-check found nothing.
         let start = Instant::now();
-        while shared.sleep.sleepers() != 1 {
+        while shared.sleep.sleepers() != 1 || shared.metrics().workers[0].parks != 1 {
             assert!(start.elapsed() < Duration::from_secs(10), "the spare parks");
             thread::yield_now();
         }
