@@ -859,12 +859,26 @@ fn read_bytes(
     from_text(&text, path, format, opts)
 }
 
-/// The bytes read from `path` as text.
+/// The bytes read from `path` as text, without a leading UTF-8 byte-order mark (U+FEFF,
+/// which editors on Windows write): the DOT and JSON parsers would refuse it as a syntax
+/// error at 1:1 ("expected graph"), and the TOML parser skips it already. Line and column
+/// numbers in later messages count from the first character after it.
+///
+/// # Errors
+/// [`ReadError::NotUtf8`] with the byte offset of the first invalid sequence (counted in
+/// the file, mark included).
+///
+/// # Complexity
+/// O(bytes): validation, plus one move of the text when a mark is there.
 fn decode(bytes: Vec<u8>, path: &Path) -> Result<String, ReadError> {
-    String::from_utf8(bytes).map_err(|e| ReadError::NotUtf8 {
+    let mut text = String::from_utf8(bytes).map_err(|e| ReadError::NotUtf8 {
         path: path.to_path_buf(),
         offset: e.utf8_error().valid_up_to(),
-    })
+    })?;
+    if text.starts_with('\u{feff}') {
+        text.drain(..'\u{feff}'.len_utf8());
+    }
+    Ok(text)
 }
 
 /// [`read_str`], then the notes on inapplicable options, `reverse` and `exclude_tasks`.
@@ -1227,6 +1241,48 @@ mod tests {
             );
         }
         assert!(inapplicable_options(Format::Toml, &ReadOptions::default()).is_empty());
+    }
+
+    /// Found by a README walk-through (stop 55): a DOT file saved with a byte-order mark
+    /// was refused as "DOT syntax error: expected graph" at 1:1.
+    #[test]
+    fn a_leading_byte_order_mark_is_skipped_in_every_format() {
+        let dir = tempfile::tempdir().unwrap();
+        let metadata = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/cargo-metadata-criterion.json"
+        );
+        let files = [
+            ("g.dot", "digraph { a -> b }\n".to_string()),
+            (
+                "g.toml",
+                "[[task]]\nid = \"a\"\n[[task]]\nid = \"b\"\ndeps = [\"a\"]\n".to_string(),
+            ),
+            ("g.json", std::fs::read_to_string(metadata).unwrap()),
+        ];
+        for (name, text) in files {
+            let p = dir.path().join(name);
+            std::fs::write(&p, format!("\u{feff}{text}")).unwrap();
+            let with_mark = read_file(&p, &ReadOptions::default());
+            let check =
+                read_for_check_timed(&p, &ReadOptions::default(), u64::MAX, &mut Timings::new());
+            std::fs::write(&p, &text).unwrap();
+            let without = read_file(&p, &ReadOptions::default()).expect(name);
+            let with_mark = with_mark.unwrap_or_else(|e| panic!("{name} with a mark: {e}"));
+            assert_eq!(with_mark.tasks.len(), without.tasks.len(), "{name}");
+            assert_eq!(with_mark.edge_count(), without.edge_count(), "{name}");
+            if let Err(e) = check {
+                panic!("{name} with a mark, through check's reader: {e}");
+            }
+        }
+        // The mark is skipped, not the check of the bytes after it.
+        let p = dir.path().join("bad.dot");
+        std::fs::write(&p, b"\xef\xbb\xbfdigraph { \xff }").unwrap();
+        let err = read_file(&p, &ReadOptions::default()).unwrap_err();
+        assert!(
+            matches!(err, ReadError::NotUtf8 { offset: 13, .. }),
+            "{err:?}"
+        );
     }
 
     #[test]
