@@ -165,10 +165,12 @@ pub(crate) enum Found {
 /// What the parking re-check saw ([`Local::work_in_sight`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Sighted {
-    /// This thread's own queues hold work (for a spare: those of the worker it stands in
-    /// for too).
+    /// This thread's own queues hold work (a worker's deque or inbox, a spare's private
+    /// deque), which its search looks at first anyway.
     Home,
-    /// Worker `.0`'s deque or inbox holds work: search it first (a steal tries both).
+    /// Worker `.0`'s deque or inbox holds work: search it first (a steal tries both). For a
+    /// spare this can be the worker it stands in for, whose queues its search reaches from
+    /// a random start otherwise.
     Elsewhere(usize),
 }
 
@@ -846,6 +848,13 @@ impl<D: DequeFamily> Local<D> {
     /// the path where work flows.
     pub(crate) fn work_in_sight(&self, shared: &Shared<D>) -> Option<Sighted> {
         if self.has_local_work(shared) {
+            // A spare's work in sight may be in the queues of the worker it stands in for
+            // (found by review, stop 54): named, so that its search goes there first; in a
+            // pool of more than `SCAN_LIMIT` workers a search from a random start might not
+            // reach them and the spare would back off and park again.
+            if self.spare && self.owner.is_empty() {
+                return Some(Sighted::Elsewhere(self.index));
+            }
             return Some(Sighted::Home);
         }
         // SEEDED BUG (park_checks_home_only): the re-check looks at home only, so a child
@@ -1456,6 +1465,43 @@ mod tests {
             Some(Sighted::Elsewhere(0))
         );
         drop(shared.inboxes[0].pop_front());
+    }
+
+    /// A spare's re-check names the worker it stands in for when the work it sees is in
+    /// that worker's queues (found by review, stop 54): with `Home` its search after the
+    /// declined park started at a random worker, and in a pool of more than `SCAN_LIMIT`
+    /// workers might not reach them. Its own private deque is `Home`; another worker's
+    /// queue is named as for a worker.
+    #[cfg(not(any(loom, shuttle)))]
+    #[test]
+    fn a_spares_recheck_names_the_worker_it_stands_in_for() {
+        use crate::handle::new_detached;
+        use crate::sleep::Parked;
+        use crate::worker::search_first;
+
+        let sixteen = NonZeroUsize::new(16).expect("16 > 0");
+        let (shared, workers_never_started) = build::<Locked>(sixteen, NonZeroUsize::MIN, 1);
+        let spare = Local::<Locked>::spare(5, 16);
+        assert_eq!(spare.work_in_sight(&shared), None, "nothing queued");
+        shared.lifecycle.register_root().expect("accepting");
+        shared.inboxes[5].push_back(new_detached(TaskId(1 << 40), |_| ()));
+        let sighted = spare.work_in_sight(&shared);
+        assert_eq!(sighted, Some(Sighted::Elsewhere(5)), "worker 5's inbox");
+        assert_eq!(search_first(Parked::Declined, sighted), Some(5));
+        assert_eq!(
+            workers_never_started[5].work_in_sight(&shared),
+            Some(Sighted::Home),
+            "for worker 5 itself its inbox is home"
+        );
+        spare
+            .owner
+            .push(new_detached(TaskId((1 << 40) + 1), |_| ()));
+        assert_eq!(spare.work_in_sight(&shared), Some(Sighted::Home));
+        drop(spare.owner.pop());
+        drop(shared.inboxes[5].pop_front());
+        shared.inboxes[9].push_back(new_detached(TaskId((1 << 40) + 2), |_| ()));
+        assert_eq!(spare.work_in_sight(&shared), Some(Sighted::Elsewhere(9)));
+        drop(shared.inboxes[9].pop_front());
     }
 
     /// B4.no-lost-wakeup, the store buffer's window: worker 1 parked although worker 0's

@@ -108,7 +108,7 @@ impl<D: DequeFamily> Drop for ExitGuard<'_, D> {
 /// The queue a thread searches first after its park: the waker's hint if a waker took it,
 /// else the deque its re-check saw holding work (in a pool larger than `SCAN_LIMIT` a
 /// search from a random start might not reach it), else none.
-fn search_first(parked: Parked, sighted: Option<Sighted>) -> Option<usize> {
+pub(crate) fn search_first(parked: Parked, sighted: Option<Sighted>) -> Option<usize> {
     match (parked, sighted) {
         (Parked::Woken(h), _) => h,
         (Parked::Declined, Some(Sighted::Elsewhere(v))) => Some(v),
